@@ -1,0 +1,1 @@
+"""Reverie's middle and back end: tensor IR, transforms (autodiff, batching), lowering, codegen."""

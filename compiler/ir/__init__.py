@@ -1,0 +1,1 @@
+"""The typed tensor IR: data structures, op table, printer, verifier, interpreter."""

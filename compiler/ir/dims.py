@@ -1,0 +1,182 @@
+"""Symbolic dimensions: `N`, `N + 1`, `2 * K`, `K // 2`.
+
+A `Dim` is a polynomial with integer coefficients over atoms; an atom is a dimension name
+or a `FloorDiv` that could not be simplified. The canonical form makes equality structural:
+`Dim.sym("N") + 1 == 1 + Dim.sym("N")`, and `(2 * K) // 2 == K`. Shapes are tuples of Dims.
+
+    >>> n = Dim.sym("N")
+    >>> str((n + 1) * 2 - n)
+    'N + 2'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Atom = "str | FloorDiv"
+Monomial = tuple  # sorted tuple of atoms; () is the constant term
+
+
+def _atom_key(atom: str | FloorDiv) -> str:
+    """Sort key that orders plain names before floor divisions."""
+    return atom if isinstance(atom, str) else "~" + str(atom)
+
+
+@dataclass(frozen=True)
+class FloorDiv:
+    """An irreducible `numerator // denominator` (denominator a positive constant)."""
+
+    numerator: Dim
+    denominator: int
+
+    def __str__(self) -> str:
+        numerator = str(self.numerator)
+        if len(self.numerator.terms) > 1:
+            numerator = f"({numerator})"
+        return f"{numerator} // {self.denominator}"
+
+
+@dataclass(frozen=True)
+class Dim:
+    """A canonical polynomial: `terms` maps sorted monomials to non-zero coefficients."""
+
+    terms: tuple[tuple[Monomial, int], ...]
+
+    @staticmethod
+    def const(value: int) -> Dim:
+        return Dim((((), int(value)),) if value else ())
+
+    @staticmethod
+    def sym(name: str) -> Dim:
+        return Dim((((name,), 1),))
+
+    @staticmethod
+    def _from(coeffs: Mapping[Monomial, int]) -> Dim:
+        items = [(m, c) for m, c in coeffs.items() if c]
+        items.sort(key=lambda mc: (not mc[0], len(mc[0]), [_atom_key(a) for a in mc[0]]))
+        return Dim(tuple(items))
+
+    @property
+    def is_const(self) -> bool:
+        return all(not m for m, _ in self.terms)
+
+    @property
+    def value(self) -> int:
+        """The integer value of a constant Dim."""
+        assert self.is_const, f"{self} is not a constant"
+        return self.terms[0][1] if self.terms else 0
+
+    def symbols(self) -> set[str]:
+        """Every dimension name this expression mentions."""
+        names: set[str] = set()
+        for monomial, _ in self.terms:
+            for atom in monomial:
+                names |= {atom} if isinstance(atom, str) else atom.numerator.symbols()
+        return names
+
+    def __add__(self, other: Dim | int) -> Dim:
+        coeffs = dict(self.terms)
+        for m, c in as_dim(other).terms:
+            coeffs[m] = coeffs.get(m, 0) + c
+        return Dim._from(coeffs)
+
+    __radd__ = __add__
+
+    def __neg__(self) -> Dim:
+        return Dim(tuple((m, -c) for m, c in self.terms))
+
+    def __sub__(self, other: Dim | int) -> Dim:
+        return self + (-as_dim(other))
+
+    def __rsub__(self, other: Dim | int) -> Dim:
+        return as_dim(other) - self
+
+    def __mul__(self, other: Dim | int) -> Dim:
+        coeffs: dict[Monomial, int] = {}
+        for m1, c1 in self.terms:
+            for m2, c2 in as_dim(other).terms:
+                m = tuple(sorted(m1 + m2, key=_atom_key))
+                coeffs[m] = coeffs.get(m, 0) + c1 * c2
+        return Dim._from(coeffs)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other: Dim | int) -> Dim:
+        """Floor division by a positive constant; exact when every coefficient divides."""
+        other = as_dim(other)
+        if not other.is_const or other.value <= 0:
+            raise ValueError(f"a dimension can only be divided by a positive constant, not {other}")
+        d = other.value
+        if self.is_const:
+            return Dim.const(self.value // d)
+        if all(c % d == 0 for _, c in self.terms):
+            return Dim._from({m: c // d for m, c in self.terms})
+        return Dim._from({(FloorDiv(self, d),): 1})
+
+    def evaluate(self, bindings: Mapping[str, Any]) -> Any:
+        """The value under `bindings` (ints, or Dims to substitute); every symbol bound."""
+        total = 0
+        for monomial, coeff in self.terms:
+            product = coeff
+            for atom in monomial:
+                if isinstance(atom, str):
+                    product *= bindings[atom]
+                else:
+                    product *= atom.numerator.evaluate(bindings) // atom.denominator
+            total += product
+        return total
+
+    def substitute(self, bindings: Mapping[str, Dim]) -> Dim:
+        """This expression with each symbol replaced by a Dim (unbound symbols stay)."""
+        full = {name: bindings.get(name, Dim.sym(name)) for name in self.symbols()}
+        return as_dim(self.evaluate(full))
+
+    def __str__(self) -> str:
+        if not self.terms:
+            return "0"
+        parts = []
+        for i, (monomial, coeff) in enumerate(self.terms):
+            atoms = " * ".join(str(a) for a in monomial)
+            magnitude = abs(coeff)
+            if not atoms:
+                text = str(magnitude)
+            elif magnitude == 1:
+                text = atoms
+            else:
+                text = f"{magnitude} * {atoms}"
+            if i == 0:
+                parts.append(f"-{text}" if coeff < 0 else text)
+            else:
+                parts.append(f"- {text}" if coeff < 0 else f"+ {text}")
+        return " ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"Dim({self})"
+
+
+def as_dim(value: Dim | int) -> Dim:
+    """Wrap a Python int as a constant Dim; Dims pass through."""
+    return value if isinstance(value, Dim) else Dim.const(value)
+
+
+Shape = tuple[Dim, ...]
+
+
+def shape_str(shape: Shape) -> str:
+    """`[N, D]`-style text for a shape."""
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def num_elements(shape: Shape) -> Dim:
+    """The product of a shape's dimensions."""
+    total = Dim.const(1)
+    for d in shape:
+        total = total * d
+    return total
+
+
+def evaluate_shape(shape: Shape, bindings: Mapping[str, int]) -> tuple[int, ...]:
+    """Concrete sizes of a symbolic shape."""
+    return tuple(d.evaluate(bindings) for d in shape)

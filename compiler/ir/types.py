@@ -1,0 +1,66 @@
+"""Element types and tensor types of the IR.
+
+A `TensorType` is a dtype plus a symbolic shape; a scalar has shape `()`. Printed the way
+users write them in source: `f32`, `f64[N, D]`, `i64[N + 1]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dims import Dim, Shape, shape_str
+
+FLOAT_DTYPES = ("f32", "f64")
+INT_DTYPES = ("i32", "i64")
+DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
+
+NUMPY_DTYPES = {
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+    "bool": np.dtype(np.bool_),
+}
+
+
+class ShapeError(Exception):
+    """An op's operands do not fit its shape or dtype rule; the lowering adds the span."""
+
+
+@dataclass(frozen=True)
+class TensorType:
+    dtype: str
+    shape: Shape = ()
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype in FLOAT_DTYPES
+
+    @property
+    def is_int(self) -> bool:
+        return self.dtype in INT_DTYPES
+
+    def with_shape(self, shape: Shape) -> TensorType:
+        return TensorType(self.dtype, tuple(shape))
+
+    def with_dtype(self, dtype: str) -> TensorType:
+        return TensorType(dtype, self.shape)
+
+    def __str__(self) -> str:
+        return self.dtype + (shape_str(self.shape) if self.shape else "")
+
+
+def scalar(dtype: str) -> TensorType:
+    """The scalar type of `dtype`."""
+    return TensorType(dtype, ())
+
+
+def const_shape(*sizes: int) -> Shape:
+    """A shape of literal sizes."""
+    return tuple(Dim.const(s) for s in sizes)

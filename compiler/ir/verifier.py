@@ -1,0 +1,55 @@
+"""IR verifier: run after every pass in tests.
+
+Checks that every operand is defined before use within its own block (regions are isolated
+from above), that every op is in the op table and its result types are what the shape rule
+computes, and that block results are defined. Raises `VerifyError` with the op's text.
+"""
+
+from __future__ import annotations
+
+from .core import Block, Function, Module, Value
+from .ops import OPS, infer_types
+from .types import ShapeError
+
+
+class VerifyError(Exception):
+    """The IR breaks an invariant; this is a compiler bug, never a user error."""
+
+
+def verify_block(block: Block, where: str) -> None:
+    """Verify one block and, recursively, its regions."""
+    defined: set[Value] = set(block.params)
+    for op in block.ops:
+        if op.name not in OPS:
+            raise VerifyError(f"{where}: unknown op '{op.name}'")
+        for v in op.operands:
+            if v not in defined:
+                raise VerifyError(f"{where}: '{op.name}' uses a value not defined before it")
+        try:
+            types = infer_types(op.name, [v.type for v in op.operands], op.attrs, op.regions)
+        except ShapeError as e:
+            raise VerifyError(f"{where}: '{op.name}' is ill-typed: {e}") from e
+        if types != [r.type for r in op.results]:
+            got = ", ".join(str(r.type) for r in op.results)
+            raise VerifyError(f"{where}: '{op.name}' results are {got}, the rule gives "
+                              + ", ".join(map(str, types)))
+        for r in op.results:
+            if r.op is not op:
+                raise VerifyError(f"{where}: a result of '{op.name}' points to another op")
+        for region in op.regions:
+            verify_block(region, f"{where}/{op.name}")
+        defined.update(op.results)
+    for v in block.results:
+        if v not in defined:
+            raise VerifyError(f"{where}: returns a value not defined in the block")
+
+
+def verify_function(fn: Function) -> None:
+    """Verify a function's body."""
+    verify_block(fn.body, f"@{fn.name}")
+
+
+def verify_module(module: Module) -> None:
+    """Verify every function."""
+    for fn in module.functions.values():
+        verify_function(fn)

@@ -1,0 +1,311 @@
+"""Lowering of expressions: names, literals, operators, broadcasting, subscripts.
+
+Consumes AST expressions inside an `Env` and a `Region`; produces `Val`s (IR values plus a
+weak-dtype flag) by emitting ops. Built-in calls are in `lower_builtins.py`, index notation
+in `lower_index.py`.
+"""
+
+from __future__ import annotations
+
+from reverie.dsl import ast
+from reverie.dsl.diagnostics import did_you_mean, error_at
+
+from .ir.dims import Dim
+from .ir.ops import broadcast_shapes, dtype_class
+from .ir.types import INT_DTYPES, ShapeError
+from .lower import Env, Region, TupleVal, Val, VarSlot
+
+ARITHMETIC = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod",
+              "**": "pow"}
+COMPARISON = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+LOGICAL = {"and": "and", "or": "or"}
+
+
+def lower_expr(env: Env, region: Region, node: ast.Expr) -> Val | TupleVal:
+    """Lower any expression."""
+    from .lower_index import hoisted, in_index_body, lower_index_reduce, lower_read
+
+    if in_index_body(env, region, node):
+        return hoisted(env, region, node)
+    match node:
+        case ast.IntLit(value=v):
+            return constant(region, node.span, v, "i64", weak=True)
+        case ast.FloatLit(value=v):
+            return constant(region, node.span, v, env.default_float, weak=True)
+        case ast.BoolLit(value=v):
+            return constant(region, node.span, v, "bool", weak=False)
+        case ast.Name():
+            return lower_name(env, region, node)
+        case ast.UnaryOp():
+            return lower_unary(env, region, node)
+        case ast.BinOp():
+            return lower_binop(env, region, node)
+        case ast.Call():
+            from .lower_builtins import lower_call
+
+            return lower_call(env, region, node)
+        case ast.IndexReduce():
+            return lower_index_reduce(env, region, node)
+        case ast.Subscript() if env.index_ctx is not None:
+            return lower_read(env, region, node)
+        case ast.Subscript():
+            return lower_subscript(env, region, node)
+        case ast.Attribute():
+            return lower_attribute(env, region, node)
+        case ast.TupleExpr():
+            return TupleVal([tensor(env, region, e) for e in node.elements])
+    raise error_at(node.span, "this expression cannot be used here")
+
+
+def tensor(env: Env, region: Region, node: ast.Expr) -> Val:
+    """Lower an expression that must be a single tensor (not a tuple)."""
+    val = lower_expr(env, region, node)
+    if isinstance(val, TupleVal):
+        raise error_at(node.span, "a tuple cannot be used as a tensor here")
+    return val
+
+
+def constant(region: Region, span: ast.Span, value: object, dtype: str, weak: bool) -> Val:
+    """A scalar literal of `dtype`."""
+    if dtype_class(dtype) == "float":
+        value = float(value)  # type: ignore[arg-type]
+    elif dtype in INT_DTYPES:
+        value = int(value)  # type: ignore[call-overload]
+    return Val(region.op(span, "const", [], {"value": value, "dtype": dtype}), weak)
+
+
+def lower_name(env: Env, region: Region, node: ast.Name) -> Val:
+    """A local, a `var`, an index or loop variable, or a dimension used as a value."""
+    if node.id in env.index_vars:
+        val = env.index_vars[node.id]
+        return Val(region.use(val.value), val.weak)
+    binding = env.lookup(node.id)
+    if isinstance(binding, VarSlot):
+        binding = binding.current
+    if isinstance(binding, Val):
+        return Val(region.use(binding.value), binding.weak)
+    if isinstance(binding, TupleVal):
+        raise error_at(node.span, f"'{node.id}' is a tuple; take an element with {node.id}[0]")
+    if node.id in env.dim_map:
+        return Val(region.op(node.span, "dim", [], {"dim": env.dim_map[node.id]}), weak=True)
+    if node.id in env.lowering.functions:
+        raise error_at(node.span, f"'{node.id}' is a function; call it as {node.id}(...)")
+    raise error_at(node.span, f"unknown name '{node.id}'" + did_you_mean(node.id, env.visible_names()))
+
+
+# ---------------------------------------------------------------- dtypes and broadcasting
+
+
+def convert_weak(env: Env, region: Region, val: Val, dtype: str | None, span: ast.Span) -> Val:
+    """Give a weak value a definite dtype (`None`: keep its default); strong values pass."""
+    if not val.weak:
+        return val
+    if dtype is None or dtype == val.type.dtype:
+        return Val(val.value)
+    source, target = dtype_class(val.type.dtype), dtype_class(dtype)
+    if source == "float" and target != "float":
+        raise error_at(span, f"a float value cannot be used as {dtype}; "
+                             f"convert explicitly, e.g. {dtype}(...)")
+    if val.value.op is not None and val.value.op.name == "const":
+        return constant(region, span, val.value.op.attrs["value"], dtype, weak=False)
+    return Val(region.op(span, "cast", [val.value], {"dtype": dtype}))
+
+
+def unify(env: Env, region: Region, vals: list[Val], span: ast.Span) -> tuple[list[Val], bool]:
+    """Bring operands to one dtype (weak ones follow strong ones); returns (vals, weak)."""
+    strong = [v for v in vals if not v.weak]
+    if not strong:
+        classes = {dtype_class(v.type.dtype) for v in vals}
+        dtype = env.default_float if "float" in classes else "i64"
+        converted = [convert_weak(env, region, v, dtype, span) for v in vals]
+        return [Val(v.value, True) for v in converted], True
+    dtypes = sorted({v.type.dtype for v in strong})
+    if len(dtypes) > 1:
+        if set(dtypes) <= set(INT_DTYPES):
+            dtypes = ["i64"]
+            strong_vals = [Val(region.op(span, "cast", [v.value], {"dtype": "i64"}))
+                           if not v.weak and v.type.dtype != "i64" else v for v in vals]
+            vals = strong_vals
+        else:
+            a, b = dtypes[0], dtypes[1]
+            raise error_at(span, f"cannot mix {a} and {b}; convert one side explicitly, "
+                                 f"e.g. {b}(...) or {a}(...)")
+    dtype = dtypes[0]
+    return [convert_weak(env, region, v, dtype, span) for v in vals], False
+
+
+def broadcast_to(region: Region, val: Val, shape: tuple[Dim, ...], span: ast.Span) -> Val:
+    """`val` broadcast to `shape` (no op when it already has that shape)."""
+    if val.type.shape == shape:
+        return val
+    return Val(region.op(span, "broadcast", [val.value], {"shape": shape}), val.weak)
+
+
+def broadcast_all(region: Region, vals: list[Val], span: ast.Span) -> list[Val]:
+    """NumPy-broadcast operands to their common shape."""
+    shape: tuple[Dim, ...] = ()
+    try:
+        for v in vals:
+            shape = broadcast_shapes(shape, v.type.shape)
+    except ShapeError as e:
+        types = " and ".join(str(v.type) for v in vals)
+        raise error_at(span, f"cannot broadcast {types}: {e}") from None
+    return [broadcast_to(region, v, shape, span) for v in vals]
+
+
+def elementwise(env: Env, region: Region, name: str, vals: list[Val], span: ast.Span) -> Val:
+    """Unify dtypes, broadcast, and emit elementwise op `name`."""
+    vals, weak = unify(env, region, vals, span)
+    vals = broadcast_all(region, vals, span)
+    result = region.op(span, name, [v.value for v in vals])
+    return Val(result, weak and result.type.dtype != "bool")
+
+
+# ---------------------------------------------------------------- operators
+
+
+def lower_unary(env: Env, region: Region, node: ast.UnaryOp) -> Val:
+    """`-x` and `not x`."""
+    val = tensor(env, region, node.operand)
+    if node.op == "not":
+        if val.type.dtype != "bool":
+            raise error_at(node.span, f"'not' needs a bool operand, got {val.type}")
+        return Val(region.op(node.span, "not", [val.value]))
+    if val.type.dtype == "bool":
+        raise error_at(node.span, "cannot negate a bool value; use 'not'")
+    return Val(region.op(node.span, "neg", [val.value]), val.weak)
+
+
+def lower_binop(env: Env, region: Region, node: ast.BinOp) -> Val:
+    """Arithmetic, comparisons, logic and `@`."""
+    if node.op == "@":
+        from .lower_builtins import matmul
+
+        return matmul(env, region, tensor(env, region, node.left),
+                      tensor(env, region, node.right), node.span)
+    if node.op == "**" and isinstance(node.right, ast.IntLit) and node.right.value == 2:
+        base = tensor(env, region, node.left)
+        _require_float(base, "**", node.span)
+        return elementwise(env, region, "mul", [base, base], node.span)
+    left, right = tensor(env, region, node.left), tensor(env, region, node.right)
+    if node.op in LOGICAL:
+        for v in (left, right):
+            if v.type.dtype != "bool":
+                raise error_at(node.span, f"'{node.op}' needs bool operands, got {v.type}")
+        return elementwise(env, region, LOGICAL[node.op], [left, right], node.span)
+    if node.op in COMPARISON:
+        return elementwise(env, region, COMPARISON[node.op], [left, right], node.span)
+    for v in (left, right):
+        if v.type.dtype == "bool":
+            raise error_at(node.span, f"'{node.op}' needs numbers, got {v.type}; "
+                                      "convert with f32(...) or i64(...)")
+    name = ARITHMETIC[node.op]
+    if name in ("div", "pow"):
+        (left, right), weak = unify(env, region, [left, right], node.span)
+        if left.type.dtype in INT_DTYPES:
+            if not weak:
+                hint = "use // for integer division" if name == "div" else "convert to a float"
+                raise error_at(node.span, f"'{node.op}' on integers is not supported; {hint}, "
+                                          "or convert with f32(...)")
+            left, right = (convert_weak(env, region, v, env.default_float, node.span)
+                           for v in (left, right))
+            return Val(elementwise(env, region, name, [left, right], node.span).value, True)
+    return elementwise(env, region, name, [left, right], node.span)
+
+
+def _require_float(val: Val, what: str, span: ast.Span) -> None:
+    if not val.weak and dtype_class(val.type.dtype) != "float":
+        raise error_at(span, f"'{what}' needs a float operand, got {val.type}; "
+                             f"convert with f32(...) or f64(...)")
+
+
+def lower_attribute(env: Env, region: Region, node: ast.Attribute) -> Val:
+    """`x.T`: reverse the axes, like NumPy."""
+    if node.attr != "T":
+        raise error_at(node.span, f"unknown attribute '.{node.attr}'; the only one is '.T'")
+    val = tensor(env, region, node.value)
+    perm = list(reversed(range(val.type.rank)))
+    return Val(region.op(node.span, "transpose", [val.value], {"perm": perm}), val.weak)
+
+
+# ---------------------------------------------------------------- static dimensions
+
+
+def static_dim(node: ast.Expr, dims: dict[str, Dim], allow_new: bool = False) -> Dim:
+    """A dimension expression from source: integers, dimension names, + - * // and -x."""
+    match node:
+        case ast.IntLit(value=v):
+            return Dim.const(v)
+        case ast.Name(id=name):
+            if name not in dims:
+                if not allow_new:
+                    raise error_at(node.span, f"unknown dimension '{name}'"
+                                              + did_you_mean(name, dims))
+                dims[name] = Dim.sym(name)
+            return dims[name]
+        case ast.UnaryOp(op="-"):
+            return -static_dim(node.operand, dims, allow_new)
+        case ast.BinOp(op="+" | "-" | "*" | "//"):
+            left = static_dim(node.left, dims, allow_new)
+            right = static_dim(node.right, dims, allow_new)
+            if node.op == "+":
+                return left + right
+            if node.op == "-":
+                return left - right
+            if node.op == "*":
+                return left * right
+            if not right.is_const or right.value <= 0:
+                raise error_at(node.right.span, "a dimension can only be divided by a "
+                                                "positive integer constant")
+            return left // right
+    raise error_at(node.span, "expected a dimension: an integer, a dimension name, "
+                              "or + - * // of those")
+
+
+def try_static_dim(env: Env, node: ast.Expr) -> Dim | None:
+    """The Dim of `node` if it is built only from integers and dimension names, else None."""
+    match node:
+        case ast.IntLit():
+            return static_dim(node, env.dim_map)
+        case ast.Name(id=name):
+            if name in env.dim_map and env.lookup(name) is None and name not in env.index_vars:
+                return env.dim_map[name]
+            return None
+        case ast.UnaryOp(op="-"):
+            inner = try_static_dim(env, node.operand)
+            return None if inner is None else -inner
+        case ast.BinOp(op="+" | "-" | "*" | "//"):
+            left, right = try_static_dim(env, node.left), try_static_dim(env, node.right)
+            if left is None or right is None:
+                return None
+            return static_dim(node, env.dim_map)
+    return None
+
+
+# ---------------------------------------------------------------- subscripts
+
+
+def lower_subscript(env: Env, region: Region, node: ast.Subscript) -> Val:
+    """Slices and integer subscripts of a tensor; `f(x)[0]` picks from a tuple."""
+    base = lower_expr(env, region, node.value)
+    if isinstance(base, TupleVal):
+        item = node.items[0] if len(node.items) == 1 else None
+        if not isinstance(item, ast.IntLit) or not 0 <= item.value < len(base.elements):
+            raise error_at(node.span, f"a tuple of {len(base.elements)} is indexed by a "
+                                      "single integer literal")
+        return base.elements[item.value]
+    from .lower_slices import slice_tensor
+
+    return slice_tensor(env, region, base, node)
+
+
+def int_scalar(env: Env, region: Region, node: ast.Expr, what: str) -> Val:
+    """Lower an integer scalar expression (a loop bound or a subscript) as i64."""
+    val = tensor(env, region, node)
+    if val.type.rank != 0 or val.type.dtype not in INT_DTYPES:
+        raise error_at(node.span, f"{what} must be an integer scalar, got {val.type}")
+    val = convert_weak(env, region, val, "i64", node.span)
+    if val.type.dtype != "i64":
+        val = Val(region.op(node.span, "cast", [val.value], {"dtype": "i64"}))
+    return val
+

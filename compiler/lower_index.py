@@ -1,0 +1,241 @@
+"""Lowering of index notation (SPEC §2.5) to `generic` ops.
+
+    let C[i, j] = sum[k](A[i, k] * B[k, j]);
+
+becomes one `generic` over (i, j) reducing over k, whose scalar body reads A and B.
+The rules, applied in this order:
+
+1. Ranges. An index ranges over the dimension it subscripts directly (`A[i, k]` gives i the
+   range 0..N); all such uses must agree, or the range is written (`i in 0..L`).
+2. Hoisting. Sub-expressions that mention no index variable are computed once outside the
+   loop nest; the body receives them as parameters. Tensors must be subscripted.
+3. Reads. `x[e1, e2]` becomes a `read` with one mode per axis: `direct` when the subscript
+   is an index whose range is exactly that axis, `checked` when it depends on a value read
+   from a tensor (a gather), otherwise `zero` (out-of-range reads give 0).
+4. Nested reductions become their own `generic` over the outer indices they use, read back
+   directly: `x[i] * sum[j](A[i, j])` reduces A first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reverie.dsl import ast
+from reverie.dsl.diagnostics import error_at
+
+from .ir.core import Block, Value
+from .ir.dims import Dim
+from .ir.types import INT_DTYPES, scalar
+from .lower import Env, Region, Val
+from .lower_expr import convert_weak, static_dim, tensor, try_static_dim
+
+Range = tuple[Dim, Dim]
+
+
+@dataclass
+class IndexContext:
+    """State shared by every generic body of one index-notation construct."""
+
+    order: list[str]
+    ranges: dict[str, Range]
+    statement: Region
+    body: Region
+    hoisted: dict[int, Val] = field(default_factory=dict)
+
+
+def mentions(node: ast.Expr, names: set[str] | list[str]) -> bool:
+    """Whether `node` refers to any of `names`."""
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def in_index_body(env: Env, region: Region, node: ast.Expr) -> bool:
+    """Whether `node` should be hoisted out of the generic body being lowered."""
+    ctx = env.index_ctx
+    if ctx is None or region is not ctx.body:
+        return False
+    if isinstance(node, ast.IntLit | ast.FloatLit | ast.BoolLit):
+        return False
+    return try_static_dim(env, node) is None and not mentions(node, ctx.order)
+
+
+def _lower_outside(env: Env, node: ast.Expr) -> Val:
+    """Lower an index-free expression once, in the statement's region."""
+    ctx = env.index_ctx
+    if id(node) not in ctx.hoisted:
+        saved = env.index_ctx, env.index_vars
+        env.index_ctx, env.index_vars = None, {}
+        try:
+            ctx.hoisted[id(node)] = tensor(env, ctx.statement, node)
+        finally:
+            env.index_ctx, env.index_vars = saved
+    return ctx.hoisted[id(node)]
+
+
+def hoisted(env: Env, region: Region, node: ast.Expr) -> Val:
+    """An index-free scalar computed outside the loop nest, as seen from the body."""
+    val = _lower_outside(env, node)
+    if val.type.rank:
+        raise error_at(node.span, f"this is a tensor ({val.type}); in index notation "
+                                  "subscript it, e.g. x[i]")
+    return Val(region.use(val.value), val.weak)
+
+
+def _mode(env: Env, item: ast.Expr, size: Dim) -> str:
+    ctx = env.index_ctx
+    if isinstance(item, ast.Name) and item.id in ctx.ranges:
+        return "direct" if ctx.ranges[item.id] == (Dim.const(0), size) else "zero"
+    if any(isinstance(n, ast.Subscript) for n in ast.walk(item)):
+        return "checked"
+    return "zero"
+
+
+def lower_read(env: Env, region: Region, node: ast.Subscript) -> Val:
+    """`x[e1, ..., en]` inside a generic body: one element, by mode per axis."""
+    ctx = env.index_ctx
+    if mentions(node.value, ctx.order):
+        raise error_at(node.value.span, "the subscripted tensor cannot depend on an index")
+    base = _lower_outside(env, node.value)
+    if len(node.items) != base.type.rank:
+        raise error_at(node.span, f"{base.type} needs {base.type.rank} subscript(s) in index "
+                                  f"notation, got {len(node.items)}")
+    indices, modes = [], []
+    for axis, item in enumerate(node.items):
+        if isinstance(item, ast.Slice):
+            raise error_at(item.span, "slices are not allowed in index notation; "
+                                      "use an index variable")
+        index = tensor(env, region, item)
+        if index.type.rank or index.type.dtype not in INT_DTYPES:
+            raise error_at(item.span, f"a subscript must be an integer scalar, got {index.type}")
+        index = convert_weak(env, region, index, "i64", item.span)
+        if index.type.dtype != "i64":
+            index = Val(region.op(item.span, "cast", [index.value], {"dtype": "i64"}))
+        indices.append(index.value)
+        modes.append(_mode(env, item, base.type.shape[axis]))
+    label = node.value.id if isinstance(node.value, ast.Name) else "tensor"
+    value = region.op(node.span, "read", [base.value, *indices],
+                      {"modes": tuple(modes), "label": label})
+    return Val(value)
+
+
+# ---------------------------------------------------------------- ranges
+
+
+def _declarations(decls: list[ast.IndexVar], node: ast.Expr) -> list[ast.IndexVar]:
+    """`decls` plus every index declared by reductions inside `node`."""
+    found = list(decls)
+    for n in ast.walk(node):
+        if isinstance(n, ast.IndexReduce):
+            found.extend(n.indices)
+    return found
+
+
+def infer_ranges(env: Env, decls: list[ast.IndexVar], node: ast.Expr) -> dict[str, Range]:
+    """The range of every index declared in `decls` or inside `node` (rule 1)."""
+    names = [d.name for d in decls]
+    uses: dict[str, list[tuple[Dim, str]]] = {name: [] for name in names}
+    for n in ast.walk(node):
+        if not isinstance(n, ast.Subscript) or mentions(n.value, names):
+            continue
+        items = [(axis, item) for axis, item in enumerate(n.items)
+                 if isinstance(item, ast.Name) and item.id in uses]
+        if not items:
+            continue
+        base = _lower_outside(env, n.value)
+        label = n.value.id if isinstance(n.value, ast.Name) else "a tensor"
+        for axis, item in items:
+            if axis < base.type.rank:
+                uses[item.id].append((base.type.shape[axis], label))
+    ranges: dict[str, Range] = {}
+    for decl in decls:
+        if decl.hi is not None:
+            lo = static_dim(decl.lo, env.dim_map) if decl.lo is not None else Dim.const(0)
+            ranges[decl.name] = (lo, static_dim(decl.hi, env.dim_map))
+            continue
+        found = uses[decl.name]
+        if not found:
+            raise error_at(decl.span, f"cannot infer the range of index '{decl.name}'; "
+                                      f"write it as '{decl.name} in 0..N'")
+        for size, label in found[1:]:
+            if size != found[0][0]:
+                raise error_at(decl.span, f"index '{decl.name}' ranges over {found[0][0]} in "
+                                          f"'{found[0][1]}' but over {size} in '{label}'; "
+                                          "write its range explicitly")
+        ranges[decl.name] = (Dim.const(0), found[0][0])
+    return ranges
+
+
+def _check_names(env: Env, decls: list[ast.IndexVar]) -> None:
+    seen: set[str] = set()
+    for decl in decls:
+        taken = decl.name in seen or decl.name in env.index_vars
+        if taken or env.lookup(decl.name) is not None or decl.name in env.dim_map:
+            raise error_at(decl.span, f"index '{decl.name}' is already defined; "
+                                      "choose another name")
+        seen.add(decl.name)
+
+
+# ---------------------------------------------------------------- generic ops
+
+
+def _build_generic(env: Env, ctx: IndexContext, out: list[str], reduce: str | None,
+                   over: list[str], body: ast.Expr, span: ast.Span) -> Value:
+    """One generic op in the statement region; its body lowered in a fresh region."""
+    params = [Value(scalar("i64"), name=name) for name in out + over]
+    block = Block(params=list(params))
+    body_region = Region(block, parent=ctx.statement)
+    saved = env.index_ctx, env.index_vars
+    env.index_ctx = IndexContext(ctx.order, ctx.ranges, ctx.statement, body_region, ctx.hoisted)
+    env.index_vars = {name: Val(p, weak=True) for name, p in zip(out + over, params, strict=True)}
+    try:
+        val = convert_weak(env, body_region, tensor(env, body_region, body), None, span)
+    finally:
+        env.index_ctx, env.index_vars = saved
+    if val.type.rank:
+        raise error_at(body.span, f"an index-notation body must be a scalar, got {val.type}")
+    if reduce is not None and val.type.dtype == "bool":
+        raise error_at(body.span, f"cannot {reduce}-reduce bool values")
+    block.results = [val.value]
+    attrs: dict = {"indices": tuple((n, *ctx.ranges[n]) for n in out)}
+    if reduce is not None:
+        attrs.update(reduce=reduce, over=tuple((n, *ctx.ranges[n]) for n in over))
+    operands = [outer for outer, _ in body_region.captures]
+    return ctx.statement.op(span, "generic", operands, attrs, [block])
+
+
+def _start(env: Env, region: Region, decls: list[ast.IndexVar], node: ast.Expr) -> IndexContext:
+    """The context of an outermost index-notation construct, with every range inferred."""
+    all_decls = _declarations(decls, node)
+    _check_names(env, all_decls)
+    ctx = IndexContext([d.name for d in all_decls], {}, region, region)
+    env.index_ctx = ctx
+    try:
+        ctx.ranges = infer_ranges(env, all_decls, node)
+    finally:
+        env.index_ctx = None
+    return ctx
+
+
+def lower_let_indexed(env: Env, region: Region, stmt: ast.LetIndexed) -> Val:
+    """`let y[i, j] = body;` (a top-level reduction in the body merges into the generic)."""
+    ctx = _start(env, region, stmt.indices, stmt.value)
+    out = [d.name for d in stmt.indices]
+    value = stmt.value
+    if isinstance(value, ast.IndexReduce):
+        over = [d.name for d in value.indices]
+        return Val(_build_generic(env, ctx, out, value.op, over, value.body, stmt.span))
+    return Val(_build_generic(env, ctx, out, None, [], value, stmt.span))
+
+
+def lower_index_reduce(env: Env, region: Region, node: ast.IndexReduce) -> Val:
+    """`sum[k](body)`: standalone, or nested in another construct (rule 4)."""
+    outer = env.index_ctx
+    over = [d.name for d in node.indices]
+    if outer is None:
+        ctx = _start(env, region, [], node)
+        return Val(_build_generic(env, ctx, [], node.op, over, node.body, node.span))
+    out = [name for name in outer.order if name in env.index_vars and mentions(node.body, [name])]
+    result = _build_generic(env, outer, out, node.op, over, node.body, node.span)
+    indices = [env.index_vars[name].value for name in out]
+    modes = tuple("direct" for _ in out)
+    read = region.op(node.span, "read", [result, *indices], {"modes": modes, "label": node.op})
+    return Val(read)

@@ -1,0 +1,1 @@
+"""IR → IR passes: simplification, reverse and forward mode, batching, lowering to loops."""

@@ -1,0 +1,68 @@
+"""Module-level checks that need no types: names of functions and parameters, recursion.
+
+Consumes an `ast.Module`; raises `TypeCheckError` or returns None. Types, dtypes and shapes
+are checked while lowering to the tensor IR (`reverie.compiler.lower`), where every op's
+shape rule runs.
+"""
+
+from __future__ import annotations
+
+from . import ast
+from .diagnostics import TypeCheckError, error_at
+
+RESERVED = frozenset({
+    "abs", "sign", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
+    "sigmoid", "relu", "softplus", "erf", "floor", "ceil", "max", "min", "pow", "where", "sum",
+    "mean", "prod", "logsumexp", "argmax", "argmin", "softmax", "log_softmax", "transpose",
+    "reshape", "roll", "concat", "f32", "f64", "i32", "i64", "bool", "float",
+})
+
+
+def _calls(fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef]) -> list[ast.Call]:
+    """Calls to user functions inside `fn`, in source order."""
+    return [n for n in ast.walk(fn) if isinstance(n, ast.Call) and n.func in functions]
+
+
+def _check_recursion(functions: dict[str, ast.FunctionDef]) -> None:
+    """Reject any cycle in the call graph, pointing at the call that closes it."""
+    state: dict[str, str] = {}  # name -> "active" | "done"
+
+    for root in functions:
+        stack = [(root, iter(_calls(functions[root], functions)), [root])]
+        if state.get(root) == "done":
+            continue
+        state[root] = "active"
+        while stack:
+            name, calls, path = stack[-1]
+            call = next(calls, None)
+            if call is None:
+                state[name] = "done"
+                stack.pop()
+                continue
+            if state.get(call.func) == "active":
+                cycle = " -> ".join(path[path.index(call.func):] + [call.func])
+                raise error_at(call.span, f"recursion is not supported: {cycle}")
+            if call.func not in state:
+                state[call.func] = "active"
+                stack.append((call.func, iter(_calls(functions[call.func], functions)),
+                              path + [call.func]))
+
+
+def check_module(module: ast.Module) -> None:
+    """Duplicate or reserved names and recursive calls (raises TypeCheckError)."""
+    try:
+        functions: dict[str, ast.FunctionDef] = {}
+        for fn in module.functions:
+            if fn.name in functions:
+                raise error_at(fn.name_span, f"function '{fn.name}' is defined twice")
+            if fn.name in RESERVED:
+                raise error_at(fn.name_span, f"'{fn.name}' is a built-in; choose another name")
+            seen: set[str] = set()
+            for param in fn.params:
+                if param.name in seen:
+                    raise error_at(param.span, f"parameter '{param.name}' appears twice")
+                seen.add(param.name)
+            functions[fn.name] = fn
+        _check_recursion(functions)
+    except TypeCheckError as e:
+        raise e.with_source(module.source, module.filename) from None

@@ -1,0 +1,118 @@
+"""`rv.compile` and `Module`: the user's handle on a compiled `.rv` source.
+
+A `Module` parses and type-checks every function at construction (so errors surface at
+compile time), then specialises each function per float dtype on first call. Functions are
+reached as attributes (`module.loss`) or by name (`module["loss"]`) and are `Kernel`s:
+callables that bind arguments at the call boundary and run the chosen backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+
+from reverie.compiler.ir.core import Function
+from reverie.compiler.ir.interpreter import interpret
+from reverie.compiler.ir.printer import format_function
+from reverie.compiler.lower import ModuleLowering
+from reverie.dsl.diagnostics import did_you_mean
+from reverie.dsl.parser import parse
+from reverie.dsl.printer import format_ast
+from reverie.runtime.call import bind_arguments, check_arity, finish_results, float_dtype_of
+
+BACKENDS = ("native", "interp", "mlir")
+STAGES = ("ast", "tensor")
+
+
+class Kernel:
+    """One function of a module, callable on NumPy arrays."""
+
+    def __init__(self, module: Module, name: str) -> None:
+        self.module = module
+        self.name = name
+        self.definition = module.lowering.functions[name]
+        self.param_names = [p.name for p in self.definition.params]
+        self.__doc__ = f"Compiled Reverie function {name}({', '.join(self.param_names)})."
+
+    def specialise(self, float_dtype: str) -> Function:
+        """The typed IR of this function with `float` meaning `float_dtype`."""
+        return self.module.lowering.specialise(self.name, float_dtype)
+
+    def specialisation_for(self, args: Sequence[object]) -> Function:
+        """The typed IR matching the arguments of one call."""
+        check_arity(self.name, self.param_names, args)
+        declared = [p.type.dtype for p in self.definition.params]
+        return self.specialise(float_dtype_of(declared, args, self.name, self.param_names))
+
+    def __call__(self, *args: object) -> object:
+        fn = self.specialisation_for(args)
+        bound = bind_arguments(fn, args)
+        results = interpret(fn, bound.arrays, bound.dims)
+        return finish_results(fn, results)
+
+    def __repr__(self) -> str:
+        return f"<reverie kernel {self.name}({', '.join(self.param_names)})>"
+
+
+class Module:
+    """A compiled Reverie source: its functions, and its IR at every stage."""
+
+    def __init__(self, source: str, name: str | None = None, backend: str = "native") -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        self.source = source
+        self.name = name or "<source>"
+        self.backend = backend
+        self.ast = parse(source, self.name)
+        self.lowering = ModuleLowering(self.ast)
+        self.kernels = {fn.name: Kernel(self, fn.name) for fn in self.ast.functions}
+        for fn in self.ast.functions:
+            self.lowering.specialise(fn.name, "f32")
+
+    def __getattr__(self, name: str) -> Kernel:
+        kernels = self.__dict__.get("kernels", {})
+        if name in kernels:
+            return kernels[name]
+        raise AttributeError(f"module {self.name!r} has no function '{name}'"
+                             + did_you_mean(name, kernels))
+
+    def __getitem__(self, name: str) -> Kernel:
+        if name not in self.kernels:
+            raise KeyError(f"no function '{name}'" + did_you_mean(name, self.kernels))
+        return self.kernels[name]
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self.kernels))
+
+    def __repr__(self) -> str:
+        return f"<reverie module {self.name} with {', '.join(self.kernels) or 'no functions'}>"
+
+    def ir(self, stage: str, fn: str | None = None, wrt: object = None,
+           dtype: str = "f32") -> str:
+        """The program at `stage` ("ast", "tensor", ...), for one function or all."""
+        if stage not in STAGES:
+            raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
+        names = [fn] if fn is not None else list(self.kernels)
+        for name in names:
+            self[name]
+        if stage == "ast":
+            return format_ast(self.ast) if fn is None else format_ast(
+                type(self.ast)([f for f in self.ast.functions if f.name == fn],
+                               self.ast.source, self.ast.filename))
+        return "\n\n".join(format_function(self.lowering.specialise(n, dtype))
+                           for n in names) + "\n"
+
+
+def compile(source: str, *, name: str | None = None, backend: str = "native") -> Module:
+    """Parse, type-check and compile Reverie source text."""
+    return Module(source, name=name, backend=backend)
+
+
+def load(path: str | Path, *, backend: str = "native") -> Module:
+    """Compile a `.rv` file."""
+    path = Path(path)
+    return Module(path.read_text(), name=str(path), backend=backend)
+
+
+__all__ = ["Kernel", "Module", "compile", "load"]

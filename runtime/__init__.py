@@ -1,0 +1,1 @@
+"""Reverie run time: JIT, object cache, the call boundary, tensors and autograd."""
