@@ -332,5 +332,6 @@ def lower_call(env: Env, region: Region, call: ast.Call) -> Val | TupleVal:
     if call.func == "bool" or call.func in DTYPES:
         raise error_at(call.func_span, f"'{call.func}' is not a cast; compare instead, e.g. x != 0")
     names = list(BUILTINS) + ["max", "min"] + list(env.lowering.functions)
-    raise error_at(call.func_span, f"unknown function '{call.func}'" + did_you_mean(call.func, names))
+    raise error_at(call.func_span,
+                   f"unknown function '{call.func}'" + did_you_mean(call.func, names))
 

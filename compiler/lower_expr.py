@@ -90,7 +90,8 @@ def lower_name(env: Env, region: Region, node: ast.Name) -> Val:
         return Val(region.op(node.span, "dim", [], {"dim": env.dim_map[node.id]}), weak=True)
     if node.id in env.lowering.functions:
         raise error_at(node.span, f"'{node.id}' is a function; call it as {node.id}(...)")
-    raise error_at(node.span, f"unknown name '{node.id}'" + did_you_mean(node.id, env.visible_names()))
+    raise error_at(node.span,
+                   f"unknown name '{node.id}'" + did_you_mean(node.id, env.visible_names()))
 
 
 # ---------------------------------------------------------------- dtypes and broadcasting

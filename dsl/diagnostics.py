@@ -55,7 +55,8 @@ class CompileError(Exception):
         lines = self.source.splitlines()
         out = []
         for diag in self.diagnostics:
-            out.append(f"{self.filename}:{diag.line}:{diag.column}: {diag.severity}: {diag.message}")
+            where = f"{self.filename}:{diag.line}:{diag.column}"
+            out.append(f"{where}: {diag.severity}: {diag.message}")
             if 1 <= diag.line <= len(lines):
                 text = lines[diag.line - 1].expandtabs(4)
                 out.append(f"    {text}")

@@ -8,51 +8,19 @@ callables that bind arguments at the call boundary and run the chosen backend.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.printer import format_function
 from reverie.compiler.lower import ModuleLowering
 from reverie.dsl.diagnostics import did_you_mean
 from reverie.dsl.parser import parse
 from reverie.dsl.printer import format_ast
-from reverie.runtime.call import bind_arguments, check_arity, finish_results, float_dtype_of
+
+from .kernel import Kernel
 
 BACKENDS = ("native", "interp", "mlir")
 STAGES = ("ast", "tensor")
-
-
-class Kernel:
-    """One function of a module, callable on NumPy arrays."""
-
-    def __init__(self, module: Module, name: str) -> None:
-        self.module = module
-        self.name = name
-        self.definition = module.lowering.functions[name]
-        self.param_names = [p.name for p in self.definition.params]
-        self.__doc__ = f"Compiled Reverie function {name}({', '.join(self.param_names)})."
-
-    def specialise(self, float_dtype: str) -> Function:
-        """The typed IR of this function with `float` meaning `float_dtype`."""
-        return self.module.lowering.specialise(self.name, float_dtype)
-
-    def specialisation_for(self, args: Sequence[object]) -> Function:
-        """The typed IR matching the arguments of one call."""
-        check_arity(self.name, self.param_names, args)
-        declared = [p.type.dtype for p in self.definition.params]
-        return self.specialise(float_dtype_of(declared, args, self.name, self.param_names))
-
-    def __call__(self, *args: object) -> object:
-        fn = self.specialisation_for(args)
-        bound = bind_arguments(fn, args)
-        results = interpret(fn, bound.arrays, bound.dims)
-        return finish_results(fn, results)
-
-    def __repr__(self) -> str:
-        return f"<reverie kernel {self.name}({', '.join(self.param_names)})>"
 
 
 class Module:
@@ -66,9 +34,24 @@ class Module:
         self.backend = backend
         self.ast = parse(source, self.name)
         self.lowering = ModuleLowering(self.ast)
-        self.kernels = {fn.name: Kernel(self, fn.name) for fn in self.ast.functions}
+        self.kernels = {fn.name: self._kernel(fn.name) for fn in self.ast.functions}
         for fn in self.ast.functions:
             self.lowering.specialise(fn.name, "f32")
+        self._native: dict[Function, object] = {}
+
+    def _kernel(self, name: str) -> Kernel:
+        definition = self.lowering.functions[name]
+        return Kernel(self, name, [p.name for p in definition.params],
+                      [p.type.dtype for p in definition.params],
+                      lambda dtype: self.lowering.specialise(name, dtype))
+
+    def native(self, fn: Function):  # noqa: ANN201 - a NativeKernel
+        """The native executable of IR function `fn` (compiled once)."""
+        if fn not in self._native:
+            from reverie.runtime.native import NativeKernel
+
+            self._native[fn] = NativeKernel(fn)
+        return self._native[fn]
 
     def __getattr__(self, name: str) -> Kernel:
         kernels = self.__dict__.get("kernels", {})

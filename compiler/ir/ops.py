@@ -140,7 +140,8 @@ UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], tuple[str, ...]]] = {
 }
 
 # name -> (NumPy function, operand dtype classes allowed, result dtype or None for same)
-BINARY: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], tuple[str, ...], str | None]] = {
+BinaryFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+BINARY: dict[str, tuple[BinaryFn, tuple[str, ...], str | None]] = {
     "add": (np.add, ("float", "int"), None),
     "sub": (np.subtract, ("float", "int"), None),
     "mul": (np.multiply, ("float", "int"), None),

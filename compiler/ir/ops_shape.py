@@ -169,7 +169,8 @@ def checked_index(index: np.ndarray, size: int, label: str, axis: int) -> int:
     """The integer `index` if 0 <= index < size, else IndexError naming tensor and bound."""
     i = int(index)
     if not 0 <= i < size:
-        raise IndexError(f"index {i} is out of bounds for axis {axis} of '{label}' with size {size}")
+        raise IndexError(f"index {i} is out of bounds for axis {axis} of '{label}' "
+                         f"with size {size}")
     return i
 
 

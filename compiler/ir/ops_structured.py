@@ -65,7 +65,8 @@ def _infer_generic(ops: list[TensorType], attrs: dict, regions: list) -> list[Te
 
 def _eval_generic(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
     """Evaluate the body once on broadcast index grids, then reduce the trailing axes."""
-    ranges = [(lo.evaluate(ctx.dims), hi.evaluate(ctx.dims)) for _, lo, hi in index_ranges(op.attrs)]
+    ranges = [(lo.evaluate(ctx.dims), hi.evaluate(ctx.dims))
+              for _, lo, hi in index_ranges(op.attrs)]
     rank = len(ranges)
     grids = []
     for axis, (lo, hi) in enumerate(ranges):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from ..ir.core import Block, Function, Value
 
-
 IDENTITY_WHEN_SAME_TYPE = ("reshape", "broadcast", "cast")
 
 

@@ -1,0 +1,69 @@
+"""The `reverie` command line (SPEC §4): demo, check, emit, grad.
+
+    reverie check kernel.rv
+    reverie emit kernel.rv --stage tensor --fn loss
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from reverie.dsl.diagnostics import CompileError
+
+from .module import STAGES, load
+
+
+def _check(args: argparse.Namespace) -> int:
+    module = load(args.file)
+    print(f"{args.file}: ok ({len(module.kernels)} function(s): {', '.join(module.kernels)})")
+    return 0
+
+
+def _emit(args: argparse.Namespace) -> int:
+    module = load(args.file)
+    wrt = args.wrt.split(",") if args.wrt else None
+    print(module.ir(args.stage, fn=args.fn, wrt=wrt, dtype=args.dtype), end="")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with one sub-command per SPEC §4 entry."""
+    parser = argparse.ArgumentParser(prog="reverie", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("demo", help="fit a bundled model with compiled gradients")
+    check = commands.add_parser("check", help="parse and type-check a .rv file")
+    check.add_argument("file")
+    emit = commands.add_parser("emit", help="print the IR of a .rv file at one stage")
+    emit.add_argument("file")
+    emit.add_argument("--stage", choices=STAGES, default="tensor")
+    emit.add_argument("--fn", default=None, help="only this function")
+    emit.add_argument("--wrt", default=None, help="comma-separated parameters (stage grad)")
+    emit.add_argument("--dtype", choices=("f32", "f64"), default="f32",
+                      help="what 'float' means in the printed specialisation")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; compile errors print as diagnostics and exit with status 1."""
+    args = build_parser().parse_args(argv)
+    handlers = {"demo": _demo, "check": _check, "emit": _emit}
+    try:
+        return handlers[args.command](args)
+    except CompileError as e:
+        print(e, file=sys.stderr)
+        return 1
+    except (OSError, ValueError, KeyError) as e:
+        print(f"reverie: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

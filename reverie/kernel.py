@@ -1,0 +1,171 @@
+"""Kernels: compiled functions and their transforms (SPEC §3.1–3.2).
+
+A `Kernel` knows how to build its typed IR for each float dtype and runs it on NumPy
+arrays through the module's backend. Transforms return new Kernels whose IR is derived
+from the parent's, so they can be transformed again:
+
+    loss.grad("w")                 # IR: grad_function(loss) restricted to the gradient
+    loss.grad("w").vjp()           # IR: vjp_function of that — a second derivative
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from reverie.compiler.ir.core import Block, Function
+from reverie.compiler.ir.interpreter import interpret
+from reverie.compiler.ir.types import FLOAT_DTYPES
+from reverie.compiler.transforms.simplify import simplify
+from reverie.runtime.call import bind_arguments, check_arity, finish_results, float_dtype_of
+
+if TYPE_CHECKING:
+    from .module import Module
+
+Wrt = str | int | Sequence[str | int] | None
+
+
+def select_results(fn: Function, keep: Sequence[int], name: str) -> Function:
+    """A copy of `fn` that returns only the results at positions `keep` (dead code removed)."""
+    body = Block(fn.body.params, list(fn.body.ops), [fn.body.results[i] for i in keep])
+    return simplify(Function(name, body, list(fn.param_names), list(fn.dim_names), fn.span,
+                             list(fn.constraints)))
+
+
+class Kernel:
+    """A callable compiled function: `kernel(*arrays)` returns NumPy results."""
+
+    def __init__(self, module: Module, name: str, param_names: list[str],
+                 declared_dtypes: list[str], build: Callable[[str], Function],
+                 single: bool = True) -> None:
+        self.module = module
+        self.name = name
+        self.param_names = param_names
+        self.declared_dtypes = declared_dtypes
+        self._build = build
+        self._single = single
+        self._ir: dict[str, Function] = {}
+
+    def ir_for(self, float_dtype: str = "f32") -> Function:
+        """The typed IR with `float` meaning `float_dtype` (built once per dtype)."""
+        if float_dtype not in self._ir:
+            self._ir[float_dtype] = self._build(float_dtype)
+        return self._ir[float_dtype]
+
+    def specialisation_for(self, args: Sequence[object]) -> Function:
+        """The IR matching the arguments of one call."""
+        check_arity(self.name, self.param_names, args)
+        return self.ir_for(float_dtype_of(self.declared_dtypes, args, self.name,
+                                          self.param_names))
+
+    def __call__(self, *args: object) -> object:
+        fn = self.specialisation_for(args)
+        bound = bind_arguments(fn, args)
+        if self.module.backend == "interp":
+            results = interpret(fn, bound.arrays, bound.dims)
+        else:
+            results = self.module.native(fn)(bound)
+        out = finish_results(fn, results)
+        return out if self._single or isinstance(out, tuple) else (out,)
+
+    def __repr__(self) -> str:
+        return f"<reverie kernel {self.name}({', '.join(self.param_names)})>"
+
+    # ------------------------------------------------------------ transforms
+
+    def wrt_indices(self, wrt: Wrt) -> tuple[list[int], bool]:
+        """Parameter positions for `wrt`, and whether a single one was named."""
+        if wrt is None:
+            chosen = [i for i, d in enumerate(self.declared_dtypes)
+                      if d in FLOAT_DTYPES or d == "float"]
+            single = False
+        elif isinstance(wrt, str | int):
+            chosen, single = [self._param_index(wrt)], True
+        else:
+            chosen, single = [self._param_index(w) for w in wrt], False
+        for i in chosen:
+            dtype = self.declared_dtypes[i]
+            if dtype not in FLOAT_DTYPES and dtype != "float":
+                raise ValueError(f"{self.name}: parameter '{self.param_names[i]}' is {dtype}; "
+                                 "only float parameters can be differentiated")
+        if not chosen:
+            raise ValueError(f"{self.name} has no float parameter to differentiate")
+        return chosen, single
+
+    def _param_index(self, key: str | int) -> int:
+        if isinstance(key, bool) or not isinstance(key, str | int):
+            raise TypeError(f"wrt entries are parameter names or indices, got {key!r}")
+        if isinstance(key, int):
+            if not -len(self.param_names) <= key < len(self.param_names):
+                raise ValueError(f"{self.name} has {len(self.param_names)} parameters; "
+                                 f"wrt index {key} is out of range")
+            return key % len(self.param_names)
+        if key not in self.param_names:
+            raise ValueError(f"{self.name} has no parameter '{key}' "
+                             f"(parameters: {', '.join(self.param_names)})")
+        return self.param_names.index(key)
+
+    def _require_scalar(self, what: str) -> None:
+        types = self.ir_for("f32").result_types
+        if len(types) != 1 or types[0].rank != 0 or not types[0].is_float:
+            shown = ", ".join(map(str, types))
+            raise ValueError(f"{self.name}.{what}() needs a function returning one float "
+                             f"scalar, but it returns {shown}; use {self.name}.vjp() for "
+                             "non-scalar outputs")
+
+    def _derived(self, suffix: str, build: Callable[[str], Function], single: bool,
+                 extra_params: Sequence[str] = ()) -> Kernel:
+        return Kernel(self.module, f"{self.name}_{suffix}",
+                      self.param_names + list(extra_params),
+                      self.declared_dtypes + ["float"] * len(extra_params), build, single)
+
+    def grad(self, wrt: Wrt = None) -> Kernel:
+        """The gradient of a scalar function: one array for a single `wrt`, else a tuple."""
+        from reverie.compiler.transforms.reverse import grad_function
+
+        self._require_scalar("grad")
+        chosen, single = self.wrt_indices(wrt)
+
+        def build(dtype: str) -> Function:
+            full = grad_function(self.ir_for(dtype), chosen)
+            return select_results(full, range(1, 1 + len(chosen)), f"{self.name}_grad")
+
+        return self._derived("grad", build, single)
+
+    def value_and_grad(self, wrt: Wrt = None) -> Kernel:
+        """`(value, grads)` of a scalar function in one compiled call."""
+        from reverie.compiler.transforms.reverse import grad_function
+
+        self._require_scalar("value_and_grad")
+        chosen, single = self.wrt_indices(wrt)
+        kernel = self._derived("value_and_grad",
+                               lambda dtype: grad_function(self.ir_for(dtype), chosen), False)
+        return _Regroup(kernel, single)
+
+    def vjp(self, wrt: Wrt = None) -> Kernel:
+        """A kernel `(*args, cotangent)` returning the vector-Jacobian product(s)."""
+        from reverie.compiler.transforms.reverse import vjp_function
+
+        chosen, single = self.wrt_indices(wrt)
+        outputs = len(self.ir_for("f32").result_types)
+
+        def build(dtype: str) -> Function:
+            full = vjp_function(self.ir_for(dtype), chosen)
+            return select_results(full, range(outputs, outputs + len(chosen)),
+                                  f"{self.name}_vjp")
+
+        names = ["cotangent"] if outputs == 1 else [f"cotangent{i}" for i in range(outputs)]
+        return self._derived("vjp", build, single, names)
+
+
+class _Regroup(Kernel):
+    """value_and_grad: a kernel returning (value, g1, g2, ...) shown as (value, grads)."""
+
+    def __init__(self, inner: Kernel, single: bool) -> None:
+        super().__init__(inner.module, inner.name, inner.param_names, inner.declared_dtypes,
+                         inner._build, False)
+        self._single_grad = single
+
+    def __call__(self, *args: object) -> object:
+        value, *grads = super().__call__(*args)
+        return value, grads[0] if self._single_grad else tuple(grads)
