@@ -16,6 +16,7 @@ from reverie.compiler.lower import ModuleLowering
 from reverie.dsl.diagnostics import did_you_mean
 from reverie.dsl.parser import parse
 from reverie.dsl.printer import format_ast
+from reverie.dsl.printer import format_function as format_ast_function
 
 from .kernel import Kernel
 
@@ -80,9 +81,9 @@ class Module:
         for name in names:
             self[name]
         if stage == "ast":
-            return format_ast(self.ast) if fn is None else format_ast(
-                type(self.ast)([f for f in self.ast.functions if f.name == fn],
-                               self.ast.source, self.ast.filename))
+            if fn is None:
+                return format_ast(self.ast)
+            return format_ast_function(self.lowering.functions[fn]) + "\n"
         return "\n\n".join(format_function(self.lowering.specialise(n, dtype))
                            for n in names) + "\n"
 

@@ -1,0 +1,220 @@
+"""Source text to AST: the Reverie parser (SPEC §2 syntax, SPEC §5 errors).
+
+Consumes a `.rv` source string; produces a `reverie.dsl.ast.Module` whose every node
+carries the `Span` of its text. The grammar is `grammar.lark` next to this file, run by
+Lark's LALR(1) parser (linear time, an explicit stack, no recursion); `ast_builder` then
+turns the parse tree into AST dataclasses without recursion either.
+
+`parse` raises nothing but `ParseError`, whatever the input:
+- Lark's exceptions become diagnostics with readable token names, e.g.
+  `expected ';' or an operator but found identifier 'y'` (this module);
+- shapes the grammar accepts only to reject them with a better message (chained
+  comparisons, unknown dtypes, ...) are refused by `ast_builder`;
+- brackets and the AST are limited to MAX_NESTING levels (here and in `ast_builder`), so
+  the recursive passes that run after the parser cannot overflow the Python stack.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import re
+from pathlib import Path
+
+from lark import Lark, Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedToken
+from lark.lexer import PatternStr
+
+from . import ast
+from .ast_builder import MAX_NESTING, STRAY_RANGE, build_ast, check_tree, token_span
+from .diagnostics import Diagnostic, ParseError, error_at
+
+KEYWORDS = frozenset("fn let var for in return true false and or not".split())
+
+# Token groups used to shorten "expected ..." lists (readable names, see _token_names).
+EXPRESSION_START = frozenset({"identifier", "number", "'('"})
+PREFIX_TOKENS = frozenset({"'-'", "'+'", "'not'", "'true'", "'false'"})
+OPERATORS = frozenset(
+    "'+' '-' '*' '/' '//' '%' '@' '**' '<' '<=' '>' '>=' '==' '!=' 'and' 'or' '(' '[' '.'".split()
+)
+TERMINAL_WORDS = {"NAME": "identifier", "INT": "number", "FLOAT": "number", "$END": "end of file"}
+BRACKET_PAIRS = {")": "(", "]": "[", "}": "{"}
+
+
+def parse(source: str, filename: str = "<source>") -> ast.Module:
+    """Parse Reverie source text into a Module; raise ParseError for any malformed input."""
+    try:
+        functions = _parse_functions(source)
+    except ParseError as error:
+        raise error.with_source(source, filename) from None
+    return ast.Module(functions, source, filename)
+
+
+@functools.cache
+def _lark() -> Lark:
+    """The LALR parser for grammar.lark, built once."""
+    grammar = Path(__file__).with_name("grammar.lark").read_text(encoding="utf-8")
+    return Lark(
+        grammar,
+        parser="lalr",
+        lexer="basic",
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
+
+
+def _parse_functions(source: str) -> list[ast.FunctionDef]:
+    """Parse and validate; raise ParseError without source attached."""
+    unclosed = _check_brackets(source)
+    try:
+        tree = _lark().parse(source)
+    except UnexpectedCharacters as error:
+        raise _character_error(error, source) from None
+    except UnexpectedToken as error:
+        raise _token_error(error, source, unclosed) from None
+    functions = build_ast(tree)
+    check_tree(functions)
+    return functions
+
+
+def _error_at(line: int, column: int, message: str) -> ParseError:
+    """A ParseError at one character position."""
+    return ParseError([Diagnostic(line, column, message, line, column)])
+
+
+# ------------------------------------------------------------------ nesting limits
+
+
+def _check_brackets(source: str) -> list[tuple[str, int, int]]:
+    """Reject brackets nested beyond MAX_NESTING; return the unclosed ones (char, line, col)."""
+    comment = _lark().get_terminal("COMMENT").pattern.to_regexp()
+    open_brackets: list[tuple[str, int, int]] = []
+    line, line_start, previous = 1, 0, 0
+    for match in re.finditer(f"{comment}|[][(){{}}]", source):
+        start = match.start()
+        newlines = source.count("\n", previous, start)
+        if newlines:
+            line += newlines
+            line_start = source.rfind("\n", previous, start) + 1
+        previous = start
+        char = match.group()
+        if char.startswith("#"):
+            continue
+        if char in "([{":
+            open_brackets.append((char, line, start - line_start + 1))
+            if len(open_brackets) > MAX_NESTING:
+                raise _error_at(
+                    line,
+                    start - line_start + 1,
+                    f"brackets are nested too deeply (more than {MAX_NESTING} levels)",
+                )
+        elif open_brackets and open_brackets[-1][0] == BRACKET_PAIRS[char]:
+            open_brackets.pop()
+    return open_brackets
+
+
+# ------------------------------------------------------------------ syntax error messages
+
+
+@functools.cache
+def _token_names() -> dict[str, str]:
+    """Lark terminal name -> readable name: `';'`, `'fn'`, `identifier`, `end of file`."""
+    names = {
+        terminal.name: f"'{terminal.pattern.value}'"
+        for terminal in _lark().terminals
+        if isinstance(terminal.pattern, PatternStr)
+    }
+    names.update(TERMINAL_WORDS)
+    return names
+
+
+def _describe_expected(expected: set[str]) -> str:
+    """`expected ';'`, `expected ';' or an operator`, `expected one of ')', ',', '['`."""
+    names = {_token_names().get(terminal, terminal) for terminal in expected}
+    groups = []
+    if EXPRESSION_START <= names:
+        names -= EXPRESSION_START | PREFIX_TOKENS
+        groups.append("an expression")
+    if "'*'" in names:
+        names -= OPERATORS
+        groups.append("an operator")
+    items = sorted(name for name in names if name.startswith("'"))
+    items += sorted(name for name in names if not name.startswith("'")) + groups
+    if len(items) == 1:
+        return f"expected {items[0]}"
+    if len(items) == 2:
+        return f"expected {items[0]} or {items[1]}"
+    return "expected one of " + ", ".join(items)
+
+
+def _describe_token(token: Token) -> str:
+    """`'}'`, `identifier 'x'`, `number '12'` or `end of file`."""
+    text = token.value if len(token.value) <= 30 else token.value[:27] + "..."
+    if token.type == "$END":
+        return "end of file"
+    if token.type == "NAME":
+        return f"identifier '{text}'"
+    if token.type in ("INT", "FLOAT"):
+        return f"number '{text}'"
+    return f"'{text}'"
+
+
+def _describe_character(char: str) -> str:
+    """`'$'` for printable ASCII, `'é' (U+00E9)` or `U+0000` otherwise."""
+    code = f"U+{ord(char):04X}"
+    if char == "'":
+        return '"\'"'
+    if char.isascii() and char.isprintable():
+        return f"'{char}'"
+    return f"'{char}' ({code})" if char.isprintable() else code
+
+
+def _character_error(error: UnexpectedCharacters, source: str) -> ParseError:
+    """Rewrite Lark's UnexpectedCharacters."""
+    char = source[error.pos_in_stream]
+    message = f"unexpected character {_describe_character(char)}"
+    if not char.isascii():
+        message += "; Reverie code is ASCII (other characters may only appear in comments)"
+    return _error_at(error.line, error.column, message)
+
+
+def _token_error(
+    error: UnexpectedToken, source: str, unclosed: list[tuple[str, int, int]]
+) -> ParseError:
+    """Rewrite Lark's UnexpectedToken as `expected X but found Y`, with hints."""
+    token = error.token
+    expected = _expected_terminals(error)
+    message = f"{_describe_expected(expected)} but found {_describe_token(token)}"
+    if token.value in KEYWORDS and "NAME" in expected:
+        message += f"; '{token.value}' is a keyword and cannot be used as a name"
+    elif token.value == "in" and token.type != "NAME":
+        message += f"; {STRAY_RANGE}"
+    if token.type == "$END":
+        if unclosed:
+            bracket, line, column = unclosed[-1]
+            message += f"; the '{bracket}' at {line}:{column} is never closed"
+        return _error_at(token.end_line, token.end_column, message)
+    if any(_token_names().get(name) == "';'" for name in expected):
+        previous = _previous_token(source, token.start_pos)
+        if previous is not None and previous.end_line < token.line:
+            return _error_at(previous.end_line, previous.end_column, message)  # missing ';'
+    return error_at(token_span(token), message, ParseError)
+
+
+def _expected_terminals(error: UnexpectedToken) -> set[str]:
+    """The terminals that could come next in this context.
+
+    `accepts()` tries each candidate token on a copy of the parser, which is exact but costs
+    time proportional to the parser stack; on pathological stacks (thousands of pending
+    `**` or `-`) Lark's cheaper per-state set, which may list a few extra tokens, is used.
+    """
+    parser = error.interactive_parser
+    if len(parser.parser_state.state_stack) > 10 * MAX_NESTING:
+        return set(error.expected)
+    return parser.accepts()
+
+
+def _previous_token(source: str, position: int) -> Token | None:
+    """The last token that ends before `position` (re-lexes the prefix; errors only)."""
+    last = collections.deque(_lark().lex(source[:position]), maxlen=1)
+    return last[0] if last else None

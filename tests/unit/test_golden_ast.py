@@ -1,0 +1,43 @@
+"""Golden tests for the `ast` stage: each tests/golden/ast/*.rv prints as its .ast file.
+
+The expected files are what `format_ast` prints. After an intended change to the parser or
+the printer, regenerate them with
+
+    REVERIE_UPDATE_GOLDEN=1 python -m pytest tests/unit/test_golden_ast.py
+
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from reverie.dsl.parser import parse
+from reverie.dsl.printer import format_ast
+
+GOLDEN_DIR = Path(__file__).parents[1] / "golden" / "ast"
+PROGRAMS = sorted(GOLDEN_DIR.glob("*.rv"))
+UPDATE = os.environ.get("REVERIE_UPDATE_GOLDEN") == "1"
+
+
+def test_golden_programs_are_present() -> None:
+    assert len(PROGRAMS) >= 8
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda path: path.stem)
+def test_ast_matches_golden_file(program: Path) -> None:
+    printed = format_ast(parse(program.read_text(encoding="utf-8"), program.name))
+    expected_file = program.with_suffix(".ast")
+    if UPDATE:
+        expected_file.write_text(printed, encoding="utf-8")
+    assert expected_file.exists(), f"{expected_file.name} missing: run with REVERIE_UPDATE_GOLDEN=1"
+    assert printed == expected_file.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda path: path.stem)
+def test_printing_is_deterministic(program: Path) -> None:
+    source = program.read_text(encoding="utf-8")
+    assert format_ast(parse(source)) == format_ast(parse(source, "other.rv"))

@@ -1,0 +1,102 @@
+"""Robustness of the parser (SPEC §5): no input, however malformed, may escape as anything
+but a ParseError, hang, or overflow the stack.
+
+Seeded mutation fuzzing of the golden programs (deletions, insertions of tokens and odd
+characters, swaps, duplications, truncations), then hand-made pathological inputs (deep
+nesting, very long expressions, huge tokens).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+from fuzzing import mutate
+
+from reverie.dsl.diagnostics import ParseError
+from reverie.dsl.parser import parse
+from reverie.dsl.printer import format_ast
+
+SEED_PROGRAMS = sorted((Path(__file__).parents[1] / "golden" / "ast").glob("*.rv"))
+MUTANTS = 1200
+SECONDS_PER_SOURCE = 2.0
+
+def _check(source: str) -> bool:
+    """Parse (and print) `source` or get a well-formed ParseError, in bounded time.
+
+    Returns whether the source was accepted.
+    """
+    start = time.perf_counter()
+    try:
+        format_ast(parse(source, "fuzz.rv"))
+        accepted = True
+    except ParseError as error:
+        diagnostic = error.diagnostics[0]
+        assert diagnostic.line >= 1 and diagnostic.column >= 1
+        assert diagnostic.message
+        assert str(error).startswith(f"fuzz.rv:{diagnostic.line}:{diagnostic.column}: error: ")
+        assert "__ANON" not in diagnostic.message and "SEMICOLON" not in diagnostic.message
+        accepted = False
+    elapsed = time.perf_counter() - start
+    assert elapsed < SECONDS_PER_SOURCE, f"took {elapsed:.1f}s"
+    return accepted
+
+
+def test_mutated_programs_parse_or_raise_parse_error() -> None:
+    rng = random.Random(20240611)
+    sources = [path.read_text(encoding="utf-8") for path in SEED_PROGRAMS]
+    accepted = 0
+    for _ in range(MUTANTS):
+        mutant = mutate(rng.choice(sources), rng)
+        try:
+            accepted += _check(mutant)
+        except AssertionError as failure:
+            raise AssertionError(f"mutant {mutant!r}: {failure}") from None
+    assert 0.05 * MUTANTS < accepted < 0.95 * MUTANTS  # the mutants exercise both outcomes
+
+
+PATHOLOGICAL = {
+    "open_parens": "(" * 100_000,
+    "close_parens": ")" * 100_000,
+    "open_braces_in_function": "fn f() " + "{" * 100_000,
+    "nested_calls": "fn f() { return " + "f(" * 50_000 + "x" + ")" * 50_000 + "; }",
+    "long_sum": "fn f() { return " + " + ".join(["x"] * 20_000) + "; }",
+    "long_power_chain": "fn f() { return " + " ** ".join(["x"] * 20_000) + "; }",
+    "long_negation_chain": "fn f() { return " + "-" * 20_000 + "x; }",
+    "long_not_chain": "fn f() { return " + "not " * 20_000 + "x; }",
+    "long_subscript_chain": "fn f() { return x" + "[0]" * 5_000 + "; }",
+    "unterminated_power_chain": "fn f() { return " + " ** ".join(["x"] * 20_000),
+    "huge_identifier": "fn " + "a" * 1_000_000 + "() {}",
+    "huge_integer": "fn f() { return " + "9" * 100_000 + "; }",
+    "huge_float": "fn f() { return 1." + "5" * 100_000 + "; }",
+    "many_comments": "# (((( [[[[ {{{{\n" * 20_000,
+    "nul_bytes": "\x00" * 10_000,
+    "only_operators": "+-*/" * 10_000,
+}
+
+
+@pytest.mark.parametrize("source", PATHOLOGICAL.values(), ids=PATHOLOGICAL.keys())
+def test_pathological_inputs(source: str) -> None:
+    start = time.perf_counter()
+    try:
+        format_ast(parse(source))
+    except ParseError as error:
+        assert error.diagnostics[0].line >= 1
+    assert time.perf_counter() - start < 20.0
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        PATHOLOGICAL["open_parens"],
+        "fn f() { return " + " - ".join(["x"] * 2_000) + "; }",
+        "fn f() { return " + " ** ".join(["x"] * 2_000) + "; }",
+        "fn f() { return " + "-" * 2_000 + "x; }",
+    ],
+    ids=["brackets", "left_chain", "right_chain", "prefix_chain"],
+)
+def test_deep_nesting_is_rejected_with_a_clear_message(source: str) -> None:
+    with pytest.raises(ParseError, match="nested too deeply"):
+        parse(source)
