@@ -329,6 +329,8 @@ def lower_call(env: Env, region: Region, call: ast.Call) -> Val | TupleVal:
         return _lower_reduction(env, region, call)
     if call.func in BUILTINS:
         return BUILTINS[call.func](env, region, call)
+    if env.lookup(call.func) is not None or call.func in env.index_vars:
+        raise error_at(call.func_span, f"'{call.func}' is a value, not a function")
     if call.func == "bool" or call.func in DTYPES:
         raise error_at(call.func_span, f"'{call.func}' is not a cast; compare instead, e.g. x != 0")
     names = list(BUILTINS) + ["max", "min"] + list(env.lowering.functions)

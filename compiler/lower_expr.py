@@ -61,6 +61,9 @@ def tensor(env: Env, region: Region, node: ast.Expr) -> Val:
     """Lower an expression that must be a single tensor (not a tuple)."""
     val = lower_expr(env, region, node)
     if isinstance(val, TupleVal):
+        if isinstance(node, ast.Name):
+            raise error_at(node.span, f"'{node.id}' is a tuple; take an element with "
+                                      f"{node.id}[0]")
         raise error_at(node.span, "a tuple cannot be used as a tensor here")
     return val
 
@@ -74,8 +77,8 @@ def constant(region: Region, span: ast.Span, value: object, dtype: str, weak: bo
     return Val(region.op(span, "const", [], {"value": value, "dtype": dtype}), weak)
 
 
-def lower_name(env: Env, region: Region, node: ast.Name) -> Val:
-    """A local, a `var`, an index or loop variable, or a dimension used as a value."""
+def lower_name(env: Env, region: Region, node: ast.Name) -> Val | TupleVal:
+    """A local (possibly a tuple), a `var`, an index or loop variable, or a dimension."""
     if node.id in env.index_vars:
         val = env.index_vars[node.id]
         return Val(region.use(val.value), val.weak)
@@ -85,7 +88,7 @@ def lower_name(env: Env, region: Region, node: ast.Name) -> Val:
     if isinstance(binding, Val):
         return Val(region.use(binding.value), binding.weak)
     if isinstance(binding, TupleVal):
-        raise error_at(node.span, f"'{node.id}' is a tuple; take an element with {node.id}[0]")
+        return TupleVal([Val(region.use(e.value), e.weak) for e in binding.elements])
     if node.id in env.dim_map:
         return Val(region.op(node.span, "dim", [], {"dim": env.dim_map[node.id]}), weak=True)
     if node.id in env.lowering.functions:
@@ -194,20 +197,22 @@ def lower_binop(env: Env, region: Region, node: ast.BinOp) -> Val:
             if v.type.dtype != "bool":
                 raise error_at(node.span, f"'{node.op}' needs bool operands, got {v.type}")
         return elementwise(env, region, LOGICAL[node.op], [left, right], node.span)
-    if node.op in COMPARISON:
+    if node.op in ("==", "!="):
         return elementwise(env, region, COMPARISON[node.op], [left, right], node.span)
     for v in (left, right):
         if v.type.dtype == "bool":
             raise error_at(node.span, f"'{node.op}' needs numbers, got {v.type}; "
                                       "convert with f32(...) or i64(...)")
+    if node.op in COMPARISON:
+        return elementwise(env, region, COMPARISON[node.op], [left, right], node.span)
     name = ARITHMETIC[node.op]
     if name in ("div", "pow"):
         (left, right), weak = unify(env, region, [left, right], node.span)
         if left.type.dtype in INT_DTYPES:
             if not weak:
-                hint = "use // for integer division" if name == "div" else "convert to a float"
-                raise error_at(node.span, f"'{node.op}' on integers is not supported; {hint}, "
-                                          "or convert with f32(...)")
+                hint = ("use // for integer division, or convert with f32(...)" if name == "div"
+                        else "convert the operands with f32(...) or f64(...)")
+                raise error_at(node.span, f"'{node.op}' on integers is not supported; {hint}")
             left, right = (convert_weak(env, region, v, env.default_float, node.span)
                            for v in (left, right))
             return Val(elementwise(env, region, name, [left, right], node.span).value, True)
@@ -290,10 +295,14 @@ def lower_subscript(env: Env, region: Region, node: ast.Subscript) -> Val:
     """Slices and integer subscripts of a tensor; `f(x)[0]` picks from a tuple."""
     base = lower_expr(env, region, node.value)
     if isinstance(base, TupleVal):
+        count = len(base.elements)
         item = node.items[0] if len(node.items) == 1 else None
-        if not isinstance(item, ast.IntLit) or not 0 <= item.value < len(base.elements):
-            raise error_at(node.span, f"a tuple of {len(base.elements)} is indexed by a "
-                                      "single integer literal")
+        if not isinstance(item, ast.IntLit):
+            raise error_at(node.span, f"a tuple of {count} is indexed by a single integer "
+                                      "literal, e.g. [0]")
+        if item.value >= count:
+            raise error_at(item.span, f"index {item.value} is out of range for a tuple of "
+                                      f"{count}")
         return base.elements[item.value]
     from .lower_slices import slice_tensor
 

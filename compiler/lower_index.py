@@ -28,6 +28,7 @@ from .ir.dims import Dim
 from .ir.types import INT_DTYPES, scalar
 from .lower import Env, Region, Val
 from .lower_expr import convert_weak, static_dim, tensor, try_static_dim
+from .lower_slices import require_nonnegative
 
 Range = tuple[Dim, Dim]
 
@@ -149,7 +150,10 @@ def infer_ranges(env: Env, decls: list[ast.IndexVar], node: ast.Expr) -> dict[st
     for decl in decls:
         if decl.hi is not None:
             lo = static_dim(decl.lo, env.dim_map) if decl.lo is not None else Dim.const(0)
-            ranges[decl.name] = (lo, static_dim(decl.hi, env.dim_map))
+            hi = static_dim(decl.hi, env.dim_map)
+            reason = f"the range {lo}..{hi} of index '{decl.name}' ends before it starts"
+            require_nonnegative(env, hi - lo, decl.span, reason)
+            ranges[decl.name] = (lo, hi)
             continue
         found = uses[decl.name]
         if not found:

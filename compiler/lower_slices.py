@@ -28,7 +28,7 @@ def _bound(env: Env, node: ast.Expr | None, default: Dim, size: Dim) -> Dim:
     return dim
 
 
-def _require_nonnegative(env: Env, size: Dim, span: ast.Span, reason: str) -> None:
+def require_nonnegative(env: Env, size: Dim, span: ast.Span, reason: str) -> None:
     """Reject a provably negative size now; record a symbolic one for the call boundary."""
     if size.is_const:
         if size.value < 0:
@@ -59,9 +59,9 @@ def slice_tensor(env: Env, region: Region, base: Val, node: ast.Subscript) -> Va
                 raise error_at(item.step.span, "a slice step must be a positive integer constant")
             step = step_dim.value
         text = f"slice {start}:{stop} of axis {axis} (size {size})"
-        _require_nonnegative(env, start, item.span, f"{text} starts before 0")
-        _require_nonnegative(env, stop - start, item.span, f"{text} ends before it starts")
-        _require_nonnegative(env, size - stop, item.span, f"{text} ends past the end")
+        require_nonnegative(env, start, item.span, f"{text} starts before 0")
+        require_nonnegative(env, stop - start, item.span, f"{text} ends before it starts")
+        require_nonnegative(env, size - stop, item.span, f"{text} ends past the end")
         starts[axis], stops[axis], steps[axis] = start, stop, step
     value = base.value
     if any(a != Dim.const(0) or b != d or s != 1

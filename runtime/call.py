@@ -29,7 +29,8 @@ class ShapeMismatchError(ValueError):
 
 @dataclass
 class BoundCall:
-    """Arguments converted to their declared dtypes, and the size of every dimension."""
+    """Arguments converted to their declared dtypes (read-only C-contiguous views, so the
+    caller's arrays cannot be written through them), and the size of every dimension."""
 
     arrays: list[np.ndarray]
     dims: dict[str, int]
@@ -71,7 +72,9 @@ def _convert(arg: object, target: np.dtype, name: str, fn_name: str) -> np.ndarr
         raise ArgumentTypeError(
             f"{fn_name}(): argument '{name}' has dtype {array.dtype}, which cannot be converted "
             f"to {target} (NumPy same_kind casting); convert it explicitly")
-    return np.asarray(array, dtype=target, order="C")
+    converted = np.asarray(array, dtype=target, order="C").view()
+    converted.flags.writeable = False  # results aliasing an input are then copied on return
+    return converted
 
 
 def _solve(dim: Dim, size: int, dims: dict[str, int]) -> None:

@@ -1,0 +1,66 @@
+"""Golden type errors: every `tests/golden/errors/type/*.rv` parses but fails type checking.
+
+Each file states what it gets wrong in its first comment line and the expected diagnostic
+in a header line
+
+    # expect: 3:12: cannot mix f32 and f64
+
+(1-based line and column, then a substring of the message). The error must be an
+`rv.TypeCheckError` whose rendering shows `file:line:col: error:`, the source line and a
+caret under the column, like a modern compiler (SPEC §5).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import reverie as rv
+from reverie.dsl.parser import parse
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "errors" / "type"
+FILES = sorted(GOLDEN.glob("*.rv"))
+EXPECT = re.compile(r"^# expect: (\d+):(\d+): (.+)$", re.MULTILINE)
+
+
+def _expectation(path: Path) -> tuple[int, int, str]:
+    """(line, column, message substring) from the file's `# expect:` header."""
+    match = EXPECT.search(path.read_text())
+    assert match, f"{path.name} has no '# expect: LINE:COL: message' header"
+    return int(match[1]), int(match[2]), match[3].strip()
+
+
+def test_there_are_enough_golden_type_errors() -> None:
+    assert len(FILES) >= 30
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_golden_type_error(path: Path) -> None:
+    source = path.read_text()
+    line, column, message = _expectation(path)
+    parse(source, path.name)
+    with pytest.raises(rv.TypeCheckError) as info:
+        rv.compile(source, name=path.name, backend="interp")
+    error = info.value
+    diagnostic = error.diagnostics[0]
+    assert message in diagnostic.message
+    assert (diagnostic.line, diagnostic.column) == (line, column), diagnostic.message
+    rendered = str(error)
+    assert f"{path.name}:{line}:{column}: error: " in rendered
+    assert message in rendered
+    rendered_lines = rendered.splitlines()
+    source_line = source.splitlines()[line - 1].expandtabs(4)
+    assert f"    {source_line}" in rendered_lines
+    caret_row = rendered_lines[rendered_lines.index(f"    {source_line}") + 1]
+    assert caret_row.startswith("    " + " " * (column - 1) + "^")
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_golden_type_error_is_a_compile_error_with_position(path: Path) -> None:
+    with pytest.raises(rv.CompileError) as info:
+        rv.load(path, backend="interp")
+    assert not isinstance(info.value, rv.ParseError)
+    assert str(path) in str(info.value)
+    assert all(d.line >= 1 and d.column >= 1 for d in info.value.diagnostics)
