@@ -97,6 +97,13 @@ def error_at(span: Span, message: str, kind: type[CompileError] = TypeCheckError
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """`"; did you mean 'x'?"` for the closest candidate, or an empty string."""
-    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    """`"; did you mean 'x'?"` for the closest candidate, or an empty string.
+
+    A candidate with exactly the same letters (a transposition typo like `tahn`) wins over
+    one that is merely similar (`tan`).
+    """
+    pool = sorted(set(candidates))
+    close = difflib.get_close_matches(name, pool, n=3, cutoff=0.6)
+    anagrams = [c for c in close if sorted(c) == sorted(name)]
+    best = (anagrams or close)[:1]
+    return f"; did you mean '{best[0]}'?" if best else ""
