@@ -1,0 +1,156 @@
+"""The JIT (runtime/jit.py) and its disk cache (runtime/cache.py)."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from pathlib import Path
+
+import pytest
+
+from reverie.runtime import cache, jit
+
+BINARY = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_double)
+
+
+def affine_ir(scale: float) -> str:
+    """A module exporting `affine(x, y) = scale * x + y` next to an internal helper."""
+    return f"""
+define internal double @helper(double %x) {{
+  %r = fmul double %x, {scale:.17e}
+  ret double %r
+}}
+
+define double @affine(double %x, double %y) {{
+  %s = call double @helper(double %x)
+  %r = fadd double %s, %y
+  ret double %r
+}}
+"""
+
+
+def call_affine(module: jit.JitModule, x: float, y: float) -> float:
+    """Call the compiled `affine`."""
+    return BINARY(module.address("affine"))(x, y)
+
+
+def cache_files(root: Path) -> list[Path]:
+    """The cache entries under `root`."""
+    return sorted(root.rglob("*.bin"))
+
+
+@pytest.fixture
+def cache_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh, enabled cache directory for one test."""
+    monkeypatch.setenv("REVERIE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("REVERIE_CACHE", raising=False)
+    return tmp_path / "cache"
+
+
+def test_compile_and_call(cache_root: Path) -> None:
+    module = jit.compile_module(affine_ir(3.0), name="affine")
+    assert call_affine(module, 2.0, 0.5) == 6.5
+    assert module.symbols == ("affine",)
+    assert "define double @affine" in module.llvm_ir
+    assert "affine" in module.asm
+
+
+def test_unknown_symbol_is_a_key_error(cache_root: Path) -> None:
+    module = jit.compile_module(affine_ir(1.0), name="affine")
+    with pytest.raises(KeyError, match="helper"):
+        module.address("helper")
+
+
+def test_second_compile_loads_object_code_from_disk(cache_root: Path) -> None:
+    first = jit.compile_module(affine_ir(5.0), name="affine")
+    assert not first.from_cache
+    assert len(cache_files(cache_root)) == 1
+    second = jit.compile_module(affine_ir(5.0), name="affine")
+    assert second.from_cache
+    assert call_affine(second, 1.0, 1.0) == 6.0
+    assert "fmul double" in second.llvm_ir
+    other = jit.compile_module(affine_ir(7.0), name="affine")
+    assert not other.from_cache
+    assert len(cache_files(cache_root)) == 2
+
+
+@pytest.mark.parametrize("damage", [b"", b"RVC1 not a checksum", b"\x7fELF" + b"\0" * 100])
+def test_damaged_cache_entry_is_rebuilt(cache_root: Path, damage: bytes) -> None:
+    jit.compile_module(affine_ir(2.0), name="affine")
+    (entry,) = cache_files(cache_root)
+    entry.write_bytes(damage)
+    rebuilt = jit.compile_module(affine_ir(2.0), name="affine")
+    assert not rebuilt.from_cache
+    assert call_affine(rebuilt, 3.0, 1.0) == 7.0
+    assert jit.compile_module(affine_ir(2.0), name="affine").from_cache
+
+
+def test_valid_entry_with_unloadable_object_code_is_rebuilt(cache_root: Path) -> None:
+    ir_text = affine_ir(4.0)
+    cache.store(jit.object_cache_key(ir_text), b"not an object file")
+    module = jit.compile_module(ir_text, name="affine")
+    assert not module.from_cache
+    assert call_affine(module, 1.0, 0.0) == 4.0
+
+
+def test_disabled_cache_writes_nothing(cache_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVERIE_CACHE", "0")
+    for _ in range(2):
+        module = jit.compile_module(affine_ir(6.0), name="affine")
+        assert not module.from_cache
+        assert call_affine(module, 1.0, 1.0) == 7.0
+    assert not cache_root.exists()
+
+
+def test_compiling_from_threads(cache_root: Path) -> None:
+    results: dict[int, float] = {}
+
+    def work(k: int) -> None:
+        module = jit.compile_module(affine_ir(float(k)), name=f"affine{k}")
+        results[k] = call_affine(module, 2.0, 1.0)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {k: 2.0 * k + 1.0 for k in range(4)}
+
+
+def test_cache_key_depends_on_the_ir_text() -> None:
+    assert jit.object_cache_key(affine_ir(1.0)) == jit.object_cache_key(affine_ir(1.0))
+    assert jit.object_cache_key(affine_ir(1.0)) != jit.object_cache_key(affine_ir(2.0))
+
+
+def test_exported_symbols_skip_local_definitions() -> None:
+    text = affine_ir(1.0) + 'define private void @"p"() {\n  ret void\n}\n'
+    text += 'define dso_local void @"quoted.name"() {\n  ret void\n}\n'
+    assert jit.exported_symbols(text) == ("affine", "quoted.name")
+
+
+def test_cache_store_and_load(cache_root: Path) -> None:
+    assert cache.load("key") is None
+    assert cache.store("key", b"\x00payload")
+    assert cache.load("key") == b"\x00payload"
+    assert cache.load("other key") is None
+    assert not list(cache_root.rglob(".tmp-*"))
+
+
+def test_cache_store_survives_an_unusable_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    monkeypatch.setenv("REVERIE_CACHE_DIR", str(blocker))
+    assert not cache.store("key", b"data")
+    assert cache.load("key") is None
+
+
+def test_cache_dir_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("REVERIE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache.cache_dir() == tmp_path / "reverie"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert cache.cache_dir() == Path.home() / ".cache" / "reverie"
+    monkeypatch.setenv("REVERIE_CACHE", "0")
+    assert not cache.cache_enabled()

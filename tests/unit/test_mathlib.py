@@ -1,0 +1,273 @@
+"""Accuracy, special values and vectorisation of the IR math library (compiler/codegen/mathlib).
+
+For each dtype one module holds a loop kernel per function, `void k_<name>(ptr in, [ptr in2,]
+ptr out, i64 n)`, compiled by `runtime/jit.py` and called through ctypes. Results are compared
+in ulps with a more precise NumPy reference: f64 for f32 kernels, long double (x86's 80-bit
+format) for f64 kernels, `math.erf` for erf.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import re
+
+import numpy as np
+import pytest
+from llvmlite import ir
+
+from reverie.compiler.codegen.mathlib import SUPPORTED, MathLib
+from reverie.runtime.jit import JitModule, compile_module
+
+DTYPES = {"f32": np.float32, "f64": np.float64}
+IR_TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType()}
+REFERENCE_DTYPES = {"f32": np.float64, "f64": np.longdouble}
+TRANSCENDENTAL = sorted(SUPPORTED - {"sqrt", "floor", "ceil", "abs"})
+# Where long double is no wider than double, f64 references carry their own rounding error.
+F64_REFERENCE_SLACK = 0.0 if np.finfo(np.longdouble).nmant >= 63 else 1.0
+
+# Error bounds in ulps over the domains below: measured maxima plus headroom (docs/mathlib.md).
+ULP_BOUNDS = {
+    "f32": {"exp": 1.5, "expm1": 2, "log": 1.5, "log1p": 1.5, "sin": 2, "cos": 2, "tan": 3.5,
+            "tanh": 3, "erf": 1.5, "pow": 1, "sigmoid": 3, "softplus": 2},
+    "f64": {"exp": 1.5, "expm1": 2.5, "log": 1.5, "log1p": 1.5, "sin": 2, "cos": 2, "tan": 3.5,
+            "tanh": 3, "erf": 1.5, "pow": 2, "sigmoid": 3, "softplus": 2},
+}
+
+
+def bound(name: str, dtype: str) -> float:
+    """The error bound asserted for `name` in `dtype`."""
+    return ULP_BOUNDS[dtype][name] + (F64_REFERENCE_SLACK if dtype == "f64" else 0.0)
+
+
+def _build_kernels(dtype: str) -> str:
+    """IR text of one module with a loop kernel `k_<name>` per supported function."""
+    module = ir.Module(name=f"mathlib_{dtype}")
+    math_lib = MathLib(module)
+    fty, i64, ptr = IR_TYPES[dtype], ir.IntType(64), ir.PointerType()
+    for name in sorted(SUPPORTED):
+        arity = 2 if name == "pow" else 1
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr] * (arity + 1) + [i64]),
+                         name=f"k_{name}")
+        *inputs, out, n = fn.args
+        entry, loop, done = (fn.append_basic_block(s) for s in ("entry", "loop", "done"))
+        b = ir.IRBuilder(entry)
+        b.cbranch(b.icmp_signed(">", n, i64(0)), loop, done)
+        b.position_at_end(loop)
+        i = b.phi(i64)
+        i.add_incoming(i64(0), entry)
+        args = [b.load(b.gep(p, [i], inbounds=True, source_etype=fty), typ=fty) for p in inputs]
+        b.store(math_lib.call(b, name, args), b.gep(out, [i], inbounds=True, source_etype=fty))
+        following = b.add(i, i64(1))
+        i.add_incoming(following, loop)
+        b.cbranch(b.icmp_signed("<", following, n), loop, done)
+        b.position_at_end(done)
+        b.ret_void()
+    return str(module)
+
+
+@functools.cache
+def compiled(dtype: str) -> JitModule:
+    """The kernels module for `dtype`, compiled once per test session."""
+    return compile_module(_build_kernels(dtype), name=f"test_mathlib_{dtype}")
+
+
+def run(name: str, *inputs: np.ndarray) -> np.ndarray:
+    """Apply the compiled kernel `name` elementwise to contiguous arrays of one dtype."""
+    dtype = "f32" if inputs[0].dtype == np.float32 else "f64"
+    arrays = [np.ascontiguousarray(a) for a in inputs]
+    out = np.empty_like(arrays[0])
+    signature = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (len(arrays) + 1), ctypes.c_int64)
+    kernel = signature(compiled(dtype).address(f"k_{name}"))
+    kernel(*[a.ctypes.data for a in arrays], out.ctypes.data, out.size)
+    return out
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.frompyfunc(math.erf, 1, 1)(x.astype(np.float64)).astype(np.float64)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+REFERENCES = {
+    "exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "sin": np.sin,
+    "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "erf": _erf, "pow": np.power,
+    "sigmoid": _sigmoid, "softplus": lambda x: np.logaddexp(0, x),
+}
+
+
+def reference(name: str, dtype: str, *inputs: np.ndarray) -> np.ndarray:
+    """The function evaluated in a wider type than `dtype` (not rounded back)."""
+    wide = REFERENCE_DTYPES[dtype]
+    with np.errstate(all="ignore"):
+        return REFERENCES[name](*[a.astype(wide) for a in inputs])
+
+
+def ulp_errors(got: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """|got - exact| in units of the last place of `exact` rounded to got's dtype.
+
+    Where the rounded reference is inf or NaN, the result must be the same: error 0 or inf.
+    """
+    rounded = exact.astype(got.dtype)
+    finite = np.isfinite(rounded)
+    with np.errstate(all="ignore"):
+        errors = np.abs(got.astype(exact.dtype) - exact) / np.spacing(np.abs(rounded))
+    same_special = (got == rounded) | (np.isnan(got) & np.isnan(rounded))
+    return np.where(finite, errors, np.where(same_special, 0.0, np.inf)).astype(np.float64)
+
+
+def _log_uniform(rng: np.random.Generator, lo: float, hi: float, n: int) -> np.ndarray:
+    """Positive values spread evenly in magnitude between 10**lo and 10**hi."""
+    return 10.0 ** rng.uniform(lo, hi, n)
+
+
+def domain(name: str, dtype: str, n: int = 60_000) -> tuple[np.ndarray, ...]:
+    """Random and edge inputs covering the function's domain for `dtype`."""
+    rng = np.random.default_rng(sum(map(ord, name + dtype)))
+    f32 = dtype == "f32"
+    tiny = _log_uniform(rng, -44 if f32 else -320, -3, n // 6)
+    signed_tiny = np.concatenate([tiny, -tiny])
+    if name == "pow":
+        x = _log_uniform(rng, -8, 8, n)
+        y = rng.uniform(-25, 25, n)
+        near_limits = rng.uniform(-103 if f32 else -744, 88.7 if f32 else 709.7, n)
+        x_edge = rng.uniform(0.3, 3.0, n)
+        y_edge = near_limits / np.log(x_edge)
+        ints = rng.integers(-12, 13, n).astype(float)
+        x_neg = -rng.uniform(0.1, 8.0, n)
+        dt = DTYPES[dtype]
+        return (np.concatenate([x, x_edge, x_neg]).astype(dt),
+                np.concatenate([y, y_edge, ints]).astype(dt))
+    limit = {"exp": (-105, 90) if f32 else (-746, 711),
+             "expm1": (-40, 90) if f32 else (-70, 711),
+             "sin": (-1e5, 1e5), "cos": (-1e5, 1e5), "tan": (-1e5, 1e5),
+             "tanh": (-12, 12) if f32 else (-25, 25), "erf": (-7, 7),
+             "sigmoid": (-110, 110) if f32 else (-750, 750),
+             "softplus": (-110, 110) if f32 else (-750, 750)}
+    if name in ("log", "log1p"):
+        positive = _log_uniform(rng, -45 if f32 else -323, 38 if f32 else 308, n)
+        near_one = 1 + rng.uniform(-0.3, 0.3, n)
+        parts = [positive, near_one, tiny]
+        if name == "log1p":
+            parts += [-rng.uniform(0, 1, n), -tiny, -1 + tiny]
+        values = np.concatenate(parts)
+    else:
+        lo, hi = limit[name]
+        values = np.concatenate([rng.uniform(lo, hi, n), rng.uniform(-3, 3, n), signed_tiny])
+    return (values.astype(DTYPES[dtype]),)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("name", TRANSCENDENTAL)
+def test_accuracy_against_numpy(name: str, dtype: str) -> None:
+    inputs = domain(name, dtype)
+    errors = ulp_errors(run(name, *inputs), reference(name, dtype, *inputs))
+    worst = int(np.argmax(errors))
+    assert errors[worst] <= bound(name, dtype), (
+        f"{name} {dtype}: {errors[worst]:.2f} ulp at {[a[worst] for a in inputs]}")
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_trig_reduction_for_large_arguments_and_near_poles(dtype: str) -> None:
+    rng = np.random.default_rng(7)
+    n = 20_000
+    large = rng.uniform(1e5, 1e8, n) * rng.choice([-1, 1], n)
+    odd_multiples = (2 * rng.integers(-60_000, 60_000, n) + 1) * (np.pi / 2)
+    near_poles = odd_multiples + 10.0 ** rng.uniform(-12, -2, n) * rng.choice([-1, 1], n)
+    values = np.concatenate([large, near_poles]).astype(DTYPES[dtype])
+    for name in ("sin", "cos", "tan"):
+        errors = ulp_errors(run(name, values), reference(name, dtype, values))
+        assert errors.max() <= bound(name, dtype), f"{name} {dtype}: {errors.max():.2f} ulp"
+
+
+SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0,
+           1e-30, -1e-30, 1e30, -1e30, 88.0, 89.0, -88.0, -104.0, 709.0, 710.0, -745.0, -746.0,
+           1e300, -1e300, 5e-324, -5e-324, 1.5e-45, -1.5e-45, 1e-310, -1e-310]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("name", TRANSCENDENTAL)
+def test_special_values_match_numpy(name: str, dtype: str) -> None:
+    dt = DTYPES[dtype]
+    with np.errstate(all="ignore"):
+        values = np.array(SPECIAL, dtype=dt)
+    if name == "pow":
+        x, y = (a.ravel() for a in np.meshgrid(values, values))
+        inputs = (x, y)
+    else:
+        inputs = (values,)
+    got = run(name, *inputs)
+    exact = reference(name, dtype, *inputs).astype(dt)
+    special = ~np.isfinite(exact) | (exact == 0)
+    np.testing.assert_array_equal(got[special], exact[special])
+    infinite_or_zero = special & ~np.isnan(exact)
+    np.testing.assert_array_equal(np.signbit(got[infinite_or_zero]),
+                                  np.signbit(exact[infinite_or_zero]))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_pow_negative_bases_and_integer_exponents(dtype: str) -> None:
+    dt = DTYPES[dtype]
+    x = np.array([-2.0, -2.0, -2.0, -0.5, -8.0, -1.0, -3.0, 2.0], dtype=dt)
+    y = np.array([3.0, 2.0, 0.5, -3.0, 1 / 3, 1e10, 0.0, 10.0], dtype=dt)
+    np.testing.assert_array_equal(run("pow", x, y), np.power(x, y))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("name", ["sqrt", "floor", "ceil", "abs"])
+def test_native_intrinsics_are_exact(name: str, dtype: str) -> None:
+    rng = np.random.default_rng(1)
+    values = np.concatenate([rng.uniform(-1e3, 1e3, 1000), SPECIAL]).astype(DTYPES[dtype])
+    numpy_fn = {"sqrt": np.sqrt, "floor": np.floor, "ceil": np.ceil, "abs": np.abs}[name]
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(run(name, values), numpy_fn(values))
+
+
+def _function_bodies(llvm_ir: str) -> dict[str, str]:
+    """Optimised IR split into function bodies by name."""
+    pieces = re.split(r"^define [^@]*@\"?([\w.]+)\"?\(", llvm_ir, flags=re.MULTILINE)
+    return {pieces[k]: pieces[k + 1] for k in range(1, len(pieces) - 1, 2)}
+
+
+# Library calls, and intrinsics the backend expands into one library call per lane.
+SCALARISED_CALL = re.compile(
+    r"call [^@]*@((?!llvm\.)[\w.]+|llvm\.(exp|exp2|exp10|log|log2|log10|sin|cos|tan|sinh|cosh"
+    r"|tanh|asin|acos|atan|pow|powi)\.)")
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_kernels_vectorise_without_library_calls(dtype: str) -> None:
+    bodies = _function_bodies(compiled(dtype).llvm_ir)
+    element = "float" if dtype == "f32" else "double"
+    for name in sorted(SUPPORTED):
+        body = bodies[f"k_{name}"]
+        assert re.search(rf"<(4|8|16|32) x {element}>", body), f"{name} {dtype} not vectorised"
+        calls = SCALARISED_CALL.search(body)
+        assert calls is None, f"{name} {dtype} calls {calls.group(0)}"
+
+
+def test_unknown_function_and_bad_arguments_are_rejected() -> None:
+    module = ir.Module()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.FloatType()]), name="f")
+    b = ir.IRBuilder(fn.append_basic_block())
+    with pytest.raises(ValueError, match="unknown math function"):
+        MathLib(module).call(b, "gamma", [fn.args[0]])
+    with pytest.raises(ValueError, match="takes 2"):
+        MathLib(module).call(b, "pow", [fn.args[0]])
+    with pytest.raises(TypeError):
+        MathLib(module).call(b, "exp", [ir.Constant(ir.IntType(32), 1)])
+
+
+def test_each_function_is_emitted_once_per_module() -> None:
+    module = ir.Module()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.FloatType()]), name="f")
+    b = ir.IRBuilder(fn.append_basic_block())
+    math_lib = MathLib(module)
+    math_lib.call(b, "exp", [fn.args[0]])
+    math_lib.call(b, "exp", [fn.args[0]])
+    MathLib(module).call(b, "exp", [fn.args[0]])
+    assert str(module).count('define internal float @"rv.exp.f32"') == 1
