@@ -6,7 +6,10 @@
 """
 
 from reverie.dsl.diagnostics import CompileError, Diagnostic, ParseError, TypeCheckError
+from reverie.runtime.autograd import backward, grad
 from reverie.runtime.call import ArgumentTypeError, ShapeMismatchError
+from reverie.runtime.gradcheck import gradcheck, gradgradcheck
+from reverie.runtime.tensor import Tensor, tensor
 
 from .module import Kernel, Module, compile, load
 
@@ -18,8 +21,14 @@ __all__ = [
     "Module",
     "ParseError",
     "ShapeMismatchError",
+    "Tensor",
     "TypeCheckError",
+    "backward",
     "compile",
+    "grad",
+    "gradcheck",
+    "gradgradcheck",
     "load",
+    "tensor",
 ]
 __version__ = "0.1.0"

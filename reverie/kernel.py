@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.core import Block, Function
-from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.types import FLOAT_DTYPES
 from reverie.compiler.transforms.simplify import simplify
 from reverie.runtime.call import bind_arguments, check_arity, finish_results, float_dtype_of
+from reverie.runtime.tape import record_call, records_call
 
 if TYPE_CHECKING:
     from .module import Module
@@ -33,7 +33,8 @@ def select_results(fn: Function, keep: Sequence[int], name: str) -> Function:
 
 
 class Kernel:
-    """A callable compiled function: `kernel(*arrays)` returns NumPy results."""
+    """A callable compiled function: `kernel(*arrays)` returns NumPy results; given Tensors
+    that require grad it returns Tensors recording the call (`runtime/tape.py`)."""
 
     def __init__(self, module: Module, name: str, param_names: list[str],
                  declared_dtypes: list[str], build: Callable[[str], Function],
@@ -45,6 +46,7 @@ class Kernel:
         self._build = build
         self._single = single
         self._ir: dict[str, Function] = {}
+        self.autograd_cache: dict[object, object] = {}  # VJP kernels for recorded calls
 
     def ir_for(self, float_dtype: str = "f32") -> Function:
         """The typed IR with `float` meaning `float_dtype` (built once per dtype)."""
@@ -52,19 +54,28 @@ class Kernel:
             self._ir[float_dtype] = self._build(float_dtype)
         return self._ir[float_dtype]
 
+    def float_dtype_for(self, args: Sequence[object]) -> str:
+        """What `float` means for one call ("f32" or "f64"), after checking the arity."""
+        check_arity(self.name, self.param_names, args)
+        return float_dtype_of(self.declared_dtypes, args, self.name, self.param_names)
+
     def specialisation_for(self, args: Sequence[object]) -> Function:
         """The IR matching the arguments of one call."""
-        check_arity(self.name, self.param_names, args)
-        return self.ir_for(float_dtype_of(self.declared_dtypes, args, self.name,
-                                          self.param_names))
+        return self.ir_for(self.float_dtype_for(args))
 
     def __call__(self, *args: object) -> object:
-        fn = self.specialisation_for(args)
+        if records_call(args):
+            return record_call(self, args)
+        return self.run(*args)
+
+    def run(self, *args: object) -> object:
+        """Run on the arguments' arrays and return NumPy results (never recorded)."""
+        return self.execute(self.specialisation_for(args), args)
+
+    def execute(self, fn: Function, args: Sequence[object]) -> object:
+        """Run specialisation `fn` of this kernel on `args` (arrays, not Tensors)."""
         bound = bind_arguments(fn, args)
-        if self.module.backend == "interp":
-            results = interpret(fn, bound.arrays, bound.dims)
-        else:
-            results = self.module.native(fn)(bound)
+        results = self.module.executable(fn)(bound)
         out = finish_results(fn, results)
         return out if self._single or isinstance(out, tuple) else (out,)
 
@@ -156,6 +167,30 @@ class Kernel:
 
         names = ["cotangent"] if outputs == 1 else [f"cotangent{i}" for i in range(outputs)]
         return self._derived("vjp", build, single, names)
+
+    def jvp(self, wrt: Wrt = None) -> Kernel:
+        """Forward mode: a kernel `(*args, tangent)` giving `(value, tangent_out)`."""
+        from .transforms_forward import jvp
+
+        return jvp(self, wrt)
+
+    def jacobian(self, wrt: Wrt = None) -> Kernel:
+        """A kernel giving d out / d param with shape out.shape + param.shape (one call)."""
+        from .transforms_forward import jacobian
+
+        return jacobian(self, wrt)
+
+    def hessian(self, wrt: Wrt = None) -> Kernel:
+        """For a scalar function: second derivatives, shape param.shape + param.shape."""
+        from .transforms_forward import hessian
+
+        return hessian(self, wrt)
+
+    def hvp(self, wrt: Wrt = None) -> Kernel:
+        """Hessian-vector products `(*args, v)`, forward over reverse."""
+        from .transforms_forward import hvp
+
+        return hvp(self, wrt)
 
 
 class _Regroup(Kernel):

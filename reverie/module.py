@@ -8,20 +8,25 @@ callables that bind arguments at the call boundary and run the chosen backend.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from reverie.compiler.ir.core import Function
+from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.printer import format_function
 from reverie.compiler.lower import ModuleLowering
 from reverie.dsl.diagnostics import did_you_mean
 from reverie.dsl.parser import parse
 from reverie.dsl.printer import format_ast
 from reverie.dsl.printer import format_function as format_ast_function
+from reverie.runtime.call import BoundCall
 
 from .kernel import Kernel
 
 BACKENDS = ("native", "interp", "mlir")
-STAGES = ("ast", "tensor")
+STAGES = ("ast", "tensor", "mlir")
 
 
 class Module:
@@ -38,7 +43,7 @@ class Module:
         self.kernels = {fn.name: self._kernel(fn.name) for fn in self.ast.functions}
         for fn in self.ast.functions:
             self.lowering.specialise(fn.name, "f32")
-        self._native: dict[Function, object] = {}
+        self._executables: dict[Function, Callable[[BoundCall], list[np.ndarray]]] = {}
 
     def _kernel(self, name: str) -> Kernel:
         definition = self.lowering.functions[name]
@@ -46,13 +51,20 @@ class Module:
                       [p.type.dtype for p in definition.params],
                       lambda dtype: self.lowering.specialise(name, dtype))
 
-    def native(self, fn: Function):  # noqa: ANN201 - a NativeKernel
-        """The native executable of IR function `fn` (compiled once)."""
-        if fn not in self._native:
-            from reverie.runtime.native import NativeKernel
+    def executable(self, fn: Function) -> Callable[[BoundCall], list[np.ndarray]]:
+        """How IR function `fn` runs on this module's backend (compiled once per function)."""
+        if fn not in self._executables:
+            if self.backend == "interp":
+                self._executables[fn] = lambda bound: interpret(fn, bound.arrays, bound.dims)
+            elif self.backend == "mlir":
+                from reverie.runtime.mlir_backend import MlirKernel
 
-            self._native[fn] = NativeKernel(fn)
-        return self._native[fn]
+                self._executables[fn] = MlirKernel(fn)
+            else:
+                from reverie.runtime.native import NativeKernel
+
+                self._executables[fn] = NativeKernel(fn)
+        return self._executables[fn]
 
     def __getattr__(self, name: str) -> Kernel:
         kernels = self.__dict__.get("kernels", {})
@@ -84,8 +96,12 @@ class Module:
             if fn is None:
                 return format_ast(self.ast)
             return format_ast_function(self.lowering.functions[fn]) + "\n"
-        return "\n\n".join(format_function(self.lowering.specialise(n, dtype))
-                           for n in names) + "\n"
+        functions = [self.lowering.specialise(n, dtype) for n in names]
+        if stage == "mlir":
+            from reverie.compiler.export.mlir import export_mlir_module
+
+            return export_mlir_module(functions, self.name)
+        return "\n\n".join(format_function(f) for f in functions) + "\n"
 
 
 def compile(source: str, *, name: str | None = None, backend: str = "native") -> Module:

@@ -375,4 +375,4 @@ register("matmul", "linalg", _infer_matmul,
          lambda ctx, args, op: [np.matmul(args[0], args[1])],
          "Matrix product of 2-D operands: `%2 = matmul %a, %b : f32[N, M]`.")
 
-from . import ops_shape, ops_structured  # noqa: E402,F401  (register the remaining groups)
+from . import ops_adjoint, ops_shape, ops_structured  # noqa: E402,F401  (the other groups)

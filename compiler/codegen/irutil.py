@@ -1,0 +1,104 @@
+"""Small llvmlite helpers shared by the code generators: types, constants, counted loops.
+
+    with counted_loop(builder, lo, hi) as i:   # for (i = lo; i < hi; i++)
+        ...
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+PTR = ir.PointerType()
+
+# register types (bool is i1) and memory types (bool is one byte, as in NumPy)
+REGISTER = {"f32": F32, "f64": F64, "i32": I32, "i64": I64, "bool": I1}
+MEMORY = {**REGISTER, "bool": I8}
+ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
+FLOATS = ("f32", "f64")
+
+
+def i64(value: int) -> ir.Constant:
+    return ir.Constant(I64, value)
+
+
+def constant(dtype: str, value: float | int | bool) -> ir.Constant:
+    """A register constant of `dtype`."""
+    if dtype in FLOATS:
+        return ir.Constant(REGISTER[dtype], float(value))
+    return ir.Constant(REGISTER[dtype], int(value))
+
+
+@functools.cache
+def vector_lanes(dtype: str) -> int:
+    """Elements of `dtype` in one SIMD register of the host (AVX-512, AVX or SSE)."""
+    features = llvm.get_host_cpu_features()
+    bits = 512 if features.get("avx512f") else 256 if features.get("avx") else 128
+    return bits // (8 * ITEMSIZE[dtype])
+
+
+def vectorize_width_hint(module: ir.Module, width: int) -> ir.Value:
+    """Loop metadata asking the vectoriser for `width` lanes (a fresh loop id each time)."""
+    hint = module.add_metadata([ir.MetaDataString(module, "llvm.loop.vectorize.width"),
+                                ir.Constant(I32, width)])
+    tag = module.add_metadata([ir.MetaDataString(module, f"rv.loop.{len(module.metadata)}")])
+    loop_id = module.add_metadata([tag, hint])
+    loop_id.operands = (loop_id, *loop_id.operands)
+    return loop_id
+
+
+@contextmanager
+def counted_loop(builder: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int = 1,
+                 loop_id: ir.Value | None = None) -> Iterator[ir.Value]:
+    """Emit `for (i = lo; i < hi; i += step)`; the body is whatever the with-block emits.
+    `loop_id` is optional `llvm.loop` metadata (see `vectorize_width_hint`)."""
+    function = builder.function
+    before = builder.block
+    header = function.append_basic_block("loop")
+    body = function.append_basic_block("body")
+    done = function.append_basic_block("done")
+    builder.branch(header)
+    builder.position_at_end(header)
+    index = builder.phi(I64, "i")
+    index.add_incoming(lo, before)
+    builder.cbranch(builder.icmp_signed("<", index, hi), body, done)
+    builder.position_at_end(body)
+    yield index
+    following = builder.add(index, i64(step), "i.next", flags=("nsw",))
+    index.add_incoming(following, builder.block)
+    back_edge = builder.branch(header)
+    if loop_id is not None:
+        back_edge.set_metadata("llvm.loop", loop_id)
+    builder.position_at_end(done)
+
+
+def alloca(builder: ir.IRBuilder, type_: ir.Type, name: str = "") -> ir.Value:
+    """A stack slot typed as an opaque `ptr` (llvmlite would print a typed `double*`)."""
+    slot = builder.alloca(type_, name=name)
+    slot.type = PTR
+    return slot
+
+
+def type_suffix(type_: ir.Type) -> str:
+    """The mangling of a type in intrinsic names: `f32`, `i64`, `v8f32`."""
+    if isinstance(type_, ir.VectorType):
+        return f"v{type_.count}{type_suffix(type_.element)}"
+    if isinstance(type_, ir.IntType):
+        return f"i{type_.width}"
+    return "f32" if isinstance(type_, ir.FloatType) else "f64"
+
+
+def intrinsic(module: ir.Module, name: str, result: ir.Type, args: list[ir.Type],
+              overloads: list[ir.Type] | None = None) -> ir.Function:
+    """Declare (once) an LLVM intrinsic, mangled on `overloads` (default: the result type):
+    `intrinsic(m, "llvm.smax", I64, [I64, I64])` is `@llvm.smax.i64`."""
+    full = ".".join([name] + [type_suffix(t) for t in (overloads or [result])])
+    if full in module.globals:
+        return module.globals[full]
+    return ir.Function(module, ir.FunctionType(result, args), name=full)

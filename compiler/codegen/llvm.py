@@ -1,0 +1,363 @@
+"""Loop IR → LLVM IR text (via llvmlite.ir), one entry function per program.
+
+ABI of the entry function (what `runtime/native.py` calls through ctypes):
+
+    i32 @<name>(ptr %buffers, ptr %dims)
+
+- `buffers[k]` is the data pointer of input k (k < n_in), then of output k, then of the
+  workspace holding every temporary (at the 64-byte aligned offsets of
+  `workspace_offsets`), then of the helper table (addresses of the functions named in
+  `gemm.HELPERS`). Pointers are stored as 8-byte integers.
+- `dims[k]` is the size of dimension `program.symbols[k]`; the three i64 slots after the
+  last dimension receive error details: site number, offending index, size.
+- It returns 0, or 1 after a failed bounds check (nothing else is reported; outputs may be
+  partly written and must be discarded).
+
+A second entry, `i32 @<name>_objects(ptr frame)`, takes the ndarray objects themselves
+(see `_define_object_entry`); `runtime/native.py` uses it when the NumPy layout allows.
+
+Loops are emitted in canonical form so LLVM's loop vectoriser handles the inner ones;
+accumulators are allocas that mem2reg turns into registers, and reductions carry
+`reassoc nsz contract` so they vectorise. Guarded loads (`zero` mode reads) branch around the
+load, so nothing outside a buffer is ever touched.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from reverie.compiler.ir.dims import Dim, FloorDiv
+from reverie.compiler.loops.ir import (
+    Accumulate,
+    Accumulator,
+    ArgUpdate,
+    Buffer,
+    Check,
+    Const,
+    ForLoop,
+    If,
+    Let,
+    Load,
+    Loop,
+    Matmul,
+    Operand,
+    Program,
+    Stmt,
+    Store,
+    Var,
+    View,
+    workspace_offsets,
+)
+
+from .gemm import GEMM_TYPE, HELPERS
+from .irutil import (
+    FLOATS,
+    I8,
+    I32,
+    I64,
+    ITEMSIZE,
+    MEMORY,
+    PTR,
+    REGISTER,
+    alloca,
+    constant,
+    counted_loop,
+    i64,
+    intrinsic,
+    vector_lanes,
+    vectorize_width_hint,
+)
+from .mathlib import MathLib
+from .scalar_ops import ScalarOps
+
+REDUCE_FLAGS = ("reassoc", "nsz", "contract")
+ARRAY_DATA_OFFSET = 16  # bytes from a CPython ndarray object to its data pointer field
+
+
+class _IndirectCallee:
+    """A function pointer with a known signature, callable with `IRBuilder.call`."""
+
+    def __init__(self, pointer: ir.Value, function_type: ir.FunctionType) -> None:
+        self.pointer, self.function_type, self.type = pointer, function_type, PTR
+
+    def get_reference(self) -> str:
+        return self.pointer.get_reference()
+
+
+def entry_symbol(program: Program) -> str:
+    """The exported name of a program's entry function."""
+    return "rv_" + "".join(c if c.isalnum() or c == "_" else "_" for c in program.name)
+
+
+def generate_llvm(program: Program) -> str:
+    """The LLVM IR module (text) implementing `program`, with both entry points."""
+    codegen = ProgramCodegen(program)
+    _define_object_entry(codegen.module, codegen.function, program)
+    return str(codegen.module)
+
+
+def _define_object_entry(module: ir.Module, entry: ir.Function, program: Program) -> None:
+    """`i32 @<name>_objects(ptr frame)`: the same kernel called with a single frame holding
+    the addresses of the NumPy array *objects* (CPython ids), then the dimension sizes and
+    error slots. It reads each array's data pointer (the field after the object header,
+    at ARRAY_DATA_OFFSET) and calls the plain entry: one small ctypes call per kernel
+    call, with no per-array conversions in Python."""
+    count = len(program.inputs) + len(program.outputs) + 2
+    function = ir.Function(module, ir.FunctionType(I32, [PTR]), name=entry.name + "_objects")
+    (frame,) = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    table = alloca(b, ir.ArrayType(PTR, count), "buffers")
+    for k in range(count):
+        array = b.load(b.gep(frame, [i64(k)], source_etype=PTR), typ=PTR)
+        data = b.load(b.gep(array, [i64(ARRAY_DATA_OFFSET)], source_etype=I8), typ=PTR)
+        b.store(data, b.gep(table, [i64(k)], source_etype=PTR))
+    b.ret(b.call(entry, [table, b.gep(frame, [i64(count)], source_etype=I64)]))
+
+
+class ProgramCodegen:
+    """Builds the module for one program, statement by statement."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.module = ir.Module(name=program.name)
+        self.ops = ScalarOps(self.module, MathLib(self.module))
+        self.function = ir.Function(self.module, ir.FunctionType(I32, [PTR, PTR]),
+                                    name=entry_symbol(program))
+        self.buffers_arg, self.dims_arg = self.function.args
+        self.buffers_arg.name, self.dims_arg.name = "buffers", "dims"
+        self.function.attributes.add("nounwind")
+        self.allocas = ir.IRBuilder(self.function.append_basic_block("entry"))
+        start = self.function.append_basic_block("start")
+        self.b = ir.IRBuilder(start)
+        self.values: dict[str, ir.Value] = {}
+        self.accumulators: dict[str, ir.Value] = {}
+        self.dims: dict[str, ir.Value] = {}
+        self.pointers: dict[Buffer, ir.Value] = {}
+        self.slots: dict[Buffer, ir.Value] = {}
+        self._prologue()
+        self.emit(program.body)
+        self.b.ret(ir.Constant(I32, 0))
+        self.allocas.branch(start)
+
+    # ------------------------------------------------------------ prologue and helpers
+
+    def _prologue(self) -> None:
+        b, program = self.b, self.program
+        for k, symbol in enumerate(program.symbols):
+            self.dims[symbol] = b.load(b.gep(self.dims_arg, [i64(k)], source_etype=I64),
+                                       typ=I64, name=symbol)
+        for buffer in program.inputs + program.outputs:
+            slot = buffer.slot + (len(program.inputs) if buffer.role == "output" else 0)
+            self.pointers[buffer] = self._table_entry(slot, buffer.name)
+        workspace = self._table_entry(len(program.inputs) + len(program.outputs), "workspace")
+        self.helpers = self._table_entry(len(program.inputs) + len(program.outputs) + 1,
+                                         "helpers")
+        offsets = workspace_offsets(program.temps, ITEMSIZE)
+        for temp, offset in zip(program.temps, offsets, strict=False):
+            self.pointers[temp] = b.gep(workspace, [self.index(offset)], source_etype=I8,
+                                        inbounds=True, name=temp.name)
+
+    def _table_entry(self, slot: int, name: str) -> ir.Value:
+        entry = self.b.gep(self.buffers_arg, [i64(slot)], source_etype=PTR)
+        return self.b.load(entry, typ=PTR, name=name)
+
+    def _alloca(self, type_: ir.Type, name: str) -> ir.Value:
+        """A stack slot in the entry block (where mem2reg promotes it to registers)."""
+        return alloca(self.allocas, type_, name)
+
+    def index(self, dim: Dim) -> ir.Value:
+        """An index expression as an i64 value."""
+        b, total = self.b, None
+        for monomial, coeff in dim.terms:
+            term = None if coeff == 1 and monomial else i64(coeff)
+            for atom in monomial:
+                value = self._atom(atom)
+                term = value if term is None else b.mul(term, value, flags=("nsw",))
+            total = term if total is None else b.add(total, term, flags=("nsw",))
+        return total if total is not None else i64(0)
+
+    def _atom(self, atom: str | FloorDiv) -> ir.Value:
+        if isinstance(atom, FloorDiv):
+            numerator = self.index(atom.numerator)
+            divisor = i64(atom.denominator)
+            quotient = self.b.sdiv(numerator, divisor)
+            negative_rest = self.b.icmp_signed("<", self.b.srem(numerator, divisor), i64(0))
+            return self.b.sub(quotient, self.b.zext(negative_rest, I64))
+        if atom.startswith("%"):
+            return self.operand(Var(atom, "i64"))
+        return self.dims[atom]
+
+    def operand(self, operand: Operand) -> ir.Value:
+        """The llvmlite value of a loop-IR operand."""
+        if isinstance(operand, Const):
+            return constant(operand.dtype, operand.value)
+        if isinstance(operand, Dim):
+            return self.index(operand)
+        if operand.name in self.accumulators:
+            return self.b.load(self.accumulators[operand.name], typ=REGISTER[operand.dtype])
+        return self.values[operand.name]
+
+    def pointer(self, view: View, index: tuple[Dim, ...]) -> ir.Value:
+        """Address of `view[index]`."""
+        buffer = view.buffer
+        base = self.pointers.get(buffer)
+        if base is None:
+            base = self.b.load(self.slots[buffer], typ=PTR, name=buffer.name)
+        return self.b.gep(base, [self.index(view.flat(index))], source_etype=MEMORY[buffer.dtype],
+                          inbounds=True)
+
+    def _read(self, view: View, index: tuple[Dim, ...]) -> ir.Value:
+        """The element `view[index]` as a register value (bools become i1)."""
+        dtype = view.buffer.dtype
+        value = self.b.load(self.pointer(view, index), typ=MEMORY[dtype])
+        value.align = ITEMSIZE[dtype]
+        return self.b.icmp_unsigned("!=", value, ir.Constant(I8, 0)) if dtype == "bool" else value
+
+    # ------------------------------------------------------------ statements
+
+    def emit(self, stmts: list[Stmt]) -> None:
+        """Emit statements in order; `Loop` goes to `_loop`, `ForLoop` to `_forloop`, ..."""
+        for stmt in stmts:
+            getattr(self, "_" + type(stmt).__name__.lower())(stmt)
+
+    def _let(self, stmt: Let) -> None:
+        args = [self.operand(a) for a in stmt.args]
+        dtypes = ["i64" if isinstance(a, Dim) else a.dtype for a in stmt.args]
+        self.values[stmt.var.name] = self.ops.emit(self.b, stmt.op, args, dtypes,
+                                                   stmt.var.dtype)
+
+    def _load(self, stmt: Load) -> None:
+        if stmt.guard is None:
+            self.values[stmt.var.name] = self._read(stmt.view, stmt.index)
+            return
+        b = self.b
+        before = b.block
+        then = self.function.append_basic_block("guarded")
+        join = self.function.append_basic_block("joined")
+        b.cbranch(self.values[stmt.guard.name], then, join)
+        b.position_at_end(then)
+        loaded = self._read(stmt.view, stmt.index)
+        after = b.block
+        b.branch(join)
+        b.position_at_end(join)
+        phi = b.phi(REGISTER[stmt.var.dtype])
+        phi.add_incoming(constant(stmt.var.dtype, 0), before)
+        phi.add_incoming(loaded, after)
+        self.values[stmt.var.name] = phi
+
+    def _store(self, stmt: Store) -> None:
+        value = self.operand(stmt.value)
+        dtype = stmt.view.buffer.dtype
+        if dtype == "bool":
+            value = self.b.zext(value, I8)
+        store = self.b.store(value, self.pointer(stmt.view, stmt.index))
+        store.align = ITEMSIZE[dtype]
+
+    def _accumulator(self, stmt: Accumulator) -> None:
+        slot = self._alloca(REGISTER[stmt.var.dtype], stmt.var.name.lstrip("%"))
+        self.accumulators[stmt.var.name] = slot
+        self.b.store(self.operand(stmt.init), slot)
+
+    def _accumulate(self, stmt: Accumulate) -> None:
+        b, dtype = self.b, stmt.var.dtype
+        slot = self.accumulators[stmt.var.name]
+        old, value = b.load(slot, typ=REGISTER[dtype]), self.operand(stmt.value)
+        if dtype in FLOATS and stmt.kind in ("sum", "prod"):
+            combine = b.fadd if stmt.kind == "sum" else b.fmul
+            new = combine(old, value, flags=REDUCE_FLAGS)
+        elif dtype in FLOATS:
+            name = "llvm.maximum" if stmt.kind == "max" else "llvm.minimum"
+            type_ = REGISTER[dtype]
+            new = b.call(intrinsic(self.module, name, type_, [type_, type_]), [old, value],
+                         fastmath=("nsz",))
+        elif stmt.kind in ("sum", "prod"):
+            new = (b.add if stmt.kind == "sum" else b.mul)(old, value)
+        else:
+            new = self.ops.emit(b, "maximum" if stmt.kind == "max" else "minimum",
+                                [old, value], [dtype, dtype], dtype)
+        b.store(new, slot)
+
+    def _argupdate(self, stmt: ArgUpdate) -> None:
+        b, dtype = self.b, stmt.best.dtype
+        best_slot = self.accumulators[stmt.best.name]
+        index_slot = self.accumulators[stmt.best_index.name]
+        best = b.load(best_slot, typ=REGISTER[dtype])
+        value = self.operand(stmt.value)
+        order = ">" if stmt.kind == "argmax" else "<"
+        if dtype in FLOATS:
+            first_nan = b.and_(b.fcmp_unordered("uno", value, value),
+                               b.fcmp_ordered("ord", best, best))
+            better = b.or_(b.fcmp_ordered(order, value, best), first_nan)
+        else:
+            better = b.icmp_signed(order, value, best)
+        b.store(b.select(better, value, best), best_slot)
+        old_index = b.load(index_slot, typ=I64)
+        b.store(b.select(better, self.index(stmt.index), old_index), index_slot)
+
+    def _check(self, stmt: Check) -> None:
+        b = self.b
+        index, size = self.index(stmt.index), self.index(stmt.size)
+        passed = self.function.append_basic_block("checked")
+        failed = self.function.append_basic_block("out_of_bounds")
+        b.cbranch(b.icmp_unsigned("<", index, size), passed, failed)
+        b.position_at_end(failed)
+        errors = len(self.program.symbols)
+        for k, value in enumerate((i64(stmt.site), index, size)):
+            b.store(value, b.gep(self.dims_arg, [i64(errors + k)], source_etype=I64))
+        b.ret(ir.Constant(I32, 1))
+        b.position_at_end(passed)
+
+    def _if(self, stmt: If) -> None:
+        with self.b.if_then(self.values[stmt.cond.name]):
+            self.emit(stmt.body)
+
+    def _loop(self, stmt: Loop) -> None:
+        loop_id = None
+        if _widens_f32(stmt):
+            loop_id = vectorize_width_hint(self.module, vector_lanes("f32"))
+        with counted_loop(self.b, self.index(stmt.lo), self.index(stmt.hi),
+                          loop_id=loop_id) as i:
+            self.values[stmt.var] = i
+            self.emit(stmt.body)
+
+    def _forloop(self, stmt: ForLoop) -> None:
+        b = self.b
+        for state in stmt.states:
+            for buffer, initial in ((state.current, state.first), (state.next, state.second)):
+                self.slots[buffer] = self._alloca(PTR, buffer.name)
+                b.store(self.pointers[initial], self.slots[buffer])
+        with counted_loop(b, self.index(stmt.lo), self.index(stmt.hi)) as t:
+            self.values[stmt.var] = t
+            self.emit(stmt.body)
+            for state in stmt.states:
+                current = b.load(self.slots[state.current], typ=PTR)
+                following = b.load(self.slots[state.next], typ=PTR)
+                b.store(following, self.slots[state.current])
+                b.store(current, self.slots[state.next])
+
+    def _matmul(self, stmt: Matmul) -> None:
+        slot = HELPERS.index(f"rv_gemm_{stmt.out.buffer.dtype}")
+        gemm = _IndirectCallee(self.b.load(self.b.gep(self.helpers, [i64(slot)],
+                                                      source_etype=PTR), typ=PTR), GEMM_TYPE)
+        m, k = stmt.a.shape
+        n = stmt.b.shape[1]
+        args = [self.index(m), self.index(n), self.index(k)]
+        for view in (stmt.a, stmt.b, stmt.out):
+            origin = self.pointer(view, (Dim.const(0),) * 2)
+            args += [origin, self.index(view.strides[0]), self.index(view.strides[1])]
+        args.append(self.pointers[stmt.pack])
+        self.b.call(gemm, args)
+
+
+def _widens_f32(loop: Loop) -> bool:
+    """Whether a simple innermost loop sums f32 values in f64. LLVM would pick its vector
+    width from f64 and run the f32 work at half width; such loops get a width hint sized
+    for f32 instead. (Only loops LLVM surely vectorises: a hint it cannot honour makes it
+    print a warning.)"""
+    simple = all(isinstance(s, Let | Store | Accumulate) or
+                 (isinstance(s, Load) and s.guard is None) for s in loop.body)
+    sums = any(isinstance(s, Accumulate) and s.kind in ("sum", "prod") and s.var.dtype == "f64"
+               for s in loop.body)
+    widens = any(isinstance(s, Let) and s.op == "cast" and s.var.dtype == "f64" and
+                 isinstance(s.args[0], Var) and s.args[0].dtype == "f32" for s in loop.body)
+    return simple and sums and widens

@@ -1,0 +1,244 @@
+"""Scalar semantics of the elementwise ops in MLIR's `arith` and `math` dialects.
+
+Consumes an elementwise op name, its operands as SSA scalars (register types: `f32`,
+`f64`, `i32`, `i64`, `i1`) and their IR dtype; produces the SSA scalar of the result,
+with the NumPy semantics of the op table (`compiler/ir/ops.py`):
+
+    scalar_op(w, "tanh", ["%x"], "f32")        # %1 = math.tanh %x : f32
+    scalar_op(w, "lt", ["%a", "%b"], "i64")    # %2 = arith.cmpi slt, %a, %b : i64
+
+Ops without a single MLIR counterpart are written out: `sigmoid` and `softplus` in their
+overflow-free forms, float `floordiv`/`mod` as NumPy's `divmod`, integer division guarded
+so that division by 0 gives 0 (as NumPy does) instead of trapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from reverie.compiler.ir.ops import dtype_class
+
+from .mlir_writer import REGISTER, MlirWriter
+
+FLOAT_UNARY = {
+    "neg": "arith.negf", "abs": "math.absf", "exp": "math.exp", "expm1": "math.expm1",
+    "log": "math.log", "log1p": "math.log1p", "sqrt": "math.sqrt", "sin": "math.sin",
+    "cos": "math.cos", "tan": "math.tan", "tanh": "math.tanh", "erf": "math.erf",
+    "floor": "math.floor", "ceil": "math.ceil",
+}
+FLOAT_BINARY = {
+    "add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf", "div": "arith.divf",
+    "pow": "math.powf", "maximum": "arith.maximumf", "minimum": "arith.minimumf",
+}
+INT_BINARY = {
+    "add": "arith.addi", "sub": "arith.subi", "mul": "arith.muli", "maximum": "arith.maxsi",
+    "minimum": "arith.minsi", "and": "arith.andi", "or": "arith.ori",
+}
+FLOAT_PREDICATES = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
+INT_PREDICATES = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
+WIDTH = {"f32": 32, "f64": 64, "i32": 32, "i64": 64}
+
+
+class Scalars:
+    """Helpers that emit one arith/math op on scalars of one IR dtype."""
+
+    def __init__(self, w: MlirWriter, dtype: str) -> None:
+        self.w = w
+        self.dtype = dtype
+        self.type = REGISTER[dtype]
+
+    def const(self, value: object) -> str:
+        return self.w.typed_const(value, self.dtype)
+
+    def op(self, name: str, *args: str) -> str:
+        """`name args : type`, e.g. `arith.addf %a, %b : f32`."""
+        return self.w.assign(f"{name} {', '.join(args)} : {self.type}")
+
+    def cmp(self, predicate: str, a: str, b: str) -> str:
+        kind = "arith.cmpf" if dtype_class(self.dtype) == "float" else "arith.cmpi"
+        return self.w.assign(f"{kind} {predicate}, {a}, {b} : {self.type}")
+
+    def select(self, cond: str, a: str, b: str) -> str:
+        return self.w.assign(f"arith.select {cond}, {a}, {b} : {self.type}")
+
+    def logic(self, name: str, a: str, b: str) -> str:
+        """`arith.andi`/`ori`/`xori` on two i1 values."""
+        return self.w.assign(f"{name} {a}, {b} : i1")
+
+
+def scalar_op(w: MlirWriter, name: str, args: list[str], dtype: str,
+              attrs: dict[str, Any] | None = None) -> str:
+    """The result of elementwise op `name` on scalars `args` whose IR dtype is `dtype`."""
+    s = Scalars(w, dtype)
+    kind = dtype_class(dtype)
+    if name == "cast":
+        return cast(w, args[0], dtype, (attrs or {})["dtype"])
+    if name == "select":
+        return s.select(*args)
+    if name == "stop_gradient":
+        return args[0]
+    if name == "not":
+        return s.logic("arith.xori", args[0], w.const(True, "i1"))
+    if name in FLOAT_PREDICATES:
+        table = FLOAT_PREDICATES if kind == "float" else INT_PREDICATES
+        return s.cmp(table[name], *args)
+    if kind == "float":
+        if name in FLOAT_UNARY:
+            return s.op(FLOAT_UNARY[name], *args)
+        if name in FLOAT_BINARY:
+            return s.op(FLOAT_BINARY[name], *args)
+        return FLOAT_COMPOSITE[name](s, *args)
+    if name in INT_BINARY:
+        return s.op(INT_BINARY[name], *args)
+    return INT_COMPOSITE[name](s, *args)
+
+
+def cast(w: MlirWriter, x: str, source: str, target: str) -> str:
+    """Convert a scalar between IR dtypes as NumPy's `astype` does."""
+    if source == target:
+        return x
+    src, dst = dtype_class(source), dtype_class(target)
+    if dst == "bool":
+        return Scalars(w, source).cmp("une" if src == "float" else "ne", x,
+                                      w.typed_const(0, source))
+    if src == "bool":
+        op = "arith.uitofp" if dst == "float" else "arith.extui"
+    elif src == dst:
+        wider = WIDTH[target] > WIDTH[source]
+        op = {"float": ("arith.truncf", "arith.extf"), "int": ("arith.trunci", "arith.extsi")}[
+            src][wider]
+    else:
+        op = "arith.sitofp" if dst == "float" else "arith.fptosi"
+    return w.assign(f"{op} {x} : {REGISTER[source]} to {REGISTER[target]}")
+
+
+# ---------------------------------------------------------------- float composites
+
+
+def _rsqrt(s: Scalars, x: str) -> str:
+    return s.op("arith.divf", s.const(1), s.op("math.sqrt", x))
+
+
+def _sigmoid(s: Scalars, x: str) -> str:
+    """e = exp(-|x|); x >= 0 ? 1 / (1 + e) : e / (1 + e)."""
+    e = s.op("math.exp", s.op("arith.negf", s.op("math.absf", x)))
+    denominator = s.op("arith.addf", s.const(1), e)
+    positive = s.op("arith.divf", s.const(1), denominator)
+    negative = s.op("arith.divf", e, denominator)
+    return s.select(s.cmp("oge", x, s.const(0)), positive, negative)
+
+
+def _relu(s: Scalars, x: str) -> str:
+    return s.op("arith.maximumf", x, s.const(0))
+
+
+def _softplus(s: Scalars, x: str) -> str:
+    """log(1 + e^x) = max(x, 0) + log1p(exp(-|x|))."""
+    tail = s.op("math.log1p", s.op("math.exp", s.op("arith.negf", s.op("math.absf", x))))
+    return s.op("arith.addf", _relu(s, x), tail)
+
+
+def _float_sign(s: Scalars, x: str) -> str:
+    """1, -1, or x itself for 0 and NaN."""
+    negative = s.select(s.cmp("olt", x, s.const(0)), s.const(-1), x)
+    return s.select(s.cmp("ogt", x, s.const(0)), s.const(1), negative)
+
+
+def _signed_zero(s: Scalars, like: str) -> str:
+    """0 with the sign bit of `like` (copysign(0, like))."""
+    bits = f"i{WIDTH[s.dtype]}"
+    as_int = s.w.assign(f"arith.bitcast {like} : {s.type} to {bits}")
+    negative = s.w.assign(f"arith.cmpi slt, {as_int}, {s.w.const(0, bits)} : {bits}")
+    return s.select(negative, s.const(-0.0), s.const(0.0))
+
+
+def _float_divmod(s: Scalars, a: str, b: str) -> tuple[str, str]:
+    """NumPy's floor division and remainder of floats (`npy_divmod`)."""
+    zero, one = s.const(0), s.const(1)
+    quotient = s.op("arith.divf", a, b)
+    mod = s.op("arith.remf", a, b)
+    div = s.op("arith.divf", s.op("arith.subf", a, mod), b)
+    nonzero = s.cmp("une", mod, zero)
+    signs_differ = s.logic("arith.xori", s.cmp("olt", b, zero), s.cmp("olt", mod, zero))
+    adjust = s.logic("arith.andi", nonzero, signs_differ)
+    mod = s.select(adjust, s.op("arith.addf", mod, b), mod)
+    mod = s.select(nonzero, mod, _signed_zero(s, b))
+    div = s.select(adjust, s.op("arith.subf", div, one), div)
+    floor = s.op("math.floor", div)
+    round_up = s.cmp("ogt", s.op("arith.subf", div, floor), s.const(0.5))
+    floor = s.select(round_up, s.op("arith.addf", floor, one), floor)
+    floor = s.select(s.cmp("une", div, zero), floor, _signed_zero(s, quotient))
+    floor = s.select(s.cmp("oeq", b, zero), quotient, floor)
+    return floor, mod
+
+
+FLOAT_COMPOSITE: dict[str, Callable[..., str]] = {
+    "rsqrt": _rsqrt,
+    "sigmoid": _sigmoid,
+    "relu": _relu,
+    "softplus": _softplus,
+    "sign": _float_sign,
+    "floordiv": lambda s, a, b: _float_divmod(s, a, b)[0],
+    "mod": lambda s, a, b: _float_divmod(s, a, b)[1],
+}
+
+
+# ---------------------------------------------------------------- integer composites
+
+
+def _int_sign(s: Scalars, x: str) -> str:
+    negative = s.select(s.cmp("slt", x, s.const(0)), s.const(-1), s.const(0))
+    return s.select(s.cmp("sgt", x, s.const(0)), s.const(1), negative)
+
+
+def _safe_divisor(s: Scalars, b: str) -> tuple[str, str, str]:
+    """(b, or 1 where b is 0 or -1; b == 0; b == -1): no division traps or overflows."""
+    is_zero = s.cmp("eq", b, s.const(0))
+    is_minus_one = s.cmp("eq", b, s.const(-1))
+    special = s.logic("arith.ori", is_zero, is_minus_one)
+    return s.select(special, s.const(1), b), is_zero, is_minus_one
+
+
+def _positive_constant(s: Scalars, b: str) -> bool:
+    """Whether `b` is a constant above 0 (then division needs no guard)."""
+    value = s.w.constant_values.get(b)
+    return isinstance(value, int) and value > 0
+
+
+def _int_floordiv(s: Scalars, a: str, b: str) -> str:
+    """Floor division; a // -1 is -a (wrapping), a // 0 is 0 as in NumPy."""
+    if _positive_constant(s, b):
+        return s.op("arith.floordivsi", a, b)
+    divisor, is_zero, is_minus_one = _safe_divisor(s, b)
+    quotient = s.op("arith.floordivsi", a, divisor)
+    quotient = s.select(is_minus_one, s.op("arith.subi", s.const(0), a), quotient)
+    return s.select(is_zero, s.const(0), quotient)
+
+
+def _int_mod(s: Scalars, a: str, b: str) -> str:
+    """Remainder with the sign of the divisor; a % 0 is 0 as in NumPy."""
+    if _positive_constant(s, b):
+        rem = s.op("arith.remsi", a, b)
+        negative = s.cmp("slt", rem, s.const(0))
+        return s.select(negative, s.op("arith.addi", rem, b), rem)
+    divisor, is_zero, _ = _safe_divisor(s, b)
+    rem = s.op("arith.remsi", a, divisor)
+    signs_differ = s.logic("arith.xori", s.cmp("slt", rem, s.const(0)),
+                           s.cmp("slt", divisor, s.const(0)))
+    adjust = s.logic("arith.andi", s.cmp("ne", rem, s.const(0)), signs_differ)
+    rem = s.select(adjust, s.op("arith.addi", rem, divisor), rem)
+    return s.select(is_zero, s.const(0), rem)
+
+
+INT_COMPOSITE: dict[str, Callable[..., str]] = {
+    "neg": lambda s, x: s.op("arith.subi", s.const(0), x),
+    "abs": lambda s, x: s.select(s.cmp("slt", x, s.const(0)), s.op("arith.subi", s.const(0), x), x),
+    "sign": _int_sign,
+    "floordiv": _int_floordiv,
+    "mod": _int_mod,
+}
+
+SCALAR_OPS = frozenset({"cast", "select", "stop_gradient", "not", *FLOAT_PREDICATES,
+                        *FLOAT_UNARY, *FLOAT_BINARY, *FLOAT_COMPOSITE, *INT_BINARY,
+                        *INT_COMPOSITE})

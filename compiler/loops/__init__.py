@@ -1,0 +1,1 @@
+"""The loop IR (buffers, loop nests, scalar statements), its printer and fusion planning."""

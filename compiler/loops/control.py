@@ -1,0 +1,92 @@
+"""Lowering of `for` and `for_history` loops (loop-carried tensors) to a `ForLoop`.
+
+Each carried state gets two workspace buffers. The initial state is copied (fused) into
+the first; inside the loop the body reads `s.cur` and its results are written straight into
+`s.next`; the pointers swap after every iteration, so `s.cur` holds the result when the loop
+ends (also after zero iterations). `for_history` also copies the state into row
+`(t - lo) // stride` of each history at the start of every `stride`-th iteration, and zeroes
+the rows no iteration reached.
+
+    for %i1 in 0..200 carry s0.cur/s0.next in (t0, t1) {
+      ... store s0.next[%i6] = %14
+      swap s0.cur <-> s0.next
+    }
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from reverie.compiler.ir.core import Block, Op, Value
+from reverie.compiler.ir.dims import Dim
+
+from .emitter import Binding, Emitter, zero
+from .ir import Buffer, ForLoop, If, LoopState, Store, View
+
+if TYPE_CHECKING:
+    from reverie.compiler.transforms.to_loops import BlockLowering
+
+
+def lower_for(lowering: BlockLowering, op: Op, em: Emitter) -> None:
+    """A `for` or `for_history` op."""
+    ctx, carried = lowering.ctx, op.attrs["carried"]
+    lo = em.index(lowering.scalar(op.operands[0], em))
+    hi = em.index(lowering.scalar(op.operands[1], em))
+    states = []
+    for init in op.operands[2:2 + carried]:
+        dtype, shape = init.type.dtype, init.type.shape
+        first, second = ctx.temp(dtype, shape), ctx.temp(dtype, shape)
+        name = ctx.fresh("s")
+        states.append(LoopState(Buffer(f"{name}.cur", dtype, shape, "state"),
+                                Buffer(f"{name}.next", dtype, shape, "state"), first, second))
+        em.map_nest(View.of(first), lambda index, body, v=init: lowering.eval.at(v, index, body))
+    var = ctx.fresh("%i")
+    body = Emitter(ctx, [])
+    histories = [lowering.buffer_for(r) for r in op.results[carried:]]
+    if histories:
+        _record_history(op, Dim.sym(var) - lo, states, histories, body)
+    block: Block = op.regions[0]
+    env: dict[Value, Binding] = {block.params[0]: Dim.sym(var)}
+    for param, state in zip(block.params[1:1 + carried], states, strict=True):
+        current = View.of(state.current)
+        env[param] = current if param.type.rank else body.load(current, ())
+    for param, outer in zip(block.params[1 + carried:], op.operands[2 + carried:], strict=True):
+        env[param] = lowering.env[outer] if outer in lowering.env else \
+            lowering.scalar(outer, em)
+    lowering.nested(env).lower(block, [s.next for s in states], body)
+    em.stmts.append(ForLoop(var, lo, hi, states, body.stmts))
+    for result, state in zip(op.results[:carried], states, strict=True):
+        current = View.of(state.current)
+        lowering.env[result] = current if result.type.rank else em.load(current, ())
+    if histories:
+        _clear_unused_rows(op, hi - lo, histories, em)
+        lowering.env.update(zip(op.results[carried:], histories, strict=True))
+
+
+def _record_history(op: Op, step: Dim, states: list[LoopState], histories: list[View],
+                    body: Emitter) -> None:
+    """Copy each state into row (t - lo) // stride of its history on every `stride`-th
+    iteration (IndexError when that row is past `rows`)."""
+    stride = op.attrs["stride"]
+    if stride != 1:
+        remainder = body.let("mod", (step, Dim.const(stride)), "i64")
+        conditional = If(body.let("eq", (remainder, Dim.const(0)), "bool"))
+        body.stmts.append(conditional)
+        body = Emitter(body.ctx, conditional.body)
+    row = step // stride
+    body.check(row, op.attrs["rows"], body.ctx.site("rows", op.name))
+    for state, history in zip(states, histories, strict=True):
+        current = View.of(state.current)
+        index, inner = body.nest([(Dim.const(0), d) for d in current.shape])
+        inner.stmts.append(Store(history, (row, *index), inner.load(current, index)))
+
+
+def _clear_unused_rows(op: Op, span: Dim, histories: list[View], em: Emitter) -> None:
+    """Zero the history rows no iteration reached."""
+    stride = op.attrs["stride"]
+    used = Dim.sym(em.let("maximum", ((span + stride - 1) // stride, Dim.const(0)), "i64").name)
+    for history in histories:
+        ranges = [(Dim.const(0), d) for d in history.shape]
+        ranges[0] = (used, history.shape[0])
+        index, inner = em.nest(ranges)
+        inner.stmts.append(Store(history, index, zero(history.buffer.dtype)))

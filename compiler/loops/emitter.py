@@ -1,0 +1,271 @@
+"""Building loop-IR statements: names, loop nests, and scalar code for fused values.
+
+`Context` holds what is global to one program (deterministic name counters, temporaries,
+error sites). An `Emitter` appends statements to one statement list (a block or the body of
+an innermost loop) and remembers what it has computed, so a value used twice in one nest is
+computed once. `Evaluator.at(value, index)` is the heart of fusion: it returns the scalar
+value of a tensor-IR value at an index, loading it when it lives in memory (`env` maps such
+values to `View`s, and rank-0 values to scalar operands) and otherwise recomputing it from
+its op, recursively:
+
+    at(tanh(x) * s, [%i0])  ->  %0 = load x[%i0]; %1 = tanh %0; %2 = mul %1, %s
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from reverie.compiler.ir.core import Block, Op, Value
+from reverie.compiler.ir.dims import Dim, Shape
+
+from .fusion import ARITHMETIC, ONE, is_unit_reshape
+from .ir import (
+    Buffer,
+    Check,
+    Const,
+    ErrorSite,
+    Let,
+    Load,
+    Loop,
+    Operand,
+    Stmt,
+    Store,
+    Var,
+    View,
+    as_index,
+    row_major_strides,
+)
+
+Binding = View | Var | Const | Dim
+
+
+
+class LoweringError(Exception):
+    """The tensor IR contains something the native backend cannot lower (names the op)."""
+
+
+class Context:
+    """Program-wide state: name counters, temporaries and error sites."""
+
+    def __init__(self) -> None:
+        self.counters: dict[str, int] = {}
+        self.temps: list[Buffer] = []
+        self.sites: list[ErrorSite] = []
+
+    def fresh(self, prefix: str) -> str:
+        """The next name with `prefix` (`%0`, `%i0`, `t0`, ...)."""
+        n = self.counters.get(prefix, 0)
+        self.counters[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    def var(self, dtype: str, prefix: str = "%") -> Var:
+        return Var(self.fresh(prefix), dtype)
+
+    def temp(self, dtype: str, shape: Shape) -> Buffer:
+        """A new workspace buffer."""
+        buffer = Buffer(self.fresh("t"), dtype, tuple(shape), "temp", len(self.temps))
+        self.temps.append(buffer)
+        return buffer
+
+    def site(self, kind: str, label: str = "", axis: int = 0) -> int:
+        """The number of an error site (reused when identical)."""
+        site = ErrorSite(kind, label, axis)
+        if site not in self.sites:
+            self.sites.append(site)
+        return self.sites.index(site)
+
+
+class Emitter:
+    """Appends statements to one list and remembers values computed there."""
+
+    def __init__(self, ctx: Context, stmts: list[Stmt]) -> None:
+        self.ctx = ctx
+        self.stmts = stmts
+        self.memo: dict[tuple, Operand] = {}
+
+    def let(self, op: str, args: tuple[Operand, ...], dtype: str) -> Var:
+        var = self.ctx.var(dtype)
+        self.stmts.append(Let(var, op, args))
+        return var
+
+    def load(self, view: View, index: tuple[Dim, ...], guard: Var | None = None) -> Var:
+        var = self.ctx.var(view.buffer.dtype)
+        self.stmts.append(Load(var, view, index, guard))
+        return var
+
+    def index(self, operand: Operand) -> Dim:
+        """An integer operand as an i64 index expression (casting i32/bool first)."""
+        if isinstance(operand, Var) and operand.dtype != "i64":
+            operand = self.let("cast", (operand,), "i64")
+        return as_index(operand)
+
+    def check(self, index: Dim, size: Dim, site: int) -> None:
+        self.stmts.append(Check(index, size, site))
+
+    def nest(self, ranges: list[tuple[Dim, Dim]]) -> tuple[tuple[Dim, ...], Emitter]:
+        """Open loops over `ranges` (outermost first); the emitter of the innermost body."""
+        stmts, index = self.stmts, []
+        for lo, hi in ranges:
+            loop = Loop(self.ctx.fresh("%i"), lo, hi)
+            stmts.append(loop)
+            stmts = loop.body
+            index.append(Dim.sym(loop.var))
+        return tuple(index), Emitter(self.ctx, stmts) if ranges else self
+
+    def map_nest(self, view: View, value: Callable[[tuple[Dim, ...], Emitter], Operand]) -> None:
+        """`view[i...] = value(i...)` for every index of the view's shape."""
+        index, body = self.nest([(Dim.const(0), d) for d in view.shape])
+        body.stmts.append(Store(view, index, value(index, body)))
+
+
+def view_of(op: Op, source: View, position: Dim | None = None) -> View | None:
+    """The strided view a view op makes of `source` (`position`: the subscript of a
+    dynamic_index), or None when it is not strided (reshaping a non-contiguous view)."""
+    shape = op.result.type.shape
+    if op.name == "stop_gradient":
+        return source
+    if op.name == "transpose":
+        perm = op.attrs["perm"]
+        return View(source.buffer, shape, source.offset, tuple(source.strides[p] for p in perm))
+    if op.name == "slice":
+        offset = source.offset
+        for start, stride in zip(op.attrs["starts"], source.strides, strict=True):
+            offset = offset + start * stride
+        strides = tuple(s * step for s, step in zip(source.strides, op.attrs["steps"],
+                                                    strict=True))
+        return View(source.buffer, shape, offset, strides)
+    if op.name == "broadcast":
+        lead = len(shape) - len(source.shape)
+        strides = [Dim.const(0)] * lead + [
+            Dim.const(0) if d == ONE and t != ONE else s
+            for d, t, s in zip(source.shape, shape[lead:], source.strides, strict=True)]
+        return View(source.buffer, shape, source.offset, tuple(strides))
+    if op.name == "dynamic_index":
+        axis = op.attrs["axis"]
+        offset = source.offset + position * source.strides[axis]
+        strides = source.strides[:axis] + source.strides[axis + 1:]
+        return View(source.buffer, shape, offset, strides)
+    if op.name == "reshape":
+        if is_unit_reshape(source.shape, shape):
+            kept = iter(s for d, s in zip(source.shape, source.strides, strict=True) if d != ONE)
+            strides = tuple(Dim.const(0) if d == ONE else next(kept) for d in shape)
+            return View(source.buffer, shape, source.offset, strides)
+        if source.is_contiguous:
+            return View(source.buffer, shape, source.offset, row_major_strides(shape))
+        return None
+    raise LoweringError(f"'{op.name}' is not a view op")
+
+
+def zero(dtype: str) -> Const:
+    """The zero of a dtype."""
+    return Const(False if dtype == "bool" else 0.0 if dtype in ("f32", "f64") else 0, dtype)
+
+
+class Evaluator:
+    """Scalar code for tensor values at an index, given the values that live in memory."""
+
+    def __init__(self, ctx: Context, env: dict[Value, Binding]) -> None:
+        self.ctx = ctx
+        self.env = env
+
+    def at(self, value: Value, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        """The element of `value` at `index`, as an operand usable in `em`'s statements."""
+        bound = self.env.get(value)
+        if isinstance(bound, View):
+            key = (bound, index)
+            if key not in em.memo:
+                em.memo[key] = em.load(bound, index)
+            return em.memo[key]
+        if bound is not None:
+            return bound
+        key = (value, index)
+        if key not in em.memo:
+            em.memo[key] = self._compute(value.op, index, em)
+        return em.memo[key]
+
+    def _compute(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        name, dtype = op.name, op.result.type.dtype
+        args = op.operands
+        if name == "stop_gradient":
+            return self.at(args[0], index, em)
+        if name in ARITHMETIC:
+            return em.let(name, tuple(self.at(a, index, em) for a in args), dtype)
+        if name == "const":
+            return Const(op.attrs["value"], op.attrs["dtype"])
+        if name == "dim":
+            return op.attrs["dim"]
+        if name == "broadcast":
+            source = args[0].type.shape
+            lead = len(index) - len(source)
+            inner = tuple(Dim.const(0) if d == ONE and t != ONE else i for d, t, i in
+                          zip(source, op.result.type.shape[lead:], index[lead:], strict=True))
+            return self.at(args[0], inner, em)
+        if name == "transpose":
+            inner = [Dim.const(0)] * len(index)
+            for k, p in enumerate(op.attrs["perm"]):
+                inner[p] = index[k]
+            return self.at(args[0], tuple(inner), em)
+        if name == "slice":
+            inner = tuple(start + i * step for start, i, step in
+                          zip(op.attrs["starts"], index, op.attrs["steps"], strict=True))
+            return self.at(args[0], inner, em)
+        if name == "reshape":
+            kept = iter(i for i, d in zip(index, op.result.type.shape, strict=True) if d != ONE)
+            inner = tuple(Dim.const(0) if d == ONE else next(kept) for d in args[0].type.shape)
+            return self.at(args[0], inner, em)
+        if name == "dynamic_index":
+            axis = op.attrs["axis"]
+            position = em.index(self.at(args[1], (), em))
+            return self.at(args[0], index[:axis] + (position,) + index[axis:], em)
+        if name == "dynamic_scatter":
+            axis = op.attrs["axis"]
+            position = em.index(self.at(args[1], (), em))
+            hit = em.let("eq", (index[axis], position), "bool")
+            value = self.at(args[0], index[:axis] + index[axis + 1:], em)
+            return em.let("select", (hit, value, zero(dtype)), dtype)
+        if name == "generic" and not op.attrs.get("reduce"):
+            starts = [lo for _, lo, _ in op.attrs["indices"]]
+            return self.generic_body(op, [lo + i for lo, i in zip(starts, index, strict=True)],
+                                     em)
+        raise LoweringError(f"the native backend cannot lower '{name}' here")
+
+    def generic_body(self, op: Op, indices: list[Dim], em: Emitter) -> Operand:
+        """The scalar a generic's body yields at `indices` (output then reduction indices)."""
+        (value,) = self.generic_yields(op, indices, em)
+        return value
+
+    def generic_yields(self, op: Op, indices: list[Dim], em: Emitter) -> list[Operand]:
+        """Everything the body of a generic or generic_scatter yields at `indices`."""
+        body: Block = op.regions[0]
+        local: dict[Value, Binding] = dict(zip(body.params, indices, strict=False))
+        for param, outer in zip(body.params[len(indices):], op.operands, strict=True):
+            local[param] = self.env[outer] if outer.type.rank else self.at(outer, (), em)
+        for inner in body.ops:
+            if inner.name == "read":
+                local[inner.result] = self._read(inner, local, em)
+            else:
+                scope = Evaluator(self.ctx, local)
+                local[inner.result] = scope._compute(inner, (), em)
+        return [_operand(local[v]) for v in body.results]
+
+    def _read(self, op: Op, local: dict[Value, Binding], em: Emitter) -> Operand:
+        """A `read` in a generic body: bounds checks (`checked`) or a guarded load (`zero`)."""
+        source = local[op.operands[0]]
+        if not isinstance(source, View):
+            return source
+        index = tuple(em.index(_operand(local[v])) for v in op.operands[1:])
+        guard: Var | None = None
+        for axis, (i, mode, size) in enumerate(zip(index, op.attrs["modes"], source.shape,
+                                                   strict=True)):
+            if mode == "checked":
+                em.check(i, size, self.ctx.site("index", op.attrs.get("label", "tensor"), axis))
+            elif mode == "zero":
+                inside = em.let("in_bounds", (i, size), "bool")
+                guard = inside if guard is None else em.let("and", (guard, inside), "bool")
+        return em.load(source, index, guard)
+
+
+def _operand(binding: Binding) -> Operand:
+    if isinstance(binding, View):
+        raise LoweringError("a generic body yields a tensor")
+    return binding

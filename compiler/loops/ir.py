@@ -1,0 +1,324 @@
+"""The loop IR: buffers, loop nests and scalar statements, between the tensor IR and LLVM.
+
+A `Program` is one specialised function after fusion. It owns `Buffer`s (inputs, outputs,
+temporaries carved out of one workspace, and the double buffers of loop state) and a list of
+statements. Statements are structured (`Loop`, `ForLoop`) or scalar (`Let`, `Load`, `Store`,
+`Accumulate`, ...). Scalar values are SSA variables named `%0`, `%1`, ...; loop variables
+are `%i0`, `%i1`, ... . Index arithmetic is carried by `Dim`s whose symbols are dimension
+names (`N`) or i64 variables (`%i0`, `%3`), so `x[%i0 * D + %i1]` is one `Dim`.
+
+    kernel @loss(x: f32[N] input 0, out0: f32 output 0) {
+      %acc0: f64 = sum 0.0
+      for %i0 in 0..N {
+        %0 = load x[%i0]
+        %1 = tanh %0 : f32
+        %acc0 += %2
+      }
+      ...
+    }
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reverie.compiler.ir.dims import Dim, Shape, num_elements
+
+
+@dataclass(frozen=True)
+class Var:
+    """A scalar SSA variable (or an accumulator, which statements may update)."""
+
+    name: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Const:
+    """A scalar literal."""
+
+    value: float | int | bool
+    dtype: str
+
+
+Operand = Var | Const | Dim
+
+# Scratch (in f64 elements) that the matmul kernel may use to pack operand blocks.
+MATMUL_PACK_ELEMENTS = 96 * 256 + 256 * 1024  # a Dim operand is an i64 value computed from indices
+
+
+def as_index(operand: Operand) -> Dim:
+    """An i64 operand as an index expression."""
+    if isinstance(operand, Dim):
+        return operand
+    if isinstance(operand, Const):
+        return Dim.const(int(operand.value))
+    return Dim.sym(operand.name)
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A row-major array. `role` says where its memory comes from:
+
+    - `input` / `output`: entry `slot` of the buffer table passed to the kernel;
+    - `temp`: a window of the workspace (the last entry of the buffer table);
+    - `state`: one of the two buffers of a loop-carried value, reached through the
+      loop's current/next pointers (see `ForLoop`).
+    """
+
+    name: str
+    dtype: str
+    shape: Shape
+    role: str
+    slot: int = 0
+
+    @property
+    def size(self) -> Dim:
+        return num_elements(self.shape)
+
+
+def row_major_strides(shape: Shape) -> tuple[Dim, ...]:
+    """Element strides of a contiguous row-major array of `shape`."""
+    strides, step = [], Dim.const(1)
+    for d in reversed(shape):
+        strides.append(step)
+        step = step * d
+    return tuple(reversed(strides))
+
+
+@dataclass(frozen=True)
+class View:
+    """A strided window of a buffer: element `[i, j]` is at `offset + i*s0 + j*s1`."""
+
+    buffer: Buffer
+    shape: Shape
+    offset: Dim
+    strides: tuple[Dim, ...]
+
+    @staticmethod
+    def of(buffer: Buffer) -> View:
+        return View(buffer, buffer.shape, Dim.const(0), row_major_strides(buffer.shape))
+
+    def covers(self, buffer: Buffer) -> bool:
+        """Whether this view is exactly `buffer` (strides of size-1 axes do not matter)."""
+        return self.buffer is buffer and self.shape == buffer.shape and \
+            self.offset == Dim.const(0) and all(
+                s == r or d == Dim.const(1) for s, r, d in
+                zip(self.strides, row_major_strides(self.shape), self.shape, strict=True))
+
+    @property
+    def is_contiguous(self) -> bool:
+        """Whether the elements are row-major and adjacent (a reshape is then free)."""
+        return self.strides == row_major_strides(self.shape)
+
+    def flat(self, index: tuple[Dim, ...]) -> Dim:
+        """The element offset of `index` in the underlying buffer."""
+        total = self.offset
+        for i, s in zip(index, self.strides, strict=True):
+            total = total + i * s
+        return total
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass
+class Let:
+    """`var = op(args)`: one scalar operation (tensor-IR op names, plus `in_bounds`)."""
+
+    var: Var
+    op: str
+    args: tuple[Operand, ...]
+
+
+@dataclass
+class Load:
+    """`var = view[index]`; with a `guard`, the load happens only if it holds (else 0)."""
+
+    var: Var
+    view: View
+    index: tuple[Dim, ...]
+    guard: Var | None = None
+
+
+@dataclass
+class Store:
+    """`view[index] = value`."""
+
+    view: View
+    index: tuple[Dim, ...]
+    value: Operand
+
+
+@dataclass
+class Accumulator:
+    """Declare a mutable accumulator `var`, set to `init`."""
+
+    var: Var
+    init: Const
+
+
+@dataclass
+class Accumulate:
+    """`var = var <kind> value` with kind sum/prod/max/min (reassociable: vectorises)."""
+
+    var: Var
+    kind: str
+    value: Operand
+
+
+@dataclass
+class ArgUpdate:
+    """Keep the first index of the largest (`argmax`) or smallest (`argmin`) value; NaN wins."""
+
+    best: Var
+    best_index: Var
+    value: Operand
+    index: Dim
+    kind: str
+
+
+@dataclass
+class Check:
+    """Stop with error `site` unless `0 <= index < size`."""
+
+    index: Dim
+    size: Dim
+    site: int
+
+
+@dataclass
+class Loop:
+    """`for var in lo..hi { body }` (var is an i64 named `%iK`)."""
+
+    var: str
+    lo: Dim
+    hi: Dim
+    body: list[Stmt] = field(default_factory=list)
+
+
+@dataclass
+class If:
+    """`if cond { body }`."""
+
+    cond: Var
+    body: list[Stmt] = field(default_factory=list)
+
+
+@dataclass
+class LoopState:
+    """A loop-carried tensor: two buffers that swap roles (current, next) every iteration."""
+
+    current: Buffer
+    next: Buffer
+    first: Buffer
+    second: Buffer
+
+
+@dataclass
+class ForLoop:
+    """A counted loop over whole-tensor state. Before it, `first` holds the initial state
+    (current = first, next = second); the body reads `current` and writes `next`; after each
+    iteration they swap, so `current` holds the result when the loop ends."""
+
+    var: str
+    lo: Dim
+    hi: Dim
+    states: list[LoopState]
+    body: list[Stmt] = field(default_factory=list)
+
+
+@dataclass
+class Matmul:
+    """`out = a @ b` for float 2-D views (any strides); `out` is a whole buffer."""
+
+    out: View
+    a: View
+    b: View
+    pack: Buffer
+
+
+Stmt = Let | Load | Store | Accumulator | Accumulate | ArgUpdate | Check | If | Loop | ForLoop | \
+    Matmul
+
+
+@dataclass(frozen=True)
+class ErrorSite:
+    """What a failing `Check` reports: an index error on `label` axis `axis`, `empty` (an
+    argmax of nothing) or `rows` (a loop history with too few rows)."""
+
+    kind: str
+    label: str = ""
+    axis: int = 0
+
+
+@dataclass
+class Program:
+    """A specialised function as loop nests over buffers.
+
+    `symbols` orders the dimension sizes passed to the kernel; `buffers` lists inputs then
+    outputs (their table slots); `temps` are laid out in the workspace in order.
+    """
+
+    name: str
+    symbols: list[str]
+    inputs: list[Buffer]
+    outputs: list[Buffer]
+    temps: list[Buffer]
+    body: list[Stmt]
+    sites: list[ErrorSite]
+
+    def walk(self) -> list[Stmt]:
+        """Every statement, depth first."""
+        out: list[Stmt] = []
+
+        def visit(stmts: list[Stmt]) -> None:
+            for s in stmts:
+                out.append(s)
+                if isinstance(s, Loop | ForLoop | If):
+                    visit(s.body)
+
+        visit(self.body)
+        return out
+
+
+def statement_dims(stmt: Stmt) -> list[Dim]:
+    """Every index expression a statement (not its nested body) uses."""
+    def view_dims(view: View) -> list[Dim]:
+        return [view.offset, *view.strides, *view.shape, *view.buffer.shape]
+
+    if isinstance(stmt, Let):
+        return [a for a in stmt.args if isinstance(a, Dim)]
+    if isinstance(stmt, Load | Store):
+        extra = [stmt.value] if isinstance(stmt, Store) and isinstance(stmt.value, Dim) else []
+        return view_dims(stmt.view) + list(stmt.index) + extra
+    if isinstance(stmt, Accumulate):
+        return [stmt.value] if isinstance(stmt.value, Dim) else []
+    if isinstance(stmt, ArgUpdate):
+        return [stmt.index]
+    if isinstance(stmt, Check):
+        return [stmt.index, stmt.size]
+    if isinstance(stmt, Loop | ForLoop):
+        return [stmt.lo, stmt.hi]
+    if isinstance(stmt, Matmul):
+        return view_dims(stmt.out) + view_dims(stmt.a) + view_dims(stmt.b)
+    return []
+
+
+def all_dims(program: Program) -> list[Dim]:
+    """Every index expression in a program, including buffer shapes."""
+    dims = [d for b in program.inputs + program.outputs + program.temps for d in b.shape]
+    for stmt in program.walk():
+        dims += statement_dims(stmt)
+        if isinstance(stmt, ForLoop):
+            dims += [d for s in stmt.states for d in s.current.shape]
+    return dims
+
+
+def workspace_offsets(temps: list[Buffer], itemsizes: dict[str, int]) -> list[Dim]:
+    """Byte offset of each temporary in the workspace, then its total size (64-aligned)."""
+    offsets, total = [], Dim.const(0)
+    for temp in temps:
+        offsets.append(total)
+        total = total + (temp.size * itemsizes[temp.dtype] + 63) // 64 * 64
+    return offsets + [total]

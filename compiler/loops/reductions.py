@@ -1,0 +1,148 @@
+"""Loop nests for reductions: reduce_sum/prod/max/min, argmax/argmin, reducing generics.
+
+Used by `transforms/to_loops.py`, whose `BlockLowering` (`lowering` below) supplies the
+environment, the evaluator of fused values and output buffers. Two shapes of nest:
+
+- the reduced axes come last (a row sum, a full sum, index notation): one accumulator in a
+  register per output element, updated with reassociable ops so the inner loop vectorises;
+  f32 sums and products accumulate in f64, as the interpreter does:
+
+      for %i0 in 0..N { %acc0: f64 = 0.0; for %i1 in 0..D { ... %acc0 = sum %acc0, %v } }
+
+- otherwise (a column sum): the output (or an f64 copy of it) is filled with the identity
+  and updated in the natural loop order, so the inner loop stays contiguous.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from reverie.compiler.ir.core import Op
+from reverie.compiler.ir.dims import Dim
+
+from .emitter import Emitter, zero
+from .ir import Accumulate, Accumulator, ArgUpdate, Const, Operand, Store, View, row_major_strides
+
+if TYPE_CHECKING:
+    from reverie.compiler.transforms.to_loops import BlockLowering
+
+COMBINE = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum"}
+
+
+def identity(kind: str, dtype: str) -> Const:
+    """The starting value of a sum/prod/max/min (or argmax/argmin) accumulator."""
+    if kind in ("sum", "prod"):
+        one = 1.0 if dtype in ("f32", "f64") else 1
+        return Const(one if kind == "prod" else zero(dtype).value, dtype)
+    largest = kind in ("min", "argmin")
+    if dtype in ("f32", "f64"):
+        return Const(np.inf if largest else -np.inf, dtype)
+    info = np.iinfo(np.int32 if dtype == "i32" else np.int64)
+    return Const(int(info.max if largest else info.min), dtype)
+
+
+def accumulator_dtype(kind: str, dtype: str) -> str:
+    """f32 sums and products accumulate in f64 (as the interpreter does)."""
+    return "f64" if dtype == "f32" and kind in ("sum", "prod") else dtype
+
+
+def _merge(rank: int, kept: list[int], kept_index: tuple[Dim, ...], reduced: list[int],
+           reduced_index: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    """A full index from the kept-axis and reduced-axis loop variables."""
+    full = [Dim.const(0)] * rank
+    for axis, i in zip(kept, kept_index, strict=True):
+        full[axis] = i
+    for axis, i in zip(reduced, reduced_index, strict=True):
+        full[axis] = i
+    return tuple(full)
+
+
+def _finish(lowering: BlockLowering, op: Op, result: Operand, index: tuple[Dim, ...],
+            outer: Emitter) -> None:
+    """Bind a rank-0 reduction to its scalar, or store one element of the output."""
+    if not op.result.type.rank:
+        lowering.env[op.result] = result
+        return
+    if op.result not in lowering.env:
+        lowering.env[op.result] = lowering.buffer_for(op.result)
+    outer.stmts.append(Store(lowering.env[op.result], index, result))
+
+
+def lower_reduce(lowering: BlockLowering, op: Op, em: Emitter) -> None:
+    """reduce_sum/prod/max/min over `axes`."""
+    x, kind = op.operands[0], op.name.removeprefix("reduce_")
+    axes = sorted(op.attrs["axes"])
+    shape, dtype = x.type.shape, op.result.type.dtype
+    kept = [a for a in range(len(shape)) if a not in axes]
+    acc_dtype = accumulator_dtype(kind, dtype)
+    if all(k < a for k in kept for a in axes):
+        kept_index, outer = em.nest([(Dim.const(0), shape[k]) for k in kept])
+        acc = lowering.ctx.var(acc_dtype, "%acc")
+        outer.stmts.append(Accumulator(acc, identity(kind, acc_dtype)))
+        reduced_index, inner = outer.nest([(Dim.const(0), shape[a]) for a in axes])
+        value = lowering.eval.at(x, _merge(len(shape), kept, kept_index, axes, reduced_index),
+                                 inner)
+        if acc_dtype != dtype:
+            value = inner.let("cast", (value,), acc_dtype)
+        inner.stmts.append(Accumulate(acc, kind, value))
+        result = acc if acc_dtype == dtype else outer.let("cast", (acc,), dtype)
+        _finish(lowering, op, result, kept_index, outer)
+        return
+    out = lowering.buffer_for(op.result)
+    acc = out if acc_dtype == dtype else View.of(lowering.ctx.temp(acc_dtype, out.shape))
+    em.map_nest(acc, lambda index, body: identity(kind, acc_dtype))
+    index, inner = em.nest([(Dim.const(0), d) for d in shape])
+    value = lowering.eval.at(x, index, inner)
+    if acc_dtype != dtype:
+        value = inner.let("cast", (value,), acc_dtype)
+    kept_index = tuple(index[k] for k in kept)
+    old = inner.load(acc, kept_index)
+    inner.stmts.append(Store(acc, kept_index, inner.let(COMBINE[kind], (old, value), acc_dtype)))
+    if acc is not out:
+        em.map_nest(out, lambda i, body: body.let("cast", (body.load(acc, i),), dtype))
+    lowering.env[op.result] = out
+
+
+def lower_arg_reduce(lowering: BlockLowering, op: Op, em: Emitter) -> None:
+    """argmax/argmin over one axis or (axis = None) over the flattened tensor."""
+    x, axis = op.operands[0], op.attrs["axis"]
+    shape, dtype = x.type.shape, x.type.dtype
+    size = Dim.const(1)
+    for d in shape:
+        size = size * d
+    em.check(Dim.const(0), size, lowering.ctx.site("empty", op.name))
+    axes = list(range(len(shape))) if axis is None else [axis]
+    kept = [a for a in range(len(shape)) if a not in axes]
+    kept_index, outer = em.nest([(Dim.const(0), shape[k]) for k in kept])
+    best = lowering.ctx.var(dtype, "%acc")
+    best_index = lowering.ctx.var("i64", "%acc")
+    outer.stmts += [Accumulator(best, identity(op.name, dtype)),
+                    Accumulator(best_index, Const(0, "i64"))]
+    reduced_index, inner = outer.nest([(Dim.const(0), shape[a]) for a in axes])
+    full = _merge(len(shape), kept, kept_index, axes, reduced_index)
+    position = full[axis] if axis is not None else sum(
+        (i * s for i, s in zip(full, row_major_strides(shape), strict=True)), Dim.const(0))
+    inner.stmts.append(ArgUpdate(best, best_index, lowering.eval.at(x, full, inner), position,
+                                 op.name))
+    _finish(lowering, op, best_index, kept_index, outer)
+
+
+def lower_generic_reduce(lowering: BlockLowering, op: Op, em: Emitter) -> None:
+    """A reducing `generic` (index notation such as `sum[k](A[i, k] * B[k, j])`)."""
+    kind, dtype = op.attrs["reduce"], op.result.type.dtype
+    acc_dtype = accumulator_dtype(kind, dtype)
+    outs, overs = op.attrs["indices"], op.attrs.get("over", ())
+    out_index, outer = em.nest([(Dim.const(0), hi - lo) for _, lo, hi in outs])
+    acc = lowering.ctx.var(acc_dtype, "%acc")
+    outer.stmts.append(Accumulator(acc, identity(kind, acc_dtype)))
+    red_index, inner = outer.nest([(Dim.const(0), hi - lo) for _, lo, hi in overs])
+    starts = [lo for _, lo, _ in list(outs) + list(overs)]
+    indices = [lo + i for lo, i in zip(starts, out_index + red_index, strict=True)]
+    value = lowering.eval.generic_body(op, indices, inner)
+    if acc_dtype != dtype:
+        value = inner.let("cast", (value,), acc_dtype)
+    inner.stmts.append(Accumulate(acc, kind, value))
+    result = acc if acc_dtype == dtype else outer.let("cast", (acc,), dtype)
+    _finish(lowering, op, result, out_index, outer)

@@ -1,0 +1,420 @@
+"""JVP rules of the primitive ops: one tangent out per tangents in, keyed by op name.
+
+Consumes one primal op already copied into the JVP function (so its operands and results
+are values the rule may use) and the tangents of its operands (`None` where an operand has
+a zero tangent, at least one is not `None`); produces one tangent per result (`None` for a
+zero tangent). `forward.py` walks the ops and looks rules up in `JVP_RULES`. Every rule
+carries its maths in its docstring, with ẋ for the tangent of x.
+
+Values at non-differentiable points match reverse mode and PyTorch (SPEC §2.4): d|x| at 0
+is 0, relu'(0) = 0, maximum/minimum ties take the mean of both tangents, reduce_max/min
+average the tangents of all extremal entries (torch.amax), reduce_prod is exact with
+zeros, and pow masks 0 like torch. Ops in `NON_DIFFERENTIABLE` have no rule: their
+results never carry a tangent.
+
+Region ops (`generic`, `generic_scatter`, `for`, `for_history`) transform their region
+with the same pass (`JvpContext.region`): a tangent generic reads the operands' tangents
+where the primal reads the operands; a loop carries each active state's tangent beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..ir.core import Block, Op, Value
+from .reverse_rules import NON_DIFFERENTIABLE, Scope, copy_block, expand, product_partials
+
+Dots = list[Value | None]
+JvpRule = Callable[["JvpContext", Op, Dots], Dots]
+
+__all__ = ["JVP_RULES", "NON_DIFFERENTIABLE", "JvpContext", "JvpRegion", "JvpRule"]
+
+
+@dataclass
+class JvpRegion:
+    """The JVP of a region body emitted into a fresh block (`scope.block`): the body's
+    results and their tangents as values of that block, and the tangent parameters it
+    added after the given ones (one per active parameter, in order)."""
+
+    scope: Scope
+    results: list[Value]
+    tangents: Dots
+    tangent_params: list[Value]
+
+
+@dataclass
+class JvpContext:
+    """What a rule sees besides its op: where to emit, and the pass itself for regions.
+
+    `region(body, params, active)` transforms region `body` with its parameters renamed to
+    `params`, a tangent parameter added for each `active` one. `tangent_states(op, flags)`
+    says which carried states of a loop get tangents. A rule that re-emits the primal op
+    in a combined form (loops) stores the new primal results in `primal`.
+    """
+
+    scope: Scope
+    region: Callable[[Block, list[Value], list[bool]], JvpRegion]
+    tangent_states: Callable[[Op, list[bool]], list[bool]]
+    primal: list[Value] | None = None
+
+
+JVP_RULES: dict[str, JvpRule] = {}
+
+
+def rule(*names: str) -> Callable[[JvpRule], JvpRule]:
+    """Register a JVP rule under one or more op names."""
+    def register(fn: JvpRule) -> JvpRule:
+        for name in names:
+            assert name not in JVP_RULES, f"two JVP rules for {name}"
+            JVP_RULES[name] = fn
+        return fn
+
+    return register
+
+
+def _or_zeros(s: Scope, dot: Value | None, like: Value) -> Value:
+    """`dot`, or zeros of `like`'s type when it is None."""
+    return dot if dot is not None else s.zeros(like.type)
+
+
+def _add(s: Scope, a: Value | None, b: Value | None) -> Value | None:
+    """a + b where None stands for zero."""
+    if a is None or b is None:
+        return a if b is None else b
+    return s.add(a, b)
+
+
+# ---------------------------------------------------------------- elementwise, unary
+
+
+def _unary(derivative: Callable[[Scope, Value, Value], Value]) -> JvpRule:
+    """A rule ẏ = f'(x, y) · ẋ from the local derivative f'."""
+    def jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+        s = ctx.scope
+        return [s.mul(derivative(s, op.operands[0], op.result), dots[0])]
+
+    jvp.__doc__ = derivative.__doc__
+    return jvp
+
+
+def _d_abs(s: Scope, x: Value, y: Value) -> Value:
+    """ẏ = sign(x) · ẋ   (0 at x = 0)"""
+    return s.op("sign", [x])
+
+
+def _d_exp(s: Scope, x: Value, y: Value) -> Value:
+    """ẏ = y · ẋ"""
+    return y
+
+
+def _d_expm1(s: Scope, x: Value, y: Value) -> Value:
+    """ẏ = (y + 1) · ẋ"""
+    return s.add(y, s.const(1, y.type))
+
+
+def _d_sin(s: Scope, x: Value, y: Value) -> Value:
+    """ẏ = cos(x) · ẋ"""
+    return s.op("cos", [x])
+
+
+def _d_cos(s: Scope, x: Value, y: Value) -> Value:
+    """ẏ = −sin(x) · ẋ"""
+    return s.neg(s.op("sin", [x]))
+
+
+def _d_tan(s: Scope, x: Value, y: Value) -> Value:
+    """ẏ = (1 + y²) · ẋ"""
+    return s.add(s.const(1, y.type), s.mul(y, y))
+
+
+def _d_tanh(s: Scope, x: Value, y: Value) -> Value:
+    """ẏ = (1 − y²) · ẋ"""
+    return s.sub(s.const(1, y.type), s.mul(y, y))
+
+
+def _d_sigmoid(s: Scope, x: Value, y: Value) -> Value:
+    """ẏ = y · (1 − y) · ẋ"""
+    return s.mul(y, s.sub(s.const(1, y.type), y))
+
+
+def _d_rsqrt(s: Scope, x: Value, y: Value) -> Value:
+    """ẏ = −½ y³ · ẋ"""
+    return s.mul(s.const(-0.5, y.type), s.mul(y, s.mul(y, y)))
+
+
+def _d_softplus(s: Scope, x: Value, y: Value) -> Value:
+    """ẏ = sigmoid(x) · ẋ"""
+    return s.op("sigmoid", [x])
+
+
+def _d_erf(s: Scope, x: Value, y: Value) -> Value:
+    """ẏ = 2/√π · exp(−x²) · ẋ"""
+    two_over_sqrt_pi = 1.1283791670955126
+    return s.mul(s.const(two_over_sqrt_pi, x.type), s.op("exp", [s.neg(s.mul(x, x))]))
+
+
+for _name, _derivative in {"abs": _d_abs, "exp": _d_exp, "expm1": _d_expm1, "sin": _d_sin,
+                           "cos": _d_cos, "tan": _d_tan, "tanh": _d_tanh, "sigmoid": _d_sigmoid,
+                           "rsqrt": _d_rsqrt, "softplus": _d_softplus, "erf": _d_erf}.items():
+    rule(_name)(_unary(_derivative))
+
+
+@rule("neg")
+def _neg(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = −ẋ"""
+    return [ctx.scope.neg(dots[0])]
+
+
+@rule("relu")
+def _relu(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = select(x > 0, ẋ, 0)   (0 at x = 0)"""
+    s, x = ctx.scope, op.operands[0]
+    return [s.select(s.op("gt", [x, s.zeros(x.type)]), dots[0], s.zeros(x.type))]
+
+
+@rule("log")
+def _log(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = ẋ / x"""
+    return [ctx.scope.div(dots[0], op.operands[0])]
+
+
+@rule("log1p")
+def _log1p(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = ẋ / (1 + x)"""
+    s, x = ctx.scope, op.operands[0]
+    return [s.div(dots[0], s.add(x, s.const(1, x.type)))]
+
+
+@rule("sqrt")
+def _sqrt(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = ẋ / (2y)   (inf at 0)"""
+    s, y = ctx.scope, op.result
+    return [s.div(dots[0], s.mul(s.const(2, y.type), y))]
+
+
+# ---------------------------------------------------------------- elementwise, binary
+
+
+@rule("add")
+def _add_rule(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = ȧ + ḃ"""
+    return [_add(ctx.scope, dots[0], dots[1])]
+
+
+@rule("sub")
+def _sub(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = ȧ − ḃ"""
+    s, (da, db) = ctx.scope, dots
+    return [s.neg(db) if da is None else da if db is None else s.sub(da, db)]
+
+
+@rule("mul")
+def _mul(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = ȧ · b + a · ḃ"""
+    s, (a, b), (da, db) = ctx.scope, op.operands, dots
+    return [_add(s, s.mul(da, b) if da is not None else None,
+                 s.mul(a, db) if db is not None else None)]
+
+
+@rule("div")
+def _div(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = (ȧ − y · ḃ) / b"""
+    s, (_, b), (da, db), y = ctx.scope, op.operands, dots, op.result
+    numerator = da if db is None else s.sub(_or_zeros(s, da, y), s.mul(y, db))
+    return [s.div(numerator, b)]
+
+
+@rule("mod")
+def _mod(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = ȧ − floor(a / b) · ḃ   (a mod b = a − b·floor(a/b))"""
+    s, (a, b), (da, db) = ctx.scope, op.operands, dots
+    if db is None:
+        return [da]
+    return [s.sub(_or_zeros(s, da, a), s.mul(s.op("floor", [s.div(a, b)]), db))]
+
+
+@rule("pow")
+def _pow(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = b·aᵇ⁻¹ · ȧ (0 where b = 0) + y·log a · ḃ (0 where a = 0, b ≥ 0)"""
+    s, (a, b), (da, db), y = ctx.scope, op.operands, dots, op.result
+    zero, one = s.zeros(a.type), s.const(1, a.type)
+    from_base = from_exponent = None
+    if da is not None:
+        slope = s.mul(b, s.op("pow", [a, s.sub(b, one)]))
+        from_base = s.mul(s.select(s.eq(b, zero), zero, slope), da)
+    if db is not None:
+        at_zero = s.op("and", [s.eq(a, zero), s.op("ge", [b, zero])])
+        from_exponent = s.mul(s.select(at_zero, zero, s.mul(y, s.op("log", [a]))), db)
+    return [_add(s, from_base, from_exponent)]
+
+
+def _extremum(larger: str, doc: str) -> JvpRule:
+    def jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+        s, (a, b) = ctx.scope, op.operands
+        da, db = _or_zeros(s, dots[0], a), _or_zeros(s, dots[1], b)
+        tie = s.mul(s.add(da, db), s.const(0.5, a.type))
+        return [s.select(s.eq(a, b), tie, s.select(s.op(larger, [a, b]), da, db))]
+
+    jvp.__doc__ = doc
+    return jvp
+
+
+rule("maximum")(_extremum("gt", "ẏ = the tangent of the larger operand; their mean on a tie"))
+rule("minimum")(_extremum("lt", "ẏ = the tangent of the smaller operand; their mean on a tie"))
+
+
+@rule("select")
+def _select(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = select(c, ȧ, ḃ)"""
+    s, (cond, a, b) = ctx.scope, op.operands
+    return [s.select(cond, _or_zeros(s, dots[1], a), _or_zeros(s, dots[2], b))]
+
+
+@rule("cast")
+def _cast(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = cast(ẋ) to y's float dtype"""
+    return [ctx.scope.op("cast", [dots[0]], dict(op.attrs))]
+
+
+# ---------------------------------------------------------------- linear ops
+
+
+@rule("broadcast", "reduce_sum", "transpose", "reshape", "slice", "pad", "roll",
+      "dynamic_index", "dynamic_scatter", "read")
+def _linear(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = op(ẋ) for an op linear in its one float operand (integer operands kept)"""
+    operands = [dots[0], *op.operands[1:]]
+    return [ctx.scope.op(op.name, operands, dict(op.attrs))]
+
+
+@rule("concat")
+def _concat(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = concat(ẋ₁, …, ẋₙ)"""
+    s = ctx.scope
+    parts = [_or_zeros(s, d, x) for d, x in zip(dots, op.operands, strict=True)]
+    return [s.op("concat", parts, dict(op.attrs))]
+
+
+@rule("matmul")
+def _matmul(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """Ċ = Ȧ @ B + A @ Ḃ"""
+    s, (a, b), (da, db) = ctx.scope, op.operands, dots
+    return [_add(s, s.op("matmul", [da, b]) if da is not None else None,
+                 s.op("matmul", [a, db]) if db is not None else None)]
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def reduce_extremum_tangent(s: Scope, x: Value, y: Value, dx: Value, axes: Sequence[int]) -> Value:
+    """ẏ = mean of ẋ over the entries where x equals its max/min y (reduced over `axes`)."""
+    hit = s.eq(x, expand(s, y, x.type.shape, axes))
+    zero = s.zeros(x.type)
+    count = s.op("reduce_sum", [s.select(hit, s.const(1, x.type), zero)], {"axes": tuple(axes)})
+    total = s.op("reduce_sum", [s.select(hit, dx, zero)], {"axes": tuple(axes)})
+    return s.div(total, count)
+
+
+def reduce_prod_tangent(s: Scope, x: Value, y: Value, dx: Value, axes: Sequence[int]) -> Value:
+    """ẏ = Σᵢ (∏_{j≠i} xⱼ) · ẋᵢ over `axes`, exact when some xⱼ are 0."""
+    zero, one = s.zeros(x.type), s.const(1, x.type)
+    is_zero = s.eq(x, zero)
+    attrs = {"axes": tuple(axes)}
+    nonzero = s.op("reduce_prod", [s.select(is_zero, one, x)], attrs)
+    zeros = s.op("reduce_sum", [s.select(is_zero, one, zero)], attrs)
+    partials = product_partials(s, x, expand(s, nonzero, x.type.shape, axes),
+                                expand(s, zeros, x.type.shape, axes))
+    return s.op("reduce_sum", [s.mul(partials, dx)], attrs)
+
+
+REDUCE_TANGENTS = {"max": reduce_extremum_tangent, "min": reduce_extremum_tangent,
+                   "prod": reduce_prod_tangent}
+
+
+@rule("reduce_max", "reduce_min", "reduce_prod")
+def _reduce(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = mean of ẋ at the extremal entries (max/min); Σᵢ ∏_{j≠i} xⱼ · ẋᵢ (prod)"""
+    kind = op.name.removeprefix("reduce_")
+    x, axes = op.operands[0], op.attrs["axes"]
+    return [REDUCE_TANGENTS[kind](ctx.scope, x, op.result, dots[0], axes)]
+
+
+# ---------------------------------------------------------------- structured ops
+
+
+def _tangent_generic(ctx: JvpContext, op: Op, dots: Dots) -> Value | None:
+    """The tangent of a generic/generic_scatter: the same op over the operands and the
+    tangents of the active ones, its body yielding the primal positions (scatter) and the
+    tangent of the value; None when that tangent is zero."""
+    body = op.regions[0]
+    n_index = len(body.params) - len(op.operands)
+    params = [Value(p.type, name=p.name) for p in body.params]
+    active = [False] * n_index + [d is not None for d in dots]
+    region = ctx.region(body, params, active)
+    if region.tangents[-1] is None:
+        return None
+    region.scope.block.results = region.results[:-1] + [region.tangents[-1]]
+    operands = list(op.operands) + [d for d in dots if d is not None]
+    return ctx.scope.op(op.name, operands, dict(op.attrs), [region.scope.block])
+
+
+@rule("generic")
+def _generic(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = generic over the same indices of the body's tangent (a sum reduces it as is;
+    prod/max/min first evaluate the unreduced body and apply their reduction rule)"""
+    kind = op.attrs.get("reduce")
+    if kind in (None, "sum"):
+        return [_tangent_generic(ctx, op, dots)]
+    s, indices, over = ctx.scope, tuple(op.attrs["indices"]), tuple(op.attrs["over"])
+    full = s.emit("generic", op.operands, {"indices": indices + over},
+                  [copy_block(op.regions[0])])
+    dfull = _tangent_generic(ctx, full, dots)
+    if dfull is None:
+        return [None]
+    axes = tuple(range(len(indices), len(indices) + len(over)))
+    return [REDUCE_TANGENTS[kind](s, full.result, op.result, dfull, axes)]
+
+
+@rule("generic_scatter")
+def _generic_scatter(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = generic_scatter of the value's tangent at the same positions"""
+    return [_tangent_generic(ctx, op, dots)]
+
+
+@rule("for", "for_history")
+def _loop(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """(u, u̇) ← (body(u), body'(u)·u̇) each iteration: every active state carries its
+    tangent as extra state (and for_history keeps the tangents' histories too)"""
+    s, body, carried = ctx.scope, op.regions[0], op.attrs["carried"]
+    active = ctx.tangent_states(op, [d is not None for d in dots])
+    inits, invariants = op.operands[2:2 + carried], op.operands[2 + carried:]
+    invariant_dots = dots[2 + carried:]
+    params = [Value(p.type, name=p.name) for p in body.params]
+    flags = [False] + active + [d is not None for d in invariant_dots]
+    region = ctx.region(body, params, flags)
+    n = sum(active)
+    region.scope.block.params = [*params[:1 + carried], *region.tangent_params[:n],
+                                 *params[1 + carried:], *region.tangent_params[n:]]
+    region.scope.block.results = region.results + [
+        _or_zeros(region.scope, t, r)
+        for t, r, a in zip(region.tangents, region.results, active, strict=True) if a]
+    init_dots = [_or_zeros(s, d, v)
+                 for d, v, a in zip(dots[2:2 + carried], inits, active, strict=True) if a]
+    operands = [*op.operands[:2], *inits, *init_dots, *invariants,
+                *[d for d in invariant_dots if d is not None]]
+    new = s.emit(op.name, operands, {**op.attrs, "carried": carried + n},
+                 [region.scope.block])
+    ctx.primal = new.results[:carried]
+    out = _spread(new.results[carried:carried + n], active)
+    if op.name == "for_history":
+        histories = new.results[carried + n:]
+        ctx.primal += histories[:carried]
+        out += _spread(histories[carried:], active)
+    return out
+
+
+def _spread(values: Sequence[Value], active: Sequence[bool]) -> Dots:
+    """`values` placed at the active positions, None elsewhere."""
+    it = iter(values)
+    return [next(it) if a else None for a in active]

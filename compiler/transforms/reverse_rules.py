@@ -1,0 +1,470 @@
+"""VJP rules of the primitive ops, and the `Scope` builder the rules write adjoint IR with.
+
+Consumes one primal op (already emitted into the adjoint function, so its operands and
+results are values the rule may use) and the cotangents of its results (`None` where a
+result has none); produces one cotangent contribution per operand (`None` for none). The
+reverse pass (`reverse.py`) sums contributions over fan-out. Every rule is registered in
+`VJP_RULES` under the op's name and carries its maths in its docstring.
+
+Ops in `NON_DIFFERENTIABLE` carry no gradient: their results are never active, so they
+need no rule (argmax/argmin, sign, floor, ceil, floordiv, stop_gradient; comparisons and
+logic give bool, which is never active either).
+
+Values at non-differentiable points follow PyTorch (SPEC §2.4): d|x| at 0 is 0 (ȳ·sign x),
+relu'(0) = 0, sqrt'(0) = inf, maximum/minimum ties send half of ȳ to each side,
+reduce_max/min split ȳ evenly among all maxima (like torch.amax), reduce_prod is exact in
+the presence of zeros, pow follows torch's masks at 0, and `select` routes ȳ by its
+condition, so the unselected branch receives an exact 0 (a NaN or inf there is not
+multiplied in; but `where(x > 0, sqrt(x), 0)` at 0 still gives NaN, because sqrt's own
+rule computes 0 / (2·0), exactly as torch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reverie.dsl.ast import Span
+
+from ..ir.core import Block, Builder, Op, Value
+from ..ir.dims import Dim
+from ..ir.types import TensorType
+
+Bars = list[Value | None]
+Rule = Callable[["RuleContext", Op, Bars], Bars]
+
+
+# ---------------------------------------------------------------- building adjoint IR
+
+
+class Scope:
+    """A block being built; values of enclosing scopes are captured as new parameters."""
+
+    def __init__(self, block: Block, parent: Scope | None = None, span: Span | None = None):
+        self.block = block
+        self.parent = parent
+        self.span = span if span is not None or parent is None else parent.span
+        self.defined: set[Value] = set(block.params)
+        self.captures: list[tuple[Value, Value]] = []
+        self._captured: dict[Value, Value] = {}
+
+    def child(self, block: Block) -> Scope:
+        """A scope for a region whose op will be emitted into this scope."""
+        return Scope(block, self)
+
+    def use(self, value: Value) -> Value:
+        """`value` as seen from this block, capturing it if it is defined outside (constants
+        and dimension sizes are re-emitted here instead, so they can fold)."""
+        if value in self.defined:
+            return value
+        if value not in self._captured and value.op is not None and value.op.name in (
+                "const", "dim"):
+            self._captured[value] = self.op(value.op.name, [], dict(value.op.attrs))
+        if value not in self._captured:
+            assert self.parent is not None, "a value escaped its block"
+            outer = self.parent.use(value)
+            param = Value(value.type, name=value.name)
+            self.block.params.append(param)
+            self.defined.add(param)
+            self.captures.append((outer, param))
+            self._captured[value] = param
+        return self._captured[value]
+
+    def outer_operands(self) -> list[Value]:
+        """The enclosing-scope values this region captured, in parameter order."""
+        return [outer for outer, _ in self.captures]
+
+    def emit(self, name: str, operands: Sequence[Value], attrs: dict[str, Any] | None = None,
+             regions: Sequence[Block] = (), span: Span | None = None) -> Op:
+        """Append op `name` (operands captured as needed; source span `span`, else the
+        scope's) and return it."""
+        builder = Builder(self.block, span or self.span)
+        builder.emit(name, [self.use(v) for v in operands], attrs, regions)
+        op = self.block.ops[-1]
+        self.defined.update(op.results)
+        return op
+
+    def op(self, name: str, operands: Sequence[Value], attrs: dict[str, Any] | None = None,
+           regions: Sequence[Block] = ()) -> Value:
+        """Append a one-result op and return its result."""
+        return self.emit(name, operands, attrs, regions).result
+
+    def const(self, value: float | int | bool, type: TensorType) -> Value:
+        """`value` as a tensor of `type` (a scalar const, broadcast if needed)."""
+        kind = float if type.is_float else int if type.is_int else bool
+        c = self.op("const", [], {"value": kind(value), "dtype": type.dtype})
+        return c if not type.shape else self.op("broadcast", [c], {"shape": type.shape})
+
+    def zeros(self, type: TensorType) -> Value:
+        """A tensor of zeros."""
+        return self.const(0, type)
+
+    def clone(self, body: Block, args: Sequence[Value]) -> list[Value]:
+        """Emit a copy of `body`'s ops with its parameters bound to `args`; its results."""
+        values = dict(zip(body.params, args, strict=True))
+        for op in body.ops:
+            new = self.emit(op.name, [values[v] for v in op.operands], dict(op.attrs),
+                            [copy_block(r) for r in op.regions], op.span)
+            values.update(zip(op.results, new.results, strict=True))
+        return [values[v] for v in body.results]
+
+    # Short names for the elementwise arithmetic rules are written in.
+    def add(self, a: Value, b: Value) -> Value:
+        return self.op("add", [a, b])
+
+    def sub(self, a: Value, b: Value) -> Value:
+        return self.op("sub", [a, b])
+
+    def mul(self, a: Value, b: Value) -> Value:
+        return self.op("mul", [a, b])
+
+    def div(self, a: Value, b: Value) -> Value:
+        return self.op("div", [a, b])
+
+    def neg(self, a: Value) -> Value:
+        return self.op("neg", [a])
+
+    def select(self, cond: Value, a: Value, b: Value) -> Value:
+        return self.op("select", [cond, a, b])
+
+    def eq(self, a: Value, b: Value) -> Value:
+        return self.op("eq", [a, b])
+
+
+def copy_block(block: Block) -> Block:
+    """A deep copy of a region (regions are isolated, so the copy is self-contained)."""
+    params = [Value(p.type, name=p.name) for p in block.params]
+    new = Block(params=params)
+    new.results = Scope(new).clone(block, params)
+    return new
+
+
+@dataclass
+class RuleContext:
+    """What a rule sees besides its op: where to emit, which operands want a cotangent,
+    and the reverse pass itself for rules that transpose a region (`transpose` is
+    `reverse.BlockVJP`; `state_activity` says which carried states of a loop are active)."""
+
+    scope: Scope
+    wants: list[bool]
+    checkpoint: bool
+    transpose: Callable[..., Any]
+    state_activity: Callable[[Op, list[bool]], list[bool]]
+
+
+VJP_RULES: dict[str, Rule] = {}
+
+NON_DIFFERENTIABLE = frozenset({"stop_gradient", "sign", "floor", "ceil", "floordiv",
+                                "argmax", "argmin"})
+
+
+def rule(*names: str) -> Callable[[Rule], Rule]:
+    """Register a VJP rule under one or more op names."""
+    def register(fn: Rule) -> Rule:
+        for name in names:
+            assert name not in VJP_RULES, f"two VJP rules for {name}"
+            VJP_RULES[name] = fn
+        return fn
+
+    return register
+
+
+# ---------------------------------------------------------------- elementwise, unary
+
+
+Local = Callable[[Scope, Value, Value], Value]
+
+# name -> (maths, f'(x, y)) for the rules x̄ += ȳ · f'(x, y)
+PRODUCT_RULES: dict[str, tuple[str, Local]] = {
+    "abs": ("d abs: x̄ += ȳ · sign(x)   (0 at x = 0)", lambda s, x, y: s.op("sign", [x])),
+    "exp": ("d exp: x̄ += ȳ · y", lambda s, x, y: y),
+    "expm1": ("d expm1: x̄ += ȳ · (y + 1)", lambda s, x, y: s.add(y, s.const(1, y.type))),
+    "sin": ("d sin: x̄ += ȳ · cos(x)", lambda s, x, y: s.op("cos", [x])),
+    "cos": ("d cos: x̄ += ȳ · (−sin(x))", lambda s, x, y: s.neg(s.op("sin", [x]))),
+    "tan": ("d tan: x̄ += ȳ · (1 + y²)", lambda s, x, y: s.add(s.const(1, y.type), s.mul(y, y))),
+    "tanh": ("d tanh: x̄ += ȳ · (1 − y²)",
+             lambda s, x, y: s.sub(s.const(1, y.type), s.mul(y, y))),
+    "sigmoid": ("d sigmoid: x̄ += ȳ · y · (1 − y)",
+                lambda s, x, y: s.mul(y, s.sub(s.const(1, y.type), y))),
+    "rsqrt": ("d rsqrt: x̄ += ȳ · (−½ y³)",
+              lambda s, x, y: s.mul(s.const(-0.5, y.type), s.mul(y, s.mul(y, y)))),
+    "softplus": ("d softplus: x̄ += ȳ · sigmoid(x)", lambda s, x, y: s.op("sigmoid", [x])),
+    "erf": ("d erf: x̄ += ȳ · 2/√π · exp(−x²)",
+            lambda s, x, y: s.mul(s.const(1.1283791670955126, x.type),
+                                  s.op("exp", [s.neg(s.mul(x, x))]))),
+}
+
+# name -> (maths, g(x, y)) for the rules x̄ += ȳ / g(x, y)
+QUOTIENT_RULES: dict[str, tuple[str, Local]] = {
+    "log": ("d log: x̄ += ȳ / x   (inf at 0)", lambda s, x, y: x),
+    "log1p": ("d log1p: x̄ += ȳ / (1 + x)", lambda s, x, y: s.add(x, s.const(1, x.type))),
+    "sqrt": ("d sqrt: x̄ += ȳ / (2y)   (inf at 0)",
+             lambda s, x, y: s.mul(s.const(2, y.type), y)),
+}
+
+
+def _unary(combine: str, doc: str, local: Local) -> Rule:
+    """The rule x̄ += ȳ · f' (combine = mul) or x̄ += ȳ / g (combine = div)."""
+    def vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+        s = ctx.scope
+        return [s.op(combine, [bars[0], local(s, op.operands[0], op.result)])]
+
+    vjp.__doc__ = doc
+    return vjp
+
+
+for _name, (_doc, _local) in PRODUCT_RULES.items():
+    rule(_name)(_unary("mul", _doc, _local))
+for _name, (_doc, _local) in QUOTIENT_RULES.items():
+    rule(_name)(_unary("div", _doc, _local))
+
+
+@rule("neg")
+def _neg(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d neg: x̄ += −ȳ"""
+    return [ctx.scope.neg(bars[0])]
+
+
+@rule("relu")
+def _relu(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d relu: x̄ += select(x > 0, ȳ, 0)   (0 at x = 0)"""
+    s, x = ctx.scope, op.operands[0]
+    return [s.select(s.op("gt", [x, s.zeros(x.type)]), bars[0], s.zeros(x.type))]
+
+
+# ---------------------------------------------------------------- elementwise, binary
+
+
+@rule("add")
+def _add(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d (a + b): ā += ȳ, b̄ += ȳ"""
+    return [bars[0], bars[0]]
+
+
+@rule("sub")
+def _sub(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d (a − b): ā += ȳ, b̄ += −ȳ"""
+    return [bars[0], ctx.scope.neg(bars[0]) if ctx.wants[1] else None]
+
+
+@rule("mul")
+def _mul(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d (a · b): ā += ȳ · b, b̄ += ȳ · a"""
+    s, (a, b) = ctx.scope, op.operands
+    return [s.mul(bars[0], b) if ctx.wants[0] else None,
+            s.mul(bars[0], a) if ctx.wants[1] else None]
+
+
+@rule("div")
+def _div(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d (a / b): ā += ȳ / b, b̄ += −ȳ · (y / b)"""
+    s, b, y = ctx.scope, op.operands[1], op.result
+    return [s.div(bars[0], b) if ctx.wants[0] else None,
+            s.neg(s.mul(bars[0], s.div(y, b))) if ctx.wants[1] else None]
+
+
+@rule("mod")
+def _mod(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d (a mod b) = d (a − b·floor(a/b)): ā += ȳ, b̄ += −ȳ · floor(a / b)"""
+    s, (a, b) = ctx.scope, op.operands
+    return [bars[0], s.neg(s.mul(bars[0], s.op("floor", [s.div(a, b)]))) if ctx.wants[1] else None]
+
+
+@rule("pow")
+def _pow(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d aᵇ: ā += ȳ · b · aᵇ⁻¹ (0 where b = 0), b̄ += ȳ · y · log a (0 where a = 0, b ≥ 0)"""
+    s, (a, b), y, ybar = ctx.scope, op.operands, op.result, bars[0]
+    zero, one = s.zeros(a.type), s.const(1, a.type)
+    abar = bbar = None
+    if ctx.wants[0]:
+        slope = s.mul(b, s.op("pow", [a, s.sub(b, one)]))
+        abar = s.select(s.eq(b, zero), zero, s.mul(ybar, slope))
+    if ctx.wants[1]:
+        at_zero = s.op("and", [s.eq(a, zero), s.op("ge", [b, zero])])
+        bbar = s.mul(ybar, s.select(at_zero, zero, s.mul(y, s.op("log", [a]))))
+    return [abar, bbar]
+
+
+def _extremum(larger: str, doc: str) -> Rule:
+    def vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+        s, (a, b), ybar = ctx.scope, op.operands, bars[0]
+        zero = s.zeros(a.type)
+        half = s.select(s.eq(a, b), s.mul(ybar, s.const(0.5, a.type)), zero)
+        return [s.select(s.op(larger, [a, b]), ybar, half),
+                s.select(s.op(larger, [b, a]), ybar, half)]
+
+    vjp.__doc__ = doc
+    return vjp
+
+
+rule("maximum")(_extremum("gt", "d max(a, b): ȳ to the larger, ȳ/2 to each on a tie"))
+rule("minimum")(_extremum("lt", "d min(a, b): ȳ to the smaller, ȳ/2 to each on a tie"))
+
+
+@rule("select")
+def _select(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d select(c, a, b): ā += select(c, ȳ, 0), b̄ += select(c, 0, ȳ)"""
+    s, (cond, a, _) = ctx.scope, op.operands
+    zero = s.zeros(a.type)
+    return [None, s.select(cond, bars[0], zero) if ctx.wants[1] else None,
+            s.select(cond, zero, bars[0]) if ctx.wants[2] else None]
+
+
+@rule("cast")
+def _cast(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d cast: x̄ += cast(ȳ) back to x's float dtype"""
+    return [ctx.scope.op("cast", [bars[0]], {"dtype": op.operands[0].type.dtype})]
+
+
+# ---------------------------------------------------------------- broadcast and reductions
+
+
+def expand(s: Scope, value: Value, shape: tuple[Dim, ...], axes: Sequence[int]) -> Value:
+    """A reduced `value` broadcast back over the reduced `axes` to `shape`."""
+    kept = tuple(Dim.const(1) if i in axes else d for i, d in enumerate(shape))
+    return s.op("broadcast", [s.op("reshape", [value], {"shape": kept})], {"shape": shape})
+
+
+def unbroadcast(s: Scope, bar: Value, target: TensorType) -> Value:
+    """Sum a cotangent over the axes a broadcast to `bar`'s shape added or stretched."""
+    lead = bar.type.rank - target.rank
+    axes = list(range(lead)) + [lead + i for i, d in enumerate(target.shape)
+                                if d == Dim.const(1) and bar.type.shape[lead + i] != d]
+    if axes:
+        bar = s.op("reduce_sum", [bar], {"axes": tuple(axes)})
+    return s.op("reshape", [bar], {"shape": target.shape})
+
+
+@rule("broadcast")
+def _broadcast(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d broadcast: x̄ += ȳ summed over the broadcast axes"""
+    return [unbroadcast(ctx.scope, bars[0], op.operands[0].type)]
+
+
+@rule("reduce_sum")
+def _reduce_sum(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d sum: x̄ += ȳ broadcast over the reduced axes"""
+    return [expand(ctx.scope, bars[0], op.operands[0].type.shape, op.attrs["axes"])]
+
+
+def _reduce_extremum(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d max/min over axes: ȳ / (number of extremal entries) to every extremal entry"""
+    s, x, axes = ctx.scope, op.operands[0], op.attrs["axes"]
+    hit = s.eq(x, expand(s, op.result, x.type.shape, axes))
+    count = s.op("reduce_sum", [s.select(hit, s.const(1, x.type), s.zeros(x.type))],
+                 {"axes": axes})
+    share = expand(s, s.div(bars[0], count), x.type.shape, axes)
+    return [s.select(hit, share, s.zeros(x.type))]
+
+
+rule("reduce_max", "reduce_min")(_reduce_extremum)
+
+
+def product_partials(s: Scope, x: Value, nonzero_product: Value, zero_count: Value) -> Value:
+    """∂(∏ x)/∂xᵢ = ∏_{j≠i} xⱼ, exact with zeros: P/xᵢ without zeros, P' at the only zero,
+    0 otherwise (P' = product of the non-zero factors; all operands of x's shape)."""
+    zero, one = s.zeros(x.type), s.const(1, x.type)
+    is_zero = s.eq(x, zero)
+    safe = s.select(is_zero, one, x)
+    only_zero = s.op("and", [is_zero, s.eq(zero_count, one)])
+    return s.select(s.eq(zero_count, zero), s.div(nonzero_product, safe),
+                    s.select(only_zero, nonzero_product, zero))
+
+
+@rule("reduce_prod")
+def _reduce_prod(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d prod: x̄ᵢ += ȳ · ∏_{j≠i} xⱼ (exact when some xⱼ are 0)"""
+    s, x, axes = ctx.scope, op.operands[0], op.attrs["axes"]
+    zero, one = s.zeros(x.type), s.const(1, x.type)
+    is_zero = s.eq(x, zero)
+    nonzero = s.op("reduce_prod", [s.select(is_zero, one, x)], {"axes": axes})
+    zeros = s.op("reduce_sum", [s.select(is_zero, one, zero)], {"axes": axes})
+    partials = product_partials(s, x, expand(s, nonzero, x.type.shape, axes),
+                                expand(s, zeros, x.type.shape, axes))
+    return [s.mul(expand(s, bars[0], x.type.shape, axes), partials)]
+
+
+# ---------------------------------------------------------------- linear algebra and shapes
+
+
+@rule("matmul")
+def _matmul(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d (A @ B): Ā += C̄ @ Bᵀ, B̄ += Aᵀ @ C̄"""
+    s, (a, b), cbar = ctx.scope, op.operands, bars[0]
+    t = {"perm": [1, 0]}
+    return [s.op("matmul", [cbar, s.op("transpose", [b], t)]) if ctx.wants[0] else None,
+            s.op("matmul", [s.op("transpose", [a], t), cbar]) if ctx.wants[1] else None]
+
+
+@rule("transpose")
+def _transpose(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d transpose(x, p): x̄ += transpose(ȳ, p⁻¹)"""
+    perm = list(op.attrs["perm"])
+    inverse = [perm.index(i) for i in range(len(perm))]
+    return [ctx.scope.op("transpose", [bars[0]], {"perm": inverse})]
+
+
+@rule("reshape")
+def _reshape(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d reshape: x̄ += reshape(ȳ, shape of x)"""
+    return [ctx.scope.op("reshape", [bars[0]], {"shape": op.operands[0].type.shape})]
+
+
+@rule("slice")
+def _slice(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d slice: x̄ += ȳ placed back in a zero tensor (pad)"""
+    attrs = {"shape": op.operands[0].type.shape, "starts": op.attrs["starts"],
+             "steps": op.attrs["steps"]}
+    return [ctx.scope.op("pad", [bars[0]], attrs)]
+
+
+@rule("pad")
+def _pad(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d pad: x̄ += the window of ȳ that x was placed in (slice)"""
+    starts, steps, shape = op.attrs["starts"], op.attrs["steps"], op.operands[0].type.shape
+    stops = tuple(a + n if s == 1 else a + (n - 1) * s + 1
+                  for a, n, s in zip(starts, shape, steps, strict=True))
+    return [ctx.scope.op("slice", [bars[0]], {"starts": starts, "stops": stops, "steps": steps})]
+
+
+@rule("concat")
+def _concat(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d concat: each operand gets its slice of ȳ along the axis"""
+    axis, shape = op.attrs["axis"], op.result.type.shape
+    out: Bars = []
+    offset = Dim.const(0)
+    for part, want in zip(op.operands, ctx.wants, strict=True):
+        size = part.type.shape[axis]
+        if want:
+            starts = tuple(offset if i == axis else Dim.const(0) for i in range(len(shape)))
+            stops = tuple(offset + size if i == axis else d for i, d in enumerate(shape))
+            attrs = {"starts": starts, "stops": stops, "steps": (1,) * len(shape)}
+            out.append(ctx.scope.op("slice", [bars[0]], attrs))
+        else:
+            out.append(None)
+        offset = offset + size
+    return out
+
+
+@rule("roll")
+def _roll(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d roll(x, k): x̄ += roll(ȳ, −k)"""
+    attrs = {"shift": -op.attrs["shift"], "axis": op.attrs["axis"]}
+    return [ctx.scope.op("roll", [bars[0]], attrs)]
+
+
+@rule("dynamic_index")
+def _dynamic_index(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d x[i]: x̄ += ȳ placed at row i of a zero tensor (dynamic_scatter)"""
+    x, index = op.operands
+    attrs = {"shape": x.type.shape, "axis": op.attrs["axis"], "label": op.attrs["label"]}
+    return [ctx.scope.op("dynamic_scatter", [bars[0], index], attrs), None]
+
+
+@rule("dynamic_scatter")
+def _dynamic_scatter(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d scatter(g, i): ḡ += ȳ[i]"""
+    attrs = {"axis": op.attrs["axis"], "label": op.attrs["label"]}
+    return [ctx.scope.op("dynamic_index", [bars[0], op.operands[1]], attrs), None]
+

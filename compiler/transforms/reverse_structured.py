@@ -1,0 +1,418 @@
+"""VJP rules of the structured ops: `generic`, `generic_scatter`, `for` and `for_history`.
+
+Index notation (`generic`, SPEC §2.5). The body computes one value v(p) per point p of the
+loop nest. Its adjoint copies the body into a new loop nest, seeds v with a per-point
+cotangent s(p), and transposes the scalar body; each `read` x[e(p)] is a leaf whose adjoint
+r̄(p) is added into x̄ at the same position e(p):
+- when e(p) is a permutation of loop indices over whole axes (`A[i, k]` in a matmul), x̄ is
+  an ordinary `generic` summing r̄ over the other indices;
+- otherwise (gathers `z[n, labels[n]]`, stencils `x[i + j - 1]`, diagonals) it is a
+  `generic_scatter`, which drops out-of-range positions of `zero`-mode reads;
+- a scalar operand used directly gets the sum of its adjoint over all points.
+The seed is ȳ at p's output position for no reduction and `sum`; for `max`/`min` it is ȳ
+split evenly among the points equal to the extremum (like torch.amax); for `prod` it is ȳ
+times the product of the other factors, exact when some factors are 0.
+
+Loops. The reverse sweep is a `for` loop visiting t = hi − 1 down to lo; each step re-runs
+the body on the state it started from and transposes it, carrying the state's adjoint and
+accumulating the adjoints of loop invariants. Where the starting states come from:
+- stored (default): when the trip count is a dimension expression (bounds built from
+  literals and dimensions), the primal loop is emitted as `for_history` with `rows = T` and
+  the reverse step reads row t − lo;
+- checkpointed (`checkpoint=True`, constant trip count T): `for_history` keeps one state
+  every S = ⌈√T⌉ iterations (⌈T/S⌉ rows); the reverse sweep walks the segments backwards,
+  re-runs each one as a `for_history` of S rows, and reverses it as above: O(√T) states,
+  about 2T body evaluations, gradients bit-identical to the stored version;
+- recomputed (a run-time trip count, e.g. an i64 argument, or `checkpoint=True` with a
+  symbolic trip count): the IR cannot allocate a history whose size is not a dimension
+  expression, and √T is not one, so states are recomputed instead: segments of
+  S = ⌈√T⌉ (a run-time value), each segment's start re-run from the initial state and
+  each step's state re-run from its segment's start. No stored states, O(T^1.5) body
+  evaluations, the same gradients.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..ir.core import Block, Op, Value
+from ..ir.dims import Dim
+from ..ir.ops_adjoint import scatter_ranges
+from ..ir.types import scalar
+from .reverse_rules import Bars, RuleContext, Scope, copy_block, product_partials, rule
+
+I64 = scalar("i64")
+Seed = Callable[[Scope, list[Value], list[Value]], Value]
+
+
+# ---------------------------------------------------------------- generic
+
+
+def _output_read(s: Scope, tensor: Value, indices: list[Value], ranges: list) -> Value:
+    """`tensor` at the output position of the loop indices (index minus its range start)."""
+    positions = [i if lo == Dim.const(0) else s.sub(i, s.op("dim", [], {"dim": lo}))
+                 for i, (_, lo, _) in zip(indices, ranges, strict=True)]
+    return s.op("read", [tensor, *positions],
+                {"modes": ("direct",) * len(positions), "label": "adjoint"})
+
+
+def _per_point_reduce(ctx: RuleContext, op: Op, reduce: str,
+                      per_point: Callable[[Scope, list[Value], Value], Value]) -> Value:
+    """A generic over `op`'s loop nest reducing `per_point(scope, indices, v)` by `reduce`."""
+    ranges = scatter_ranges(op)
+    params = [Value(I64, name=name) for name, _, _ in ranges]
+    block = Block(params=list(params))
+    inner = ctx.scope.child(block)
+    (value,) = inner.clone(op.regions[0], params + [inner.use(x) for x in op.operands])
+    block.results = [per_point(inner, params, value)]
+    attrs = {"indices": op.attrs["indices"], "reduce": reduce, "over": op.attrs["over"]}
+    return ctx.scope.emit("generic", inner.outer_operands(), attrs, [block]).result
+
+
+@rule("generic")
+def _generic(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d generic: a read x[e(p)] adds s(p) · ∂v/∂x[e(p)] into x̄[e(p)]; s(p) is ȳ at p's
+    output position (shared among maxima, times the other factors of a product)"""
+    ybar, y, kind = bars[0], op.result, op.attrs.get("reduce")
+    out = list(op.attrs["indices"])
+
+    def at_out(s: Scope, tensor: Value, indices: list[Value]) -> Value:
+        return _output_read(s, tensor, indices[:len(out)], out)
+
+    if kind in ("max", "min"):
+        def hit(s: Scope, indices: list[Value], v: Value) -> Value:
+            return s.select(s.eq(v, at_out(s, y, indices)), s.const(1, v.type), s.zeros(v.type))
+
+        share = ctx.scope.div(ybar, _per_point_reduce(ctx, op, "sum", hit))
+
+        def seed(s: Scope, indices: list[Value], results: list[Value]) -> Value:
+            v = results[0]
+            return s.select(s.eq(v, at_out(s, y, indices)), at_out(s, share, indices),
+                            s.zeros(v.type))
+    elif kind == "prod":
+        def is_zero(s: Scope, v: Value) -> Value:
+            return s.eq(v, s.zeros(v.type))
+
+        nonzero = _per_point_reduce(ctx, op, "prod", lambda s, _, v: s.select(
+            is_zero(s, v), s.const(1, v.type), v))
+        zeros = _per_point_reduce(ctx, op, "sum", lambda s, _, v: s.select(
+            is_zero(s, v), s.const(1, v.type), s.zeros(v.type)))
+
+        def seed(s: Scope, indices: list[Value], results: list[Value]) -> Value:
+            partial = product_partials(s, results[0], at_out(s, nonzero, indices),
+                                       at_out(s, zeros, indices))
+            return s.mul(at_out(s, ybar, indices), partial)
+    else:
+        def seed(s: Scope, indices: list[Value], results: list[Value]) -> Value:
+            return at_out(s, ybar, indices)
+
+    return _operand_adjoints(ctx, op, seed)
+
+
+@rule("generic_scatter")
+def _generic_scatter(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d scatter-add: each point's value v(p) gets ȳ at its position e(p) (0 where the write
+    was dropped), pulled back through the body like a generic"""
+    ybar, modes = bars[0], op.attrs["modes"]
+
+    def seed(s: Scope, indices: list[Value], results: list[Value]) -> Value:
+        return s.op("read", [ybar, *results[:-1]], {"modes": modes, "label": "adjoint"})
+
+    return _operand_adjoints(ctx, op, seed)
+
+
+def _operand_adjoints(ctx: RuleContext, op: Op, seed: Seed) -> Bars:
+    """Sum, per wanted operand, the adjoints of its reads and of its direct (scalar) uses."""
+    body = op.regions[0]
+    count = len(scatter_ranges(op))
+    out: Bars = []
+    for x, param, want in zip(op.operands, body.params[count:], ctx.wants, strict=True):
+        parts: list[Value | None] = []
+        if want:
+            parts = [_read_adjoint(ctx, op, seed, read) for read in body.ops
+                     if read.name == "read" and read.operands[0] is param]
+            if x.type.rank == 0:
+                parts.append(_direct_adjoint(ctx, op, seed, param))
+        total = None
+        for part in parts:
+            if part is not None:
+                total = part if total is None else ctx.scope.add(total, part)
+        out.append(total)
+    return out
+
+
+def _adjoint_region(ctx: RuleContext, op: Op, seed: Seed,
+                    order: list[int]) -> tuple[Block, Scope, Any]:
+    """A region over `op`'s loop nest, index parameters in `order`, holding the body and its
+    adjoint for the per-point cotangent `seed`: (block, inner scope, BlockVJP)."""
+    ranges = scatter_ranges(op)
+    params = [Value(I64, name=ranges[i][0]) for i in order]
+    block = Block(params=list(params))
+    inner = ctx.scope.child(block)
+    indices = [params[order.index(i)] for i in range(len(ranges))]
+    body = op.regions[0]
+    args = indices + [inner.use(x) for x in op.operands]
+    positions = len(body.results) - 1
+    vjp = ctx.transpose(inner, body, args, [False] * len(ranges) + ctx.wants,
+                        [False] * positions + [True], ctx.checkpoint, ("read",))
+    results = vjp.forward()
+    vjp.backward([None] * positions + [seed(inner, indices, results)])
+    return block, inner, vjp
+
+
+def _read_adjoint(ctx: RuleContext, op: Op, seed: Seed, read: Op) -> Value | None:
+    """The contribution of one read x[e(p)] to x̄: a generic when e(p) permutes whole-axis
+    loop indices, else a generic_scatter."""
+    ranges = scatter_ranges(op)
+    index_params = op.regions[0].params[:len(ranges)]
+    positions, modes = read.operands[1:], read.attrs["modes"]
+    shape = read.operands[0].type.shape
+    axes = [next((i for i, p in enumerate(index_params) if p is q), None) for q in positions]
+    whole_axes = all(
+        mode == "direct" and a is not None and ranges[a][1] == Dim.const(0)
+        and ranges[a][2] == size for a, mode, size in zip(axes, modes, shape, strict=True))
+    if whole_axes and len(set(axes)) == len(axes):
+        rest = [i for i in range(len(ranges)) if i not in axes]
+        block, inner, vjp = _adjoint_region(ctx, op, seed, axes + rest)
+        bar = vjp.adjoint(read.result)
+        if bar is None:
+            return None
+        block.results = [bar]
+        attrs: dict = {"indices": tuple(ranges[a] for a in axes)}
+        if rest:
+            attrs.update(reduce="sum", over=tuple(ranges[i] for i in rest))
+        return ctx.scope.emit("generic", inner.outer_operands(), attrs, [block]).result
+    block, inner, vjp = _adjoint_region(ctx, op, seed, list(range(len(ranges))))
+    bar = vjp.adjoint(read.result)
+    if bar is None:
+        return None
+    block.results = [vjp.values[p] for p in positions] + [bar]
+    attrs = {"shape": shape, "indices": tuple(ranges), "modes": modes,
+             "label": read.attrs.get("label", "tensor")}
+    return ctx.scope.emit("generic_scatter", inner.outer_operands(), attrs, [block]).result
+
+
+def _direct_adjoint(ctx: RuleContext, op: Op, seed: Seed, param: Value) -> Value | None:
+    """The adjoint of a scalar operand used directly in the body: summed over all points."""
+    ranges = scatter_ranges(op)
+    block, inner, vjp = _adjoint_region(ctx, op, seed, list(range(len(ranges))))
+    bar = vjp.adjoint(param)
+    if bar is None:
+        return None
+    block.results = [bar]
+    attrs = {"indices": (), "reduce": "sum", "over": tuple(ranges)} if ranges else {"indices": ()}
+    return ctx.scope.emit("generic", inner.outer_operands(), attrs, [block]).result
+
+
+# ---------------------------------------------------------------- loops: forward
+
+
+def static_int(value: Value) -> Dim | None:
+    """The Dim an integer scalar equals, when it is built from literals and dimensions."""
+    op = value.op
+    if op is None or not value.type.is_int or value.type.rank:
+        return None
+    if op.name == "const":
+        return Dim.const(op.attrs["value"])
+    if op.name == "dim":
+        return op.attrs["dim"]
+    if op.name == "cast":
+        return static_int(op.operands[0])
+    if op.name in ("add", "sub", "mul", "floordiv"):
+        a, b = (static_int(v) for v in op.operands)
+        if a is None or b is None:
+            return None
+        if op.name == "floordiv":
+            return a // b if b.is_const and b.value > 0 else None
+        return a + b if op.name == "add" else a - b if op.name == "sub" else a * b
+    return None
+
+
+def _static_trip(lo: Value, hi: Value) -> Dim | None:
+    """The trip count hi − lo as a Dim (a constant is clamped at 0), or None."""
+    a, b = static_int(lo), static_int(hi)
+    if a is None or b is None:
+        return None
+    trip = b - a
+    return Dim.const(max(trip.value, 0)) if trip.is_const else trip
+
+
+def loop_forward(scope: Scope, op: Op, operands: list[Value], checkpoint: bool) -> Op:
+    """Emit an active primal loop so the reverse sweep finds its states (module docstring)."""
+    trip = _static_trip(operands[0], operands[1])
+    body = [copy_block(op.regions[0])]
+    if trip is not None and not checkpoint:
+        return scope.emit("for_history", operands, {**op.attrs, "rows": trip, "stride": 1}, body)
+    if trip is not None and trip.is_const and trip.value > 0:
+        stride = math.isqrt(trip.value - 1) + 1
+        rows = Dim.const(-(-trip.value // stride))
+        return scope.emit("for_history", operands, {**op.attrs, "rows": rows, "stride": stride},
+                          body)
+    return scope.emit("for", operands, dict(op.attrs), body)
+
+
+# ---------------------------------------------------------------- loops: reverse
+
+
+@dataclass
+class Loop:
+    """A loop op under transposition: its bounds, operands, body and active states."""
+
+    op: Op
+    lo: Value
+    hi: Value
+    inits: list[Value]
+    invariants: list[Value]
+    states_active: list[bool]
+    invariants_active: list[bool]
+
+    @property
+    def body(self) -> Block:
+        return self.op.regions[0]
+
+    def run(self, s: Scope, lo: Value, hi: Value, states: list[Value]) -> list[Value]:
+        """Emit the loop from `states` over iterations lo..hi; the states it ends in."""
+        return s.emit("for", [lo, hi, *states, *self.invariants], {"carried": len(states)},
+                      [copy_block(self.body)]).results
+
+    def history(self, s: Scope, lo: Value, hi: Value, states: list[Value],
+                rows: int) -> list[Value]:
+        """Emit the loop over lo..hi as a for_history of `rows` rows; its histories."""
+        n = len(states)
+        op = s.emit("for_history", [lo, hi, *states, *self.invariants],
+                    {"carried": n, "rows": Dim.const(rows), "stride": 1}, [copy_block(self.body)])
+        return op.results[n:]
+
+
+@dataclass
+class LoopBars:
+    """Adjoints carried by a reverse loop: one per active state and per active invariant."""
+
+    states: list[Value | None]
+    invariants: list[Value | None]
+
+    def values(self) -> list[Value]:
+        return [v for v in self.states + self.invariants if v is not None]
+
+    def rebind(self, values: list[Value]) -> LoopBars:
+        """The same layout filled, in order, with `values`."""
+        it = iter(values)
+        return LoopBars([None if v is None else next(it) for v in self.states],
+                        [None if v is None else next(it) for v in self.invariants])
+
+
+def _history_rows(s: Scope, histories: list[Value], row: Value) -> list[Value]:
+    """Row `row` of each history."""
+    return [s.op("dynamic_index", [h, row], {"axis": 0, "label": "history"}) for h in histories]
+
+
+def _rows(histories: list[Value], lo: Value) -> Callable[[Scope, Value], list[Value]]:
+    """States at iteration t read from histories whose row 0 is iteration `lo`."""
+    return lambda s, t: _history_rows(s, histories, s.sub(t, lo))
+
+
+@rule("for", "for_history")
+def _loop(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d for: a reverse loop t = hi − 1 … lo; each step re-runs the body on its starting state
+    and pulls the new state's adjoint back to the old state and the invariants"""
+    n = op.attrs["carried"]
+    s = ctx.scope
+    loop = Loop(op, op.operands[0], op.operands[1], op.operands[2:2 + n], op.operands[2 + n:],
+                ctx.state_activity(op, ctx.wants), ctx.wants[2 + n:])
+    history_bars = bars[n:] or [None] * n
+    carry = LoopBars(
+        [(bar or s.zeros(v.type)) if active else None
+         for bar, v, active in zip(bars[:n], loop.inits, loop.states_active, strict=True)],
+        [s.zeros(v.type) if active else None
+         for v, active in zip(loop.invariants, loop.invariants_active, strict=True)])
+    if op.name == "for" or op.attrs["stride"] > 1:
+        carry = _reverse_segments(ctx, loop, carry, history_bars)
+    else:
+        carry = _reverse_steps(ctx, loop, loop.lo, loop.hi, carry,
+                               _rows(op.results[n:], loop.lo), history_bars)
+    return [None, None, *carry.states, *carry.invariants]
+
+
+def _reverse_steps(ctx: RuleContext, loop: Loop, lo: Value, hi: Value, carry: LoopBars,
+                   state_at: Callable[[Scope, Value], list[Value]],
+                   history_bars: Bars | None = None) -> LoopBars:
+    """Emit `for k in lo..hi` transposing the body at t = hi − 1 − (k − lo); `state_at` gives
+    the state at the start of iteration t; `history_bars` add to it, row t − lo."""
+    s, body = ctx.scope, loop.body
+    n = len(loop.inits)
+    names = [f"{p.name}_bar" if p.name else None for p in body.params[1:]]
+    k = Value(I64, name=f"{body.params[0].name}_rev")
+    block = Block(params=[k])
+    block.params += [Value(v.type, name=name)
+                     for v, name in zip(carry.states + carry.invariants, names, strict=True)
+                     if v is not None]
+    inner = s.child(block)
+    bars = carry.rebind(block.params[1:])
+    t = inner.sub(inner.sub(hi, inner.const(1, I64)), inner.sub(k, lo))
+    args = [t, *state_at(inner, t), *loop.invariants]
+    vjp = ctx.transpose(inner, body, args,
+                        [False, *loop.states_active, *loop.invariants_active],
+                        [b is not None for b in bars.states], ctx.checkpoint)
+    vjp.forward()
+    vjp.backward(bars.states)
+    states: Bars = []
+    for j, (param, bar) in enumerate(zip(body.params[1:1 + n], bars.states, strict=True)):
+        if bar is not None:
+            bar = vjp.adjoint(param) or inner.zeros(param.type)
+            if history_bars and history_bars[j] is not None:
+                (row,) = _history_rows(inner, [history_bars[j]], inner.sub(t, lo))
+                bar = inner.add(bar, row)
+        states.append(bar)
+    invariants: Bars = []
+    for param, total in zip(body.params[1 + n:], bars.invariants, strict=True):
+        step = vjp.adjoint(param) if total is not None else None
+        invariants.append(total if step is None else inner.add(total, step))
+    block.results = LoopBars(states, invariants).values()
+    carried = carry.values()
+    results = s.emit("for", [lo, hi, *carried, *inner.outer_operands()],
+                     {"carried": len(carried)}, [block]).results
+    return carry.rebind(results)
+
+
+def _reverse_segments(ctx: RuleContext, loop: Loop, carry: LoopBars,
+                      history_bars: Bars) -> LoopBars:
+    """Reverse the loop segment by segment, last segment first (checkpointed or recomputed)."""
+    s, op = ctx.scope, loop.op
+    one = s.const(1, I64)
+    if op.name == "for_history":
+        length = s.const(op.attrs["stride"], I64)
+    else:
+        trip = s.op("maximum", [s.sub(loop.hi, loop.lo), s.zeros(I64)])
+        root = s.op("ceil", [s.op("sqrt", [s.op("cast", [trip], {"dtype": "f64"})])])
+        length = s.op("maximum", [s.op("cast", [root], {"dtype": "i64"}), one])
+    count = s.op("floordiv", [s.add(s.sub(loop.hi, loop.lo), s.sub(length, one)), length])
+    segment = Value(I64, name="segment")
+    block = Block(params=[segment] + [Value(v.type, name=v.name) for v in carry.values()])
+    inner = s.child(block)
+    bars = carry.rebind(block.params[1:])
+    row = inner.sub(inner.sub(count, inner.const(1, I64)), segment)
+    start = inner.add(loop.lo, inner.mul(row, length))
+    stop = inner.op("minimum", [inner.add(start, length), loop.hi])
+    if op.name == "for_history":
+        states = _history_rows(inner, op.results[len(loop.inits):], row)
+        histories = loop.history(inner, start, stop, states, op.attrs["stride"])
+        state_at = _rows(histories, start)
+    else:
+        states = loop.run(inner, loop.lo, start, loop.inits)
+
+        def state_at(scope: Scope, t: Value) -> list[Value]:
+            return loop.run(scope, start, t, states)
+
+    bars = _reverse_steps(replace(ctx, scope=inner), loop, start, stop, bars, state_at)
+    for j, history_bar in enumerate(history_bars):
+        if history_bar is not None and bars.states[j] is not None:
+            (checkpoint,) = _history_rows(inner, [history_bar], row)
+            bars.states[j] = inner.add(bars.states[j], checkpoint)
+    block.results = bars.values()
+    carried = carry.values()
+    results = s.emit("for", [s.zeros(I64), count, *carried, *inner.outer_operands()],
+                     {"carried": len(carried)}, [block]).results
+    return carry.rebind(results)

@@ -1,0 +1,186 @@
+"""`rv.grad` and `rv.backward`: torch.autograd's interface over the tape (`tape.py`).
+
+Consumes output and input Tensors, optional grad_outputs and the torch flags; checks them the
+way torch does (same defaults, same exception classes, Reverie's own messages that say what
+to do), runs one backward `Pass`, and returns the gradients (`grad`) or accumulates them into
+`.grad` (`backward`). See shared/reference/torch_grad_semantics.md for the behaviour table.
+
+    rv.grad(loss, [w, b], create_graph=True)      # (dw, db), differentiable again
+    loss.backward(); w.grad                        # accumulated in place
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from .tape import Gradient, Pass, plain
+from .tensor import Tensor, wrap
+
+# ---------------------------------------------------------------- arguments
+
+
+def _tensors(values: object) -> tuple[object, ...]:
+    return (values,) if isinstance(values, Tensor) else tuple(values)
+
+
+def _inputs(inputs: object, caller: str) -> tuple[object, ...]:
+    """`inputs` as a tuple: one Tensor, an exact dict's values, or any iterable."""
+    if isinstance(inputs, Tensor):
+        return (inputs,)
+    if type(inputs) is dict:
+        return tuple(inputs.values())
+    if isinstance(inputs, Mapping):
+        raise TypeError(f"`inputs` of {caller}() may be a dict, but not a "
+                        f"{type(inputs).__name__}; convert it with dict(...)")
+    return tuple(inputs)
+
+
+def _grad_outputs(grad_outputs: object, count: int) -> tuple[object, ...]:
+    if grad_outputs is None:
+        return (None,) * count
+    if isinstance(grad_outputs, Tensor | np.ndarray):
+        return (grad_outputs,)
+    return tuple(grad_outputs)
+
+
+def _seeds(outputs: tuple[object, ...], grad_outputs: tuple[object, ...], batched: bool,
+           create_graph: bool) -> list[Gradient | None]:
+    """The starting cotangent of each output: checked, cast to the output's dtype."""
+    seeds: list[Gradient | None] = []
+    for i, (out, g) in enumerate(zip(outputs, grad_outputs, strict=False)):
+        if not isinstance(out, Tensor):
+            raise TypeError(f"outputs[{i}] is a {type(out).__name__}; outputs must be Tensors")
+        if g is None:
+            if not out.requires_grad:
+                seeds.append(None)
+                continue
+            if out.size != 1:
+                raise RuntimeError(f"output {i} has shape {out.shape}: an implicit gradient "
+                                   "(grad_outputs None) exists only for one-element outputs; "
+                                   "pass grad_outputs with the output's shape")
+            if batched:
+                raise ValueError(f"grad_outputs[{i}] is None but is_grads_batched=True needs "
+                                 "every grad_output with a leading batch dimension")
+            seeds.append(np.array(1, out.dtype).reshape(out.shape))  # np.ones, but faster
+        elif isinstance(g, Tensor | np.ndarray):
+            shape = g.shape[1:] if batched else g.shape
+            if (batched and g.ndim == 0) or shape != out.shape:
+                batch_note = (" after its leading batch dimension (is_grads_batched=True)"
+                              if batched else "")
+                raise RuntimeError(f"grad_outputs[{i}] has shape {g.shape} but output {i} has "
+                                   f"shape {out.shape}; they must match exactly{batch_note}")
+            g = g if create_graph else plain(g)
+            seeds.append(g if g.dtype == out.dtype else g.astype(out.dtype))
+        else:
+            raise TypeError(f"grad_outputs[{i}] is a {type(g).__name__}; grad_outputs entries "
+                            "must be Tensors, NumPy arrays or None (wrap numbers with "
+                            "rv.tensor(...))")
+    return seeds
+
+
+def _check_graph_ends(outputs: tuple[object, ...], seeds: list[object],
+                      inputs: tuple[object, ...]) -> None:
+    """RuntimeError unless there is one seed per output and every end requires grad."""
+    if len(seeds) != len(outputs):
+        raise RuntimeError(f"got {len(outputs)} outputs but {len(seeds)} grad_outputs; "
+                           "pass one grad_output per output (None for one-element outputs)")
+    for i, out in enumerate(outputs):
+        if not out.requires_grad:
+            raise RuntimeError(f"output {i} does not require grad: nothing recorded it; make "
+                               "sure an input tensor has requires_grad=True")
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor):
+            raise RuntimeError(f"inputs[{i}] is a {type(t).__name__}; inputs must be Tensors")
+        if not t.requires_grad:
+            raise RuntimeError(f"inputs[{i}] does not require grad; create it with "
+                               "requires_grad=True to differentiate with respect to it")
+
+
+# ---------------------------------------------------------------- public API
+
+
+def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor] | dict,
+         grad_outputs: object = None, retain_graph: bool | None = None,
+         create_graph: bool = False, only_inputs: bool = True, allow_unused: bool | None = None,
+         is_grads_batched: bool = False, materialize_grads: bool = False
+         ) -> tuple[Tensor | None, ...] | dict[object, Tensor | None]:
+    """Sum of the vector-Jacobian products of `outputs` for each input (torch.autograd.grad)."""
+    if materialize_grads and allow_unused is False:
+        raise ValueError("materialize_grads=True returns zeros for unused inputs, which "
+                         "contradicts allow_unused=False; drop allow_unused")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    outputs = _tensors(outputs)
+    inputs_tuple = _inputs(inputs, "grad")
+    if not inputs_tuple:
+        raise RuntimeError("`inputs` of grad() is empty; pass the tensors to differentiate "
+                           "with respect to")
+    if not only_inputs:
+        warnings.warn("only_inputs is deprecated and ignored; use rv.backward to accumulate "
+                      "gradients into other parts of the graph", FutureWarning, stacklevel=2)
+    seeds = _seeds(outputs, _grad_outputs(grad_outputs, len(outputs)), is_grads_batched,
+                   create_graph)
+    if retain_graph is None:
+        retain_graph = create_graph
+    batch = None
+    if is_grads_batched:
+        sizes = {s.shape[0] for s in seeds if s is not None}
+        if len(sizes) > 1:
+            raise ValueError(f"grad_outputs have different batch sizes {sorted(sizes)}; with "
+                             "is_grads_batched=True their first dimensions must agree")
+        batch = sizes.pop() if sizes else None
+    _check_graph_ends(outputs, seeds, inputs_tuple)
+    graph = Pass(outputs, seeds, inputs_tuple)
+    graph.run(retain_graph, create_graph, batch)
+    result: list[Tensor | None] = []
+    for i, t in enumerate(inputs_tuple):
+        g = graph.gradient(t)
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(f"inputs[{i}] was not used to compute the outputs; pass "
+                                   "allow_unused=True to get None for it (or "
+                                   "materialize_grads=True to get zeros)")
+            if materialize_grads:
+                g = Tensor(np.zeros(t.shape, t.dtype), requires_grad=create_graph)
+        result.append(g if g is None or isinstance(g, Tensor) else wrap(np.asarray(g)))
+    if type(inputs) is dict:
+        return dict(zip(inputs.keys(), result, strict=True))
+    return tuple(result)
+
+
+def _accumulate(tensor: Tensor, gradient: Gradient, create_graph: bool) -> None:
+    """Add `gradient` to `tensor.grad` (in place unless building a graph)."""
+    old = tensor._grad
+    if old is None:
+        tensor._grad = gradient if isinstance(gradient, Tensor) else wrap(np.array(gradient))
+    elif create_graph or old.requires_grad:
+        tensor._grad = old + gradient
+    else:
+        np.add(old._data, plain(gradient), out=old._data)
+
+
+def backward(tensors: Tensor | Iterable[Tensor], grad_tensors: object = None,
+             retain_graph: bool | None = None, create_graph: bool = False,
+             inputs: Tensor | Iterable[Tensor] | dict | None = None) -> None:
+    """Accumulate the gradients of `tensors` into `.grad` of the leaves (or of `inputs`)."""
+    inputs_tuple = None if inputs is None else _inputs(inputs, "backward")
+    if inputs_tuple == ():
+        raise RuntimeError("`inputs` of backward() is empty; leave it out to fill every leaf")
+    tensors = _tensors(tensors)
+    seeds = _seeds(tensors, _grad_outputs(grad_tensors, len(tensors)), False, create_graph)
+    if retain_graph is None:
+        retain_graph = create_graph
+    _check_graph_ends(tensors, seeds, inputs_tuple or ())
+    graph = Pass(tensors, seeds, inputs_tuple)
+    graph.run(retain_graph, create_graph)
+    if inputs_tuple is None:
+        filled = [(t, g) for t, g in graph.leaves.values()]
+    else:
+        unique = {id(t): t for t in inputs_tuple}.values()
+        filled = [(t, graph.gradient(t)) for t in unique]
+    for t, g in filled:
+        if g is not None:
+            _accumulate(t, g, create_graph)

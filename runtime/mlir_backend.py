@@ -1,0 +1,176 @@
+"""`backend="mlir"`: run a tensor-IR function through the upstream MLIR tools (SPEC §3.1).
+
+Consumes a typed `Function` and, per call, a `BoundCall` from the call boundary; produces
+the results as NumPy arrays. The route:
+
+    export_mlir(fn)                              func/arith/math/memref/scf/linalg text
+    mlir-opt-19 <MLIR_PIPELINE>                  -> LLVM dialect
+    mlir-translate-19 --mlir-to-llvmir           -> LLVM IR
+    llvmlite MCJIT, code generation at -O0      -> native code
+    _mlir_ciface_<fn>(&x, ..., &result0, ..., &status)   via ctypes memref descriptors
+
+This backend exists to cross-check the native pipeline, so it favours compile time:
+LLVM's code generator runs without optimisation (40 ms where `runtime/jit.py`'s O3
+pipeline takes about a second per kernel). The LLVM IR of each MLIR text is kept in the
+disk cache (`runtime/cache.py`), so the tools run once per function. Transcendentals
+become libm calls (`convert-math-to-libm`), resolved in the running process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from reverie.compiler.export.mlir import export_function, mlir_module
+from reverie.compiler.ir.core import Function
+from reverie.compiler.ir.dims import evaluate_shape
+from reverie.compiler.ir.types import NUMPY_DTYPES
+
+from . import cache
+from .call import BoundCall
+from .jit import host_target
+
+TOOL_VERSIONS = ("19", "22")
+TOOL_TIMEOUT_S = 300
+MLIR_PIPELINE = (
+    "--convert-linalg-to-loops",
+    "--convert-math-to-libm",
+    "--convert-scf-to-cf",
+    "--arith-expand",
+    "--expand-strided-metadata",
+    "--lower-affine",
+    "--convert-to-llvm",
+    "--reconcile-unrealized-casts",
+)
+
+
+class MlirToolError(RuntimeError):
+    """The MLIR tools are missing, or rejected the exported text."""
+
+
+@functools.cache
+def mlir_tools() -> tuple[str, str] | None:
+    """Paths of (`mlir-opt`, `mlir-translate`) of one installed version, or None."""
+    for version in TOOL_VERSIONS:
+        opt = shutil.which(f"mlir-opt-{version}")
+        translate = shutil.which(f"mlir-translate-{version}")
+        if opt and translate:
+            return opt, translate
+    return None
+
+
+def _run(command: Sequence[str], text: str, what: str) -> str:
+    """The standard output of `command` fed `text` (MlirToolError if it fails or hangs)."""
+    try:
+        result = subprocess.run(list(command), input=text, capture_output=True, text=True,
+                                check=False, timeout=TOOL_TIMEOUT_S)
+    except subprocess.TimeoutExpired as timeout:
+        raise MlirToolError(f"{what} did not finish in {TOOL_TIMEOUT_S} s") from timeout
+    if result.returncode != 0:
+        raise MlirToolError(f"{what} failed (exit {result.returncode}):\n{result.stderr}")
+    return result.stdout
+
+
+def mlir_to_llvm_ir(mlir_text: str) -> str:
+    """Lower MLIR text to LLVM IR with `mlir-opt` and `mlir-translate` (MlirToolError if
+    either fails)."""
+    tools = mlir_tools()
+    if tools is None:
+        raise MlirToolError("backend='mlir' needs mlir-opt-19 and mlir-translate-19 "
+                            "(Debian/Ubuntu: apt-get install mlir-19-tools)")
+    opt, translate = tools
+    key = "mlir-llvm\0" + "\0".join((opt, *MLIR_PIPELINE)) + "\0" + mlir_text
+    key = hashlib.sha256(key.encode()).hexdigest()
+    cached = cache.load(key)
+    if cached is not None:
+        return cached.decode()
+    lowered = _run([opt, *MLIR_PIPELINE], mlir_text, "mlir-opt")
+    llvm_ir = _run([translate, "--mlir-to-llvmir"], lowered, "mlir-translate")
+    cache.store(key, llvm_ir.encode())
+    return llvm_ir
+
+
+def jit_compile(llvm_ir: str) -> llvm.ExecutionEngine:
+    """An MCJIT engine holding the native code of `llvm_ir` for the host CPU."""
+    host = host_target()
+    module = llvm.parse_assembly(llvm_ir)
+    module.triple = host.triple
+    module.verify()
+    machine = llvm.Target.from_triple(host.triple).create_target_machine(
+        cpu=host.cpu_name, features=host.features, opt=0, reloc="pic", codemodel="default")
+    engine = llvm.create_mcjit_compiler(module, machine)
+    engine.finalize_object()
+    return engine
+
+
+@functools.cache
+def descriptor_type(rank: int) -> type[ctypes.Structure]:
+    """The C struct of a rank-`rank` memref: pointers, offset, sizes, strides (elements)."""
+    fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p),
+              ("offset", ctypes.c_int64)]
+    if rank:
+        fields += [("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
+    return type(f"MemRef{rank}D", (ctypes.Structure,), {"_fields_": fields})
+
+
+def describe(array: np.ndarray) -> ctypes.Structure:
+    """A memref descriptor viewing `array` (any strides that are whole elements)."""
+    descriptor = descriptor_type(array.ndim)()
+    descriptor.allocated = descriptor.aligned = array.ctypes.data
+    descriptor.offset = 0
+    for axis, (size, stride) in enumerate(zip(array.shape, array.strides, strict=True)):
+        descriptor.sizes[axis] = size
+        descriptor.strides[axis] = stride // array.itemsize
+    return descriptor
+
+
+class MlirProgram:
+    """Functions exported into one MLIR module, lowered by one run of the tools, and
+    JIT-compiled together; `kernels` has one `MlirKernel` per function."""
+
+    def __init__(self, functions: Sequence[Function], filename: str = "<source>") -> None:
+        symbols = [fn.name if [f.name for f in functions].count(fn.name) == 1 else
+                   f"{fn.name}_{k}" for k, fn in enumerate(functions)]
+        self.parts = [export_function(fn, filename, symbol)
+                      for fn, symbol in zip(functions, symbols, strict=True)]
+        self.mlir = mlir_module(self.parts)
+        self.llvm_ir = mlir_to_llvm_ir(self.mlir)
+        self.engine = jit_compile(self.llvm_ir)
+        self.kernels = [MlirKernel(fn, self, k) for k, fn in enumerate(functions)]
+
+
+class MlirKernel:
+    """A function compiled through MLIR: `kernel(bound)` returns its results as arrays.
+
+    `MlirKernel(fn)` compiles `fn` alone; `MlirProgram` builds kernels for several
+    functions (function `index` of `program`) with one run of the tools.
+    """
+
+    def __init__(self, fn: Function, program: MlirProgram | None = None,
+                 index: int = 0) -> None:
+        self.fn = fn
+        self.program = program or MlirProgram([fn])
+        self.part = self.program.parts[index]
+        arity = len(fn.params) + len(fn.result_types) + 1
+        prototype = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * arity)
+        address = self.program.engine.get_function_address(f"_mlir_ciface_{self.part.symbol}")
+        self.entry = prototype(address)
+
+    def __call__(self, bound: BoundCall) -> list[np.ndarray]:
+        """Run on checked arguments; IndexError for a subscript the code found out of range."""
+        results = [np.empty(evaluate_shape(t.shape, bound.dims), dtype=NUMPY_DTYPES[t.dtype])
+                   for t in self.fn.result_types]
+        status = np.zeros(4, dtype=np.int64)
+        descriptors = [describe(a) for a in [*bound.arrays, *results, status]]
+        self.entry(*[ctypes.addressof(d) for d in descriptors])
+        if status[0]:
+            _, value, size, site = (int(v) for v in status)
+            raise IndexError(self.part.errors[site].format(value=value, bound=size))
+        return results

@@ -1,0 +1,204 @@
+"""Native kernels: a specialised tensor-IR `Function` compiled to machine code and called.
+
+Pipeline: `lower_to_loops` (fusion) → `generate_llvm` → `compile_module` (LLVM O3 with the
+vectorisers, disk object cache). Calling a `NativeKernel` on a `BoundCall` (the checked,
+converted arguments and dimension sizes from `runtime/call.py`):
+
+1. evaluates output shapes and the workspace size from the dimension sizes (a small
+   Python function generated once from the symbolic shapes);
+2. allocates the outputs with `np.empty` and reuses a spare workspace when one is free;
+3. calls the kernel through ctypes with one frame: the ids of the arrays (the `_objects`
+   entry reads their data pointers) then the sizes (see the ABI in
+   `compiler/codegen/llvm.py`); other Python implementations get data pointers instead;
+4. raises `IndexError` (the interpreter's message) when a bounds check failed; the partly
+   written outputs are dropped.
+
+    kernel = native_kernel(fn)           # cached per Function object
+    outputs = kernel(bind_arguments(fn, args))
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+import weakref
+from collections.abc import Callable
+
+import numpy as np
+
+from reverie.compiler.codegen.gemm import HELPERS, support_module
+from reverie.compiler.codegen.irutil import ITEMSIZE
+from reverie.compiler.codegen.llvm import ARRAY_DATA_OFFSET, entry_symbol, generate_llvm
+from reverie.compiler.ir.core import Function
+from reverie.compiler.ir.dims import Dim, FloorDiv
+from reverie.compiler.ir.types import NUMPY_DTYPES
+from reverie.compiler.loops.ir import ErrorSite, Program, workspace_offsets
+from reverie.compiler.loops.printer import format_program
+from reverie.compiler.transforms.to_loops import lower_to_loops
+
+from .call import BoundCall
+from .jit import JitModule, compile_module
+
+_KERNELS: weakref.WeakKeyDictionary[Function, NativeKernel] = weakref.WeakKeyDictionary()
+_LOCK = threading.RLock()
+ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
+OBJECT_ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
+_NO_WORKSPACE = np.empty(1, np.uint8)
+
+
+def _object_layout_ok() -> bool:
+    """Whether an ndarray's data pointer sits ARRAY_DATA_OFFSET bytes into the object whose
+    address is its id() (true for CPython with NumPy's PyArrayObject), as the `_objects`
+    entry assumes."""
+    probe = np.empty(3)
+    stored = ctypes.c_void_p.from_address(id(probe) + ARRAY_DATA_OFFSET).value
+    return stored == probe.ctypes.data
+
+
+OBJECT_LAYOUT_OK = _object_layout_ok()
+ERROR_SLOTS = 3
+KEEP_WORKSPACE_BYTES = 1 << 28
+
+
+def _python_expr(dim: Dim, names: dict[str, str]) -> str:
+    """Python source computing a Dim (floor divisions parenthesised)."""
+    terms = []
+    for monomial, coeff in dim.terms:
+        factors = [str(coeff)]
+        for atom in monomial:
+            if isinstance(atom, FloorDiv):
+                factors.append(f"(({_python_expr(atom.numerator, names)}) // {atom.denominator})")
+            else:
+                factors.append(names[atom])
+        terms.append(" * ".join(factors))
+    return " + ".join(terms) or "0"
+
+
+def layout_function(program: Program) -> Callable[..., tuple]:
+    """`f(*sizes) -> (output shapes, workspace bytes)`, generated from the symbolic shapes."""
+    names = {s: f"d{k}" for k, s in enumerate(program.symbols)}
+    shapes = ", ".join("(" + "".join(_python_expr(d, names) + ", " for d in b.shape) + ")"
+                       for b in program.outputs)
+    workspace = _python_expr(workspace_offsets(program.temps, ITEMSIZE)[-1], names)
+    source = (f"def layout({', '.join(names.values())}):\n"
+              f"    return ({shapes}{',' if len(program.outputs) == 1 else ''}), {workspace}\n")
+    scope: dict = {}
+    exec(compile(source, f"<layout of {program.name}>", "exec"), scope)
+    return scope["layout"]
+
+
+def _pop_or(spares: list, make: Callable[[], object]) -> object:
+    """A spare object from `spares`, or a new one (safe when threads share the list)."""
+    try:
+        return spares.pop()
+    except IndexError:
+        return make()
+
+
+def error_message(site: ErrorSite, index: int, size: int) -> str:
+    """The interpreter's IndexError text for a failed check."""
+    if site.kind == "empty":
+        return "argmax/argmin of an empty tensor"
+    if site.kind == "rows":
+        return f"for_history needs more than its {size} rows"
+    return f"index {index} is out of bounds for axis {site.axis} of '{site.label}' with size {size}"
+
+
+@functools.cache
+def _support() -> tuple[JitModule, np.ndarray]:
+    """The helper functions (blocked matmul), compiled once per process, and their table."""
+    module = compile_module(support_module(), name="rv_support")
+    return module, np.array([module.address(name) for name in HELPERS], dtype=np.int64)
+
+
+def helper_table() -> np.ndarray:
+    """Addresses of the run-time helpers, in `gemm.HELPERS` order (passed to every kernel)."""
+    return _support()[1]
+
+
+class NativeKernel:
+    """One specialised function as native code; call it with a `BoundCall`.
+
+    `NativeKernel(fn)` compiles on first use and returns the same kernel for the same
+    Function object afterwards."""
+
+    def __new__(cls, fn: Function) -> NativeKernel:
+        kernel = _KERNELS.get(fn)
+        if kernel is None:
+            with _LOCK:
+                kernel = _KERNELS.get(fn)
+                if kernel is None:
+                    kernel = super().__new__(cls)
+                    kernel._compile(fn)
+                    _KERNELS[fn] = kernel
+        return kernel
+
+    def _compile(self, fn: Function) -> None:
+        """Lower, generate and JIT-compile `fn` (keeping no reference to it, so the cache
+        entry goes when the Function does)."""
+        self.program = lower_to_loops(fn)
+        self.loop_ir = format_program(self.program)
+        self.source_ir = generate_llvm(self.program)
+        symbol = entry_symbol(self.program)
+        self._jit = compile_module(self.source_ir, name=symbol)
+        self._entry = ENTRY(self._jit.address(symbol))
+        self._object_entry = OBJECT_ENTRY(self._jit.address(symbol + "_objects"))
+        self._layout = layout_function(self.program)
+        self._dtypes = [NUMPY_DTYPES[b.dtype] for b in self.program.outputs]
+        self._symbols = self.program.symbols
+        buffers = len(self.program.inputs) + len(self.program.outputs) + 2
+        self._filled = buffers + len(self._symbols)
+        self._frame = ctypes.c_int64 * (self._filled + ERROR_SLOTS)
+        self._frames: list[ctypes.Array] = []  # spare frames (one per concurrent call)
+        self._spare: list[np.ndarray] = []
+        self._helpers = helper_table()
+
+    @property
+    def llvm_ir(self) -> str:
+        """The optimised LLVM IR."""
+        return self._jit.llvm_ir
+
+    @property
+    def asm(self) -> str:
+        """The host assembly."""
+        return self._jit.asm
+
+    def __call__(self, bound: BoundCall) -> list[np.ndarray]:
+        """Run on converted arguments; fresh output arrays in result order."""
+        sizes = [bound.dims[s] for s in self._symbols]
+        shapes, workspace_bytes = self._layout(*sizes)
+        outputs = [np.empty(shape, dtype) for shape, dtype in zip(shapes, self._dtypes,
+                                                                   strict=True)]
+        workspace = self._take_workspace(workspace_bytes)
+        arrays = [*bound.arrays, *outputs, workspace, self._helpers]
+        frame = _pop_or(self._frames, self._frame)
+        if OBJECT_LAYOUT_OK:
+            frame[:self._filled] = (*map(id, arrays), *sizes)
+            status = self._object_entry(frame)
+        else:
+            frame[:self._filled] = (*(a.ctypes.data for a in arrays), *sizes)
+            status = self._entry(frame, ctypes.byref(frame, 8 * len(arrays)))
+        if workspace_bytes:
+            self._give_back_workspace(workspace)
+        if status:
+            site, index, size = frame[self._filled:]
+            raise IndexError(error_message(self.program.sites[site], index, size))
+        self._frames.append(frame)
+        return outputs
+
+    def _take_workspace(self, size: int) -> np.ndarray:
+        """A workspace of at least `size` bytes (a spare one when free)."""
+        if not size:
+            return _NO_WORKSPACE
+        workspace = _pop_or(self._spare, lambda: _NO_WORKSPACE)
+        return workspace if workspace.nbytes >= size else np.empty(size, np.uint8)
+
+    def _give_back_workspace(self, workspace: np.ndarray) -> None:
+        if workspace.nbytes <= KEEP_WORKSPACE_BYTES and not self._spare:
+            self._spare.append(workspace)
+
+
+def native_kernel(fn: Function) -> NativeKernel:
+    """The compiled kernel of `fn` (the same as `NativeKernel(fn)`)."""
+    return NativeKernel(fn)

@@ -1,0 +1,219 @@
+"""Compiled kernels behind the Tensor operators (`+ - * / ** @`, unary `-`, sum, mean, cast).
+
+Consumes operands (anything with `.dtype` and `.shape`, such as `rv.Tensor` or a NumPy
+array, or a Python scalar) and produces a `Kernel`: a one-function Reverie module generated
+for the operands' dtypes and broadcast pattern, compiled once and cached. Calling the kernel
+on Tensors that require grad records the call, so operators differentiate like any other
+compiled function (their VJPs are compiled from the generated source's adjoint IR).
+
+The language broadcasts symbolically: two different dimension names never broadcast. So
+dimensions that must match share a name and size-1 dimensions that broadcast are the
+literal 1. For `a: (3, 4) + b: (4,)` and `a: (3, 1) * b: (4,)` this generates
+
+    fn add_op(a: f64[D0, D1], b: f64[D1]) -> f64[D0, D1] { return a + b; }
+    fn mul_op(a: f64[D0, 1], b: f64[D1]) -> f64[D0, D1] { return a * b; }
+
+Dtypes follow NumPy 2 promotion: Python scalars are weak (`f32 tensor * 2.0` stays f32),
+true division of integers gives f64, `sum` of small integers gives i64. Python scalars are
+parameters, not literals, so `x * 2.0` and `x * 3.0` share one kernel. Kernels are compiled
+with backend `BACKEND` and cached by (op, operand dtypes, dimension tokens).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from reverie.kernel import Kernel
+
+BACKEND = "native"
+
+REVERIE_DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
+                  np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
+                  np.dtype(np.bool_): "bool"}
+NUMERIC = ("f32", "f64", "i32", "i64")
+SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "matmul": "@"}
+
+_KERNELS: dict[tuple, Kernel] = {}
+
+Signature = tuple[str, tuple[str, ...]]  # (Reverie dtype, dimension tokens)
+
+
+def reverie_dtype(dtype: np.dtype) -> str:
+    """The Reverie element type of a NumPy dtype (TypeError for dtypes the language lacks)."""
+    try:
+        return REVERIE_DTYPES[np.dtype(dtype)]
+    except KeyError:
+        raise TypeError(f"Reverie tensors hold float32, float64, int32, int64 or bool data, "
+                        f"not {np.dtype(dtype)}; convert with .astype(np.float64)") from None
+
+
+def _is_scalar(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, np.generic)
+
+
+def _type_text(signature: Signature) -> str:
+    dtype, tokens = signature
+    return f"{dtype}[{', '.join(tokens)}]" if tokens else dtype
+
+
+def _cached(key: tuple, params: list[tuple[str, Signature]], result: Signature,
+            body: str) -> Kernel:
+    """The kernel for `key`, generating and compiling its source on first use."""
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        from reverie.module import Module
+
+        name = f"{key[0]}_op"
+        args = ", ".join(f"{p}: {_type_text(s)}" for p, s in params)
+        source = f"fn {name}({args}) -> {_type_text(result)} {{ return {body}; }}\n"
+        kernel = Module(source, name=f"<tensor op {name}>", backend=BACKEND)[name]
+        _KERNELS[key] = kernel
+    return kernel
+
+
+def _converted(name: str, dtype: str, target: str) -> str:
+    return name if dtype == target else f"{target}({name})"
+
+
+def _broadcast_tokens(shapes: list[tuple[int, ...]]) -> tuple[list[tuple[str, ...]],
+                                                               tuple[str, ...]]:
+    """Dimension tokens for each operand and for the result of NumPy broadcasting."""
+    rank = max(len(s) for s in shapes)
+    operand_tokens: list[list[str]] = [[] for _ in shapes]
+    for axis in range(rank):
+        sizes = [s[axis - rank + len(s)] if axis >= rank - len(s) else None for s in shapes]
+        wide = {size for size in sizes if size not in (None, 1)}
+        if len(wide) > 1:
+            shown = " ".join(str(s) for s in shapes)
+            raise ValueError(f"operands could not be broadcast together with shapes {shown}")
+        name = f"D{axis}"
+        for tokens, size in zip(operand_tokens, sizes, strict=True):
+            if size is not None:
+                tokens.append("1" if size == 1 and wide else name)
+    return [tuple(t) for t in operand_tokens], tuple(f"D{axis}" for axis in range(rank))
+
+
+def _memoised(describe: Callable[..., tuple]
+              ) -> Callable[[Callable[..., Kernel]], Callable[..., Kernel]]:
+    """Memoise a kernel generator by `describe(*args)`, a key that is cheap to compute (the
+    generator's own signature building is not: it runs once per key)."""
+    def decorate(generate: Callable[..., Kernel]) -> Callable[..., Kernel]:
+        memo: dict[tuple, Kernel] = {}
+
+        @functools.wraps(generate)
+        def factory(*args: object) -> Kernel:
+            key = describe(*args)
+            kernel = memo.get(key)
+            if kernel is None:
+                kernel = memo[key] = generate(*args)
+            return kernel
+        return factory
+    return decorate
+
+
+def _describe(value: object) -> tuple:
+    """A Python scalar by its type (weak dtype), an array-like by dtype and shape."""
+    return (type(value),) if _is_scalar(value) else (value.dtype, value.shape)
+
+
+@_memoised(lambda op, a, b: (op, _describe(a), _describe(b)))
+def binary_kernel(op: str, a: object, b: object) -> Kernel:
+    """The kernel computing `a <op> b` (op: add, sub, mul, div, pow) with broadcasting."""
+    operands = [a, b]
+    result_dtype = reverie_dtype(np.result_type(*[x if _is_scalar(x) else x.dtype
+                                                  for x in operands]))
+    compute = "f64" if op == "div" and result_dtype not in ("f32", "f64") else result_dtype
+    if compute not in NUMERIC:
+        raise TypeError(f"'{SYMBOLS[op]}' is not defined for {result_dtype} tensors")
+    if op == "pow" and compute not in ("f32", "f64"):
+        raise TypeError("'**' on integer tensors is not supported; convert the base to a "
+                        "float tensor first (.astype(np.float64))")
+    dtypes = [compute if _is_scalar(x) else reverie_dtype(x.dtype) for x in operands]
+    shapes = [() if _is_scalar(x) else tuple(x.shape) for x in operands]
+    (tokens_a, tokens_b), result_tokens = _broadcast_tokens(shapes)
+    params = [("a", (dtypes[0], tokens_a)), ("b", (dtypes[1], tokens_b))]
+    body = f"{_converted('a', dtypes[0], compute)} {SYMBOLS[op]} " \
+           f"{_converted('b', dtypes[1], compute)}"
+    return _cached((op, *params), params, (compute, result_tokens), body)
+
+
+@_memoised(lambda a: (a.dtype, len(a.shape)))
+def neg_kernel(a: object) -> Kernel:
+    """The kernel computing `-a`."""
+    dtype = reverie_dtype(a.dtype)
+    if dtype not in NUMERIC:
+        raise TypeError(f"unary '-' is not defined for {dtype} tensors")
+    signature = (dtype, tuple(f"D{i}" for i in range(len(a.shape))))
+    return _cached(("neg", signature), [("a", signature)], signature, "-a")
+
+
+@_memoised(lambda a, dtype: (a.dtype, len(a.shape), dtype))
+def cast_kernel(a: object, dtype: np.dtype) -> Kernel:
+    """The kernel converting `a` to `dtype`."""
+    source, target = reverie_dtype(a.dtype), reverie_dtype(dtype)
+    tokens = tuple(f"D{i}" for i in range(len(a.shape)))
+    return _cached(("cast", source, target, tokens), [("a", (source, tokens))],
+                   (target, tokens), f"{target}(a)")
+
+
+def normalise_axes(axis: int | tuple[int, ...] | None, rank: int) -> tuple[int, ...]:
+    """`axis` as sorted non-negative axes (all axes for None); ValueError when out of range."""
+    if axis is None:
+        return tuple(range(rank))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    for ax in axes:
+        if not -rank <= ax < rank:
+            raise ValueError(f"axis {ax} is out of bounds for a tensor of rank {rank}")
+    normalised = sorted(ax % rank for ax in axes) if rank else []
+    if len(set(normalised)) != len(normalised):
+        raise ValueError(f"repeated axis in {axis}")
+    return tuple(normalised)
+
+
+@_memoised(lambda op, a, axis, keepdims: (op, a.dtype, len(a.shape),
+                                          tuple(axis) if isinstance(axis, list) else axis,
+                                          keepdims))
+def reduce_kernel(op: str, a: object, axis: int | tuple[int, ...] | None,
+                  keepdims: bool) -> Kernel:
+    """The kernel computing `sum` or `mean` of `a` over `axis` (NumPy result dtypes)."""
+    dtype = reverie_dtype(a.dtype)
+    axes = normalise_axes(axis, len(a.shape))
+    if op == "mean":
+        compute = dtype if dtype in ("f32", "f64") else "f64"
+    else:
+        compute = dtype if dtype in ("f32", "f64", "i64") else "i64"
+    tokens = tuple(f"D{i}" for i in range(len(a.shape)))
+    result = tuple("1" if i in axes else t for i, t in enumerate(tokens) if keepdims
+                   or i not in axes)
+    options = ""
+    if axis is not None:
+        options += f", axis=({', '.join(map(str, axes))}{',' if len(axes) == 1 else ''})"
+    if keepdims:
+        options += ", keepdims=true"
+    body = f"{op}({_converted('a', dtype, compute)}{options})"
+    return _cached((op, dtype, tokens, axes if axis is not None else None, keepdims),
+                   [("a", (dtype, tokens))], (compute, result), body)
+
+
+@_memoised(lambda a, b: (a.dtype, len(a.shape), b.dtype, len(b.shape)))
+def matmul_kernel(a: object, b: object) -> Kernel:
+    """The kernel computing `a @ b` for 1-D and 2-D operands (NumPy `matmul` rules)."""
+    ranks = (len(a.shape), len(b.shape))
+    if not all(r in (1, 2) for r in ranks):
+        raise ValueError(f"'@' takes 1-D and 2-D tensors, got shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}; reshape them first")
+    compute = reverie_dtype(np.result_type(a.dtype, b.dtype))
+    if compute not in NUMERIC:
+        raise TypeError(f"'@' is not defined for {compute} tensors")
+    tokens_a = ("D0", "D1") if ranks[0] == 2 else ("D1",)
+    tokens_b = ("D1", "D2") if ranks[1] == 2 else ("D1",)
+    result = tokens_a[:-1] + tokens_b[1:]
+    dtypes = (reverie_dtype(a.dtype), reverie_dtype(b.dtype))
+    params = [("a", (dtypes[0], tokens_a)), ("b", (dtypes[1], tokens_b))]
+    body = f"{_converted('a', dtypes[0], compute)} @ {_converted('b', dtypes[1], compute)}"
+    return _cached(("matmul", *params), params, (compute, result), body)

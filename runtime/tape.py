@@ -1,0 +1,293 @@
+"""The tape: recorded kernel calls (graph nodes) and the walk that runs their compiled VJPs.
+
+Consumes kernel calls with Tensor arguments that require grad (`Kernel.__call__` hands them
+to `record_call`); produces, in a `Pass`, the gradient flowing into every tensor of the
+graph by running each call's compiled VJP kernel (`kernel.vjp(wrt)`) from the outputs back
+to the inputs. Every backward step is an ordinary kernel call, so with `create_graph=True`
+it is recorded too and its own VJP is compiled from the adjoint IR: that is how derivatives
+of any order work.
+
+    y = m.f(x)              # Node(kernel f, wrt=(0,)), edge x; y.grad_fn is the node
+    Pass([y], [1.0], [x])   # runs f_vjp(x, 1.0); .gradient(x) is the result
+
+A node keeps its call's arguments until a pass that does not retain the graph runs it. The
+arguments its VJP does not read (seen in the VJP's IR) are never needed again, so such a
+node may run twice, like torch nodes that saved nothing; a gradient that the VJP's IR shows
+to be a constant zero does not flow (the input counts as unused).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .tensor import FLOAT_KINDS, Tensor, wrap
+
+if TYPE_CHECKING:
+    from reverie.compiler.ir.core import Function, Value
+    from reverie.kernel import Kernel
+
+DIFFERENTIABLE = ("f32", "f64", "float")
+ZERO_PRESERVING = ("broadcast", "reshape", "cast")
+
+Gradient = np.ndarray | Tensor
+
+
+@dataclass(frozen=True)
+class VjpPlan:
+    """A compiled VJP and what its IR reveals: which primal arguments it reads, and which
+    gradients are provably zero (the input is then unused)."""
+
+    kernel: Kernel
+    fn: Function
+    reads_primal: tuple[bool, ...]
+    zero: tuple[bool, ...]
+
+
+def _is_zero(value: Value) -> bool:
+    """True when `value` is a constant 0 (possibly broadcast, reshaped or cast)."""
+    while value.op is not None and value.op.name in ZERO_PRESERVING:
+        value = value.op.operands[0]
+    return value.op is not None and value.op.name == "const" and value.op.attrs["value"] == 0
+
+
+def vjp_plan(kernel: Kernel, wrt: tuple[int, ...], dtype: str) -> VjpPlan:
+    """The VJP of `kernel` for parameters `wrt`, analysed once per dtype."""
+    plan = kernel.autograd_cache.get((wrt, dtype))
+    if plan is None:
+        vjp = kernel.autograd_cache.get(wrt) or kernel.vjp(list(wrt))
+        kernel.autograd_cache[wrt] = vjp
+        fn = vjp.ir_for(dtype)
+        read = {v for op in fn.body.ops for v in op.operands} | set(fn.body.results)
+        plan = VjpPlan(vjp, fn, tuple(p in read for p in fn.params[:len(kernel.param_names)]),
+                       tuple(_is_zero(v) for v in fn.body.results))
+        kernel.autograd_cache[(wrt, dtype)] = plan
+    return plan
+
+
+def plain(value: object) -> object:
+    """The array behind a Tensor (anything else unchanged)."""
+    return value._data if isinstance(value, Tensor) else value
+
+
+def _placeholder(value: object) -> object:
+    """A zero-strided stand-in with `value`'s shape and dtype (scalars stay as they are)."""
+    if isinstance(value, Tensor | np.ndarray):
+        return np.broadcast_to(np.zeros((), value.dtype), value.shape)
+    return value
+
+
+class Node:
+    """One recorded kernel call: the kernel, its arguments, and the Tensors (edges) at the
+    parameter positions `wrt` that gradients flow back to."""
+
+    __slots__ = ("kernel", "wrt", "args", "edges", "dtype", "outputs", "freed")
+
+    def __init__(self, kernel: Kernel, wrt: tuple[int, ...], args: list[object], dtype: str,
+                 outputs: list[tuple[tuple[int, ...], np.dtype]]) -> None:
+        self.kernel = kernel
+        self.wrt = wrt
+        self.args = args
+        self.edges = tuple(args[i] for i in wrt)
+        self.dtype = dtype
+        self.outputs = outputs
+        self.freed = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.kernel.name}_backward"
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+    def release(self) -> None:
+        """Drop the saved arguments and the arrays of intermediate edges, keeping only
+        their shapes, dtypes and places in the graph."""
+        self.args = [_placeholder(a) for a in self.args]
+        self.edges = tuple(e if e.grad_fn is None else
+                           wrap(_placeholder(e), e.grad_fn, e._output_index)
+                           for e in self.edges)
+        self.freed = True
+
+    def vjp(self, cotangents: list[Gradient | None], create_graph: bool,
+            batch: int | None) -> list[Gradient | None]:
+        """Gradients for each edge (None where provably zero) given output cotangents."""
+        plan = vjp_plan(self.kernel, self.wrt, self.dtype)
+        if self.freed and any(plan.reads_primal):
+            raise RuntimeError(
+                f"{self.kernel.name}: this part of the graph was already differentiated and "
+                "its saved arrays were released; pass retain_graph=True to the first "
+                "rv.grad/backward call to differentiate through it again")
+        for i, c in enumerate(cotangents):
+            if c is None:
+                shape, dtype = self.outputs[i]
+                cotangents[i] = np.zeros(shape if batch is None else (batch, *shape), dtype)
+        if create_graph:
+            args = [a if read else plain(a)
+                    for a, read in zip(self.args, plan.reads_primal, strict=True)]
+        else:
+            args = [plain(a) for a in self.args]
+        if batch is not None:
+            grads = batched_vjp(self.kernel, self.wrt, args, cotangents)
+        elif create_graph:
+            grads = plan.kernel(*args, *cotangents)
+        else:
+            grads = plan.kernel.execute(plan.fn, args + cotangents)
+        out: list[Gradient | None] = []
+        for g, edge, zero in zip(grads, self.edges, plan.zero, strict=True):
+            if zero:
+                out.append(None)
+                continue
+            if not isinstance(g, Tensor):
+                g = np.asarray(g)
+            out.append(g if g.dtype == edge._data.dtype else g.astype(edge._data.dtype))
+        return out
+
+
+def batched_vjp(kernel: Kernel, wrt: tuple[int, ...], args: Sequence[object],
+                batched_cotangents: Sequence[Gradient]) -> tuple[Gradient, ...]:
+    """The VJPs of `kernel` (for parameters `wrt`) at `args` for a batch of cotangents
+    (leading batch dimension), in one compiled call of the batched VJP kernel."""
+    raise NotImplementedError(
+        f"is_grads_batched=True reached {kernel.name}, but the batching transform that "
+        "compiles a batched VJP is not available yet; compute one vector-Jacobian product "
+        "per rv.grad call for now")
+
+
+# ---------------------------------------------------------------- recording
+
+
+def records_call(args: Sequence[object]) -> bool:
+    """True when a kernel call has a Tensor argument that requires grad."""
+    for a in args:
+        if isinstance(a, Tensor) and a._requires_grad:
+            return True
+    return False
+
+
+def record_call(kernel: Kernel, args: Sequence[object]) -> Tensor | tuple[Tensor, ...]:
+    """Run `kernel` on the arrays behind `args`; return Tensors that record the call."""
+    arrays = [plain(a) for a in args]
+    dtype = kernel.float_dtype_for(arrays)
+    results = kernel.execute(kernel.ir_for(dtype), arrays)
+    many = isinstance(results, tuple)
+    outputs = [np.asarray(r) for r in (results if many else (results,))]
+    wrt = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor) and a._requires_grad
+                and kernel.declared_dtypes[i] in DIFFERENTIABLE)
+    if wrt:
+        node = Node(kernel, wrt, list(args), dtype, [(r.shape, r.dtype) for r in outputs])
+        tensors = tuple(wrap(r, node if r.dtype in FLOAT_KINDS else None, i)
+                        for i, r in enumerate(outputs))
+    else:
+        tensors = tuple(wrap(r) for r in outputs)
+    return tensors if many else tensors[0]
+
+
+# ---------------------------------------------------------------- the tape walk
+
+
+def _topological(roots: Iterable[Node]) -> list[Node]:
+    """Nodes reachable from `roots`, every consumer before the nodes it consumes."""
+    order: list[Node] = []
+    visited: set[Node] = set()
+    for root in roots:
+        if root in visited:
+            continue
+        visited.add(root)
+        stack = [(root, iter(root.edges))]
+        while stack:
+            node, edges = stack[-1]
+            for edge in edges:
+                child = edge.grad_fn
+                if child is not None and child not in visited:
+                    visited.add(child)
+                    stack.append((child, iter(child.edges)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    order.reverse()
+    return order
+
+
+def _needed(order: list[Node], leaves: set[int], captured_at: dict[Node, set[int]]
+            ) -> dict[Node, bool]:
+    """Whether each node lies on a path to a target (a leaf in `leaves`, or a non-leaf)."""
+    needed: dict[Node, bool] = {}
+    for node in reversed(order):
+        needed[node] = False
+        for e in node.edges:
+            producer = e.grad_fn
+            if producer is None:
+                reached = id(e) in leaves
+            else:
+                reached = needed[producer] or e._output_index in captured_at.get(producer, ())
+            if reached:
+                needed[node] = True
+                break
+    return needed
+
+
+def _add(total: Gradient | None, extra: Gradient) -> Gradient:
+    return extra if total is None else total + extra
+
+
+class Pass:
+    """One backward pass: cotangents per node output, gradients per leaf and target."""
+
+    def __init__(self, roots: Sequence[Tensor], seeds: Sequence[Gradient],
+                 targets: Sequence[Tensor] | None) -> None:
+        self.order = _topological([r.grad_fn for r in roots if r.grad_fn is not None])
+        self.buffers: dict[Node, list[Gradient | None]] = {}
+        self.leaves: dict[int, tuple[Tensor, Gradient]] = {}
+        self.captured: dict[tuple[Node, int], Gradient] = {}
+        self.captured_at: dict[Node, set[int]] = {}
+        self.needed: dict[Node, bool] | None = None
+        if targets is not None:
+            for t in targets:
+                if t.grad_fn is not None:
+                    self.captured_at.setdefault(t.grad_fn, set()).add(t._output_index)
+            leaf_ids = {id(t) for t in targets if t.grad_fn is None}
+            self.needed = _needed(self.order, leaf_ids, self.captured_at)
+        for root, seed in zip(roots, seeds, strict=True):
+            self.deposit(root, seed)
+
+    def deposit(self, tensor: Tensor, gradient: Gradient) -> None:
+        """Add `gradient` to what flows into `tensor`."""
+        node = tensor.grad_fn
+        if node is None:
+            old = self.leaves.get(id(tensor))
+            self.leaves[id(tensor)] = (tensor, _add(None if old is None else old[1], gradient))
+            return
+        slots = self.buffers.get(node)
+        if slots is None:
+            slots = self.buffers[node] = [None] * len(node.outputs)
+        slots[tensor._output_index] = _add(slots[tensor._output_index], gradient)
+
+    def run(self, retain_graph: bool, create_graph: bool, batch: int | None = None) -> None:
+        """Walk the nodes from outputs to inputs, running each needed node's VJP."""
+        for node in self.order:
+            cotangents = self.buffers.pop(node, None)
+            if cotangents is None:
+                continue
+            for index in self.captured_at.get(node, ()):
+                if cotangents[index] is not None:
+                    self.captured[(node, index)] = cotangents[index]
+            if self.needed is not None and not self.needed[node]:
+                continue
+            grads = node.vjp(cotangents, create_graph, batch)
+            if not retain_graph:
+                node.release()
+            for edge, g in zip(node.edges, grads, strict=True):
+                if g is not None:
+                    self.deposit(edge, g)
+
+    def gradient(self, target: Tensor) -> Gradient | None:
+        """What flowed into `target` (None when nothing did)."""
+        if target.grad_fn is None:
+            entry = self.leaves.get(id(target))
+            return None if entry is None else entry[1]
+        return self.captured.get((target.grad_fn, target._output_index))
