@@ -4,8 +4,8 @@
 
 Prints median times and the ratio native / NumPy (below 1 means Reverie is faster):
 - W1: `sum(tanh(x) * sin(x) + exp(-x * x))` over 10M f32 (one fused, vectorised loop);
-- matmul 256, 512 and 1024 squared in f32 and f64 (NumPy calls OpenBLAS, which may use
-  several threads; Reverie's kernel runs on one);
+- matmul 256, 512 and 1024 squared in f32 and f64 (NumPy calls OpenBLAS; both split large
+  products over the CPUs, Reverie up to `REVERIE_NUM_THREADS`);
 - the per-call overhead of a tiny kernel (`sum(x * x)` over 16 f64), in microseconds.
 """
 

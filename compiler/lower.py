@@ -141,6 +141,29 @@ class Env:
 # ---------------------------------------------------------------- dtype helpers
 
 
+def is_dim_scalar(t: TensorType) -> bool:
+    """An i64 scalar parameter is also a dimension: its value can size loops and slices."""
+    return t.rank == 0 and t.dtype == "i64"
+
+
+def define_dim_scalar(env: Env, region: Region, name: str, dim: Dim, span: ast.Span) -> None:
+    """Bind parameter `name` as the value of dimension `dim` (a `dim` op)."""
+    if env.lookup(name) is not None:
+        raise error_at(span, f"'{name}' is already defined; choose another name")
+    env.dim_map[name] = dim
+    env.scopes[-1][name] = Val(region.op(span, "dim", [], {"dim": dim}))
+
+
+def dim_of(val: Val) -> Dim | None:
+    """The Dim an integer value statically equals (a `dim` or integer `const` op), if any."""
+    op = val.value.op
+    if op is not None and op.name == "dim":
+        return op.attrs["dim"]
+    if op is not None and op.name == "const" and val.type.is_int:
+        return Dim.const(op.attrs["value"])
+    return None
+
+
 def default_float_of(dtypes: Sequence[str]) -> str:
     """The dtype a weak float literal takes: the function's float dtype if unique, else f32."""
     floats = {d for d in dtypes if d in FLOAT_DTYPES}
@@ -196,15 +219,21 @@ class ModuleLowering:
         block = Block(params=[Value(t, name=p.name) for t, p in zip(param_types, fn.params,
                                                                        strict=True)])
         env = Env(fn, self, default_float_of([t.dtype for t in param_types]), dim_map)
-        for param, value in zip(fn.params, block.params, strict=True):
-            env.define(param.name, Val(value), param.span)
         region = Region(block)
+        value_dims = []
+        for index, (param, value) in enumerate(zip(fn.params, block.params, strict=True)):
+            if is_dim_scalar(value.type):
+                value_dims.append((param.name, index))
+                dim_map.setdefault(param.name, Dim.sym(param.name))
+                define_dim_scalar(env, region, param.name, dim_map[param.name], param.span)
+            else:
+                env.define(param.name, Val(value), param.span)
         self.constraints: list[tuple[Dim, str]] = []
         results = lower_body(env, region, fn.body, fn)
         block.results = [self.coerce_return(env, region, fn, results, float_dtype)[i].value
                          for i in range(len(results))]
         function = Function(fn.name, block, [p.name for p in fn.params], list(dim_map), fn.span,
-                            self.constraints)
+                            self.constraints, value_dims)
         return simplify(function)
 
     def coerce_return(self, env: Env, region: Region, fn: ast.FunctionDef, results: list[Val],

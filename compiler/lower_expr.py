@@ -13,7 +13,7 @@ from reverie.dsl.diagnostics import did_you_mean, error_at
 from .ir.dims import Dim
 from .ir.ops import broadcast_shapes, dtype_class
 from .ir.types import INT_DTYPES, ShapeError
-from .lower import Env, Region, TupleVal, Val, VarSlot
+from .lower import Env, Region, TupleVal, Val, VarSlot, dim_of
 
 ARITHMETIC = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod",
               "**": "pow"}
@@ -274,7 +274,10 @@ def try_static_dim(env: Env, node: ast.Expr) -> Dim | None:
         case ast.IntLit():
             return static_dim(node, env.dim_map)
         case ast.Name(id=name):
-            if name in env.dim_map and env.lookup(name) is None and name not in env.index_vars:
+            if name not in env.dim_map or name in env.index_vars:
+                return None
+            binding = env.lookup(name)
+            if binding is None or (isinstance(binding, Val) and dim_of(binding) is not None):
                 return env.dim_map[name]
             return None
         case ast.UnaryOp(op="-"):

@@ -14,7 +14,18 @@ from reverie.dsl.diagnostics import did_you_mean, error_at
 from .ir.core import Block, Value
 from .ir.dims import Dim
 from .ir.types import FLOAT_DTYPES, TensorType, scalar
-from .lower import Env, Region, TupleVal, Val, VarSlot, default_float_of, type_of
+from .lower import (
+    Env,
+    Region,
+    TupleVal,
+    Val,
+    VarSlot,
+    default_float_of,
+    define_dim_scalar,
+    dim_of,
+    is_dim_scalar,
+    type_of,
+)
 from .lower_expr import convert_weak, int_scalar, lower_expr, tensor
 from .lower_index import lower_let_indexed
 
@@ -95,6 +106,13 @@ def _assigned(body: list[ast.Stmt]) -> list[str]:
 def _lower_for(env: Env, region: Region, stmt: ast.For) -> None:
     lo = int_scalar(env, region, stmt.lo, "a loop bound")
     hi = int_scalar(env, region, stmt.hi, "a loop bound")
+    if dim_of(lo) is not None and dim_of(hi) is not None:
+        trips = dim_of(hi) - dim_of(lo)
+        reason = f"loop '{stmt.var}' in {dim_of(lo)}..{dim_of(hi)} has a negative trip count"
+        if trips.is_const and trips.value < 0:
+            raise error_at(stmt.span, reason)
+        if not trips.is_const:
+            env.lowering.constraints.append((trips, reason))
     slots = [(name, env.lookup(name)) for name in _assigned(stmt.body)]
     carried = [(name, slot) for name, slot in slots if isinstance(slot, VarSlot)]
     index = Value(scalar("i64"), name=stmt.var)
@@ -165,7 +183,10 @@ def lower_user_call(env: Env, region: Region, call: ast.Call) -> Val | TupleVal:
             raise error_at(node.span, f"argument '{param.name}' of '{callee.name}' must be "
                                       f"{want}, got {arg.type}")
         param_types.append(want)
-        callee_env.define(param.name, arg, param.span)
+        if is_dim_scalar(want) and dim_of(arg) is not None:
+            define_dim_scalar(callee_env, region, param.name, dim_of(arg), param.span)
+        else:
+            callee_env.define(param.name, arg, param.span)
     callee_env.default_float = default_float_of([t.dtype for t in param_types])
     results = lower_body(callee_env, region, callee.body, callee)
     results = lowering.coerce_return(callee_env, region, callee, results, float_dtype)

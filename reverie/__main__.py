@@ -2,6 +2,7 @@
 
     reverie check kernel.rv
     reverie emit kernel.rv --stage tensor --fn loss
+    reverie grad kernel.rv --fn loss --dims N=1000 --check --bench
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ def _emit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _grad(args: argparse.Namespace) -> int:
+    from .cli_grad import run_grad
+
+    module = load(args.file)
+    return run_grad(module, args.fn, args.wrt, args.dims, args.dtype, args.check, args.bench)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -48,13 +56,21 @@ def build_parser() -> argparse.ArgumentParser:
     emit.add_argument("--wrt", default=None, help="comma-separated parameters (stage grad)")
     emit.add_argument("--dtype", choices=("f32", "f64"), default="f32",
                       help="what 'float' means in the printed specialisation")
+    grad = commands.add_parser("grad", help="run a function and its gradient on random inputs")
+    grad.add_argument("file")
+    grad.add_argument("--fn", required=True, help="the function to differentiate")
+    grad.add_argument("--wrt", default=None, help="comma-separated parameters (default: floats)")
+    grad.add_argument("--dims", default=None, help="dimension sizes, e.g. N=1000,D=8")
+    grad.add_argument("--dtype", choices=("f32", "f64"), default="f64")
+    grad.add_argument("--check", action="store_true", help="compare with finite differences")
+    grad.add_argument("--bench", action="store_true", help="time value, gradient and NumPy")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; compile errors print as diagnostics and exit with status 1."""
     args = build_parser().parse_args(argv)
-    handlers = {"demo": _demo, "check": _check, "emit": _emit}
+    handlers = {"demo": _demo, "check": _check, "emit": _emit, "grad": _grad}
     try:
         return handlers[args.command](args)
     except CompileError as e:

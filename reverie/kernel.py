@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 from reverie.compiler.ir.core import Block, Function
 from reverie.compiler.ir.types import FLOAT_DTYPES
 from reverie.compiler.transforms.simplify import simplify
-from reverie.runtime.call import bind_arguments, check_arity, finish_results, float_dtype_of
+from reverie.runtime.call import (
+    ArgumentTypeError,
+    bind_arguments,
+    check_arity,
+    finish_results,
+    float_dtype_of,
+)
 from reverie.runtime.tape import record_call, records_call
 
 if TYPE_CHECKING:
@@ -28,8 +34,7 @@ Wrt = str | int | Sequence[str | int] | None
 def select_results(fn: Function, keep: Sequence[int], name: str) -> Function:
     """A copy of `fn` that returns only the results at positions `keep` (dead code removed)."""
     body = Block(fn.body.params, list(fn.body.ops), [fn.body.results[i] for i in keep])
-    return simplify(Function(name, body, list(fn.param_names), list(fn.dim_names), fn.span,
-                             list(fn.constraints)))
+    return simplify(fn.derive(name, body))
 
 
 class Kernel:
@@ -130,43 +135,54 @@ class Kernel:
                       self.param_names + list(extra_params),
                       self.declared_dtypes + ["float"] * len(extra_params), build, single)
 
-    def grad(self, wrt: Wrt = None) -> Kernel:
-        """The gradient of a scalar function: one array for a single `wrt`, else a tuple."""
+    def grad(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
+        """The gradient of a scalar function: one array for a single `wrt`, else a tuple.
+
+        `checkpoint=True` keeps O(sqrt(T)) loop states and recomputes (SPEC §2.6); the
+        default is the module's `checkpoint` setting.
+        """
         from reverie.compiler.transforms.reverse import grad_function
 
         self._require_scalar("grad")
         chosen, single = self.wrt_indices(wrt)
+        checkpoint = self.module.checkpoint if checkpoint is None else checkpoint
 
         def build(dtype: str) -> Function:
-            full = grad_function(self.ir_for(dtype), chosen)
+            full = grad_function(self.ir_for(dtype), chosen, checkpoint=checkpoint)
             return select_results(full, range(1, 1 + len(chosen)), f"{self.name}_grad")
 
         return self._derived("grad", build, single)
 
-    def value_and_grad(self, wrt: Wrt = None) -> Kernel:
+    def value_and_grad(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """`(value, grads)` of a scalar function in one compiled call."""
         from reverie.compiler.transforms.reverse import grad_function
 
         self._require_scalar("value_and_grad")
         chosen, single = self.wrt_indices(wrt)
-        kernel = self._derived("value_and_grad",
-                               lambda dtype: grad_function(self.ir_for(dtype), chosen), False)
-        return _Regroup(kernel, single)
+        checkpoint = self.module.checkpoint if checkpoint is None else checkpoint
+        flat = self._derived("value_and_grad", lambda dtype: grad_function(
+            self.ir_for(dtype), chosen, checkpoint=checkpoint), False)
+        return GroupedKernel(flat, None,
+                             lambda results: (results[0], results[1] if single else results[1:]))
 
-    def vjp(self, wrt: Wrt = None) -> Kernel:
-        """A kernel `(*args, cotangent)` returning the vector-Jacobian product(s)."""
+    def vjp(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
+        """A kernel `(*args, cotangent)` returning the vector-Jacobian product(s); for a tuple
+        return, the cotangent is a tuple with one entry per result."""
         from reverie.compiler.transforms.reverse import vjp_function
 
         chosen, single = self.wrt_indices(wrt)
         outputs = len(self.ir_for("f32").result_types)
+        checkpoint = self.module.checkpoint if checkpoint is None else checkpoint
 
         def build(dtype: str) -> Function:
-            full = vjp_function(self.ir_for(dtype), chosen)
+            full = vjp_function(self.ir_for(dtype), chosen, checkpoint=checkpoint)
             return select_results(full, range(outputs, outputs + len(chosen)),
                                   f"{self.name}_vjp")
 
         names = ["cotangent"] if outputs == 1 else [f"cotangent{i}" for i in range(outputs)]
-        return self._derived("vjp", build, single, names)
+        flat = self._derived("vjp", build, False, names)
+        return GroupedKernel(flat, outputs if outputs > 1 else None,
+                             lambda results: results[0] if single else results)
 
     def jvp(self, wrt: Wrt = None) -> Kernel:
         """Forward mode: a kernel `(*args, tangent)` giving `(value, tangent_out)`."""
@@ -193,14 +209,26 @@ class Kernel:
         return hvp(self, wrt)
 
 
-class _Regroup(Kernel):
-    """value_and_grad: a kernel returning (value, g1, g2, ...) shown as (value, grads)."""
 
-    def __init__(self, inner: Kernel, single: bool) -> None:
-        super().__init__(inner.module, inner.name, inner.param_names, inner.declared_dtypes,
-                         inner._build, False)
-        self._single_grad = single
+class GroupedKernel(Kernel):
+    """A kernel whose trailing `grouped` parameters are passed as one tuple (None: passed
+    one by one) and whose flat results are handed back through `regroup`.
+
+    Its IR and parameters are the flat ones, so transforming it again works as usual.
+    """
+
+    def __init__(self, flat: Kernel, grouped: int | None,
+                 regroup: Callable[[tuple], object]) -> None:
+        super().__init__(flat.module, flat.name, flat.param_names, flat.declared_dtypes,
+                         flat._build, single=False)
+        self.grouped = grouped
+        self.regroup = regroup
 
     def __call__(self, *args: object) -> object:
-        value, *grads = super().__call__(*args)
-        return value, grads[0] if self._single_grad else tuple(grads)
+        if self.grouped is not None and args:
+            *head, group = args
+            if not isinstance(group, tuple | list) or len(group) != self.grouped:
+                raise ArgumentTypeError(f"{self.name}() takes its last {self.grouped} "
+                                        f"arguments as one tuple, got {group!r}")
+            args = (*head, *group)
+        return self.regroup(super().__call__(*args))

@@ -26,18 +26,20 @@ from reverie.runtime.call import BoundCall
 from .kernel import Kernel
 
 BACKENDS = ("native", "interp", "mlir")
-STAGES = ("ast", "tensor", "mlir")
+STAGES = ("ast", "tensor", "grad", "loops", "mlir", "llvm", "asm")
 
 
 class Module:
     """A compiled Reverie source: its functions, and its IR at every stage."""
 
-    def __init__(self, source: str, name: str | None = None, backend: str = "native") -> None:
+    def __init__(self, source: str, name: str | None = None, backend: str = "native",
+                 checkpoint: bool = False) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         self.source = source
         self.name = name or "<source>"
         self.backend = backend
+        self.checkpoint = checkpoint
         self.ast = parse(source, self.name)
         self.lowering = ModuleLowering(self.ast)
         self.kernels = {fn.name: self._kernel(fn.name) for fn in self.ast.functions}
@@ -84,9 +86,32 @@ class Module:
     def __repr__(self) -> str:
         return f"<reverie module {self.name} with {', '.join(self.kernels) or 'no functions'}>"
 
+    def adjoint(self, name: str, dtype: str = "f32", wrt: object = None) -> Function:
+        """The adjoint IR of function `name`: its gradient for a scalar float result,
+        otherwise its vector-Jacobian product (the "grad" stage)."""
+        from reverie.compiler.transforms.reverse import grad_function, vjp_function
+
+        kernel = self[name]
+        chosen, _ = kernel.wrt_indices(wrt)
+        primal = self.lowering.specialise(name, dtype)
+        types = primal.result_types
+        if len(types) == 1 and types[0].rank == 0 and types[0].is_float:
+            return grad_function(primal, chosen, checkpoint=self.checkpoint)
+        return vjp_function(primal, chosen, checkpoint=self.checkpoint)
+
+    def _differentiable(self, name: str) -> bool:
+        dtypes = self[name].declared_dtypes
+        return any(d in ("f32", "f64", "float") for d in dtypes)
+
     def ir(self, stage: str, fn: str | None = None, wrt: object = None,
            dtype: str = "f32") -> str:
-        """The program at `stage` ("ast", "tensor", ...), for one function or all."""
+        """The program at one stage of the pipeline (SPEC §3.4), for one function or all.
+
+        "ast" and "tensor" show the program; "grad" its adjoint (`wrt` picks parameters;
+        default: every float parameter); "loops", "llvm" and "asm" show the program, or its
+        adjoint when `wrt` is given; "mlir" shows the program followed by its adjoint.
+        `dtype` says what `float` means in the printed specialisation.
+        """
         if stage not in STAGES:
             raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
         names = [fn] if fn is not None else list(self.kernels)
@@ -96,23 +121,39 @@ class Module:
             if fn is None:
                 return format_ast(self.ast)
             return format_ast_function(self.lowering.functions[fn]) + "\n"
-        functions = [self.lowering.specialise(n, dtype) for n in names]
+        if stage == "grad" or (wrt is not None and stage != "tensor"):
+            names = [n for n in names if fn is not None or self._differentiable(n)]
+            functions = [self.adjoint(n, dtype, wrt) for n in names]
+        else:
+            functions = [self.lowering.specialise(n, dtype) for n in names]
         if stage == "mlir":
             from reverie.compiler.export.mlir import export_mlir_module
 
+            if wrt is None:
+                functions += [self.adjoint(n, dtype) for n in names if self._differentiable(n)]
             return export_mlir_module(functions, self.name)
+        if stage in ("loops", "llvm", "asm"):
+            from reverie.runtime.native import NativeKernel
+
+            attribute = {"loops": "loop_ir", "llvm": "llvm_ir", "asm": "asm"}[stage]
+            return "\n\n".join(getattr(NativeKernel(f), attribute).rstrip() for f in functions) \
+                + "\n"
         return "\n\n".join(format_function(f) for f in functions) + "\n"
 
 
-def compile(source: str, *, name: str | None = None, backend: str = "native") -> Module:
-    """Parse, type-check and compile Reverie source text."""
-    return Module(source, name=name, backend=backend)
+def compile(source: str, *, name: str | None = None, backend: str = "native",
+            checkpoint: bool = False) -> Module:
+    """Parse, type-check and compile Reverie source text.
+
+    `checkpoint=True` makes gradients through loops keep O(sqrt(T)) states (SPEC §2.6).
+    """
+    return Module(source, name=name, backend=backend, checkpoint=checkpoint)
 
 
-def load(path: str | Path, *, backend: str = "native") -> Module:
+def load(path: str | Path, *, backend: str = "native", checkpoint: bool = False) -> Module:
     """Compile a `.rv` file."""
     path = Path(path)
-    return Module(path.read_text(), name=str(path), backend=backend)
+    return Module(path.read_text(), name=str(path), backend=backend, checkpoint=checkpoint)
 
 
 __all__ = ["Kernel", "Module", "compile", "load"]

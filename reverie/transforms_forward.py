@@ -29,33 +29,9 @@ from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.compiler.transforms.batch import batch_function
 from reverie.compiler.transforms.forward import jvp_function
 from reverie.compiler.transforms.jacobian import jacobian_function
-from reverie.runtime.call import ArgumentTypeError, bind_arguments, float_dtype_of
+from reverie.runtime.call import bind_arguments, float_dtype_of
 
-from .kernel import Kernel, Wrt, select_results
-
-
-class GroupedKernel(Kernel):
-    """A kernel whose trailing `grouped` parameters are passed as one tuple (None: passed
-    one by one) and whose flat results are handed back through `regroup`.
-
-    Its IR and parameters are the flat ones, so transforming it again works as usual.
-    """
-
-    def __init__(self, flat: Kernel, grouped: int | None,
-                 regroup: Callable[[tuple], object]) -> None:
-        super().__init__(flat.module, flat.name, flat.param_names, flat.declared_dtypes,
-                         flat._build, single=False)
-        self.grouped = grouped
-        self.regroup = regroup
-
-    def __call__(self, *args: object) -> object:
-        if self.grouped is not None and args:
-            *head, group = args
-            if not isinstance(group, tuple | list) or len(group) != self.grouped:
-                raise ArgumentTypeError(f"{self.name}() takes its last {self.grouped} "
-                                        f"arguments as one tuple, got {group!r}")
-            args = (*head, *group)
-        return self.regroup(super().__call__(*args))
+from .kernel import GroupedKernel, Kernel, Wrt, select_results
 
 
 def _flat_kernel(kernel: Kernel, suffix: str, build: Callable[[str], Function],

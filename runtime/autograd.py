@@ -23,6 +23,7 @@ from .tensor import Tensor, wrap
 
 
 def _tensors(values: object) -> tuple[object, ...]:
+    """One Tensor or an iterable of them, as a tuple."""
     return (values,) if isinstance(values, Tensor) else tuple(values)
 
 
@@ -39,6 +40,7 @@ def _inputs(inputs: object, caller: str) -> tuple[object, ...]:
 
 
 def _grad_outputs(grad_outputs: object, count: int) -> tuple[object, ...]:
+    """grad_outputs as a tuple: None for every output, one array, or the given entries."""
     if grad_outputs is None:
         return (None,) * count
     if isinstance(grad_outputs, Tensor | np.ndarray):

@@ -102,7 +102,10 @@ def bind_arguments(fn: Function, args: Sequence[object]) -> BoundCall:
                 f"({value.type}), got an array of shape {array.shape}")
         arrays.append(array)
     dims: dict[str, int] = {}
-    where: dict[str, tuple[str, int]] = {}
+    where: dict[str, str] = {}
+    for symbol, index in fn.value_dims:
+        dims[symbol] = int(arrays[index])
+        where[symbol] = f"the value of argument '{fn.param_names[index]}'"
     pending = []
     for value, name, array in zip(fn.params, fn.param_names, arrays, strict=True):
         for axis, (dim, size) in enumerate(zip(value.type.shape, array.shape, strict=True)):
@@ -110,13 +113,11 @@ def bind_arguments(fn: Function, args: Sequence[object]) -> BoundCall:
                     and isinstance(dim.terms[0][0][0], str):
                 symbol = dim.terms[0][0][0]
                 if symbol in dims and dims[symbol] != size:
-                    first, first_axis = where[symbol]
                     raise ShapeMismatchError(
-                        f"{fn.name}(): dimension {symbol} is {dims[symbol]} in argument "
-                        f"'{first}' (axis {first_axis}) but {size} in argument '{name}' "
-                        f"(axis {axis})")
+                        f"{fn.name}(): dimension {symbol} is {dims[symbol]} in "
+                        f"{where[symbol]} but {size} in argument '{name}' (axis {axis})")
                 dims.setdefault(symbol, size)
-                where.setdefault(symbol, (name, axis))
+                where.setdefault(symbol, f"argument '{name}' (axis {axis})")
             else:
                 pending.append((dim, size, name, axis))
     for dim, size, name, axis in pending:

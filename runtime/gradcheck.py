@@ -28,6 +28,7 @@ class GradcheckError(RuntimeError):
 
 
 def _as_tuple(values: object) -> tuple[object, ...]:
+    """A tuple or list as a tuple, anything else as a 1-tuple."""
     return tuple(values) if isinstance(values, tuple | list) else (values,)
 
 
@@ -76,6 +77,7 @@ def _analytical(outputs: Sequence[object], inputs: Sequence[Tensor]) -> list[lis
 
 def _check(fn: Function, inputs: tuple[object, ...], eps: float, atol: float,
            rtol: float) -> None:
+    """Raise GradcheckError at the first (output, input) pair whose Jacobians differ."""
     differentiable = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not differentiable:
         raise ValueError("gradcheck needs at least one input tensor with requires_grad=True")
@@ -131,9 +133,11 @@ def gradgradcheck(fn: Function, inputs: object, grad_outputs: object = None, *,
     seeded = {i for i, g in enumerate(grad_outputs) if isinstance(g, Tensor) and g.requires_grad}
 
     def restore(x: object, wanted: bool) -> object:
+        """`x` as a leaf requiring grad when `wanted` (finite differences pass plain ones)."""
         return Tensor(x.numpy(), requires_grad=True) if wanted and not x.requires_grad else x
 
     def first_derivative(*args: object) -> tuple[Tensor, ...]:
+        """The VJP of fn at the primal args for the grad_outputs args, differentiable."""
         primal = [restore(x, i in differentiable) for i, x in enumerate(args[:count])]
         seeds = [restore(g, i in seeded) for i, g in enumerate(args[count:])]
         grads = grad(_outputs(fn, primal), [primal[i] for i in sorted(differentiable)], seeds,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -30,6 +31,7 @@ import numpy as np
 from reverie.compiler.codegen.gemm import HELPERS, support_module
 from reverie.compiler.codegen.irutil import ITEMSIZE
 from reverie.compiler.codegen.llvm import ARRAY_DATA_OFFSET, entry_symbol, generate_llvm
+from reverie.compiler.codegen.threads import MAX_TASKS
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import Dim, FloorDiv
 from reverie.compiler.ir.types import NUMPY_DTYPES
@@ -105,15 +107,24 @@ def error_message(site: ErrorSite, index: int, size: int) -> str:
     return f"index {index} is out of bounds for axis {site.axis} of '{site.label}' with size {size}"
 
 
+def matmul_threads() -> int:
+    """Threads a large matmul may use: `REVERIE_NUM_THREADS`, else the usable CPUs."""
+    requested = os.environ.get("REVERIE_NUM_THREADS", "").strip()
+    count = int(requested) if requested.isdigit() else len(os.sched_getaffinity(0))
+    return max(1, min(count, MAX_TASKS))
+
+
 @functools.cache
 def _support() -> tuple[JitModule, np.ndarray]:
     """The helper functions (blocked matmul), compiled once per process, and their table."""
     module = compile_module(support_module(), name="rv_support")
-    return module, np.array([module.address(name) for name in HELPERS], dtype=np.int64)
+    table = [module.address(name) for name in HELPERS] + [matmul_threads()]
+    return module, np.array(table, dtype=np.int64)
 
 
 def helper_table() -> np.ndarray:
-    """Addresses of the run-time helpers, in `gemm.HELPERS` order (passed to every kernel)."""
+    """Addresses of the run-time helpers in `gemm.HELPERS` order, then the matmul thread
+    count (passed to every kernel)."""
     return _support()[1]
 
 

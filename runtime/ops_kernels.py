@@ -53,10 +53,12 @@ def reverie_dtype(dtype: np.dtype) -> str:
 
 
 def _is_scalar(value: object) -> bool:
+    """A Python number (weakly typed), as opposed to a NumPy scalar or array."""
     return isinstance(value, int | float) and not isinstance(value, np.generic)
 
 
 def _type_text(signature: Signature) -> str:
+    """A signature as Reverie source: `f64[D0, 1]`."""
     dtype, tokens = signature
     return f"{dtype}[{', '.join(tokens)}]" if tokens else dtype
 
@@ -77,6 +79,7 @@ def _cached(key: tuple, params: list[tuple[str, Signature]], result: Signature,
 
 
 def _converted(name: str, dtype: str, target: str) -> str:
+    """Source for operand `name` cast to `target` when its dtype differs."""
     return name if dtype == target else f"{target}({name})"
 
 

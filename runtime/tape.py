@@ -133,7 +133,7 @@ class Node:
         if batch is not None:
             grads = batched_vjp(self.kernel, self.wrt, args, cotangents)
         elif create_graph:
-            grads = plan.kernel(*args, *cotangents)
+            grads = call_flat(plan.kernel, [*args, *cotangents])
         else:
             grads = plan.kernel.execute(plan.fn, args + cotangents)
         out: list[Gradient | None] = []
@@ -166,6 +166,14 @@ def records_call(args: Sequence[object]) -> bool:
         if isinstance(a, Tensor) and a._requires_grad:
             return True
     return False
+
+
+def call_flat(kernel: Kernel, args: Sequence[object]) -> object:
+    """Call `kernel` with one argument per parameter (a VJP kernel's grouped cotangents
+    ungrouped), recording the call when a Tensor argument requires grad."""
+    if records_call(args):
+        return record_call(kernel, args)
+    return kernel.execute(kernel.specialisation_for(args), args)
 
 
 def record_call(kernel: Kernel, args: Sequence[object]) -> Tensor | tuple[Tensor, ...]:
@@ -232,6 +240,7 @@ def _needed(order: list[Node], leaves: set[int], captured_at: dict[Node, set[int
 
 
 def _add(total: Gradient | None, extra: Gradient) -> Gradient:
+    """`total + extra`, where a missing total is zero."""
     return extra if total is None else total + extra
 
 

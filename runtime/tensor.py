@@ -229,6 +229,7 @@ def _operand(value: object) -> object:
 
 
 def _binary(op: str, a: object, b: object) -> Tensor:
+    """`a <op> b` through its compiled kernel (NotImplemented for foreign operands)."""
     a, b = _operand(a), _operand(b)
     if a is NotImplemented or b is NotImplemented:
         return NotImplemented
@@ -236,6 +237,7 @@ def _binary(op: str, a: object, b: object) -> Tensor:
 
 
 def _matmul(a: object, b: object) -> Tensor:
+    """`a @ b` through its compiled kernel (NotImplemented for foreign operands)."""
     a, b = _operand(a), _operand(b)
     if a is NotImplemented or b is NotImplemented:
         return NotImplemented

@@ -5,7 +5,7 @@ the helper table they receive (see `compiler/codegen/llvm.py`), so a kernel with
 compiles as fast as any other.
 
     void @rv_gemm_f32(i64 M, i64 N, i64 K, ptr A, i64 sa0, i64 sa1, ptr B, i64 sb0, i64 sb1,
-                      ptr C, i64 sc0, i64 sc1, ptr pack)
+                      ptr C, i64 sc0, i64 sc1, ptr pack, i64 threads)
 
 computes C = A @ B for strided operands (a transpose is just swapped strides), in the style
 of BLIS/GotoBLAS: blocks of B (KC x NC) and A (MC x KC) are packed into `pack` so the
@@ -13,6 +13,7 @@ micro-kernel reads both contiguously; the micro-kernel keeps an MR x NR tile of 
 2 * MR vector registers and updates it with one fused multiply-add per register per step
 of k. Tiles at the matrix edges go through a small stack tile. Very narrow products
 (N <= 4, e.g. matrix-vector) and empty ones (K = 0) use plain dot products instead.
+Large products are split over `threads` threads (`threads.py`).
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ from llvmlite import ir
 from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
 
 from .irutil import I64, PTR, REGISTER, alloca, counted_loop, i64, intrinsic, vector_lanes
+from .threads import MAX_TASKS, define_parallel_gemm
 
 MR, KC, MC, NC = 6, 256, 96, 1024
-assert MC * KC + KC * NC <= MATMUL_PACK_ELEMENTS and MC % MR == 0
+PACK_PER_TASK = MC * KC + KC * NC  # f64 elements of packing scratch per thread
+assert MAX_TASKS * PACK_PER_TASK <= MATMUL_PACK_ELEMENTS and MC % MR == 0
 
-
-GEMM_TYPE = ir.FunctionType(ir.VoidType(), [I64] * 3 + [PTR, I64, I64] * 3 + [PTR])
-# the run-time helper table passed to every kernel holds these functions, in this order
+SERIAL_TYPE = ir.FunctionType(ir.VoidType(), [I64] * 3 + [PTR, I64, I64] * 3 + [PTR])
+GEMM_TYPE = ir.FunctionType(ir.VoidType(), [*SERIAL_TYPE.args, I64])  # ... pack, threads
+# the run-time helper table passed to every kernel holds these functions, in this order,
+# then the number of threads a matmul may use
 HELPERS = ("rv_gemm_f32", "rv_gemm_f64")
 
 
@@ -36,9 +40,13 @@ def support_module() -> str:
     """LLVM IR of the helpers (compiled once per process, shared by every kernel)."""
     module = ir.Module(name="rv_support")
     for name in HELPERS:
-        function = ir.Function(module, GEMM_TYPE, name=name)
-        function.attributes.add("nounwind")
-        _GemmBuilder(function, name.removeprefix("rv_gemm_")).build()
+        dtype = name.removeprefix("rv_gemm_")
+        serial = ir.Function(module, SERIAL_TYPE, name=f"rv_gemm_serial_{dtype}")
+        serial.linkage = "internal"
+        serial.attributes.add("nounwind")
+        _GemmBuilder(serial, dtype).build()
+        define_parallel_gemm(ir.Function(module, GEMM_TYPE, name=name), serial, dtype,
+                             MR, 2 * vector_lanes(dtype), PACK_PER_TASK * 8)
     return str(module)
 
 

@@ -78,6 +78,18 @@ def counted_loop(builder: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int = 
     builder.position_at_end(done)
 
 
+class FunctionPointer:
+    """A function used as a value, typed as an opaque `ptr` (llvmlite would print a typed
+    function pointer), e.g. the start routine given to pthread_create; also callable with
+    `IRBuilder.call` when `pointer` is a loaded address."""
+
+    def __init__(self, pointer: ir.Value, function_type: ir.FunctionType) -> None:
+        self.pointer, self.function_type, self.type = pointer, function_type, PTR
+
+    def get_reference(self) -> str:
+        return self.pointer.get_reference()
+
+
 def alloca(builder: ir.IRBuilder, type_: ir.Type, name: str = "") -> ir.Value:
     """A stack slot typed as an opaque `ptr` (llvmlite would print a typed `double*`)."""
     slot = builder.alloca(type_, name=name)

@@ -7,7 +7,8 @@ ABI of the entry function (what `runtime/native.py` calls through ctypes):
 - `buffers[k]` is the data pointer of input k (k < n_in), then of output k, then of the
   workspace holding every temporary (at the 64-byte aligned offsets of
   `workspace_offsets`), then of the helper table (addresses of the functions named in
-  `gemm.HELPERS`). Pointers are stored as 8-byte integers.
+  `gemm.HELPERS`, then the number of threads a matmul may use). Pointers are stored as
+  8-byte integers.
 - `dims[k]` is the size of dimension `program.symbols[k]`; the three i64 slots after the
   last dimension receive error details: site number, offending index, size.
 - It returns 0, or 1 after a failed bounds check (nothing else is reported; outputs may be
@@ -59,6 +60,7 @@ from .irutil import (
     MEMORY,
     PTR,
     REGISTER,
+    FunctionPointer,
     alloca,
     constant,
     counted_loop,
@@ -72,16 +74,6 @@ from .scalar_ops import ScalarOps
 
 REDUCE_FLAGS = ("reassoc", "nsz", "contract")
 ARRAY_DATA_OFFSET = 16  # bytes from a CPython ndarray object to its data pointer field
-
-
-class _IndirectCallee:
-    """A function pointer with a known signature, callable with `IRBuilder.call`."""
-
-    def __init__(self, pointer: ir.Value, function_type: ir.FunctionType) -> None:
-        self.pointer, self.function_type, self.type = pointer, function_type, PTR
-
-    def get_reference(self) -> str:
-        return self.pointer.get_reference()
 
 
 def entry_symbol(program: Program) -> str:
@@ -337,7 +329,7 @@ class ProgramCodegen:
 
     def _matmul(self, stmt: Matmul) -> None:
         slot = HELPERS.index(f"rv_gemm_{stmt.out.buffer.dtype}")
-        gemm = _IndirectCallee(self.b.load(self.b.gep(self.helpers, [i64(slot)],
+        gemm = FunctionPointer(self.b.load(self.b.gep(self.helpers, [i64(slot)],
                                                       source_etype=PTR), typ=PTR), GEMM_TYPE)
         m, k = stmt.a.shape
         n = stmt.b.shape[1]
@@ -345,8 +337,9 @@ class ProgramCodegen:
         for view in (stmt.a, stmt.b, stmt.out):
             origin = self.pointer(view, (Dim.const(0),) * 2)
             args += [origin, self.index(view.strides[0]), self.index(view.strides[1])]
-        args.append(self.pointers[stmt.pack])
-        self.b.call(gemm, args)
+        threads = self.b.load(self.b.gep(self.helpers, [i64(len(HELPERS))], source_etype=I64),
+                              typ=I64)
+        self.b.call(gemm, [*args, self.pointers[stmt.pack], threads])
 
 
 def _widens_f32(loop: Loop) -> bool:

@@ -153,7 +153,7 @@ class Exporter:
                   for name, v in zip(names, fn.params, strict=False)]
         outputs = [Tensor(name, t, memref_type(t))
                    for name, t in zip(names[len(inputs):-1], fn.result_types, strict=True)]
-        _bind_dimensions(w, inputs)
+        _bind_dimensions(w, inputs, fn.value_dims)
         args = [Tensor(w.load(t, []), t.type) if t.type.rank == 0 else t for t in inputs]
         results = self.block(fn.body, args)
         w.span = fn.span
@@ -182,13 +182,17 @@ def _argument_names(fn: Function) -> list[str]:
     return names + [unique("status")]
 
 
-def _bind_dimensions(w: MlirWriter, inputs: Sequence[Tensor]) -> None:
+def _bind_dimensions(w: MlirWriter, inputs: Sequence[Tensor],
+                     value_dims: Sequence[tuple[str, int]]) -> None:
     """Read every dimension symbol's size from the arguments, in the prologue.
 
-    A symbol that is a whole axis (`x: f32[N]`) is that axis's size; one that only
-    appears in linear expressions (`y: f32[N + 1]`) is solved from one, as the call
-    boundary does.
+    A symbol bound by an i64 scalar parameter is that parameter's value; one that is a
+    whole axis (`x: f32[N]`) is that axis's size; one that only appears in linear
+    expressions (`y: f32[N + 1]`) is solved from one, as the call boundary does.
     """
+    for symbol, index in value_dims:
+        t = inputs[index]
+        w.bind_symbol(symbol, w.prologue_op(f"memref.load {t.ssa}[] : {t.memref}", symbol))
     axes = [(t, axis, d) for t in inputs for axis, d in enumerate(t.type.shape)]
 
     def size(t: Tensor, axis: int, symbol: str | None = None) -> str:

@@ -80,7 +80,9 @@ class Function:
     """A typed function: named parameters, a body block, and its result types.
 
     `constraints` are sizes that must not be negative at run time, with the reason
-    (e.g. `N - 1` for `x[1:]`); the call boundary checks them.
+    (e.g. `N - 1` for `x[1:]`); the call boundary checks them. `value_dims` names the
+    dimensions bound by the value of an i64 scalar parameter (name, parameter index), so
+    `for t in 0..steps` has a symbolic trip count.
     """
 
     name: str
@@ -89,6 +91,7 @@ class Function:
     dim_names: list[str] = field(default_factory=list)
     span: Span | None = None
     constraints: list[tuple[Dim, str]] = field(default_factory=list)
+    value_dims: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def params(self) -> list[Value]:
@@ -97,6 +100,14 @@ class Function:
     @property
     def result_types(self) -> list[TensorType]:
         return [v.type for v in self.body.results]
+
+    def derive(self, name: str, body: Block, param_names: list[str] | None = None,
+               new_dims: Sequence[str] = ()) -> Function:
+        """A function built from this one by a pass: same dimensions (plus `new_dims`),
+        source span, size constraints and value-bound dimensions."""
+        return Function(name, body, list(param_names or self.param_names),
+                        list(self.dim_names) + list(new_dims), self.span,
+                        list(self.constraints), list(self.value_dims))
 
 
 @dataclass(eq=False)

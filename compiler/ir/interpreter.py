@@ -35,6 +35,9 @@ class Interpreter:
 def interpret(
     fn: Function, args: Sequence[np.ndarray], dims: Mapping[str, int]
 ) -> list[np.ndarray]:
-    """Run `fn` on `args` with symbolic dimensions bound by `dims`."""
+    """Run `fn` on `args` with symbolic dimensions bound by `dims` (dimensions bound by an
+    i64 scalar argument are taken from that argument when `dims` lacks them)."""
+    sizes = {symbol: int(args[index]) for symbol, index in fn.value_dims}
+    sizes.update(dims)
     with np.errstate(all="ignore"):
-        return Interpreter(dims).run_block(fn.body, args)
+        return Interpreter(sizes).run_block(fn.body, args)

@@ -11,7 +11,8 @@ Consumes one `Block` of the tensor IR; produces a `Decision` per op:
             `for`/`for_history` loops always do;
 - `inline`: an elementwise/select/cast/non-reducing-generic/dynamic_scatter op evaluated
             inside its consumers' loop nest, so chains fuse into one loop with no
-            temporaries (`sum(tanh(x) * sin(x))` is one loop over x).
+            temporaries (`sum(tanh(x) * sin(x))` is one loop over x);
+- `dead`:   an unused op.
 
 The rules, decided from the last op to the first (users before producers), looking through
 view ops to the "sites" where a value is consumed:
@@ -25,6 +26,7 @@ view ops to the "sites" where a value is consumed:
    `sum(f(x))` and its gradient `g(x)`, two results of one shape) are merged into one
    sibling nest instead, so shared producers are computed once (`SiblingNest`).
 4. Cheap ops (one arithmetic op over buffers) are recomputed in every nest instead.
+5. Chains of more than MAX_INLINE_DEPTH inlined ops are cut by materialising.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ CHEAP_OPS = frozenset({"neg", "abs", "add", "sub", "mul", "maximum", "minimum", 
 
 ARITHMETIC = frozenset(UNARY) | frozenset(BINARY) | {"select", "cast"}
 ONE = Dim.const(1)
+MAX_INLINE_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,7 @@ class _Planner:
     def plan(self) -> Plan:
         for op in reversed(self.block.ops):
             self.decide(op)
+        self.limit_depth()
         classes: dict[object, list[object]] = defaultdict(list)
         for member in self.merged:
             classes[self.find(member)].append(member)
@@ -195,6 +199,19 @@ class _Planner:
                 self.decisions[op], self.group[op] = INLINE, None
             else:
                 self.decisions[op], self.group[op] = ROOT, op
+
+    def limit_depth(self) -> None:
+        """Materialise every MAX_INLINE_DEPTH-th op of very long inlined chains (the code
+        generator recurses once per inlined op)."""
+        depth: dict[Value, int] = {}
+        for op in self.block.ops:
+            if self.decisions[op] not in (INLINE, VIEW):
+                continue
+            deepest = 1 + max((depth.get(v, 0) for v in op.operands), default=0)
+            if deepest > MAX_INLINE_DEPTH and self.decisions[op] is INLINE:
+                self.decisions[op], self.group[op] = ROOT, op
+                continue
+            depth[op.result] = deepest
 
     # ------------------------------------------------------------ sibling nests
 

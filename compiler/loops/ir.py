@@ -41,10 +41,11 @@ class Const:
     dtype: str
 
 
-Operand = Var | Const | Dim
+Operand = Var | Const | Dim  # a Dim operand is an i64 value computed from indices
 
-# Scratch (in f64 elements) that the matmul kernel may use to pack operand blocks.
-MATMUL_PACK_ELEMENTS = 96 * 256 + 256 * 1024  # a Dim operand is an i64 value computed from indices
+# Scratch (in f64 elements) that the matmul kernel may use to pack operand blocks
+# (room for 4 threads; pages no thread touches cost nothing).
+MATMUL_PACK_ELEMENTS = 4 * (96 * 256 + 256 * 1024)
 
 
 def as_index(operand: Operand) -> Dim:

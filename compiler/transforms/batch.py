@@ -33,6 +33,7 @@ from ..ir.verifier import verify_function
 from .batch_rules import BATCH_RULES, BatchContext, lift
 from .reverse_rules import Scope, copy_block
 from .simplify import simplify
+from .undim import undim_parameters
 
 
 class BlockBatch:
@@ -118,6 +119,7 @@ def batch_function(fn: Function, batched: Sequence[int], *, size: Dim | None = N
     for i in batched:
         if not 0 <= i < len(fn.params):
             raise ValueError(f"{fn.name} has no parameter {i}")
+    fn = undim_parameters(fn, batched)
     size = size if size is not None else fresh_batch_dim(fn)
     params = [Value(p.type.with_shape((size, *p.type.shape)) if i in batched else p.type,
                     name=n)
@@ -128,8 +130,7 @@ def batch_function(fn: Function, batched: Sequence[int], *, size: Dim | None = N
     block.results = [lift(scope, size, new, new.type.rank != old.type.rank)
                      for new, old in zip(results, fn.body.results, strict=True)]
     new_dims = sorted(size.symbols() - set(fn.dim_names))
-    out = Function(name or f"{fn.name}_batched", block, list(fn.param_names),
-                   list(fn.dim_names) + new_dims, fn.span, list(fn.constraints))
+    out = fn.derive(name or f"{fn.name}_batched", block, new_dims=new_dims)
     simplify(out)
     verify_function(out)
     return out

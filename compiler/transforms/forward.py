@@ -130,8 +130,7 @@ def jvp_function(fn: Function, wrt: Sequence[int], *, name: str | None = None) -
     block.results = results + [t if t is not None else scope.zeros(r.type)
                                for r, t in zip(results, tangents, strict=True)]
     names = list(fn.param_names) + [p.name or "arg" for p in tangent_params]
-    out = Function(name or f"{fn.name}_jvp", block, names, list(fn.dim_names), fn.span,
-                   list(fn.constraints))
+    out = fn.derive(name or f"{fn.name}_jvp", block, names)
     simplify(out)
     verify_function(out)
     return out

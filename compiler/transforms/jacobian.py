@@ -104,8 +104,7 @@ def jacobian_function(fn: Function, wrt: Sequence[int], mode: str = "forward", *
         blocks = [_rows(s, grad, o, out.shape)
                   for o, out in zip(offsets, outputs, strict=True) for grad in grads]
     s.block.results = blocks
-    out = Function(name or f"{fn.name}_jacobian", s.block, list(fn.param_names),
-                   list(fn.dim_names), fn.span, list(fn.constraints))
+    out = fn.derive(name or f"{fn.name}_jacobian", s.block)
     simplify(out)
     verify_function(out)
     return out

@@ -202,7 +202,7 @@ def _transpose_function(fn: Function, name: str, extra_params: list[Value],
     grads = [vjp.adjoint(fn.params[i]) or scope.zeros(params[i].type) for i in wrt]
     block.results = results + grads
     names = list(fn.param_names) + [p.name or "arg" for p in extra_params]
-    out = Function(name, block, names, list(fn.dim_names), fn.span, list(fn.constraints))
+    out = fn.derive(name, block, names)
     simplify(out)
     primal = set(block.results[:len(results)])
     for i, grad in zip(wrt, block.results[len(results):], strict=True):

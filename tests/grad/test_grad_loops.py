@@ -140,8 +140,14 @@ def test_checkpointing_keeps_about_sqrt_t_states(trip: int) -> None:
         np.testing.assert_array_equal(a, b)
 
 
-def test_runtime_trip_counts_store_no_history() -> None:
+def test_i64_trip_counts_are_dimensions_and_store_history() -> None:
     g = grad_function(specialise(RNN_ARG), [0])
+    assert _history_rows(g) == ["steps"]
+
+
+def test_runtime_trip_counts_store_no_history() -> None:
+    """An i32 trip count is a plain run-time value, not a dimension: states are recomputed."""
+    g = grad_function(specialise(RNN_ARG.replace("steps: i64", "steps: i32")), [0])
     assert _history_rows(g) == []
 
 

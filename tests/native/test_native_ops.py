@@ -109,7 +109,8 @@ def test_full_reductions_and_argmax(n: int) -> None:
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (7, 33, 5), (33, 7, 40), (70, 300, 1100),
-                                           (0, 5, 3), (4, 0, 6)])
+                                           (0, 5, 3), (4, 0, 6), (130, 150, 140),
+                                           (700, 200, 20)])
 def test_matmul_shapes(m: int, k: int, n: int, dtype: str) -> None:
     a, b = sample((m, k), dtype, 7), sample((k, n), dtype, 8)
     source = "fn f(a: float[M, K], b: float[K, N]) -> float[M, N] { return a @ b; }"

@@ -113,3 +113,11 @@ def test_inputs_are_not_modified_and_outputs_are_fresh() -> None:
     np.testing.assert_array_equal(y, y0)
     assert first is not second and not np.shares_memory(first, second)
     np.testing.assert_allclose(first, 2.0 * x0 + y0, rtol=1e-15)
+
+
+def test_very_long_fused_chains_are_cut_into_several_nests() -> None:
+    body = "let a0 = x;\n" + "\n".join(f"let a{i + 1} = a{i} * 0.999 + 0.001;"
+                                        for i in range(400))
+    source = f"fn f(x: f64[N]) -> f64[N] {{ {body} return a400; }}"
+    check(source, sample((10,)))
+    assert 1 < _loops(lower_to_loops(specialised(source, "f", "f64")).body) < 40
