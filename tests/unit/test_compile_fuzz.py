@@ -57,5 +57,6 @@ def test_mutated_programs_compile_or_raise_compile_error() -> None:
         except AssertionError:
             raise
         except Exception as error:  # anything else is a compiler bug: show the input
-            raise AssertionError(f"{type(error).__name__}: {error}\non source:\n{source}") from error
+            message = f"{type(error).__name__}: {error}\non source:\n{source}"
+            raise AssertionError(message) from error
     assert any(outcomes) and not all(outcomes)
