@@ -151,10 +151,11 @@ def batched_vjp(kernel: Kernel, wrt: tuple[int, ...], args: Sequence[object],
                 batched_cotangents: Sequence[Gradient]) -> tuple[Gradient, ...]:
     """The VJPs of `kernel` (for parameters `wrt`) at `args` for a batch of cotangents
     (leading batch dimension), in one compiled call of the batched VJP kernel."""
-    raise NotImplementedError(
-        f"is_grads_batched=True reached {kernel.name}, but the batching transform that "
-        "compiles a batched VJP is not available yet; compute one vector-Jacobian product "
-        "per rv.grad call for now")
+    from reverie.transforms_forward import batched_vjp as compiled_batched_vjp
+
+    arrays = [plain(a) for a in args]
+    cotangents = [None if c is None else plain(c) for c in batched_cotangents]
+    return compiled_batched_vjp(kernel, wrt, arrays, cotangents)
 
 
 # ---------------------------------------------------------------- recording

@@ -670,10 +670,15 @@ def test_same_as_torch(name: str) -> None:
 # ---------------------------------------------------------------- batched routing (Reverie only)
 
 
-def test_batched_grads_without_the_batching_pass_say_so() -> None:
-    x = rv.tensor([0.5, 1.0], requires_grad=True)
-    with pytest.raises(NotImplementedError, match="batch"):
-        rv.grad(ReverieLib().call("sin_", x), x, rv.tensor(np.eye(2)), is_grads_batched=True)
+def test_batched_grads_use_one_compiled_batched_vjp_and_match_torch() -> None:
+    values, seeds = np.array([0.5, 1.0, -2.0]), np.eye(3)
+    x = rv.tensor(values, requires_grad=True)
+    (ours,) = rv.grad(ReverieLib().call("sin_", x) * x, x, rv.tensor(seeds),
+                      is_grads_batched=True)
+    tx = torch.tensor(values, requires_grad=True)
+    (theirs,) = torch.autograd.grad(torch.sin(tx) * tx, tx, torch.tensor(seeds),
+                                    is_grads_batched=True)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)
 
 
 def test_batched_grads_make_one_batched_call_per_node(monkeypatch: pytest.MonkeyPatch) -> None:
