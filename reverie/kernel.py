@@ -81,7 +81,7 @@ class Kernel:
         """Run specialisation `fn` of this kernel on `args` (arrays, not Tensors)."""
         bound = bind_arguments(fn, args)
         results = self.module.executable(fn)(bound)
-        out = finish_results(fn, results)
+        out = finish_results(fn, results, bound.arrays)
         return out if self._single or isinstance(out, tuple) else (out,)
 
     def __repr__(self) -> str:

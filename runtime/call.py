@@ -72,9 +72,7 @@ def _convert(arg: object, target: np.dtype, name: str, fn_name: str) -> np.ndarr
         raise ArgumentTypeError(
             f"{fn_name}(): argument '{name}' has dtype {array.dtype}, which cannot be converted "
             f"to {target} (NumPy same_kind casting); convert it explicitly")
-    converted = np.asarray(array, dtype=target, order="C").view()
-    converted.flags.writeable = False  # results aliasing an input are then copied on return
-    return converted
+    return np.asarray(array, dtype=target, order="C")
 
 
 def _solve(dim: Dim, size: int, dims: dict[str, int]) -> None:
@@ -90,8 +88,85 @@ def _solve(dim: Dim, size: int, dims: dict[str, int]) -> None:
         dims[symbol] = (size - at_zero) // slope
 
 
+def _python_expr(dim: Dim) -> str:
+    """`dim` as a Python expression over a dict `d` of dimension sizes."""
+    terms = []
+    for monomial, coefficient in dim.terms:
+        factors = [str(coefficient)]
+        for atom in monomial:
+            if isinstance(atom, str):
+                factors.append(f"d[{atom!r}]")
+            else:
+                factors.append(f"(({_python_expr(atom.numerator)}) // {atom.denominator})")
+        terms.append(" * ".join(factors))
+    return " + ".join(terms) or "0"
+
+
+class FastBinder:
+    """The checks of `bind_arguments` precomputed for one function, for the common call:
+    C-contiguous arrays already of the declared dtypes (and Python numbers for scalars),
+    with every dimension a plain name or a constant. `bind` returns None for anything
+    else, and the full path then converts or explains."""
+
+    def __init__(self, fn: Function) -> None:
+        self.arity = len(fn.params)
+        self.dtypes = [NUMPY_DTYPES[p.type.dtype] for p in fn.params]
+        self.ranks = [p.type.rank for p in fn.params]
+        self.symbols: list[tuple[int, int, str]] = []
+        self.sizes: list[tuple[int, int, int]] = []
+        self.usable = True
+        for index, param in enumerate(fn.params):
+            for axis, dim in enumerate(param.type.shape):
+                if dim.is_const:
+                    self.sizes.append((index, axis, dim.value))
+                elif str(dim) in dim.symbols():
+                    self.symbols.append((index, axis, str(dim)))
+                else:
+                    self.usable = False
+        self.value_dims = list(fn.value_dims)
+        self.constraints = [eval(f"lambda d: {_python_expr(dim)}") for dim, _ in fn.constraints]
+
+    def bind(self, args: Sequence[object]) -> BoundCall | None:
+        """The bound call, or None when the full path must handle these arguments."""
+        if not self.usable or len(args) != self.arity:
+            return None
+        arrays = []
+        for arg, dtype, rank in zip(args, self.dtypes, self.ranks, strict=True):
+            kind = type(arg)
+            if kind is np.ndarray:
+                if arg.dtype != dtype or arg.ndim != rank or not arg.flags.c_contiguous:
+                    return None
+                arrays.append(arg)
+            elif rank == 0 and (kind is float and dtype.kind == "f" or kind is int
+                                and dtype.kind in "fi"):
+                arrays.append(np.asarray(arg, dtype))
+            else:
+                return None
+        dims = {symbol: int(arrays[index]) for symbol, index in self.value_dims}
+        for index, axis, symbol in self.symbols:
+            size = arrays[index].shape[axis]
+            if dims.setdefault(symbol, size) != size:
+                return None
+        for index, axis, size in self.sizes:
+            if arrays[index].shape[axis] != size:
+                return None
+        for check in self.constraints:
+            if check(dims) < 0:
+                return None
+        return BoundCall(arrays, dims)
+
+
 def bind_arguments(fn: Function, args: Sequence[object]) -> BoundCall:
     """Convert `args` for specialisation `fn` and bind its dimensions (raising on mismatch)."""
+    binder = fn.__dict__.get("fast_binder")
+    if binder is None:
+        binder = fn.__dict__["fast_binder"] = FastBinder(fn)
+    bound = binder.bind(args)
+    return bound if bound is not None else _bind_checked(fn, args)
+
+
+def _bind_checked(fn: Function, args: Sequence[object]) -> BoundCall:
+    """`bind_arguments` for any arguments: converts, solves and explains every mismatch."""
     check_arity(fn.name, fn.param_names, args)
     arrays = []
     for value, name, arg in zip(fn.params, fn.param_names, args, strict=True):
@@ -139,9 +214,11 @@ def bind_arguments(fn: Function, args: Sequence[object]) -> BoundCall:
     return BoundCall(arrays, dims)
 
 
-def finish_results(fn: Function, results: Sequence[np.ndarray]) -> object:
-    """NumPy results as users expect: fresh arrays (never views of inputs), 0-d as NumPy
-    scalars, and a tuple for tuple returns."""
-    fresh = [r if r.flags.owndata and r.flags.writeable else np.array(r) for r in results]
+def finish_results(fn: Function, results: Sequence[np.ndarray],
+                   inputs: Sequence[np.ndarray]) -> object:
+    """NumPy results as users expect: fresh arrays (never an input or a view of one), 0-d
+    as NumPy scalars, and a tuple for tuple returns."""
+    fresh = [np.array(r) if r.base is not None or any(r is a for a in inputs) else r
+             for r in results]
     out = [r[()] if r.ndim == 0 else r for r in fresh]
     return out[0] if len(out) == 1 else tuple(out)

@@ -1,0 +1,61 @@
+"""W1: an elementwise loss over 10M f32, `sum(tanh(x) * sin(x) + exp(-x*x))`, grad wrt x."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .core import (
+    Thunk,
+    Variant,
+    Workload,
+    import_jax,
+    import_torch,
+    jax_grad,
+    random_generator,
+    reverie_module,
+    torch_grad,
+)
+
+SOURCE = """
+fn w1(x: f32[N]) -> f32 { return sum(tanh(x) * sin(x) + exp(-x * x)); }
+"""
+
+
+def loss(xp: object, x: object) -> object:
+    """The loss in any array namespace with tanh/sin/exp (torch, jax.numpy)."""
+    return (xp.tanh(x) * xp.sin(x) + xp.exp(-x * x)).sum()
+
+
+def numpy_grad(x: np.ndarray) -> np.ndarray:
+    """d/dx of the loss, by hand: (1 - tanh²) sin + tanh cos - 2x exp(-x²)."""
+    t = np.tanh(x)
+    return (1 - t * t) * np.sin(x) + t * np.cos(x) - 2 * x * np.exp(-x * x)
+
+
+def make(tiny: bool = False) -> Workload:
+    """W1 at the reference size (10M) or a tiny one for tests."""
+    x = random_generator("W1").standard_normal(1000 if tiny else 10_000_000)
+    x = x.astype(np.float32)
+
+    def reverie() -> Thunk:
+        grad = reverie_module(SOURCE).w1.grad("x")
+        return lambda: grad(x)
+
+    def forward() -> Thunk:
+        kernel = reverie_module(SOURCE).w1
+        return lambda: kernel(x)
+
+    def torch_loss(t: object) -> object:
+        return loss(import_torch(), t)
+
+    def jax_loss(a: object) -> object:
+        return loss(import_jax().numpy, a)
+
+    return Workload("W1", "elementwise loss, x: f32[10M]", "ms", 1e-5, forward, [
+        Variant("reverie", "reverie", reverie),
+        Variant("numpy", "numpy (hand-written)", lambda: lambda: numpy_grad(x)),
+        Variant("torch", "torch eager", lambda: torch_grad(torch_loss, [x], [0])),
+        Variant("torch.compile", "torch.compile",
+                lambda: torch_grad(torch_loss, [x], [0], compiled=True)),
+        Variant("jax", "jax jit", lambda: jax_grad(jax_loss, [x], [0])),
+    ])
