@@ -32,3 +32,17 @@ __all__ = [
     "tensor",
 ]
 __version__ = "0.1.0"
+
+INTEROP_MODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax"}
+
+
+def __getattr__(name: str) -> object:
+    """`rv.torch` and `rv.jax` (SPEC §3.5), imported on first use so that `import reverie`
+    never imports torch or jax."""
+    if name in INTEROP_MODULES:
+        import importlib
+
+        module = importlib.import_module(INTEROP_MODULES[name])
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'reverie' has no attribute '{name}'")

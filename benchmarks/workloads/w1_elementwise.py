@@ -45,17 +45,21 @@ def make(tiny: bool = False) -> Workload:
         kernel = reverie_module(SOURCE).w1
         return lambda: kernel(x)
 
-    def torch_loss(t: object) -> object:
-        return loss(import_torch(), t)
+    def numpy() -> Thunk:
+        return lambda: numpy_grad(x)
 
-    def jax_loss(a: object) -> object:
-        return loss(import_jax().numpy, a)
+    def torch(compiled: bool) -> Thunk:
+        torch = import_torch()
+        return torch_grad(lambda t: loss(torch, t), [x], [0], compiled)
+
+    def jax() -> Thunk:
+        jnp = import_jax().numpy
+        return jax_grad(lambda a: loss(jnp, a), [x], [0])
 
     return Workload("W1", "elementwise loss, x: f32[10M]", "ms", 1e-5, forward, [
         Variant("reverie", "reverie", reverie),
-        Variant("numpy", "numpy (hand-written)", lambda: lambda: numpy_grad(x)),
-        Variant("torch", "torch eager", lambda: torch_grad(torch_loss, [x], [0])),
-        Variant("torch.compile", "torch.compile",
-                lambda: torch_grad(torch_loss, [x], [0], compiled=True)),
-        Variant("jax", "jax jit", lambda: jax_grad(jax_loss, [x], [0])),
+        Variant("numpy", "numpy (hand-written)", numpy),
+        Variant("torch", "torch eager", lambda: torch(False)),
+        Variant("torch.compile", "torch.compile", lambda: torch(True)),
+        Variant("jax", "jax jit", jax),
     ])
