@@ -1,0 +1,83 @@
+"""W2: softmax cross-entropy of a linear classifier, X: f32[4096, 512], W: f32[512, 10],
+b: f32[10], integer labels; grads wrt W and b."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .core import (
+    Thunk,
+    Variant,
+    Workload,
+    import_jax,
+    import_torch,
+    jax_grad,
+    random_generator,
+    reverie_module,
+    torch_grad,
+)
+
+SOURCE = """
+fn w2(X: f32[N, D], W: f32[D, C], b: f32[C], labels: i64[N]) -> f32 {
+    let lp = log_softmax(X @ W + b, axis=1);
+    let picked[n] = lp[n, labels[n]];
+    return -mean(picked);
+}
+"""
+
+
+def numpy_grad(X: np.ndarray, W: np.ndarray, b: np.ndarray,
+               labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dW, db) by hand: (softmax - onehot) / N, then X^T times it and its column sums."""
+    logits = X @ W + b
+    logits -= logits.max(axis=1, keepdims=True)
+    p = np.exp(logits)
+    p /= p.sum(axis=1, keepdims=True)
+    p[np.arange(len(labels)), labels] -= 1
+    p /= len(labels)
+    return X.T @ p, p.sum(axis=0)
+
+
+def make(tiny: bool = False) -> Workload:
+    """W2 at the reference size or a tiny one (N=64, D=16, C=5) for tests."""
+    n, d, c = (64, 16, 5) if tiny else (4096, 512, 10)
+    rng = random_generator("W2")
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    W = (rng.standard_normal((d, c)) / np.sqrt(d)).astype(np.float32)
+    b = (0.1 * rng.standard_normal(c)).astype(np.float32)
+    labels = rng.integers(0, c, n)
+    args = [X, W, b, labels]
+
+    def reverie() -> Thunk:
+        grad = reverie_module(SOURCE).w2.grad(("W", "b"))
+        return lambda: grad(*args)
+
+    def forward() -> Thunk:
+        kernel = reverie_module(SOURCE).w2
+        return lambda: kernel(*args)
+
+    def numpy() -> Thunk:
+        return lambda: numpy_grad(*args)
+
+    def torch(compiled: bool) -> Thunk:
+        functional = import_torch().nn.functional
+        return torch_grad(lambda X, W, b, labels: functional.cross_entropy(X @ W + b, labels),
+                          args, [1, 2], compiled)
+
+    def jax() -> Thunk:
+        jax = import_jax()
+
+        def loss(X: object, W: object, b: object, labels: object) -> object:
+            lp = jax.nn.log_softmax(X @ W + b, axis=1)
+            return -jax.numpy.take_along_axis(lp, labels[:, None], axis=1).mean()
+
+        return jax_grad(loss, args, [1, 2])
+
+    return Workload("W2", "softmax cross-entropy, X: f32[4096, 512], 10 classes", "ms", 1e-4,
+                    forward, [
+                        Variant("reverie", "reverie", reverie),
+                        Variant("numpy", "numpy (hand-written)", numpy),
+                        Variant("torch", "torch eager", lambda: torch(False)),
+                        Variant("torch.compile", "torch.compile", lambda: torch(True)),
+                        Variant("jax", "jax jit", jax),
+                    ])
