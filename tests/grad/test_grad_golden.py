@@ -11,7 +11,6 @@ and review the diff.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,6 @@ from reverie.compiler.transforms.reverse import grad_function, vjp_function
 
 GOLDEN_DIR = Path(__file__).parents[1] / "golden" / "grad"
 PROGRAMS = sorted(GOLDEN_DIR.glob("*.rv"))
-UPDATE = os.environ.get("REVERIE_UPDATE_GOLDEN") == "1"
 
 
 def adjoint(fn: Function) -> Function:
@@ -49,13 +47,9 @@ def test_golden_programs_are_present() -> None:
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda path: path.stem)
-def test_adjoint_ir_matches_golden_file(program: Path) -> None:
+def test_adjoint_ir_matches_golden_file(program: Path, golden) -> None:  # noqa: ANN001
     printed = adjoint_text(program)
-    expected_file = program.with_suffix(".ir")
-    if UPDATE:
-        expected_file.write_text(printed, encoding="utf-8")
-    assert expected_file.exists(), f"{expected_file.name} missing: run with REVERIE_UPDATE_GOLDEN=1"
-    assert printed == expected_file.read_text(encoding="utf-8")
+    golden(printed, program.with_suffix(".ir"))
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda path: path.stem)

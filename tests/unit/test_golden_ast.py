@@ -10,7 +10,6 @@ and review the diff.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ from reverie.dsl.printer import format_ast
 
 GOLDEN_DIR = Path(__file__).parents[1] / "golden" / "ast"
 PROGRAMS = sorted(GOLDEN_DIR.glob("*.rv"))
-UPDATE = os.environ.get("REVERIE_UPDATE_GOLDEN") == "1"
 
 
 def test_golden_programs_are_present() -> None:
@@ -28,13 +26,9 @@ def test_golden_programs_are_present() -> None:
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda path: path.stem)
-def test_ast_matches_golden_file(program: Path) -> None:
+def test_ast_matches_golden_file(program: Path, golden) -> None:  # noqa: ANN001
     printed = format_ast(parse(program.read_text(encoding="utf-8"), program.name))
-    expected_file = program.with_suffix(".ast")
-    if UPDATE:
-        expected_file.write_text(printed, encoding="utf-8")
-    assert expected_file.exists(), f"{expected_file.name} missing: run with REVERIE_UPDATE_GOLDEN=1"
-    assert printed == expected_file.read_text(encoding="utf-8")
+    golden(printed, program.with_suffix(".ast"))
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda path: path.stem)

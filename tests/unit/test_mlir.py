@@ -17,7 +17,6 @@ Skipped, with the reason, where `mlir-opt-19` is not installed (CI installs it).
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,7 +57,6 @@ def type_checks(path: Path) -> bool:
 GOLDEN_AST = [p for p in sorted((ROOT / "tests" / "golden" / "ast").glob("*.rv")) if type_checks(p)]
 GOLDEN_DIR = ROOT / "tests" / "golden" / "mlir"
 GOLDEN = sorted(GOLDEN_DIR.glob("*.rv"))
-UPDATE = os.environ.get("REVERIE_UPDATE_GOLDEN") == "1"
 
 needs_tools = pytest.mark.skipif(
     mlir_tools() is None,
@@ -360,15 +358,11 @@ def test_tool_errors_are_reported() -> None:
 
 
 @pytest.mark.parametrize("program", GOLDEN, ids=lambda p: p.stem)
-def test_mlir_matches_golden_file(program: Path) -> None:
+def test_mlir_matches_golden_file(program: Path, golden) -> None:  # noqa: ANN001
     module = rv.compile(program.read_text(encoding="utf-8"), backend="interp")
     functions = [module.lowering.specialise(name, "f32") for name in module.kernels]
     text = export_mlir_module(functions, program.name)
-    expected_file = program.with_suffix(".mlir")
-    if UPDATE:
-        expected_file.write_text(text, encoding="utf-8")
-    assert expected_file.exists(), f"{expected_file.name} missing: run with REVERIE_UPDATE_GOLDEN=1"
-    assert text == expected_file.read_text(encoding="utf-8")
+    golden(text, program.with_suffix(".mlir"))
 
 
 @needs_tools

@@ -1,0 +1,30 @@
+"""Shared test fixtures: golden-file comparison with an update switch.
+
+Golden files hold the expected text of a stage (AST, tensor IR, adjoint IR, MLIR). After an
+intended change, regenerate them with `REVERIE_UPDATE_GOLDEN=1 python -m pytest ...` and
+review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+UPDATE = os.environ.get("REVERIE_UPDATE_GOLDEN") == "1"
+
+
+def compare_with_golden(printed: str, expected_file: Path) -> None:
+    """Assert `printed` equals the file's text (rewriting the file first when updating)."""
+    if UPDATE:
+        expected_file.write_text(printed, encoding="utf-8")
+    assert expected_file.exists(), f"{expected_file.name} missing: run with REVERIE_UPDATE_GOLDEN=1"
+    assert printed == expected_file.read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def golden() -> Callable[[str, Path], None]:
+    """The golden-file check, as a fixture for tests in any directory."""
+    return compare_with_golden
