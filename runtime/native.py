@@ -165,6 +165,11 @@ class NativeKernel:
         self._spare: list[np.ndarray] = []
         self._helpers = helper_table()
 
+    def workspace_bytes(self, dims: dict[str, int]) -> int:
+        """Scratch memory of one call with these dimension sizes: every temporary (loop
+        state histories included) lives in this one workspace, so it is the peak."""
+        return self._layout(*(dims[s] for s in self._symbols))[1]
+
     @property
     def llvm_ir(self) -> str:
         """The optimised LLVM IR."""
