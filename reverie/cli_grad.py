@@ -55,7 +55,8 @@ def random_arguments(fn: Function, sizes: dict[str, int], rng: np.random.Generat
     return args
 
 
-def _median_seconds(run: Callable[[], object], repeats: int = 15) -> float:
+def median_seconds(run: Callable[[], object], repeats: int = 15) -> float:
+    """Median wall time of `run` over `repeats` calls, after one warm-up call."""
     run()
     times = []
     for _ in range(repeats):
@@ -120,9 +121,9 @@ def run_grad(module: Module, name: str, wrt_text: str | None, dims_text: str | N
         status = 0 if passed else 1
     if bench:
         bound = bind_arguments(fn, args)
-        value_time = _median_seconds(lambda: kernel(*args))
-        grad_time = _median_seconds(lambda: value_and_grad(*args))
-        numpy_time = _median_seconds(lambda: interpret(fn, bound.arrays, bound.dims))
+        value_time = median_seconds(lambda: kernel(*args))
+        grad_time = median_seconds(lambda: value_and_grad(*args))
+        numpy_time = median_seconds(lambda: interpret(fn, bound.arrays, bound.dims))
         print(f"value {value_time * 1e3:.3f} ms, value and gradient {grad_time * 1e3:.3f} ms, "
               f"NumPy reference (value) {numpy_time * 1e3:.3f} ms; "
               f"value/NumPy = {value_time / numpy_time:.2f}, "

@@ -9,14 +9,13 @@ hand-written NumPy gradient of the same loss.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import numpy as np
 from tqdm import tqdm
 
 import reverie as rv
 
-from .cli_grad import finite_difference_error
+from .cli_grad import finite_difference_error, median_seconds
 
 MODEL = """
 # Two-layer perceptron, mean squared error (the model `reverie demo` fits).
@@ -48,15 +47,6 @@ def numpy_value_and_grad(x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.n
     d_prediction = 2 * residual / len(y)
     d_pre = np.outer(d_prediction, w2) * (1 - hidden**2)
     return value, (x.T @ d_pre, d_pre.sum(0), hidden.T @ d_prediction, d_prediction.sum())
-
-
-def _median_time(fn: Callable[[], object], repeats: int = 30) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def run_demo() -> int:
@@ -98,8 +88,8 @@ def run_demo() -> int:
     print(f"gradient check: max relative error vs central differences {error:.1e}; "
           f"max difference vs hand-written NumPy gradient {agree:.1e}")
 
-    compiled = _median_time(lambda: value_and_grad(x, *params, y))
-    baseline = _median_time(lambda: numpy_value_and_grad(x, *params, y))
+    compiled = median_seconds(lambda: value_and_grad(x, *params, y))
+    baseline = median_seconds(lambda: numpy_value_and_grad(x, *params, y))
     print(f"value and gradient, {SAMPLES}x{FEATURES} -> {HIDDEN} -> 1, float64: "
           f"reverie {compiled * 1e3:.3f} ms, NumPy {baseline * 1e3:.3f} ms "
           f"(reverie/NumPy = {compiled / baseline:.2f})")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.dims import Dim, python_expr
 from reverie.compiler.ir.types import NUMPY_DTYPES
 
 
@@ -88,20 +88,6 @@ def _solve(dim: Dim, size: int, dims: dict[str, int]) -> None:
         dims[symbol] = (size - at_zero) // slope
 
 
-def _python_expr(dim: Dim) -> str:
-    """`dim` as a Python expression over a dict `d` of dimension sizes."""
-    terms = []
-    for monomial, coefficient in dim.terms:
-        factors = [str(coefficient)]
-        for atom in monomial:
-            if isinstance(atom, str):
-                factors.append(f"d[{atom!r}]")
-            else:
-                factors.append(f"(({_python_expr(atom.numerator)}) // {atom.denominator})")
-        terms.append(" * ".join(factors))
-    return " + ".join(terms) or "0"
-
-
 class FastBinder:
     """The checks of `bind_arguments` precomputed for one function, for the common call:
     C-contiguous arrays already of the declared dtypes (and Python numbers for scalars),
@@ -124,7 +110,8 @@ class FastBinder:
                 else:
                     self.usable = False
         self.value_dims = list(fn.value_dims)
-        self.constraints = [eval(f"lambda d: {_python_expr(dim)}") for dim, _ in fn.constraints]
+        self.constraints = [eval(f"lambda d: {python_expr(dim, lambda s: f'd[{s!r}]')}")
+                            for dim, _ in fn.constraints]
 
     def bind(self, args: Sequence[object]) -> BoundCall | None:
         """The bound call, or None when the full path must handle these arguments."""

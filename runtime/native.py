@@ -33,7 +33,7 @@ from reverie.compiler.codegen.irutil import ITEMSIZE
 from reverie.compiler.codegen.llvm import ARRAY_DATA_OFFSET, entry_symbol, generate_llvm
 from reverie.compiler.codegen.threads import MAX_TASKS
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.dims import Dim, FloorDiv
+from reverie.compiler.ir.dims import python_expr
 from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.compiler.loops.ir import ErrorSite, Program, workspace_offsets
 from reverie.compiler.loops.printer import format_program
@@ -63,26 +63,13 @@ ERROR_SLOTS = 3
 KEEP_WORKSPACE_BYTES = 1 << 28
 
 
-def _python_expr(dim: Dim, names: dict[str, str]) -> str:
-    """Python source computing a Dim (floor divisions parenthesised)."""
-    terms = []
-    for monomial, coeff in dim.terms:
-        factors = [str(coeff)]
-        for atom in monomial:
-            if isinstance(atom, FloorDiv):
-                factors.append(f"(({_python_expr(atom.numerator, names)}) // {atom.denominator})")
-            else:
-                factors.append(names[atom])
-        terms.append(" * ".join(factors))
-    return " + ".join(terms) or "0"
-
-
 def layout_function(program: Program) -> Callable[..., tuple]:
     """`f(*sizes) -> (output shapes, workspace bytes)`, generated from the symbolic shapes."""
     names = {s: f"d{k}" for k, s in enumerate(program.symbols)}
-    shapes = ", ".join("(" + "".join(_python_expr(d, names) + ", " for d in b.shape) + ")"
+    spell = names.__getitem__
+    shapes = ", ".join("(" + "".join(python_expr(d, spell) + ", " for d in b.shape) + ")"
                        for b in program.outputs)
-    workspace = _python_expr(workspace_offsets(program.temps, ITEMSIZE)[-1], names)
+    workspace = python_expr(workspace_offsets(program.temps, ITEMSIZE)[-1], spell)
     source = (f"def layout({', '.join(names.values())}):\n"
               f"    return ({shapes}{',' if len(program.outputs) == 1 else ''}), {workspace}\n")
     scope: dict = {}

@@ -11,7 +11,7 @@ or a `FloorDiv` that could not be simplified. The canonical form makes equality 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,6 +175,22 @@ def num_elements(shape: Shape) -> Dim:
     for d in shape:
         total = total * d
     return total
+
+
+def python_expr(dim: Dim, name_of: Callable[[str], str]) -> str:
+    """Python source computing `dim`, each symbol spelled by `name_of` (floor divisions
+    parenthesised), for the call boundary's generated size checks."""
+    terms = []
+    for monomial, coefficient in dim.terms:
+        factors = [str(coefficient)]
+        for atom in monomial:
+            if isinstance(atom, FloorDiv):
+                numerator = python_expr(atom.numerator, name_of)
+                factors.append(f"(({numerator}) // {atom.denominator})")
+            else:
+                factors.append(name_of(atom))
+        terms.append(" * ".join(factors))
+    return " + ".join(terms) or "0"
 
 
 def evaluate_shape(shape: Shape, bindings: Mapping[str, int]) -> tuple[int, ...]:

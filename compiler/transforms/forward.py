@@ -38,7 +38,7 @@ from reverie.dsl.diagnostics import CompileError, error_at
 from ..ir.core import Block, Function, Op, Value
 from ..ir.verifier import verify_function
 from .forward_rules import JVP_RULES, NON_DIFFERENTIABLE, Dots, JvpContext, JvpRegion
-from .reverse import state_activity
+from .reverse import check_wrt, state_activity
 from .reverse_rules import Scope, copy_block
 from .simplify import simplify
 
@@ -113,12 +113,7 @@ def jvp_function(fn: Function, wrt: Sequence[int], *, name: str | None = None) -
     Results: `fn`'s, then one tangent per result (same type; zeros where a result does not
     depend on the `wrt` parameters, and always for integer and bool results).
     """
-    for i in wrt:
-        if not 0 <= i < len(fn.params):
-            raise ValueError(f"{fn.name} has no parameter {i}")
-        if not fn.params[i].type.is_float:
-            raise ValueError(f"cannot differentiate {fn.name} with respect to "
-                             f"'{fn.param_names[i]}': it is {fn.params[i].type}, not a float")
+    check_wrt(fn, wrt)
     params = [Value(p.type, name=n) for p, n in zip(fn.params, fn.param_names, strict=True)]
     tangent_params = [Value(params[i].type, name=f"{fn.param_names[i]}_dot") for i in wrt]
     block = Block(params=params + tangent_params)

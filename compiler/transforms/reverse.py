@@ -171,7 +171,8 @@ class BlockVJP:
 # ---------------------------------------------------------------- functions
 
 
-def _check_wrt(fn: Function, wrt: Sequence[int]) -> None:
+def check_wrt(fn: Function, wrt: Sequence[int]) -> None:
+    """ValueError unless every `wrt` position is a float parameter of `fn`."""
     for i in wrt:
         if not 0 <= i < len(fn.params):
             raise ValueError(f"{fn.name} has no parameter {i}")
@@ -220,7 +221,7 @@ def vjp_function(fn: Function, wrt: Sequence[int], *, name: str | None = None,
     Results: `fn`'s, then one gradient per `wrt` index (zeros where there is no dependence).
     `checkpoint=True` makes loops keep O(√T) states and recompute the rest.
     """
-    _check_wrt(fn, wrt)
+    check_wrt(fn, wrt)
     cotangents = [Value(v.type, name=_cotangent_name(fn, i))
                   for i, v in enumerate(fn.body.results)]
     return _transpose_function(fn, name or f"{fn.name}_vjp", cotangents,
@@ -229,7 +230,7 @@ def vjp_function(fn: Function, wrt: Sequence[int], *, name: str | None = None,
 
 def grad_function(fn: Function, wrt: Sequence[int], *, checkpoint: bool = False) -> Function:
     """`fn`'s value and its gradient with respect to `wrt` (one scalar float result)."""
-    _check_wrt(fn, wrt)
+    check_wrt(fn, wrt)
     if len(fn.result_types) != 1 or fn.result_types[0].rank or not fn.result_types[0].is_float:
         types = ", ".join(map(str, fn.result_types))
         raise ValueError(f"grad needs a function with one scalar float result; {fn.name} "
