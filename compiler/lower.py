@@ -22,8 +22,9 @@ from typing import Any
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import TypeCheckError, did_you_mean, error_at
 
-from .ir.core import Block, Builder, Function, Value
+from .ir.core import Block, Function, Value
 from .ir.dims import Dim
+from .ir.scope import Scope
 from .ir.types import FLOAT_DTYPES, ShapeError, TensorType
 from .transforms.simplify import simplify
 
@@ -57,45 +58,22 @@ class VarSlot:
     declared_at: ast.Span
 
 
-class Region:
-    """A block being filled. Values from enclosing blocks are captured as new parameters."""
+class Region(Scope):
+    """A block being filled by the lowering: a `Scope` whose ops are typed at a source
+    span, so an ill-typed op becomes a TypeCheckError pointing at the user's code."""
 
-    def __init__(self, block: Block, parent: Region | None = None) -> None:
-        self.block = block
-        self.parent = parent
-        self.defined: set[Value] = set(block.params)
-        self.captures: list[tuple[Value, Value]] = []  # (outer value, inner parameter)
-        self._captured: dict[Value, Value] = {}
-
-    def use(self, value: Value) -> Value:
-        """`value` as seen from inside this block, capturing it if it is defined outside."""
-        if value in self.defined:
-            return value
-        if value not in self._captured:
-            assert self.parent is not None, "a value escaped its block"
-            outer = self.parent.use(value)
-            param = Value(value.type, name=value.name)
-            self.block.params.append(param)
-            self.defined.add(param)
-            self.captures.append((outer, param))
-            self._captured[value] = param
-        return self._captured[value]
-
-    def emit(self, span: ast.Span, name: str, operands: Sequence[Value],
-             attrs: dict[str, Any] | None = None, regions: Sequence[Block] = ()) -> list[Value]:
+    def emit_at(self, span: ast.Span, name: str, operands: Sequence[Value],
+                attrs: dict[str, Any] | None = None, regions: Sequence[Block] = ()) -> list[Value]:
         """Append an op; an ill-typed op becomes a TypeCheckError at `span`."""
         try:
-            results = Builder(self.block, span).emit(
-                name, [self.use(v) for v in operands], attrs, regions)
+            return self.emit(name, operands, attrs, regions, span).results
         except ShapeError as e:
             raise error_at(span, str(e)) from None
-        self.defined.update(results)
-        return results
 
-    def op(self, span: ast.Span, name: str, operands: Sequence[Value],
-           attrs: dict[str, Any] | None = None, regions: Sequence[Block] = ()) -> Value:
-        """`emit` for a one-result op."""
-        (result,) = self.emit(span, name, operands, attrs, regions)
+    def op_at(self, span: ast.Span, name: str, operands: Sequence[Value],
+              attrs: dict[str, Any] | None = None, regions: Sequence[Block] = ()) -> Value:
+        """`emit_at` for a one-result op."""
+        (result,) = self.emit_at(span, name, operands, attrs, regions)
         return result
 
 
@@ -151,7 +129,7 @@ def define_dim_scalar(env: Env, region: Region, name: str, dim: Dim, span: ast.S
     if env.lookup(name) is not None:
         raise error_at(span, f"'{name}' is already defined; choose another name")
     env.dim_map[name] = dim
-    env.scopes[-1][name] = Val(region.op(span, "dim", [], {"dim": dim}))
+    env.scopes[-1][name] = Val(region.op_at(span, "dim", [], {"dim": dim}))
 
 
 def dim_of(val: Val) -> Dim | None:

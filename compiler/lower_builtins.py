@@ -115,21 +115,21 @@ def _kept_shape(shape: tuple[Dim, ...], axes: tuple[int, ...]) -> tuple[Dim, ...
 def reduce(region: Region, op: str, val: Val, axes: tuple[int, ...], keepdims: bool,
            span: ast.Span) -> Val:
     """A reduction over `axes`, optionally keeping them as size-1 dims."""
-    value = region.op(span, op, [val.value], {"axes": axes})
+    value = region.op_at(span, op, [val.value], {"axes": axes})
     if keepdims:
-        value = region.op(span, "reshape", [value], {"shape": _kept_shape(val.type.shape, axes)})
+        value = region.op_at(span, "reshape", [value], {"shape": _kept_shape(val.type.shape, axes)})
     return Val(value)
 
 
 def _stable_max(env: Env, region: Region, x: Val, axes: tuple[int, ...], span: ast.Span) -> Val:
     """max over axes (kept), without gradient, with ±inf replaced by 0."""
     m = reduce(region, "reduce_max", x, axes, True, span)
-    m = Val(region.op(span, "stop_gradient", [m.value]))
+    m = Val(region.op_at(span, "stop_gradient", [m.value]))
     inf = constant(region, span, float("inf"), x.type.dtype, weak=True)
-    is_inf = elementwise(env, region, "eq", [Val(region.op(span, "abs", [m.value])), inf], span)
+    is_inf = elementwise(env, region, "eq", [Val(region.op_at(span, "abs", [m.value])), inf], span)
     zero = constant(region, span, 0.0, x.type.dtype, weak=False)
     zero = broadcast_all(region, [zero, m], span)[0]
-    return Val(region.op(span, "select", [is_inf.value, zero.value, m.value]))
+    return Val(region.op_at(span, "select", [is_inf.value, zero.value, m.value]))
 
 
 def logsumexp(env: Env, region: Region, x: Val, axes: tuple[int, ...], keepdims: bool,
@@ -137,12 +137,13 @@ def logsumexp(env: Env, region: Region, x: Val, axes: tuple[int, ...], keepdims:
     """log(sum(exp(x))) over axes, shifted by the max for stability."""
     m = _stable_max(env, region, x, axes, span)
     shifted = elementwise(env, region, "sub", [x, m], span)
-    e = Val(region.op(span, "exp", [shifted.value]))
+    e = Val(region.op_at(span, "exp", [shifted.value]))
     total = reduce(region, "reduce_sum", e, axes, True, span)
-    result = elementwise(env, region, "add", [Val(region.op(span, "log", [total.value])), m], span)
+    log_total = Val(region.op_at(span, "log", [total.value]))
+    result = elementwise(env, region, "add", [log_total, m], span)
     if not keepdims:
         shape = tuple(d for i, d in enumerate(x.type.shape) if i not in axes)
-        result = Val(region.op(span, "reshape", [result.value], {"shape": shape}))
+        result = Val(region.op_at(span, "reshape", [result.value], {"shape": shape}))
     return result
 
 
@@ -161,7 +162,7 @@ def _lower_reduction(env: Env, region: Region, call: ast.Call) -> Val:
         return logsumexp(env, region, x, axes, keepdims, call.span)
     total = reduce(region, "reduce_sum", x, axes, keepdims, call.span)
     count = num_elements(tuple(x.type.shape[a] for a in axes))
-    size = Val(region.op(call.span, "dim", [], {"dim": count}), weak=True)
+    size = Val(region.op_at(call.span, "dim", [], {"dim": count}), weak=True)
     return elementwise(env, region, "div", [total, size], call.span)
 
 
@@ -170,11 +171,11 @@ def _lower_arg_reduction(env: Env, region: Region, call: ast.Call) -> Val:
     x = convert_weak(env, region, tensor(env, region, call.args[0]), None, call.span)
     axis_node = kws.get("axis")
     axis = None if axis_node is None else _axis(axis_node, x.type.rank)
-    result = Val(region.op(call.span, call.func, [x.value], {"axis": axis}))
+    result = Val(region.op_at(call.span, call.func, [x.value], {"axis": axis}))
     if _keepdims(kws.get("keepdims")):
         axes = tuple(range(x.type.rank)) if axis is None else (axis,)
         shape = _kept_shape(x.type.shape, axes)
-        result = Val(region.op(call.span, "reshape", [result.value], {"shape": shape}))
+        result = Val(region.op_at(call.span, "reshape", [result.value], {"shape": shape}))
     return result
 
 
@@ -189,7 +190,8 @@ def _lower_softmax(env: Env, region: Region, call: ast.Call) -> Val:
         return elementwise(env, region, "sub",
                            [x, logsumexp(env, region, x, axes, True, call.span)], call.span)
     m = _stable_max(env, region, x, axes, call.span)
-    e = Val(region.op(call.span, "exp", [elementwise(env, region, "sub", [x, m], call.span).value]))
+    shifted = elementwise(env, region, "sub", [x, m], call.span)
+    e = Val(region.op_at(call.span, "exp", [shifted.value]))
     total = reduce(region, "reduce_sum", e, axes, True, call.span)
     return elementwise(env, region, "div", [e, total], call.span)
 
@@ -203,15 +205,15 @@ def matmul(env: Env, region: Region, a: Val, b: Val, span: ast.Span) -> Val:
     if not (1 <= a.type.rank <= 2 and 1 <= b.type.rank <= 2):
         raise error_at(span, f"'@' needs 1-D or 2-D operands, got {a.type} and {b.type}")
     one = Dim.const(1)
-    a2 = a.value if a.type.rank == 2 else region.op(span, "reshape", [a.value],
+    a2 = a.value if a.type.rank == 2 else region.op_at(span, "reshape", [a.value],
                                                     {"shape": (one, a.type.shape[0])})
-    b2 = b.value if b.type.rank == 2 else region.op(span, "reshape", [b.value],
+    b2 = b.value if b.type.rank == 2 else region.op_at(span, "reshape", [b.value],
                                                     {"shape": (b.type.shape[0], one)})
-    product = region.op(span, "matmul", [a2, b2])
+    product = region.op_at(span, "matmul", [a2, b2])
     shape = tuple(([a.type.shape[0]] if a.type.rank == 2 else [])
                   + ([b.type.shape[1]] if b.type.rank == 2 else []))
     if shape != product.type.shape:
-        product = region.op(span, "reshape", [product], {"shape": shape})
+        product = region.op_at(span, "reshape", [product], {"shape": shape})
     return Val(product)
 
 
@@ -226,7 +228,7 @@ def _lower_transpose(env: Env, region: Region, call: ast.Call) -> Val:
         perm = [_axis(item, x.type.rank) for item in items]
     if sorted(perm) != list(range(x.type.rank)):
         raise error_at(call.span, f"{tuple(perm)} is not a permutation of the axes of {x.type}")
-    return Val(region.op(call.span, "transpose", [x.value], {"perm": perm}), x.weak)
+    return Val(region.op_at(call.span, "transpose", [x.value], {"perm": perm}), x.weak)
 
 
 def _lower_reshape(env: Env, region: Region, call: ast.Call) -> Val:
@@ -235,7 +237,7 @@ def _lower_reshape(env: Env, region: Region, call: ast.Call) -> Val:
     node = call.args[1]
     items = node.elements if isinstance(node, ast.TupleExpr) else [node]
     shape = tuple(static_dim(item, env.dim_map) for item in items)
-    return Val(region.op(call.span, "reshape", [x.value], {"shape": shape}), x.weak)
+    return Val(region.op_at(call.span, "reshape", [x.value], {"shape": shape}), x.weak)
 
 
 def _lower_roll(env: Env, region: Region, call: ast.Call) -> Val:
@@ -247,10 +249,11 @@ def _lower_roll(env: Env, region: Region, call: ast.Call) -> Val:
                                           "dimension expression")
     if "axis" in kws or x.type.rank == 1:
         axis = _axis(kws["axis"], x.type.rank) if "axis" in kws else 0
-        return Val(region.op(call.span, "roll", [x.value], {"shift": shift, "axis": axis}), x.weak)
-    flat = region.op(call.span, "reshape", [x.value], {"shape": (num_elements(x.type.shape),)})
-    rolled = region.op(call.span, "roll", [flat], {"shift": shift, "axis": 0})
-    return Val(region.op(call.span, "reshape", [rolled], {"shape": x.type.shape}), x.weak)
+        attrs = {"shift": shift, "axis": axis}
+        return Val(region.op_at(call.span, "roll", [x.value], attrs), x.weak)
+    flat = region.op_at(call.span, "reshape", [x.value], {"shape": (num_elements(x.type.shape),)})
+    rolled = region.op_at(call.span, "roll", [flat], {"shift": shift, "axis": 0})
+    return Val(region.op_at(call.span, "reshape", [rolled], {"shape": x.type.shape}), x.weak)
 
 
 def _lower_concat(env: Env, region: Region, call: ast.Call) -> Val:
@@ -261,7 +264,7 @@ def _lower_concat(env: Env, region: Region, call: ast.Call) -> Val:
     parts, weak = unify(env, region, [tensor(env, region, e) for e in node.elements], call.span)
     rank = parts[0].type.rank
     axis = _axis(kws["axis"], rank) if "axis" in kws else 0
-    return Val(region.op(call.span, "concat", [p.value for p in parts], {"axis": axis}), weak)
+    return Val(region.op_at(call.span, "concat", [p.value for p in parts], {"axis": axis}), weak)
 
 
 def _lower_where(env: Env, region: Region, call: ast.Call) -> Val:
@@ -271,7 +274,7 @@ def _lower_where(env: Env, region: Region, call: ast.Call) -> Val:
         raise error_at(call.args[0].span, f"the condition of 'where' must be bool, got {cond.type}")
     (a, b), weak = unify(env, region, [tensor(env, region, e) for e in call.args[1:]], call.span)
     cond, a, b = broadcast_all(region, [cond, a, b], call.span)
-    return Val(region.op(call.span, "select", [cond.value, a.value, b.value]), weak)
+    return Val(region.op_at(call.span, "select", [cond.value, a.value, b.value]), weak)
 
 
 def _lower_cast(env: Env, region: Region, call: ast.Call) -> Val:
@@ -282,7 +285,7 @@ def _lower_cast(env: Env, region: Region, call: ast.Call) -> Val:
         return constant(region, call.span, x.value.op.attrs["value"], dtype, weak=False)
     if x.type.dtype == dtype:
         return Val(x.value)
-    return Val(region.op(call.span, "cast", [x.value], {"dtype": dtype}))
+    return Val(region.op_at(call.span, "cast", [x.value], {"dtype": dtype}))
 
 
 def _lower_unary(env: Env, region: Region, call: ast.Call) -> Val:
@@ -293,7 +296,7 @@ def _lower_unary(env: Env, region: Region, call: ast.Call) -> Val:
             raise error_at(call.args[0].span, f"'{call.func}' needs numbers, got bool")
     else:
         x = _float_operand(env, region, call.args[0], call.func)
-    return Val(region.op(call.span, call.func, [x.value]), x.weak)
+    return Val(region.op_at(call.span, call.func, [x.value]), x.weak)
 
 
 def _lower_binary(env: Env, region: Region, call: ast.Call) -> Val:

@@ -74,7 +74,7 @@ def constant(region: Region, span: ast.Span, value: object, dtype: str, weak: bo
         value = float(value)  # type: ignore[arg-type]
     elif dtype in INT_DTYPES:
         value = int(value)  # type: ignore[call-overload]
-    return Val(region.op(span, "const", [], {"value": value, "dtype": dtype}), weak)
+    return Val(region.op_at(span, "const", [], {"value": value, "dtype": dtype}), weak)
 
 
 def lower_name(env: Env, region: Region, node: ast.Name) -> Val | TupleVal:
@@ -90,7 +90,7 @@ def lower_name(env: Env, region: Region, node: ast.Name) -> Val | TupleVal:
     if isinstance(binding, TupleVal):
         return TupleVal([Val(region.use(e.value), e.weak) for e in binding.elements])
     if node.id in env.dim_map:
-        return Val(region.op(node.span, "dim", [], {"dim": env.dim_map[node.id]}), weak=True)
+        return Val(region.op_at(node.span, "dim", [], {"dim": env.dim_map[node.id]}), weak=True)
     if node.id in env.lowering.functions:
         raise error_at(node.span, f"'{node.id}' is a function; call it as {node.id}(...)")
     raise error_at(node.span,
@@ -112,7 +112,7 @@ def convert_weak(env: Env, region: Region, val: Val, dtype: str | None, span: as
                              f"convert explicitly, e.g. {dtype}(...)")
     if val.value.op is not None and val.value.op.name == "const":
         return constant(region, span, val.value.op.attrs["value"], dtype, weak=False)
-    return Val(region.op(span, "cast", [val.value], {"dtype": dtype}))
+    return Val(region.op_at(span, "cast", [val.value], {"dtype": dtype}))
 
 
 def unify(env: Env, region: Region, vals: list[Val], span: ast.Span) -> tuple[list[Val], bool]:
@@ -127,7 +127,7 @@ def unify(env: Env, region: Region, vals: list[Val], span: ast.Span) -> tuple[li
     if len(dtypes) > 1:
         if set(dtypes) <= set(INT_DTYPES):
             dtypes = ["i64"]
-            strong_vals = [Val(region.op(span, "cast", [v.value], {"dtype": "i64"}))
+            strong_vals = [Val(region.op_at(span, "cast", [v.value], {"dtype": "i64"}))
                            if not v.weak and v.type.dtype != "i64" else v for v in vals]
             vals = strong_vals
         else:
@@ -142,7 +142,7 @@ def broadcast_to(region: Region, val: Val, shape: tuple[Dim, ...], span: ast.Spa
     """`val` broadcast to `shape` (no op when it already has that shape)."""
     if val.type.shape == shape:
         return val
-    return Val(region.op(span, "broadcast", [val.value], {"shape": shape}), val.weak)
+    return Val(region.op_at(span, "broadcast", [val.value], {"shape": shape}), val.weak)
 
 
 def broadcast_all(region: Region, vals: list[Val], span: ast.Span) -> list[Val]:
@@ -161,7 +161,7 @@ def elementwise(env: Env, region: Region, name: str, vals: list[Val], span: ast.
     """Unify dtypes, broadcast, and emit elementwise op `name`."""
     vals, weak = unify(env, region, vals, span)
     vals = broadcast_all(region, vals, span)
-    result = region.op(span, name, [v.value for v in vals])
+    result = region.op_at(span, name, [v.value for v in vals])
     return Val(result, weak and result.type.dtype != "bool")
 
 
@@ -174,10 +174,10 @@ def lower_unary(env: Env, region: Region, node: ast.UnaryOp) -> Val:
     if node.op == "not":
         if val.type.dtype != "bool":
             raise error_at(node.span, f"'not' needs a bool operand, got {val.type}")
-        return Val(region.op(node.span, "not", [val.value]))
+        return Val(region.op_at(node.span, "not", [val.value]))
     if val.type.dtype == "bool":
         raise error_at(node.span, "cannot negate a bool value; use 'not'")
-    return Val(region.op(node.span, "neg", [val.value]), val.weak)
+    return Val(region.op_at(node.span, "neg", [val.value]), val.weak)
 
 
 def lower_binop(env: Env, region: Region, node: ast.BinOp) -> Val:
@@ -231,7 +231,7 @@ def lower_attribute(env: Env, region: Region, node: ast.Attribute) -> Val:
         raise error_at(node.span, f"unknown attribute '.{node.attr}'; the only one is '.T'")
     val = tensor(env, region, node.value)
     perm = list(reversed(range(val.type.rank)))
-    return Val(region.op(node.span, "transpose", [val.value], {"perm": perm}), val.weak)
+    return Val(region.op_at(node.span, "transpose", [val.value], {"perm": perm}), val.weak)
 
 
 # ---------------------------------------------------------------- static dimensions
@@ -319,6 +319,6 @@ def int_scalar(env: Env, region: Region, node: ast.Expr, what: str) -> Val:
         raise error_at(node.span, f"{what} must be an integer scalar, got {val.type}")
     val = convert_weak(env, region, val, "i64", node.span)
     if val.type.dtype != "i64":
-        val = Val(region.op(node.span, "cast", [val.value], {"dtype": "i64"}))
+        val = Val(region.op_at(node.span, "cast", [val.value], {"dtype": "i64"}))
     return val
 

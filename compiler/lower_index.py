@@ -109,11 +109,11 @@ def lower_read(env: Env, region: Region, node: ast.Subscript) -> Val:
             raise error_at(item.span, f"a subscript must be an integer scalar, got {index.type}")
         index = convert_weak(env, region, index, "i64", item.span)
         if index.type.dtype != "i64":
-            index = Val(region.op(item.span, "cast", [index.value], {"dtype": "i64"}))
+            index = Val(region.op_at(item.span, "cast", [index.value], {"dtype": "i64"}))
         indices.append(index.value)
         modes.append(_mode(env, item, base.type.shape[axis]))
     label = node.value.id if isinstance(node.value, ast.Name) else "tensor"
-    value = region.op(node.span, "read", [base.value, *indices],
+    value = region.op_at(node.span, "read", [base.value, *indices],
                       {"modes": tuple(modes), "label": label})
     return Val(value)
 
@@ -203,7 +203,7 @@ def _build_generic(env: Env, ctx: IndexContext, out: list[str], reduce: str | No
     if reduce is not None:
         attrs.update(reduce=reduce, over=tuple((n, *ctx.ranges[n]) for n in over))
     operands = [outer for outer, _ in body_region.captures]
-    return ctx.statement.op(span, "generic", operands, attrs, [block])
+    return ctx.statement.op_at(span, "generic", operands, attrs, [block])
 
 
 def _start(env: Env, region: Region, decls: list[ast.IndexVar], node: ast.Expr) -> IndexContext:
@@ -241,5 +241,5 @@ def lower_index_reduce(env: Env, region: Region, node: ast.IndexReduce) -> Val:
     result = _build_generic(env, outer, out, node.op, over, node.body, node.span)
     indices = [env.index_vars[name].value for name in out]
     modes = tuple("direct" for _ in out)
-    read = region.op(node.span, "read", [result, *indices], {"modes": modes, "label": node.op})
+    read = region.op_at(node.span, "read", [result, *indices], {"modes": modes, "label": node.op})
     return Val(read)

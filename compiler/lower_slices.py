@@ -66,12 +66,12 @@ def slice_tensor(env: Env, region: Region, base: Val, node: ast.Subscript) -> Va
     value = base.value
     if any(a != Dim.const(0) or b != d or s != 1
            for a, b, s, d in zip(starts, stops, steps, shape, strict=True)):
-        value = region.op(node.span, "slice", [value],
+        value = region.op_at(node.span, "slice", [value],
                           {"starts": tuple(starts), "stops": tuple(stops), "steps": tuple(steps)})
     label = node.value.id if isinstance(node.value, ast.Name) else "tensor"
     for axis, item in reversed(integer_items):
         index = _integer_subscript(env, region, item, shape[axis])
-        value = region.op(item.span, "dynamic_index", [value, index.value],
+        value = region.op_at(item.span, "dynamic_index", [value, index.value],
                           {"axis": axis, "label": label})
     return Val(value, base.weak)
 
@@ -82,5 +82,5 @@ def _integer_subscript(env: Env, region: Region, item: ast.Expr, size: Dim) -> V
     if dim is not None and dim.is_const and dim.value < 0:
         dim = size + dim
     if dim is not None:
-        return Val(region.op(item.span, "dim", [], {"dim": dim}))
+        return Val(region.op_at(item.span, "dim", [], {"dim": dim}))
     return int_scalar(env, region, item, "a subscript")

@@ -129,7 +129,7 @@ def _lower_for(env: Env, region: Region, stmt: ast.For) -> None:
         env.scopes.pop()
     block.results = [body.use(slot.current.value) for _, slot in carried]
     operands = [lo.value, hi.value] + [v.value for v in inits] + [o for o, _ in body.captures]
-    results = region.emit(stmt.span, "for", operands, {"carried": len(carried)}, [block])
+    results = region.emit_at(stmt.span, "for", operands, {"carried": len(carried)}, [block])
     for (name, slot), result in zip(carried, results, strict=True):
         result.name = name
         slot.current = Val(result)

@@ -29,9 +29,9 @@ from reverie.dsl.diagnostics import CompileError, error_at
 
 from ..ir.core import Block, Function, Value
 from ..ir.dims import Dim
+from ..ir.scope import Scope, copy_block
 from ..ir.verifier import verify_function
 from .batch_rules import BATCH_RULES, BatchContext, lift
-from .reverse_rules import Scope, copy_block
 from .simplify import simplify
 from .undim import undim_parameters
 

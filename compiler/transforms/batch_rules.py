@@ -25,8 +25,8 @@ from ..ir.core import Block, Op, Value
 from ..ir.dims import Dim, num_elements
 from ..ir.ops import BINARY, UNARY
 from ..ir.ops_adjoint import scatter_ranges
+from ..ir.scope import Scope, copy_block
 from ..ir.types import scalar
-from .reverse_rules import Scope, copy_block
 
 Flags = list[bool]
 BatchRule = Callable[["BatchContext", Op, list[Value], Flags], list[Value]]

@@ -36,10 +36,10 @@ from reverie.dsl.ast import NO_SPAN
 from reverie.dsl.diagnostics import CompileError, error_at
 
 from ..ir.core import Block, Function, Op, Value
+from ..ir.scope import Scope, copy_block
 from ..ir.verifier import verify_function
 from .forward_rules import JVP_RULES, NON_DIFFERENTIABLE, Dots, JvpContext, JvpRegion
 from .reverse import check_wrt, state_activity
-from .reverse_rules import Scope, copy_block
 from .simplify import simplify
 
 # ---------------------------------------------------------------- transforming a block

@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..ir.core import Block, Op, Value
-from .reverse_rules import NON_DIFFERENTIABLE, Scope, copy_block, expand, product_partials
+from ..ir.scope import Scope, copy_block
+from .reverse_rules import NON_DIFFERENTIABLE, expand, product_partials
 
 Dots = list[Value | None]
 JvpRule = Callable[["JvpContext", Op, Dots], Dots]

@@ -20,11 +20,11 @@ from collections.abc import Sequence
 
 from ..ir.core import Block, Function, Value
 from ..ir.dims import Dim, num_elements
+from ..ir.scope import Scope
 from ..ir.types import TensorType, scalar
 from ..ir.verifier import verify_function
 from .batch import batch_function
 from .forward import jvp_function
-from .reverse_rules import Scope
 from .simplify import simplify
 
 MODES = ("forward", "reverse")

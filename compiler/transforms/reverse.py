@@ -36,9 +36,10 @@ from reverie.dsl.ast import NO_SPAN
 from reverie.dsl.diagnostics import CompileError, error_at
 
 from ..ir.core import Block, Function, Op, Value
+from ..ir.scope import Scope, copy_block
 from ..ir.verifier import verify_function
 from . import reverse_structured
-from .reverse_rules import NON_DIFFERENTIABLE, VJP_RULES, Bars, RuleContext, Scope, copy_block
+from .reverse_rules import NON_DIFFERENTIABLE, VJP_RULES, Bars, RuleContext
 from .simplify import simplify
 
 LOOP_OPS = ("for", "for_history")

@@ -41,8 +41,9 @@ from typing import Any
 from ..ir.core import Block, Op, Value
 from ..ir.dims import Dim
 from ..ir.ops_adjoint import scatter_ranges
+from ..ir.scope import Scope, copy_block
 from ..ir.types import scalar
-from .reverse_rules import Bars, RuleContext, Scope, copy_block, product_partials, rule
+from .reverse_rules import Bars, RuleContext, product_partials, rule
 
 I64 = scalar("i64")
 Seed = Callable[[Scope, list[Value], list[Value]], Value]

@@ -227,8 +227,8 @@ def _read_function() -> Function:
 def _generic_scatter_function() -> Function:
     """out[labels[n]] += sin(v[n]) over n, a scatter-add with checked positions."""
     from reverie.compiler.ir.core import Block, Value
+    from reverie.compiler.ir.scope import Scope
     from reverie.compiler.ir.types import scalar
-    from reverie.compiler.transforms.reverse_rules import Scope
 
     def build(s: Scope, v: Value, labels: Value) -> list[Value]:
         n = Value(scalar(I64), name="n")
@@ -248,8 +248,8 @@ def _generic_scatter_function() -> Function:
 def _history_function(stride: int) -> Function:
     """for_history of h ← sin(h) · w + h over t in 0..steps (rows = 6)."""
     from reverie.compiler.ir.core import Block, Value
+    from reverie.compiler.ir.scope import Scope
     from reverie.compiler.ir.types import scalar
-    from reverie.compiler.transforms.reverse_rules import Scope
 
     def build(s: Scope, h0: Value, w: Value, steps: Value) -> list[Value]:
         params = [Value(scalar(I64), name="t"), Value(h0.type, name="h"),
