@@ -18,8 +18,8 @@ static argument of `jax.jit`).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import jax
@@ -35,8 +35,8 @@ from reverie.runtime.tape import DIFFERENTIABLE, vjp_plan
 
 __all__ = ["function"]
 
-_differentiable_calls: weakref.WeakKeyDictionary[Kernel, Callable[..., tuple]] = (
-    weakref.WeakKeyDictionary())
+KnownIntegers = tuple[tuple[int, int], ...]
+CACHE_KEY = "jax.custom_vjp"  # where a kernel keeps its JAX function (Kernel.autograd_cache)
 
 
 def function(kernel: Kernel) -> Callable[..., Any]:
@@ -54,7 +54,7 @@ def function(kernel: Kernel) -> Callable[..., Any]:
                 raise TypeError(f"{kernel.name}() takes its last {grouped} arguments as one "
                                 f"tuple, got {group!r}")
             args = (*head, *group)
-        outputs = flat_call(*(jnp.asarray(a) for a in args))
+        outputs = flat_call(known_integers(args), *(jnp.asarray(a) for a in args))
         if isinstance(kernel, GroupedKernel):
             return kernel.regroup(outputs)
         return outputs if len(outputs) > 1 else outputs[0]
@@ -66,35 +66,55 @@ def function(kernel: Kernel) -> Callable[..., Any]:
 
 def differentiable_call(kernel: Kernel) -> Callable[..., tuple]:
     """`kernel` on JAX arrays, one per parameter, returning a tuple; its custom VJP runs
-    the compiled VJP kernel (made once per kernel)."""
-    if kernel in _differentiable_calls:
-        return _differentiable_calls[kernel]
+    the compiled VJP kernel (made once per kernel). The first argument holds the integer
+    scalars known at trace time (see `known_integers`)."""
+    cached = kernel.autograd_cache.get(CACHE_KEY)
+    if cached is not None:
+        return cached
 
-    @jax.custom_vjp
-    def call(*args: jax.Array) -> tuple:
-        return host_call(kernel, args)
+    @partial(jax.custom_vjp, nondiff_argnums=(0,))
+    def call(known: KnownIntegers, *args: jax.Array) -> tuple:
+        return host_call(kernel, known, args)
 
-    def forward(*args: jax.Array) -> tuple[tuple, tuple]:
-        return call(*args), args  # `call`, not `host_call`: an outer grad differentiates it
+    def forward(known: KnownIntegers, *args: jax.Array) -> tuple[tuple, tuple]:
+        return call(known, *args), args  # `call`, not `host_call`: an outer grad differentiates it
 
-    def backward(args: tuple, cotangents: tuple) -> tuple:
+    def backward(known: KnownIntegers, args: tuple, cotangents: tuple) -> tuple:
         wrt = tuple(i for i, a in enumerate(args) if kernel.declared_dtypes[i] in DIFFERENTIABLE
                     and jnp.issubdtype(a.dtype, jnp.floating))
         grads: list[jax.Array | None] = [None] * len(args)
         if not wrt:
             return tuple(grads)
-        plan = vjp_plan(kernel, wrt, float_dtype(kernel, args))
-        outputs = kernel.ir_for(float_dtype(kernel, args)).result_types
+        dtype = float_dtype(kernel, args)
+        plan = vjp_plan(kernel, wrt, dtype)
         cotangents = [c if t.is_float else jnp.zeros(c.shape, jax_dtype(t.dtype))
-                      for c, t in zip(cotangents, outputs, strict=True)]
-        results = differentiable_call(plan.kernel)(*args, *cotangents)
+                      for c, t in zip(cotangents, kernel.ir_for(dtype).result_types, strict=True)]
+        results = differentiable_call(plan.kernel)(known, *args, *cotangents)
         for i, g, zero in zip(wrt, results, plan.zero, strict=True):
             grads[i] = jnp.zeros_like(args[i]) if zero else g.astype(args[i].dtype)
         return tuple(grads)
 
     call.defvjp(forward, backward)
-    _differentiable_calls[kernel] = call
+    kernel.autograd_cache[CACHE_KEY] = call
     return call
+
+
+def known_integers(args: Sequence[Any]) -> KnownIntegers:
+    """(position, value) of each integer scalar argument whose value is known while tracing
+    (a Python int, a static argument of `jax.jit`, a concrete array): an i64 scalar may size
+    a result, and inside the custom VJP every argument is traced."""
+    known = []
+    for index, arg in enumerate(args):
+        if isinstance(arg, bool):
+            continue
+        if isinstance(arg, int):
+            known.append((index, arg))
+        elif getattr(arg, "shape", None) == () and jnp.issubdtype(arg.dtype, jnp.integer):
+            try:
+                known.append((index, int(arg)))
+            except jax.errors.JAXTypeError:
+                continue
+    return tuple(known)
 
 
 def jax_dtype(dtype: str) -> np.dtype:
@@ -118,10 +138,10 @@ def float_dtype(kernel: Kernel, args: Sequence[jax.Array]) -> str:
     return next(iter(seen), "f64")
 
 
-def host_call(kernel: Kernel, args: Sequence[jax.Array]) -> tuple:
+def host_call(kernel: Kernel, known: KnownIntegers, args: Sequence[jax.Array]) -> tuple:
     """The kernel's results, computed on the host by `jax.pure_callback`."""
     fn = kernel.ir_for(float_dtype(kernel, args))
-    dims = bound_dims(fn, args)
+    dims = bound_dims(fn, dict(known), args)
     specs = tuple(jax.ShapeDtypeStruct(evaluate_shape(t.shape, dims), jax_dtype(t.dtype))
                   for t in fn.result_types)
 
@@ -133,35 +153,31 @@ def host_call(kernel: Kernel, args: Sequence[jax.Array]) -> tuple:
     return jax.pure_callback(run_on_host, specs, *args, vmap_method="sequential")
 
 
-def bound_dims(fn: Function, args: Sequence[jax.Array]) -> dict[str, int]:
+def bound_dims(fn: Function, known: dict[int, int], args: Sequence[jax.Array]
+               ) -> dict[str, int]:
     """Every dimension of `fn` bound from the arguments' shapes (checked at trace time).
 
-    Unallocated stand-ins of the declared dtypes take the place of the arrays; an i64
-    scalar that binds a dimension by its value is read when it is concrete.
+    Unallocated stand-ins of the declared dtypes take the place of the arrays. An i64 scalar
+    that binds a dimension by its value is taken from `known`; when it is traced, it may
+    only size loops, and 0 stands in for it.
     """
     value_params = {index: symbol for symbol, index in fn.value_dims}
     result_symbols = {s for t in fn.result_types for d in t.shape for s in d.symbols()}
     stand_ins: list[object] = []
     for index, (param, arg) in enumerate(zip(fn.params, args, strict=True)):
         declared = NUMPY_DTYPES[param.type.dtype]
+        name = fn.param_names[index]
         if not np.can_cast(np.dtype(arg.dtype), declared, casting="same_kind"):
             raise ArgumentTypeError(
-                f"{fn.name}(): argument '{fn.param_names[index]}' has dtype {arg.dtype}, which "
-                f"cannot be converted to {declared} (NumPy same_kind casting)")
-        if index in value_params:
-            stand_ins.append(concrete_int(arg, fn, index, value_params[index] in result_symbols))
-        else:
+                f"{fn.name}(): argument '{name}' has dtype {arg.dtype}, which cannot be "
+                f"converted to {declared} (NumPy same_kind casting)")
+        if index not in value_params:
             stand_ins.append(np.empty(arg.shape, declared))
+        elif index in known:
+            stand_ins.append(known[index])
+        elif value_params[index] in result_symbols:
+            raise ValueError(f"{fn.name}(): argument '{name}' sizes a result, so its value "
+                             "must be known under jax.jit: mark it static (static_argnums)")
+        else:
+            stand_ins.append(0)
     return bind_arguments(fn, stand_ins).dims
-
-
-def concrete_int(arg: jax.Array, fn: Function, index: int, required: bool) -> int:
-    """The value of an integer scalar argument; 0 for a traced one no result shape needs."""
-    try:
-        return int(arg)
-    except jax.errors.JAXTypeError:
-        if required:
-            name = fn.param_names[index]
-            raise ValueError(f"{fn.name}(): argument '{name}' sizes a result, so it must be "
-                             "concrete under jax.jit: mark it static (static_argnums)") from None
-        return 0

@@ -130,10 +130,10 @@ class Kernel:
                              "non-scalar outputs")
 
     def _derived(self, suffix: str, build: Callable[[str], Function], single: bool,
-                 extra_params: Sequence[str] = ()) -> Kernel:
+                 extra_params: Sequence[str] = (), extra_dtypes: Sequence[str] = ()) -> Kernel:
         return Kernel(self.module, f"{self.name}_{suffix}",
                       self.param_names + list(extra_params),
-                      self.declared_dtypes + ["float"] * len(extra_params), build, single)
+                      self.declared_dtypes + list(extra_dtypes), build, single)
 
     def grad(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """The gradient of a scalar function: one array for a single `wrt`, else a tuple.
@@ -180,7 +180,8 @@ class Kernel:
                                   f"{self.name}_vjp")
 
         names = ["cotangent"] if outputs == 1 else [f"cotangent{i}" for i in range(outputs)]
-        flat = self._derived("vjp", build, False, names)
+        dtypes = ["float" if t.is_float else t.dtype for t in self.ir_for("f32").result_types]
+        flat = self._derived("vjp", build, False, names, dtypes)
         return GroupedKernel(flat, outputs if outputs > 1 else None,
                              lambda results: results[0] if single else results)
 
