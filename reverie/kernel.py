@@ -90,7 +90,8 @@ class Kernel:
     # ------------------------------------------------------------ transforms
 
     def wrt_indices(self, wrt: Wrt) -> tuple[list[int], bool]:
-        """Parameter positions for `wrt`, and whether a single one was named."""
+        """Parameter positions for `wrt` (a sequence is taken in parameter order, once
+        each), and whether a single one was named."""
         if wrt is None:
             chosen = [i for i, d in enumerate(self.declared_dtypes)
                       if d in FLOAT_DTYPES or d == "float"]
@@ -98,7 +99,8 @@ class Kernel:
         elif isinstance(wrt, str | int):
             chosen, single = [self._param_index(wrt)], True
         else:
-            chosen, single = [self._param_index(w) for w in wrt], False
+            chosen = sorted({self._param_index(w) for w in wrt})  # SPEC: parameter order
+            single = False
         for i in chosen:
             dtype = self.declared_dtypes[i]
             if dtype not in FLOAT_DTYPES and dtype != "float":

@@ -181,9 +181,12 @@ def _link(name: str, object_code: bytes, symbols: tuple[str, ...]) -> llvm.Resou
         return builder.link(_process_jit(), f"{name}#{next(_library_numbers)}")
 
 
-def compile_module(llvm_ir: str, *, name: str) -> JitModule:
-    """Compile LLVM IR text for the host CPU (or reuse cached object code) and load it."""
-    key = object_cache_key(llvm_ir)
+def compile_module(llvm_ir: str, *, name: str, optimize_ir: bool = True) -> JitModule:
+    """Compile LLVM IR text for the host CPU (or reuse cached object code) and load it.
+
+    `optimize_ir=False` skips the O3 pipeline (for IR that is only cross-checked, such as
+    the MLIR backend's, where compile time matters more than speed)."""
+    key = object_cache_key(llvm_ir + ("" if optimize_ir else "\0unoptimized"))
     cached = cache.load(key)
     if cached is not None:
         try:
@@ -192,7 +195,8 @@ def compile_module(llvm_ir: str, *, name: str) -> JitModule:
             pass
     with _LLVM_LOCK:
         module = _parse(llvm_ir, name)
-        _optimize_module(module)
+        if optimize_ir:
+            _optimize_module(module)
         optimized_ir = str(module)
         object_code = host_target().target_machine.emit_object(module)
     module_handle = JitModule(

@@ -25,7 +25,6 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 
-import llvmlite.binding as llvm
 import numpy as np
 
 from reverie.compiler.export.mlir import export_function, mlir_module
@@ -35,7 +34,7 @@ from reverie.compiler.ir.types import NUMPY_DTYPES
 
 from . import cache
 from .call import BoundCall
-from .jit import host_target
+from .jit import JitModule, compile_module
 
 TOOL_VERSIONS = ("19", "22")
 TOOL_TIMEOUT_S = 300
@@ -97,17 +96,9 @@ def mlir_to_llvm_ir(mlir_text: str) -> str:
     return llvm_ir
 
 
-def jit_compile(llvm_ir: str) -> llvm.ExecutionEngine:
-    """An MCJIT engine holding the native code of `llvm_ir` for the host CPU."""
-    host = host_target()
-    module = llvm.parse_assembly(llvm_ir)
-    module.triple = host.triple
-    module.verify()
-    machine = llvm.Target.from_triple(host.triple).create_target_machine(
-        cpu=host.cpu_name, features=host.features, opt=0, reloc="pic", codemodel="default")
-    engine = llvm.create_mcjit_compiler(module, machine)
-    engine.finalize_object()
-    return engine
+def jit_compile(llvm_ir: str) -> JitModule:
+    """The native code of `llvm_ir`, loaded into the process-wide JIT without O3."""
+    return compile_module(llvm_ir, name="mlir", optimize_ir=False)
 
 
 @functools.cache
@@ -160,7 +151,7 @@ class MlirKernel:
         self.part = self.program.parts[index]
         arity = len(fn.params) + len(fn.result_types) + 1
         prototype = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * arity)
-        address = self.program.engine.get_function_address(f"_mlir_ciface_{self.part.symbol}")
+        address = self.program.engine.address(f"_mlir_ciface_{self.part.symbol}")
         self.entry = prototype(address)
 
     def __call__(self, bound: BoundCall) -> list[np.ndarray]:
