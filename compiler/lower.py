@@ -26,6 +26,7 @@ from .ir.core import Block, Function, Value
 from .ir.dims import Dim
 from .ir.scope import Scope
 from .ir.types import FLOAT_DTYPES, ShapeError, TensorType
+from .ir.verifier import after_pass
 from .transforms.simplify import simplify
 
 # ---------------------------------------------------------------- values and scopes
@@ -212,7 +213,7 @@ class ModuleLowering:
                          for i in range(len(results))]
         function = Function(fn.name, block, [p.name for p in fn.params], list(dim_map), fn.span,
                             self.constraints, value_dims)
-        return simplify(function)
+        return after_pass(simplify(function), "lower")
 
     def coerce_return(self, env: Env, region: Region, fn: ast.FunctionDef, results: list[Val],
                       float_dtype: str) -> list[Val]:

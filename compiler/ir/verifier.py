@@ -1,4 +1,5 @@
-"""IR verifier: run after every pass in tests.
+"""IR verifier: run after every pass (`after_pass`, which also prints the IR when the
+environment has REVERIE_PRINT_IR=1).
 
 Checks that every operand is defined before use within its own block (regions are isolated
 from above), that every op is in the op table and its result types are what the shape rule
@@ -6,6 +7,9 @@ computes, and that block results are defined. Raises `VerifyError` with the op's
 """
 
 from __future__ import annotations
+
+import os
+import sys
 
 from .core import Block, Function, Module, Value
 from .ops import OPS, infer_types
@@ -47,6 +51,16 @@ def verify_block(block: Block, where: str) -> None:
 def verify_function(fn: Function) -> None:
     """Verify a function's body."""
     verify_block(fn.body, f"@{fn.name}")
+
+
+def after_pass(fn: Function, pass_name: str) -> Function:
+    """Verify the result of a pass; with REVERIE_PRINT_IR=1, also print it to stderr."""
+    verify_function(fn)
+    if os.environ.get("REVERIE_PRINT_IR") == "1":
+        from .printer import format_function
+
+        print(f"// ---- after {pass_name}\n{format_function(fn)}", file=sys.stderr)
+    return fn
 
 
 def verify_module(module: Module) -> None:

@@ -22,7 +22,7 @@ from ..ir.core import Block, Function, Value
 from ..ir.dims import Dim, num_elements
 from ..ir.scope import Scope
 from ..ir.types import TensorType, scalar
-from ..ir.verifier import verify_function
+from ..ir.verifier import after_pass
 from .batch import batch_function
 from .forward import jvp_function
 from .simplify import simplify
@@ -106,5 +106,4 @@ def jacobian_function(fn: Function, wrt: Sequence[int], mode: str = "forward", *
     s.block.results = blocks
     out = fn.derive(name or f"{fn.name}_jacobian", s.block)
     simplify(out)
-    verify_function(out)
-    return out
+    return after_pass(out, "jacobian")

@@ -37,7 +37,7 @@ from reverie.dsl.diagnostics import CompileError, error_at
 
 from ..ir.core import Block, Function, Op, Value
 from ..ir.scope import Scope, copy_block
-from ..ir.verifier import verify_function
+from ..ir.verifier import after_pass
 from . import reverse_structured
 from .reverse_rules import NON_DIFFERENTIABLE, VJP_RULES, Bars, RuleContext
 from .simplify import simplify
@@ -210,8 +210,7 @@ def _transpose_function(fn: Function, name: str, extra_params: list[Value],
     for i, grad in zip(wrt, block.results[len(results):], strict=True):
         if grad.op is not None and grad.name is None and grad not in primal:
             grad.name = f"{fn.param_names[i]}_bar"
-    verify_function(out)
-    return out
+    return after_pass(out, "reverse")
 
 
 def vjp_function(fn: Function, wrt: Sequence[int], *, name: str | None = None,
