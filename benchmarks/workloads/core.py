@@ -81,6 +81,27 @@ def torch_grad(loss: Callable[..., object], args: Sequence[np.ndarray], wrt: Seq
     return lambda: torch.autograd.grad(fn(*tensors), params)
 
 
+def torch_variants(make_loss: Callable[[object], Callable[..., object]],
+                   args: Sequence[np.ndarray], wrt: Sequence[int]) -> list[Variant]:
+    """torch's variants of a scalar loss's gradient: eager, `torch.compile` of the loss then
+    `torch.autograd.grad`, and `torch.compile(torch.func.grad(loss))`. `make_loss(torch)`
+    returns the loss written with torch."""
+
+    def build(mode: str) -> Thunk:
+        torch = import_torch()
+        loss = make_loss(torch)
+        if mode != "func.grad":
+            return torch_grad(loss, args, wrt, compiled=mode == "compile")
+        tensors = [torch.from_numpy(a) for a in args]
+        grad = torch.compile(torch.func.grad(loss, argnums=tuple(wrt)))
+        return lambda: grad(*tensors)
+
+    return [Variant("torch", "torch eager", lambda: build("eager")),
+            Variant("torch.compile", "torch.compile + autograd.grad", lambda: build("compile")),
+            Variant("torch.compile", "torch.compile(torch.func.grad)",
+                    lambda: build("func.grad"))]
+
+
 def jax_call(fn: Callable[..., object], args: Sequence[np.ndarray]) -> Thunk:
     """`jax.jit(fn)` applied to `args` (already on the device), waiting for the result."""
     jax = import_jax()

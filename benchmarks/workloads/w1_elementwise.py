@@ -9,11 +9,10 @@ from .core import (
     Variant,
     Workload,
     import_jax,
-    import_torch,
     jax_grad,
     random_generator,
     reverie_module,
-    torch_grad,
+    torch_variants,
 )
 
 SOURCE = """
@@ -48,10 +47,6 @@ def make(tiny: bool = False) -> Workload:
     def numpy() -> Thunk:
         return lambda: numpy_grad(x)
 
-    def torch(compiled: bool) -> Thunk:
-        torch = import_torch()
-        return torch_grad(lambda t: loss(torch, t), [x], [0], compiled)
-
     def jax() -> Thunk:
         jnp = import_jax().numpy
         return jax_grad(lambda a: loss(jnp, a), [x], [0])
@@ -59,7 +54,6 @@ def make(tiny: bool = False) -> Workload:
     return Workload("W1", "elementwise loss, x: f32[10M]", "ms", 1e-5, forward, [
         Variant("reverie", "reverie", reverie),
         Variant("numpy", "numpy (hand-written)", numpy),
-        Variant("torch", "torch eager", lambda: torch(False)),
-        Variant("torch.compile", "torch.compile", lambda: torch(True)),
+        *torch_variants(lambda torch: lambda t: loss(torch, t), [x], [0]),
         Variant("jax", "jax jit", jax),
     ])

@@ -3,6 +3,8 @@ b: f32[10], integer labels; grads wrt W and b."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .core import (
@@ -10,11 +12,10 @@ from .core import (
     Variant,
     Workload,
     import_jax,
-    import_torch,
     jax_grad,
     random_generator,
     reverie_module,
-    torch_grad,
+    torch_variants,
 )
 
 SOURCE = """
@@ -59,10 +60,8 @@ def make(tiny: bool = False) -> Workload:
     def numpy() -> Thunk:
         return lambda: numpy_grad(*args)
 
-    def torch(compiled: bool) -> Thunk:
-        functional = import_torch().nn.functional
-        return torch_grad(lambda X, W, b, labels: functional.cross_entropy(X @ W + b, labels),
-                          args, [1, 2], compiled)
+    def torch_loss(torch: object) -> Callable[..., object]:
+        return lambda X, W, b, labels: torch.nn.functional.cross_entropy(X @ W + b, labels)
 
     def jax() -> Thunk:
         jax = import_jax()
@@ -77,7 +76,6 @@ def make(tiny: bool = False) -> Workload:
                     forward, [
                         Variant("reverie", "reverie", reverie),
                         Variant("numpy", "numpy (hand-written)", numpy),
-                        Variant("torch", "torch eager", lambda: torch(False)),
-                        Variant("torch.compile", "torch.compile", lambda: torch(True)),
+                        *torch_variants(torch_loss, args, [1, 2]),
                         Variant("jax", "jax jit", jax),
                     ])

@@ -10,11 +10,10 @@ from .core import (
     Variant,
     Workload,
     import_jax,
-    import_torch,
     jax_grad,
     random_generator,
     reverie_module,
-    torch_grad,
+    torch_variants,
 )
 
 SOURCE = """
@@ -68,10 +67,6 @@ def make(tiny: bool = False) -> Workload:
     def numpy() -> Thunk:
         return lambda: numpy_grad(*args)
 
-    def torch(compiled: bool) -> Thunk:
-        torch = import_torch()
-        return torch_grad(lambda *a: loss(torch, *a), args, [1, 2, 3, 4], compiled)
-
     def jax() -> Thunk:
         jnp = import_jax().numpy
         return jax_grad(lambda *a: loss(jnp, *a), args, [1, 2, 3, 4])
@@ -80,7 +75,7 @@ def make(tiny: bool = False) -> Workload:
                     forward, [
                         Variant("reverie", "reverie", reverie),
                         Variant("numpy", "numpy (hand-written)", numpy),
-                        Variant("torch", "torch eager", lambda: torch(False)),
-                        Variant("torch.compile", "torch.compile", lambda: torch(True)),
+                        *torch_variants(lambda torch: lambda *a: loss(torch, *a), args,
+                                        [1, 2, 3, 4]),
                         Variant("jax", "jax jit", jax),
                     ])

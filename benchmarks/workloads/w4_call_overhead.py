@@ -9,7 +9,7 @@ from .core import (
     jax_grad,
     random_generator,
     reverie_module,
-    torch_grad,
+    torch_variants,
 )
 
 SOURCE = """
@@ -32,16 +32,12 @@ def make(tiny: bool = False) -> Workload:
     def numpy() -> Thunk:
         return lambda: 2 * x
 
-    def torch(compiled: bool) -> Thunk:
-        return torch_grad(lambda t: (t * t).sum(), [x], [0], compiled)
-
     def jax() -> Thunk:
         return jax_grad(lambda a: (a * a).sum(), [x], [0])
 
     return Workload("W4", "call overhead, sum(x*x), x: f64[16]", "us", 1e-12, forward, [
         Variant("reverie", "reverie", reverie),
         Variant("numpy", "numpy (hand-written)", numpy),
-        Variant("torch", "torch eager", lambda: torch(False)),
-        Variant("torch.compile", "torch.compile", lambda: torch(True)),
+        *torch_variants(lambda torch: lambda t: (t * t).sum(), [x], [0]),
         Variant("jax", "jax jit", jax),
     ])

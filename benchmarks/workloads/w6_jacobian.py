@@ -56,12 +56,20 @@ def make(tiny: bool = False) -> Workload:
     def numpy() -> Thunk:
         return lambda: numpy_jacobian(A, x)
 
-    def torch_eager() -> Thunk:
+    def torch_eager(batched: bool) -> Thunk:
         torch = import_torch()
         At, xt = torch.from_numpy(A), torch.from_numpy(x).requires_grad_()
         eye_t = torch.from_numpy(eye)
-        return lambda: torch.autograd.grad(torch.tanh(At @ xt), xt, eye_t,
-                                           is_grads_batched=True)
+        if batched:
+            return lambda: torch.autograd.grad(torch.tanh(At @ xt), xt, eye_t,
+                                               is_grads_batched=True)
+
+        def rows() -> object:
+            y = torch.tanh(At @ xt)
+            return torch.stack([torch.autograd.grad(y, xt, e, retain_graph=True)[0]
+                                for e in eye_t])
+
+        return rows
 
     def torch_compiled() -> Thunk:
         torch = import_torch()
@@ -77,7 +85,8 @@ def make(tiny: bool = False) -> Workload:
         Variant("reverie", "reverie f.jacobian", reverie),
         Variant("reverie", "reverie rv.grad(is_grads_batched)", reverie_batched),
         Variant("numpy", "numpy (hand-written)", numpy),
-        Variant("torch", "torch eager (is_grads_batched)", torch_eager),
+        Variant("torch", "torch eager (is_grads_batched)", lambda: torch_eager(True)),
+        Variant("torch", "torch eager (loop of 256 autograd.grad)", lambda: torch_eager(False)),
         Variant("torch.compile", "torch.compile (torch.func.jacrev)", torch_compiled),
         Variant("jax", "jax jit (jacrev)", jax),
     ])

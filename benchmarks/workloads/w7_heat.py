@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .core import (
@@ -10,11 +12,10 @@ from .core import (
     Variant,
     Workload,
     import_jax,
-    import_torch,
     jax_grad,
     random_generator,
     reverie_module,
-    torch_grad,
+    torch_variants,
 )
 
 ALPHA = 0.1
@@ -78,15 +79,13 @@ def make(tiny: bool = False) -> Workload:
     def numpy() -> Thunk:
         return lambda: numpy_grad(u0, steps)
 
-    def torch(compiled: bool) -> Thunk:
-        torch = import_torch()
-
+    def torch_loss(torch: object) -> Callable[[object], object]:
         def loss(u: object) -> object:
             for _ in range(steps):
                 u = step(torch, u)
             return (u**2).sum()
 
-        return torch_grad(loss, [u0], [0], compiled)
+        return loss
 
     def jax() -> Thunk:
         jax = import_jax()
@@ -101,7 +100,6 @@ def make(tiny: bool = False) -> Workload:
         Variant("reverie", "reverie (steps: i64)", reverie),
         Variant("reverie", "reverie (literal 200)", reverie_literal),
         Variant("numpy", "numpy (hand-written)", numpy),
-        Variant("torch", "torch eager", lambda: torch(False)),
-        Variant("torch.compile", "torch.compile (loop unrolled)", lambda: torch(True)),
+        *torch_variants(torch_loss, [u0], [0]),
         Variant("jax", "jax jit (fori_loop)", jax),
     ])
