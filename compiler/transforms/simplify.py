@@ -178,6 +178,21 @@ def _prune_operands(op: Op) -> None:
         op.operands[offset + i] for i in keep if i >= start]
 
 
+def _histories(op: Op) -> list[Value]:
+    """The stacked-state results of a `for_history` (after its final states)."""
+    return op.results[op.attrs["carried"]:]
+
+
+def _without_history(op: Op) -> Op:
+    """A `for_history` whose histories nobody reads, as a plain `for` (same loop)."""
+    carried = op.attrs["carried"]
+    loop = Op("for", op.operands, {"carried": carried}, op.results[:carried], op.regions,
+              op.span)
+    for result in loop.results:
+        result.op = loop
+    return loop
+
+
 def _dce_block(block: Block) -> None:
     """Remove unused ops (backward sweep), and unread region operands."""
     live: set[Value] = set(block.results)
@@ -185,6 +200,8 @@ def _dce_block(block: Block) -> None:
     for op in reversed(block.ops):
         if not any(r in live for r in op.results):
             continue
+        if op.name == "for_history" and not any(r in live for r in _histories(op)):
+            op = _without_history(op)
         for region in op.regions:
             _dce_block(region)
         _prune_operands(op)
