@@ -62,6 +62,8 @@ class Kernel:
     def float_dtype_for(self, args: Sequence[object]) -> str:
         """What `float` means for one call ("f32" or "f64"), after checking the arity."""
         check_arity(self.name, self.param_names, args)
+        if "float" not in self.declared_dtypes:
+            return "f32"  # nothing to specialise: every dtype is written out
         return float_dtype_of(self.declared_dtypes, args, self.name, self.param_names)
 
     def specialisation_for(self, args: Sequence[object]) -> Function:
