@@ -54,16 +54,22 @@ class Kernel:
         self.autograd_cache: dict[object, object] = {}  # VJP kernels for recorded calls
 
     def ir_for(self, float_dtype: str = "f32") -> Function:
-        """The typed IR with `float` meaning `float_dtype` (built once per dtype)."""
+        """The typed IR with `float` meaning `float_dtype` (built once per dtype; a kernel
+        without `float` parameters has one IR whatever the dtype asked for)."""
+        float_dtype = self.dtype_key(float_dtype)
         if float_dtype not in self._ir:
             self._ir[float_dtype] = self._build(float_dtype)
         return self._ir[float_dtype]
+
+    def dtype_key(self, float_dtype: str) -> str:
+        """`float_dtype`, or "f32" for a kernel whose IR does not depend on it."""
+        return float_dtype if "float" in self.declared_dtypes else "f32"
 
     def float_dtype_for(self, args: Sequence[object]) -> str:
         """What `float` means for one call ("f32" or "f64"), after checking the arity."""
         check_arity(self.name, self.param_names, args)
         if "float" not in self.declared_dtypes:
-            return "f32"  # nothing to specialise: every dtype is written out
+            return "f32"  # nothing to specialise: see `ir_for`
         return float_dtype_of(self.declared_dtypes, args, self.name, self.param_names)
 
     def specialisation_for(self, args: Sequence[object]) -> Function:

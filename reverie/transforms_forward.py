@@ -126,6 +126,7 @@ class JacobianKernel(Kernel):
 
     def reverse_ir_for(self, float_dtype: str) -> Function:
         """The reverse-mode (batched VJP) Jacobian IR for `float_dtype`, built once."""
+        float_dtype = self.dtype_key(float_dtype)
         if float_dtype not in self._reverse_ir:
             self._reverse_ir[float_dtype] = self._build_reverse(float_dtype)
         return self._reverse_ir[float_dtype]
