@@ -19,11 +19,14 @@ A second entry, `i32 @<name>_objects(ptr frame)`, takes the ndarray objects them
 
 Loops are emitted in canonical form so LLVM's loop vectoriser handles the inner ones;
 accumulators are allocas that mem2reg turns into registers, and reductions carry
-`reassoc nsz contract` so they vectorise. Guarded loads (`zero` mode reads) branch around the
-load, so nothing outside a buffer is ever touched.
+`reassoc nsz contract` so they vectorise. Guarded loads (`zero` mode reads) and guarded
+values (a fused `pad`'s source) branch around their code, so nothing outside a buffer is ever
+touched.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from llvmlite import ir
 
@@ -36,6 +39,7 @@ from reverie.compiler.loops.ir import (
     Check,
     Const,
     ForLoop,
+    Guarded,
     If,
     Let,
     Load,
@@ -222,20 +226,32 @@ class ProgramCodegen:
         if stmt.guard is None:
             self.values[stmt.var.name] = self._read(stmt.view, stmt.index)
             return
+        self.values[stmt.var.name] = self._when(
+            stmt.guard, stmt.var.dtype, lambda: self._read(stmt.view, stmt.index))
+
+    def _guarded(self, stmt: Guarded) -> None:
+        def value() -> ir.Value:
+            self.emit(stmt.body)
+            return self.operand(stmt.value)
+
+        self.values[stmt.var.name] = self._when(stmt.cond, stmt.var.dtype, value)
+
+    def _when(self, cond: Var, dtype: str, compute: Callable[[], ir.Value]) -> ir.Value:
+        """`compute()` if `cond` holds (its code runs only then), else the zero of `dtype`."""
         b = self.b
         before = b.block
         then = self.function.append_basic_block("guarded")
         join = self.function.append_basic_block("joined")
-        b.cbranch(self.values[stmt.guard.name], then, join)
+        b.cbranch(self.values[cond.name], then, join)
         b.position_at_end(then)
-        loaded = self._read(stmt.view, stmt.index)
+        computed = compute()
         after = b.block
         b.branch(join)
         b.position_at_end(join)
-        phi = b.phi(REGISTER[stmt.var.dtype])
-        phi.add_incoming(constant(stmt.var.dtype, 0), before)
-        phi.add_incoming(loaded, after)
-        self.values[stmt.var.name] = phi
+        phi = b.phi(REGISTER[dtype])
+        phi.add_incoming(constant(dtype, 0), before)
+        phi.add_incoming(computed, after)
+        return phi
 
     def _store(self, stmt: Store) -> None:
         value = self.operand(stmt.value)

@@ -24,6 +24,7 @@ from .ir import (
     Check,
     Const,
     ErrorSite,
+    Guarded,
     Let,
     Load,
     Loop,
@@ -92,6 +93,13 @@ class Emitter:
         var = self.ctx.var(view.buffer.dtype)
         self.stmts.append(Load(var, view, index, guard))
         return var
+
+    def child(self, stmts: list[Stmt]) -> Emitter:
+        """An emitter for a statement list nested here: it may reuse what this one computed,
+        and what it computes stays inside."""
+        inner = Emitter(self.ctx, stmts)
+        inner.memo = dict(self.memo)
+        return inner
 
     def index(self, operand: Operand) -> Dim:
         """An integer operand as an i64 index expression (casting i32/bool first)."""
@@ -167,6 +175,7 @@ class Evaluator:
     def __init__(self, ctx: Context, env: dict[Value, Binding]) -> None:
         self.ctx = ctx
         self.env = env
+        self.shifts: dict[Op, Dim] = {}  # each roll's shift mod n (set at block level)
 
     def at(self, value: Value, index: tuple[Dim, ...], em: Emitter) -> Operand:
         """The element of `value` at `index`, as an operand usable in `em`'s statements."""
@@ -217,6 +226,10 @@ class Evaluator:
             axis = op.attrs["axis"]
             position = em.index(self.at(args[1], (), em))
             return self.at(args[0], index[:axis] + (position,) + index[axis:], em)
+        if name == "roll":
+            return self.at(args[0], self._rolled(op, index, em), em)
+        if name == "pad":
+            return self._padded(op, index, em)
         if name == "dynamic_scatter":
             axis = op.attrs["axis"]
             position = em.index(self.at(args[1], (), em))
@@ -228,6 +241,41 @@ class Evaluator:
             return self.generic_body(op, [lo + i for lo, i in zip(starts, index, strict=True)],
                                      em)
         raise LoweringError(f"the native backend cannot lower '{name}' here")
+
+    def _rolled(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> tuple[Dim, ...]:
+        """The source index of a roll: along its axis `i - shift` (shift taken mod n, NumPy's
+        rule), plus n where that is negative; a compare and a select, no division."""
+        axis = op.attrs["axis"]
+        size = op.result.type.shape[axis]
+        moved = index[axis] - self.shifts[op]
+        wraps = em.let("lt", (moved, Dim.const(0)), "bool")
+        wrapped = em.let("select", (wraps, moved + size, moved), "i64")
+        return index[:axis] + (as_index(wrapped),) + index[axis + 1:]
+
+    def _padded(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        """A pad's element: inside its window the source element at `(i - start) / step`,
+        else 0. The source is evaluated only inside, so its loads and checks stay in bounds."""
+        source, dtype = op.operands[0], op.result.type.dtype
+        inside: Var | None = None
+        positions = []
+        for i, start, step, size in zip(index, op.attrs["starts"], op.attrs["steps"],
+                                        source.type.shape, strict=True):
+            offset = i - start
+            position = offset // step
+            conditions = [em.let("in_bounds", (position, size), "bool")]
+            if step != 1:
+                conditions.append(em.let("eq", (offset, position * step), "bool"))
+            for condition in conditions:
+                inside = condition if inside is None else \
+                    em.let("and", (inside, condition), "bool")
+            positions.append(position)
+        if inside is None:
+            return self.at(source, (), em)
+        body: list[Stmt] = []
+        value = self.at(source, tuple(positions), em.child(body))
+        var = self.ctx.var(dtype)
+        em.stmts.append(Guarded(var, inside, body, value))
+        return var
 
     def generic_body(self, op: Op, indices: list[Dim], em: Emitter) -> Operand:
         """The scalar a generic's body yields at `indices` (output then reduction indices)."""

@@ -7,11 +7,12 @@ Consumes one `Block` of the tensor IR; produces a `Decision` per op:
             dynamic_index). Over a buffer it becomes a strided view (free); over a computed
             value it is an index mapping inside the consumer's loop nest;
 - `root`:   the op gets its own loop nest(s) writing a buffer. Reductions, argmax/argmin,
-            matmul, concat, roll, pad, reducing `generic`s, `generic_scatter` and
-            `for`/`for_history` loops always do;
-- `inline`: an elementwise/select/cast/non-reducing-generic/dynamic_scatter op evaluated
-            inside its consumers' loop nest, so chains fuse into one loop with no
-            temporaries (`sum(tanh(x) * sin(x))` is one loop over x);
+            matmul, concat, reducing `generic`s, `generic_scatter` and `for`/`for_history`
+            loops always do;
+- `inline`: an elementwise/select/cast/non-reducing-generic/dynamic_scatter/roll/pad op
+            evaluated inside its consumers' loop nest, so chains fuse into one loop with no
+            temporaries (`sum(tanh(x) * sin(x))` is one loop over x; a roll reads its
+            source at a wrapped index, a pad selects its source inside its window or 0);
 - `dead`:   an unused op.
 
 The rules, decided from the last op to the first (users before producers), looking through
@@ -41,8 +42,7 @@ from reverie.compiler.ir.ops import BINARY, UNARY
 VIEW_OPS = frozenset({"transpose", "slice", "broadcast", "reshape", "stop_gradient",
                       "dynamic_index"})
 ROOT_OPS = frozenset({"reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax",
-                      "argmin", "matmul", "for", "for_history", "concat", "roll", "pad",
-                      "generic_scatter"})
+                      "argmin", "matmul", "for", "for_history", "concat", "generic_scatter"})
 CHEAP_OPS = frozenset({"neg", "abs", "add", "sub", "mul", "maximum", "minimum", "lt", "le",
                        "gt", "ge", "eq", "ne", "and", "or", "not", "select", "cast",
                        "stop_gradient", "relu", "sign"})

@@ -207,6 +207,17 @@ class If:
 
 
 @dataclass
+class Guarded:
+    """`var = value if cond else 0`, where `body` (which computes `value`) runs only when
+    `cond` holds: how a `pad` evaluates its source only inside its window."""
+
+    var: Var
+    cond: Var
+    body: list[Stmt]
+    value: Operand
+
+
+@dataclass
 class LoopState:
     """A loop-carried tensor: two buffers that swap roles (current, next) every iteration."""
 
@@ -239,8 +250,8 @@ class Matmul:
     pack: Buffer
 
 
-Stmt = Let | Load | Store | Accumulator | Accumulate | ArgUpdate | Check | If | Loop | ForLoop | \
-    Matmul
+Stmt = Let | Load | Store | Accumulator | Accumulate | ArgUpdate | Check | If | Guarded | Loop | \
+    ForLoop | Matmul
 
 
 @dataclass(frozen=True)
@@ -276,7 +287,7 @@ class Program:
         def visit(stmts: list[Stmt]) -> None:
             for s in stmts:
                 out.append(s)
-                if isinstance(s, Loop | ForLoop | If):
+                if isinstance(s, Loop | ForLoop | If | Guarded):
                     visit(s.body)
 
         visit(self.body)
@@ -293,7 +304,7 @@ def statement_dims(stmt: Stmt) -> list[Dim]:
     if isinstance(stmt, Load | Store):
         extra = [stmt.value] if isinstance(stmt, Store) and isinstance(stmt.value, Dim) else []
         return view_dims(stmt.view) + list(stmt.index) + extra
-    if isinstance(stmt, Accumulate):
+    if isinstance(stmt, Accumulate | Guarded):
         return [stmt.value] if isinstance(stmt.value, Dim) else []
     if isinstance(stmt, ArgUpdate):
         return [stmt.index]

@@ -24,6 +24,7 @@ from .ir import (
     Check,
     Const,
     ForLoop,
+    Guarded,
     If,
     Let,
     Load,
@@ -96,6 +97,12 @@ def _statement(stmt: Stmt, program: Program, indent: str, lines: list[str]) -> N
         for inner in stmt.body:
             _statement(inner, program, indent + "  ", lines)
         lines.append(f"{indent}}}")
+    elif isinstance(stmt, Guarded):
+        lines.append(f"{indent}{stmt.var.name} = if {stmt.cond.name} {{")
+        for inner in stmt.body:
+            _statement(inner, program, indent + "  ", lines)
+        lines.append(f"{indent}  yield {format_operand(stmt.value)}")
+        lines.append(f"{indent}}} else 0")
     elif isinstance(stmt, Loop):
         lines.append(f"{indent}for {stmt.var} in {stmt.lo}..{stmt.hi} {{")
         for inner in stmt.body:

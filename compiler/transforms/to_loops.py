@@ -12,7 +12,8 @@ which are strided views), then walked in order:
 - block results not yet in their target buffer are copied there by a final fused nest.
 
 Reductions are in `loops/reductions.py`, `for` loops in `loops/control.py`; the other roots
-(matmul, concat, roll, pad, generic_scatter) are here.
+(matmul, concat, generic_scatter, and a roll that fusion materialises) are here. A
+materialised pad is an ordinary fused nest (`Evaluator` selects its source or 0).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from reverie.compiler.loops.reductions import (
     lower_generic_reduce,
     lower_reduce,
 )
+from reverie.compiler.loops.splitting import split_wrapping_loops
 
 
 def lower_to_loops(fn: Function) -> Program:
@@ -73,6 +75,7 @@ def lower_to_loops(fn: Function) -> Program:
     for param, buffer in zip(fn.params, inputs, strict=True):
         env[param] = View.of(buffer) if param.type.rank else em.load(View.of(buffer), ())
     BlockLowering(ctx, env).lower(fn.body, outputs, em)
+    body = split_wrapping_loops(body, ctx)
     program = Program(fn.name, [], inputs, outputs, ctx.temps, body, ctx.sites)
     found = {s for d in all_dims(program) for s in d.symbols() if not s.startswith("%")}
     program.symbols = [s for s in fn.dim_names if s in found] + sorted(found - set(fn.dim_names))
@@ -101,6 +104,9 @@ class BlockLowering:
                 continue
             if decision is not DEAD:
                 self._operands_in_memory(op, em)
+            if op.name == "roll" and decision is not DEAD:
+                shift, size = op.attrs["shift"], op.result.type.shape[op.attrs["axis"]]
+                self.eval.shifts[op] = Dim.sym(em.let("mod", (shift, size), "i64").name)
             if op.name in ("dynamic_index", "dynamic_scatter"):
                 self._check_position(op, em)
             if decision is SCALAR:
@@ -158,7 +164,9 @@ class BlockLowering:
 
     def nested(self, env: dict[Value, Binding]) -> BlockLowering:
         """The lowering of a region (a loop body) with its own environment."""
-        return BlockLowering(self.ctx, env)
+        lowering = BlockLowering(self.ctx, env)
+        lowering.eval.shifts.update(self.eval.shifts)
+        return lowering
 
     def buffer_for(self, value: Value) -> View:
         """Where a root writes `value`: its target, or a new temporary."""
@@ -229,8 +237,6 @@ class BlockLowering:
             self._concat(op, em)
         elif name == "roll":
             self._roll(op, em)
-        elif name == "pad":
-            self._pad(op, em)
         elif name == "generic" and op.attrs.get("reduce"):
             lower_generic_reduce(self, op, em)
         else:
@@ -305,8 +311,7 @@ class BlockLowering:
         """out[(i + shift) mod n] = x[i], as two shifted copies (no modulo in the loops)."""
         x, axis = op.operands[0], op.attrs["axis"]
         shape = x.type.shape
-        n = shape[axis]
-        shift = Dim.sym(em.let("mod", (op.attrs["shift"], n), "i64").name)
+        n, shift = shape[axis], self.eval.shifts[op]
         out = self.buffer_for(op.result)
         for lo, hi, source_offset in ((shift, n, -shift), (Dim.const(0), shift, n - shift)):
             ranges = [(Dim.const(0), d) for d in shape]
@@ -314,14 +319,4 @@ class BlockLowering:
             index, body = em.nest(ranges)
             source = index[:axis] + (index[axis] + source_offset,) + index[axis + 1:]
             body.stmts.append(Store(out, index, self.eval.at(x, source, body)))
-        self.env[op.result] = out
-
-    def _pad(self, op: Op, em: Emitter) -> None:
-        x = op.operands[0]
-        out = self.buffer_for(op.result)
-        em.map_nest(out, lambda index, body: zero(out.buffer.dtype))
-        index, body = em.nest([(Dim.const(0), d) for d in x.type.shape])
-        placed = tuple(start + i * step for start, i, step in
-                       zip(op.attrs["starts"], index, op.attrs["steps"], strict=True))
-        body.stmts.append(Store(out, placed, self.eval.at(x, index, body)))
         self.env[op.result] = out
