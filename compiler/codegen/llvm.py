@@ -365,8 +365,9 @@ def _widens_f32(loop: Loop) -> bool:
     print a warning.)"""
     simple = all(isinstance(s, Let | Store | Accumulate) or
                  (isinstance(s, Load) and s.guard is None) for s in loop.body)
-    sums = any(isinstance(s, Accumulate) and s.kind in ("sum", "prod") and s.var.dtype == "f64"
-               for s in loop.body)
+    accumulators = [s for s in loop.body if isinstance(s, Accumulate)]
+    sums = bool(accumulators) and all(s.kind in ("sum", "prod") and s.var.dtype == "f64"
+                                      for s in accumulators)
     widens = any(isinstance(s, Let) and s.op == "cast" and s.var.dtype == "f64" and
                  isinstance(s.args[0], Var) and s.args[0].dtype == "f32" for s in loop.body)
     return simple and sums and widens
