@@ -299,6 +299,12 @@ def _lower_unary(env: Env, region: Region, call: ast.Call) -> Val:
     return Val(region.op_at(call.span, call.func, [x.value]), x.weak)
 
 
+def _lower_stop_gradient(env: Env, region: Region, call: ast.Call) -> Val:
+    _signature(call, 1, set())
+    x = tensor(env, region, call.args[0])
+    return Val(region.op_at(call.span, "stop_gradient", [x.value]), x.weak)
+
+
 def _lower_binary(env: Env, region: Region, call: ast.Call) -> Val:
     _signature(call, 2, set())
     a, b = (tensor(env, region, e) for e in call.args)
@@ -315,7 +321,7 @@ BUILTINS: dict[str, Callable[[Env, Region, ast.Call], Val]] = {
     "argmax": _lower_arg_reduction, "argmin": _lower_arg_reduction,
     "softmax": _lower_softmax, "log_softmax": _lower_softmax,
     "transpose": _lower_transpose, "reshape": _lower_reshape, "roll": _lower_roll,
-    "concat": _lower_concat, "where": _lower_where,
+    "concat": _lower_concat, "where": _lower_where, "stop_gradient": _lower_stop_gradient,
 }
 
 

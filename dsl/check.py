@@ -14,7 +14,7 @@ RESERVED = frozenset({
     "abs", "sign", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
     "sigmoid", "relu", "softplus", "erf", "floor", "ceil", "max", "min", "pow", "where", "sum",
     "mean", "prod", "logsumexp", "argmax", "argmin", "softmax", "log_softmax", "transpose",
-    "reshape", "roll", "concat", "f32", "f64", "i32", "i64", "bool", "float",
+    "reshape", "roll", "concat", "stop_gradient", "f32", "f64", "i32", "i64", "bool", "float",
 })
 
 

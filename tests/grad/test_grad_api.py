@@ -104,3 +104,12 @@ def test_the_input_function_is_left_unchanged() -> None:
     before = [op.name for op in fn.body.walk()]
     vjp_function(fn, [0, 1], checkpoint=True)
     assert [op.name for op in fn.body.walk()] == before
+
+
+def test_stop_gradient_blocks_the_derivative_and_keeps_the_value() -> None:
+    """d/dx [x * stop_gradient(x)] = stop_gradient(x) = x, not 2x (like JAX / torch detach)."""
+    fn = specialise("fn f(x: f64[N]) -> f64 { return sum(x * stop_gradient(x)); }")
+    x = np.array([0.5, -2.0, 3.0])
+    value, grad = run(grad_function(fn, [0]), [x], {"N": 3})
+    np.testing.assert_allclose(value, np.sum(x * x))
+    np.testing.assert_allclose(grad, x)
