@@ -85,12 +85,23 @@ def test_damaged_cache_entry_is_rebuilt(cache_root: Path, damage: bytes) -> None
     assert jit.compile_module(affine_ir(2.0), name="affine").from_cache
 
 
-def test_valid_entry_with_unloadable_object_code_is_rebuilt(cache_root: Path) -> None:
+UNLOADABLE_OBJECTS = {
+    "not ELF": lambda object_code: b"not an object file",
+    "host ELF header, truncated": lambda object_code: object_code[:300],
+}
+
+
+@pytest.mark.parametrize("damage", sorted(UNLOADABLE_OBJECTS))
+def test_valid_entry_with_unloadable_object_code_is_rebuilt(cache_root: Path, damage: str) -> None:
     ir_text = affine_ir(4.0)
-    cache.store(jit.object_cache_key(ir_text), b"not an object file")
+    key = jit.object_cache_key(ir_text)
+    jit.compile_module(ir_text, name="affine")
+    genuine = cache.load(key)
+    cache.store(key, UNLOADABLE_OBJECTS[damage](genuine))
     module = jit.compile_module(ir_text, name="affine")
     assert not module.from_cache
     assert call_affine(module, 1.0, 0.0) == 4.0
+    assert cache.load(key) == genuine
 
 
 def test_disabled_cache_writes_nothing(cache_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -142,7 +153,8 @@ def test_cache_store_survives_an_unusable_directory(
     blocker = tmp_path / "a file"
     blocker.write_text("")
     monkeypatch.setenv("REVERIE_CACHE_DIR", str(blocker))
-    assert not cache.store("key", b"data")
+    with pytest.warns(cache.CacheBypassWarning, match="not a usable directory"):
+        assert not cache.store("key", b"data")
     assert cache.load("key") is None
 
 
@@ -154,3 +166,16 @@ def test_cache_dir_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     assert cache.cache_dir() == Path.home() / ".cache" / "reverie"
     monkeypatch.setenv("REVERIE_CACHE", "0")
     assert not cache.cache_enabled()
+
+
+def test_llvm_rejection_is_an_internal_compiler_error_without_llvm_text(
+        cache_root: Path) -> None:
+    duplicate = ("define i32 @f() {\nentry:\n  %v = add i32 1, 2\n  %v = add i32 3, 4\n"
+                 "  ret i32 %v\n}\n")
+    with pytest.raises(jit.InternalCompilerError) as caught:
+        jit.compile_module(duplicate, name="broken")
+    message = str(caught.value)
+    assert "'broken'" in message and "bug in Reverie" in message
+    assert "multiple definition" not in message
+    assert "multiple definition" in caught.value.llvm_message
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
