@@ -6,6 +6,13 @@ from the parent's, so they can be transformed again:
 
     loss.grad("w")                 # IR: grad_function(loss) restricted to the gradient
     loss.grad("w").vjp()           # IR: vjp_function of that — a second derivative
+
+Each kernel keeps the transforms asked of it, keyed by what they are (transform, resolved
+`wrt`, options such as `checkpoint`), so `loss.grad("w")` in a loop returns the same
+compiled kernel every time at the cost of a dictionary look-up. The cache holds the
+`TRANSFORM_CACHE_SIZE` most recently used transforms of each kernel; a transform dropped
+from it is compiled again when asked for, and its native code is released once nothing
+refers to it.
 """
 
 from __future__ import annotations
@@ -23,12 +30,14 @@ from reverie.runtime.call import (
     finish_results,
     float_dtype_of,
 )
+from reverie.runtime.lru import LruCache
 from reverie.runtime.tape import record_call, records_call
 
 if TYPE_CHECKING:
     from .module import Module
 
 Wrt = str | int | Sequence[str | int] | None
+TRANSFORM_CACHE_SIZE = 64
 
 
 def select_results(fn: Function, keep: Sequence[int], name: str) -> Function:
@@ -51,7 +60,9 @@ class Kernel:
         self._build = build
         self._single = single
         self._ir: dict[str, Function] = {}
-        self.autograd_cache: dict[object, object] = {}  # VJP kernels for recorded calls
+        self._transforms: LruCache[tuple, Kernel] = LruCache(TRANSFORM_CACHE_SIZE)
+        # what the tape and the interop layers derive from this kernel (VJP plans, ...)
+        self.autograd_cache: LruCache[object, object] = LruCache(TRANSFORM_CACHE_SIZE)
 
     def ir_for(self, float_dtype: str = "f32") -> Function:
         """The typed IR with `float` meaning `float_dtype` (built once per dtype; a kernel
@@ -139,11 +150,26 @@ class Kernel:
                              f"scalar, but it returns {shown}; use {self.name}.vjp() for "
                              "non-scalar outputs")
 
-    def _derived(self, suffix: str, build: Callable[[str], Function], single: bool,
-                 extra_params: Sequence[str] = (), extra_dtypes: Sequence[str] = ()) -> Kernel:
+    def derived_kernel(self, suffix: str, build: Callable[[str], Function], single: bool,
+                       extra_params: Sequence[str] = (),
+                       extra_dtypes: Sequence[str] = ()) -> Kernel:
+        """A kernel `<name>_<suffix>` with IR `build(dtype)`, taking this kernel's
+        parameters followed by `extra_params`."""
         return Kernel(self.module, f"{self.name}_{suffix}",
                       self.param_names + list(extra_params),
                       self.declared_dtypes + list(extra_dtypes), build, single)
+
+    def cached_transform(self, key: tuple, make: Callable[[], Kernel]) -> Kernel:
+        """The transform of this kernel that `key` describes (hashable: transform name,
+        resolved parameter positions, options), made by `make()` the first time."""
+        kernel = self._transforms.get(key)
+        if kernel is None:
+            kernel = self._transforms.setdefault(key, make())
+        return kernel
+
+    def _checkpoint(self, checkpoint: bool | None) -> bool:
+        """The `checkpoint` option of a reverse-mode transform (None: the module's)."""
+        return self.module.checkpoint if checkpoint is None else bool(checkpoint)
 
     def grad(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """The gradient of a scalar function: one array for a single `wrt`, else a tuple.
@@ -151,26 +177,35 @@ class Kernel:
         `checkpoint=True` keeps O(sqrt(T)) loop states and recomputes (SPEC §2.6); the
         default is the module's `checkpoint` setting.
         """
-        from reverie.compiler.transforms.reverse import grad_function
-
         self._require_scalar("grad")
         chosen, single = self.wrt_indices(wrt)
-        checkpoint = self.module.checkpoint if checkpoint is None else checkpoint
+        checkpoint = self._checkpoint(checkpoint)
+        return self.cached_transform(("grad", tuple(chosen), single, checkpoint),
+                                     lambda: self._grad(chosen, single, checkpoint))
+
+    def _grad(self, chosen: list[int], single: bool, checkpoint: bool) -> Kernel:
+        """The gradient kernel for resolved `wrt` positions `chosen`."""
+        from reverie.compiler.transforms.reverse import grad_function
 
         def build(dtype: str) -> Function:
             full = grad_function(self.ir_for(dtype), chosen, checkpoint=checkpoint)
             return select_results(full, range(1, 1 + len(chosen)), f"{self.name}_grad")
 
-        return self._derived("grad", build, single)
+        return self.derived_kernel("grad", build, single)
 
     def value_and_grad(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """`(value, grads)` of a scalar function in one compiled call."""
-        from reverie.compiler.transforms.reverse import grad_function
-
         self._require_scalar("value_and_grad")
         chosen, single = self.wrt_indices(wrt)
-        checkpoint = self.module.checkpoint if checkpoint is None else checkpoint
-        flat = self._derived("value_and_grad", lambda dtype: grad_function(
+        checkpoint = self._checkpoint(checkpoint)
+        return self.cached_transform(("value_and_grad", tuple(chosen), single, checkpoint),
+                                     lambda: self._value_and_grad(chosen, single, checkpoint))
+
+    def _value_and_grad(self, chosen: list[int], single: bool, checkpoint: bool) -> Kernel:
+        """The value-and-gradient kernel for resolved `wrt` positions `chosen`."""
+        from reverie.compiler.transforms.reverse import grad_function
+
+        flat = self.derived_kernel("value_and_grad", lambda dtype: grad_function(
             self.ir_for(dtype), chosen, checkpoint=checkpoint), False)
         return GroupedKernel(flat, None,
                              lambda results: (results[0], results[1] if single else results[1:]))
@@ -178,11 +213,16 @@ class Kernel:
     def vjp(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """A kernel `(*args, cotangent)` returning the vector-Jacobian product(s); for a tuple
         return, the cotangent is a tuple with one entry per result."""
+        chosen, single = self.wrt_indices(wrt)
+        checkpoint = self._checkpoint(checkpoint)
+        return self.cached_transform(("vjp", tuple(chosen), single, checkpoint),
+                                     lambda: self._vjp(chosen, single, checkpoint))
+
+    def _vjp(self, chosen: list[int], single: bool, checkpoint: bool) -> Kernel:
+        """The VJP kernel for resolved `wrt` positions `chosen`."""
         from reverie.compiler.transforms.reverse import vjp_function
 
-        chosen, single = self.wrt_indices(wrt)
         outputs = len(self.ir_for("f32").result_types)
-        checkpoint = self.module.checkpoint if checkpoint is None else checkpoint
 
         def build(dtype: str) -> Function:
             full = vjp_function(self.ir_for(dtype), chosen, checkpoint=checkpoint)
@@ -191,7 +231,7 @@ class Kernel:
 
         names = ["cotangent"] if outputs == 1 else [f"cotangent{i}" for i in range(outputs)]
         dtypes = ["float" if t.is_float else t.dtype for t in self.ir_for("f32").result_types]
-        flat = self._derived("vjp", build, False, names, dtypes)
+        flat = self.derived_kernel("vjp", build, False, names, dtypes)
         return GroupedKernel(flat, outputs if outputs > 1 else None,
                              lambda results: results[0] if single else results)
 

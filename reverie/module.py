@@ -4,6 +4,10 @@ A `Module` parses and type-checks every function at construction (so errors surf
 compile time), then specialises each function per float dtype on first call. Functions are
 reached as attributes (`module.loss`) or by name (`module["loss"]`) and are `Kernel`s:
 callables that bind arguments at the call boundary and run the chosen backend.
+
+A module keeps the executables (native code) of its `EXECUTABLE_CACHE_SIZE` most recently
+run specialisations; one dropped from that cache is rebuilt on its next call (from the disk
+cache: no LLVM optimisation), and its JIT code is unloaded once nothing refers to it.
 """
 
 from __future__ import annotations
@@ -22,11 +26,15 @@ from reverie.dsl.parser import parse
 from reverie.dsl.printer import format_ast
 from reverie.dsl.printer import format_function as format_ast_function
 from reverie.runtime.call import BoundCall
+from reverie.runtime.lru import LruCache
 
 from .kernel import Kernel
 
 BACKENDS = ("native", "interp", "mlir")
 STAGES = ("ast", "tensor", "grad", "loops", "mlir", "llvm", "asm")
+EXECUTABLE_CACHE_SIZE = 256
+
+Executable = Callable[[BoundCall], list[np.ndarray]]
 
 
 class Module:
@@ -45,7 +53,7 @@ class Module:
         self.kernels = {fn.name: self._kernel(fn.name) for fn in self.ast.functions}
         for fn in self.ast.functions:
             self.lowering.specialise(fn.name, "f32")
-        self._executables: dict[Function, Callable[[BoundCall], list[np.ndarray]]] = {}
+        self._executables: LruCache[Function, Executable] = LruCache(EXECUTABLE_CACHE_SIZE)
 
     def _kernel(self, name: str) -> Kernel:
         definition = self.lowering.functions[name]
@@ -53,20 +61,25 @@ class Module:
                       [p.type.dtype for p in definition.params],
                       lambda dtype: self.lowering.specialise(name, dtype))
 
-    def executable(self, fn: Function) -> Callable[[BoundCall], list[np.ndarray]]:
-        """How IR function `fn` runs on this module's backend (compiled once per function)."""
-        if fn not in self._executables:
-            if self.backend == "interp":
-                self._executables[fn] = lambda bound: interpret(fn, bound.arrays, bound.dims)
-            elif self.backend == "mlir":
-                from reverie.runtime.mlir_backend import MlirKernel
+    def executable(self, fn: Function) -> Executable:
+        """How IR function `fn` runs on this module's backend (compiled once per function
+        while it stays among the recently used ones)."""
+        run = self._executables.get(fn)
+        if run is None:
+            run = self._executables.setdefault(fn, self._build_executable(fn))
+        return run
 
-                self._executables[fn] = MlirKernel(fn)
-            else:
-                from reverie.runtime.native import NativeKernel
+    def _build_executable(self, fn: Function) -> Executable:
+        """Compile `fn` for this module's backend."""
+        if self.backend == "interp":
+            return lambda bound: interpret(fn, bound.arrays, bound.dims)
+        if self.backend == "mlir":
+            from reverie.runtime.mlir_backend import MlirKernel
 
-                self._executables[fn] = NativeKernel(fn)
-        return self._executables[fn]
+            return MlirKernel(fn)
+        from reverie.runtime.native import NativeKernel
+
+        return NativeKernel(fn)
 
     def __getattr__(self, name: str) -> Kernel:
         kernels = self.__dict__.get("kernels", {})

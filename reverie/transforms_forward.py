@@ -13,12 +13,12 @@ transformed again. The calling conventions follow torch.func:
     f.hvp("x")(x, w, v)                      # H v, forward-over-reverse
 
 The functions here take the kernel as their first argument; `Kernel` exposes them as
-methods (`f.jvp(wrt)` is `jvp(f, wrt)`).
+methods (`f.jvp(wrt)` is `jvp(f, wrt)`). Each result is kept in the kernel's transform
+cache (`Kernel.cached_transform`), so asking again returns the same compiled kernel.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -32,14 +32,6 @@ from reverie.compiler.transforms.jacobian import jacobian_function
 from reverie.runtime.call import bind_arguments, float_dtype_of
 
 from .kernel import GroupedKernel, Kernel, Wrt, select_results
-
-
-def _flat_kernel(kernel: Kernel, suffix: str, build: Callable[[str], Function],
-                 extra_names: Sequence[str], extra_dtypes: Sequence[str]) -> Kernel:
-    """A kernel named `<kernel>_<suffix>` taking `kernel`'s parameters and some more."""
-    return Kernel(kernel.module, f"{kernel.name}_{suffix}",
-                  kernel.param_names + list(extra_names),
-                  kernel.declared_dtypes + list(extra_dtypes), build, single=False)
 
 
 def _result_count(kernel: Kernel) -> int:
@@ -60,9 +52,15 @@ def jvp(kernel: Kernel, wrt: Wrt = None) -> Kernel:
     return, value and tangent_out are tuples. Integer and bool results get zero tangents.
     """
     chosen, single = kernel.wrt_indices(wrt)
+    return kernel.cached_transform(("jvp", tuple(chosen), single),
+                                   lambda: _jvp(kernel, chosen, single))
+
+
+def _jvp(kernel: Kernel, chosen: list[int], single: bool) -> Kernel:
+    """The JVP kernel of `kernel` for resolved `wrt` positions `chosen`."""
     outputs = _result_count(kernel)
-    flat = _flat_kernel(
-        kernel, "jvp", lambda dtype: jvp_function(kernel.ir_for(dtype), chosen),
+    flat = kernel.derived_kernel(
+        "jvp", lambda dtype: jvp_function(kernel.ir_for(dtype), chosen), False,
         [f"{kernel.param_names[i]}_dot" for i in chosen],
         [kernel.declared_dtypes[i] for i in chosen])
 
@@ -77,10 +75,16 @@ def hvp(kernel: Kernel, wrt: Wrt = None) -> Kernel:
     """A kernel `(*args, v)` giving the Hessian-vector product H·v of a scalar function
     (forward-over-reverse: the JVP of the gradient); tuples in parameter order for
     several `wrt`."""
-    from reverie.compiler.transforms.reverse import grad_function
-
     kernel._require_scalar("hvp")
     chosen, single = kernel.wrt_indices(wrt)
+    return kernel.cached_transform(("hvp", tuple(chosen), single),
+                                   lambda: _hvp(kernel, chosen, single))
+
+
+def _hvp(kernel: Kernel, chosen: list[int], single: bool) -> Kernel:
+    """The Hessian-vector-product kernel of `kernel` for resolved `wrt` positions `chosen`."""
+    from reverie.compiler.transforms.reverse import grad_function
+
     count = len(chosen)
 
     def build(dtype: str) -> Function:
@@ -90,8 +94,8 @@ def hvp(kernel: Kernel, wrt: Wrt = None) -> Kernel:
         return select_results(both, range(count, 2 * count), f"{kernel.name}_hvp")
 
     names = ["v"] if single else [f"v_{kernel.param_names[i]}" for i in chosen]
-    flat = _flat_kernel(kernel, "hvp", build, names,
-                        [kernel.declared_dtypes[i] for i in chosen])
+    flat = kernel.derived_kernel("hvp", build, False, names,
+                                 [kernel.declared_dtypes[i] for i in chosen])
     return GroupedKernel(flat, None if single else count,
                          lambda results: _one_or_tuple(results, single))
 
@@ -151,33 +155,36 @@ class JacobianKernel(Kernel):
 
 def jacobian(kernel: Kernel, wrt: Wrt = None) -> Kernel:
     """A kernel giving the Jacobian blocks `out.shape + param.shape` (see JacobianKernel)."""
-    return JacobianKernel(kernel, wrt, f"{kernel.name}_jacobian")
+    chosen, single = kernel.wrt_indices(wrt)
+    return kernel.cached_transform(
+        ("jacobian", tuple(chosen), single),
+        lambda: JacobianKernel(kernel, wrt, f"{kernel.name}_jacobian"))
 
 
 def hessian(kernel: Kernel, wrt: Wrt = None) -> Kernel:
     """A kernel giving the Hessian of a scalar function, shape `param.shape + param.shape`
     (the Jacobian of the gradient; nested tuples over `wrt` pairs for several)."""
-    from reverie.compiler.transforms.reverse import grad_function
-
     kernel._require_scalar("hessian")
     chosen, single = kernel.wrt_indices(wrt)
+    return kernel.cached_transform(("hessian", tuple(chosen), single),
+                                   lambda: _hessian(kernel, chosen, single))
+
+
+def _hessian(kernel: Kernel, chosen: list[int], single: bool) -> Kernel:
+    """The Hessian kernel of `kernel` for resolved `wrt` positions `chosen`."""
+    from reverie.compiler.transforms.reverse import grad_function
 
     def build(dtype: str) -> Function:
         full = grad_function(kernel.ir_for(dtype), chosen)
         return select_results(full, range(1, 1 + len(chosen)), f"{kernel.name}_grad")
 
-    gradient = Kernel(kernel.module, f"{kernel.name}_grad", kernel.param_names,
-                      kernel.declared_dtypes, build, single=False)
+    gradient = kernel.derived_kernel("grad", build, False)
     hessian_kernel = JacobianKernel(gradient, chosen, f"{kernel.name}_hessian")
     hessian_kernel.single = single
     return hessian_kernel
 
 
 # ---------------------------------------------------------------- batched VJP
-
-_BATCHED_VJPS: weakref.WeakKeyDictionary[Kernel, dict[tuple, Kernel]] = \
-    weakref.WeakKeyDictionary()
-
 
 def batched_vjp(kernel: Kernel, wrt: Sequence[int], args: Sequence[object],
                 batched_cotangents: Sequence[object | None]) -> tuple[np.ndarray, ...]:
@@ -191,8 +198,6 @@ def batched_vjp(kernel: Kernel, wrt: Sequence[int], args: Sequence[object],
     per (wrt, which cotangents are given, dtype). Shape errors (disagreeing batch sizes,
     a missing batch axis) raise `ShapeMismatchError` / `ArgumentTypeError`.
     """
-    from reverie.compiler.transforms.reverse import vjp_function
-
     wrt = tuple(wrt)
     given = tuple(c is not None for c in batched_cotangents)
     if not any(given):
@@ -202,26 +207,29 @@ def batched_vjp(kernel: Kernel, wrt: Sequence[int], args: Sequence[object],
     if len(given) != len(primal.result_types):
         raise ValueError(f"{kernel.name} has {len(primal.result_types)} result(s); got "
                          f"{len(given)} cotangent(s)")
-    key = (wrt, given, dtype)
-    cache = _BATCHED_VJPS.setdefault(kernel, {})
-    if key not in cache:
-        count = len(kernel.param_names)
-
-        def build(float_dtype: str) -> Function:
-            full = vjp_function(kernel.ir_for(float_dtype), list(wrt))
-            outputs = len(primal.result_types)
-            grads = select_results(full, range(outputs, outputs + len(wrt)),
-                                   f"{kernel.name}_vjp")
-            positions = [count + j for j, g in enumerate(given) if g]
-            return batch_function(grads, positions, name=f"{kernel.name}_vjp_batched")
-
-        names = [f"cotangent{j}" for j in range(len(given))]
-        cache[key] = Kernel(kernel.module, f"{kernel.name}_vjp_batched",
-                            kernel.param_names + names,
-                            kernel.declared_dtypes + [t.dtype for t in primal.result_types],
-                            build, single=False)
+    batched = kernel.cached_transform(
+        ("batched_vjp", wrt, given, dtype),
+        lambda: _batched_vjp_kernel(kernel, wrt, given, [t.dtype for t in primal.result_types]))
     dims = bind_arguments(primal, args).dims
     cotangents = [c if c is not None else
                   np.zeros(evaluate_shape(t.shape, dims), dtype=NUMPY_DTYPES[t.dtype])
                   for c, t in zip(batched_cotangents, primal.result_types, strict=True)]
-    return tuple(cache[key].run(*args, *cotangents))
+    return tuple(batched.run(*args, *cotangents))
+
+
+def _batched_vjp_kernel(kernel: Kernel, wrt: tuple[int, ...], given: tuple[bool, ...],
+                        result_dtypes: list[str]) -> Kernel:
+    """The kernel of all VJPs of `kernel` for parameters `wrt`, batched over the cotangents
+    that are `given` (cotangent dtypes `result_dtypes`)."""
+    from reverie.compiler.transforms.reverse import vjp_function
+
+    count, outputs = len(kernel.param_names), len(given)
+
+    def build(float_dtype: str) -> Function:
+        full = vjp_function(kernel.ir_for(float_dtype), list(wrt))
+        grads = select_results(full, range(outputs, outputs + len(wrt)), f"{kernel.name}_vjp")
+        positions = [count + j for j, g in enumerate(given) if g]
+        return batch_function(grads, positions, name=f"{kernel.name}_vjp_batched")
+
+    return kernel.derived_kernel("vjp_batched", build, False,
+                                 [f"cotangent{j}" for j in range(outputs)], result_dtypes)

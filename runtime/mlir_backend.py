@@ -34,7 +34,7 @@ from reverie.compiler.ir.types import NUMPY_DTYPES
 
 from . import cache
 from .call import BoundCall
-from .jit import JitModule, compile_module
+from .jit import JitModule, shared_module
 
 TOOL_VERSIONS = ("19", "22")
 TOOL_TIMEOUT_S = 300
@@ -98,7 +98,7 @@ def mlir_to_llvm_ir(mlir_text: str) -> str:
 
 def jit_compile(llvm_ir: str) -> JitModule:
     """The native code of `llvm_ir`, loaded into the process-wide JIT without O3."""
-    return compile_module(llvm_ir, name="mlir", optimize_ir=False)
+    return shared_module(llvm_ir, name="mlir", optimize_ir=False)
 
 
 @functools.cache

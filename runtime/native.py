@@ -40,7 +40,7 @@ from reverie.compiler.loops.printer import format_program
 from reverie.compiler.transforms.to_loops import lower_to_loops
 
 from .call import BoundCall
-from .jit import JitModule, compile_module
+from .jit import JitModule, compile_module, shared_module
 
 _KERNELS: weakref.WeakKeyDictionary[Function, NativeKernel] = weakref.WeakKeyDictionary()
 _LOCK = threading.RLock()
@@ -139,7 +139,7 @@ class NativeKernel:
         self.loop_ir = format_program(self.program)
         self.source_ir = generate_llvm(self.program)
         symbol = entry_symbol(self.program)
-        self._jit = compile_module(self.source_ir, name=symbol)
+        self._jit = shared_module(self.source_ir, name=symbol)
         self._entry = ENTRY(self._jit.address(symbol))
         self._object_entry = OBJECT_ENTRY(self._jit.address(symbol + "_objects"))
         self._layout = layout_function(self.program)

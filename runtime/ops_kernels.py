@@ -16,7 +16,9 @@ literal 1. For `a: (3, 4) + b: (4,)` and `a: (3, 1) * b: (4,)` this generates
 Dtypes follow NumPy 2 promotion: Python scalars are weak (`f32 tensor * 2.0` stays f32),
 true division of integers gives f64, `sum` of small integers gives i64. Python scalars are
 parameters, not literals, so `x * 2.0` and `x * 3.0` share one kernel. Kernels are compiled
-with backend `BACKEND` and cached by (op, operand dtypes, dimension tokens).
+with backend `BACKEND` and cached by (op, operand dtypes, dimension tokens), in bounded
+least-recently-used caches (`KERNEL_CACHE_SIZE` kernels; `KERNEL_CACHE_SIZE` operand
+descriptions per operator, which include shapes and so could otherwise grow without bound).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from .lru import LruCache
 
 if TYPE_CHECKING:
     from reverie.kernel import Kernel
@@ -38,7 +42,8 @@ REVERIE_DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
 NUMERIC = ("f32", "f64", "i32", "i64")
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "matmul": "@"}
 
-_KERNELS: dict[tuple, Kernel] = {}
+KERNEL_CACHE_SIZE = 512
+_KERNELS: LruCache[tuple, Kernel] = LruCache(KERNEL_CACHE_SIZE)
 
 Signature = tuple[str, tuple[str, ...]]  # (Reverie dtype, dimension tokens)
 
@@ -74,7 +79,7 @@ def _cached(key: tuple, params: list[tuple[str, Signature]], result: Signature,
         args = ", ".join(f"{p}: {_type_text(s)}" for p, s in params)
         source = f"fn {name}({args}) -> {_type_text(result)} {{ return {body}; }}\n"
         kernel = Module(source, name=f"<tensor op {name}>", backend=BACKEND)[name]
-        _KERNELS[key] = kernel
+        kernel = _KERNELS.setdefault(key, kernel)
     return kernel
 
 
@@ -106,14 +111,14 @@ def _memoised(describe: Callable[..., tuple]
     """Memoise a kernel generator by `describe(*args)`, a key that is cheap to compute (the
     generator's own signature building is not: it runs once per key)."""
     def decorate(generate: Callable[..., Kernel]) -> Callable[..., Kernel]:
-        memo: dict[tuple, Kernel] = {}
+        memo: LruCache[tuple, Kernel] = LruCache(KERNEL_CACHE_SIZE)
 
         @functools.wraps(generate)
         def factory(*args: object) -> Kernel:
             key = describe(*args)
             kernel = memo.get(key)
             if kernel is None:
-                kernel = memo[key] = generate(*args)
+                kernel = memo.setdefault(key, generate(*args))
             return kernel
         return factory
     return decorate

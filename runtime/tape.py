@@ -58,8 +58,7 @@ def vjp_plan(kernel: Kernel, wrt: tuple[int, ...], dtype: str) -> VjpPlan:
     """The VJP of `kernel` for parameters `wrt`, analysed once per dtype."""
     plan = kernel.autograd_cache.get((wrt, dtype))
     if plan is None:
-        vjp = kernel.autograd_cache.get(wrt) or kernel.vjp(list(wrt))
-        kernel.autograd_cache[wrt] = vjp
+        vjp = kernel.vjp(list(wrt))  # the kernel's transform cache keeps it
         fn = vjp.ir_for(dtype)
         read = {v for op in fn.body.ops for v in op.operands} | set(fn.body.results)
         plan = VjpPlan(vjp, fn, tuple(p in read for p in fn.params[:len(kernel.param_names)]),
