@@ -4,21 +4,27 @@ Each built-in checks its own signature (positional count, keywords) and lowers t
 primitive ops from the op table. Composite built-ins are spelled out here once:
 
     mean(x)           = reduce_sum(x) / size
-    logsumexp(x)      = log(reduce_sum(exp(x - m))) + m,   m = stop_gradient(max(x)), finite
-    softmax(x)        = e / reduce_sum(e),                 e = exp(x - stop_gradient(max(x)))
-    log_softmax(x)    = x - logsumexp(x)
+    logsumexp(x)      = log(reduce_sum(exp(x - m'))) + m', m' = m, or 0 where m is ±inf
+    softmax(x)        = e / reduce_sum(e),                 e = exp(x - m)
+    log_softmax(x)    = s - log(reduce_sum(exp(s))),       s = x - m
+                        with m = stop_gradient(max(x)) along the axes
+
+The shifts give torch's values for ±inf and NaN: a NaN, a +inf or a row of only -inf
+makes the softmax and log_softmax row NaN, while logsumexp is then NaN, +inf or -inf.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import did_you_mean, error_at
 
 from .ir.dims import Dim, num_elements
-from .ir.ops import dtype_class
-from .ir.types import DTYPES
+from .ir.ops import cast_array, dtype_class
+from .ir.types import DTYPES, INT_DTYPES, NUMPY_DTYPES
 from .lower import Env, Region, TupleVal, Val
 from .lower_expr import (
     broadcast_all,
@@ -121,10 +127,16 @@ def reduce(region: Region, op: str, val: Val, axes: tuple[int, ...], keepdims: b
     return Val(value)
 
 
-def _stable_max(env: Env, region: Region, x: Val, axes: tuple[int, ...], span: ast.Span) -> Val:
-    """max over axes (kept), without gradient, with ±inf replaced by 0."""
+def _max_without_gradient(region: Region, x: Val, axes: tuple[int, ...],
+                          span: ast.Span) -> Val:
+    """max over axes (kept), through stop_gradient: the shift of softmax and log_softmax."""
     m = reduce(region, "reduce_max", x, axes, True, span)
-    m = Val(region.op_at(span, "stop_gradient", [m.value]))
+    return Val(region.op_at(span, "stop_gradient", [m.value]))
+
+
+def _stable_max(env: Env, region: Region, x: Val, axes: tuple[int, ...], span: ast.Span) -> Val:
+    """The shift of logsumexp: max over axes (kept), without gradient, ±inf replaced by 0."""
+    m = _max_without_gradient(region, x, axes, span)
     inf = constant(region, span, float("inf"), x.type.dtype, weak=True)
     is_inf = elementwise(env, region, "eq", [Val(region.op_at(span, "abs", [m.value])), inf], span)
     zero = constant(region, span, 0.0, x.type.dtype, weak=False)
@@ -186,13 +198,13 @@ def _lower_softmax(env: Env, region: Region, call: ast.Call) -> Val:
     axes = (x.type.rank - 1,) if axis_node is None else (_axis(axis_node, x.type.rank),)
     if x.type.rank == 0:
         raise error_at(call.args[0].span, f"'{call.func}' needs at least one axis")
-    if call.func == "log_softmax":
-        return elementwise(env, region, "sub",
-                           [x, logsumexp(env, region, x, axes, True, call.span)], call.span)
-    m = _stable_max(env, region, x, axes, call.span)
+    m = _max_without_gradient(region, x, axes, call.span)
     shifted = elementwise(env, region, "sub", [x, m], call.span)
     e = Val(region.op_at(call.span, "exp", [shifted.value]))
     total = reduce(region, "reduce_sum", e, axes, True, call.span)
+    if call.func == "log_softmax":
+        log_total = Val(region.op_at(call.span, "log", [total.value]))
+        return elementwise(env, region, "sub", [shifted, log_total], call.span)
     return elementwise(env, region, "div", [e, total], call.span)
 
 
@@ -282,7 +294,10 @@ def _lower_cast(env: Env, region: Region, call: ast.Call) -> Val:
     dtype = env.default_float if call.func == "float" else call.func
     x = tensor(env, region, call.args[0])
     if x.weak and x.value.op is not None and x.value.op.name == "const":
-        return constant(region, call.span, x.value.op.attrs["value"], dtype, weak=False)
+        value = x.value.op.attrs["value"]
+        if dtype in INT_DTYPES and isinstance(value, float):  # the run-time rule, for literals
+            value = cast_array(np.array(value), NUMPY_DTYPES[dtype]).item()
+        return constant(region, call.span, value, dtype, weak=False)
     if x.type.dtype == dtype:
         return Val(x.value)
     return Val(region.op_at(call.span, "cast", [x.value], {"dtype": dtype}))

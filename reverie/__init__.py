@@ -7,7 +7,7 @@
 
 from reverie.dsl.diagnostics import CompileError, Diagnostic, ParseError, TypeCheckError
 from reverie.runtime.autograd import backward, grad
-from reverie.runtime.call import ArgumentTypeError, ShapeMismatchError
+from reverie.runtime.call import ArgumentTypeError, ArgumentValueError, ShapeMismatchError
 from reverie.runtime.gradcheck import gradcheck, gradgradcheck
 from reverie.runtime.tensor import Tensor, tensor
 
@@ -15,6 +15,7 @@ from .module import Kernel, Module, compile, load
 
 __all__ = [
     "ArgumentTypeError",
+    "ArgumentValueError",
     "CompileError",
     "Diagnostic",
     "Kernel",

@@ -1,8 +1,9 @@
 """The call boundary (SPEC §3.1): Python arguments in, checked NumPy buffers out.
 
 Everything compiled code trusts is checked here: arity, dtype conversions (NumPy
-`same_kind`), ranks, and the binding of every symbolic dimension to one size. Arrays are
-made contiguous copies when needed, so inputs are never modified and strided views work.
+`same_kind`, plus a range check wherever an integer conversion narrows, since NumPy would
+wrap), ranks, and the binding of every symbolic dimension to one size. Arrays are made
+contiguous copies when needed, so inputs are never modified and strided views work.
 
     binding = bind_arguments(fn, args)      # -> BoundCall(arrays, dims)
 """
@@ -21,6 +22,10 @@ from reverie.compiler.ir.types import NUMPY_DTYPES
 
 class ArgumentTypeError(TypeError):
     """Wrong number of arguments, or an argument NumPy cannot convert (same_kind)."""
+
+
+class ArgumentValueError(ValueError):
+    """An integer argument holding a value that does not fit the declared integer type."""
 
 
 class ShapeMismatchError(ValueError):
@@ -67,12 +72,41 @@ def check_arity(fn_name: str, param_names: Sequence[str], args: Sequence[object]
 
 
 def _convert(arg: object, target: np.dtype, name: str, fn_name: str) -> np.ndarray:
+    """`arg` as a C-contiguous array of `target`, or the error that explains why not."""
+    if isinstance(arg, int) and not isinstance(arg, bool) and target.kind in "if":
+        return _python_int(arg, target, name, fn_name)
     array = as_array(arg)
     if array.dtype == object or not np.can_cast(array.dtype, target, casting="same_kind"):
         raise ArgumentTypeError(
             f"{fn_name}(): argument '{name}' has dtype {array.dtype}, which cannot be converted "
             f"to {target} (NumPy same_kind casting); convert it explicitly")
+    if target.kind == "i" and array.dtype.kind in "iu" and not np.can_cast(array.dtype, target):
+        _check_fits(array, target, name, fn_name)
     return np.asarray(array, dtype=target, order="C")
+
+
+def _python_int(value: int, target: np.dtype, name: str, fn_name: str) -> np.ndarray:
+    """A Python int for a number parameter; NumPy's OverflowError becomes a named error."""
+    try:
+        return np.asarray(value, dtype=target)
+    except OverflowError:
+        bits = value.bit_length()
+        text = str(value) if bits <= 128 else f"an integer of {bits} bits"
+        raise ArgumentValueError(f"{fn_name}(): argument '{name}' is {text}, which does not "
+                                 f"fit {target}") from None
+
+
+def _check_fits(array: np.ndarray, target: np.dtype, name: str, fn_name: str) -> None:
+    """ArgumentValueError unless every value of an integer array is representable in
+    `target` (the narrowing conversion NumPy's same_kind allows would wrap it)."""
+    if not array.size:
+        return
+    info = np.iinfo(target)
+    for value in (array.min(), array.max()):
+        if not info.min <= value <= info.max:
+            raise ArgumentValueError(
+                f"{fn_name}(): argument '{name}' holds {value}, which does not fit {target} "
+                f"({info.min}..{info.max}); converting it would wrap")
 
 
 def _solve(dim: Dim, size: int, dims: dict[str, int]) -> None:
@@ -126,7 +160,10 @@ class FastBinder:
                 arrays.append(arg)
             elif rank == 0 and (kind is float and dtype.kind == "f" or kind is int
                                 and dtype.kind in "fi"):
-                arrays.append(np.asarray(arg, dtype))
+                try:
+                    arrays.append(np.asarray(arg, dtype))
+                except OverflowError:
+                    return None
             else:
                 return None
         dims = {symbol: int(arrays[index]) for symbol, index in self.value_dims}

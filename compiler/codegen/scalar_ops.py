@@ -9,7 +9,8 @@ Choices that matter:
 - `maximum`/`minimum` propagate NaN like NumPy: `a >= b or isnan(a) ? a : b`.
 - integers wrap; `//` and `%` follow Python's floor semantics and give 0 when dividing by
   zero (NumPy's result) and never trap (also not for INT_MIN // -1).
-- float → int casts saturate (`llvm.fptosi.sat`): NaN/inf give defined values, no UB.
+- float → int casts truncate towards zero; NaN, ±inf and values outside the target's
+  range give its smallest value (INT_MIN, NumPy's result on x86), never poison.
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ class ScalarOps:
     # ------------------------------------------------------------ casts
 
     def cast(self, b: ir.IRBuilder, x: ir.Value, source: str, target: str) -> ir.Value:
-        """Convert between dtypes as NumPy's astype does (saturating float → int)."""
+        """Convert between dtypes as NumPy's astype does (float → int: see `_float_to_int`)."""
         if source == target:
             return x
         to = REGISTER[target]
@@ -190,7 +191,18 @@ class ScalarOps:
         if target in FLOATS:
             return b.sitofp(x, to)
         if source in FLOATS:
-            saturate = intrinsic(self.module, "llvm.fptosi.sat", to, [REGISTER[source]],
-                                 overloads=[to, REGISTER[source]])
-            return b.call(saturate, [x])
+            return self._float_to_int(b, x, source, to)
         return b.sext(x, to) if to.width > x.type.width else b.trunc(x, to)
+
+    def _float_to_int(self, b: ir.IRBuilder, x: ir.Value, source: str,
+                      to: ir.IntType) -> ir.Value:
+        """Truncation towards zero where it fits `to`, else INT_MIN (NaN, ±inf, too large).
+
+        Values in (INT_MIN - 1, INT_MIN) truncate to INT_MIN as well, so the exact bounds
+        [-2**(w-1), 2**(w-1)) suffice; out-of-range lanes convert 0, so `fptosi` never
+        sees a value it would turn into poison."""
+        limit = float(2 ** (to.width - 1))
+        fits = b.and_(b.fcmp_ordered(">=", x, constant(source, -limit)),
+                      b.fcmp_ordered("<", x, constant(source, limit)))
+        truncated = b.fptosi(b.select(fits, x, constant(source, 0.0)), to)
+        return b.select(fits, truncated, ir.Constant(to, -(2 ** (to.width - 1))))

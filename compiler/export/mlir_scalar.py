@@ -9,7 +9,9 @@ with the NumPy semantics of the op table (`compiler/ir/ops.py`):
 
 Ops without a single MLIR counterpart are written out: `sigmoid` and `softplus` in their
 overflow-free forms, float `floordiv`/`mod` as NumPy's `divmod`, integer division guarded
-so that division by 0 gives 0 (as NumPy does) instead of trapping.
+so that division by 0 gives 0 (as NumPy does) instead of trapping, and float → int casts
+guarded so that NaN, ±inf and out-of-range values give INT_MIN (`arith.fptosi` would give
+poison), as the native backend does.
 """
 
 from __future__ import annotations
@@ -108,9 +110,22 @@ def cast(w: MlirWriter, x: str, source: str, target: str) -> str:
         wider = WIDTH[target] > WIDTH[source]
         op = {"float": ("arith.truncf", "arith.extf"), "int": ("arith.trunci", "arith.extsi")}[
             src][wider]
+    elif dst == "float":
+        op = "arith.sitofp"
     else:
-        op = "arith.sitofp" if dst == "float" else "arith.fptosi"
+        return _float_to_int(w, x, source, target)
     return w.assign(f"{op} {x} : {REGISTER[source]} to {REGISTER[target]}")
+
+
+def _float_to_int(w: MlirWriter, x: str, source: str, target: str) -> str:
+    """Truncation towards zero where it fits, else INT_MIN (NaN, ±inf, out of range), as
+    the native backend does; `arith.fptosi` only sees in-range values (else poison)."""
+    s = Scalars(w, source)
+    limit = 2 ** (WIDTH[target] - 1)
+    fits = s.logic("arith.andi", s.cmp("oge", x, s.const(-limit)), s.cmp("olt", x, s.const(limit)))
+    safe = s.select(fits, x, s.const(0))
+    truncated = w.assign(f"arith.fptosi {safe} : {REGISTER[source]} to {REGISTER[target]}")
+    return Scalars(w, target).select(fits, truncated, w.typed_const(-limit, target))
 
 
 # ---------------------------------------------------------------- float composites

@@ -232,8 +232,18 @@ def _infer_cast(ops: list[TensorType], attrs: dict, regions: list) -> list[Tenso
     return [ops[0].with_dtype(attrs["dtype"])]
 
 
+def cast_array(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """`x.astype(dtype)`, float → int giving INT_MIN for NaN, ±inf and values out of range
+    (NumPy's x86 result) on every platform and without warnings (docs/language.md §6)."""
+    if x.dtype.kind != "f" or dtype.kind != "i":
+        return x.astype(dtype)
+    limit = 2.0 ** (8 * dtype.itemsize - 1)
+    fits = (x >= -limit) & (x < limit)
+    return np.where(fits, np.where(fits, x, 0).astype(dtype), np.iinfo(dtype).min).astype(dtype)
+
+
 def _eval_cast(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
-    return [np.asarray(args[0]).astype(NUMPY_DTYPES[op.attrs["dtype"]])]
+    return [cast_array(np.asarray(args[0]), NUMPY_DTYPES[op.attrs["dtype"]])]
 
 
 register("cast", "elementwise", _infer_cast, _eval_cast,

@@ -2,8 +2,9 @@
 
 Each test calls compiled functions from Python the way a user would and checks what comes
 back or what is raised: `rv.ArgumentTypeError` (a TypeError) for arity and dtype problems,
-`rv.ShapeMismatchError` (a ValueError) for ranks and dimensions, `IndexError` for integer
-subscripts out of range. Inputs must never be modified, and strided views must work.
+`rv.ShapeMismatchError` (a ValueError) for ranks and dimensions, `rv.ArgumentValueError`
+(a ValueError) for integers that do not fit the declared integer type, `IndexError` for
+integer subscripts out of range. Inputs must never be modified, and strided views must work.
 Every test runs on both the NumPy interpreter and the native backend.
 """
 
@@ -35,6 +36,9 @@ fn smooth(u0: f64[N], steps: i64) -> f64[N] {
     return u;
 }
 fn count(x: bool[N]) -> i64 { return sum(i64(x)); }
+fn pick(x: f64[N], labels: i32[M]) -> f64[M] { let y[m] = x[labels[m]]; return y; }
+fn at32(x: f64[N], t: i32) -> f64 { return x[t]; }
+fn total32(x: i32[N]) -> i32 { return sum(x); }
 """
 
 
@@ -61,6 +65,7 @@ def test_too_many_arguments_is_a_type_error(m: rv.Module) -> None:
 def test_error_classes_are_the_documented_subclasses() -> None:
     assert issubclass(rv.ArgumentTypeError, TypeError)
     assert issubclass(rv.ShapeMismatchError, ValueError)
+    assert issubclass(rv.ArgumentValueError, ValueError)
 
 
 # ---------------------------------------------------------------- dtype conversion
@@ -88,6 +93,45 @@ def test_narrower_and_wider_ints_and_bools_for_int_param(m: rv.Module) -> None:
     assert m.total(np.arange(4, dtype=np.int32)) == 6
     assert m.total(np.array([True, True, False])) == 2
     assert np.asarray(m.total(np.arange(4, dtype=np.int8))).dtype == np.int64
+
+
+@pytest.mark.parametrize("labels", [
+    np.array([0, 2**32 + 1]), np.array([-2**31 - 1, 1]), np.array([2**31], np.uint32),
+    np.array([0, 2**63], np.uint64), [1, 2**40]])
+def test_integers_that_do_not_fit_a_narrower_int_param_are_value_errors(
+        m: rv.Module, labels: object) -> None:
+    """NumPy's same_kind allows int64 -> int32 but wraps (2**32 + 1 -> 1): never silently."""
+    with pytest.raises(rv.ArgumentValueError, match=r"pick\(\): argument 'labels' holds "
+                                                    r"-?\d+, which does not fit int32"):
+        m.pick(np.arange(3.0), labels)
+
+
+def test_narrowing_integer_conversions_check_the_values(m: rv.Module) -> None:
+    """Values that fit convert (the limits included); one that does not fit raises."""
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(m.pick(x, np.array([2, 0, 1])), [3.0, 1.0, 2.0])
+    np.testing.assert_array_equal(m.pick(x, np.array([2, 1], np.uint64)), [3.0, 2.0])
+    assert m.total32(np.array([-2**31, 2**31 - 1, 0])) == np.int32(-1)
+    assert m.total32(np.array([], np.int64)) == 0
+    assert m.total(np.array([2**63 - 1], np.uint64)) == 2**63 - 1
+    with pytest.raises(rv.ArgumentValueError, match=f"'x' holds {2**63}.*int64"):
+        m.total(np.array([1, 2**63], np.uint64))
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("at32", 2**31), ("at32", -2**31 - 1), ("at32", np.int64(2**33)), ("at", 2**63),
+    ("at", -2**63 - 1), ("at", 10**40)])
+def test_scalar_integers_out_of_range_are_value_errors(m: rv.Module, name: str,
+                                                       value: object) -> None:
+    with pytest.raises(rv.ArgumentValueError, match=f"{name}\\(\\): argument 't'") as info:
+        m[name](np.arange(3.0), value)
+    assert not isinstance(info.value, OverflowError)
+
+
+def test_python_int_too_large_for_a_float_param_is_a_value_error(m: rv.Module) -> None:
+    with pytest.raises(rv.ArgumentValueError, match="argument 'a' is an integer of 13288 bits"):
+        m.scaled(10**4000, 3, np.arange(3.0))
+    np.testing.assert_allclose(m.scaled(2**70, 1, np.ones(2)), [2.0**70] * 2)
 
 
 def test_complex_and_string_arrays_are_type_errors(m: rv.Module) -> None:
