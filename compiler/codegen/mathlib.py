@@ -5,40 +5,39 @@ module, an internal `alwaysinline` function `rv.<name>.<f32|f64>` and returns a 
 After inlining, a loop that calls these functions holds only arithmetic, selects and bit
 operations, so LLVM's loop vectoriser turns it into SIMD code. No libm call and no
 `llvm.exp.*`-style intrinsic is emitted (the backend would split those into scalar calls);
-sqrt, floor, ceil and abs map to LLVM intrinsics that vectorise natively.
+sqrt, floor, ceil and abs map to LLVM intrinsics that vectorise natively. Sin, cos and tan
+are the exception: they come from `trig.py` as functions with explicit vector versions,
+which the vectoriser calls instead (a rare branch per vector handles huge arguments).
 
 Method: reduce the argument with exact Cody-Waite steps and exponent bit tricks, evaluate a
 minimax polynomial (fitted with a Remez exchange in mpmath) on the reduced range, rebuild
 the result, then patch special values (+-0, +-inf, NaN, overflow, underflow) with selects so
 that they match NumPy. Measured error bounds: docs/mathlib.md.
 
-Sin, cos and tan reduce the argument in f64 (for f32 too); f32 pow is computed in f64. The
-f64 pow carries log(x) as a double-double and uses `llvm.fma` for exact products, which is
-one instruction on hosts with FMA (every x86-64 since 2013, every AArch64).
+The f32 pow is computed in f64. The f64 pow carries log(x) as a double-double and uses
+`llvm.fma` for exact products, which is one instruction on hosts with FMA (every x86-64 since
+2013, every AArch64).
 """
 
 from __future__ import annotations
 
 import math
-import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from llvmlite import ir
 
+from . import trig
+from .mathlib_emitter import Emitter, Value
 from .mathlib_formats import (
     F32,
     F64,
     INF,
     LOG2E,
     LOG_TAIL_F64,
-    PIO2_PIECES,
-    TWO_OVER_PI,
     TWO_THIRDS_HI,
     TWO_THIRDS_LO,
     Format,
 )
-
-Value = ir.Value
 
 UNARY = frozenset({
     "exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "erf",
@@ -47,170 +46,6 @@ UNARY = frozenset({
 SUPPORTED: frozenset[str] = UNARY | {"pow"}
 _NATIVE_INTRINSICS = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
                       "abs": "llvm.fabs"}
-
-class Emitter:
-    """Builds scalar IR of one float format at the position of an `ir.IRBuilder`."""
-
-    def __init__(self, builder: ir.IRBuilder, fmt: Format) -> None:
-        self.b = builder
-        self.fmt = fmt
-
-    def wide(self) -> Emitter:
-        """An emitter for f64 at the same position."""
-        return Emitter(self.b, F64)
-
-    def value(self, v: Value | float) -> Value:
-        """`v` itself, or a constant of this format for a Python number."""
-        return v if isinstance(v, Value) else ir.Constant(self.fmt.float_type, float(v))
-
-    def int_const(self, v: int) -> ir.Constant:
-        """An integer constant as wide as this float format."""
-        return ir.Constant(self.fmt.int_type, v)
-
-    def extend(self, v: Value) -> Value:
-        """`v` converted (exactly) to this format, which must be at least as wide."""
-        return v if v.type == self.fmt.float_type else self.b.fpext(v, self.fmt.float_type)
-
-    def narrow(self, v: Value, fmt: Format) -> Value:
-        """`v` rounded to the format `fmt`."""
-        return v if fmt.float_type == v.type else self.b.fptrunc(v, fmt.float_type)
-
-    def add(self, a: Value | float, b: Value | float) -> Value:
-        """a + b, correctly rounded."""
-        return self.b.fadd(self.value(a), self.value(b))
-
-    def sub(self, a: Value | float, b: Value | float) -> Value:
-        """a - b, correctly rounded."""
-        return self.b.fsub(self.value(a), self.value(b))
-
-    def mul(self, a: Value | float, b: Value | float) -> Value:
-        """a * b, correctly rounded."""
-        return self.b.fmul(self.value(a), self.value(b))
-
-    def div(self, a: Value | float, b: Value | float) -> Value:
-        """a / b, correctly rounded."""
-        return self.b.fdiv(self.value(a), self.value(b))
-
-    def neg(self, a: Value) -> Value:
-        """-a (flips the sign bit, also of 0 and NaN)."""
-        return self.b.fneg(a)
-
-    def intrinsic(self, name: str, *args: Value | float) -> Value:
-        """Call the LLVM intrinsic `name` overloaded on this float format."""
-        ty = self.fmt.float_type
-        fnty = ir.FunctionType(ty, [ty] * len(args))
-        fn = self.b.module.declare_intrinsic(name, [ty], fnty=fnty)
-        return self.b.call(fn, [self.value(a) for a in args])
-
-    def fma(self, a: Value | float, b: Value | float, c: Value | float) -> Value:
-        """a*b + c, fused where the target makes that cheap (llvm.fmuladd)."""
-        return self.intrinsic("llvm.fmuladd", a, b, c)
-
-    def exact_fma(self, a: Value | float, b: Value | float, c: Value | float) -> Value:
-        """a*b + c with a single rounding (llvm.fma)."""
-        return self.intrinsic("llvm.fma", a, b, c)
-
-    def poly(self, x: Value, coeffs: Sequence[Value | float]) -> Value:
-        """c0 + c1 x + c2 x^2 + ... by Horner's rule."""
-        acc = self.value(coeffs[-1])
-        for c in reversed(coeffs[:-1]):
-            acc = self.fma(acc, x, c)
-        return acc
-
-    def fabs(self, a: Value) -> Value:
-        """|a|."""
-        return self.intrinsic("llvm.fabs", a)
-
-    def rint(self, a: Value) -> Value:
-        """a rounded to the nearest integer, ties to even."""
-        return self.intrinsic("llvm.rint", a)
-
-    def floor(self, a: Value) -> Value:
-        """The largest integer <= a."""
-        return self.intrinsic("llvm.floor", a)
-
-    def copysign(self, magnitude: Value, sign: Value) -> Value:
-        """|magnitude| with the sign bit of `sign`."""
-        return self.intrinsic("llvm.copysign", magnitude, sign)
-
-    def cmp(self, op: str, a: Value | float, b: Value | float) -> Value:
-        """Ordered comparison (false when either side is NaN)."""
-        return self.b.fcmp_ordered(op, self.value(a), self.value(b))
-
-    def cmp_unordered(self, op: str, a: Value | float, b: Value | float) -> Value:
-        """Unordered comparison (true when either side is NaN)."""
-        return self.b.fcmp_unordered(op, self.value(a), self.value(b))
-
-    def isnan(self, a: Value) -> Value:
-        """Whether a is NaN."""
-        return self.b.fcmp_unordered("uno", a, a)
-
-    def isfinite(self, a: Value) -> Value:
-        """Whether a is neither infinite nor NaN."""
-        return self.cmp("<", self.fabs(a), INF)
-
-    def select(self, cond: Value, a: Value | float, b: Value | float) -> Value:
-        """cond ? a : b, without a branch."""
-        return self.b.select(cond, self.value(a), self.value(b))
-
-    def both(self, c1: Value, c2: Value) -> Value:
-        """c1 and c2."""
-        return self.b.and_(c1, c2)
-
-    def either(self, c1: Value, c2: Value) -> Value:
-        """c1 or c2."""
-        return self.b.or_(c1, c2)
-
-    def clamp(self, x: Value, lo: float, hi: float) -> Value:
-        """x limited to [lo, hi]; NaN becomes hi."""
-        below_hi = self.select(self.cmp("<", x, hi), x, hi)
-        return self.select(self.cmp(">", below_hi, lo), below_hi, lo)
-
-    def pow2(self, k: Value) -> Value:
-        """2**k for an integral float k whose result is a normal number."""
-        fmt = self.fmt
-        bits = self.b.bitcast(self.add(k, fmt.magic), fmt.int_type)
-        biased = self.b.add(bits, self.int_const(fmt.bias))
-        exponent = self.b.shl(biased, self.int_const(fmt.mantissa_bits))
-        return self.b.bitcast(exponent, fmt.float_type)
-
-    def scale(self, v: Value, k: Value) -> Value:
-        """v * 2**k in two steps, so that k may reach overflow and subnormal range."""
-        half = self.floor(self.mul(k, 0.5))
-        return self.mul(self.mul(v, self.pow2(half)), self.pow2(self.sub(k, half)))
-
-    def split_exponent(self, v: Value) -> tuple[Value, Value]:
-        """(e, m) with v = 2**e * m and sqrt(1/2) <= m < sqrt(2), for normal positive v."""
-        fmt = self.fmt
-        one_bits = fmt.bias << fmt.mantissa_bits
-        sqrt_half_bits = _float_bits(math.sqrt(0.5), fmt)
-        bits = self.b.add(self.b.bitcast(v, fmt.int_type),
-                          self.int_const(one_bits - sqrt_half_bits))
-        mantissa = self.b.and_(bits, self.int_const((1 << fmt.mantissa_bits) - 1))
-        m = self.b.bitcast(self.b.add(mantissa, self.int_const(sqrt_half_bits)),
-                           fmt.float_type)
-        biased = self.b.lshr(bits, self.int_const(fmt.mantissa_bits))
-        magic_bits = _float_bits(fmt.magic, fmt) - fmt.bias
-        shifted = self.b.add(biased, self.int_const(magic_bits))
-        e = self.sub(self.b.bitcast(shifted, fmt.float_type), fmt.magic)
-        return e, m
-
-    def two_sum_error(self, a: Value, b: Value, total: Value) -> Value:
-        """The exact rounding error of total = a + b (Knuth's TwoSum)."""
-        b_part = self.sub(total, a)
-        a_part = self.sub(total, b_part)
-        return self.add(self.sub(a, a_part), self.sub(b, b_part))
-
-    def sign_bit_set(self, v: Value) -> Value:
-        """Whether v's sign bit is set (true for -0.0)."""
-        bits = self.b.bitcast(v, self.fmt.int_type)
-        return self.b.icmp_signed("<", bits, self.int_const(0))
-
-
-def _float_bits(v: float, fmt: Format) -> int:
-    """The IEEE bit pattern of v in the format `fmt`."""
-    code = "f" if fmt is F32 else "d"
-    return int.from_bytes(struct.pack(f"<{code}", v), "little")
 
 
 def _reduce_ln2(e: Emitter, x: Value) -> tuple[Value, Value]:
@@ -297,53 +132,6 @@ def _log1p(e: Emitter, x: Value) -> Value:
     result = e.select(e.cmp("==", x, -1.0), -INF, result)
     result = e.select(e.cmp_unordered("<", x, -1.0), math.nan, result)
     return e.select(e.cmp("==", x, 0.0), x, result)
-
-
-def _reduce_pio2(e: Emitter, x: Value) -> tuple[Value, Value, Value]:
-    """(quadrant q in 0..3 as an f64, sin r, cos r) with x = k pi/2 + r, for finite x."""
-    d = e.wide()
-    xd = d.extend(x)
-    k = d.rint(d.mul(xd, TWO_OVER_PI))
-    first, *middle, last = PIO2_PIECES
-    r = d.fma(k, -first, xd)
-    tail = d.value(0.0)
-    for piece in middle:
-        if e.fmt is F64:  # keep the rounding errors: r may be far smaller than k * piece
-            product = d.mul(k, piece)
-            head = d.sub(r, product)
-            tail = d.add(tail, d.two_sum_error(r, d.neg(product), head))
-            r = head
-        else:
-            r = d.fma(k, -piece, r)
-    r = d.add(r, d.fma(k, -last, tail))
-    r = e.narrow(d.clamp(r, -0.7854, 0.7854), e.fmt)
-    quadrant = d.sub(k, d.mul(4.0, d.floor(d.mul(k, 0.25))))
-    z = e.mul(r, r)
-    sin_r = e.fma(e.mul(r, z), e.poly(z, e.fmt.sin_poly), r)
-    half_z = e.mul(0.5, z)
-    w = e.sub(1.0, half_z)
-    cos_tail = e.fma(e.mul(z, z), e.poly(z, e.fmt.cos_poly), e.sub(e.sub(1.0, w), half_z))
-    return quadrant, sin_r, e.add(w, cos_tail)
-
-
-def _trig(e: Emitter, x: Value, name: str) -> Value:
-    """sin, cos or tan of x by reduction modulo pi/2."""
-    d = e.wide()
-    finite = e.isfinite(x)
-    quadrant, sin_r, cos_r = _reduce_pio2(e, e.select(finite, x, 0.0))
-    odd = d.either(d.cmp("==", quadrant, 1.0), d.cmp("==", quadrant, 3.0))
-    if name == "sin":
-        result = e.select(odd, cos_r, sin_r)
-        result = e.select(d.cmp(">=", quadrant, 2.0), e.neg(result), result)
-    elif name == "cos":
-        result = e.select(odd, sin_r, cos_r)
-        flip = d.either(d.cmp("==", quadrant, 1.0), d.cmp("==", quadrant, 2.0))
-        result = e.select(flip, e.neg(result), result)
-    else:
-        result = e.div(e.select(odd, e.neg(cos_r), sin_r), e.select(odd, sin_r, cos_r))
-    if name != "cos":
-        result = e.select(e.cmp("==", x, 0.0), x, result)
-    return e.select(finite, result, math.nan)
 
 
 def _tanh(e: Emitter, x: Value) -> Value:
@@ -463,9 +251,6 @@ _BODIES: dict[str, Callable[..., Value]] = {
     "expm1": _expm1,
     "log": _log,
     "log1p": _log1p,
-    "sin": lambda e, x: _trig(e, x, "sin"),
-    "cos": lambda e, x: _trig(e, x, "cos"),
-    "tan": lambda e, x: _trig(e, x, "tan"),
     "tanh": _tanh,
     "erf": _erf,
     "sigmoid": _sigmoid,
@@ -490,6 +275,8 @@ class MathLib:
         fmt = _format_of(args[0].type)
         if name in _NATIVE_INTRINSICS:
             return Emitter(builder, fmt).intrinsic(_NATIVE_INTRINSICS[name], *args)
+        if name in trig.NAMES:
+            return trig.call(builder, name, fmt, args[0])
         return builder.call(self._function(name, fmt, arity), args)
 
     def _function(self, name: str, fmt: Format, arity: int) -> ir.Function:

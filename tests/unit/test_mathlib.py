@@ -3,7 +3,8 @@
 For each dtype one module holds a loop kernel per function, `void k_<name>(ptr in, [ptr in2,]
 ptr out, i64 n)`, compiled by `runtime/jit.py` and called through ctypes. Results are compared
 in ulps with a more precise NumPy reference: f64 for f32 kernels, long double (x86's 80-bit
-format) for f64 kernels, `math.erf` for erf.
+format) for f64 kernels, `math.erf` for erf. Sin, cos and tan are sampled over the whole float
+range, including floats closer to multiples of pi/2 than random ones (Payne-Hanek reduction).
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
+import reverie as rv
+from reverie.compiler.codegen import trig
 from reverie.compiler.codegen.mathlib import SUPPORTED, MathLib
+from reverie.compiler.codegen.payne_hanek import two_over_pi_bits
 from reverie.runtime.jit import JitModule, compile_module
 
 DTYPES = {"f32": np.float32, "f64": np.float64}
@@ -125,6 +129,40 @@ def _log_uniform(rng: np.random.Generator, lo: float, hi: float, n: int) -> np.n
     return 10.0 ** rng.uniform(lo, hi, n)
 
 
+PIO2_LONG = np.longdouble("1.570796326794896619231321691639751442")  # as precise as the type
+
+
+def near_multiples_of_pio2(dtype: str) -> np.ndarray:
+    """Floats q 2**e (q < 2**digits) with q 2**e 2/pi within about 2**-digits of an integer.
+
+    For each e, q is the largest continued-fraction denominator below 2**digits of
+    (2**e 2/pi) mod 1, so sin or cos of these floats is tiny and needs every bit of 2/pi.
+    """
+    digits, exponents = (24, range(-10, 105)) if dtype == "f32" else (53, range(-20, 971, 3))
+    values = []
+    for e in exponents:
+        precision = max(e, 0) + 3 * digits + 64
+        denominator = 1 << (precision - e)    # 2**e 2/pi = bits / denominator
+        numerator = two_over_pi_bits(precision) % denominator
+        q_prev, q = 0, 1
+        while numerator and q < 1 << digits:
+            whole, remainder = divmod(denominator, numerator)
+            denominator, numerator = numerator, remainder
+            q_prev, q = q, whole * q + q_prev
+        values.append(math.ldexp(q_prev if q >= 1 << digits else q, e))
+    x = np.array(values)
+    return np.concatenate([x, -x]).astype(DTYPES[dtype])
+
+
+def _trig_domain(rng: np.random.Generator, dtype: str, n: int) -> np.ndarray:
+    """Magnitudes spread from the smallest normal to the largest float, and hard cases."""
+    f32 = dtype == "f32"
+    signs = rng.choice([-1.0, 1.0], n)
+    every_size = _log_uniform(rng, -44 if f32 else -300, 38.53 if f32 else 308.25, n) * signs
+    multiples = (rng.integers(1, 2**30, n) * PIO2_LONG).astype(np.float64)
+    return np.concatenate([every_size, multiples * signs]).astype(DTYPES[dtype])
+
+
 def domain(name: str, dtype: str, n: int = 60_000) -> tuple[np.ndarray, ...]:
     """Random and edge inputs covering the function's domain for `dtype`."""
     rng = np.random.default_rng(sum(map(ord, name + dtype)))
@@ -157,7 +195,10 @@ def domain(name: str, dtype: str, n: int = 60_000) -> tuple[np.ndarray, ...]:
         values = np.concatenate(parts)
     else:
         lo, hi = limit[name]
-        values = np.concatenate([rng.uniform(lo, hi, n), rng.uniform(-3, 3, n), signed_tiny])
+        parts = [rng.uniform(lo, hi, n), rng.uniform(-3, 3, n), signed_tiny]
+        if name in trig.NAMES:
+            parts += [_trig_domain(rng, dtype, n), near_multiples_of_pio2(dtype)]
+        values = np.concatenate(parts)
     return (values.astype(DTYPES[dtype]),)
 
 
@@ -233,10 +274,11 @@ def _function_bodies(llvm_ir: str) -> dict[str, str]:
     return {pieces[k]: pieces[k + 1] for k in range(1, len(pieces) - 1, 2)}
 
 
-# Library calls, and intrinsics the backend expands into one library call per lane.
+# Library calls, and intrinsics the backend expands into one library call per lane (calls to
+# the module's own `rv.*` functions are fine: the trig functions and their vector versions).
 SCALARISED_CALL = re.compile(
-    r"call [^@]*@((?!llvm\.)[\w.]+|llvm\.(exp|exp2|exp10|log|log2|log10|sin|cos|tan|sinh|cosh"
-    r"|tanh|asin|acos|atan|pow|powi)\.)")
+    r"call [^@]*@\"?((?!llvm\.|rv\.)[\w.]+|llvm\.(exp|exp2|exp10|log|log2|log10|sin|cos|tan"
+    r"|sinh|cosh|tanh|asin|acos|atan|pow|powi)\.)")
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
@@ -246,8 +288,34 @@ def test_kernels_vectorise_without_library_calls(dtype: str) -> None:
     for name in sorted(SUPPORTED):
         body = bodies[f"k_{name}"]
         assert re.search(rf"<(4|8|16|32) x {element}>", body), f"{name} {dtype} not vectorised"
+        if name in trig.NAMES:
+            assert re.search(rf"call <\d+ x {element}> @rv\.{name}\.{dtype}\.v\d+\(", body)
+    for function, body in bodies.items():
         calls = SCALARISED_CALL.search(body)
-        assert calls is None, f"{name} {dtype} calls {calls.group(0)}"
+        assert calls is None, f"{function} ({dtype}) calls {calls.group(0)}"
+
+
+def test_two_over_pi_bits_match_fdlibm_and_extend_consistently() -> None:
+    fdlibm_ipio2 = 0xA2F9836E4E441529FC2757D1F534DDC0DB6295993C439041FE5163  # 9 x 24 bits
+    assert two_over_pi_bits(216) == fdlibm_ipio2
+    assert two_over_pi_bits(1216) >> 1000 == fdlibm_ipio2
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_compiled_kernels_reduce_huge_arguments(dtype: str) -> None:
+    """Through the whole compiler: elementwise loops and a sum (another vector width)."""
+    rng = np.random.default_rng(3)
+    x = np.concatenate([_trig_domain(rng, dtype, 3000), near_multiples_of_pio2(dtype),
+                        rng.uniform(-10, 10, 3000).astype(DTYPES[dtype])])
+    rng.shuffle(x)
+    module = rv.compile(f"fn f(x: {dtype}[N]) -> ({dtype}[N], {dtype}[N], {dtype}[N], {dtype}) "
+                        "{ return (sin(x), cos(x), tan(x), sum(sin(x))); }")
+    *values, total = module.f(x)
+    for name, got in zip(("sin", "cos", "tan"), values, strict=True):
+        errors = ulp_errors(got, reference(name, dtype, x))
+        assert errors.max() <= bound(name, dtype), f"{name} {dtype}: {errors.max():.2f} ulp"
+    exact_total = reference("sin", dtype, x).sum()
+    assert abs(float(total) - float(exact_total)) <= 4 * x.size * np.finfo(x.dtype).eps
 
 
 def test_unknown_function_and_bad_arguments_are_rejected() -> None:
