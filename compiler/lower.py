@@ -3,7 +3,8 @@
 Consumes a parsed `ast.Module`; produces one IR `Function` per (function, float dtype)
 specialisation. Type checking happens here: every op is typed by the op table's shape rule,
 and a `ShapeError` becomes a `TypeCheckError` pointing at the expression that caused it.
-Calls to user functions are inlined, so each specialisation is one flat SSA graph.
+Calls to user functions are inlined, so each specialisation is one flat SSA graph; a call
+of the same callee on the same values in the same region is inlined once (`inlined`).
 
 Typing rules (SPEC §2.1–2.3): literals, dimension names and index/loop variables are *weak*:
 they take the dtype of the other operand. Mixing strong dtypes is an error with a cast
@@ -208,9 +209,11 @@ class ModuleLowering:
             else:
                 env.define(param.name, Val(value), param.span)
         self.constraints: list[tuple[Dim, str]] = []
+        self.inlined: dict[tuple, list[Val]] = {}
         results = lower_body(env, region, fn.body, fn)
-        block.results = [self.coerce_return(env, region, fn, results, float_dtype)[i].value
-                         for i in range(len(results))]
+        coerced = self.coerce_return(env, region, fn, results, float_dtype)
+        block.results = [val.value for val in coerced]
+        self.inlined = {}
         function = Function(fn.name, block, [p.name for p in fn.params], list(dim_map), fn.span,
                             self.constraints, value_dims)
         return after_pass(simplify(function), "lower")

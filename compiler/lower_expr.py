@@ -7,18 +7,25 @@ in `lower_index.py`.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
+import numpy as np
+
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import did_you_mean, error_at
 
 from .ir.dims import Dim
 from .ir.ops import broadcast_shapes, dtype_class
-from .ir.types import INT_DTYPES, ShapeError
+from .ir.types import INT_DTYPES, NUMPY_DTYPES, ShapeError
 from .lower import Env, Region, TupleVal, Val, VarSlot, dim_of
 
 ARITHMETIC = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod",
               "**": "pow"}
 COMPARISON = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 LOGICAL = {"and": "and", "or": "or"}
+DIMENSION_OPS = ("+", "-", "*", "//")
+INT64_MAX = 2**63 - 1
 
 
 def lower_expr(env: Env, region: Region, node: ast.Expr) -> Val | TupleVal:
@@ -69,7 +76,8 @@ def tensor(env: Env, region: Region, node: ast.Expr) -> Val:
 
 
 def constant(region: Region, span: ast.Span, value: object, dtype: str, weak: bool) -> Val:
-    """A scalar literal of `dtype`."""
+    """A scalar literal of `dtype` (a CompileError at `span` if it cannot hold the value)."""
+    _require_representable(value, dtype, span)
     if dtype_class(dtype) == "float":
         value = float(value)  # type: ignore[arg-type]
     elif dtype in INT_DTYPES:
@@ -111,8 +119,25 @@ def convert_weak(env: Env, region: Region, val: Val, dtype: str | None, span: as
         raise error_at(span, f"a float value cannot be used as {dtype}; "
                              f"convert explicitly, e.g. {dtype}(...)")
     if val.value.op is not None and val.value.op.name == "const":
-        return constant(region, span, val.value.op.attrs["value"], dtype, weak=False)
+        literal = val.value.op
+        return constant(region, literal.span or span, literal.attrs["value"], dtype, weak=False)
     return Val(region.op_at(span, "cast", [val.value], {"dtype": dtype}))
+
+
+def _require_representable(value: object, dtype: str, span: ast.Span) -> None:
+    """A literal given `dtype` must keep its value: an integer within the type's range, a
+    finite float finite (in `f32` anything beyond about 3.4e38 would become inf)."""
+    if dtype in INT_DTYPES:
+        info = np.iinfo(NUMPY_DTYPES[dtype])
+        if isinstance(value, int) and not info.min <= value <= info.max:
+            raise error_at(span, f"integer literal {value} does not fit in {dtype} "
+                                 f"({info.min}..{info.max})")
+    elif dtype == "f32" and isinstance(value, float) and math.isfinite(value):
+        with np.errstate(over="ignore"):
+            overflows = math.isinf(np.float32(value))
+        if overflows:
+            raise error_at(span, f"float literal {value!r} overflows f32 (its largest value "
+                                 "is about 3.4e38); use f64")
 
 
 def unify(env: Env, region: Region, vals: list[Val], span: ast.Span) -> tuple[list[Val], bool]:
@@ -177,21 +202,34 @@ def lower_unary(env: Env, region: Region, node: ast.UnaryOp) -> Val:
         return Val(region.op_at(node.span, "not", [val.value]))
     if val.type.dtype == "bool":
         raise error_at(node.span, "cannot negate a bool value; use 'not'")
+    op = val.value.op
+    if val.weak and op is not None and op.name == "const":  # `-5` is one literal
+        return constant(region, node.span, -op.attrs["value"], val.type.dtype, weak=True)
     return Val(region.op_at(node.span, "neg", [val.value]), val.weak)
 
 
 def lower_binop(env: Env, region: Region, node: ast.BinOp) -> Val:
-    """Arithmetic, comparisons, logic and `@`."""
+    """Arithmetic, comparisons, logic and `@`; a chain `a + b - c ...` is lowered in a loop
+    from its leftmost operand (`ast.left_spine`), so its length costs no recursion."""
+    from .lower_index import in_index_body
+
+    spine = ast.left_spine(node, lambda left: not in_index_body(env, region, left))
+    value = tensor(env, region, spine[-1].left)
+    for link in reversed(spine):
+        value = _apply_binop(env, region, link, value)
+    return value
+
+
+def _apply_binop(env: Env, region: Region, node: ast.BinOp, left: Val) -> Val:
+    """`node` applied to its already lowered left operand `left`."""
     if node.op == "@":
         from .lower_builtins import matmul
 
-        return matmul(env, region, tensor(env, region, node.left),
-                      tensor(env, region, node.right), node.span)
+        return matmul(env, region, left, tensor(env, region, node.right), node.span)
     if node.op == "**" and isinstance(node.right, ast.IntLit) and node.right.value == 2:
-        base = tensor(env, region, node.left)
-        _require_float(base, "**", node.span)
-        return elementwise(env, region, "mul", [base, base], node.span)
-    left, right = tensor(env, region, node.left), tensor(env, region, node.right)
+        _require_float(left, "**", node.span)
+        return elementwise(env, region, "mul", [left, left], node.span)
+    right = tensor(env, region, node.right)
     if node.op in LOGICAL:
         for v in (left, right):
             if v.type.dtype != "bool":
@@ -252,20 +290,36 @@ def static_dim(node: ast.Expr, dims: dict[str, Dim], allow_new: bool = False) ->
         case ast.UnaryOp(op="-"):
             return -static_dim(node.operand, dims, allow_new)
         case ast.BinOp(op="+" | "-" | "*" | "//"):
-            left = static_dim(node.left, dims, allow_new)
-            right = static_dim(node.right, dims, allow_new)
-            if node.op == "+":
-                return left + right
-            if node.op == "-":
-                return left - right
-            if node.op == "*":
-                return left * right
-            if not right.is_const or right.value <= 0:
-                raise error_at(node.right.span, "a dimension can only be divided by a "
-                                                "positive integer constant")
-            return left // right
+            spine = ast.left_spine(node, lambda left: left.op in DIMENSION_OPS)
+            first = static_dim(spine[-1].left, dims, allow_new)
+            return _dim_chain(spine, first, lambda e: static_dim(e, dims, allow_new))
     raise error_at(node.span, "expected a dimension: an integer, a dimension name, "
                               "or + - * // of those")
+
+
+def _dim_chain(spine: list[ast.BinOp], first: Dim,
+               operand: Callable[[ast.Expr], Dim | None]) -> Dim | None:
+    """`first` combined with the right operands of a left-leaning chain of dimension
+    operators (None when `operand` gives None). A run of `//` divides once by the product
+    of its divisors, as (n // a) // b == n // (a * b), so no chain nests floor divisions."""
+    total, divisor = first, 1
+    for link in reversed(spine):
+        right = operand(link.right)
+        if right is None:
+            return None
+        if link.op == "//":
+            if not right.is_const or right.value <= 0:
+                raise error_at(link.right.span, "a dimension can only be divided by a "
+                                                "positive integer constant")
+            divisor *= right.value
+            if divisor > INT64_MAX:
+                raise error_at(link.right.span, "the divisors of this dimension multiply to "
+                                                "more than 64 bits")
+            continue
+        total, divisor = total // divisor, 1
+        total = total + right if link.op == "+" else total - right if link.op == "-" \
+            else total * right
+    return total // divisor
 
 
 def try_static_dim(env: Env, node: ast.Expr) -> Dim | None:
@@ -284,10 +338,10 @@ def try_static_dim(env: Env, node: ast.Expr) -> Dim | None:
             inner = try_static_dim(env, node.operand)
             return None if inner is None else -inner
         case ast.BinOp(op="+" | "-" | "*" | "//"):
-            left, right = try_static_dim(env, node.left), try_static_dim(env, node.right)
-            if left is None or right is None:
-                return None
-            return static_dim(node, env.dim_map)
+            spine = ast.left_spine(node, lambda left: left.op in DIMENSION_OPS)
+            first = try_static_dim(env, spine[-1].left)
+            return None if first is None else _dim_chain(
+                spine, first, lambda e: try_static_dim(env, e))
     return None
 
 

@@ -42,6 +42,7 @@ class IndexContext:
     statement: Region
     body: Region
     hoisted: dict[int, Val] = field(default_factory=dict)
+    mentioning: dict[int, bool] = field(default_factory=dict)  # see `_mentions_index`
 
 
 def mentions(node: ast.Expr, names: set[str] | list[str]) -> bool:
@@ -56,7 +57,19 @@ def in_index_body(env: Env, region: Region, node: ast.Expr) -> bool:
         return False
     if isinstance(node, ast.IntLit | ast.FloatLit | ast.BoolLit):
         return False
-    return try_static_dim(env, node) is None and not mentions(node, ctx.order)
+    return not _mentions_index(ctx, node) and try_static_dim(env, node) is None
+
+
+def _mentions_index(ctx: IndexContext, node: ast.Expr) -> bool:
+    """Whether `node` mentions an index of `ctx`, computed for all of `node`'s subtree in one
+    walk and remembered, so asking at every link of a long chain costs linear time."""
+    known = ctx.mentioning
+    if id(node) not in known:
+        names = set(ctx.order)
+        for n in reversed(list(ast.walk(node))):
+            known[id(n)] = (isinstance(n, ast.Name) and n.id in names) or any(
+                known[id(child)] for child in ast.iter_children(n))
+    return known[id(node)]
 
 
 def _lower_outside(env: Env, node: ast.Expr) -> Val:
@@ -188,7 +201,8 @@ def _build_generic(env: Env, ctx: IndexContext, out: list[str], reduce: str | No
     block = Block(params=list(params))
     body_region = Region(block, parent=ctx.statement)
     saved = env.index_ctx, env.index_vars
-    env.index_ctx = IndexContext(ctx.order, ctx.ranges, ctx.statement, body_region, ctx.hoisted)
+    env.index_ctx = IndexContext(ctx.order, ctx.ranges, ctx.statement, body_region, ctx.hoisted,
+                                 ctx.mentioning)
     env.index_vars = {name: Val(p, weak=True) for name, p in zip(out + over, params, strict=True)}
     try:
         val = convert_weak(env, body_region, tensor(env, body_region, body), None, span)

@@ -13,7 +13,7 @@ from reverie.dsl.diagnostics import did_you_mean, error_at
 
 from .ir.core import Block, Value
 from .ir.dims import Dim
-from .ir.types import FLOAT_DTYPES, TensorType, scalar
+from .ir.types import FLOAT_DTYPES, scalar
 from .lower import (
     Env,
     Region,
@@ -26,7 +26,7 @@ from .lower import (
     is_dim_scalar,
     type_of,
 )
-from .lower_expr import convert_weak, int_scalar, lower_expr, tensor
+from .lower_expr import convert_weak, int_scalar, lower_expr, tensor, try_static_dim
 from .lower_index import lower_let_indexed
 
 
@@ -104,14 +104,11 @@ def _assigned(body: list[ast.Stmt]) -> list[str]:
 
 
 def _lower_for(env: Env, region: Region, stmt: ast.For) -> None:
-    lo = int_scalar(env, region, stmt.lo, "a loop bound")
-    hi = int_scalar(env, region, stmt.hi, "a loop bound")
+    lo, hi = _loop_bound(env, region, stmt.lo), _loop_bound(env, region, stmt.hi)
     if dim_of(lo) is not None and dim_of(hi) is not None:
         trips = dim_of(hi) - dim_of(lo)
-        reason = f"loop '{stmt.var}' in {dim_of(lo)}..{dim_of(hi)} has a negative trip count"
-        if trips.is_const and trips.value < 0:
-            raise error_at(stmt.span, reason)
-        if not trips.is_const:
+        if not trips.is_const:  # it also sizes the states a gradient stores
+            reason = f"loop '{stmt.var}' in {dim_of(lo)}..{dim_of(hi)} has a negative trip count"
             env.lowering.constraints.append((trips, reason))
     slots = [(name, env.lookup(name)) for name in _assigned(stmt.body)]
     carried = [(name, slot) for name, slot in slots if isinstance(slot, VarSlot)]
@@ -133,6 +130,15 @@ def _lower_for(env: Env, region: Region, stmt: ast.For) -> None:
     for (name, slot), result in zip(carried, results, strict=True):
         result.name = name
         slot.current = Val(result)
+
+
+def _loop_bound(env: Env, region: Region, node: ast.Expr) -> Val:
+    """A loop bound as an i64; one built from literals and dimensions (`N - 1`) is a single
+    `dim` op, so its trip count is a dimension expression however long the bound is."""
+    dim = None if isinstance(node, ast.IntLit | ast.Name) else try_static_dim(env, node)
+    if dim is None:
+        return int_scalar(env, region, node, "a loop bound")
+    return Val(region.op_at(node.span, "dim", [], {"dim": dim}))
 
 
 # ---------------------------------------------------------------- user calls
@@ -162,8 +168,22 @@ def _bind_dims(callee: ast.FunctionDef, args: list[Val], call: ast.Call) -> dict
     return dims
 
 
+def _argument_key(value: Value) -> object:
+    """What a callee can see of an argument: a constant or dimension by its attributes
+    (equal literals give equal calls), any other value by identity."""
+    op = value.op
+    if op is not None and op.name in ("const", "dim"):
+        return op.name, value.type, repr(sorted(op.attrs.items()))
+    return value
+
+
 def lower_user_call(env: Env, region: Region, call: ast.Call) -> Val | TupleVal:
-    """Inline a call to a function of this module."""
+    """Inline a call to a function of this module, once per region, callee and arguments.
+
+    Functions are pure, so a second call of the same callee on the same values reuses the
+    results of the first: `g(x) + g(x)` inlines `g` once, and a chain of such doublings
+    lowers in time linear in its depth rather than exponential.
+    """
     lowering = env.lowering
     callee = lowering.functions[call.func]
     if call.keywords:
@@ -174,21 +194,30 @@ def lower_user_call(env: Env, region: Region, call: ast.Call) -> Val | TupleVal:
     args = [tensor(env, region, a) for a in call.args]
     float_dtype = _callee_float(env, callee, args)
     dims = _bind_dims(callee, args, call)
-    callee_env = Env(callee, lowering, env.default_float, dims)
-    param_types: list[TensorType] = []
+    converted: list[Val] = []
     for param, arg, node in zip(callee.params, args, call.args, strict=True):
         want = type_of(param.type, float_dtype, dims)
         arg = convert_weak(env, region, arg, want.dtype, node.span)
         if arg.type != want:
             raise error_at(node.span, f"argument '{param.name}' of '{callee.name}' must be "
                                       f"{want}, got {arg.type}")
-        param_types.append(want)
-        if is_dim_scalar(want) and dim_of(arg) is not None:
+        converted.append(arg)
+    key = (callee.name, float_dtype, region, *(_argument_key(a.value) for a in converted))
+    if key not in lowering.inlined:
+        lowering.inlined[key] = _inline(env, region, callee, converted, dims, float_dtype)
+    results = lowering.inlined[key]
+    return results[0] if len(results) == 1 else TupleVal(results)
+
+
+def _inline(env: Env, region: Region, callee: ast.FunctionDef, args: list[Val],
+            dims: dict[str, Dim], float_dtype: str) -> list[Val]:
+    """Lower `callee`'s body into `region` with its parameters bound to `args`."""
+    callee_env = Env(callee, env.lowering, default_float_of([a.type.dtype for a in args]), dims)
+    for param, arg in zip(callee.params, args, strict=True):
+        if is_dim_scalar(arg.type) and dim_of(arg) is not None:
             define_dim_scalar(callee_env, region, param.name, dim_of(arg), param.span)
         else:
             callee_env.define(param.name, arg, param.span)
-    callee_env.default_float = default_float_of([t.dtype for t in param_types])
     results = lower_body(callee_env, region, callee.body, callee)
-    results = lowering.coerce_return(callee_env, region, callee, results, float_dtype)
-    return results[0] if len(results) == 1 else TupleVal(results)
+    return env.lowering.coerce_return(callee_env, region, callee, results, float_dtype)
 

@@ -10,6 +10,7 @@ Dimension expressions in types (`f32[N + 1, 2 * K]`) reuse the expression nodes 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -302,3 +303,17 @@ def walk(node: object):
         current = stack.pop()
         yield current
         stack.extend(reversed(list(iter_children(current))))
+
+
+def left_spine(node: BinOp, descend: Callable[[BinOp], bool] = lambda _: True) -> list[BinOp]:
+    """`node` and the binary operations down its left operands, outermost first.
+
+    `a + b - c` parses as `(a + b) - c`, so a long sum is a deep tree leaning left; passes
+    that follow this spine in a loop (and recurse only into right operands) stay within the
+    parser's nesting limit however many terms there are. `descend(left)` may stop the walk
+    at a left operand that needs handling of its own.
+    """
+    spine = [node]
+    while isinstance(spine[-1].left, BinOp) and descend(spine[-1].left):
+        spine.append(spine[-1].left)
+    return spine

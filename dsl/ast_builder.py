@@ -7,7 +7,8 @@ Python stack. The builder also rejects, with tailored `ParseError`s, shapes the 
 accepts on purpose: chained comparisons, unknown dtypes, bad dimension expressions, calls
 on non-names, `i in lo..hi` outside reductions, positional arguments after keywords,
 repeated keywords and out-of-range literals. `check_tree` finally caps the AST depth at
-MAX_NESTING, so the recursive passes that follow (checker, lowering, printer) are safe.
+MAX_NESTING (chains of binary operations count once), so the recursive passes that follow
+(checker, lowering, printer) are safe.
 """
 
 from __future__ import annotations
@@ -67,7 +68,12 @@ def build_ast(tree: Tree) -> list[ast.FunctionDef]:
 
 
 def check_tree(functions: list[ast.FunctionDef]) -> None:
-    """Reject ASTs deeper than MAX_NESTING and `i in lo..hi` items in plain subscripts."""
+    """Reject ASTs deeper than MAX_NESTING and `i in lo..hi` items in plain subscripts.
+
+    Depth counts nesting, not width: the left operand of a binary operation is at its
+    parent's depth, so `a + b + ... + z` (a left-leaning chain that every later pass walks
+    with `ast.left_spine`, not by recursion) is as shallow as `a + b`.
+    """
     stack = [(function, 1) for function in reversed(functions)]
     while stack:
         node, depth = stack.pop()
@@ -81,7 +87,9 @@ def check_tree(functions: list[ast.FunctionDef]) -> None:
             for item in node.items:
                 if isinstance(item, ast.IndexVar):
                     raise _error(item.span, STRAY_RANGE)
-        stack.extend((child, depth + 1) for child in reversed(_ast_children(node)))
+        chained = node.left if isinstance(node, ast.BinOp) else None
+        stack.extend((child, depth if child is chained else depth + 1)
+                     for child in reversed(_ast_children(node)))
 
 
 @functools.cache

@@ -13,7 +13,8 @@ Expression forms: `(op a b)` for binary and `(- a)` / `(not a)` for unary operat
 `(call f a b axis=1)`, `(sum[k in 0..K, j] body)` for index reductions,
 `(index x i (slice 1 _ _))` for subscripts (`_` marks a missing slice part),
 `(attr x T)`, `(tuple a b)`, and plain names and literals. Spans are not printed.
-Recursion depth follows the AST depth, which the parser caps (ast_builder.MAX_NESTING).
+Recursion depth follows the AST depth, which the parser caps (ast_builder.MAX_NESTING);
+chains of binary operations are walked in a loop (`ast.left_spine`).
 """
 
 from __future__ import annotations
@@ -59,8 +60,11 @@ def format_expr(expr: ast.Expr) -> str:
             return "true" if value else "false"
         case ast.IntLit(value=value) | ast.FloatLit(value=value):
             return repr(value)
-        case ast.BinOp(op=op, left=left, right=right):
-            return f"({op} {format_expr(left)} {format_expr(right)})"
+        case ast.BinOp():
+            spine = ast.left_spine(expr)
+            opening = "".join(f"({link.op} " for link in spine)
+            closing = "".join(f" {format_expr(link.right)})" for link in reversed(spine))
+            return opening + format_expr(spine[-1].left) + closing
         case ast.UnaryOp(op=op, operand=operand):
             return f"({op} {format_expr(operand)})"
         case ast.Call(func=func, args=args, keywords=keywords):

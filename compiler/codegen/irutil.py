@@ -24,6 +24,15 @@ ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
 FLOATS = ("f32", "f64")
 
 
+VALUE_NAME_LIMIT = 64  # LLVM cuts local names at 1024 characters, which can merge two
+
+
+def value_name(name: str) -> str:
+    """A local value name for `name`, cut to VALUE_NAME_LIMIT characters: names only help
+    reading the IR, and llvmlite numbers repeated ones (`x`, `x.1`), so they stay unique."""
+    return name[:VALUE_NAME_LIMIT]
+
+
 def i64(value: int) -> ir.Constant:
     return ir.Constant(I64, value)
 
@@ -92,7 +101,7 @@ class FunctionPointer:
 
 def alloca(builder: ir.IRBuilder, type_: ir.Type, name: str = "") -> ir.Value:
     """A stack slot typed as an opaque `ptr` (llvmlite would print a typed `double*`)."""
-    slot = builder.alloca(type_, name=name)
+    slot = builder.alloca(type_, name=value_name(name))
     slot.type = PTR
     return slot
 

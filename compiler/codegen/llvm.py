@@ -70,6 +70,7 @@ from .irutil import (
     counted_loop,
     i64,
     intrinsic,
+    value_name,
     vector_lanes,
     vectorize_width_hint,
 )
@@ -141,7 +142,7 @@ class ProgramCodegen:
         b, program = self.b, self.program
         for k, symbol in enumerate(program.symbols):
             self.dims[symbol] = b.load(b.gep(self.dims_arg, [i64(k)], source_etype=I64),
-                                       typ=I64, name=symbol)
+                                       typ=I64, name=value_name(symbol))
         for buffer in program.inputs + program.outputs:
             slot = buffer.slot + (len(program.inputs) if buffer.role == "output" else 0)
             self.pointers[buffer] = self._table_entry(slot, buffer.name)
@@ -151,11 +152,11 @@ class ProgramCodegen:
         offsets = workspace_offsets(program.temps, ITEMSIZE)
         for temp, offset in zip(program.temps, offsets, strict=False):
             self.pointers[temp] = b.gep(workspace, [self.index(offset)], source_etype=I8,
-                                        inbounds=True, name=temp.name)
+                                        inbounds=True, name=value_name(temp.name))
 
     def _table_entry(self, slot: int, name: str) -> ir.Value:
         entry = self.b.gep(self.buffers_arg, [i64(slot)], source_etype=PTR)
-        return self.b.load(entry, typ=PTR, name=name)
+        return self.b.load(entry, typ=PTR, name=value_name(name))
 
     def _alloca(self, type_: ir.Type, name: str) -> ir.Value:
         """A stack slot in the entry block (where mem2reg promotes it to registers)."""
@@ -198,7 +199,7 @@ class ProgramCodegen:
         buffer = view.buffer
         base = self.pointers.get(buffer)
         if base is None:
-            base = self.b.load(self.slots[buffer], typ=PTR, name=buffer.name)
+            base = self.b.load(self.slots[buffer], typ=PTR, name=value_name(buffer.name))
         return self.b.gep(base, [self.index(view.flat(index))], source_etype=MEMORY[buffer.dtype],
                           inbounds=True)
 

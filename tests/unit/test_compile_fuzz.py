@@ -1,7 +1,10 @@
 """Robustness of the whole front end (SPEC §5): parse, check and lower mutated programs.
 
 Every mutant of the golden and example programs must compile or raise a `CompileError`
-with a position, within a time bound; whatever compiles must give verifiable IR.
+with a position, within a time bound; whatever compiles must give verifiable IR. So must
+the blow-up shapes of `fuzzing.blow_up` (call fan-out, wide tuples, flat chains, long
+names, empty ranges, literals that do not fit), whose results native code and the
+interpreter must agree on.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ import random
 import time
 from pathlib import Path
 
-from fuzzing import mutate
+import numpy as np
+from fuzzing import blow_up, mutate
 
 import reverie as rv
 from reverie.compiler.ir.verifier import verify_function
@@ -60,3 +64,30 @@ def test_mutated_programs_compile_or_raise_compile_error() -> None:
             message = f"{type(error).__name__}: {error}\non source:\n{source}"
             raise AssertionError(message) from error
     assert any(outcomes) and not all(outcomes)
+
+
+BLOW_UPS = 24
+
+
+def test_blow_up_shapes_compile_in_bounded_time_and_agree() -> None:
+    rng = random.Random(11)
+    outcomes = []
+    for _ in range(BLOW_UPS):
+        source = blow_up(rng)
+        accepted = _compile(source)
+        outcomes.append(accepted)
+        if accepted:
+            _agree(source)
+    assert any(outcomes) and not all(outcomes)
+
+
+def _agree(source: str) -> None:
+    """Native code and the interpreter give the same results on a small input."""
+    native, interp = rv.compile(source), rv.compile(source, backend="interp")
+    name = list(native.kernels)[-1]
+    dtypes = native.kernels[name].declared_dtypes
+    args = [np.arange(1, 5).astype("i4" if dtype == "i32" else "f4" if dtype == "f32" else "f8")
+            for dtype in dtypes]
+    expected, got = interp.kernels[name](*args), native.kernels[name](*args)
+    np.testing.assert_allclose(np.asarray(got, dtype="f8"), np.asarray(expected, dtype="f8"),
+                               rtol=1e-6)

@@ -91,12 +91,20 @@ def test_pathological_inputs(source: str) -> None:
     "source",
     [
         PATHOLOGICAL["open_parens"],
-        "fn f() { return " + " - ".join(["x"] * 2_000) + "; }",
         "fn f() { return " + " ** ".join(["x"] * 2_000) + "; }",
         "fn f() { return " + "-" * 2_000 + "x; }",
+        "fn f() { return " + "- " * 120 + "(" + "- " * 120 + "x" + " - x" * 2_000 + "); }",
     ],
-    ids=["brackets", "left_chain", "right_chain", "prefix_chain"],
+    ids=["brackets", "right_chain", "prefix_chain", "prefix_around_left_chain"],
 )
 def test_deep_nesting_is_rejected_with_a_clear_message(source: str) -> None:
     with pytest.raises(ParseError, match="nested too deeply"):
         parse(source)
+
+
+@pytest.mark.parametrize("op", ["+", "-", "*", "and", "<="])
+def test_left_chains_are_wide_not_deep(op: str) -> None:
+    """A flat chain of 5,000 terms is accepted (nesting counts depth, not width)."""
+    terms = 5_000 if op != "<=" else 2
+    source = "fn f() { return " + f" {op} ".join(["x"] * terms) + "; }"
+    assert format_ast(parse(source)).count(f"({op} ") == terms - 1

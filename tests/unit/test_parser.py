@@ -430,7 +430,18 @@ def test_bracket_nesting_limit() -> None:
 
 
 def test_expression_depth_limit() -> None:
-    parse("fn f() { return " + " + ".join(["a"] * (MAX_NESTING - 10)) + "; }")
-    error = parse_error("fn f() { return " + " + ".join(["a"] * (MAX_NESTING + 10)) + "; }")
+    parse("fn f() { return " + "- " * (MAX_NESTING - 10) + "a; }")
+    error = parse_error("fn f() { return " + "- " * (MAX_NESTING + 10) + "a; }")
     assert "nested too deeply" in error.message
     assert "'let'" in error.message
+    assert "nested too deeply" in parse_error("fn f() { return " + "a ** " * 300 + "a; }").message
+
+
+@pytest.mark.parametrize("terms", [MAX_NESTING, 5000])
+def test_long_chains_of_binary_operators_count_as_one_level(terms: int) -> None:
+    for op in ("+", "*", "-", "and"):
+        body = f" {op} ".join(["a"] * terms)
+        (function,) = parse(f"fn f() {{ return {body}; }}").functions
+        assert format_expr(function.body[0].value).count(f"({op} ") == terms - 1
+    error = parse_error("fn f() { return " + "- " * 150 + "(" + "- " * 150 + "a + b); }")
+    assert "nested too deeply" in error.message
