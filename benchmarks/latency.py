@@ -1,0 +1,199 @@
+"""Latency: what a user feels first — call overhead, cold compile, warm start (issue 10).
+
+    python benchmarks/latency.py [--quick] [--skip-jax]
+
+Three parts, each with its peer measured in the same run:
+
+1. **Call overhead** (in this process): a forward call, an `f.grad` call and the recorded
+   path (`rv.tensor` → recorded call → `rv.grad`) of `sum(x0*x0 + ... )` with 1, 4 and 8
+   parameters `f64[16]`, beside NumPy by hand (`2 * x`) and `jax.jit(jax.grad)`. Each
+   figure is the median over rounds of the mean of many calls, in microseconds.
+2. **Cold compile** (a fresh subprocess per measurement, empty Reverie cache): the time of
+   `import reverie`, then compiling `examples/mlp.rv` and getting the first value and
+   gradient; and larger kernels' first gradients; beside `jax.jit(jax.grad)`'s first call
+   on the same MLP, also in a fresh subprocess.
+3. **Warm start**: the same subprocess again with the cache it just populated, timed from
+   the end of `import reverie` to the first gradient result.
+
+The results print as Markdown tables, ready for `benchmarks/README.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+PARAMETER_COUNTS = (1, 4, 8)
+
+
+def overhead_source(parameters: int) -> str:
+    """`fn f(x0: f64[N], ...) -> f64 { return sum(x0 * x0 + ...); }`."""
+    names = [f"x{i}" for i in range(parameters)]
+    params = ", ".join(f"{n}: f64[N]" for n in names)
+    body = " + ".join(f"{n} * {n}" for n in names)
+    return f"fn f({params}) -> f64 {{ return sum({body}); }}"
+
+
+def per_call_us(call: Callable[[], object], rounds: int, min_round_s: float = 0.02) -> float:
+    """Median over `rounds` of the mean time per call of a batch lasting ~`min_round_s`."""
+    call()
+    start = time.perf_counter()
+    call()
+    once = max(time.perf_counter() - start, 1e-7)
+    batch = max(1, int(min_round_s / once))
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(batch):
+            call()
+        samples.append((time.perf_counter() - start) / batch)
+    return statistics.median(samples) * 1e6
+
+
+def call_overhead(rounds: int, with_jax: bool) -> list[dict]:
+    """One row per parameter count: µs per forward, grad and recorded call, and peers."""
+    import reverie as rv
+
+    rng = np.random.default_rng(10)
+    rows = []
+    for count in PARAMETER_COUNTS:
+        args = [rng.standard_normal(16) for _ in range(count)]
+        kernel = rv.compile(overhead_source(count)).f
+        grad = kernel.grad("x0")
+
+        def recorded(kernel: rv.Kernel = kernel, args: list = args) -> object:
+            leaf = rv.tensor(args[0], requires_grad=True)
+            return rv.grad(kernel(leaf, *args[1:]), leaf)
+
+        row = {"parameters": count,
+               "forward": per_call_us(lambda kernel=kernel, args=args: kernel(*args), rounds),
+               "grad": per_call_us(lambda grad=grad, args=args: grad(*args), rounds),
+               "recorded": per_call_us(recorded, rounds),
+               "numpy": per_call_us(lambda x=args[0]: 2 * x, rounds)}
+        if with_jax:
+            import jax
+
+            jax.config.update("jax_enable_x64", True)
+            jitted = jax.jit(jax.grad(lambda *xs: sum((x * x).sum() for x in xs)))
+            device_args = [jax.device_put(a) for a in args]
+            row["jax"] = per_call_us(
+                lambda f=jitted, a=device_args: jax.block_until_ready(f(*a)), rounds)
+        rows.append(row)
+    return rows
+
+
+# Child scripts: each prints one JSON object on its last line.
+REVERIE_CHILD = """
+import json, sys, time
+start = time.perf_counter()
+import numpy as np
+import reverie as rv
+imported = time.perf_counter()
+path, fn, wrt, dims = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+from reverie.cli_grad import random_arguments
+module = rv.load(path)
+kernel = module[fn]
+args = random_arguments(kernel.ir_for("f64"), dims, np.random.default_rng(0))
+value = kernel(*args)
+first_value = time.perf_counter()
+grad = kernel.grad(None if wrt == "-" else wrt.split(","))(*args)
+done = time.perf_counter()
+print(json.dumps({"import": imported - start, "value": first_value - imported,
+                  "gradient": done - imported}))
+"""
+
+JAX_CHILD = """
+import json, time
+import numpy as np
+import jax, jax.numpy as jnp
+jax.config.update("jax_enable_x64", True)
+def loss(x, y, w1, b1, w2, b2):
+    return jnp.mean((jnp.tanh(x @ w1 + b1) @ w2 + b2 - y) ** 2)
+rng = np.random.default_rng(0)
+B, D, H, O = 64, 8, 32, 4
+args = [rng.standard_normal(s) for s in [(B, D), (B, O), (D, H), (H,), (H, O), (O,)]]
+start = time.perf_counter()
+grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3, 4, 5)))
+jax.block_until_ready(grad(*args))
+print(json.dumps({"gradient": time.perf_counter() - start}))
+"""
+
+COLD_KERNELS = (  # (label, file, function, wrt or "-" for every float parameter, dims)
+    ("MLP loss (examples/mlp.rv)", "examples/mlp.rv", "mlp_loss", "-",
+     {"B": 64, "D": 8, "H": 32, "O": 4}),
+    ("mixture log-likelihood (examples/gmm.rv)", "examples/gmm.rv", "gmm_nll", "-",
+     {"N": 200, "D": 8, "K": 10}),
+    ("RNN (examples/rnn.rv)", "examples/rnn.rv", "rnn_loss", "-",
+     {"T": 16, "D": 8, "H": 16}),
+)
+
+
+def run_child(script: str, args: list[str], cache: str) -> dict:
+    """Run a child script in a fresh interpreter with `REVERIE_CACHE_DIR=cache`."""
+    env = {**os.environ, "REVERIE_CACHE_DIR": cache, "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run([sys.executable, "-c", script, *args], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode:
+        raise RuntimeError(f"child failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def cold_and_warm(with_jax: bool) -> tuple[list[dict], dict | None]:
+    """Cold then warm first-gradient times per kernel, each in a fresh subprocess."""
+    rows = []
+    for label, path, fn, wrt, dims in COLD_KERNELS:
+        with tempfile.TemporaryDirectory() as cache:
+            argv = [path, fn, wrt, json.dumps(dims)]
+            cold = run_child(REVERIE_CHILD, argv, cache)
+            warm = run_child(REVERIE_CHILD, argv, cache)
+        rows.append({"kernel": label, "import": cold["import"], "cold": cold["gradient"],
+                     "warm": warm["gradient"], "warm_import": warm["import"]})
+    jax_row = run_child(JAX_CHILD, [], tempfile.gettempdir()) if with_jax else None
+    return rows, jax_row
+
+
+def report(calls: list[dict], compiles: list[dict], jax_row: dict | None) -> str:
+    """The measurements as Markdown tables."""
+    lines = [f"Measured {time.strftime('%Y-%m-%d')}, load average "
+             f"{os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs.", "",
+             "| parameters | forward µs | `f.grad` µs | recorded path µs | NumPy `2*x` µs "
+             "| jax.jit(grad) µs | grad ÷ NumPy |", "|---|---|---|---|---|---|---|"]
+    for row in calls:
+        jax_cell = f"{row['jax']:.1f}" if "jax" in row else "—"
+        lines.append(f"| {row['parameters']} | {row['forward']:.1f} | {row['grad']:.1f} | "
+                     f"{row['recorded']:.1f} | {row['numpy']:.2f} | {jax_cell} | "
+                     f"{row['grad'] / row['numpy']:.1f} |")
+    lines += ["", "| kernel | `import reverie` s | cold: compile + first gradient s "
+              "| warm: first gradient after import ms |", "|---|---|---|---|"]
+    for row in compiles:
+        lines.append(f"| {row['kernel']} | {row['import']:.2f} | {row['cold']:.2f} | "
+                     f"{row['warm'] * 1e3:.1f} |")
+    if jax_row is not None:
+        lines.append(f"| JAX `jit(grad)` first call, same MLP (peer) | — | "
+                     f"{jax_row['gradient']:.2f} | — |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds")
+    parser.add_argument("--skip-jax", action="store_true", help="no JAX peer")
+    options = parser.parse_args()
+    calls = call_overhead(5 if options.quick else 15, not options.skip_jax)
+    compiles, jax_row = cold_and_warm(not options.skip_jax)
+    print(report(calls, compiles, jax_row))
+
+
+if __name__ == "__main__":
+    main()
