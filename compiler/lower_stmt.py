@@ -105,11 +105,6 @@ def _assigned(body: list[ast.Stmt]) -> list[str]:
 
 def _lower_for(env: Env, region: Region, stmt: ast.For) -> None:
     lo, hi = _loop_bound(env, region, stmt.lo), _loop_bound(env, region, stmt.hi)
-    if dim_of(lo) is not None and dim_of(hi) is not None:
-        trips = dim_of(hi) - dim_of(lo)
-        if not trips.is_const:  # it also sizes the states a gradient stores
-            reason = f"loop '{stmt.var}' in {dim_of(lo)}..{dim_of(hi)} has a negative trip count"
-            env.lowering.constraints.append((trips, reason))
     slots = [(name, env.lookup(name)) for name in _assigned(stmt.body)]
     carried = [(name, slot) for name, slot in slots if isinstance(slot, VarSlot)]
     index = Value(scalar("i64"), name=stmt.var)

@@ -12,7 +12,8 @@ Pipeline of `compile_module`:
      load the object code straight into the JIT (no optimisation, no code generation);
      otherwise, or if linking fails, delete the entry and go on as for a miss;
   3. miss: parse + verify, optimise at O3 with the loop and SLP vectorisers on, emit an
-     object file for the host CPU, store it, load it into the JIT.
+     object file for the host CPU (at codegen level 3, or 0 for a module with a basic
+     block over HUGE_BLOCK instructions: see `_code_generator`), store it, load it.
 
 One ORC LLJIT instance serves the whole process; each module becomes its own JIT library,
 unloaded when its `JitModule` is garbage-collected (`live_library_count()` says how many
@@ -56,7 +57,8 @@ from llvmlite.binding.newpassmanagers import NewPassManager
 
 from . import cache
 
-_PIPELINE_VERSION = "reverie-jit-1"
+_PIPELINE_VERSION = "reverie-jit-2"
+HUGE_BLOCK = 2000
 _LLVM_LOCK = threading.RLock()
 _library_numbers = itertools.count()
 _EXTERNAL_DEFINE = re.compile(r'^define\s+([^@\n]*)@("?)([^"(\s]+)\2\(', re.MULTILINE)
@@ -100,6 +102,40 @@ def host_target() -> HostTarget:
         cpu=cpu_name, features=features, opt=3, reloc="pic", codemodel="default"
     )
     return HostTarget(target_machine, triple, cpu_name, features)
+
+
+@functools.cache
+def _straight_line_target() -> llvm.TargetMachine:
+    """A target machine for the host CPU generating code without optimisation, for
+    functions with a huge basic block (see `_code_generator`)."""
+    host = host_target()
+    return llvm.Target.from_triple(host.triple).create_target_machine(
+        cpu=host.cpu_name, features=host.features, opt=0, reloc="pic", codemodel="default"
+    )
+
+
+def _largest_block(llvm_ir: str) -> int:
+    """The number of instructions in the longest basic block of (printed) `llvm_ir`."""
+    longest = current = 0
+    for line in llvm_ir.splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            current += 1
+            longest = max(longest, current)
+        else:
+            current = 0
+    return longest
+
+
+def _code_generator(optimized_ir: str) -> llvm.TargetMachine:
+    """The target machine that emits `optimized_ir`: the O3 one, unless a basic block
+    holds more than HUGE_BLOCK instructions. LLVM's instruction schedulers take time
+    quadratic in a block's length (a 2,000-output tuple: 12 s of a 14 s compile; at opt
+    level 1 still 2 s for 1,000 outputs, at level 0 0.02 s). Such blocks are nearly always
+    straight-line code that runs once per call (wide tuples, unrolled scalar code); the
+    choice depends on the IR alone, so the cache key stays the IR's."""
+    if _largest_block(optimized_ir) > HUGE_BLOCK:
+        return _straight_line_target()
+    return host_target().target_machine
 
 
 @functools.cache
@@ -236,7 +272,7 @@ class JitModule:
         """The host assembly for the optimised IR, generated on first use."""
         if self._asm is None:
             with _LLVM_LOCK, _parsed(self.llvm_ir, self.name) as module:
-                self._asm = host_target().target_machine.emit_assembly(module)
+                self._asm = _code_generator(self.llvm_ir).emit_assembly(module)
         return self._asm
 
 
@@ -314,7 +350,7 @@ def compile_module(llvm_ir: str, *, name: str, optimize_ir: bool = True) -> JitM
             if optimize_ir:
                 _optimize_module(module)
             optimized_ir = str(module)
-            object_code = host_target().target_machine.emit_object(module)
+            object_code = _code_generator(optimized_ir).emit_object(module)
         module_handle = JitModule(
             name, llvm_ir, object_code, optimized_ir=optimized_ir, from_cache=False
         )

@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from reverie.compiler.ir.dims import Dim, FloorDiv
+from reverie.compiler.ir.dims import Dim, FloorDiv, NonNegative
 from reverie.compiler.loops.ir import (
     Accumulate,
     Accumulator,
@@ -98,16 +98,17 @@ def _define_object_entry(module: ir.Module, entry: ir.Function, program: Program
     the addresses of the NumPy array *objects* (CPython ids), then the dimension sizes and
     error slots. It reads each array's data pointer (the field after the object header,
     at ARRAY_DATA_OFFSET) and calls the plain entry: one small ctypes call per kernel
-    call, with no per-array conversions in Python."""
+    call, with no per-array conversions in Python. The copy is a loop (LLVM unrolls it
+    when there are few arrays), so a program with thousands of outputs stays small."""
     count = len(program.inputs) + len(program.outputs) + 2
     function = ir.Function(module, ir.FunctionType(I32, [PTR]), name=entry.name + "_objects")
     (frame,) = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
     table = alloca(b, ir.ArrayType(PTR, count), "buffers")
-    for k in range(count):
-        array = b.load(b.gep(frame, [i64(k)], source_etype=PTR), typ=PTR)
+    with counted_loop(b, i64(0), i64(count)) as k:
+        array = b.load(b.gep(frame, [k], source_etype=PTR), typ=PTR)
         data = b.load(b.gep(array, [i64(ARRAY_DATA_OFFSET)], source_etype=I8), typ=PTR)
-        b.store(data, b.gep(table, [i64(k)], source_etype=PTR))
+        b.store(data, b.gep(table, [k], source_etype=PTR))
     b.ret(b.call(entry, [table, b.gep(frame, [i64(count)], source_etype=I64)]))
 
 
@@ -173,13 +174,16 @@ class ProgramCodegen:
             total = term if total is None else b.add(total, term, flags=("nsw",))
         return total if total is not None else i64(0)
 
-    def _atom(self, atom: str | FloorDiv) -> ir.Value:
+    def _atom(self, atom: str | FloorDiv | NonNegative) -> ir.Value:
         if isinstance(atom, FloorDiv):
             numerator = self.index(atom.numerator)
             divisor = i64(atom.denominator)
             quotient = self.b.sdiv(numerator, divisor)
             negative_rest = self.b.icmp_signed("<", self.b.srem(numerator, divisor), i64(0))
             return self.b.sub(quotient, self.b.zext(negative_rest, I64))
+        if isinstance(atom, NonNegative):
+            operand = self.index(atom.operand)
+            return self.b.select(self.b.icmp_signed("<", operand, i64(0)), i64(0), operand)
         if atom.startswith("%"):
             return self.operand(Var(atom, "i64"))
         return self.dims[atom]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reverie.compiler.ir.dims import Dim, FloorDiv
+from reverie.compiler.ir.dims import Dim, FloorDiv, NonNegative
 from reverie.compiler.ir.types import NUMPY_DTYPES, TensorType
 from reverie.dsl.ast import NO_SPAN, Span
 from reverie.dsl.diagnostics import CompileError, error_at
@@ -172,7 +172,7 @@ class MlirWriter:
         for monomial, coeff in d.terms:
             term = None
             for atom in monomial:
-                factor = self._symbol(atom) if isinstance(atom, str) else self._floordiv(atom)
+                factor = self._atom(atom)
                 term = factor if term is None else self._prologue(
                     f"arith.muli {term}, {factor} : i64")
             if term is None:
@@ -189,10 +189,16 @@ class MlirWriter:
                            "the arguments", CompileError)
         return self.symbols[name]
 
-    def _floordiv(self, atom: FloorDiv) -> str:
-        numerator = self.dim(atom.numerator)
+    def _atom(self, atom: str | FloorDiv | NonNegative) -> str:
+        """The i64 value of one factor of a dimension expression."""
+        if isinstance(atom, str):
+            return self._symbol(atom)
+        if isinstance(atom, FloorDiv):
+            numerator = self.dim(atom.numerator)
+            return self._prologue(
+                f"arith.floordivsi {numerator}, {self.const(atom.denominator, 'i64')} : i64")
         return self._prologue(
-            f"arith.floordivsi {numerator}, {self.const(atom.denominator, 'i64')} : i64")
+            f"arith.maxsi {self.dim(atom.operand)}, {self.const(0, 'i64')} : i64")
 
     def dim_index(self, d: Dim) -> str:
         """A dimension expression as an `index` (for offsets; may be negative)."""

@@ -1,8 +1,10 @@
-"""Symbolic dimensions: `N`, `N + 1`, `2 * K`, `K // 2`.
+"""Symbolic dimensions: `N`, `N + 1`, `2 * K`, `K // 2`, `max(n - 5, 0)`.
 
-A `Dim` is a polynomial with integer coefficients over atoms; an atom is a dimension name
-or a `FloorDiv` that could not be simplified. The canonical form makes equality structural:
-`Dim.sym("N") + 1 == 1 + Dim.sym("N")`, and `(2 * K) // 2 == K`. Shapes are tuples of Dims.
+A `Dim` is a polynomial with integer coefficients over atoms; an atom is a dimension name,
+a `FloorDiv` that could not be simplified, or a `NonNegative` clamp (`nonnegative(d)`, a
+loop's trip count, which also sizes the states a gradient stores). The canonical form makes
+equality structural: `Dim.sym("N") + 1 == 1 + Dim.sym("N")`, and `(2 * K) // 2 == K`.
+Shapes are tuples of Dims.
 
     >>> n = Dim.sym("N")
     >>> str((n + 1) * 2 - n)
@@ -11,16 +13,16 @@ or a `FloorDiv` that could not be simplified. The canonical form makes equality 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-Atom = "str | FloorDiv"
+Atom = "str | FloorDiv | NonNegative"
 Monomial = tuple  # sorted tuple of atoms; () is the constant term
 
 
-def _atom_key(atom: str | FloorDiv) -> str:
-    """Sort key that orders plain names before floor divisions."""
+def _atom_key(atom: str | FloorDiv | NonNegative) -> str:
+    """Sort key that orders plain names before floor divisions and clamps."""
     return atom if isinstance(atom, str) else "~" + str(atom)
 
 
@@ -36,6 +38,21 @@ class FloorDiv:
         if len(self.numerator.terms) > 1:
             numerator = f"({numerator})"
         return f"{numerator} // {self.denominator}"
+
+
+@dataclass(frozen=True)
+class NonNegative:
+    """An irreducible `max(operand, 0)`: the operand may be negative at run time."""
+
+    operand: Dim
+
+    def __str__(self) -> str:
+        return f"max({self.operand}, 0)"
+
+
+def _inner(atom: FloorDiv | NonNegative) -> Dim:
+    """The Dim a compound atom is computed from."""
+    return atom.numerator if isinstance(atom, FloorDiv) else atom.operand
 
 
 @dataclass(frozen=True)
@@ -68,12 +85,20 @@ class Dim:
         assert self.is_const, f"{self} is not a constant"
         return self.terms[0][1] if self.terms else 0
 
+    @property
+    def symbol(self) -> str | None:
+        """The name when this Dim is exactly one dimension name (`N`, not `N + 1`)."""
+        if len(self.terms) == 1 and self.terms[0][1] == 1 and len(self.terms[0][0]) == 1:
+            atom = self.terms[0][0][0]
+            return atom if isinstance(atom, str) else None
+        return None
+
     def symbols(self) -> set[str]:
         """Every dimension name this expression mentions."""
         names: set[str] = set()
         for monomial, _ in self.terms:
             for atom in monomial:
-                names |= {atom} if isinstance(atom, str) else atom.numerator.symbols()
+                names |= {atom} if isinstance(atom, str) else _inner(atom).symbols()
         return names
 
     def __add__(self, other: Dim | int) -> Dim:
@@ -123,8 +148,10 @@ class Dim:
             for atom in monomial:
                 if isinstance(atom, str):
                     product *= bindings[atom]
-                else:
+                elif isinstance(atom, FloorDiv):
                     product *= atom.numerator.evaluate(bindings) // atom.denominator
+                else:
+                    product *= nonnegative(atom.operand.evaluate(bindings))
             total += product
         return total
 
@@ -161,6 +188,30 @@ def as_dim(value: Dim | int) -> Dim:
     return value if isinstance(value, Dim) else Dim.const(value)
 
 
+def nonnegative(value: Dim | int, known: Collection[str] = ()) -> Dim | int:
+    """`max(value, 0)` of an int, or of a Dim (itself when it cannot be negative: every
+    coefficient positive, every atom a clamp, a symbol in `known` or a floor division of
+    such a Dim)."""
+    if not isinstance(value, Dim):
+        return max(value, 0)
+    if value.is_const:
+        return Dim.const(max(value.value, 0))
+    if is_nonnegative(value, known):
+        return value
+    return Dim._from({(NonNegative(value),): 1})
+
+
+def is_nonnegative(dim: Dim, known: Collection[str]) -> bool:
+    """Whether `dim` is ≥ 0 for every value ≥ 0 of the symbols in `known`."""
+    def atom_nonnegative(atom: str | FloorDiv | NonNegative) -> bool:
+        if isinstance(atom, str):
+            return atom in known
+        return isinstance(atom, NonNegative) or is_nonnegative(atom.numerator, known)
+
+    return all(coeff > 0 and all(map(atom_nonnegative, monomial))
+               for monomial, coeff in dim.terms)
+
+
 Shape = tuple[Dim, ...]
 
 
@@ -187,6 +238,8 @@ def python_expr(dim: Dim, name_of: Callable[[str], str]) -> str:
             if isinstance(atom, FloorDiv):
                 numerator = python_expr(atom.numerator, name_of)
                 factors.append(f"(({numerator}) // {atom.denominator})")
+            elif isinstance(atom, NonNegative):
+                factors.append(f"max({python_expr(atom.operand, name_of)}, 0)")
             else:
                 factors.append(name_of(atom))
         terms.append(" * ".join(factors))

@@ -17,8 +17,9 @@ Loops. The reverse sweep is a `for` loop visiting t = hi − 1 down to lo; each 
 the body on the state it started from and transposes it, carrying the state's adjoint and
 accumulating the adjoints of loop invariants. Where the starting states come from:
 - stored (default): when the trip count is a dimension expression (bounds built from
-  literals and dimensions), the primal loop is emitted as `for_history` with `rows = T` and
-  the reverse step reads row t − lo;
+  literals and dimensions), the primal loop is emitted as `for_history` with
+  `rows = max(T, 0)` (just `T` when T is an axis length, which cannot be negative) and the
+  reverse step reads row t − lo; an empty range stores no rows and reverses no steps;
 - checkpointed (`checkpoint=True`, constant trip count T): `for_history` keeps one state
   every S = ⌈√T⌉ iterations (⌈T/S⌉ rows); the reverse sweep walks the segments backwards,
   re-runs each one as a `for_history` of S rows, and reverses it as above: O(√T) states,
@@ -39,7 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..ir.core import Block, Op, Value
-from ..ir.dims import Dim
+from ..ir.dims import Dim, nonnegative
 from ..ir.ops_adjoint import scatter_ranges
 from ..ir.scope import Scope, copy_block
 from ..ir.types import scalar
@@ -232,18 +233,25 @@ def static_int(value: Value) -> Dim | None:
     return None
 
 
-def _static_trip(lo: Value, hi: Value) -> Dim | None:
-    """The trip count hi − lo as a Dim (a constant is clamped at 0), or None."""
+def _axis_names(scope: Scope) -> set[str]:
+    """Dimension names that size a whole axis of a parameter of the function being built:
+    bound to an array's length, so never negative."""
+    while scope.parent is not None:
+        scope = scope.parent
+    return {d.symbol for p in scope.block.params for d in p.type.shape if d.symbol}
+
+
+def _static_trip(scope: Scope, lo: Value, hi: Value) -> Dim | None:
+    """The trip count max(hi − lo, 0) as a Dim, or None."""
     a, b = static_int(lo), static_int(hi)
     if a is None or b is None:
         return None
-    trip = b - a
-    return Dim.const(max(trip.value, 0)) if trip.is_const else trip
+    return nonnegative(b - a, _axis_names(scope))
 
 
 def loop_forward(scope: Scope, op: Op, operands: list[Value], checkpoint: bool) -> Op:
     """Emit an active primal loop so the reverse sweep finds its states (module docstring)."""
-    trip = _static_trip(operands[0], operands[1])
+    trip = _static_trip(scope, operands[0], operands[1])
     body = [copy_block(op.regions[0])]
     if trip is not None and not checkpoint:
         return scope.emit("for_history", operands, {**op.attrs, "rows": trip, "stride": 1}, body)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..ir.core import Block, Builder, Function, Op, Value
-from ..ir.dims import Dim, FloorDiv
+from ..ir.dims import Dim, FloorDiv, NonNegative
 
 
 def _emit_dim(builder: Builder, dim: Dim, values: dict[str, Value]) -> Value:
@@ -22,10 +22,12 @@ def _emit_dim(builder: Builder, dim: Dim, values: dict[str, Value]) -> Value:
     def const(number: int) -> Value:
         return builder.op("const", [], {"value": number, "dtype": "i64"})
 
-    def atom_value(atom: str | FloorDiv) -> Value:
+    def atom_value(atom: str | FloorDiv | NonNegative) -> Value:
         if isinstance(atom, FloorDiv):
             numerator = _emit_dim(builder, atom.numerator, values)
             return builder.op("floordiv", [numerator, const(atom.denominator)])
+        if isinstance(atom, NonNegative):
+            return builder.op("maximum", [_emit_dim(builder, atom.operand, values), const(0)])
         if atom in values:
             return values[atom]
         return builder.op("dim", [], {"dim": Dim.sym(atom)})

@@ -21,6 +21,7 @@ import pytest
 from fuzzing import fan_out, wide_tuple
 
 import reverie as rv
+from reverie.runtime import jit
 
 RATIO = 30.0
 HANG_SECONDS = 300
@@ -81,9 +82,19 @@ def test_distinct_arguments_are_not_merged() -> None:
 
 
 def test_wide_tuple_returns_are_linear(tmp_path: Path) -> None:
-    values = rv.compile(wide_tuple(3000), backend="interp").f(np.arange(4.0))
-    assert len(values) == 3000 and values[2999] == 3.0 * 2999.0
-    _assert_linear(wide_tuple(300), wide_tuple(3000), tmp_path)
+    x = np.array([0.5, -1.0, 2.0, 3.0])
+    native = rv.compile(wide_tuple(3000)).f(x)
+    interpreted = rv.compile(wide_tuple(3000), backend="interp").f(x)
+    assert len(native) == 3000 and native[2999] == 3.0 * 2999.0
+    np.testing.assert_array_equal(native, interpreted)
+    _assert_linear(wide_tuple(300), wide_tuple(3000), tmp_path, backend="native", call="f")
+
+
+def test_only_huge_blocks_skip_codegen_optimisation() -> None:
+    small = rv.compile("fn f(x: f64[N]) -> f64[N] { return x * 2.0; }").ir("llvm", "f")
+    huge = rv.compile(wide_tuple(3000)).ir("llvm", "f")
+    assert jit._code_generator(small) is jit.host_target().target_machine
+    assert jit._code_generator(huge) is not jit.host_target().target_machine
 
 
 def _many_functions(count: int) -> str:
