@@ -1,6 +1,6 @@
 """Parse tree to AST: rebuilds Lark's tree for grammar.lark as `reverie.dsl.ast` nodes.
 
-Consumes the `lark.Tree` produced by `reverie.dsl.parser` (LALR, propagate_positions on);
+Consumes the Lark `Tree` produced by `reverie.dsl.parser` (LALR, propagate_positions on);
 produces the list of `ast.FunctionDef` of a module, each node with its `Span`. The tree is
 walked bottom-up with an explicit stack, so arbitrarily deep trees cannot overflow the
 Python stack. The builder also rejects, with tailored `ParseError`s, shapes the grammar
@@ -16,13 +16,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-
-from lark import Token
-from lark.tree import Meta, Tree
+from typing import TYPE_CHECKING
 
 from . import ast
 from .ast import Span
 from .diagnostics import ParseError, did_you_mean, error_at
+
+if TYPE_CHECKING:
+    from .generated_parser import Meta, Token, Tree
 
 MAX_NESTING = 200
 DTYPES = ("f32", "f64", "i32", "i64", "bool", "float")
@@ -53,6 +54,8 @@ def _error(span: Span, message: str) -> ParseError:
 
 def build_ast(tree: Tree) -> list[ast.FunctionDef]:
     """Rebuild the parse tree bottom-up with an explicit stack (no recursion)."""
+    from .generated_parser import Tree  # imported with the parser, on the first parse
+
     builder = _AstBuilder()
     postorder: list[Tree] = []
     pending = [tree]

@@ -5,6 +5,11 @@ carries the `Span` of its text. The grammar is `grammar.lark` next to this file,
 Lark's LALR(1) parser (linear time, an explicit stack, no recursion); `ast_builder` then
 turns the parse tree into AST dataclasses without recursion either.
 
+Building the LALR tables from the grammar costs 0.2-0.6 s, so it is done once, ahead of
+time: `generated_parser.py` is Lark's stand-alone parser for grammar.lark (its tables and
+the part of Lark that runs them; tests/unit/test_startup.py checks that it is up to date
+and regenerates it with REVERIE_UPDATE_GOLDEN=1). It is imported on the first parse only.
+
 `parse` raises nothing but `ParseError`, whatever the input:
 - Lark's exceptions become diagnostics with readable token names, e.g.
   `expected ';' or an operator but found identifier 'y'` (this module);
@@ -19,15 +24,14 @@ from __future__ import annotations
 import collections
 import functools
 import re
-from pathlib import Path
-
-from lark import Lark, Token
-from lark.exceptions import UnexpectedCharacters, UnexpectedToken
-from lark.lexer import PatternStr
+from typing import TYPE_CHECKING
 
 from . import ast
 from .ast_builder import MAX_NESTING, STRAY_RANGE, build_ast, check_tree, token_span
 from .diagnostics import Diagnostic, ParseError, error_at
+
+if TYPE_CHECKING:
+    from .generated_parser import Lark, Token, UnexpectedCharacters, UnexpectedToken
 
 KEYWORDS = frozenset("fn let var for in return true false and or not".split())
 
@@ -52,19 +56,16 @@ def parse(source: str, filename: str = "<source>") -> ast.Module:
 
 @functools.cache
 def _lark() -> Lark:
-    """The LALR parser for grammar.lark, built once."""
-    grammar = Path(__file__).with_name("grammar.lark").read_text(encoding="utf-8")
-    return Lark(
-        grammar,
-        parser="lalr",
-        lexer="basic",
-        propagate_positions=True,
-        maybe_placeholders=True,
-    )
+    """The LALR parser for grammar.lark, from its generated tables (imported on first use)."""
+    from .generated_parser import Lark_StandAlone
+
+    return Lark_StandAlone()
 
 
 def _parse_functions(source: str) -> list[ast.FunctionDef]:
     """Parse and validate; raise ParseError without source attached."""
+    from .generated_parser import UnexpectedCharacters, UnexpectedToken
+
     unclosed = _check_brackets(source)
     try:
         tree = _lark().parse(source)
@@ -119,6 +120,8 @@ def _check_brackets(source: str) -> list[tuple[str, int, int]]:
 @functools.cache
 def _token_names() -> dict[str, str]:
     """Lark terminal name -> readable name: `';'`, `'fn'`, `identifier`, `end of file`."""
+    from .generated_parser import PatternStr
+
     names = {
         terminal.name: f"'{terminal.pattern.value}'"
         for terminal in _lark().terminals

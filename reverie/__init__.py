@@ -3,15 +3,37 @@
     import reverie as rv
     m = rv.compile("fn f(x: f64[N]) -> f64 { return sum(x * x); }")
     m.f(np.arange(3.0))          # 5.0
+
+`import reverie` imports none of its modules: each public name is imported from its home
+module on first use (PEP 562), so a program pays for the front end (Lark), the compiler
+and the run time only when it uses them, and never for torch or jax unless it asks.
 """
 
-from reverie.dsl.diagnostics import CompileError, Diagnostic, ParseError, TypeCheckError
-from reverie.runtime.autograd import backward, grad
-from reverie.runtime.call import ArgumentTypeError, ArgumentValueError, ShapeMismatchError
-from reverie.runtime.gradcheck import gradcheck, gradgradcheck
-from reverie.runtime.tensor import Tensor, tensor
+from __future__ import annotations
 
-from .module import Kernel, Module, compile, load
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers
+    from reverie.dsl.diagnostics import CompileError, Diagnostic, ParseError, TypeCheckError
+    from reverie.kernel import Kernel
+    from reverie.module import Module, compile, load
+    from reverie.runtime.autograd import backward, grad
+    from reverie.runtime.call import ArgumentTypeError, ArgumentValueError, ShapeMismatchError
+    from reverie.runtime.gradcheck import gradcheck, gradgradcheck
+    from reverie.runtime.tensor import Tensor, tensor
+
+EXPORTS = {
+    "reverie.dsl.diagnostics": ("CompileError", "Diagnostic", "ParseError", "TypeCheckError"),
+    "reverie.kernel": ("Kernel",),
+    "reverie.module": ("Module", "compile", "load"),
+    "reverie.runtime.autograd": ("backward", "grad"),
+    "reverie.runtime.call": ("ArgumentTypeError", "ArgumentValueError", "ShapeMismatchError"),
+    "reverie.runtime.gradcheck": ("gradcheck", "gradgradcheck"),
+    "reverie.runtime.tensor": ("Tensor", "tensor"),
+}
+HOME_MODULES = {name: module for module, names in EXPORTS.items() for name in names}
+INTEROP_MODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax"}
 
 __all__ = [
     "ArgumentTypeError",
@@ -34,16 +56,20 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-INTEROP_MODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax"}
-
 
 def __getattr__(name: str) -> object:
-    """`rv.torch` and `rv.jax` (SPEC §3.5), imported on first use so that `import reverie`
-    never imports torch or jax."""
-    if name in INTEROP_MODULES:
-        import importlib
+    """A public name, imported from its home module on first use; `rv.torch` and `rv.jax`
+    (SPEC §3.5) likewise, so that `import reverie` never imports torch or jax."""
+    if name in HOME_MODULES:
+        value = getattr(importlib.import_module(HOME_MODULES[name]), name)
+    elif name in INTEROP_MODULES:
+        value = importlib.import_module(INTEROP_MODULES[name])
+    else:
+        raise AttributeError(f"module 'reverie' has no attribute '{name}'")
+    globals()[name] = value
+    return value
 
-        module = importlib.import_module(INTEROP_MODULES[name])
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'reverie' has no attribute '{name}'")
+
+def __dir__() -> list[str]:
+    """The module's names, the public ones included before their first use."""
+    return sorted({*globals(), *__all__})
