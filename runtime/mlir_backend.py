@@ -98,7 +98,7 @@ def mlir_to_llvm_ir(mlir_text: str) -> str:
 
 def jit_compile(llvm_ir: str) -> JitModule:
     """The native code of `llvm_ir`, loaded into the process-wide JIT without O3."""
-    return shared_module(llvm_ir, name="mlir", optimize_ir=False)
+    return shared_module(llvm_ir, name="mlir", pipeline=None)
 
 
 @functools.cache

@@ -1,8 +1,12 @@
 """Native kernels: a specialised tensor-IR `Function` compiled to machine code and called.
 
 Pipeline: `lower_to_loops` (fusion) → `generate_llvm` → `compile_module` (LLVM O3 with the
-vectorisers, disk object cache). Calling a `NativeKernel` on a `BoundCall` (the checked,
-converted arguments and dimension sizes from `runtime/call.py`):
+vectorisers, disk object cache). A kernel that multiplies matrices first compiles the
+run-time helper it calls (`gemm.helper_module`, once per process per element type, at
+HELPER_PIPELINE) and enters its address in the helper table every kernel receives.
+
+Calling a `NativeKernel` on a `BoundCall` (the checked, converted arguments and dimension
+sizes from `runtime/call.py`):
 
 1. evaluates output shapes and the workspace size from the dimension sizes (a small
    Python function generated once from the symbolic shapes);
@@ -28,7 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from reverie.compiler.codegen.gemm import HELPERS, support_module
+from reverie.compiler.codegen.gemm import HELPERS, helper_module, helpers_called
 from reverie.compiler.codegen.irutil import ITEMSIZE
 from reverie.compiler.codegen.llvm import ARRAY_DATA_OFFSET, entry_symbol, generate_llvm
 from reverie.compiler.codegen.threads import MAX_TASKS
@@ -40,7 +44,7 @@ from reverie.compiler.loops.printer import format_program
 from reverie.compiler.transforms.to_loops import lower_to_loops
 
 from .call import BoundCall
-from .jit import JitModule, compile_module, shared_module
+from .jit import JitModule, Pipeline, compile_module, shared_module
 
 _KERNELS: weakref.WeakKeyDictionary[Function, NativeKernel] = weakref.WeakKeyDictionary()
 _LOCK = threading.RLock()
@@ -101,18 +105,34 @@ def matmul_threads() -> int:
     return max(1, min(count, MAX_TASKS))
 
 
+# The helpers' inner loops are written with explicit vector FMAs: O2 without the SLP
+# vectoriser and unrolling runs them as fast as O3 (256^3 and matrix-vector products,
+# measured) and compiles in about half the time (0.4 s -> 0.2 s per helper).
+HELPER_PIPELINE = Pipeline(speed_level=2, slp_vectorization=False)
+
+
 @functools.cache
-def _support() -> tuple[JitModule, np.ndarray]:
-    """The helper functions (blocked matmul), compiled once per process, and their table."""
-    module = compile_module(support_module(), name="rv_support")
-    table = [module.address(name) for name in HELPERS] + [matmul_threads()]
-    return module, np.array(table, dtype=np.int64)
+def _helper(name: str) -> JitModule:
+    """The compiled module of the run-time helper `name` (once per process)."""
+    return compile_module(helper_module(name), name=name, pipeline=HELPER_PIPELINE)
 
 
+@functools.cache
 def helper_table() -> np.ndarray:
-    """Addresses of the run-time helpers in `gemm.HELPERS` order, then the matmul thread
-    count (passed to every kernel)."""
-    return _support()[1]
+    """The table passed to every kernel: addresses of the run-time helpers in `gemm.HELPERS`
+    order (0 until a kernel calling that helper is compiled), then the matmul thread count."""
+    return np.array([0] * len(HELPERS) + [matmul_threads()], dtype=np.int64)
+
+
+def load_helpers(names: frozenset[str]) -> np.ndarray:
+    """Compile the helpers `names` not yet loaded and enter them in the helper table."""
+    table = helper_table()
+    with _LOCK:
+        for name in names:
+            slot = HELPERS.index(name)
+            if not table[slot]:
+                table[slot] = _helper(name).address(name)
+    return table
 
 
 class NativeKernel:
@@ -150,7 +170,7 @@ class NativeKernel:
         self._frame = ctypes.c_int64 * (self._filled + ERROR_SLOTS)
         self._frames: list[ctypes.Array] = []  # spare frames (one per concurrent call)
         self._spare: list[np.ndarray] = []
-        self._helpers = helper_table()
+        self._helpers = load_helpers(helpers_called(self.program))
 
     def workspace_bytes(self, dims: dict[str, int]) -> int:
         """Scratch memory of one call with these dimension sizes: every temporary (loop

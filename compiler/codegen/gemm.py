@@ -1,8 +1,9 @@
 """A cache- and register-blocked matrix product in LLVM IR (the loop IR's `Matmul`).
 
-It lives in a separate support module, compiled once per process; kernels call it through
-the helper table they receive (see `compiler/codegen/llvm.py`), so a kernel with a matmul
-compiles as fast as any other.
+Each helper (one per element type) is its own small module, compiled once per process and
+only when a kernel first calls it (`runtime/native.py`); kernels call it through the helper
+table they receive (see `compiler/codegen/llvm.py`), so a kernel with a matmul compiles as
+fast as any other.
 
     void @rv_gemm_f32(i64 M, i64 N, i64 K, ptr A, i64 sa0, i64 sa1, ptr B, i64 sb0, i64 sb1,
                       ptr C, i64 sc0, i64 sc1, ptr pack, i64 threads)
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
+from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS, Matmul, Program
 
 from .irutil import I64, PTR, REGISTER, alloca, counted_loop, i64, intrinsic, vector_lanes
 from .threads import MAX_TASKS, define_parallel_gemm
@@ -36,18 +37,25 @@ GEMM_TYPE = ir.FunctionType(ir.VoidType(), [*SERIAL_TYPE.args, I64])  # ... pack
 HELPERS = ("rv_gemm_f32", "rv_gemm_f64")
 
 
-def support_module() -> str:
-    """LLVM IR of the helpers (compiled once per process, shared by every kernel)."""
-    module = ir.Module(name="rv_support")
-    for name in HELPERS:
-        dtype = name.removeprefix("rv_gemm_")
-        serial = ir.Function(module, SERIAL_TYPE, name=f"rv_gemm_serial_{dtype}")
-        serial.linkage = "internal"
-        serial.attributes.add("nounwind")
-        _GemmBuilder(serial, dtype).build()
-        define_parallel_gemm(ir.Function(module, GEMM_TYPE, name=name), serial, dtype,
-                             MR, 2 * vector_lanes(dtype), PACK_PER_TASK * 8)
+def helper_module(name: str) -> str:
+    """LLVM IR of the module defining the helper `name` (one of HELPERS)."""
+    if name not in HELPERS:
+        raise ValueError(f"no run-time helper named {name!r}; expected one of {HELPERS}")
+    dtype = name.removeprefix("rv_gemm_")
+    module = ir.Module(name=name)
+    serial = ir.Function(module, SERIAL_TYPE, name=f"rv_gemm_serial_{dtype}")
+    serial.linkage = "internal"
+    serial.attributes.add("nounwind")
+    _GemmBuilder(serial, dtype).build()
+    define_parallel_gemm(ir.Function(module, GEMM_TYPE, name=name), serial, dtype,
+                         MR, 2 * vector_lanes(dtype), PACK_PER_TASK * 8)
     return str(module)
+
+
+def helpers_called(program: Program) -> frozenset[str]:
+    """The helpers (names in HELPERS) that the kernel of `program` calls."""
+    return frozenset(f"rv_gemm_{stmt.out.buffer.dtype}" for stmt in program.walk()
+                     if isinstance(stmt, Matmul))
 
 
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:

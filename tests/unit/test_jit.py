@@ -85,6 +85,21 @@ def test_damaged_cache_entry_is_rebuilt(cache_root: Path, damage: bytes) -> None
     assert jit.compile_module(affine_ir(2.0), name="affine").from_cache
 
 
+def test_each_pipeline_has_its_own_cache_entry(cache_root: Path) -> None:
+    ir_text = affine_ir(3.5)
+    pipelines = [jit.KERNEL_PIPELINE, jit.Pipeline(speed_level=1, slp_vectorization=False), None]
+    assert len({jit.object_cache_key(ir_text, pipeline) for pipeline in pipelines}) == 3
+    for count, pipeline in enumerate(pipelines, start=1):
+        module = jit.compile_module(ir_text, name="affine", pipeline=pipeline)
+        assert not module.from_cache
+        assert module.pipeline == pipeline
+        assert call_affine(module, 2.0, 1.0) == 8.0
+        assert len(cache_files(cache_root)) == count
+    reloaded = jit.compile_module(ir_text, name="affine", pipeline=None)
+    assert reloaded.from_cache
+    assert "call double @helper" in reloaded.llvm_ir  # unoptimised: nothing inlined
+
+
 UNLOADABLE_OBJECTS = {
     "not ELF": lambda object_code: b"not an object file",
     "host ELF header, truncated": lambda object_code: object_code[:300],

@@ -4,13 +4,16 @@ interpreter's. Op-by-op coverage is in `tests/native/`."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from reverie.compiler.codegen.gemm import helper_module
 from reverie.compiler.loops.ir import Loop, Store
 from reverie.compiler.loops.printer import format_program
 from reverie.compiler.transforms.to_loops import lower_to_loops
@@ -121,3 +124,35 @@ def test_very_long_fused_chains_are_cut_into_several_nests() -> None:
     source = f"fn f(x: f64[N]) -> f64[N] {{ {body} return a400; }}"
     check(source, sample((10,)))
     assert 1 < _loops(lower_to_loops(specialised(source, "f", "f64")).body) < 40
+
+
+HELPERS_ON_DEMAND = """
+import numpy as np
+import reverie as rv
+from reverie.runtime import native
+def loaded():
+    return [int(address) != 0 for address in native.helper_table()[:2]]
+x = np.arange(6.0).reshape(2, 3)
+assert rv.compile("fn f(x: f64[N, M]) -> f64 { return sum(x * x); }").f(x) == 55.0
+assert native._helper.cache_info().currsize == 0 and loaded() == [False, False]
+product = rv.compile("fn g(a: float[N, K], b: float[K, M]) -> float[N, M] { return a @ b; }").g
+np.testing.assert_allclose(product(x, x.T), x @ x.T)
+assert loaded() == [False, True], loaded()
+product(x.astype(np.float32), x.T.astype(np.float32))
+assert loaded() == [True, True], loaded()
+print("ok")
+"""
+
+
+def test_helpers_are_compiled_only_for_kernels_that_call_them(tmp_path: Path) -> None:
+    """In a fresh process: no helper for a kernel without a matmul, then one per dtype."""
+    done = subprocess.run([sys.executable, "-c", HELPERS_ON_DEMAND], capture_output=True,
+                          text=True, timeout=300, check=False,
+                          env={**os.environ, "REVERIE_CACHE_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok"]
+
+
+def test_helper_module_rejects_an_unknown_name() -> None:
+    with pytest.raises(ValueError, match="rv_gemm_f16"):
+        helper_module("rv_gemm_f16")
