@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .tape import Gradient, Pass, plain
+from .tape import Gradient, Pass, one_call_gradients, plain
 from .tensor import Tensor, wrap
 
 # ---------------------------------------------------------------- arguments
@@ -56,17 +56,18 @@ def _seeds(outputs: tuple[object, ...], grad_outputs: tuple[object, ...], batche
         if not isinstance(out, Tensor):
             raise TypeError(f"outputs[{i}] is a {type(out).__name__}; outputs must be Tensors")
         if g is None:
-            if not out.requires_grad:
+            if not out._requires_grad:
                 seeds.append(None)
                 continue
-            if out.size != 1:
+            if out._data.size != 1:
                 raise RuntimeError(f"output {i} has shape {out.shape}: an implicit gradient "
                                    "(grad_outputs None) exists only for one-element outputs; "
                                    "pass grad_outputs with the output's shape")
             if batched:
                 raise ValueError(f"grad_outputs[{i}] is None but is_grads_batched=True needs "
                                  "every grad_output with a leading batch dimension")
-            seeds.append(np.array(1, out.dtype).reshape(out.shape))  # np.ones, but faster
+            data = out._data
+            seeds.append(np.array(1, data.dtype).reshape(data.shape))  # np.ones, but faster
         elif isinstance(g, Tensor | np.ndarray):
             shape = g.shape[1:] if batched else g.shape
             if (batched and g.ndim == 0) or shape != out.shape:
@@ -90,13 +91,13 @@ def _check_graph_ends(outputs: tuple[object, ...], seeds: list[object],
         raise RuntimeError(f"got {len(outputs)} outputs but {len(seeds)} grad_outputs; "
                            "pass one grad_output per output (None for one-element outputs)")
     for i, out in enumerate(outputs):
-        if not out.requires_grad:
+        if not out._requires_grad:
             raise RuntimeError(f"output {i} does not require grad: nothing recorded it; make "
                                "sure an input tensor has requires_grad=True")
     for i, t in enumerate(inputs):
         if not isinstance(t, Tensor):
             raise RuntimeError(f"inputs[{i}] is a {type(t).__name__}; inputs must be Tensors")
-        if not t.requires_grad:
+        if not t._requires_grad:
             raise RuntimeError(f"inputs[{i}] does not require grad; create it with "
                                "requires_grad=True to differentiate with respect to it")
 
@@ -135,22 +136,36 @@ def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor] |
                              "is_grads_batched=True their first dimensions must agree")
         batch = sizes.pop() if sizes else None
     _check_graph_ends(outputs, seeds, inputs_tuple)
-    graph = Pass(outputs, seeds, inputs_tuple)
-    graph.run(retain_graph, create_graph, batch)
-    result: list[Tensor | None] = []
-    for i, t in enumerate(inputs_tuple):
-        g = graph.gradient(t)
-        if g is None:
-            if not allow_unused:
-                raise RuntimeError(f"inputs[{i}] was not used to compute the outputs; pass "
-                                   "allow_unused=True to get None for it (or "
-                                   "materialize_grads=True to get zeros)")
-            if materialize_grads:
-                g = Tensor(np.zeros(t.shape, t.dtype), requires_grad=create_graph)
-        result.append(g if g is None or isinstance(g, Tensor) else wrap(np.asarray(g)))
+    gradients = None
+    if len(outputs) == 1 and batch is None:
+        gradients = one_call_gradients(outputs[0], seeds[0], inputs_tuple, retain_graph,
+                                       create_graph)
+    if gradients is None:
+        graph = Pass(outputs, seeds, inputs_tuple)
+        graph.run(retain_graph, create_graph, batch)
+        gradients = [graph.gradient(t) for t in inputs_tuple]
+    result = [g if g is None or isinstance(g, Tensor) else wrap(np.asarray(g))
+              for g in gradients]
+    if any(g is None for g in result):
+        _unused(result, inputs_tuple, allow_unused, materialize_grads, create_graph)
     if type(inputs) is dict:
         return dict(zip(inputs.keys(), result, strict=True))
     return tuple(result)
+
+
+def _unused(result: list[Tensor | None], inputs: tuple[Tensor, ...], allow_unused: bool,
+            materialize_grads: bool, create_graph: bool) -> None:
+    """Fill in the gradients of unused inputs (None, or zeros when `materialize_grads`), or
+    raise when unused inputs are not allowed."""
+    for i, (t, g) in enumerate(zip(inputs, result, strict=True)):
+        if g is not None:
+            continue
+        if not allow_unused:
+            raise RuntimeError(f"inputs[{i}] was not used to compute the outputs; pass "
+                               "allow_unused=True to get None for it (or "
+                               "materialize_grads=True to get zeros)")
+        if materialize_grads:
+            result[i] = Tensor(np.zeros(t.shape, t.dtype), requires_grad=create_graph)
 
 
 def _accumulate(tensor: Tensor, gradient: Gradient, create_graph: bool) -> None:

@@ -10,10 +10,15 @@ of any order work.
     y = m.f(x)              # Node(kernel f, wrt=(0,)), edge x; y.grad_fn is the node
     Pass([y], [1.0], [x])   # runs f_vjp(x, 1.0); .gradient(x) is the result
 
-A node keeps its call's arguments until a pass that does not retain the graph runs it. The
-arguments its VJP does not read (seen in the VJP's IR) are never needed again, so such a
-node may run twice, like torch nodes that saved nothing; a gradient that the VJP's IR shows
-to be a constant zero does not flow (the input counts as unused).
+A node keeps its call's arguments until a pass that does not retain the graph runs it. A
+node whose VJP reads none of them (seen in the VJP's IR) keeps only zero-strided stand-ins
+with their shapes and may run twice, like torch nodes that saved nothing; any other node
+drops them. A gradient that the VJP's IR shows to be a constant zero does not flow (the
+input counts as unused).
+
+Everything a call derives from its kernel alone is computed once and kept in the kernel's
+`autograd_cache`: which parameters can carry a gradient (`RecordPlan`) and, per `wrt` and
+dtype, the compiled VJP and what its IR reveals (`VjpPlan`).
 """
 
 from __future__ import annotations
@@ -38,12 +43,13 @@ Gradient = np.ndarray | Tensor
 
 @dataclass(frozen=True)
 class VjpPlan:
-    """A compiled VJP and what its IR reveals: which primal arguments it reads, and which
-    gradients are provably zero (the input is then unused)."""
+    """A compiled VJP and what its IR reveals: which primal arguments it reads (and whether
+    any), and which gradients are provably zero (the input is then unused)."""
 
     kernel: Kernel
     fn: Function
     reads_primal: tuple[bool, ...]
+    reads_any: bool
     zero: tuple[bool, ...]
 
 
@@ -61,9 +67,29 @@ def vjp_plan(kernel: Kernel, wrt: tuple[int, ...], dtype: str) -> VjpPlan:
         vjp = kernel.vjp(list(wrt))  # the kernel's transform cache keeps it
         fn = vjp.ir_for(dtype)
         read = {v for op in fn.body.ops for v in op.operands} | set(fn.body.results)
-        plan = VjpPlan(vjp, fn, tuple(p in read for p in fn.params[:len(kernel.param_names)]),
-                       tuple(_is_zero(v) for v in fn.body.results))
+        reads = tuple(p in read for p in fn.params[:len(kernel.param_names)])
+        plan = VjpPlan(vjp, fn, reads, any(reads), tuple(_is_zero(v) for v in fn.body.results))
         kernel.autograd_cache[(wrt, dtype)] = plan
+    return plan
+
+
+RECORD_PLAN = "tape.record"  # where a kernel keeps its RecordPlan (Kernel.autograd_cache)
+
+
+@dataclass(frozen=True)
+class RecordPlan:
+    """What recording a call of one kernel needs from its signature: whether each parameter
+    can carry a gradient."""
+
+    differentiable: tuple[bool, ...]
+
+
+def record_plan(kernel: Kernel) -> RecordPlan:
+    """The RecordPlan of `kernel`, derived once."""
+    plan = kernel.autograd_cache.get(RECORD_PLAN)
+    if plan is None:
+        plan = RecordPlan(tuple(d in DIFFERENTIABLE for d in kernel.declared_dtypes))
+        kernel.autograd_cache[RECORD_PLAN] = plan
     return plan
 
 
@@ -72,25 +98,36 @@ def plain(value: object) -> object:
     return value._data if isinstance(value, Tensor) else value
 
 
+_ZEROS: dict[np.dtype, np.ndarray] = {}
+
+
 def _placeholder(value: object) -> object:
-    """A zero-strided stand-in with `value`'s shape and dtype (scalars stay as they are)."""
-    if isinstance(value, Tensor | np.ndarray):
-        return np.broadcast_to(np.zeros((), value.dtype), value.shape)
-    return value
+    """A read-only zero-strided stand-in with `value`'s shape and dtype (scalars stay as
+    they are)."""
+    if not isinstance(value, Tensor | np.ndarray):
+        return value
+    zero = _ZEROS.get(value.dtype)
+    if zero is None:
+        zero = _ZEROS[value.dtype] = np.zeros(1, value.dtype)
+        zero.flags.writeable = False
+    return np.ndarray(value.shape, value.dtype, zero, strides=(0,) * value.ndim)
 
 
 class Node:
-    """One recorded kernel call: the kernel, its arguments, and the Tensors (edges) at the
-    parameter positions `wrt` that gradients flow back to."""
+    """One recorded kernel call: the kernel, its arguments (as given, and the arrays behind
+    them), and the Tensors (edges) at the parameter positions `wrt` that gradients flow
+    back to."""
 
-    __slots__ = ("kernel", "wrt", "args", "edges", "dtype", "outputs", "freed")
+    __slots__ = ("kernel", "wrt", "args", "arrays", "edges", "dtype", "outputs", "freed")
 
-    def __init__(self, kernel: Kernel, wrt: tuple[int, ...], args: list[object], dtype: str,
+    def __init__(self, kernel: Kernel, wrt: tuple[int, ...], args: Sequence[object],
+                 arrays: list[object], dtype: str,
                  outputs: list[tuple[tuple[int, ...], np.dtype]]) -> None:
         self.kernel = kernel
         self.wrt = wrt
         self.args = args
-        self.edges = tuple(args[i] for i in wrt)
+        self.arrays = arrays
+        self.edges = tuple([args[i] for i in wrt])
         self.dtype = dtype
         self.outputs = outputs
         self.freed = False
@@ -102,20 +139,25 @@ class Node:
     def __repr__(self) -> str:
         return f"<{self.name}>"
 
-    def release(self) -> None:
-        """Drop the saved arguments and the arrays of intermediate edges, keeping only
-        their shapes, dtypes and places in the graph."""
-        self.args = [_placeholder(a) for a in self.args]
-        self.edges = tuple(e if e.grad_fn is None else
-                           wrap(_placeholder(e), e.grad_fn, e._output_index)
-                           for e in self.edges)
+    def release(self, keep_stand_ins: bool) -> None:
+        """Drop the saved arguments (keeping zero-strided stand-ins with their shapes when
+        `keep_stand_ins`: the node may then run again) and the arrays of intermediate
+        edges, keeping their shapes, dtypes and places in the graph."""
+        self.args = self.arrays = [_placeholder(a) for a in self.args] if keep_stand_ins else ()
+        for edge in self.edges:
+            if edge.grad_fn is not None:
+                self.edges = tuple(e if e.grad_fn is None else
+                                   wrap(_placeholder(e), e.grad_fn, e._output_index)
+                                   for e in self.edges)
+                break
         self.freed = True
 
-    def vjp(self, cotangents: list[Gradient | None], create_graph: bool,
-            batch: int | None) -> list[Gradient | None]:
-        """Gradients for each edge (None where provably zero) given output cotangents."""
+    def vjp(self, cotangents: list[Gradient | None], create_graph: bool, batch: int | None,
+            retain_graph: bool = True) -> list[Gradient | None]:
+        """Gradients for each edge (None where provably zero) given output cotangents; the
+        saved arguments are released afterwards unless `retain_graph`."""
         plan = vjp_plan(self.kernel, self.wrt, self.dtype)
-        if self.freed and any(plan.reads_primal):
+        if self.freed and plan.reads_any:
             raise RuntimeError(
                 f"{self.kernel.name}: this part of the graph was already differentiated and "
                 "its saved arrays were released; pass retain_graph=True to the first "
@@ -124,26 +166,26 @@ class Node:
             if c is None:
                 shape, dtype = self.outputs[i]
                 cotangents[i] = np.zeros(shape if batch is None else (batch, *shape), dtype)
-        if create_graph:
+        if batch is not None:
+            grads = batched_vjp(self.kernel, self.wrt, self.arrays, cotangents)
+        elif create_graph:
             args = [a if read else plain(a)
                     for a, read in zip(self.args, plan.reads_primal, strict=True)]
-        else:
-            args = [plain(a) for a in self.args]
-        if batch is not None:
-            grads = batched_vjp(self.kernel, self.wrt, args, cotangents)
-        elif create_graph:
             grads = call_flat(plan.kernel, [*args, *cotangents])
         else:
-            grads = plan.kernel.execute(plan.fn, args + cotangents)
-        out: list[Gradient | None] = []
-        for g, edge, zero in zip(grads, self.edges, plan.zero, strict=True):
-            if zero:
-                out.append(None)
-                continue
-            if not isinstance(g, Tensor):
-                g = np.asarray(g)
-            out.append(g if g.dtype == edge._data.dtype else g.astype(edge._data.dtype))
-        return out
+            grads = plan.kernel.execute(plan.fn, [*self.arrays, *cotangents])
+        edges = self.edges
+        if not retain_graph:
+            self.release(not plan.reads_any)
+        return [None if zero else _as_gradient(g, edge._data.dtype)
+                for g, edge, zero in zip(grads, edges, plan.zero, strict=True)]
+
+
+def _as_gradient(value: object, dtype: np.dtype) -> Gradient:
+    """A VJP result as an array (or Tensor) of the dtype of the input it flows into."""
+    if not isinstance(value, Tensor):
+        value = np.asarray(value)
+    return value if value.dtype == dtype else value.astype(dtype)
 
 
 def batched_vjp(kernel: Kernel, wrt: tuple[int, ...], args: Sequence[object],
@@ -178,20 +220,21 @@ def call_flat(kernel: Kernel, args: Sequence[object]) -> object:
 
 def record_call(kernel: Kernel, args: Sequence[object]) -> Tensor | tuple[Tensor, ...]:
     """Run `kernel` on the arrays behind `args`; return Tensors that record the call."""
-    arrays = [plain(a) for a in args]
+    arrays = [a._data if isinstance(a, Tensor) else a for a in args]
     dtype = kernel.float_dtype_for(arrays)
     results = kernel.execute(kernel.ir_for(dtype), arrays)
     many = isinstance(results, tuple)
-    outputs = [np.asarray(r) for r in (results if many else (results,))]
-    wrt = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor) and a._requires_grad
-                and kernel.declared_dtypes[i] in DIFFERENTIABLE)
-    if wrt:
-        node = Node(kernel, wrt, list(args), dtype, [(r.shape, r.dtype) for r in outputs])
-        tensors = tuple(wrap(r, node if r.dtype in FLOAT_KINDS else None, i)
-                        for i, r in enumerate(outputs))
+    outputs = [np.asarray(r) for r in results] if many else [np.asarray(results)]
+    differentiable = record_plan(kernel).differentiable
+    wrt = tuple([i for i, a in enumerate(args)
+                 if differentiable[i] and isinstance(a, Tensor) and a._requires_grad])
+    if not wrt:
+        tensors = [wrap(r) for r in outputs]
     else:
-        tensors = tuple(wrap(r) for r in outputs)
-    return tensors if many else tensors[0]
+        node = Node(kernel, wrt, args, arrays, dtype, [(r.shape, r.dtype) for r in outputs])
+        tensors = [wrap(r, node if r.dtype in FLOAT_KINDS else None, i)
+                   for i, r in enumerate(outputs)]
+    return tuple(tensors) if many else tensors[0]
 
 
 # ---------------------------------------------------------------- the tape walk
@@ -244,6 +287,35 @@ def _add(total: Gradient | None, extra: Gradient) -> Gradient:
     return extra if total is None else total + extra
 
 
+def one_call_gradients(output: Tensor, seed: Gradient, inputs: Sequence[Tensor],
+                       retain_graph: bool, create_graph: bool
+                       ) -> list[Gradient | None] | None:
+    """The gradient flowing into each of `inputs` when `output` is a result of one recorded
+    call of leaf tensors and every input is a leaf: the common `rv.grad(f(x, ...), x)`, in
+    one VJP call without a `Pass`. None when the graph is larger (a `Pass` then walks it)."""
+    node = output.grad_fn
+    if node is None:
+        return None
+    edges = node.edges
+    for tensor in (*edges, *inputs):
+        if tensor.grad_fn is not None:
+            return None
+    wanted = {id(t) for t in inputs}
+    for edge in edges:
+        if id(edge) in wanted:
+            break
+    else:  # the node is not needed: nothing flows into the inputs
+        return [None] * len(inputs)
+    cotangents: list[Gradient | None] = [None] * len(node.outputs)
+    cotangents[output._output_index] = seed
+    totals: dict[int, Gradient] = {}
+    for edge, g in zip(edges, node.vjp(cotangents, create_graph, None, retain_graph),
+                       strict=True):
+        if g is not None:
+            totals[id(edge)] = _add(totals.get(id(edge)), g)
+    return [totals.get(id(t)) for t in inputs]
+
+
 class Pass:
     """One backward pass: cotangents per node output, gradients per leaf and target."""
 
@@ -287,10 +359,9 @@ class Pass:
                     self.captured[(node, index)] = cotangents[index]
             if self.needed is not None and not self.needed[node]:
                 continue
-            grads = node.vjp(cotangents, create_graph, batch)
-            if not retain_graph:
-                node.release()
-            for edge, g in zip(node.edges, grads, strict=True):
+            edges = node.edges
+            grads = node.vjp(cotangents, create_graph, batch, retain_graph)
+            for edge, g in zip(edges, grads, strict=True):
                 if g is not None:
                     self.deposit(edge, g)
 
