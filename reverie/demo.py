@@ -8,6 +8,8 @@ hand-written NumPy gradient of the same loss.
 
 from __future__ import annotations
 
+import math
+import sys
 import time
 
 import numpy as np
@@ -17,6 +19,7 @@ import reverie as rv
 
 from .cli_grad import finite_difference_error, median_seconds
 
+PROGRESS_LINE_SECONDS = 5.0  # off a terminal, one progress line this often at most
 MODEL = """
 # Two-layer perceptron, mean squared error (the model `reverie demo` fits).
 fn loss(x: float[N, D], w1: float[D, H], b1: float[H], w2: float[H], b2: float,
@@ -64,8 +67,9 @@ def run_demo() -> int:
 
     moments = [np.zeros_like(p) for p in params]
     squares = [np.zeros_like(p) for p in params]
-    bar = tqdm(range(1, STEPS + 1), desc="fitting", unit="step")
-    first = None
+    on_terminal = sys.stderr.isatty()  # SPEC §4: elsewhere a line every few seconds at most
+    bar = tqdm(range(1, STEPS + 1), desc="fitting", unit="step", disable=not on_terminal)
+    first, last_line = None, -math.inf
     for step in bar:
         value, grads = value_and_grad(x, *params, y)
         first = float(value) if first is None else first
@@ -77,6 +81,9 @@ def run_demo() -> int:
                 params[i] - 0.01 * correction * moments[i] / (np.sqrt(squares[i]) + 1e-8))
         if step % 50 == 0:
             bar.set_postfix(loss=f"{float(value):.4f}")
+        if not on_terminal and time.monotonic() - last_line >= PROGRESS_LINE_SECONDS:
+            last_line = time.monotonic()
+            print(f"fitting: step {step}/{STEPS}, loss {float(value):.4f}", flush=True)
     final = float(loss(x, *params, y))
     print(f"loss: {first:.4f} -> {final:.4f}")
 
