@@ -171,14 +171,9 @@ def hessian(kernel: Kernel, wrt: Wrt = None) -> Kernel:
 
 
 def _hessian(kernel: Kernel, chosen: list[int], single: bool) -> Kernel:
-    """The Hessian kernel of `kernel` for resolved `wrt` positions `chosen`."""
-    from reverie.compiler.transforms.reverse import grad_function
-
-    def build(dtype: str) -> Function:
-        full = grad_function(kernel.ir_for(dtype), chosen)
-        return select_results(full, range(1, 1 + len(chosen)), f"{kernel.name}_grad")
-
-    gradient = kernel.derived_kernel("grad", build, False)
+    """The Hessian kernel of `kernel` for resolved `wrt` positions `chosen`: the Jacobian
+    of its (cached) gradient kernel."""
+    gradient = kernel.grad(chosen, checkpoint=False)
     hessian_kernel = JacobianKernel(gradient, chosen, f"{kernel.name}_hessian")
     hessian_kernel.single = single
     return hessian_kernel

@@ -115,10 +115,15 @@ def host_target() -> HostTarget:
     triple = llvm.get_process_triple()
     cpu_name = llvm.get_host_cpu_name()
     features = llvm.get_host_cpu_features().flatten()
-    target_machine = llvm.Target.from_triple(triple).create_target_machine(
-        cpu=cpu_name, features=features, opt=3, reloc="pic", codemodel="default"
+    return HostTarget(_target_machine(triple, cpu_name, features, 3), triple, cpu_name,
+                      features)
+
+
+def _target_machine(triple: str, cpu_name: str, features: str, opt: int) -> llvm.TargetMachine:
+    """A target machine for the host CPU generating code at optimisation level `opt`."""
+    return llvm.Target.from_triple(triple).create_target_machine(
+        cpu=cpu_name, features=features, opt=opt, reloc="pic", codemodel="default"
     )
-    return HostTarget(target_machine, triple, cpu_name, features)
 
 
 @functools.cache
@@ -126,9 +131,7 @@ def _straight_line_target() -> llvm.TargetMachine:
     """A target machine for the host CPU generating code without optimisation, for
     functions with a huge basic block (see `_code_generator`)."""
     host = host_target()
-    return llvm.Target.from_triple(host.triple).create_target_machine(
-        cpu=host.cpu_name, features=host.features, opt=0, reloc="pic", codemodel="default"
-    )
+    return _target_machine(host.triple, host.cpu_name, host.features, 0)
 
 
 def _largest_block(llvm_ir: str) -> int:
@@ -183,24 +186,19 @@ def _optimize_module(module: llvm.ModuleRef, pipeline: Pipeline) -> None:
         tuning.close()
 
 
-def _parse(llvm_ir: str, name: str, context: llvm.ContextRef | None = None) -> llvm.ModuleRef:
-    """Parse and verify IR text into `context` (default: LLVM's global one, which keeps
-    every type and constant it ever saw), tagging it with the host triple and data layout."""
-    module = llvm.parse_assembly(llvm_ir, context)
-    module.name = name
-    module.triple = host_target().triple
-    module.data_layout = str(host_target().target_machine.target_data)
-    module.verify()
-    return module
-
-
 @contextlib.contextmanager
 def _parsed(llvm_ir: str, name: str) -> Iterator[llvm.ModuleRef]:
-    """`_parse` into a fresh LLVM context; module and context are freed on exit."""
+    """IR text parsed and verified into a fresh LLVM context (LLVM's global one would keep
+    every type and constant it ever saw), tagged with the host triple and data layout;
+    module and context are freed on exit."""
     context = llvm.create_context()
     try:
-        module = _parse(llvm_ir, name, context)
+        module = llvm.parse_assembly(llvm_ir, context)
         try:
+            module.name = name
+            module.triple = host_target().triple
+            module.data_layout = str(host_target().target_machine.target_data)
+            module.verify()
             yield module
         finally:
             module.close()

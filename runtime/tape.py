@@ -144,12 +144,10 @@ class Node:
         `keep_stand_ins`: the node may then run again) and the arrays of intermediate
         edges, keeping their shapes, dtypes and places in the graph."""
         self.args = self.arrays = [_placeholder(a) for a in self.args] if keep_stand_ins else ()
-        for edge in self.edges:
-            if edge.grad_fn is not None:
-                self.edges = tuple(e if e.grad_fn is None else
-                                   wrap(_placeholder(e), e.grad_fn, e._output_index)
-                                   for e in self.edges)
-                break
+        if any(e.grad_fn is not None for e in self.edges):
+            self.edges = tuple(e if e.grad_fn is None else
+                               wrap(_placeholder(e), e.grad_fn, e._output_index)
+                               for e in self.edges)
         self.freed = True
 
     def vjp(self, cotangents: list[Gradient | None], create_graph: bool, batch: int | None,
