@@ -1,0 +1,154 @@
+"""Lowering of names, operators, `@`, `.T` and subscripts outside index notation.
+
+Each method consumes one kind of AST expression and emits ops into the current block,
+returning an `ExprValue` (an IR value plus its weak-dtype flag). Operands are lowered
+through `lower_expr`, the dispatch of `Lowerer`.
+"""
+
+from __future__ import annotations
+
+from reverie.dsl import ast
+from reverie.dsl.diagnostics import did_you_mean, error_at
+
+from ..ir.dims import Dim
+from ..ir.ops import dtype_class
+from ..ir.types import INT_DTYPES
+from .index_notation import IndexLowering
+from .slices import SliceLowering
+from .values import ExprTuple, ExprValue, VarBinding
+
+ARITHMETIC = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod",
+              "**": "pow"}
+COMPARISON = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+LOGICAL = {"and": "and", "or": "or"}
+
+
+def _require_float(val: ExprValue, what: str, span: ast.Span) -> None:
+    """A strong operand of `what` must have a float dtype."""
+    if not val.weak and dtype_class(val.type.dtype) != "float":
+        raise error_at(span, f"'{what}' needs a float operand, got {val.type}; "
+                             f"convert with f32(...) or f64(...)")
+
+
+class ExpressionLowering(IndexLowering, SliceLowering):
+    """Names, unary and binary operators, matmul, attributes and subscripts."""
+
+    def lower_name(self, node: ast.Name) -> ExprValue | ExprTuple:
+        """A local (possibly a tuple), a `var`, an index or loop variable, or a dimension."""
+        if node.id in self.index_vars:
+            val = self.index_vars[node.id]
+            return ExprValue(self.builder.use(val.value), val.weak)
+        binding = self.lookup(node.id)
+        if isinstance(binding, VarBinding):
+            binding = binding.current
+        if isinstance(binding, ExprValue):
+            return ExprValue(self.builder.use(binding.value), binding.weak)
+        if isinstance(binding, ExprTuple):
+            return ExprTuple([ExprValue(self.builder.use(e.value), e.weak)
+                              for e in binding.elements])
+        if node.id in self.dim_map:
+            dim = self.builder.op_at(node.span, "dim", [], {"dim": self.dim_map[node.id]})
+            return ExprValue(dim, weak=True)
+        if node.id in self.specialisation.functions:
+            raise error_at(node.span, f"'{node.id}' is a function; call it as {node.id}(...)")
+        raise error_at(node.span,
+                       f"unknown name '{node.id}'" + did_you_mean(node.id, self.visible_names()))
+
+    def lower_unary(self, node: ast.UnaryOp) -> ExprValue:
+        """`-x` and `not x`."""
+        val = self.tensor(node.operand)
+        if node.op == "not":
+            if val.type.dtype != "bool":
+                raise error_at(node.span, f"'not' needs a bool operand, got {val.type}")
+            return ExprValue(self.builder.op_at(node.span, "not", [val.value]))
+        if val.type.dtype == "bool":
+            raise error_at(node.span, "cannot negate a bool value; use 'not'")
+        op = val.value.op
+        if val.weak and op is not None and op.name == "const":  # `-5` is one literal
+            return self.constant(node.span, -op.attrs["value"], val.type.dtype, weak=True)
+        return ExprValue(self.builder.op_at(node.span, "neg", [val.value]), val.weak)
+
+    def lower_binop(self, node: ast.BinOp) -> ExprValue:
+        """Arithmetic, comparisons, logic and `@`; a chain `a + b - c ...` is lowered in a loop
+        from its leftmost operand (`ast.left_spine`), so its length costs no recursion."""
+        spine = ast.left_spine(node, lambda left: not self.in_index_body(left))
+        value = self.tensor(spine[-1].left)
+        for link in reversed(spine):
+            value = self._apply_binop(link, value)
+        return value
+
+    def _apply_binop(self, node: ast.BinOp, left: ExprValue) -> ExprValue:
+        """`node` applied to its already lowered left operand `left`."""
+        if node.op == "@":
+            return self.matmul(left, self.tensor(node.right), node.span)
+        if node.op == "**" and isinstance(node.right, ast.IntLit) and node.right.value == 2:
+            _require_float(left, "**", node.span)
+            return self.elementwise("mul", [left, left], node.span)
+        right = self.tensor(node.right)
+        if node.op in LOGICAL:
+            for v in (left, right):
+                if v.type.dtype != "bool":
+                    raise error_at(node.span, f"'{node.op}' needs bool operands, got {v.type}")
+            return self.elementwise(LOGICAL[node.op], [left, right], node.span)
+        if node.op in ("==", "!="):
+            return self.elementwise(COMPARISON[node.op], [left, right], node.span)
+        for v in (left, right):
+            if v.type.dtype == "bool":
+                raise error_at(node.span, f"'{node.op}' needs numbers, got {v.type}; "
+                                          "convert with f32(...) or i64(...)")
+        if node.op in COMPARISON:
+            return self.elementwise(COMPARISON[node.op], [left, right], node.span)
+        name = ARITHMETIC[node.op]
+        if name in ("div", "pow"):
+            (left, right), weak = self.unify([left, right], node.span)
+            if left.type.dtype in INT_DTYPES:
+                if not weak:
+                    hint = ("use // for integer division, or convert with f32(...)"
+                            if name == "div" else "convert the operands with f32(...) or f64(...)")
+                    raise error_at(node.span,
+                                   f"'{node.op}' on integers is not supported; {hint}")
+                left, right = (self.convert_weak(v, self.default_float, node.span)
+                               for v in (left, right))
+                return ExprValue(self.elementwise(name, [left, right], node.span).value, True)
+        return self.elementwise(name, [left, right], node.span)
+
+    def matmul(self, a: ExprValue, b: ExprValue, span: ast.Span) -> ExprValue:
+        """NumPy matmul for 1-D and 2-D operands, through a 2-D `matmul` op and reshapes."""
+        (a, b), _ = self.unify([a, b], span)
+        if not (1 <= a.type.rank <= 2 and 1 <= b.type.rank <= 2):
+            raise error_at(span, f"'@' needs 1-D or 2-D operands, got {a.type} and {b.type}")
+        one = Dim.const(1)
+        a2 = a.value if a.type.rank == 2 else self.builder.op_at(
+            span, "reshape", [a.value], {"shape": (one, a.type.shape[0])})
+        b2 = b.value if b.type.rank == 2 else self.builder.op_at(
+            span, "reshape", [b.value], {"shape": (b.type.shape[0], one)})
+        product = self.builder.op_at(span, "matmul", [a2, b2])
+        shape = tuple(([a.type.shape[0]] if a.type.rank == 2 else [])
+                      + ([b.type.shape[1]] if b.type.rank == 2 else []))
+        if shape != product.type.shape:
+            product = self.builder.op_at(span, "reshape", [product], {"shape": shape})
+        return ExprValue(product)
+
+    def lower_attribute(self, node: ast.Attribute) -> ExprValue:
+        """`x.T`: reverse the axes, like NumPy."""
+        if node.attr != "T":
+            raise error_at(node.span, f"unknown attribute '.{node.attr}'; the only one is '.T'")
+        val = self.tensor(node.value)
+        perm = list(reversed(range(val.type.rank)))
+        return ExprValue(self.builder.op_at(node.span, "transpose", [val.value], {"perm": perm}),
+                         val.weak)
+
+    def lower_subscript(self, node: ast.Subscript) -> ExprValue:
+        """Slices and integer subscripts of a tensor; `f(x)[0]` picks from a tuple."""
+        base = self.lower_expr(node.value)
+        if isinstance(base, ExprTuple):
+            count = len(base.elements)
+            item = node.items[0] if len(node.items) == 1 else None
+            if not isinstance(item, ast.IntLit):
+                raise error_at(node.span, f"a tuple of {count} is indexed by a single integer "
+                                          "literal, e.g. [0]")
+            if item.value >= count:
+                raise error_at(item.span, f"index {item.value} is out of range for a tuple of "
+                                          f"{count}")
+            return base.elements[item.value]
+        return self.slice_tensor(base, node)

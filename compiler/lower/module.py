@@ -1,0 +1,72 @@
+"""`ModuleLowering`: AST → typed tensor IR for every function of one parsed module.
+
+Consumes a parsed `ast.Module` (checked by `dsl.check` at construction); produces one IR
+`Function` per (function, float dtype) specialisation, cached, simplified and verified.
+Calls to user functions are inlined, so each specialisation is one flat SSA graph.
+"""
+
+from __future__ import annotations
+
+from reverie.dsl import ast
+from reverie.dsl.check import check_module
+from reverie.dsl.diagnostics import TypeCheckError
+
+from ..ir.core import Block, Function, Value
+from ..ir.dims import Dim
+from ..ir.verifier import after_pass
+from ..transforms.simplify import simplify
+from .base import Specialisation
+from .builder import BlockBuilder
+from .dims import default_float_of, is_dim_scalar, return_types, type_of
+from .lowerer import Lowerer
+from .values import ExprValue
+
+
+class ModuleLowering:
+    """Lowers functions of one parsed module, caching specialisations by float dtype."""
+
+    def __init__(self, module: ast.Module) -> None:
+        self.module = module
+        check_module(module)
+        self.functions = {f.name: f for f in module.functions}
+        self._cache: dict[tuple[str, str], Function] = {}
+
+    def uses_float(self, name: str) -> bool:
+        """Whether function `name` has `float` in its signature."""
+        fn = self.functions[name]
+        types = [p.type for p in fn.params] + return_types(fn.ret)
+        return any(t.dtype == "float" for t in types)
+
+    def specialise(self, name: str, float_dtype: str = "f32") -> Function:
+        """The typed IR of function `name` with `float` meaning `float_dtype`."""
+        key = (name, float_dtype)
+        if key not in self._cache:
+            try:
+                self._cache[key] = self._lower_entry(self.functions[name], float_dtype)
+            except TypeCheckError as e:
+                raise e.with_source(self.module.source, self.module.filename) from None
+        return self._cache[key]
+
+    def _lower_entry(self, fn: ast.FunctionDef, float_dtype: str) -> Function:
+        """Lower entry function `fn`: its parameters become the block's, its dimensions
+        the function's (an i64 scalar parameter is also a dimension)."""
+        dim_map: dict[str, Dim] = {}
+        param_types = [type_of(p.type, float_dtype, dim_map, allow_new=True) for p in fn.params]
+        block = Block(params=[Value(t, name=p.name) for t, p in zip(param_types, fn.params,
+                                                                       strict=True)])
+        specialisation = Specialisation(self.functions)
+        lowerer = Lowerer(fn, specialisation, default_float_of([t.dtype for t in param_types]),
+                          dim_map, BlockBuilder(block))
+        value_dims = []
+        for index, (param, value) in enumerate(zip(fn.params, block.params, strict=True)):
+            if is_dim_scalar(value.type):
+                value_dims.append((param.name, index))
+                dim_map.setdefault(param.name, Dim.sym(param.name))
+                lowerer.define_dim_scalar(param.name, dim_map[param.name], param.span)
+            else:
+                lowerer.define(param.name, ExprValue(value), param.span)
+        results = lowerer.coerce_return(lowerer.lower_body(), float_dtype)
+        block.results = [val.value for val in results]
+        function = Function(fn.name, block, [p.name for p in fn.params], list(dim_map), fn.span,
+                            specialisation.constraints, value_dims)
+        return after_pass(simplify(function), "lower")

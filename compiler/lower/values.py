@@ -1,0 +1,44 @@
+"""What lowering an expression produces, and how a `var` is bound.
+
+An `ExprValue` is an IR value plus the one fact the IR type does not carry: whether its
+dtype is still *weak* (a literal, a dimension or an index variable, which takes the dtype
+of the other operand; SPEC §2.1). A tuple expression lowers to an `ExprTuple`. A `var`
+is bound to a `VarBinding`, whose current value each assignment replaces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reverie.dsl import ast
+
+from ..ir.core import Value
+from ..ir.types import TensorType
+
+
+@dataclass
+class ExprValue:
+    """A lowered expression: an IR value, and whether its dtype is still weak."""
+
+    value: Value
+    weak: bool = False
+
+    @property
+    def type(self) -> TensorType:
+        """The IR type of the value."""
+        return self.value.type
+
+
+@dataclass
+class ExprTuple:
+    """A tuple expression or the result of a tuple-returning call."""
+
+    elements: list[ExprValue]
+
+
+@dataclass
+class VarBinding:
+    """A `var`: its current value (replaced by each assignment) and its fixed type."""
+
+    current: ExprValue
+    declared_at: ast.Span
