@@ -23,7 +23,9 @@ import reverie as rv
 import reverie.compiler
 import reverie.dsl
 import reverie.runtime
+from reverie.runtime import kernel_protocol, ops_kernels
 from reverie.runtime.kernel_protocol import CompiledKernel
+from reverie.runtime.lru import LruCache
 
 LOWER_LAYERS = {"runtime": ("reverie.compiler", "reverie.dsl", "reverie.runtime"),
                 "compiler": ("reverie.compiler", "reverie.dsl"),
@@ -125,3 +127,23 @@ def test_kernels_and_derived_kernels_offer_what_the_run_time_needs() -> None:
         assert isinstance(kernel, CompiledKernel), kernel
     x = rv.tensor(np.arange(3.0), requires_grad=True)
     assert isinstance((x * 2.0).grad_fn.kernel, CompiledKernel)
+
+
+def test_tensor_operators_compile_through_the_compiler_handed_in(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    handed_in = kernel_protocol._compiler
+    calls = []
+
+    def spy(source: str, function: str, module_name: str, backend: str) -> CompiledKernel:
+        calls.append((function, module_name, backend))
+        return handed_in(source, function, module_name, backend)
+
+    monkeypatch.setattr(ops_kernels, "_KERNELS", LruCache(4))  # no kernel compiled yet
+    monkeypatch.setattr(kernel_protocol, "_compiler", spy)
+    kernel = ops_kernels.neg_kernel.__wrapped__(np.zeros(3))  # past the operand memo
+    np.testing.assert_array_equal(kernel(np.arange(3.0)), -np.arange(3.0))
+    assert calls == [("neg_op", "<tensor op neg_op>", ops_kernels.BACKEND)]
+    monkeypatch.setattr(ops_kernels, "_KERNELS", LruCache(4))
+    monkeypatch.setattr(kernel_protocol, "_compiler", None)
+    with pytest.raises(RuntimeError, match="use_compiler"):
+        ops_kernels.neg_kernel.__wrapped__(np.zeros(3))
