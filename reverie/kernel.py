@@ -153,51 +153,51 @@ class Kernel:
         `checkpoint=True` keeps O(sqrt(T)) loop states and recomputes (SPEC §2.6); the
         default is the module's `checkpoint` setting.
         """
-        from reverie import transforms
+        import reverie.transforms
 
-        return transforms.grad(self, wrt, checkpoint)
+        return reverie.transforms.grad(self, wrt, checkpoint)
 
     def value_and_grad(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """`(value, grads)` of a scalar function in one compiled call."""
-        from reverie import transforms
+        import reverie.transforms
 
-        return transforms.value_and_grad(self, wrt, checkpoint)
+        return reverie.transforms.value_and_grad(self, wrt, checkpoint)
 
     def vjp(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """A kernel `(*args, cotangent)` returning the vector-Jacobian product(s); for a tuple
         return, the cotangent is a tuple with one entry per result."""
-        from reverie import transforms
+        import reverie.transforms
 
-        return transforms.vjp(self, wrt, checkpoint)
+        return reverie.transforms.vjp(self, wrt, checkpoint)
 
     def batched_vjp(self, wrt: Sequence[int], args: Sequence[object],
                     batched_cotangents: Sequence[object | None]) -> tuple[np.ndarray, ...]:
         """All VJPs at `args` for cotangents with a leading batch axis, in one compiled
         call (`rv.grad(..., is_grads_batched=True)`; see `transforms.batched_vjp`)."""
-        from reverie import transforms
+        import reverie.transforms
 
-        return transforms.batched_vjp(self, wrt, args, batched_cotangents)
+        return reverie.transforms.batched_vjp(self, wrt, args, batched_cotangents)
 
     def jvp(self, wrt: Wrt = None) -> Kernel:
         """Forward mode: a kernel `(*args, tangent)` giving `(value, tangent_out)`."""
-        from reverie import transforms
+        import reverie.transforms
 
-        return transforms.jvp(self, wrt)
+        return reverie.transforms.jvp(self, wrt)
 
     def hvp(self, wrt: Wrt = None) -> Kernel:
         """Hessian-vector products `(*args, v)`, forward over reverse."""
-        from reverie import transforms
+        import reverie.transforms
 
-        return transforms.hvp(self, wrt)
+        return reverie.transforms.hvp(self, wrt)
 
     def jacobian(self, wrt: Wrt = None) -> Kernel:
         """A kernel giving d out / d param with shape out.shape + param.shape (one call)."""
-        from reverie import transforms
+        import reverie.transforms
 
-        return transforms.jacobian(self, wrt)
+        return reverie.transforms.jacobian(self, wrt)
 
     def hessian(self, wrt: Wrt = None) -> Kernel:
         """For a scalar function: second derivatives, shape param.shape + param.shape."""
-        from reverie import transforms
+        import reverie.transforms
 
-        return transforms.hessian(self, wrt)
+        return reverie.transforms.hessian(self, wrt)
