@@ -7,12 +7,19 @@
 `import reverie` imports none of its modules: each public name is imported from its home
 module on first use (PEP 562), so a program pays for the front end (Lark), the compiler
 and the run time only when it uses them, and never for torch or jax unless it asks.
+
+The run time (`reverie.runtime`) lies below the public modules and never imports them;
+this file hands it the one thing it needs from above, the compiler behind the Tensor
+operators (`_compile_source`, given to `runtime/kernel_protocol.py`), before any module
+under `reverie` is imported.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING
+
+from reverie.runtime import kernel_protocol as _kernel_protocol
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from reverie.dsl.diagnostics import CompileError, Diagnostic, ParseError, TypeCheckError
@@ -55,6 +62,18 @@ __all__ = [
     "tensor",
 ]
 __version__ = "0.1.0"
+
+
+def _compile_source(source: str, function: str, module_name: str, backend: str) -> Kernel:
+    """Function `function` of Reverie `source`, compiled as module `module_name` on
+    `backend`: how the run time compiles the kernels behind Tensor operators (it imports
+    the compiler on its first call)."""
+    from reverie.module import Module
+
+    return Module(source, name=module_name, backend=backend)[function]
+
+
+_kernel_protocol.use_compiler(_compile_source)
 
 
 def __getattr__(name: str) -> object:

@@ -29,9 +29,10 @@ import numpy as np
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import evaluate_shape
 from reverie.compiler.ir.types import NUMPY_DTYPES
-from reverie.kernel import GroupedKernel, Kernel
+from reverie.kernel import Kernel
 from reverie.runtime.call import ArgumentTypeError, bind_arguments, check_arity
 from reverie.runtime.tape import DIFFERENTIABLE, vjp_plan
+from reverie.transforms import GroupedKernel
 
 __all__ = ["function"]
 

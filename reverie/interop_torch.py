@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from reverie.kernel import GroupedKernel, Kernel
+from reverie.kernel import Kernel
 from reverie.runtime.tape import DIFFERENTIABLE, vjp_plan
+from reverie.transforms import GroupedKernel
 
 __all__ = ["KernelFunction", "function"]
 

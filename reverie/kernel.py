@@ -1,11 +1,19 @@
-"""Kernels: compiled functions and their transforms (SPEC §3.1–3.2).
+"""Kernels: compiled functions you can call and transform (SPEC §3.1–3.2).
 
 A `Kernel` knows how to build its typed IR for each float dtype and runs it on NumPy
-arrays through the module's backend. Transforms return new Kernels whose IR is derived
-from the parent's, so they can be transformed again:
+arrays through the module's backend; given Tensors that require grad, it hands the call to
+the tape (`runtime/tape.py`), which sees it as a `runtime.kernel_protocol.CompiledKernel`.
+Transforms return new Kernels whose IR is derived from the parent's, so they can be
+transformed again:
 
     loss.grad("w")                 # IR: grad_function(loss) restricted to the gradient
     loss.grad("w").vjp()           # IR: vjp_function of that — a second derivative
+
+The transform methods (`grad`, `value_and_grad`, `vjp`, `jvp`, `hvp`, `jacobian`,
+`hessian`, and `batched_vjp` for the tape) are one-line entries into `reverie/transforms.py`,
+where every transform lives. That module builds Kernels, so it imports this one; each
+method here imports it when called (the first import loads it and the AD passes, which a
+program that only compiles and calls functions never pays for; later ones are a look-up).
 
 Each kernel keeps the transforms asked of it, keyed by what they are (transform, resolved
 `wrt`, options such as `checkpoint`), so `loss.grad("w")` in a loop returns the same
@@ -20,16 +28,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from reverie.compiler.ir.core import Block, Function
+import numpy as np
+
+from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.types import FLOAT_DTYPES
-from reverie.compiler.transforms.simplify import simplify
-from reverie.runtime.call import (
-    ArgumentTypeError,
-    bind_arguments,
-    check_arity,
-    finish_results,
-    float_dtype_of,
-)
+from reverie.runtime.call import bind_arguments, check_arity, finish_results, float_dtype_of
 from reverie.runtime.lru import LruCache
 from reverie.runtime.tape import record_call, records_call
 
@@ -38,12 +41,6 @@ if TYPE_CHECKING:
 
 Wrt = str | int | Sequence[str | int] | None
 TRANSFORM_CACHE_SIZE = 64
-
-
-def select_results(fn: Function, keep: Sequence[int], name: str) -> Function:
-    """A copy of `fn` that returns only the results at positions `keep` (dead code removed)."""
-    body = Block(fn.body.params, list(fn.body.ops), [fn.body.results[i] for i in keep])
-    return simplify(fn.derive(name, body))
 
 
 class Kernel:
@@ -142,23 +139,6 @@ class Kernel:
                              f"(parameters: {', '.join(self.param_names)})")
         return self.param_names.index(key)
 
-    def _require_scalar(self, what: str) -> None:
-        types = self.ir_for("f32").result_types
-        if len(types) != 1 or types[0].rank != 0 or not types[0].is_float:
-            shown = ", ".join(map(str, types))
-            raise ValueError(f"{self.name}.{what}() needs a function returning one float "
-                             f"scalar, but it returns {shown}; use {self.name}.vjp() for "
-                             "non-scalar outputs")
-
-    def derived_kernel(self, suffix: str, build: Callable[[str], Function], single: bool,
-                       extra_params: Sequence[str] = (),
-                       extra_dtypes: Sequence[str] = ()) -> Kernel:
-        """A kernel `<name>_<suffix>` with IR `build(dtype)`, taking this kernel's
-        parameters followed by `extra_params`."""
-        return Kernel(self.module, f"{self.name}_{suffix}",
-                      self.param_names + list(extra_params),
-                      self.declared_dtypes + list(extra_dtypes), build, single)
-
     def cached_transform(self, key: tuple, make: Callable[[], Kernel]) -> Kernel:
         """The transform of this kernel that `key` describes (hashable: transform name,
         resolved parameter positions, options), made by `make()` the first time."""
@@ -167,119 +147,57 @@ class Kernel:
             kernel = self._transforms.setdefault(key, make())
         return kernel
 
-    def _checkpoint(self, checkpoint: bool | None) -> bool:
-        """The `checkpoint` option of a reverse-mode transform (None: the module's)."""
-        return self.module.checkpoint if checkpoint is None else bool(checkpoint)
-
     def grad(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """The gradient of a scalar function: one array for a single `wrt`, else a tuple.
 
         `checkpoint=True` keeps O(sqrt(T)) loop states and recomputes (SPEC §2.6); the
         default is the module's `checkpoint` setting.
         """
-        self._require_scalar("grad")
-        chosen, single = self.wrt_indices(wrt)
-        checkpoint = self._checkpoint(checkpoint)
-        return self.cached_transform(("grad", tuple(chosen), single, checkpoint),
-                                     lambda: self._grad(chosen, single, checkpoint))
+        import reverie.transforms
 
-    def _grad(self, chosen: list[int], single: bool, checkpoint: bool) -> Kernel:
-        """The gradient kernel for resolved `wrt` positions `chosen`."""
-        from reverie.compiler.transforms.reverse import grad_function
-
-        def build(dtype: str) -> Function:
-            full = grad_function(self.ir_for(dtype), chosen, checkpoint=checkpoint)
-            return select_results(full, range(1, 1 + len(chosen)), f"{self.name}_grad")
-
-        return self.derived_kernel("grad", build, single)
+        return reverie.transforms.grad(self, wrt, checkpoint)
 
     def value_and_grad(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """`(value, grads)` of a scalar function in one compiled call."""
-        self._require_scalar("value_and_grad")
-        chosen, single = self.wrt_indices(wrt)
-        checkpoint = self._checkpoint(checkpoint)
-        return self.cached_transform(("value_and_grad", tuple(chosen), single, checkpoint),
-                                     lambda: self._value_and_grad(chosen, single, checkpoint))
+        import reverie.transforms
 
-    def _value_and_grad(self, chosen: list[int], single: bool, checkpoint: bool) -> Kernel:
-        """The value-and-gradient kernel for resolved `wrt` positions `chosen`."""
-        from reverie.compiler.transforms.reverse import grad_function
-
-        flat = self.derived_kernel("value_and_grad", lambda dtype: grad_function(
-            self.ir_for(dtype), chosen, checkpoint=checkpoint), False)
-        return GroupedKernel(flat, None,
-                             lambda results: (results[0], results[1] if single else results[1:]))
+        return reverie.transforms.value_and_grad(self, wrt, checkpoint)
 
     def vjp(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """A kernel `(*args, cotangent)` returning the vector-Jacobian product(s); for a tuple
         return, the cotangent is a tuple with one entry per result."""
-        chosen, single = self.wrt_indices(wrt)
-        checkpoint = self._checkpoint(checkpoint)
-        return self.cached_transform(("vjp", tuple(chosen), single, checkpoint),
-                                     lambda: self._vjp(chosen, single, checkpoint))
+        import reverie.transforms
 
-    def _vjp(self, chosen: list[int], single: bool, checkpoint: bool) -> Kernel:
-        """The VJP kernel for resolved `wrt` positions `chosen`."""
-        from reverie.compiler.transforms.reverse import vjp_function
+        return reverie.transforms.vjp(self, wrt, checkpoint)
 
-        outputs = len(self.ir_for("f32").result_types)
+    def batched_vjp(self, wrt: Sequence[int], args: Sequence[object],
+                    batched_cotangents: Sequence[object | None]) -> tuple[np.ndarray, ...]:
+        """All VJPs at `args` for cotangents with a leading batch axis, in one compiled
+        call (`rv.grad(..., is_grads_batched=True)`; see `transforms.batched_vjp`)."""
+        import reverie.transforms
 
-        def build(dtype: str) -> Function:
-            full = vjp_function(self.ir_for(dtype), chosen, checkpoint=checkpoint)
-            return select_results(full, range(outputs, outputs + len(chosen)),
-                                  f"{self.name}_vjp")
-
-        names = ["cotangent"] if outputs == 1 else [f"cotangent{i}" for i in range(outputs)]
-        dtypes = ["float" if t.is_float else t.dtype for t in self.ir_for("f32").result_types]
-        flat = self.derived_kernel("vjp", build, False, names, dtypes)
-        return GroupedKernel(flat, outputs if outputs > 1 else None,
-                             lambda results: results[0] if single else results)
+        return reverie.transforms.batched_vjp(self, wrt, args, batched_cotangents)
 
     def jvp(self, wrt: Wrt = None) -> Kernel:
         """Forward mode: a kernel `(*args, tangent)` giving `(value, tangent_out)`."""
-        from .transforms_forward import jvp
+        import reverie.transforms
 
-        return jvp(self, wrt)
-
-    def jacobian(self, wrt: Wrt = None) -> Kernel:
-        """A kernel giving d out / d param with shape out.shape + param.shape (one call)."""
-        from .transforms_forward import jacobian
-
-        return jacobian(self, wrt)
-
-    def hessian(self, wrt: Wrt = None) -> Kernel:
-        """For a scalar function: second derivatives, shape param.shape + param.shape."""
-        from .transforms_forward import hessian
-
-        return hessian(self, wrt)
+        return reverie.transforms.jvp(self, wrt)
 
     def hvp(self, wrt: Wrt = None) -> Kernel:
         """Hessian-vector products `(*args, v)`, forward over reverse."""
-        from .transforms_forward import hvp
+        import reverie.transforms
 
-        return hvp(self, wrt)
+        return reverie.transforms.hvp(self, wrt)
 
+    def jacobian(self, wrt: Wrt = None) -> Kernel:
+        """A kernel giving d out / d param with shape out.shape + param.shape (one call)."""
+        import reverie.transforms
 
+        return reverie.transforms.jacobian(self, wrt)
 
-class GroupedKernel(Kernel):
-    """A kernel whose trailing `grouped` parameters are passed as one tuple (None: passed
-    one by one) and whose flat results are handed back through `regroup`.
+    def hessian(self, wrt: Wrt = None) -> Kernel:
+        """For a scalar function: second derivatives, shape param.shape + param.shape."""
+        import reverie.transforms
 
-    Its IR and parameters are the flat ones, so transforming it again works as usual.
-    """
-
-    def __init__(self, flat: Kernel, grouped: int | None,
-                 regroup: Callable[[tuple], object]) -> None:
-        super().__init__(flat.module, flat.name, flat.param_names, flat.declared_dtypes,
-                         flat._build, single=False)
-        self.grouped = grouped
-        self.regroup = regroup
-
-    def __call__(self, *args: object) -> object:
-        if self.grouped is not None and args:
-            *head, group = args
-            if not isinstance(group, tuple | list) or len(group) != self.grouped:
-                raise ArgumentTypeError(f"{self.name}() takes its last {self.grouped} "
-                                        f"arguments as one tuple, got {group!r}")
-            args = (*head, *group)
-        return self.regroup(super().__call__(*args))
+        return reverie.transforms.hessian(self, wrt)

@@ -1,10 +1,12 @@
 """Compiled kernels behind the Tensor operators (`+ - * / ** @`, unary `-`, sum, mean, cast).
 
 Consumes operands (anything with `.dtype` and `.shape`, such as `rv.Tensor` or a NumPy
-array, or a Python scalar) and produces a `Kernel`: a one-function Reverie module generated
+array, or a Python scalar) and produces a kernel: a one-function Reverie module generated
 for the operands' dtypes and broadcast pattern, compiled once and cached. Calling the kernel
 on Tensors that require grad records the call, so operators differentiate like any other
-compiled function (their VJPs are compiled from the generated source's adjoint IR).
+compiled function (their VJPs are compiled from the generated source's adjoint IR). The
+compiler is the public layer's, which the run time never imports: `reverie/__init__.py`
+hands it in, and this module reaches it as `kernel_protocol.compile_function`.
 
 The language broadcasts symbolically: two different dimension names never broadcast. So
 dimensions that must match share a name and size-1 dimensions that broadcast are the
@@ -25,14 +27,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .kernel_protocol import CompiledKernel, compile_function
 from .lru import LruCache
-
-if TYPE_CHECKING:
-    from reverie.kernel import Kernel
 
 BACKEND = "native"
 
@@ -43,7 +42,7 @@ NUMERIC = ("f32", "f64", "i32", "i64")
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "matmul": "@"}
 
 KERNEL_CACHE_SIZE = 512
-_KERNELS: LruCache[tuple, Kernel] = LruCache(KERNEL_CACHE_SIZE)
+_KERNELS: LruCache[tuple, CompiledKernel] = LruCache(KERNEL_CACHE_SIZE)
 
 Signature = tuple[str, tuple[str, ...]]  # (Reverie dtype, dimension tokens)
 
@@ -69,16 +68,14 @@ def _type_text(signature: Signature) -> str:
 
 
 def _cached(key: tuple, params: list[tuple[str, Signature]], result: Signature,
-            body: str) -> Kernel:
+            body: str) -> CompiledKernel:
     """The kernel for `key`, generating and compiling its source on first use."""
     kernel = _KERNELS.get(key)
     if kernel is None:
-        from reverie.module import Module
-
         name = f"{key[0]}_op"
         args = ", ".join(f"{p}: {_type_text(s)}" for p, s in params)
         source = f"fn {name}({args}) -> {_type_text(result)} {{ return {body}; }}\n"
-        kernel = Module(source, name=f"<tensor op {name}>", backend=BACKEND)[name]
+        kernel = compile_function(source, name, f"<tensor op {name}>", BACKEND)
         kernel = _KERNELS.setdefault(key, kernel)
     return kernel
 
@@ -107,14 +104,14 @@ def _broadcast_tokens(shapes: list[tuple[int, ...]]) -> tuple[list[tuple[str, ..
 
 
 def _memoised(describe: Callable[..., tuple]
-              ) -> Callable[[Callable[..., Kernel]], Callable[..., Kernel]]:
+              ) -> Callable[[Callable[..., CompiledKernel]], Callable[..., CompiledKernel]]:
     """Memoise a kernel generator by `describe(*args)`, a key that is cheap to compute (the
     generator's own signature building is not: it runs once per key)."""
-    def decorate(generate: Callable[..., Kernel]) -> Callable[..., Kernel]:
-        memo: LruCache[tuple, Kernel] = LruCache(KERNEL_CACHE_SIZE)
+    def decorate(generate: Callable[..., CompiledKernel]) -> Callable[..., CompiledKernel]:
+        memo: LruCache[tuple, CompiledKernel] = LruCache(KERNEL_CACHE_SIZE)
 
         @functools.wraps(generate)
-        def factory(*args: object) -> Kernel:
+        def factory(*args: object) -> CompiledKernel:
             key = describe(*args)
             kernel = memo.get(key)
             if kernel is None:
@@ -130,7 +127,7 @@ def _describe(value: object) -> tuple:
 
 
 @_memoised(lambda op, a, b: (op, _describe(a), _describe(b)))
-def binary_kernel(op: str, a: object, b: object) -> Kernel:
+def binary_kernel(op: str, a: object, b: object) -> CompiledKernel:
     """The kernel computing `a <op> b` (op: add, sub, mul, div, pow) with broadcasting."""
     operands = [a, b]
     result_dtype = reverie_dtype(np.result_type(*[x if _is_scalar(x) else x.dtype
@@ -151,7 +148,7 @@ def binary_kernel(op: str, a: object, b: object) -> Kernel:
 
 
 @_memoised(lambda a: (a.dtype, len(a.shape)))
-def neg_kernel(a: object) -> Kernel:
+def neg_kernel(a: object) -> CompiledKernel:
     """The kernel computing `-a`."""
     dtype = reverie_dtype(a.dtype)
     if dtype not in NUMERIC:
@@ -161,7 +158,7 @@ def neg_kernel(a: object) -> Kernel:
 
 
 @_memoised(lambda a, dtype: (a.dtype, len(a.shape), dtype))
-def cast_kernel(a: object, dtype: np.dtype) -> Kernel:
+def cast_kernel(a: object, dtype: np.dtype) -> CompiledKernel:
     """The kernel converting `a` to `dtype`."""
     source, target = reverie_dtype(a.dtype), reverie_dtype(dtype)
     tokens = tuple(f"D{i}" for i in range(len(a.shape)))
@@ -187,7 +184,7 @@ def normalise_axes(axis: int | tuple[int, ...] | None, rank: int) -> tuple[int, 
                                           tuple(axis) if isinstance(axis, list) else axis,
                                           keepdims))
 def reduce_kernel(op: str, a: object, axis: int | tuple[int, ...] | None,
-                  keepdims: bool) -> Kernel:
+                  keepdims: bool) -> CompiledKernel:
     """The kernel computing `sum` or `mean` of `a` over `axis` (NumPy result dtypes)."""
     dtype = reverie_dtype(a.dtype)
     axes = normalise_axes(axis, len(a.shape))
@@ -209,7 +206,7 @@ def reduce_kernel(op: str, a: object, axis: int | tuple[int, ...] | None,
 
 
 @_memoised(lambda a, b: (a.dtype, len(a.shape), b.dtype, len(b.shape)))
-def matmul_kernel(a: object, b: object) -> Kernel:
+def matmul_kernel(a: object, b: object) -> CompiledKernel:
     """The kernel computing `a @ b` for 1-D and 2-D operands (NumPy `matmul` rules)."""
     ranks = (len(a.shape), len(b.shape))
     if not all(r in (1, 2) for r in ranks):

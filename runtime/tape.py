@@ -19,6 +19,9 @@ input counts as unused).
 Everything a call derives from its kernel alone is computed once and kept in the kernel's
 `autograd_cache`: which parameters can carry a gradient (`RecordPlan`) and, per `wrt` and
 dtype, the compiled VJP and what its IR reveals (`VjpPlan`).
+
+The tape knows kernels only through `kernel_protocol.CompiledKernel` (what a kernel offers
+the run time: its IR, running it, its VJP kernels), never through the public `Kernel` class.
 """
 
 from __future__ import annotations
@@ -29,11 +32,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .kernel_protocol import CompiledKernel
 from .tensor import FLOAT_KINDS, Tensor, wrap
 
 if TYPE_CHECKING:
     from reverie.compiler.ir.core import Function, Value
-    from reverie.kernel import Kernel
 
 DIFFERENTIABLE = ("f32", "f64", "float")
 ZERO_PRESERVING = ("broadcast", "reshape", "cast")
@@ -46,7 +49,7 @@ class VjpPlan:
     """A compiled VJP and what its IR reveals: which primal arguments it reads (and whether
     any), and which gradients are provably zero (the input is then unused)."""
 
-    kernel: Kernel
+    kernel: CompiledKernel
     fn: Function
     reads_primal: tuple[bool, ...]
     reads_any: bool
@@ -60,7 +63,7 @@ def _is_zero(value: Value) -> bool:
     return value.op is not None and value.op.name == "const" and value.op.attrs["value"] == 0
 
 
-def vjp_plan(kernel: Kernel, wrt: tuple[int, ...], dtype: str) -> VjpPlan:
+def vjp_plan(kernel: CompiledKernel, wrt: tuple[int, ...], dtype: str) -> VjpPlan:
     """The VJP of `kernel` for parameters `wrt`, analysed once per dtype."""
     plan = kernel.autograd_cache.get((wrt, dtype))
     if plan is None:
@@ -73,7 +76,7 @@ def vjp_plan(kernel: Kernel, wrt: tuple[int, ...], dtype: str) -> VjpPlan:
     return plan
 
 
-RECORD_PLAN = "tape.record"  # where a kernel keeps its RecordPlan (Kernel.autograd_cache)
+RECORD_PLAN = "tape.record"  # where a kernel keeps its RecordPlan (kernel.autograd_cache)
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ class RecordPlan:
     differentiable: tuple[bool, ...]
 
 
-def record_plan(kernel: Kernel) -> RecordPlan:
+def record_plan(kernel: CompiledKernel) -> RecordPlan:
     """The RecordPlan of `kernel`, derived once."""
     plan = kernel.autograd_cache.get(RECORD_PLAN)
     if plan is None:
@@ -120,7 +123,7 @@ class Node:
 
     __slots__ = ("kernel", "wrt", "args", "arrays", "edges", "dtype", "outputs", "freed")
 
-    def __init__(self, kernel: Kernel, wrt: tuple[int, ...], args: Sequence[object],
+    def __init__(self, kernel: CompiledKernel, wrt: tuple[int, ...], args: Sequence[object],
                  arrays: list[object], dtype: str,
                  outputs: list[tuple[tuple[int, ...], np.dtype]]) -> None:
         self.kernel = kernel
@@ -186,15 +189,13 @@ def _as_gradient(value: object, dtype: np.dtype) -> Gradient:
     return value if value.dtype == dtype else value.astype(dtype)
 
 
-def batched_vjp(kernel: Kernel, wrt: tuple[int, ...], args: Sequence[object],
+def batched_vjp(kernel: CompiledKernel, wrt: tuple[int, ...], args: Sequence[object],
                 batched_cotangents: Sequence[Gradient]) -> tuple[Gradient, ...]:
     """The VJPs of `kernel` (for parameters `wrt`) at `args` for a batch of cotangents
     (leading batch dimension), in one compiled call of the batched VJP kernel."""
-    from reverie.transforms_forward import batched_vjp as compiled_batched_vjp
-
     arrays = [plain(a) for a in args]
     cotangents = [None if c is None else plain(c) for c in batched_cotangents]
-    return compiled_batched_vjp(kernel, wrt, arrays, cotangents)
+    return kernel.batched_vjp(wrt, arrays, cotangents)
 
 
 # ---------------------------------------------------------------- recording
@@ -208,7 +209,7 @@ def records_call(args: Sequence[object]) -> bool:
     return False
 
 
-def call_flat(kernel: Kernel, args: Sequence[object]) -> object:
+def call_flat(kernel: CompiledKernel, args: Sequence[object]) -> object:
     """Call `kernel` with one argument per parameter (a VJP kernel's grouped cotangents
     ungrouped), recording the call when a Tensor argument requires grad."""
     if records_call(args):
@@ -216,7 +217,8 @@ def call_flat(kernel: Kernel, args: Sequence[object]) -> object:
     return kernel.execute(kernel.specialisation_for(args), args)
 
 
-def record_call(kernel: Kernel, args: Sequence[object]) -> Tensor | tuple[Tensor, ...]:
+def record_call(kernel: CompiledKernel, args: Sequence[object]
+                ) -> Tensor | tuple[Tensor, ...]:
     """Run `kernel` on the arrays behind `args`; return Tensors that record the call."""
     arrays = [a._data if isinstance(a, Tensor) else a for a in args]
     dtype = kernel.float_dtype_for(arrays)

@@ -22,11 +22,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import ops_kernels
+from .kernel_protocol import CompiledKernel
 from .ops_kernels import reverie_dtype
 
 if TYPE_CHECKING:
-    from reverie.kernel import Kernel
-
     from .tape import Node
 
 FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -213,7 +212,7 @@ def wrap(array: np.ndarray, grad_fn: Node | None = None, index: int = 0) -> Tens
     return tensor
 
 
-def run_kernel(kernel: Kernel, *args: object) -> Tensor:
+def run_kernel(kernel: CompiledKernel, *args: object) -> Tensor:
     """Call an operator kernel and return its result as a Tensor (recorded when needed)."""
     result = kernel(*args)
     return result if isinstance(result, Tensor) else wrap(np.asarray(result))

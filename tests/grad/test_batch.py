@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reverie as rv
-from reverie import transforms_forward as tf
+from reverie import transforms as tf
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.printer import format_function
 from reverie.compiler.transforms import batch_rules

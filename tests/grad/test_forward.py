@@ -23,7 +23,7 @@ from forward_helpers import (
 )
 
 import reverie as rv
-from reverie import transforms_forward as tf
+from reverie import transforms as tf
 from reverie.compiler.ir.printer import format_function
 from reverie.compiler.transforms import forward_rules
 from reverie.compiler.transforms.forward import jvp_function
