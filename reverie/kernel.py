@@ -60,6 +60,10 @@ class Kernel:
         self._transforms: LruCache[tuple, Kernel] = LruCache(TRANSFORM_CACHE_SIZE)
         # what the tape and the interop layers derive from this kernel (VJP plans, ...)
         self.autograd_cache: LruCache[object, object] = LruCache(TRANSFORM_CACHE_SIZE)
+        # what a call runs: the Python path, until native entries (one per compiled
+        # specialisation, each falling back to the one before) take the common calls
+        self._call: Callable[..., object] = self._call_python
+        self._native: set[Function] = set()
 
     def ir_for(self, float_dtype: str = "f32") -> Function:
         """The typed IR with `float` meaning `float_dtype` (built once per dtype; a kernel
@@ -85,13 +89,31 @@ class Kernel:
         return self.ir_for(self.float_dtype_for(args))
 
     def __call__(self, *args: object) -> object:
+        return self._call(*args)
+
+    def _call_python(self, *args: object) -> object:
+        """A call on the Python path: Tensors are recorded, anything else is run."""
         if records_call(args):
             return record_call(self, args)
         return self.run(*args)
 
+    def enter_native(self, fn: Function) -> None:
+        """Put the native entry of specialisation `fn` in front of the call path (once;
+        nothing for a backend or a boundary without one). Calls do this themselves."""
+        self._native.add(fn)
+        make = getattr(self.module.executable(fn), "native_entry", None)
+        entry = make(self._call, not self._single) if make is not None else None
+        if entry is not None:
+            self._call = entry
+
     def run(self, *args: object) -> object:
-        """Run on the arguments' arrays and return NumPy results (never recorded)."""
-        return self.execute(self.specialisation_for(args), args)
+        """Run on the arguments' arrays and return NumPy results (never recorded); from
+        then on the specialisation's native entry serves the calls it can take."""
+        fn = self.specialisation_for(args)
+        result = self.execute(fn, args)
+        if fn not in self._native:
+            self.enter_native(fn)
+        return result
 
     def execute(self, fn: Function, args: Sequence[object]) -> object:
         """Run specialisation `fn` of this kernel on `args` (arrays, not Tensors)."""

@@ -32,6 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from reverie.compiler.codegen.fastcall import CallBoundary
 from reverie.compiler.codegen.gemm import HELPERS, helper_module, helpers_called
 from reverie.compiler.codegen.irutil import ITEMSIZE
 from reverie.compiler.codegen.llvm import ARRAY_DATA_OFFSET, entry_symbol, generate_llvm
@@ -44,6 +45,7 @@ from reverie.compiler.loops.printer import format_program
 from reverie.compiler.transforms.to_loops import lower_to_loops
 
 from .call import BoundCall
+from .fastcall import LAYOUT_OK, native_entry
 from .jit import JitModule, Pipeline, compile_module, shared_module
 
 _KERNELS: weakref.WeakKeyDictionary[Function, NativeKernel] = weakref.WeakKeyDictionary()
@@ -157,9 +159,12 @@ class NativeKernel:
         entry goes when the Function does)."""
         self.program = lower_to_loops(fn)
         self.loop_ir = format_program(self.program)
-        self.source_ir = generate_llvm(self.program)
+        boundary = CallBoundary.of(fn, self.program) if LAYOUT_OK else None
+        self.source_ir = generate_llvm(self.program, boundary)
         symbol = entry_symbol(self.program)
         self._jit = shared_module(self.source_ir, name=symbol)
+        self._vectorcall = self._jit.address(symbol + "_vectorcall") if boundary else None
+        self._param_dtypes = [p.type.dtype for p in fn.params]
         self._entry = ENTRY(self._jit.address(symbol))
         self._object_entry = OBJECT_ENTRY(self._jit.address(symbol + "_objects"))
         self._layout = layout_function(self.program)
@@ -171,6 +176,17 @@ class NativeKernel:
         self._frames: list[ctypes.Array] = []  # spare frames (one per concurrent call)
         self._spare: list[np.ndarray] = []
         self._helpers = load_helpers(helpers_called(self.program))
+
+    def native_entry(self, fallback: Callable[..., object],
+                     tuple_result: bool) -> Callable[..., object] | None:
+        """A Python callable doing the whole call natively (`codegen/fastcall.py`) and
+        passing every argument list it does not take to `fallback`; None for a function
+        whose boundary needs the Python path."""
+        if self._vectorcall is None:
+            return None
+        return native_entry(self._vectorcall, self.program.name, fallback,
+                            self._param_dtypes, [b.dtype for b in self.program.outputs],
+                            tuple_result, self._helpers, keep_alive=self)
 
     def workspace_bytes(self, dims: dict[str, int]) -> int:
         """Scratch memory of one call with these dimension sizes: every temporary (loop

@@ -7,11 +7,13 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import llvmlite.binding as llvm
 from llvmlite import ir
+
+from reverie.compiler.ir.dims import Dim, FloorDiv, NonNegative
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -35,6 +37,33 @@ def value_name(name: str) -> str:
 
 def i64(value: int) -> ir.Constant:
     return ir.Constant(I64, value)
+
+
+def index_value(b: ir.IRBuilder, dim: Dim, symbol: Callable[[str], ir.Value]) -> ir.Value:
+    """A dimension expression as an i64 value; `symbol` gives the value of each name in it."""
+    total = None
+    for monomial, coeff in dim.terms:
+        term = None if coeff == 1 and monomial else i64(coeff)
+        for atom in monomial:
+            value = _atom_value(b, atom, symbol)
+            term = value if term is None else b.mul(term, value, flags=("nsw",))
+        total = term if total is None else b.add(total, term, flags=("nsw",))
+    return total if total is not None else i64(0)
+
+
+def _atom_value(b: ir.IRBuilder, atom: str | FloorDiv | NonNegative,
+                symbol: Callable[[str], ir.Value]) -> ir.Value:
+    """One factor of a monomial: a name, `floor(n / d)` or `max(e, 0)`."""
+    if isinstance(atom, FloorDiv):
+        numerator = index_value(b, atom.numerator, symbol)
+        divisor = i64(atom.denominator)
+        quotient = b.sdiv(numerator, divisor)
+        negative_rest = b.icmp_signed("<", b.srem(numerator, divisor), i64(0))
+        return b.sub(quotient, b.zext(negative_rest, I64))
+    if isinstance(atom, NonNegative):
+        operand = index_value(b, atom.operand, symbol)
+        return b.select(b.icmp_signed("<", operand, i64(0)), i64(0), operand)
+    return symbol(atom)
 
 
 def constant(dtype: str, value: float | int | bool) -> ir.Constant:

@@ -15,7 +15,9 @@ ABI of the entry function (what `runtime/native.py` calls through ctypes):
   partly written and must be discarded).
 
 A second entry, `i32 @<name>_objects(ptr frame)`, takes the ndarray objects themselves
-(see `_define_object_entry`); `runtime/native.py` uses it when the NumPy layout allows.
+(see `_define_object_entry`); `runtime/native.py` uses it when the NumPy layout allows. A
+third, `ptr @<name>_vectorcall(...)`, is a CPython function doing the whole call natively
+(`fastcall.py`).
 
 Loops are emitted in canonical form so LLVM's loop vectoriser handles the inner ones;
 accumulators are allocas that mem2reg turns into registers, and reductions carry
@@ -30,7 +32,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from reverie.compiler.ir.dims import Dim, FloorDiv, NonNegative
+from reverie.compiler.ir.dims import Dim
 from reverie.compiler.loops.ir import (
     Accumulate,
     Accumulator,
@@ -54,6 +56,7 @@ from reverie.compiler.loops.ir import (
     workspace_offsets,
 )
 
+from .fastcall import CallBoundary, define_vectorcall_entry
 from .gemm import GEMM_TYPE, HELPERS
 from .irutil import (
     FLOATS,
@@ -69,6 +72,7 @@ from .irutil import (
     constant,
     counted_loop,
     i64,
+    index_value,
     intrinsic,
     value_name,
     vector_lanes,
@@ -86,10 +90,13 @@ def entry_symbol(program: Program) -> str:
     return "rv_" + "".join(c if c.isalnum() or c == "_" else "_" for c in program.name)
 
 
-def generate_llvm(program: Program) -> str:
-    """The LLVM IR module (text) implementing `program`, with both entry points."""
+def generate_llvm(program: Program, boundary: CallBoundary | None = None) -> str:
+    """The LLVM IR module (text) implementing `program`, with both entry points, and the
+    native Python entry (`fastcall.py`) when the call `boundary` is given."""
     codegen = ProgramCodegen(program)
     _define_object_entry(codegen.module, codegen.function, program)
+    if boundary is not None:
+        define_vectorcall_entry(codegen.module, codegen.function, program, boundary)
     return str(codegen.module)
 
 
@@ -165,28 +172,11 @@ class ProgramCodegen:
 
     def index(self, dim: Dim) -> ir.Value:
         """An index expression as an i64 value."""
-        b, total = self.b, None
-        for monomial, coeff in dim.terms:
-            term = None if coeff == 1 and monomial else i64(coeff)
-            for atom in monomial:
-                value = self._atom(atom)
-                term = value if term is None else b.mul(term, value, flags=("nsw",))
-            total = term if total is None else b.add(total, term, flags=("nsw",))
-        return total if total is not None else i64(0)
+        return index_value(self.b, dim, self._symbol)
 
-    def _atom(self, atom: str | FloorDiv | NonNegative) -> ir.Value:
-        if isinstance(atom, FloorDiv):
-            numerator = self.index(atom.numerator)
-            divisor = i64(atom.denominator)
-            quotient = self.b.sdiv(numerator, divisor)
-            negative_rest = self.b.icmp_signed("<", self.b.srem(numerator, divisor), i64(0))
-            return self.b.sub(quotient, self.b.zext(negative_rest, I64))
-        if isinstance(atom, NonNegative):
-            operand = self.index(atom.operand)
-            return self.b.select(self.b.icmp_signed("<", operand, i64(0)), i64(0), operand)
-        if atom.startswith("%"):
-            return self.operand(Var(atom, "i64"))
-        return self.dims[atom]
+    def _symbol(self, name: str) -> ir.Value:
+        """A dimension size, or (named `%...`) an index variable of the loop IR."""
+        return self.operand(Var(name, "i64")) if name.startswith("%") else self.dims[name]
 
     def operand(self, operand: Operand) -> ir.Value:
         """The llvmlite value of a loop-IR operand."""

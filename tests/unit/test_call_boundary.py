@@ -5,7 +5,9 @@ back or what is raised: `rv.ArgumentTypeError` (a TypeError) for arity and dtype
 `rv.ShapeMismatchError` (a ValueError) for ranks and dimensions, `rv.ArgumentValueError`
 (a ValueError) for integers that do not fit the declared integer type, `IndexError` for
 integer subscripts out of range. Inputs must never be modified, and strided views must work.
-Every test runs on both the NumPy interpreter and the native backend.
+Every test runs on the NumPy interpreter, on the native backend, and on the native backend
+with every kernel's native call entry (`runtime/fastcall.py`) in front from the first call,
+so each bad-argument case also goes through the entry and must fall back to the same error.
 """
 
 from __future__ import annotations
@@ -42,10 +44,17 @@ fn total32(x: i32[N]) -> i32 { return sum(x); }
 """
 
 
-@pytest.fixture(scope="module", params=["interp", "native"])
+@pytest.fixture(scope="module", params=["interp", "native", "native-entry"])
 def m(request: pytest.FixtureRequest) -> rv.Module:
-    """The module, once per backend: the boundary must behave the same for both."""
-    return rv.compile(SOURCE, backend=request.param)
+    """The module, once per backend: the boundary must behave the same for all."""
+    module = rv.compile(SOURCE, backend=request.param.removesuffix("-entry"))
+    if request.param == "native-entry":
+        for kernel in module.kernels.values():
+            for dtype in ("f32", "f64"):
+                kernel.enter_native(kernel.ir_for(dtype))
+            if kernel.name != "pairs":  # K is known only by solving 2 * K: Python path
+                assert type(kernel._call).__name__ == "builtin_function_or_method", kernel.name
+    return module
 
 
 # ---------------------------------------------------------------- arity

@@ -1,0 +1,91 @@
+"""Native call entries as Python callables (the other half of `codegen/fastcall.py`).
+
+`native_entry` wraps a kernel module's `<name>_vectorcall` function in a CPython builtin
+function object (`PyCFunction_NewEx` with METH_FASTCALL | METH_KEYWORDS), whose `self` is
+the tuple of objects the entry compares against and calls: the fallback (the Python call
+path), `numpy.ndarray`, `float`, `int`, `numpy.empty`, the helper table, whether one
+result comes back as a 1-tuple, then the dtype descriptors of the parameters and outputs
+and the scalar types of the outputs. The tuple also keeps the method definition and the
+JIT module alive as long as the callable is.
+
+`LAYOUT_OK` says whether this interpreter's objects have the layout the entry reads
+(checked once on real objects); where they do not, no entry is made and kernels keep the
+Python path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from reverie.compiler.codegen.fastcall import (
+    ARRAY_DATA,
+    ARRAY_DESCR,
+    ARRAY_FLAGS,
+    ARRAY_NDIM,
+    ARRAY_SHAPE,
+    C_CONTIGUOUS,
+    FIRST_DESCRIPTOR,
+    FLOAT_VALUE,
+    OB_TYPE,
+    TUPLE_ITEMS,
+)
+from reverie.compiler.ir.types import NUMPY_DTYPES
+
+METH_FASTCALL_KEYWORDS = 0x0080 | 0x0002
+
+
+class MethodDef(ctypes.Structure):
+    """CPython's PyMethodDef."""
+
+    _fields_ = [("name", ctypes.c_char_p), ("method", ctypes.c_void_p),
+                ("flags", ctypes.c_int), ("doc", ctypes.c_char_p)]
+
+
+_new_function = ctypes.pythonapi.PyCFunction_NewEx
+_new_function.restype = ctypes.py_object
+_new_function.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
+
+
+def _word(address: int, offset: int, kind: type = ctypes.c_void_p) -> int | None:
+    return kind.from_address(address + offset).value
+
+
+def _layout_ok() -> bool:
+    """Whether floats, tuples and ndarrays are laid out as `codegen/fastcall.py` reads."""
+    probe = np.empty((3, 5))
+    items = (probe, 2.5)
+    address = id(probe)
+    return (
+        _word(address, OB_TYPE) == id(np.ndarray)
+        and _word(address, ARRAY_DATA) == probe.ctypes.data
+        and _word(address, ARRAY_NDIM, ctypes.c_int32) == 2
+        and ctypes.c_int64.from_address(_word(address, ARRAY_SHAPE) + 8).value == 5
+        and _word(address, ARRAY_DESCR) == id(probe.dtype)
+        and bool(_word(address, ARRAY_FLAGS, ctypes.c_int32) & C_CONTIGUOUS)
+        and not _word(id(probe.T), ARRAY_FLAGS, ctypes.c_int32) & C_CONTIGUOUS
+        and ctypes.c_double.from_address(id(items[1]) + FLOAT_VALUE).value == 2.5
+        and _word(id(items), TUPLE_ITEMS + 8) == id(items[1])
+        and np.dtype("f8") is np.empty(1).dtype is np.random.default_rng(0).random(2).dtype
+    )
+
+
+LAYOUT_OK = _layout_ok()
+
+
+def native_entry(address: int, name: str, fallback: Callable[..., object],
+                 param_dtypes: Sequence[str], output_dtypes: Sequence[str],
+                 tuple_result: bool, helpers: np.ndarray,
+                 keep_alive: object) -> Callable[..., object]:
+    """A Python callable running the vectorcall entry at `address`; arguments it does not
+    take natively go to `fallback` unchanged."""
+    definition = MethodDef(name.encode(), address, METH_FASTCALL_KEYWORDS, None)
+    slots = [fallback, np.ndarray, float, int, np.empty, helpers, tuple_result]
+    assert len(slots) == FIRST_DESCRIPTOR
+    slots += [np.dtype(NUMPY_DTYPES[d]) for d in param_dtypes]
+    slots += [np.dtype(NUMPY_DTYPES[d]) for d in output_dtypes]
+    slots += [np.dtype(NUMPY_DTYPES[d]).type for d in output_dtypes]
+    slots += [definition, keep_alive]
+    return _new_function(ctypes.addressof(definition), tuple(slots), None)
