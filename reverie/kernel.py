@@ -115,6 +115,11 @@ class Kernel:
             self.enter_native(fn)
         return result
 
+    def run_arrays(self, args: Sequence[object]) -> object:
+        """Run on `args` (arrays, never recorded; one per parameter, ungrouped) through
+        the call path: the native entry where there is one."""
+        return self._call(*args)
+
     def execute(self, fn: Function, args: Sequence[object]) -> object:
         """Run specialisation `fn` of this kernel on `args` (arrays, not Tensors)."""
         bound = bind_arguments(fn, args)

@@ -58,6 +58,10 @@ class CompiledKernel(Protocol):
     def execute(self, fn: Function, args: Sequence[object]) -> object:
         """Run specialisation `fn` on `args` (arrays, never recorded)."""
 
+    def run_arrays(self, args: Sequence[object]) -> object:
+        """Run on `args` (arrays, never recorded; one per parameter) by the fastest path:
+        the native entry of the matching specialisation when it has one."""
+
     def vjp(self, wrt: Sequence[int]) -> CompiledKernel:
         """The kernel `(*args, cotangent)` of the vector-Jacobian product for parameters
         `wrt` (the same kernel each time it is asked)."""

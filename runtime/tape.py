@@ -174,7 +174,7 @@ class Node:
                     for a, read in zip(self.args, plan.reads_primal, strict=True)]
             grads = call_flat(plan.kernel, [*args, *cotangents])
         else:
-            grads = plan.kernel.execute(plan.fn, [*self.arrays, *cotangents])
+            grads = plan.kernel.run_arrays([*self.arrays, *cotangents])
         edges = self.edges
         if not retain_graph:
             self.release(not plan.reads_any)
@@ -222,7 +222,7 @@ def record_call(kernel: CompiledKernel, args: Sequence[object]
     """Run `kernel` on the arrays behind `args`; return Tensors that record the call."""
     arrays = [a._data if isinstance(a, Tensor) else a for a in args]
     dtype = kernel.float_dtype_for(arrays)
-    results = kernel.execute(kernel.ir_for(dtype), arrays)
+    results = kernel.run_arrays(arrays)
     many = isinstance(results, tuple)
     outputs = [np.asarray(r) for r in results] if many else [np.asarray(results)]
     differentiable = record_plan(kernel).differentiable
