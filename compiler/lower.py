@@ -27,7 +27,7 @@ from .ir.core import Block, Function, Value
 from .ir.dims import Dim
 from .ir.scope import Scope
 from .ir.types import FLOAT_DTYPES, ShapeError, TensorType
-from .ir.verifier import after_pass
+from .ir.verifier import after_pass, show_raw
 from .transforms.simplify import simplify
 
 # ---------------------------------------------------------------- values and scopes
@@ -216,7 +216,7 @@ class ModuleLowering:
         self.inlined = {}
         function = Function(fn.name, block, [p.name for p in fn.params], list(dim_map), fn.span,
                             self.constraints, value_dims)
-        return after_pass(simplify(function), "lower")
+        return after_pass(simplify(show_raw(function, "lower")), "simplify")
 
     def coerce_return(self, env: Env, region: Region, fn: ast.FunctionDef, results: list[Val],
                       float_dtype: str) -> list[Val]:

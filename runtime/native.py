@@ -1,7 +1,8 @@
 """Native kernels: a specialised tensor-IR `Function` compiled to machine code and called.
 
-Pipeline: `lower_to_loops` (fusion) → `generate_llvm` → `compile_module` (LLVM O3 with the
-vectorisers, disk object cache). A kernel that multiplies matrices first compiles the
+Compiling climbs the ladder of `compiler/pipeline.py` from the function: fuse → to_loops →
+codegen → llvm-opt → jit (LLVM O3 with the vectorisers, disk object cache; see
+`runtime/jit.py`). A kernel that multiplies matrices first compiles the
 run-time helper it calls (`gemm.helper_module`, once per process per element type, at
 HELPER_PIPELINE) and enters its address in the helper table every kernel receives.
 
@@ -34,17 +35,17 @@ import numpy as np
 
 from reverie.compiler.codegen.gemm import HELPERS, helper_module, helpers_called
 from reverie.compiler.codegen.irutil import ITEMSIZE
-from reverie.compiler.codegen.llvm import ARRAY_DATA_OFFSET, entry_symbol, generate_llvm
+from reverie.compiler.codegen.llvm import ARRAY_DATA_OFFSET, entry_symbol
 from reverie.compiler.codegen.threads import MAX_TASKS
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import python_expr
 from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.compiler.loops.ir import ErrorSite, Program, workspace_offsets
 from reverie.compiler.loops.printer import format_program
-from reverie.compiler.transforms.to_loops import lower_to_loops
+from reverie.compiler.pipeline import back_end_start, climb
 
 from .call import BoundCall
-from .jit import JitModule, Pipeline, compile_module, shared_module
+from .jit import JitModule, Pipeline, compile_module
 
 _KERNELS: weakref.WeakKeyDictionary[Function, NativeKernel] = weakref.WeakKeyDictionary()
 _LOCK = threading.RLock()
@@ -153,13 +154,13 @@ class NativeKernel:
         return kernel
 
     def _compile(self, fn: Function) -> None:
-        """Lower, generate and JIT-compile `fn` (keeping no reference to it, so the cache
-        entry goes when the Function does)."""
-        self.program = lower_to_loops(fn)
-        self.loop_ir = format_program(self.program)
-        self.source_ir = generate_llvm(self.program)
+        """Climb the ladder from `fn` to native code (keeping no reference to `fn`, so the
+        cache entry goes when the Function does)."""
+        stages = climb(fn, start=back_end_start("native"), stop="jit")
+        self.program: Program = stages["to_loops"]
+        self.source_ir: str = stages["codegen"]
+        self._jit: JitModule = stages["jit"]
         symbol = entry_symbol(self.program)
-        self._jit = shared_module(self.source_ir, name=symbol)
         self._entry = ENTRY(self._jit.address(symbol))
         self._object_entry = OBJECT_ENTRY(self._jit.address(symbol + "_objects"))
         self._layout = layout_function(self.program)
@@ -176,6 +177,11 @@ class NativeKernel:
         """Scratch memory of one call with these dimension sizes: every temporary (loop
         state histories included) lives in this one workspace, so it is the peak."""
         return self._layout(*(dims[s] for s in self._symbols))[1]
+
+    @property
+    def loop_ir(self) -> str:
+        """The loop IR, as text."""
+        return format_program(self.program)
 
     @property
     def llvm_ir(self) -> str:
