@@ -78,7 +78,7 @@ _plan_block = _lazy("reverie.compiler.loops.fusion:plan_block")
 _lower_to_loops = _lazy("reverie.compiler.transforms.to_loops:lower_to_loops")
 _format_program = _lazy("reverie.compiler.loops.printer:format_program")
 _generate_llvm = _lazy("reverie.compiler.codegen.llvm:generate_llvm")
-_exported_symbols = _lazy("reverie.runtime.jit:exported_symbols")
+_module_name = _lazy("reverie.runtime.jit:first_exported_symbol")
 _llvm_module = _lazy("reverie.runtime.jit:LlvmModule")
 _export_function = _lazy("reverie.compiler.export.mlir:export_function")
 _mlir_module = _lazy("reverie.compiler.export.mlir:mlir_module")
@@ -209,7 +209,7 @@ def _codegen(program: Program, request: Request) -> str:
 
 
 def _llvm_opt(llvm_ir: str, request: Request) -> LlvmModule:
-    name = _exported_symbols(llvm_ir)[0]
+    name = _module_name(llvm_ir)
     if request.backend == "mlir":  # a cross-check: compile time matters more than speed
         return _llvm_module(llvm_ir, name=name, pipeline=None)
     return _llvm_module(llvm_ir, name=name)

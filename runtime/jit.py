@@ -262,13 +262,22 @@ def assembly(optimized_ir: str, name: str = "module") -> str:
         return _code_generator(optimized_ir).emit_assembly(module)
 
 
+def _exported(llvm_ir: str) -> Iterator[str]:
+    """Names of the functions that `llvm_ir` defines with external linkage, in order."""
+    for match in _EXTERNAL_DEFINE.finditer(llvm_ir):
+        if not _LOCAL_LINKAGES & set(match.group(1).split()):
+            yield match.group(3)
+
+
 def exported_symbols(llvm_ir: str) -> tuple[str, ...]:
     """Names of the functions that `llvm_ir` defines with external linkage."""
-    return tuple(
-        match.group(3)
-        for match in _EXTERNAL_DEFINE.finditer(llvm_ir)
-        if not _LOCAL_LINKAGES & set(match.group(1).split())
-    )
+    return tuple(_exported(llvm_ir))
+
+
+def first_exported_symbol(llvm_ir: str) -> str:
+    """The first function `llvm_ir` defines with external linkage ("module" if none): the
+    name of a module (a kernel's entry function comes first; found without reading on)."""
+    return next(_exported(llvm_ir), "module")
 
 
 def _installed_version() -> str:
