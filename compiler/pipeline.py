@@ -14,7 +14,7 @@ has `fuse`, `to_loops` and `codegen`; it loads the LLVM IR without optimising it
 
     fn = compile_source(text, "lower", Request(function="loss"))           # tensor IR
     program = compile_function(fn, "to_loops")                             # no LLVM runs
-    kernel = climb(fn, start="fuse")                                       # every stage
+    stages = climb(fn, start="fuse")               # every stage from fuse to jit, by name
 
 Each stage runs the passes listed in its row (the names REVERIE_PRINT_IR knows, see
 `compiler/print_ir.py`); `Stage.text` prints its result, which is what `module.ir` shows.
