@@ -1,7 +1,7 @@
 """The `reverie` command line (SPEC §4): demo, check, emit, grad.
 
     reverie check kernel.rv
-    reverie emit kernel.rv --stage tensor --fn loss
+    reverie emit kernel.rv --stage tensor --fn loss      (stages: see `reverie emit -h`)
     reverie grad kernel.rv --fn loss --dims N=1000 --check --bench
 """
 
@@ -51,9 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file")
     emit = commands.add_parser("emit", help="print the IR of a .rv file at one stage")
     emit.add_argument("file")
-    emit.add_argument("--stage", choices=STAGES, default="tensor")
+    emit.add_argument("--stage", choices=STAGES, default="tensor",
+                      help="grad-raw: the adjoint before simplification; llvm-raw: the LLVM "
+                           "IR before LLVM's optimiser (SPEC §3.4)")
     emit.add_argument("--fn", default=None, help="only this function")
-    emit.add_argument("--wrt", default=None, help="comma-separated parameters (stage grad)")
+    emit.add_argument("--wrt", default=None,
+                      help="comma-separated parameters (stages grad and grad-raw; with "
+                           "loops, llvm-raw, llvm, asm or mlir: show the adjoint)")
     emit.add_argument("--dtype", choices=("f32", "f64"), default="f32",
                       help="what 'float' means in the printed specialisation")
     grad = commands.add_parser("grad", help="run a function and its gradient on random inputs")

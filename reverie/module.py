@@ -12,8 +12,10 @@ cache: no LLVM optimisation), and its JIT code is unloaded once nothing refers t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,8 +23,10 @@ from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.printer import format_function
 from reverie.compiler.lower import ModuleLowering
+from reverie.compiler.pipeline import Request, back_end_start, climb, compile_source
+from reverie.compiler.pipeline import stage as ladder_stage
+from reverie.compiler.print_ir import capture
 from reverie.dsl.diagnostics import did_you_mean
-from reverie.dsl.parser import parse
 from reverie.dsl.printer import format_ast
 from reverie.dsl.printer import format_function as format_ast_function
 from reverie.runtime.call import BoundCall
@@ -31,10 +35,40 @@ from reverie.runtime.lru import LruCache
 from .kernel import Kernel
 
 BACKENDS = ("native", "interp", "mlir")
-STAGES = ("ast", "tensor", "grad", "loops", "mlir", "llvm", "asm")
 EXECUTABLE_CACHE_SIZE = 256
 
 Executable = Callable[[BoundCall], list[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class IrStage:
+    """A stage of `Module.ir`: which tensor functions it shows (`shows`, below), the ladder
+    stage whose result it prints (None: the tensor IR itself) and on which backend's
+    ladder, how that result prints (default: the stage's own `text`), and `raw`: print what
+    the reverse pass hands to simplify instead (pass `reverse` of compiler/print_ir.py)."""
+
+    shows: str
+    stop: str | None = None
+    backend: str = "native"
+    text: Callable[[Any], str] | None = None
+    raw: bool = False
+
+
+# `shows`: the syntax tree; the program; its adjoint; the program, or its adjoint when
+# `wrt` is given; the program then its adjoint, in one module (the adjoint alone with `wrt`).
+SOURCE, PROGRAM, ADJOINT, EITHER, BOTH = "source", "program", "adjoint", "either", "both"
+IR_STAGES: dict[str, IrStage] = {
+    "ast": IrStage(SOURCE),
+    "tensor": IrStage(PROGRAM),
+    "grad-raw": IrStage(ADJOINT, raw=True),
+    "grad": IrStage(ADJOINT),
+    "loops": IrStage(EITHER, "to_loops"),
+    "mlir": IrStage(BOTH, "mlir", backend="mlir"),
+    "llvm-raw": IrStage(EITHER, "codegen"),
+    "llvm": IrStage(EITHER, "llvm-opt"),
+    "asm": IrStage(EITHER, "llvm-opt", text=lambda module: module.asm),
+}
+STAGES = tuple(IR_STAGES)
 
 
 class Module:
@@ -48,7 +82,7 @@ class Module:
         self.name = name or "<source>"
         self.backend = backend
         self.checkpoint = checkpoint
-        self.ast = parse(source, self.name)
+        self.ast = compile_source(source, "parse", Request(filename=self.name))
         self.lowering = ModuleLowering(self.ast)
         self.kernels = {fn.name: self._kernel(fn.name) for fn in self.ast.functions}
         for fn in self.ast.functions:
@@ -70,7 +104,8 @@ class Module:
         return run
 
     def _build_executable(self, fn: Function) -> Executable:
-        """Compile `fn` for this module's backend."""
+        """Compile `fn` for this module's backend (the native and MLIR kernels climb the
+        ladder of compiler/pipeline.py; their modules load LLVM, so only when used)."""
         if self.backend == "interp":
             return lambda bound: interpret(fn, bound.arrays, bound.dims)
         if self.backend == "mlir":
@@ -101,16 +136,17 @@ class Module:
 
     def adjoint(self, name: str, dtype: str = "f32", wrt: object = None) -> Function:
         """The adjoint IR of function `name`: its gradient for a scalar float result,
-        otherwise its vector-Jacobian product (the "grad" stage)."""
-        from reverie.compiler.transforms.reverse import grad_function, vjp_function
-
-        kernel = self[name]
-        chosen, _ = kernel.wrt_indices(wrt)
+        otherwise its vector-Jacobian product (the ladder's reverse stage; stage "grad")."""
+        chosen, _ = self[name].wrt_indices(wrt)
+        request = Request(transform="reverse", wrt=chosen, checkpoint=self.checkpoint)
         primal = self.lowering.specialise(name, dtype)
-        types = primal.result_types
-        if len(types) == 1 and types[0].rank == 0 and types[0].is_float:
-            return grad_function(primal, chosen, checkpoint=self.checkpoint)
-        return vjp_function(primal, chosen, checkpoint=self.checkpoint)
+        return climb(primal, request, start="reverse", stop="reverse")["reverse"]
+
+    def _raw_adjoint(self, name: str, dtype: str, wrt: object) -> str:
+        """The text of the adjoint as the reverse pass hands it to simplify ("grad-raw")."""
+        with capture("reverse") as texts:
+            self.adjoint(name, dtype, wrt)
+        return texts[-1]
 
     def _differentiable(self, name: str) -> bool:
         dtypes = self[name].declared_dtypes
@@ -120,38 +156,44 @@ class Module:
            dtype: str = "f32") -> str:
         """The program at one stage of the pipeline (SPEC §3.4), for one function or all.
 
-        "ast" and "tensor" show the program; "grad" its adjoint (`wrt` picks parameters;
-        default: every float parameter); "loops", "llvm" and "asm" show the program, or its
-        adjoint when `wrt` is given; "mlir" shows the program followed by its adjoint.
-        `dtype` says what `float` means in the printed specialisation.
+        "ast" and "tensor" show the program; "grad" its adjoint and "grad-raw" the adjoint
+        before simplification (`wrt` picks parameters; default: every float parameter);
+        "loops", "llvm-raw" (before LLVM's optimiser), "llvm" and "asm" show the program,
+        or its adjoint when `wrt` is given; "mlir" shows the program followed by its
+        adjoint. `dtype` says what `float` means in the printed specialisation. Nothing is
+        compiled further than the stage asks: "loops" runs no LLVM, "llvm" loads nothing.
         """
-        if stage not in STAGES:
+        view = IR_STAGES.get(stage)
+        if view is None:
             raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
         names = [fn] if fn is not None else list(self.kernels)
         for name in names:
             self[name]
-        if stage == "ast":
+        if view.shows == SOURCE:
             if fn is None:
                 return format_ast(self.ast)
             return format_ast_function(self.lowering.functions[fn]) + "\n"
-        if stage == "grad" or (wrt is not None and stage != "tensor"):
+        adjoint = view.shows == ADJOINT or (wrt is not None and view.shows in (EITHER, BOTH))
+        if adjoint:  # all functions: those that have one
             names = [n for n in names if fn is not None or self._differentiable(n)]
-            functions = [self.adjoint(n, dtype, wrt) for n in names]
-        else:
-            functions = [self.lowering.specialise(n, dtype) for n in names]
-        if stage == "mlir":
-            from reverie.compiler.export.mlir import export_mlir_module
+        if view.raw:
+            return _joined(self._raw_adjoint(n, dtype, wrt) for n in names)
+        functions = ([self.adjoint(n, dtype, wrt) for n in names] if adjoint else
+                     [self.lowering.specialise(n, dtype) for n in names])
+        if view.shows == BOTH and not adjoint:
+            functions += [self.adjoint(n, dtype) for n in names if self._differentiable(n)]
+        if view.stop is None:
+            return _joined(map(format_function, functions))
+        request = Request(filename=self.name, backend=view.backend)
+        text = view.text or ladder_stage(view.stop, view.backend).text
+        climbs = [functions] if view.shows == BOTH else functions  # BOTH: one module
+        return _joined(text(climb(value, request, start=back_end_start(view.backend),
+                                  stop=view.stop)[view.stop]) for value in climbs)
 
-            if wrt is None:
-                functions += [self.adjoint(n, dtype) for n in names if self._differentiable(n)]
-            return export_mlir_module(functions, self.name)
-        if stage in ("loops", "llvm", "asm"):
-            from reverie.runtime.native import NativeKernel
 
-            attribute = {"loops": "loop_ir", "llvm": "llvm_ir", "asm": "asm"}[stage]
-            return "\n\n".join(getattr(NativeKernel(f), attribute).rstrip() for f in functions) \
-                + "\n"
-        return "\n\n".join(format_function(f) for f in functions) + "\n"
+def _joined(texts: Iterable[str]) -> str:
+    """Texts separated by blank lines, ending in one newline."""
+    return "\n\n".join(text.rstrip() for text in texts) + "\n"
 
 
 def compile(source: str, *, name: str | None = None, backend: str = "native",

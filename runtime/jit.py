@@ -2,7 +2,9 @@
 
 Consumes LLVM IR text (as printed by `llvmlite.ir.Module`); produces a `JitModule` whose
 `address(symbol)` is a callable native function pointer for each externally visible
-function defined in the IR.
+function defined in the IR. The last two stages of the ladder (`compiler/pipeline.py`) are
+here: `llvm-opt` makes an `LlvmModule` (IR with its optimisation pipeline, optimised text
+and assembly on request, no JIT), `jit` loads it (`LlvmModule.load`, `shared_module`).
 
 Pipeline of `compile_module`:
   1. key = sha256(IR text, optimisation pipeline, Reverie and llvmlite/LLVM versions,
@@ -14,7 +16,9 @@ Pipeline of `compile_module`:
   3. miss: parse + verify, optimise with the module's `Pipeline` (kernels: O3 with the
      loop and SLP vectorisers, see `KERNEL_PIPELINE`), emit an object file for the host CPU
      (at codegen level 3, or 0 for a module with a basic block over HUGE_BLOCK
-     instructions: see `_code_generator`), store it, load it.
+     instructions: see `_code_generator`), store it, load it. The optimised IR goes to the
+     printing hook as pass `llvm-opt` (REVERIE_PRINT_IR; on a hit it is recomputed for
+     printing only).
 
 One ORC LLJIT instance serves the whole process; each module becomes its own JIT library,
 unloaded when its `JitModule` is garbage-collected (`live_library_count()` says how many
@@ -56,6 +60,8 @@ import llvmlite
 import llvmlite.binding as llvm
 from llvmlite.binding.newpassmanagers import NewPassManager
 
+from reverie.compiler.print_ir import show
+
 from . import cache
 
 _PIPELINE_VERSION = "reverie-jit-3"
@@ -94,6 +100,42 @@ class Pipeline:
 # machine-code generation time (the MLP gradient 0.54 s -> 0.18 s without it, a mixture
 # model's 1.63 s -> 0.47 s) and the interleaved vector loops gain nothing measurable from it.
 KERNEL_PIPELINE = Pipeline()
+
+
+class LlvmModule:
+    """LLVM IR on its way to the JIT (what the ladder's `llvm-opt` stage returns): the IR
+    as generated, its name, and the pipeline that optimises it (None: none).
+
+    The disk cache is keyed on the unoptimised IR, so the optimiser runs when the module is
+    compiled (`load`: skipped on a cache hit), or when `optimized_ir` or `asm` is first
+    asked for (printing, `module.ir("llvm")`), which compiles nothing."""
+
+    def __init__(self, source_ir: str, *, name: str,
+                 pipeline: Pipeline | None = KERNEL_PIPELINE) -> None:
+        self.source_ir = source_ir
+        self.name = name
+        self.pipeline = pipeline
+        self._optimized_ir: str | None = None
+
+    @property
+    def optimized_ir(self) -> str:
+        """The IR after the optimiser (computed on first use)."""
+        if self._optimized_ir is None and self.pipeline is None:
+            self._optimized_ir = self.source_ir
+        elif self._optimized_ir is None:
+            text = optimize(self.source_ir, name=self.name, pipeline=self.pipeline)
+            show("llvm-opt", self.name, lambda: text)
+            self._optimized_ir = text
+        return self._optimized_ir
+
+    @property
+    def asm(self) -> str:
+        """The host assembly of the optimised IR."""
+        return assembly(self.optimized_ir, self.name)
+
+    def load(self) -> JitModule:
+        """The module compiled and loaded into the JIT (`shared_module`)."""
+        return shared_module(self.source_ir, name=self.name, pipeline=self.pipeline)
 
 
 @dataclass(frozen=True)
@@ -214,13 +256,28 @@ def optimize(llvm_ir: str, *, name: str = "module",
         return str(module)
 
 
+def assembly(optimized_ir: str, name: str = "module") -> str:
+    """The host assembly for (already optimised) IR text."""
+    with _LLVM_LOCK, _parsed(optimized_ir, name) as module:
+        return _code_generator(optimized_ir).emit_assembly(module)
+
+
+def _exported(llvm_ir: str) -> Iterator[str]:
+    """Names of the functions that `llvm_ir` defines with external linkage, in order."""
+    for match in _EXTERNAL_DEFINE.finditer(llvm_ir):
+        if not _LOCAL_LINKAGES & set(match.group(1).split()):
+            yield match.group(3)
+
+
 def exported_symbols(llvm_ir: str) -> tuple[str, ...]:
     """Names of the functions that `llvm_ir` defines with external linkage."""
-    return tuple(
-        match.group(3)
-        for match in _EXTERNAL_DEFINE.finditer(llvm_ir)
-        if not _LOCAL_LINKAGES & set(match.group(1).split())
-    )
+    return tuple(_exported(llvm_ir))
+
+
+def first_exported_symbol(llvm_ir: str) -> str:
+    """The first function `llvm_ir` defines with external linkage ("module" if none): the
+    name of a module (a kernel's entry function comes first; found without reading on)."""
+    return next(_exported(llvm_ir), "module")
 
 
 def _installed_version() -> str:
@@ -293,8 +350,7 @@ class JitModule:
     def asm(self) -> str:
         """The host assembly for the optimised IR, generated on first use."""
         if self._asm is None:
-            with _LLVM_LOCK, _parsed(self.llvm_ir, self.name) as module:
-                self._asm = _code_generator(self.llvm_ir).emit_assembly(module)
+            self._asm = assembly(self.llvm_ir, self.name)
         return self._asm
 
 
@@ -369,6 +425,9 @@ def compile_module(llvm_ir: str, *, name: str,
     if cached is not None:
         module_handle = _jit_cached(name, llvm_ir, cached, pipeline)
         if module_handle is not None:
+            if pipeline is not None:
+                show("llvm-opt", f"{name} (object code from the disk cache)",
+                     lambda: module_handle.llvm_ir)
             return module_handle
         cache.discard(key)
     try:
@@ -376,6 +435,8 @@ def compile_module(llvm_ir: str, *, name: str,
             if pipeline is not None:
                 _optimize_module(module, pipeline)
             optimized_ir = str(module)
+            if pipeline is not None:
+                show("llvm-opt", name, lambda: optimized_ir)
             object_code = _code_generator(optimized_ir).emit_object(module)
         module_handle = JitModule(name, llvm_ir, object_code, optimized_ir=optimized_ir,
                                   from_cache=False, pipeline=pipeline)

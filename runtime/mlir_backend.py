@@ -1,13 +1,14 @@
 """`backend="mlir"`: run a tensor-IR function through the upstream MLIR tools (SPEC §3.1).
 
 Consumes a typed `Function` and, per call, a `BoundCall` from the call boundary; produces
-the results as NumPy arrays. The route:
+the results as NumPy arrays. The route is the MLIR ladder of `compiler/pipeline.py`:
 
-    export_mlir(fn)                              func/arith/math/memref/scf/linalg text
-    mlir-opt-19 <MLIR_PIPELINE>                  -> LLVM dialect
-    mlir-translate-19 --mlir-to-llvmir           -> LLVM IR
-    llvmlite MCJIT, code generation at -O0      -> native code
-    _mlir_ciface_<fn>(&x, ..., &result0, ..., &status)   via ctypes memref descriptors
+    mlir          export_function(fn)                func/arith/math/memref/scf/linalg text
+    mlir-to-llvm  mlir-opt-19 <MLIR_PIPELINE>        -> LLVM dialect
+                  mlir-translate-19 --mlir-to-llvmir -> LLVM IR  (`mlir_to_llvm_ir`, here)
+    llvm-opt      no optimisation
+    jit           the process-wide JIT               -> native code
+    call          _mlir_ciface_<fn>(&x, ..., &result0, ..., &status)   via ctypes memref descriptors
 
 This backend exists to cross-check the native pipeline, so it favours compile time:
 LLVM's code generator runs without optimisation (40 ms where `runtime/jit.py`'s O3
@@ -27,14 +28,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from reverie.compiler.export.mlir import export_function, mlir_module
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import evaluate_shape
 from reverie.compiler.ir.types import NUMPY_DTYPES
+from reverie.compiler.pipeline import Request, back_end_start, climb
 
 from . import cache
 from .call import BoundCall
-from .jit import JitModule, shared_module
 
 TOOL_VERSIONS = ("19", "22")
 TOOL_TIMEOUT_S = 300
@@ -96,11 +96,6 @@ def mlir_to_llvm_ir(mlir_text: str) -> str:
     return llvm_ir
 
 
-def jit_compile(llvm_ir: str) -> JitModule:
-    """The native code of `llvm_ir`, loaded into the process-wide JIT without O3."""
-    return shared_module(llvm_ir, name="mlir", pipeline=None)
-
-
 @functools.cache
 def descriptor_type(rank: int) -> type[ctypes.Structure]:
     """The C struct of a rank-`rank` memref: pointers, offset, sizes, strides (elements)."""
@@ -124,16 +119,16 @@ def describe(array: np.ndarray) -> ctypes.Structure:
 
 class MlirProgram:
     """Functions exported into one MLIR module, lowered by one run of the tools, and
-    JIT-compiled together; `kernels` has one `MlirKernel` per function."""
+    JIT-compiled together (one climb of the MLIR ladder); `kernels` has one `MlirKernel`
+    per function."""
 
     def __init__(self, functions: Sequence[Function], filename: str = "<source>") -> None:
-        symbols = [fn.name if [f.name for f in functions].count(fn.name) == 1 else
-                   f"{fn.name}_{k}" for k, fn in enumerate(functions)]
-        self.parts = [export_function(fn, filename, symbol)
-                      for fn, symbol in zip(functions, symbols, strict=True)]
-        self.mlir = mlir_module(self.parts)
-        self.llvm_ir = mlir_to_llvm_ir(self.mlir)
-        self.engine = jit_compile(self.llvm_ir)
+        stages = climb(list(functions), Request(backend="mlir", filename=filename),
+                       start=back_end_start("mlir"), stop="jit")
+        self.parts = stages["mlir"].parts
+        self.mlir: str = stages["mlir"].text
+        self.llvm_ir: str = stages["mlir-to-llvm"]
+        self.engine = stages["jit"]
         self.kernels = [MlirKernel(fn, self, k) for k, fn in enumerate(functions)]
 
 

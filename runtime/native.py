@@ -1,7 +1,8 @@
 """Native kernels: a specialised tensor-IR `Function` compiled to machine code and called.
 
-Pipeline: `lower_to_loops` (fusion) → `generate_llvm` → `compile_module` (LLVM O3 with the
-vectorisers, disk object cache). A kernel that multiplies matrices first compiles the
+Compiling climbs the ladder of `compiler/pipeline.py` from the function: fuse → to_loops →
+codegen → llvm-opt → jit (LLVM O3 with the vectorisers, disk object cache; see
+`runtime/jit.py`). A kernel that multiplies matrices first compiles the
 run-time helper it calls (`gemm.helper_module`, once per process per element type, at
 HELPER_PIPELINE) and enters its address in the helper table every kernel receives.
 
@@ -32,21 +33,20 @@ from collections.abc import Callable
 
 import numpy as np
 
-from reverie.compiler.codegen.fastcall import CallBoundary
 from reverie.compiler.codegen.gemm import HELPERS, helper_module, helpers_called
 from reverie.compiler.codegen.irutil import ITEMSIZE
-from reverie.compiler.codegen.llvm import ARRAY_DATA_OFFSET, entry_symbol, generate_llvm
+from reverie.compiler.codegen.llvm import ARRAY_DATA_OFFSET, entry_symbol
 from reverie.compiler.codegen.threads import MAX_TASKS
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import python_expr
 from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.compiler.loops.ir import ErrorSite, Program, workspace_offsets
 from reverie.compiler.loops.printer import format_program
-from reverie.compiler.transforms.to_loops import lower_to_loops
+from reverie.compiler.pipeline import back_end_start, climb
 
 from .call import BoundCall
 from .fastcall import LAYOUT_OK, native_entry
-from .jit import JitModule, Pipeline, compile_module, shared_module
+from .jit import JitModule, Pipeline, compile_module
 
 _KERNELS: weakref.WeakKeyDictionary[Function, NativeKernel] = weakref.WeakKeyDictionary()
 _LOCK = threading.RLock()
@@ -155,16 +155,15 @@ class NativeKernel:
         return kernel
 
     def _compile(self, fn: Function) -> None:
-        """Lower, generate and JIT-compile `fn` (keeping no reference to it, so the cache
-        entry goes when the Function does)."""
-        self.program = lower_to_loops(fn)
-        self.loop_ir = format_program(self.program)
-        boundary = CallBoundary.of(fn, self.program) if LAYOUT_OK else None
-        self.source_ir = generate_llvm(self.program, boundary)
+        """Climb the ladder from `fn` to native code (keeping no reference to `fn`, so the
+        cache entry goes when the Function does)."""
+        stages = climb(fn, start=back_end_start("native"), stop="jit")
+        self.program: Program = stages["to_loops"]
+        self.source_ir: str = stages["codegen"]
+        self._jit: JitModule = stages["jit"]
         symbol = entry_symbol(self.program)
-        self._jit = shared_module(self.source_ir, name=symbol)
-        self._vectorcall = self._jit.address(symbol + "_vectorcall") if boundary else None
-        self._param_dtypes = [p.type.dtype for p in fn.params]
+        self._vectorcall = (self._jit.address(symbol + "_vectorcall")
+                            if self.program.boundary is not None and LAYOUT_OK else None)
         self._entry = ENTRY(self._jit.address(symbol))
         self._object_entry = OBJECT_ENTRY(self._jit.address(symbol + "_objects"))
         self._layout = layout_function(self.program)
@@ -185,13 +184,18 @@ class NativeKernel:
         if self._vectorcall is None:
             return None
         return native_entry(self._vectorcall, self.program.name, fallback,
-                            self._param_dtypes, [b.dtype for b in self.program.outputs],
+                            self.program.boundary.dtypes, [b.dtype for b in self.program.outputs],
                             tuple_result, self._helpers, keep_alive=self)
 
     def workspace_bytes(self, dims: dict[str, int]) -> int:
         """Scratch memory of one call with these dimension sizes: every temporary (loop
         state histories included) lives in this one workspace, so it is the peak."""
         return self._layout(*(dims[s] for s in self._symbols))[1]
+
+    @property
+    def loop_ir(self) -> str:
+        """The loop IR, as text."""
+        return format_program(self.program)
 
     @property
     def llvm_ir(self) -> str:

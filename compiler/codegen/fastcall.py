@@ -35,12 +35,10 @@ at 24, and an ndarray's data, ndim, shape, descriptor and flags at 16, 24, 32, 5
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from llvmlite import ir
 
-from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.loops.boundary import CallBoundary
 from reverie.compiler.loops.ir import ForLoop, Matmul, Program, workspace_offsets
 
 from .irutil import (
@@ -67,7 +65,6 @@ ARGUMENTS_OFFSET = 1 << 63  # PY_VECTORCALL_ARGUMENTS_OFFSET, a flag bit in narg
 # one scalar type (numpy.float64, ...) per output
 FALLBACK, NDARRAY, FLOAT, INT, EMPTY, HELPERS, TUPLE_RESULT, FIRST_DESCRIPTOR = range(8)
 
-MAX_ARRAYS = 32  # more parameters and results than this: no native entry (code size)
 GIL_FREE_ELEMENTS = 1 << 14  # calls moving at least this many elements release the GIL
 # the Python ints a scalar parameter takes natively (i64: whatever fits; others exactly)
 EXACT_INTEGERS = {"f32": (-(1 << 24), 1 << 24), "f64": (-(1 << 53), 1 << 53),
@@ -88,32 +85,6 @@ CPYTHON = {  # name: (result, parameters)
     "PyEval_SaveThread": (PTR, []),
     "PyEval_RestoreThread": (ir.VoidType(), [PTR]),
 }
-
-
-@dataclass(frozen=True)
-class CallBoundary:
-    """What the call boundary of one specialisation checks: each parameter's dtype and
-    shape, the dimensions bound by the value of an integer parameter, and the sizes that
-    must not be negative. Every name in a shape is bound by an axis of its own (`N`) or
-    a value; axes written as expressions (`N + 1`) are checked once all are bound."""
-
-    dtypes: tuple[str, ...]
-    shapes: tuple[tuple[Dim, ...], ...]
-    value_dims: tuple[tuple[str, int], ...]
-    constraints: tuple[Dim, ...]
-
-    @staticmethod
-    def of(fn: Function, program: Program) -> CallBoundary | None:
-        """The boundary of `fn`, or None when its call needs the Python path (a size that
-        only an expression such as `2 * K` determines, or too many arrays)."""
-        shapes = tuple(p.type.shape for p in fn.params)
-        bound = {str(d) for s in shapes for d in s if not d.is_const and str(d) in d.symbols()}
-        bound.update(symbol for symbol, _ in fn.value_dims)
-        needed = set(program.symbols).union(*(d.symbols() for s in shapes for d in s))
-        if not bound >= needed or len(fn.params) + len(program.outputs) > MAX_ARRAYS:
-            return None
-        return CallBoundary(tuple(p.type.dtype for p in fn.params), shapes,
-                            tuple(fn.value_dims), tuple(d for d, _ in fn.constraints))
 
 
 def define_vectorcall_entry(module: ir.Module, entry: ir.Function, program: Program,

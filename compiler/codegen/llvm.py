@@ -56,7 +56,7 @@ from reverie.compiler.loops.ir import (
     workspace_offsets,
 )
 
-from .fastcall import CallBoundary, define_vectorcall_entry
+from .fastcall import define_vectorcall_entry
 from .gemm import GEMM_TYPE, HELPERS
 from .irutil import (
     FLOATS,
@@ -90,13 +90,13 @@ def entry_symbol(program: Program) -> str:
     return "rv_" + "".join(c if c.isalnum() or c == "_" else "_" for c in program.name)
 
 
-def generate_llvm(program: Program, boundary: CallBoundary | None = None) -> str:
+def generate_llvm(program: Program) -> str:
     """The LLVM IR module (text) implementing `program`, with both entry points, and the
-    native Python entry (`fastcall.py`) when the call `boundary` is given."""
+    native Python entry (`fastcall.py`) when the program has a call boundary for one."""
     codegen = ProgramCodegen(program)
     _define_object_entry(codegen.module, codegen.function, program)
-    if boundary is not None:
-        define_vectorcall_entry(codegen.module, codegen.function, program, boundary)
+    if program.boundary is not None:
+        define_vectorcall_entry(codegen.module, codegen.function, program, program.boundary)
     return str(codegen.module)
 
 

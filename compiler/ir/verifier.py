@@ -1,5 +1,5 @@
-"""IR verifier: run after every pass (`after_pass`, which also prints the IR when the
-environment has REVERIE_PRINT_IR=1).
+"""IR verifier: run after every pass (`after_pass`, which then hands the IR to the printing
+hook of `compiler/print_ir.py`: REVERIE_PRINT_IR).
 
 Checks that every operand is defined before use within its own block (regions are isolated
 from above), that every op is in the op table and its result types are what the shape rule
@@ -8,11 +8,11 @@ computes, and that block results are defined. Raises `VerifyError` with the op's
 
 from __future__ import annotations
 
-import os
-import sys
+from reverie.compiler.print_ir import show
 
 from .core import Block, Function, Module, Value
 from .ops import OPS, infer_types
+from .printer import format_function
 from .types import ShapeError
 
 
@@ -54,12 +54,15 @@ def verify_function(fn: Function) -> None:
 
 
 def after_pass(fn: Function, pass_name: str) -> Function:
-    """Verify the result of a pass; with REVERIE_PRINT_IR=1, also print it to stderr."""
+    """Verify the result of pass `pass_name`, then show it (REVERIE_PRINT_IR)."""
     verify_function(fn)
-    if os.environ.get("REVERIE_PRINT_IR") == "1":
-        from .printer import format_function
+    return show_raw(fn, pass_name)
 
-        print(f"// ---- after {pass_name}\n{format_function(fn)}", file=sys.stderr)
+
+def show_raw(fn: Function, pass_name: str) -> Function:
+    """Show the result of pass `pass_name` without verifying it: for a pass's raw output
+    that `simplify` rewrites at once (the pass after simplify verifies)."""
+    show(pass_name, f"@{fn.name}", lambda: format_function(fn))
     return fn
 
 

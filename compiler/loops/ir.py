@@ -21,8 +21,12 @@ names (`N`) or i64 variables (`%i0`, `%3`), so `x[%i0 * D + %i1]` is one `Dim`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.dims import Dim, Shape, num_elements
+
+if TYPE_CHECKING:
+    from .boundary import CallBoundary
 
 
 @dataclass(frozen=True)
@@ -279,6 +283,7 @@ class Program:
     temps: list[Buffer]
     body: list[Stmt]
     sites: list[ErrorSite]
+    boundary: CallBoundary | None = None  # what a native caller checks (loops/boundary.py)
 
     def walk(self) -> list[Stmt]:
         """Every statement, depth first."""

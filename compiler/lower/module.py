@@ -13,7 +13,7 @@ from reverie.dsl.diagnostics import TypeCheckError
 
 from ..ir.core import Block, Function, Value
 from ..ir.dims import Dim
-from ..ir.verifier import after_pass
+from ..ir.verifier import after_pass, show_raw
 from ..transforms.simplify import simplify
 from .base import Specialisation
 from .builder import BlockBuilder
@@ -69,4 +69,4 @@ class ModuleLowering:
         block.results = [val.value for val in results]
         function = Function(fn.name, block, [p.name for p in fn.params], list(dim_map), fn.span,
                             specialisation.constraints, value_dims)
-        return after_pass(simplify(function), "lower")
+        return after_pass(simplify(show_raw(function, "lower")), "simplify")

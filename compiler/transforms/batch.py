@@ -30,7 +30,7 @@ from reverie.dsl.diagnostics import CompileError, error_at
 from ..ir.core import Block, Function, Value
 from ..ir.dims import Dim
 from ..ir.scope import Scope, copy_block
-from ..ir.verifier import after_pass
+from ..ir.verifier import after_pass, show_raw
 from .batch_rules import BATCH_RULES, BatchContext, lift
 from .simplify import simplify
 from .undim import undim_parameters
@@ -131,5 +131,5 @@ def batch_function(fn: Function, batched: Sequence[int], *, size: Dim | None = N
                      for new, old in zip(results, fn.body.results, strict=True)]
     new_dims = sorted(size.symbols() - set(fn.dim_names))
     out = fn.derive(name or f"{fn.name}_batched", block, new_dims=new_dims)
-    simplify(out)
-    return after_pass(out, "batch")
+    simplify(show_raw(out, "batch"))
+    return after_pass(out, "simplify")

@@ -37,7 +37,7 @@ from reverie.dsl.diagnostics import CompileError, error_at
 
 from ..ir.core import Block, Function, Op, Value
 from ..ir.scope import Scope, copy_block
-from ..ir.verifier import after_pass
+from ..ir.verifier import after_pass, show_raw
 from .forward_rules import JVP_RULES, NON_DIFFERENTIABLE, Dots, JvpContext, JvpRegion
 from .reverse import check_wrt, state_activity
 from .simplify import simplify
@@ -126,5 +126,5 @@ def jvp_function(fn: Function, wrt: Sequence[int], *, name: str | None = None) -
                                for r, t in zip(results, tangents, strict=True)]
     names = list(fn.param_names) + [p.name or "arg" for p in tangent_params]
     out = fn.derive(name or f"{fn.name}_jvp", block, names)
-    simplify(out)
-    return after_pass(out, "forward")
+    simplify(show_raw(out, "forward"))
+    return after_pass(out, "simplify")

@@ -22,7 +22,7 @@ from ..ir.core import Block, Function, Value
 from ..ir.dims import Dim, num_elements
 from ..ir.scope import Scope
 from ..ir.types import TensorType, scalar
-from ..ir.verifier import after_pass
+from ..ir.verifier import after_pass, show_raw
 from .batch import batch_function
 from .forward import jvp_function
 from .simplify import simplify
@@ -105,5 +105,5 @@ def jacobian_function(fn: Function, wrt: Sequence[int], mode: str = "forward", *
                   for o, out in zip(offsets, outputs, strict=True) for grad in grads]
     s.block.results = blocks
     out = fn.derive(name or f"{fn.name}_jacobian", s.block)
-    simplify(out)
-    return after_pass(out, "jacobian")
+    simplify(show_raw(out, "jacobian"))
+    return after_pass(out, "simplify")

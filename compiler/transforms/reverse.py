@@ -37,7 +37,7 @@ from reverie.dsl.diagnostics import CompileError, error_at
 
 from ..ir.core import Block, Function, Op, Value
 from ..ir.scope import Scope, copy_block
-from ..ir.verifier import after_pass
+from ..ir.verifier import after_pass, show_raw
 from . import reverse_structured
 from .reverse_rules import NON_DIFFERENTIABLE, VJP_RULES, Bars, RuleContext
 from .simplify import simplify
@@ -205,12 +205,12 @@ def _transpose_function(fn: Function, name: str, extra_params: list[Value],
     block.results = results + grads
     names = list(fn.param_names) + [p.name or "arg" for p in extra_params]
     out = fn.derive(name, block, names)
-    simplify(out)
+    simplify(show_raw(out, "reverse"))
     primal = set(block.results[:len(results)])
     for i, grad in zip(wrt, block.results[len(results):], strict=True):
         if grad.op is not None and grad.name is None and grad not in primal:
             grad.name = f"{fn.param_names[i]}_bar"
-    return after_pass(out, "reverse")
+    return after_pass(out, "simplify")
 
 
 def vjp_function(fn: Function, wrt: Sequence[int], *, name: str | None = None,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from reverie.compiler.ir.core import Block, Function, Op, Value
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.loops.boundary import CallBoundary
 from reverie.compiler.loops.control import lower_for
 from reverie.compiler.loops.emitter import (
     Binding,
@@ -34,6 +35,7 @@ from reverie.compiler.loops.fusion import (
     ROOT,
     SCALAR,
     VIEW,
+    Plan,
     SiblingNest,
     plan_block,
     reads_memory,
@@ -52,6 +54,7 @@ from reverie.compiler.loops.ir import (
     all_dims,
     row_major_strides,
 )
+from reverie.compiler.loops.printer import format_program
 from reverie.compiler.loops.reductions import (
     accumulator_dtype,
     identity,
@@ -60,10 +63,15 @@ from reverie.compiler.loops.reductions import (
     lower_reduce,
 )
 from reverie.compiler.loops.splitting import split_wrapping_loops
+from reverie.compiler.print_ir import show
 
 
-def lower_to_loops(fn: Function) -> Program:
-    """The loop-IR program of a specialised function."""
+def lower_to_loops(fn: Function, plan: Plan | None = None) -> Program:
+    """The loop-IR program of a specialised function (`plan`: the fusion plan of its body,
+    when the caller made it already; loop bodies are planned as they are reached).
+
+    The loop passes run in order after lowering; after each, `after_loop_pass` is where a
+    loop-IR verifier belongs, and where REVERIE_PRINT_IR prints the program."""
     ctx = Context()
     inputs = [Buffer(name, p.type.dtype, p.type.shape, "input", k)
               for k, (name, p) in enumerate(zip(fn.param_names, fn.params, strict=True))]
@@ -74,11 +82,23 @@ def lower_to_loops(fn: Function) -> Program:
     env: dict[Value, Binding] = {}
     for param, buffer in zip(fn.params, inputs, strict=True):
         env[param] = View.of(buffer) if param.type.rank else em.load(View.of(buffer), ())
-    BlockLowering(ctx, env).lower(fn.body, outputs, em)
-    body = split_wrapping_loops(body, ctx)
+    BlockLowering(ctx, env).lower(fn.body, outputs, em, plan)
     program = Program(fn.name, [], inputs, outputs, ctx.temps, body, ctx.sites)
+    after_loop_pass(program, "to_loops")
+    program.body = split_wrapping_loops(program.body, ctx)
+    after_loop_pass(program, "split_wrapping_loops")
     found = {s for d in all_dims(program) for s in d.symbols() if not s.startswith("%")}
     program.symbols = [s for s in fn.dim_names if s in found] + sorted(found - set(fn.dim_names))
+    program.boundary = CallBoundary.of(fn, program)
+    return program
+
+
+def after_loop_pass(program: Program, pass_name: str) -> Program:
+    """The loop-IR counterpart of `ir/verifier.after_pass`, run after every loop pass.
+
+    LOOP VERIFIER: a verifier of the loop IR (`compiler/loops/verifier.py`) runs here first.
+    Then the program goes to the printing hook (REVERIE_PRINT_IR, `compiler/print_ir.py`)."""
+    show(pass_name, f"@{program.name}", lambda: format_program(program))
     return program
 
 
@@ -91,10 +111,12 @@ class BlockLowering:
         self.eval = Evaluator(ctx, env)
         self.targets: dict[Value, View] = {}
 
-    def lower(self, block: Block, targets: list[Buffer], em: Emitter) -> None:
-        """Emit `block` into `em`, leaving its results in `targets`."""
+    def lower(self, block: Block, targets: list[Buffer], em: Emitter,
+              plan: Plan | None = None) -> None:
+        """Emit `block` into `em`, leaving its results in `targets` (`plan`: its fusion
+        plan, made here when not given)."""
         self._assign_targets(block, targets)
-        plan = plan_block(block)
+        plan = plan or plan_block(block)
         late = {op for nest in plan.siblings for op in nest.reductions}
         pending: set[Value] = set()  # computed late: in a sibling nest, or from one
         for op in block.ops:

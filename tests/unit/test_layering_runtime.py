@@ -30,6 +30,10 @@ from reverie.runtime.lru import LruCache
 LOWER_LAYERS = {"runtime": ("reverie.compiler", "reverie.dsl", "reverie.runtime"),
                 "compiler": ("reverie.compiler", "reverie.dsl"),
                 "dsl": ("reverie.compiler", "reverie.dsl")}
+# The ladder (compiler/pipeline.py) is the one compiler file whose last two stages,
+# llvm-opt and jit, are the run time's JIT: it names them (imported on first use) so that
+# every stage from source to native code is in one table. Nothing else may do so.
+LADDER_IMPORTS = ("reverie.runtime.jit", "reverie.runtime.mlir_backend")
 ROOTS = {"runtime": reverie.runtime, "compiler": reverie.compiler, "dsl": reverie.dsl}
 DYNAMIC_IMPORTS = {"import_module", "__import__"}
 
@@ -80,9 +84,14 @@ def layer_files(layer: str) -> list[tuple[Path, str]]:
 def test_layer_imports_only_the_layers_below_it(layer: str) -> None:
     files = layer_files(layer)
     assert len(files) >= 5, f"{layer}: expected its files, found {files}"
-    offences = {str(path.name): found for path, package in files
-                if (found := forbidden_imports(path.read_text(encoding="utf-8"), package,
-                                               LOWER_LAYERS[layer]))}
+    offences = {}
+    for path, package in files:
+        allowed = LOWER_LAYERS[layer]
+        if layer == "compiler" and path.name == "pipeline.py":
+            allowed += LADDER_IMPORTS
+        found = forbidden_imports(path.read_text(encoding="utf-8"), package, allowed)
+        if found:
+            offences[path.name] = found
     assert not offences, f"{layer} imports layers above it: {offences}"
 
 

@@ -1,0 +1,349 @@
+"""The compiler as one ladder of named stages, from source text to native code.
+
+    source text --parse--> AST --lower--> tensor Function --reverse | forward | batch-->
+    Function --fuse--> Fused --to_loops--> loop Program --codegen--> LLVM IR text
+    --llvm-opt--> LlvmModule --jit--> JitModule (native code in this process)
+
+`climb(value, request, start=..., stop=...)` runs the stages from `start` to `stop` on
+`value` (what `start` takes) and returns every stage's result by name; `compile_source`
+and `compile_function` return the last one. A `Request` says what to build: which
+function, at which float dtype, through which transform (at most one of reverse, forward,
+batch: the others are skipped) and for which backend. The MLIR backend's ladder has the
+same front and `mlir` (export), `mlir-to-llvm` (the upstream tools) where the native one
+has `fuse`, `to_loops` and `codegen`; it loads the LLVM IR without optimising it.
+
+    fn = compile_source(text, "lower", Request(function="loss"))           # tensor IR
+    program = compile_function(fn, "to_loops")                             # no LLVM runs
+    stages = climb(fn, start="fuse")               # every stage from fuse to jit, by name
+
+Each stage runs the passes listed in its row (the names REVERIE_PRINT_IR knows, see
+`compiler/print_ir.py`); `Stage.text` prints its result, which is what `module.ir` shows.
+Lowering and every transform end with the pass `simplify`; what a transform hands to
+simplify is visible only through the printing hook (`capture("reverse")`: "grad-raw").
+The jit stage consults the disk cache, keyed on the unoptimised IR, so `llvm-opt` only
+names the optimisation pipeline and optimises when its text is asked for (see
+`runtime/jit.py`): a kernel's cold compile optimises once, a cache hit not at all.
+
+The runtime backends (`runtime/native.py`, `runtime/mlir_backend.py`) climb from a tensor
+Function, as `reverie.Module` specialises and transforms functions itself (and caches them).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from reverie.compiler.ir.core import Function
+from reverie.compiler.ir.printer import format_function
+from reverie.compiler.ir.types import TensorType
+from reverie.compiler.lower import ModuleLowering
+from reverie.compiler.print_ir import show
+from reverie.dsl import ast
+from reverie.dsl.diagnostics import did_you_mean
+from reverie.dsl.parser import parse
+from reverie.dsl.printer import format_ast
+
+if TYPE_CHECKING:
+    from reverie.compiler.export.mlir import MlirFunction
+    from reverie.compiler.loops.fusion import Plan
+    from reverie.compiler.loops.ir import Program
+    from reverie.runtime.jit import JitModule, LlvmModule
+
+
+def _lazy(target: str) -> Callable[..., Any]:
+    """The function or class `module:name`, imported on its first call."""
+    module_name, _, attribute = target.partition(":")
+
+    @functools.cache
+    def resolve() -> Callable[..., Any]:
+        return getattr(importlib.import_module(module_name), attribute)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return resolve()(*args, **kwargs)
+
+    call.__doc__ = f"`{target}` (imported on first use)."
+    return call
+
+
+# What the stages call beyond the front end, each imported when first needed so that
+# `rv.compile` loads no transform or back end it does not use (tests/unit/test_startup.py).
+_grad_function = _lazy("reverie.compiler.transforms.reverse:grad_function")
+_vjp_function = _lazy("reverie.compiler.transforms.reverse:vjp_function")
+_jvp_function = _lazy("reverie.compiler.transforms.forward:jvp_function")
+_batch_function = _lazy("reverie.compiler.transforms.batch:batch_function")
+_plan_block = _lazy("reverie.compiler.loops.fusion:plan_block")
+_lower_to_loops = _lazy("reverie.compiler.transforms.to_loops:lower_to_loops")
+_format_program = _lazy("reverie.compiler.loops.printer:format_program")
+_generate_llvm = _lazy("reverie.compiler.codegen.llvm:generate_llvm")
+_module_name = _lazy("reverie.runtime.jit:first_exported_symbol")
+_llvm_module = _lazy("reverie.runtime.jit:LlvmModule")
+_export_function = _lazy("reverie.compiler.export.mlir:export_function")
+_mlir_module = _lazy("reverie.compiler.export.mlir:mlir_module")
+_mlir_to_llvm_ir = _lazy("reverie.runtime.mlir_backend:mlir_to_llvm_ir")
+
+BACKENDS = ("native", "mlir")
+TRANSFORMS = ("reverse", "forward", "batch")
+DTYPES = ("f32", "f64")
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the ladder builds.
+
+    `function`: which function of the source (None: the only one); `dtype`: what `float`
+    means; `transform`: None or one of TRANSFORMS; `wrt`: the parameters (names or
+    positions) it acts on (None: every float parameter; for batch, every parameter);
+    `checkpoint`: O(sqrt(T)) loop states in reverse mode (SPEC §2.6); `filename`: for
+    diagnostics and MLIR locations; `backend`: one of BACKENDS."""
+
+    function: str | None = None
+    dtype: str = "f32"
+    transform: str | None = None
+    wrt: Sequence[str | int] | None = None
+    checkpoint: bool = False
+    filename: str = "<source>"
+    backend: str = "native"
+
+    def __post_init__(self) -> None:
+        for field, value, allowed in (("dtype", self.dtype, DTYPES),
+                                      ("transform", self.transform, (None, *TRANSFORMS)),
+                                      ("backend", self.backend, BACKENDS)):
+            if value not in allowed:
+                raise ValueError(f"{field} must be one of {', '.join(map(str, allowed))}, "
+                                 f"got {value!r}")
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A tensor function with the fusion plan of its body (loop bodies are planned when
+    to_loops reaches them)."""
+
+    function: Function
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class MlirExport:
+    """Functions exported into one MLIR module: each one's symbol and error table, and the
+    module's text."""
+
+    parts: list[MlirFunction]
+    text: str
+
+
+# ---------------------------------------------------------------- the stages' work
+
+
+def _parse(source: str, request: Request) -> ast.Module:
+    module = parse(source, request.filename)
+    show("parse", request.filename, lambda: format_ast(module))
+    return module
+
+
+def _function_name(module: ast.Module, request: Request) -> str:
+    names = [fn.name for fn in module.functions]
+    if request.function is None and len(names) == 1:
+        return names[0]
+    if request.function is None:
+        raise ValueError(f"{module.filename} defines {len(names)} functions "
+                         f"({', '.join(names) or 'none'}): name one (Request.function)")
+    if request.function not in names:
+        raise ValueError(f"no function '{request.function}'" + did_you_mean(request.function,
+                                                                           names))
+    return request.function
+
+
+def _lower(module: ast.Module, request: Request) -> Function:
+    return ModuleLowering(module).specialise(_function_name(module, request), request.dtype)
+
+
+def _positions(fn: Function, wrt: Sequence[str | int] | None,
+               default: Callable[[TensorType], bool]) -> list[int]:
+    """Parameter positions for `wrt` (names or positions), in parameter order."""
+    if wrt is None:
+        return [i for i, p in enumerate(fn.params) if default(p.type)]
+    for name in wrt:
+        if isinstance(name, str) and name not in fn.param_names:
+            raise ValueError(f"{fn.name} has no parameter '{name}'"
+                             + did_you_mean(name, fn.param_names))
+    return sorted({fn.param_names.index(w) if isinstance(w, str) else w for w in wrt})
+
+
+def _is_float(type_: TensorType) -> bool:
+    return type_.is_float
+
+
+def _reverse(fn: Function, request: Request) -> Function:
+    wrt = _positions(fn, request.wrt, _is_float)
+    types = fn.result_types
+    if len(types) == 1 and types[0].rank == 0 and types[0].is_float:
+        return _grad_function(fn, wrt, checkpoint=request.checkpoint)
+    return _vjp_function(fn, wrt, checkpoint=request.checkpoint)
+
+
+def _forward(fn: Function, request: Request) -> Function:
+    return _jvp_function(fn, _positions(fn, request.wrt, _is_float))
+
+
+def _batch(fn: Function, request: Request) -> Function:
+    return _batch_function(fn, _positions(fn, request.wrt, lambda type_: True))
+
+
+def _fuse(fn: Function, request: Request) -> Fused:
+    fused = Fused(fn, _plan_block(fn.body))
+    show("fuse", f"@{fn.name}", lambda: format_fusion(fused))
+    return fused
+
+
+def _to_loops(fused: Fused, request: Request) -> Program:
+    return _lower_to_loops(fused.function, fused.plan)
+
+
+def _codegen(program: Program, request: Request) -> str:
+    text = _generate_llvm(program)
+    show("codegen", f"@{program.name}", lambda: text)
+    return text
+
+
+def _llvm_opt(llvm_ir: str, request: Request) -> LlvmModule:
+    name = _module_name(llvm_ir)
+    if request.backend == "mlir":  # a cross-check: compile time matters more than speed
+        return _llvm_module(llvm_ir, name=name, pipeline=None)
+    return _llvm_module(llvm_ir, name=name)
+
+
+def _jit(module: LlvmModule, request: Request) -> JitModule:
+    return module.load()
+
+
+def _export_mlir(functions: Function | Sequence[Function], request: Request) -> MlirExport:
+    """One MLIR module of the function(s); a repeated name gets its position as suffix."""
+    functions = [functions] if isinstance(functions, Function) else list(functions)
+    names = [fn.name for fn in functions]
+    symbols = [name if names.count(name) == 1 else f"{name}_{k}" for k, name in enumerate(names)]
+    parts = [_export_function(fn, request.filename, symbol)
+             for fn, symbol in zip(functions, symbols, strict=True)]
+    export = MlirExport(parts, _mlir_module(parts))
+    show("mlir", ", ".join(f"@{s}" for s in symbols), lambda: export.text)
+    return export
+
+
+def _mlir_to_llvm(export: MlirExport, request: Request) -> str:
+    text = _mlir_to_llvm_ir(export.text)
+    show("mlir-to-llvm", ", ".join(f"@{part.symbol}" for part in export.parts), lambda: text)
+    return text
+
+
+def format_fusion(fused: Fused) -> str:
+    """The function's text with each body op's fusion decision after it (`// inline`)."""
+    sibling = {op: k for k, nest in enumerate(fused.plan.siblings) for op in nest.reductions}
+    ops = iter(fused.function.body.ops)
+    lines = []
+    for line in format_function(fused.function).splitlines():
+        if line.startswith("  ") and not line.startswith(("   ", "  return ", "  }")):
+            op = next(ops)  # an op of the body (region lines are indented further)
+            decision = fused.plan.decisions[op].kind
+            nest = f", sibling nest {sibling[op]}" if op in sibling else ""
+            line = f"{line}  // {decision}{nest}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the ladder
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One rung: its name, what it returns, the passes it runs (REVERIE_PRINT_IR names),
+    how it runs, and how its result prints. A transform stage runs only when the request
+    asks for it."""
+
+    name: str
+    result: str
+    passes: tuple[str, ...]
+    run: Callable[[Any, Request], Any]
+    text: Callable[[Any], str]
+    transform: bool = False
+
+
+PARSE = Stage("parse", "dsl.ast.Module: the syntax tree, with source spans",
+              ("parse",), _parse, format_ast)
+LOWER = Stage("lower", "Function: the typed tensor IR of one function at request.dtype "
+              "(type checking included)", ("lower", "simplify"), _lower, format_function)
+REVERSE = Stage("reverse", "Function: its gradient (one scalar float result), else its VJP",
+                ("reverse", "simplify"), _reverse, format_function, transform=True)
+FORWARD = Stage("forward", "Function: its results and their tangents (JVP)",
+                ("forward", "simplify"), _forward, format_function, transform=True)
+BATCH = Stage("batch", "Function: over a leading batch axis of the wrt parameters",
+              ("batch", "simplify"), _batch, format_function, transform=True)
+FUSE = Stage("fuse", "Fused: the function and the fusion plan of its body",
+             ("fuse",), _fuse, format_fusion)
+TO_LOOPS = Stage("to_loops", "loops.ir.Program: loop nests over buffers",
+                 ("to_loops", "split_wrapping_loops"), _to_loops, _format_program)
+CODEGEN = Stage("codegen", "str: LLVM IR text, before LLVM's optimiser",
+                ("codegen",), _codegen, str)
+LLVM_OPT = Stage("llvm-opt", "runtime.jit.LlvmModule: the IR and its optimisation pipeline "
+                 "(optimised text on request)", ("llvm-opt",), _llvm_opt,
+                 lambda module: module.optimized_ir)
+JIT = Stage("jit", "runtime.jit.JitModule: native code loaded into this process",
+            (), _jit, lambda module: module.asm)
+EXPORT_MLIR = Stage("mlir", "MlirExport: one MLIR module in upstream dialects",
+                    ("mlir",), _export_mlir, lambda export: export.text)
+MLIR_TO_LLVM = Stage("mlir-to-llvm", "str: LLVM IR from mlir-opt and mlir-translate",
+                     ("mlir-to-llvm",), _mlir_to_llvm, str)
+
+FRONT = (PARSE, LOWER, REVERSE, FORWARD, BATCH)
+LADDERS: dict[str, tuple[Stage, ...]] = {
+    "native": (*FRONT, FUSE, TO_LOOPS, CODEGEN, LLVM_OPT, JIT),
+    "mlir": (*FRONT, EXPORT_MLIR, MLIR_TO_LLVM, LLVM_OPT, JIT),
+}
+
+
+def stage(name: str, backend: str = "native") -> Stage:
+    """The stage called `name` on `backend`'s ladder (ValueError naming the stages)."""
+    for rung in LADDERS[backend]:
+        if rung.name == name:
+            return rung
+    names = ", ".join(rung.name for rung in LADDERS[backend])
+    raise ValueError(f"the {backend} ladder has no stage {name!r}; its stages: {names}")
+
+
+def climb(value: Any, request: Request | None = None, *, start: str = "parse",
+          stop: str = "jit") -> dict[str, Any]:
+    """Run the stages of `request.backend`'s ladder from `start` to `stop` (both included)
+    on `value`, which is what `start` takes; every stage's result by stage name, in order."""
+    request = request or Request()
+    ladder = LADDERS[request.backend]
+    first, last = ladder.index(stage(start, request.backend)), \
+        ladder.index(stage(stop, request.backend))
+    if first > last:
+        raise ValueError(f"stage {stop!r} comes before stage {start!r}")
+    if ladder[last].transform and request.transform != stop:
+        raise ValueError(f"stage {stop!r} runs only when asked for: "
+                         f"Request(transform={stop!r})")
+    results: dict[str, Any] = {}
+    for rung in ladder[first:last + 1]:
+        if rung.transform and rung.name != request.transform:
+            continue
+        value = rung.run(value, request)
+        results[rung.name] = value
+    return results
+
+
+def compile_source(source: str, stop: str = "jit", request: Request | None = None) -> Any:
+    """The result of stage `stop` for source text (the whole ladder up to `stop`)."""
+    return climb(source, request, start="parse", stop=stop)[stop]
+
+
+def back_end_start(backend: str = "native") -> str:
+    """The first stage after the tensor level on `backend`'s ladder."""
+    return LADDERS[backend][len(FRONT)].name
+
+
+def compile_function(fn: Function, stop: str = "jit", request: Request | None = None) -> Any:
+    """The result of stage `stop` for a tensor Function (specialised, transforms applied)."""
+    request = request or Request()
+    return climb(fn, request, start=back_end_start(request.backend), stop=stop)[stop]

@@ -1,0 +1,121 @@
+"""`REVERIE_PRINT_IR`: the one hook that prints the IR after a pass, at every level (SPEC §3.4).
+
+Every pass of the compiler ends with `show(pass_name, subject, render)`, where `render()`
+formats its result. Nothing is formatted unless the pass is printed or captured, so the
+hook costs a compile one environment look-up per pass.
+
+    REVERIE_PRINT_IR=1               every pass below
+    REVERIE_PRINT_IR=reverse,fuse    only the passes named (commas, spaces ignored)
+    unset, empty or 0                nothing
+
+Each printout goes to stderr under a header naming the pass, its level and its subject:
+
+    // ---- after reverse (tensor IR): @loss_grad
+
+An unknown name in the list gives one `PrintIrWarning` per setting, listing the valid
+names; the names it does know still print. `capture(pass_name)` collects the same text in
+a list instead of printing it (stage "grad-raw" of `module.ir` is what pass `reverse`
+shows).
+
+The passes, in the order a kernel meets them (`compiler/pipeline.py` runs them):
+
+    parse                 AST          the parsed module (dsl/parser.py)
+    lower                 tensor IR    a specialisation as lowering built it (compiler/lower*.py)
+    reverse               tensor IR    the adjoint as built (transforms/reverse.py)
+    forward               tensor IR    the JVP as built (transforms/forward.py)
+    batch                 tensor IR    the batched function as built (transforms/batch.py)
+    jacobian              tensor IR    the Jacobian as built (transforms/jacobian.py)
+    simplify              tensor IR    after simplify, which ends lowering and every transform
+    fuse                  fusion plan  each body op's fusion decision (loops/fusion.py)
+    to_loops              loop IR      the loop nests as lowered (transforms/to_loops.py)
+    split_wrapping_loops  loop IR      after splitting loops at index wrap-arounds
+    codegen               LLVM IR      as generated, before LLVM's optimiser (stage "llvm-raw")
+    llvm-opt              LLVM IR      after LLVM's optimiser (stage "llvm"; runtime/jit.py)
+    mlir                  MLIR         the MLIR backend's export (compiler/export/mlir.py)
+    mlir-to-llvm          LLVM IR      what mlir-opt and mlir-translate make of it
+
+The jit stage prints nothing: it produces machine code (stage "asm" shows it). A disk-cache
+hit skips LLVM's optimiser; `llvm-opt` then shows the optimised IR recomputed for printing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+
+ENVIRONMENT_VARIABLE = "REVERIE_PRINT_IR"
+
+PASSES: dict[str, str] = {  # pass name -> the level its result is at
+    "parse": "AST",
+    "lower": "tensor IR",
+    "reverse": "tensor IR",
+    "forward": "tensor IR",
+    "batch": "tensor IR",
+    "jacobian": "tensor IR",
+    "simplify": "tensor IR",
+    "fuse": "fusion plan",
+    "to_loops": "loop IR",
+    "split_wrapping_loops": "loop IR",
+    "codegen": "LLVM IR",
+    "llvm-opt": "LLVM IR",
+    "mlir": "MLIR",
+    "mlir-to-llvm": "LLVM IR",
+}
+
+_CAPTURES: ContextVar[tuple[tuple[str, list[str]], ...]] = ContextVar("reverie_ir_captures",
+                                                                      default=())
+
+
+class PrintIrWarning(UserWarning):
+    """REVERIE_PRINT_IR names a pass that does not exist."""
+
+
+@functools.cache
+def selected_passes(setting: str) -> frozenset[str]:
+    """The passes a REVERIE_PRINT_IR value asks for (warning once about unknown names)."""
+    setting = setting.strip()
+    if setting in ("", "0"):
+        return frozenset()
+    if setting == "1":
+        return frozenset(PASSES)
+    names = {name.strip() for name in setting.split(",") if name.strip()}
+    unknown = sorted(names - PASSES.keys())
+    if unknown:
+        warnings.warn(f"{ENVIRONMENT_VARIABLE} names unknown pass(es) {', '.join(unknown)}; "
+                      f"the passes are: {', '.join(PASSES)} (or 1 for all)", PrintIrWarning,
+                      stacklevel=4)
+    return frozenset(names & PASSES.keys())
+
+
+def show(pass_name: str, subject: str, render: Callable[[], str]) -> None:
+    """Hand the result of pass `pass_name` to REVERIE_PRINT_IR and to active captures;
+    `render()` formats it and runs only if one of them wants it."""
+    captures = _CAPTURES.get()
+    printing = pass_name in selected_passes(os.environ.get(ENVIRONMENT_VARIABLE, ""))
+    listeners = [texts for name, texts in captures if name == pass_name]
+    if not printing and not listeners:
+        return
+    text = render().rstrip()
+    for texts in listeners:
+        texts.append(text)
+    if printing:
+        print(f"// ---- after {pass_name} ({PASSES[pass_name]}): {subject}\n{text}",
+              file=sys.stderr)
+
+
+@contextlib.contextmanager
+def capture(pass_name: str) -> Iterator[list[str]]:
+    """Collect the text of every run of pass `pass_name` inside the `with` block."""
+    if pass_name not in PASSES:
+        raise ValueError(f"unknown pass {pass_name!r}; the passes are: {', '.join(PASSES)}")
+    texts: list[str] = []
+    token = _CAPTURES.set((*_CAPTURES.get(), (pass_name, texts)))
+    try:
+        yield texts
+    finally:
+        _CAPTURES.reset(token)

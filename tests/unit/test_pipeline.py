@@ -1,0 +1,263 @@
+"""The ladder (`compiler/pipeline.py`), the printing hook (`compiler/print_ir.py`) and the
+stages of `module.ir` / `reverie emit` built on them (SPEC §3.4)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import reverie as rv
+from reverie.__main__ import main
+from reverie.compiler import pipeline, print_ir
+from reverie.compiler.ir.core import Function
+from reverie.compiler.loops.ir import Program
+from reverie.compiler.pipeline import LADDERS, Fused, MlirExport, Request, climb, compile_source
+from reverie.dsl import ast
+from reverie.dsl.diagnostics import CompileError
+from reverie.module import STAGES
+from reverie.runtime import jit
+from reverie.runtime.jit import JitModule, LlvmModule
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE = """
+fn loss(x: f32[N], w: f32[N]) -> f32 {
+    return sum(tanh(x * w));
+}
+"""
+HEADER = re.compile(r"^// ---- after (\S+) \(([^)]+)\): (.+)$", re.MULTILINE)
+
+
+def unique_source(tag: str) -> str:
+    """SOURCE with a constant no other test uses, so no compiled kernel or cache entry of
+    another test can stand in for this one's."""
+    return SOURCE.replace("x * w", f"x * w + {abs(hash(tag)) % 1000}.25")
+
+
+def headers(text: str) -> list[tuple[str, str]]:
+    """(pass, level) of every REVERIE_PRINT_IR header in `text`."""
+    return [(name, level) for name, level, _ in HEADER.findall(text)]
+
+
+@pytest.fixture
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty disk cache, so every compile runs LLVM's optimiser."""
+    monkeypatch.setenv("REVERIE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+# ---------------------------------------------------------------- the ladder
+
+
+EXPECTED_KINDS = {"parse": ast.Module, "lower": Function, "fuse": Fused, "to_loops": Program,
+                  "codegen": str, "llvm-opt": LlvmModule, "jit": JitModule}
+
+
+@pytest.mark.parametrize("stop", list(EXPECTED_KINDS))
+def test_stopping_after_each_stage_returns_its_result(stop: str) -> None:
+    result = compile_source(SOURCE, stop)
+    assert isinstance(result, EXPECTED_KINDS[stop])
+
+
+@pytest.mark.parametrize(("transform", "suffix", "results"),
+                         [("reverse", "_grad", 2), ("forward", "_jvp", 2),
+                          ("batch", "_batched", 1)])
+def test_each_transform_stage_returns_a_tensor_function(transform: str, suffix: str,
+                                                         results: int) -> None:
+    fn = compile_source(SOURCE, transform, Request(transform=transform, wrt=["x"]))
+    assert isinstance(fn, Function) and fn.name == "loss" + suffix
+    assert len(fn.result_types) == results
+
+
+def test_climb_returns_every_stage_in_ladder_order_and_skips_other_transforms() -> None:
+    stages = climb(SOURCE, Request(transform="reverse"), stop="jit")
+    assert list(stages) == ["parse", "lower", "reverse", "fuse", "to_loops", "codegen",
+                            "llvm-opt", "jit"]
+    entry = stages["jit"].address("rv_loss_grad")
+    assert entry and stages["to_loops"].name == "loss_grad"
+    assert stages["codegen"] == stages["llvm-opt"].source_ir
+
+
+def test_the_native_kernel_runs_what_the_ladder_builds() -> None:
+    module = rv.compile(SOURCE)
+    x = np.linspace(-1, 1, 5, dtype=np.float32)
+    kernel = module.executable(module.lowering.specialise("loss", "f32"))
+    assert kernel.source_ir == compile_source(SOURCE, "codegen")
+    np.testing.assert_allclose(module.loss(x, x), np.tanh(x * x).sum(), rtol=1e-6)
+
+
+def test_the_mlir_ladder_exports_program_and_adjoint_in_one_module() -> None:
+    fn = compile_source(SOURCE, "lower")
+    grad = compile_source(SOURCE, "reverse", Request(transform="reverse"))
+    export = climb([fn, grad], Request(backend="mlir"), start="mlir", stop="mlir")["mlir"]
+    assert isinstance(export, MlirExport)
+    assert [part.symbol for part in export.parts] == ["loss", "loss_grad"]
+    assert "func.func @loss_grad(" in export.text
+
+
+def test_bad_requests_are_value_errors_naming_the_choices() -> None:
+    with pytest.raises(ValueError, match="its stages: parse, lower, reverse"):
+        compile_source(SOURCE, "llvm")
+    with pytest.raises(ValueError, match="comes before"):
+        climb(SOURCE, start="codegen", stop="lower")
+    with pytest.raises(ValueError, match=r"Request\(transform='reverse'\)"):
+        compile_source(SOURCE, "reverse")
+    with pytest.raises(ValueError, match="transform must be one of None, reverse, forward, batch"):
+        Request(transform="jacobian")
+    with pytest.raises(ValueError, match="no function 'los'.*loss"):
+        compile_source(SOURCE, "lower", Request(function="los"))
+    with pytest.raises(ValueError, match="2 functions .*name one"):
+        compile_source(SOURCE + "fn g(y: f32) -> f32 { return y; }", "lower")
+    with pytest.raises(ValueError, match="no parameter 'v'"):
+        compile_source(SOURCE, "reverse", Request(transform="reverse", wrt=["v"]))
+    with pytest.raises(CompileError):
+        compile_source("fn f(x: f32) -> f32 { return y; }", "lower")
+
+
+def test_fusion_plan_marks_every_body_op() -> None:
+    fused = compile_source(SOURCE, "fuse", Request(transform="reverse"))
+    lines = pipeline.format_fusion(fused).splitlines()
+    marked = [line for line in lines if "  // " in line]
+    assert len(marked) == len(fused.function.body.ops)
+    assert any(line.endswith("// root, sibling nest 0") for line in marked)
+    assert {line.rsplit("// ", 1)[1].split(",")[0] for line in marked} <= \
+        {"scalar", "view", "root", "inline", "dead"}
+
+
+def test_every_pass_of_the_ladder_is_documented_and_printable() -> None:
+    run_by_stages = {name for ladder in LADDERS.values() for s in ladder for name in s.passes}
+    assert run_by_stages <= set(print_ir.PASSES)
+    assert set(print_ir.PASSES) - run_by_stages == {"jacobian"}  # Kernel.jacobian's pass
+    docs = (ROOT / "docs/pipeline.md").read_text()
+    for name in print_ir.PASSES:
+        assert re.search(rf"^\s+{re.escape(name)}\s", print_ir.__doc__, re.MULTILINE), name
+        assert f"`{name}`" in docs, name
+    for ladder in LADDERS.values():
+        for s in ladder:
+            assert f"`{s.name}`" in docs, s.name
+
+
+# ---------------------------------------------------------------- module.ir and emit
+
+
+def test_every_ir_stage_prints_its_level() -> None:
+    module = rv.compile(SOURCE, name="loss.rv")
+    printed = {stage: module.ir(stage) for stage in STAGES}
+    assert printed["ast"].startswith("fn loss(")
+    assert printed["tensor"].startswith("func @loss(") and "_bar" not in printed["tensor"]
+    assert printed["grad"].startswith("func @loss_grad(") and "%w_bar" in printed["grad"]
+    raw, simplified = printed["grad-raw"], printed["grad"]
+    assert raw.startswith("func @loss_grad(") and raw.count(" = ") > simplified.count(" = ")
+    assert printed["loops"].startswith("kernel @loss(")
+    assert "func.func @loss(" in printed["mlir"] and "func.func @loss_grad(" in printed["mlir"]
+    assert 'define i32 @"rv_loss"' in printed["llvm-raw"]
+    assert 'target datalayout = ""' in printed["llvm-raw"]
+    assert "define noundef i32 @rv_loss(" in printed["llvm"]
+    assert " x float>" in printed["llvm"] and " x float>" not in printed["llvm-raw"]
+    assert "rv_loss:" in printed["asm"]
+    assert module.ir("llvm-raw", wrt="x").count("define i32 @\"rv_loss_grad\"") == 1
+
+
+def test_grad_raw_simplifies_to_grad() -> None:
+    """The raw adjoint is what simplify receives: simplifying it gives stage "grad"."""
+    module = rv.compile(SOURCE)
+    with print_ir.capture("simplify") as simplified:
+        raw = module.ir("grad-raw", wrt="w")
+    assert raw.count("\n") > module.ir("grad", wrt="w").count("\n")
+    assert simplified[-1] + "\n" == module.ir("grad", wrt="w")
+
+
+def test_loops_and_llvm_stages_load_no_native_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_jit(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the stage compiled to machine code")
+
+    monkeypatch.setattr(jit, "compile_module", no_jit)
+    module = rv.compile(unique_source("loops"))
+    libraries = jit.live_library_count()
+    with print_ir.capture("codegen") as generated, print_ir.capture("llvm-opt") as optimised:
+        assert module.ir("loops").startswith("kernel @loss(")
+    assert generated == [] and optimised == []  # "loops": no LLVM IR at all
+    assert module.ir("llvm").startswith("; ModuleID = 'rv_loss'")
+    assert jit.live_library_count() == libraries
+
+
+def test_cli_emit_accepts_every_stage(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "loss.rv"
+    path.write_text(SOURCE)
+    for stage in ("grad-raw", "llvm-raw"):
+        assert main(["emit", str(path), "--stage", stage, "--wrt", "x"]) == 0
+        assert capsys.readouterr().out == rv.load(path).ir(stage, wrt=["x"])
+    with pytest.raises(SystemExit):
+        main(["emit", str(path), "--stage", "raw"])
+    assert "grad-raw" in capsys.readouterr().err
+
+
+def test_unknown_ir_stage_lists_the_stages() -> None:
+    with pytest.raises(ValueError, match="grad-raw, grad, loops, mlir, llvm-raw, llvm, asm"):
+        rv.compile(SOURCE).ir("optimised")
+
+
+# ---------------------------------------------------------------- REVERIE_PRINT_IR
+
+
+def test_print_ir_1_prints_every_pass_of_every_level(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+        private_cache: None) -> None:
+    monkeypatch.setenv("REVERIE_PRINT_IR", "1")
+    module = rv.compile(unique_source("print all"), name="loss.rv")
+    x = np.ones(4, np.float32)
+    module.loss.grad()(x, x)
+    printed = headers(capsys.readouterr().err)
+    assert [name for name, _ in printed] == [
+        "parse", "lower", "simplify", "reverse", "simplify", "fuse", "to_loops",
+        "split_wrapping_loops", "codegen", "llvm-opt"]
+    assert {level for _, level in printed} == {"AST", "tensor IR", "fusion plan", "loop IR",
+                                               "LLVM IR"}
+    compile_source(SOURCE, "forward", Request(transform="forward"))
+    compile_source(SOURCE, "batch", Request(transform="batch"))
+    names = [name for name, _ in headers(capsys.readouterr().err)]
+    assert "forward" in names and "batch" in names
+
+
+def test_print_ir_prints_an_llvm_opt_header_on_a_cache_hit(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+        private_cache: None) -> None:
+    llvm_ir = compile_source(unique_source("cache hit"), "codegen")
+    jit.compile_module(llvm_ir, name="first")
+    monkeypatch.setenv("REVERIE_PRINT_IR", "llvm-opt")
+    assert jit.compile_module(llvm_ir, name="second").from_cache
+    err = capsys.readouterr().err
+    assert "// ---- after llvm-opt (LLVM IR): second (object code from the disk cache)" in err
+    assert "define noundef i32" in err
+
+
+def test_print_ir_prints_only_the_passes_named(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("REVERIE_PRINT_IR", "reverse, fuse")
+    module = rv.compile(unique_source("print some"))
+    module.loss.grad()(np.ones(3, np.float32), np.ones(3, np.float32))
+    err = capsys.readouterr().err
+    assert headers(err) == [("reverse", "tensor IR"), ("fuse", "fusion plan")]
+    assert "func @loss_grad(" in err and "// inline" in err
+
+
+def test_print_ir_warns_about_unknown_passes_and_prints_the_known_ones(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("REVERIE_PRINT_IR", "revrese,parse")
+    with pytest.warns(print_ir.PrintIrWarning, match="unknown pass.*revrese.*reverse"):
+        rv.compile(SOURCE)
+    assert headers(capsys.readouterr().err) == [("parse", "AST")]
+
+
+def test_without_print_ir_nothing_is_printed_or_formatted(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.delenv("REVERIE_PRINT_IR", raising=False)
+    rendered = []
+    print_ir.show("fuse", "@f", lambda: rendered.append(1) or "text")
+    monkeypatch.setenv("REVERIE_PRINT_IR", "0")
+    print_ir.show("fuse", "@f", lambda: rendered.append(1) or "text")
+    assert rendered == [] and capsys.readouterr().err == ""
+    with pytest.raises(ValueError, match="unknown pass 'grad'"):
+        with print_ir.capture("grad"):
+            pass
