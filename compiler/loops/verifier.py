@@ -102,7 +102,7 @@ class _Scope:
     def __init__(self) -> None:
         self.variables: ChainMap[str, str] = ChainMap()
         self.accumulators: ChainMap[str, str] = ChainMap()
-        self.states: ChainMap[int, Buffer] = ChainMap()
+        self.states: ChainMap[Buffer, None] = ChainMap()
 
     def nested(self) -> _Scope:
         inner = _Scope()
@@ -118,10 +118,10 @@ class _Verifier:
     def __init__(self, program: Program) -> None:
         self.program = program
         self.symbols = set(program.symbols)
-        self.declared = {id(b): b for b in program.inputs + program.outputs + program.temps}
-        self.temps = {id(b) for b in program.temps}
-        self.inputs = {id(b) for b in program.inputs}
-        self.written: set[int] = set()
+        self.declared = set(program.inputs + program.outputs + program.temps)
+        self.temps = set(program.temps)
+        self.inputs = set(program.inputs)
+        self.written: set[Buffer] = set()
         self.accumulator_names: dict[str, bool] = {}  # code generation keeps one name space
         self.path: list[Stmt] = []
 
@@ -133,7 +133,7 @@ class _Verifier:
         self._declarations()
         self.block(self.program.body, _Scope())
         for buffer in self.program.outputs:
-            if id(buffer) not in self.written:
+            if buffer not in self.written:
                 self.fail(f"output {buffer.name} is never written")
 
     # ------------------------------------------------------------ declarations
@@ -220,7 +220,7 @@ class _Verifier:
     def view(self, view: View, scope: _Scope, index: tuple[Dim, ...] | None = None) -> None:
         """`view` is of a buffer visible here, with one index (and stride) per axis."""
         buffer = view.buffer
-        if id(buffer) not in self.declared and id(buffer) not in scope.states:
+        if buffer not in self.declared and buffer not in scope.states:
             self.fail(f"buffer {buffer.name} is not declared (or its loop state is not "
                       f"visible here)")
         rank = len(view.shape)
@@ -232,9 +232,9 @@ class _Verifier:
             self.dim(d, scope)
 
     def write(self, view: View) -> None:
-        if id(view.buffer) in self.inputs:
+        if view.buffer in self.inputs:
             self.fail(f"input {view.buffer.name} is written")
-        self.written.add(id(view.buffer))
+        self.written.add(view.buffer)
 
     # ------------------------------------------------------------ statements
 
@@ -342,17 +342,16 @@ class _Verifier:
         self.dim(stmt.hi, scope)
         for state in stmt.states:
             pair = (state.current, state.next)
-            if any(b.role != "state" or id(b) in self.declared or id(b) in scope.states
-                   for b in pair):
+            if any(b.role != "state" or b in self.declared or b in scope.states for b in pair):
                 self.fail(f"{state.current.name}/{state.next.name} are not new state buffers")
-            if any(id(b) not in self.temps for b in (state.first, state.second)) or \
+            if state.first not in self.temps or state.second not in self.temps or \
                     state.first is state.second:
                 self.fail(f"the state {state.current.name} does not live in two temporaries")
             for buffer in (*pair, state.second):
                 if (buffer.dtype, buffer.shape) != (state.first.dtype, state.first.shape):
                     self.fail(f"state buffer {buffer.name} is {buffer.dtype}"
                               f"{list(map(str, buffer.shape))}, unlike {state.first.name}")
-            scope.states.update({id(b): b for b in pair})
+            scope.states.update(dict.fromkeys(pair))
         inner = scope.nested()
         self.define(Var(stmt.var, "i64"), inner)
         self.block(stmt.body, inner)
@@ -370,7 +369,7 @@ class _Verifier:
             self.fail(f"matmul shapes do not fit: [{m}, {k}] @ [{k2}, {n}] into "
                       f"[{', '.join(map(str, stmt.out.shape))}]")
         pack = stmt.pack
-        if id(pack) not in self.temps or pack.dtype != "f64" or \
+        if pack not in self.temps or pack.dtype != "f64" or \
                 pack.size != Dim.const(MATMUL_PACK_ELEMENTS):
             self.fail(f"matmul packs into {pack.name}, not the f64 packing temporary")
         self.write(stmt.out)
