@@ -4,8 +4,9 @@
 compiler bug (a pass produced a program the code generator would mistranslate), never a
 user error. It checks:
 
-- declarations: buffer names unique; inputs/outputs in slot order; temporaries have shapes
-  of dimension symbols only (the workspace is laid out before the kernel runs);
+- declarations: output and temporary names unique (input names are the parameters', so
+  may repeat); inputs/outputs in slot order; temporaries have shapes of dimension symbols
+  only (the workspace is laid out before the kernel runs);
 - scope: every scalar variable is defined once before use, and used inside the body that
   defines it (`Loop`, `ForLoop`, `If`, `Guarded` bodies are nested scopes, as the LLVM
   values they become only dominate their body); a name is an accumulator everywhere or
@@ -143,9 +144,9 @@ class _Verifier:
         if len(self.symbols) != len(program.symbols) or \
                 any(s.startswith("%") for s in program.symbols):
             self.fail(f"dimension symbols {program.symbols} are not distinct names")
-        names = [b.name for b in program.inputs + program.outputs + program.temps]
+        names = [b.name for b in program.outputs + program.temps]  # (inputs: user's names)
         if len(set(names)) != len(names):
-            self.fail(f"buffer names are not unique: {names}")
+            self.fail(f"output and temporary names are not unique: {names}")
         for role, buffers in (("input", program.inputs), ("output", program.outputs),
                               ("temp", program.temps)):
             for k, buffer in enumerate(buffers):

@@ -96,11 +96,11 @@ def test_every_example_has_a_golden_file_and_no_other() -> None:
     assert sorted(p.stem for p in GOLDEN_DIR.glob("*.txt")) == [p.stem for p in EXAMPLE_FILES]
 
 
-
 def test_the_loop_ir_docstring_shows_real_output() -> None:
     module = rv.compile("fn loss(x: f32[N]) -> f32 { return sum(tanh(x)); }", backend="interp")
     printed = format_program(lower_to_loops(module.lowering.specialise("loss", "f32")))
     assert textwrap.indent(printed, "    ") in loop_ir.__doc__
+
 
 # ---------------------------------------------------------------- three levels agree
 
@@ -285,6 +285,15 @@ def test_the_hand_built_programs_are_valid_when_not_broken() -> None:
     x = np.linspace(-1, 1, 5, dtype=np.float32)
     (out,) = run_program(tanh_kernel(), [x], {"N": 5})
     np.testing.assert_array_equal(out, np.tanh(x))
+
+
+def test_parameter_names_may_repeat_or_match_generated_names() -> None:
+    """Input names come from the user (and from reverse mode, which can repeat them);
+    code generation never looks buffers up by name."""
+    source = "fn f(t0: f64[N], out0: f64[N, N]) -> f64[N] { return t0 @ out0 + t0; }"
+    program = lower_to_loops(rv.compile(source, backend="interp").lowering.specialise("f", "f64"))
+    program.inputs[1].name = "t0"
+    verify_program(program)
 
 
 @pytest.mark.parametrize("case", BROKEN)
