@@ -6,16 +6,22 @@ statements. Statements are structured (`Loop`, `ForLoop`) or scalar (`Let`, `Loa
 `Accumulate`, ...). Scalar values are SSA variables named `%0`, `%1`, ...; loop variables
 are `%i0`, `%i1`, ... . Index arithmetic is carried by `Dim`s whose symbols are dimension
 names (`N`) or i64 variables (`%i0`, `%3`), so `x[%i0 * D + %i1]` is one `Dim`.
+`sum(tanh(x))` for an f32 `x` prints (`loops/printer.py`) as
 
     kernel @loss(x: f32[N] input 0, out0: f32 output 0) {
-      %acc0: f64 = sum 0.0
+      %acc0: f64 = 0.0
       for %i0 in 0..N {
         %0 = load x[%i0]
         %1 = tanh %0 : f32
-        %acc0 += %2
+        %2 = cast %1 : f64
+        %acc0 = sum %acc0, %2
       }
-      ...
+      %3 = cast %acc0 : f32
+      store out0[] = %3
     }
+
+`loops/verifier.py` checks the invariants the code generator relies on (scoping, dtypes,
+ranks, declared buffers); `loops/interpreter.py` runs a program with NumPy.
 """
 
 from __future__ import annotations
