@@ -40,7 +40,7 @@ from reverie.compiler.codegen.threads import MAX_TASKS
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import python_expr
 from reverie.compiler.ir.types import NUMPY_DTYPES
-from reverie.compiler.loops.ir import ErrorSite, Program, workspace_offsets
+from reverie.compiler.loops.ir import Program, workspace_offsets
 from reverie.compiler.loops.printer import format_program
 from reverie.compiler.pipeline import back_end_start, climb
 
@@ -89,15 +89,6 @@ def _pop_or(spares: list, make: Callable[[], object]) -> object:
         return spares.pop()
     except IndexError:
         return make()
-
-
-def error_message(site: ErrorSite, index: int, size: int) -> str:
-    """The interpreter's IndexError text for a failed check."""
-    if site.kind == "empty":
-        return "argmax/argmin of an empty tensor"
-    if site.kind == "rows":
-        return f"for_history needs more than its {size} rows"
-    return f"index {index} is out of bounds for axis {site.axis} of '{site.label}' with size {size}"
 
 
 def matmul_threads() -> int:
@@ -226,7 +217,7 @@ class NativeKernel:
             self._give_back_workspace(workspace)
         if status:
             site, index, size = frame[self._filled:]
-            raise IndexError(error_message(self.program.sites[site], index, size))
+            raise IndexError(self.program.sites[site].message(index, size))
         self._frames.append(frame)
         return outputs
 

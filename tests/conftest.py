@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 UPDATE = os.environ.get("REVERIE_UPDATE_GOLDEN") == "1"
+# every loop program any test lowers is checked after each loop pass (to_loops.after_loop_pass)
+os.environ.setdefault("REVERIE_VERIFY_LOOPS", "1")
 
 
 def compare_with_golden(printed: str, expected_file: Path) -> None:

@@ -30,7 +30,6 @@ from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.ops import OPS
 from reverie.compiler.ir.types import NUMPY_DTYPES
-from reverie.runtime.native import error_message
 
 from .ir import (
     Accumulate,
@@ -221,7 +220,7 @@ class LoopInterpreter:
     def _check(self, stmt: Check) -> None:
         index, size = self.index(stmt.index), self.index(stmt.size)
         if not 0 <= index < size:
-            raise IndexError(error_message(self.program.sites[stmt.site], index, size))
+            raise IndexError(self.program.sites[stmt.site].message(index, size))
 
     def _if(self, stmt: If) -> None:
         if self.values[stmt.cond.name]:

@@ -273,6 +273,15 @@ class ErrorSite:
     label: str = ""
     axis: int = 0
 
+    def message(self, index: int, size: int) -> str:
+        """The IndexError text for this failed check (the tensor interpreter's)."""
+        if self.kind == "empty":
+            return "argmax/argmin of an empty tensor"
+        if self.kind == "rows":
+            return f"for_history needs more than its {size} rows"
+        return (f"index {index} is out of bounds for axis {self.axis} of '{self.label}' "
+                f"with size {size}")
+
 
 @dataclass
 class Program:

@@ -18,6 +18,8 @@ materialised pad is an ordinary fused nest (`Evaluator` selects its source or 0)
 
 from __future__ import annotations
 
+import os
+
 from reverie.compiler.ir.core import Block, Function, Op, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.loops.boundary import CallBoundary
@@ -63,6 +65,7 @@ from reverie.compiler.loops.reductions import (
     lower_reduce,
 )
 from reverie.compiler.loops.splitting import split_wrapping_loops
+from reverie.compiler.loops.verifier import verify_program
 from reverie.compiler.print_ir import show
 
 
@@ -84,20 +87,30 @@ def lower_to_loops(fn: Function, plan: Plan | None = None) -> Program:
         env[param] = View.of(buffer) if param.type.rank else em.load(View.of(buffer), ())
     BlockLowering(ctx, env).lower(fn.body, outputs, em, plan)
     program = Program(fn.name, [], inputs, outputs, ctx.temps, body, ctx.sites)
+    program.symbols = _size_symbols(program, fn)
     after_loop_pass(program, "to_loops")
     program.body = split_wrapping_loops(program.body, ctx)
+    program.symbols = _size_symbols(program, fn)
     after_loop_pass(program, "split_wrapping_loops")
-    found = {s for d in all_dims(program) for s in d.symbols() if not s.startswith("%")}
-    program.symbols = [s for s in fn.dim_names if s in found] + sorted(found - set(fn.dim_names))
     program.boundary = CallBoundary.of(fn, program)
     return program
+
+
+def _size_symbols(program: Program, fn: Function) -> list[str]:
+    """The dimension sizes the kernel receives: those its index expressions use, in the
+    function's order (then any others, sorted)."""
+    found = {s for d in all_dims(program) for s in d.symbols() if not s.startswith("%")}
+    return [s for s in fn.dim_names if s in found] + sorted(found - set(fn.dim_names))
 
 
 def after_loop_pass(program: Program, pass_name: str) -> Program:
     """The loop-IR counterpart of `ir/verifier.after_pass`, run after every loop pass.
 
-    LOOP VERIFIER: a verifier of the loop IR (`compiler/loops/verifier.py`) runs here first.
-    Then the program goes to the printing hook (REVERIE_PRINT_IR, `compiler/print_ir.py`)."""
+    With REVERIE_VERIFY_LOOPS=1 (the test suite sets it: tests/conftest.py) the loop-IR
+    verifier (`compiler/loops/verifier.py`) checks the program first; then it goes to the
+    printing hook (REVERIE_PRINT_IR, `compiler/print_ir.py`)."""
+    if os.environ.get("REVERIE_VERIFY_LOOPS") == "1":
+        verify_program(program)
     show(pass_name, f"@{program.name}", lambda: format_program(program))
     return program
 
