@@ -33,6 +33,7 @@ from pathlib import Path
 
 import reverie.compiler
 import reverie.dsl
+from reverie.compiler.print_ir import observing
 
 from . import cache
 
@@ -61,7 +62,10 @@ def artifact_key(kind: str, *parts: object) -> str:
 
 
 def load(key: str) -> object | None:
-    """The artifact stored under `key`, or None (missing, or written by other code)."""
+    """The artifact stored under `key`, or None (missing, or written by other code; or
+    REVERIE_PRINT_IR is set, whose passes must then run to be printed)."""
+    if observing():
+        return None
     data = cache.load(key)
     if data is None:
         return None

@@ -60,7 +60,7 @@ import llvmlite
 import llvmlite.binding as llvm
 from llvmlite.binding.newpassmanagers import NewPassManager
 
-from reverie.compiler.print_ir import show
+from reverie.compiler.print_ir import observing, show
 
 from . import cache
 
@@ -71,6 +71,7 @@ _library_numbers = itertools.count()
 _EXTERNAL_DEFINE = re.compile(r'^define\s+([^@\n]*)@("?)([^"(\s]+)\2\(', re.MULTILINE)
 _LOCAL_LINKAGES = frozenset({"internal", "private", "available_externally"})
 _LIBRARIES: weakref.WeakSet[llvm.ResourceTracker] = weakref.WeakSet()
+# loaded modules by (pipeline, IR text) or, for `remembered_module`, (pipeline, its key)
 _LIVE_MODULES: weakref.WeakValueDictionary[tuple[Pipeline | None, str], JitModule] = \
     weakref.WeakValueDictionary()
 
@@ -431,8 +432,19 @@ def remembered_module(key: str, make_ir: Callable[[], str], *, name: str,
     """`compile_module(make_ir())`, remembered under `key` (a key of what determines the IR,
     such as `artifacts.artifact_key`, which must also cover the host): a later process
     finds the object code's key and symbols under `key` and loads the object code without
-    making the IR (`make_ir` runs only if the IR is asked for)."""
-    remembered = cache.load(key)
+    making the IR (`make_ir` runs only if the IR is asked for). Like `shared_module`, a
+    module still loaded under `key` is handed out again."""
+    live = _LIVE_MODULES.get((pipeline, key))
+    if live is None:
+        live = _LIVE_MODULES.setdefault((pipeline, key), _remembered(key, make_ir, name, pipeline))
+    return live
+
+
+def _remembered(key: str, make_ir: Callable[[], str], name: str,
+                pipeline: Pipeline | None) -> JitModule:
+    """`remembered_module` without the sharing of loaded modules (and without the look-up
+    under `key` while REVERIE_PRINT_IR wants the code generator's output)."""
+    remembered = None if observing() else cache.load(key)
     if remembered is not None:
         object_key, *symbols = remembered.decode("ascii", "replace").split("\n")
         code = cache.load(object_key)
