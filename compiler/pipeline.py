@@ -39,20 +39,20 @@ from reverie.compiler.ir.printer import format_function
 from reverie.compiler.ir.types import TensorType
 from reverie.compiler.lazy import lazy
 from reverie.compiler.print_ir import show
-from reverie.dsl import ast
 from reverie.dsl.diagnostics import did_you_mean
-from reverie.dsl.printer import format_ast
 
 if TYPE_CHECKING:
     from reverie.compiler.export.mlir import MlirFunction
     from reverie.compiler.loops.fusion import Plan
     from reverie.compiler.loops.ir import Program
+    from reverie.dsl import ast
     from reverie.runtime.jit import JitModule, LlvmModule
 
 
 # What the stages call beyond the front end, each imported when first needed so that
 # `rv.compile` loads no transform or back end it does not use (tests/unit/test_startup.py).
 _parse_text = lazy("reverie.dsl.parser:parse")  # the parser tables: only when parsing
+_format_ast = lazy("reverie.dsl.printer:format_ast")
 _module_lowering = lazy("reverie.compiler.lower:ModuleLowering")
 _grad_function = lazy("reverie.compiler.transforms.reverse:grad_function")
 _vjp_function = lazy("reverie.compiler.transforms.reverse:vjp_function")
@@ -123,7 +123,7 @@ class MlirExport:
 
 def _parse(source: str, request: Request) -> ast.Module:
     module = _parse_text(source, request.filename)
-    show("parse", request.filename, lambda: format_ast(module))
+    show("parse", request.filename, lambda: _format_ast(module))
     return module
 
 
@@ -254,7 +254,7 @@ class Stage:
 
 
 PARSE = Stage("parse", "dsl.ast.Module: the syntax tree, with source spans",
-              ("parse",), _parse, format_ast)
+              ("parse",), _parse, _format_ast)
 LOWER = Stage("lower", "Function: the typed tensor IR of one function at request.dtype "
               "(type checking included)", ("lower", "simplify"), _lower, format_function)
 REVERSE = Stage("reverse", "Function: its gradient (one scalar float result), else its VJP",

@@ -21,14 +21,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.printer import format_function
+from reverie.compiler.lazy import lazy
 from reverie.compiler.pipeline import Request, back_end_start, climb, compile_source
 from reverie.compiler.pipeline import stage as ladder_stage
 from reverie.compiler.print_ir import capture
 from reverie.dsl.diagnostics import did_you_mean
-from reverie.dsl.printer import format_ast
-from reverie.dsl.printer import format_function as format_ast_function
 from reverie.runtime import artifacts
 from reverie.runtime.call import BoundCall
 from reverie.runtime.lru import LruCache
@@ -74,6 +72,11 @@ IR_STAGES: dict[str, IrStage] = {
     "asm": IrStage(EITHER, "llvm-opt", text=lambda module: module.asm),
 }
 STAGES = tuple(IR_STAGES)
+
+
+interpret = lazy("reverie.compiler.ir.interpreter:interpret")  # the "interp" backend only
+format_ast = lazy("reverie.dsl.printer:format_ast")  # stage "ast" only
+format_ast_function = lazy("reverie.dsl.printer:format_function")
 
 
 class Module:

@@ -47,7 +47,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib.metadata
 import itertools
 import re
 import struct
@@ -281,15 +280,16 @@ def first_exported_symbol(llvm_ir: str) -> str:
     return next(_exported(llvm_ir), "module")
 
 
-def _installed_version() -> str:
-    """The version of the installed Reverie distribution (read without importing `reverie`)."""
+@functools.cache
+def reverie_version() -> str:
+    """The version of the installed Reverie distribution (read when first needed:
+    importlib.metadata takes ~60 ms to import, which a warm start does not pay)."""
+    import importlib.metadata
+
     try:
         return importlib.metadata.version("reverie")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-REVERIE_VERSION = _installed_version()
 
 
 def object_cache_key(llvm_ir: str, pipeline: Pipeline | None = KERNEL_PIPELINE) -> str:
@@ -299,7 +299,7 @@ def object_cache_key(llvm_ir: str, pipeline: Pipeline | None = KERNEL_PIPELINE) 
     parts = (
         _PIPELINE_VERSION,
         repr(pipeline),
-        REVERIE_VERSION,
+        reverie_version(),
         llvmlite.__version__,
         ".".join(map(str, llvm.llvm_version_info)),
         host.triple,

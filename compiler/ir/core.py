@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reverie.dsl.ast import Span
+from reverie.dsl.span import Span
 
 from .dims import Dim
 from .types import TensorType
