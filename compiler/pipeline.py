@@ -30,8 +30,6 @@ Function, as `reverie.Module` specialises and transforms functions itself (and c
 
 from __future__ import annotations
 
-import functools
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,50 +37,36 @@ from typing import TYPE_CHECKING, Any
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.printer import format_function
 from reverie.compiler.ir.types import TensorType
-from reverie.compiler.lower import ModuleLowering
+from reverie.compiler.lazy import lazy
 from reverie.compiler.print_ir import show
-from reverie.dsl import ast
 from reverie.dsl.diagnostics import did_you_mean
-from reverie.dsl.parser import parse
-from reverie.dsl.printer import format_ast
 
 if TYPE_CHECKING:
     from reverie.compiler.export.mlir import MlirFunction
     from reverie.compiler.loops.fusion import Plan
     from reverie.compiler.loops.ir import Program
+    from reverie.dsl import ast
     from reverie.runtime.jit import JitModule, LlvmModule
-
-
-def _lazy(target: str) -> Callable[..., Any]:
-    """The function or class `module:name`, imported on its first call."""
-    module_name, _, attribute = target.partition(":")
-
-    @functools.cache
-    def resolve() -> Callable[..., Any]:
-        return getattr(importlib.import_module(module_name), attribute)
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return resolve()(*args, **kwargs)
-
-    call.__doc__ = f"`{target}` (imported on first use)."
-    return call
 
 
 # What the stages call beyond the front end, each imported when first needed so that
 # `rv.compile` loads no transform or back end it does not use (tests/unit/test_startup.py).
-_grad_function = _lazy("reverie.compiler.transforms.reverse:grad_function")
-_vjp_function = _lazy("reverie.compiler.transforms.reverse:vjp_function")
-_jvp_function = _lazy("reverie.compiler.transforms.forward:jvp_function")
-_batch_function = _lazy("reverie.compiler.transforms.batch:batch_function")
-_plan_block = _lazy("reverie.compiler.loops.fusion:plan_block")
-_lower_to_loops = _lazy("reverie.compiler.transforms.to_loops:lower_to_loops")
-_format_program = _lazy("reverie.compiler.loops.printer:format_program")
-_generate_llvm = _lazy("reverie.compiler.codegen.llvm:generate_llvm")
-_module_name = _lazy("reverie.runtime.jit:first_exported_symbol")
-_llvm_module = _lazy("reverie.runtime.jit:LlvmModule")
-_export_function = _lazy("reverie.compiler.export.mlir:export_function")
-_mlir_module = _lazy("reverie.compiler.export.mlir:mlir_module")
-_mlir_to_llvm_ir = _lazy("reverie.runtime.mlir_backend:mlir_to_llvm_ir")
+_parse_text = lazy("reverie.dsl.parser:parse")  # the parser tables: only when parsing
+_format_ast = lazy("reverie.dsl.printer:format_ast")
+_module_lowering = lazy("reverie.compiler.lower:ModuleLowering")
+_grad_function = lazy("reverie.compiler.transforms.reverse:grad_function")
+_vjp_function = lazy("reverie.compiler.transforms.reverse:vjp_function")
+_jvp_function = lazy("reverie.compiler.transforms.forward:jvp_function")
+_batch_function = lazy("reverie.compiler.transforms.batch:batch_function")
+_plan_block = lazy("reverie.compiler.loops.fusion:plan_block")
+_lower_to_loops = lazy("reverie.compiler.transforms.to_loops:lower_to_loops")
+_format_program = lazy("reverie.compiler.loops.printer:format_program")
+_generate_llvm = lazy("reverie.compiler.codegen.llvm:generate_llvm")
+_module_name = lazy("reverie.runtime.jit:first_exported_symbol")
+_llvm_module = lazy("reverie.runtime.jit:LlvmModule")
+_export_function = lazy("reverie.compiler.export.mlir:export_function")
+_mlir_module = lazy("reverie.compiler.export.mlir:mlir_module")
+_mlir_to_llvm_ir = lazy("reverie.runtime.mlir_backend:mlir_to_llvm_ir")
 
 BACKENDS = ("native", "mlir")
 TRANSFORMS = ("reverse", "forward", "batch")
@@ -138,8 +122,8 @@ class MlirExport:
 
 
 def _parse(source: str, request: Request) -> ast.Module:
-    module = parse(source, request.filename)
-    show("parse", request.filename, lambda: format_ast(module))
+    module = _parse_text(source, request.filename)
+    show("parse", request.filename, lambda: _format_ast(module))
     return module
 
 
@@ -157,7 +141,7 @@ def _function_name(module: ast.Module, request: Request) -> str:
 
 
 def _lower(module: ast.Module, request: Request) -> Function:
-    return ModuleLowering(module).specialise(_function_name(module, request), request.dtype)
+    return _module_lowering(module).specialise(_function_name(module, request), request.dtype)
 
 
 def _positions(fn: Function, wrt: Sequence[str | int] | None,
@@ -270,7 +254,7 @@ class Stage:
 
 
 PARSE = Stage("parse", "dsl.ast.Module: the syntax tree, with source spans",
-              ("parse",), _parse, format_ast)
+              ("parse",), _parse, _format_ast)
 LOWER = Stage("lower", "Function: the typed tensor IR of one function at request.dtype "
               "(type checking included)", ("lower", "simplify"), _lower, format_function)
 REVERSE = Stage("reverse", "Function: its gradient (one scalar float result), else its VJP",

@@ -92,6 +92,13 @@ def selected_passes(setting: str) -> frozenset[str]:
     return frozenset(names & PASSES.keys())
 
 
+def observing() -> bool:
+    """Whether any pass's output is printed or captured now (a cache that would skip the
+    passes must then let them run)."""
+    return bool(_CAPTURES.get()) or bool(selected_passes(os.environ.get(ENVIRONMENT_VARIABLE,
+                                                                        "")))
+
+
 def show(pass_name: str, subject: str, render: Callable[[], str]) -> None:
     """Hand the result of pass `pass_name` to REVERIE_PRINT_IR and to active captures;
     `render()` formats it and runs only if one of them wants it."""

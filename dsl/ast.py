@@ -13,19 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class Span:
-    """A region of source text: 1-based line and column of its first and last character."""
-
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-
-
-NO_SPAN = Span(0, 0, 0, 0)
-
+from .span import NO_SPAN, Span
 
 # ---------------------------------------------------------------- types
 

@@ -21,6 +21,11 @@ compiled kernel every time at the cost of a dictionary look-up. The cache holds 
 `TRANSFORM_CACHE_SIZE` most recently used transforms of each kernel; a transform dropped
 from it is compiled again when asked for, and its native code is released once nothing
 refers to it.
+
+A kernel's `identity` says what it is: its module's key and function name, then each
+transform that derived it. Its IR per dtype, and what the native backend makes of it, are
+kept under that identity in the whole-pipeline cache (`runtime/artifacts.py`), so a new
+process with a populated cache reaches native code without parsing or transforming.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import numpy as np
 
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.types import FLOAT_DTYPES
+from reverie.runtime import artifacts
 from reverie.runtime.call import bind_arguments, check_arity, finish_results, float_dtype_of
 from reverie.runtime.lru import LruCache
 from reverie.runtime.tape import record_call, records_call
@@ -41,6 +47,14 @@ if TYPE_CHECKING:
 
 Wrt = str | int | Sequence[str | int] | None
 TRANSFORM_CACHE_SIZE = 64
+
+
+def is_plain(value: object) -> bool:
+    """Whether `value` is plain data (strings, numbers, None, tuples of them), whose repr
+    says what it is in every process."""
+    if isinstance(value, tuple):
+        return all(is_plain(v) for v in value)
+    return value is None or isinstance(value, str | int | float | bool)
 
 
 class Kernel:
@@ -64,14 +78,29 @@ class Kernel:
         # specialisation, each falling back to the one before) take the common calls
         self._call: Callable[..., object] = self._call_python
         self._native: set[Function] = set()
+        self.identity: tuple | None = None  # what the kernel is, for the disk cache
 
     def ir_for(self, float_dtype: str = "f32") -> Function:
         """The typed IR with `float` meaning `float_dtype` (built once per dtype; a kernel
         without `float` parameters has one IR whatever the dtype asked for)."""
         float_dtype = self.dtype_key(float_dtype)
-        if float_dtype not in self._ir:
-            self._ir[float_dtype] = self._build(float_dtype)
-        return self._ir[float_dtype]
+        fn = self._ir.get(float_dtype)
+        if fn is None:
+            fn = self._ir[float_dtype] = self._specialise(float_dtype)
+        return fn
+
+    def _specialise(self, float_dtype: str) -> Function:
+        """The IR for `float_dtype`: from the whole-pipeline cache when this kernel has an
+        identity and the IR is there, else built (and kept there)."""
+        if self.identity is None:
+            return self._build(float_dtype)
+        key = artifacts.artifact_key("ir", *self.identity, float_dtype)
+        fn = artifacts.load(key)
+        if not isinstance(fn, Function):
+            fn = self._build(float_dtype)
+            fn.cache_key = key
+            artifacts.store(key, fn)
+        return fn
 
     def dtype_key(self, float_dtype: str) -> str:
         """`float_dtype`, or "f32" for a kernel whose IR does not depend on it."""
@@ -171,7 +200,10 @@ class Kernel:
         resolved parameter positions, options), made by `make()` the first time."""
         kernel = self._transforms.get(key)
         if kernel is None:
-            kernel = self._transforms.setdefault(key, make())
+            made = make()
+            if self.identity is not None and is_plain(key):
+                made.identity = (*self.identity, key)
+            kernel = self._transforms.setdefault(key, made)
         return kernel
 
     def grad(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:

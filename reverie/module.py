@@ -12,27 +12,30 @@ cache: no LLVM optimisation), and its JIT code is unloaded once nothing refers t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.printer import format_function
-from reverie.compiler.lower import ModuleLowering
+from reverie.compiler.lazy import lazy
 from reverie.compiler.pipeline import Request, back_end_start, climb, compile_source
 from reverie.compiler.pipeline import stage as ladder_stage
 from reverie.compiler.print_ir import capture
 from reverie.dsl.diagnostics import did_you_mean
-from reverie.dsl.printer import format_ast
-from reverie.dsl.printer import format_function as format_ast_function
+from reverie.runtime import artifacts
 from reverie.runtime.call import BoundCall
 from reverie.runtime.lru import LruCache
 
 from .kernel import Kernel
+
+if TYPE_CHECKING:
+    from reverie.compiler.lower import ModuleLowering
+    from reverie.dsl import ast
 
 BACKENDS = ("native", "interp", "mlir")
 EXECUTABLE_CACHE_SIZE = 256
@@ -71,6 +74,11 @@ IR_STAGES: dict[str, IrStage] = {
 STAGES = tuple(IR_STAGES)
 
 
+interpret = lazy("reverie.compiler.ir.interpreter:interpret")  # the "interp" backend only
+format_ast = lazy("reverie.dsl.printer:format_ast")  # stage "ast" only
+format_ast_function = lazy("reverie.dsl.printer:format_function")
+
+
 class Module:
     """A compiled Reverie source: its functions, and its IR at every stage."""
 
@@ -82,18 +90,42 @@ class Module:
         self.name = name or "<source>"
         self.backend = backend
         self.checkpoint = checkpoint
-        self.ast = compile_source(source, "parse", Request(filename=self.name))
-        self.lowering = ModuleLowering(self.ast)
-        self.kernels = {fn.name: self._kernel(fn.name) for fn in self.ast.functions}
-        for fn in self.ast.functions:
-            self.lowering.specialise(fn.name, "f32")
+        self.key = artifacts.artifact_key("module", source, self.name, backend, checkpoint)
+        table = artifacts.load(self.key)
+        if not isinstance(table, list):
+            table = self._check()
+            artifacts.store(self.key, table)
+        self.kernels = {name: self._kernel(name, params, dtypes)
+                        for name, params, dtypes in table}
         self._executables: LruCache[Function, Executable] = LruCache(EXECUTABLE_CACHE_SIZE)
 
-    def _kernel(self, name: str) -> Kernel:
-        definition = self.lowering.functions[name]
-        return Kernel(self, name, [p.name for p in definition.params],
-                      [p.type.dtype for p in definition.params],
-                      lambda dtype: self.lowering.specialise(name, dtype))
+    def _check(self) -> list[tuple[str, list[str], list[str]]]:
+        """Parse and type-check every function (raising the source's first error); its
+        function table: names, parameter names and declared dtypes."""
+        for fn in self.ast.functions:
+            self.lowering.specialise(fn.name, "f32")
+        return [(fn.name, [p.name for p in fn.params], [p.type.dtype for p in fn.params])
+                for fn in (self.lowering.functions[f.name] for f in self.ast.functions)]
+
+    @functools.cached_property
+    def ast(self) -> ast.Module:
+        """The parsed source (parsed when first needed: a module whose function table came
+        from the disk cache is not parsed to be called)."""
+        return compile_source(self.source, "parse", Request(filename=self.name))
+
+    @functools.cached_property
+    def lowering(self) -> ModuleLowering:
+        """The module's lowering: its functions' typed IR per dtype (imported here: a
+        module whose IR all comes from the disk cache never loads the lowering)."""
+        from reverie.compiler.lower import ModuleLowering
+
+        return ModuleLowering(self.ast)
+
+    def _kernel(self, name: str, param_names: list[str], dtypes: list[str]) -> Kernel:
+        kernel = Kernel(self, name, list(param_names), list(dtypes),
+                        lambda dtype: self.lowering.specialise(name, dtype))
+        kernel.identity = (self.key, name)
+        return kernel
 
     def executable(self, fn: Function) -> Executable:
         """How IR function `fn` runs on this module's backend (compiled once per function

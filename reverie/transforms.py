@@ -33,14 +33,19 @@ import numpy as np
 from reverie.compiler.ir.core import Block, Function
 from reverie.compiler.ir.dims import evaluate_shape, num_elements
 from reverie.compiler.ir.types import NUMPY_DTYPES
-from reverie.compiler.transforms.batch import batch_function
-from reverie.compiler.transforms.forward import jvp_function
-from reverie.compiler.transforms.jacobian import jacobian_function
-from reverie.compiler.transforms.reverse import grad_function, vjp_function
-from reverie.compiler.transforms.simplify import simplify
+from reverie.compiler.lazy import lazy
 from reverie.runtime.call import ArgumentTypeError, bind_arguments, float_dtype_of
 
 from .kernel import Kernel, Wrt
+
+# The passes run when a transform's IR is first built, which a process finding that IR in
+# the disk cache never does: imported then.
+batch_function = lazy("reverie.compiler.transforms.batch:batch_function")
+jvp_function = lazy("reverie.compiler.transforms.forward:jvp_function")
+jacobian_function = lazy("reverie.compiler.transforms.jacobian:jacobian_function")
+grad_function = lazy("reverie.compiler.transforms.reverse:grad_function")
+vjp_function = lazy("reverie.compiler.transforms.reverse:vjp_function")
+simplify = lazy("reverie.compiler.transforms.simplify:simplify")
 
 
 def select_results(fn: Function, keep: Sequence[int], name: str) -> Function:

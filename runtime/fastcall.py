@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from reverie.compiler.codegen.fastcall import (
+from reverie.compiler.codegen.abi import (
     ARRAY_DATA,
     ARRAY_DESCR,
     ARRAY_FLAGS,

@@ -47,20 +47,19 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib.metadata
 import itertools
 import re
 import struct
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import llvmlite
 import llvmlite.binding as llvm
 from llvmlite.binding.newpassmanagers import NewPassManager
 
-from reverie.compiler.print_ir import show
+from reverie.compiler.print_ir import observing, show
 
 from . import cache
 
@@ -71,6 +70,7 @@ _library_numbers = itertools.count()
 _EXTERNAL_DEFINE = re.compile(r'^define\s+([^@\n]*)@("?)([^"(\s]+)\2\(', re.MULTILINE)
 _LOCAL_LINKAGES = frozenset({"internal", "private", "available_externally"})
 _LIBRARIES: weakref.WeakSet[llvm.ResourceTracker] = weakref.WeakSet()
+# loaded modules by (pipeline, IR text) or, for `remembered_module`, (pipeline, its key)
 _LIVE_MODULES: weakref.WeakValueDictionary[tuple[Pipeline | None, str], JitModule] = \
     weakref.WeakValueDictionary()
 
@@ -280,15 +280,16 @@ def first_exported_symbol(llvm_ir: str) -> str:
     return next(_exported(llvm_ir), "module")
 
 
-def _installed_version() -> str:
-    """The version of the installed Reverie distribution (read without importing `reverie`)."""
+@functools.cache
+def reverie_version() -> str:
+    """The version of the installed Reverie distribution (read when first needed:
+    importlib.metadata takes ~60 ms to import, which a warm start does not pay)."""
+    import importlib.metadata
+
     try:
         return importlib.metadata.version("reverie")
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
-
-
-REVERIE_VERSION = _installed_version()
 
 
 def object_cache_key(llvm_ir: str, pipeline: Pipeline | None = KERNEL_PIPELINE) -> str:
@@ -298,7 +299,7 @@ def object_cache_key(llvm_ir: str, pipeline: Pipeline | None = KERNEL_PIPELINE) 
     parts = (
         _PIPELINE_VERSION,
         repr(pipeline),
-        REVERIE_VERSION,
+        reverie_version(),
         llvmlite.__version__,
         ".".join(map(str, llvm.llvm_version_info)),
         host.triple,
@@ -310,26 +311,37 @@ def object_cache_key(llvm_ir: str, pipeline: Pipeline | None = KERNEL_PIPELINE) 
 
 
 class JitModule:
-    """Native code for one LLVM module, loaded into the process-wide JIT."""
+    """Native code for one LLVM module, loaded into the process-wide JIT.
+
+    `source_ir` is the IR it was compiled from, or (for object code loaded by
+    `remembered_module`) a function that regenerates it when it is first asked for."""
 
     def __init__(
         self,
         name: str,
-        source_ir: str,
+        source_ir: str | Callable[[], str],
         object_code: bytes,
         *,
         optimized_ir: str | None,
         from_cache: bool,
         pipeline: Pipeline | None = KERNEL_PIPELINE,
+        symbols: tuple[str, ...] | None = None,
     ) -> None:
         self.name = name
-        self.source_ir = source_ir
+        self._source_ir = source_ir
         self.from_cache = from_cache
         self.pipeline = pipeline
-        self.symbols = exported_symbols(source_ir)
+        self.symbols = symbols if symbols is not None else exported_symbols(self.source_ir)
         self._optimized_ir = optimized_ir
         self._asm: str | None = None
         self._library = _link(name, object_code, self.symbols)
+
+    @property
+    def source_ir(self) -> str:
+        """The LLVM IR as generated (regenerated on first use when loaded by key)."""
+        if callable(self._source_ir):
+            self._source_ir = self._source_ir()
+        return self._source_ir
 
     def address(self, symbol: str) -> int:
         """The native address of the exported function `symbol`."""
@@ -401,17 +413,57 @@ def _host_object_identity() -> tuple[int, ...] | None:
     return _elf_identity(reference)
 
 
-def _jit_cached(name: str, llvm_ir: str, object_code: bytes,
-                pipeline: Pipeline | None) -> JitModule | None:
+def _jit_cached(name: str, llvm_ir: str | Callable[[], str], object_code: bytes,
+                pipeline: Pipeline | None,
+                symbols: tuple[str, ...] | None = None) -> JitModule | None:
     """The module for cached object code, or None if it is not for this host or fails to link."""
     identity = _elf_identity(object_code)
     if identity is None or identity != _host_object_identity():
         return None
     try:
         return JitModule(name, llvm_ir, object_code, optimized_ir=None, from_cache=True,
-                         pipeline=pipeline)
+                         pipeline=pipeline, symbols=symbols)
     except RuntimeError:
         return None
+
+
+def remembered_module(key: str, make_ir: Callable[[], str], *, name: str,
+                      pipeline: Pipeline | None = KERNEL_PIPELINE) -> JitModule:
+    """`compile_module(make_ir())`, remembered under `key` (a key of what determines the IR,
+    such as `artifacts.artifact_key`, which must also cover the host): a later process
+    finds the object code's key and symbols under `key` and loads the object code without
+    making the IR (`make_ir` runs only if the IR is asked for). Like `shared_module`, a
+    module still loaded under `key` is handed out again."""
+    live = _LIVE_MODULES.get((pipeline, key))
+    if live is None:
+        live = _LIVE_MODULES.setdefault((pipeline, key), _remembered(key, make_ir, name, pipeline))
+    return live
+
+
+def _remembered(key: str, make_ir: Callable[[], str], name: str,
+                pipeline: Pipeline | None) -> JitModule:
+    """`remembered_module` without the sharing of loaded modules (and without the look-up
+    under `key` while REVERIE_PRINT_IR wants the code generator's output)."""
+    remembered = None if observing() else cache.load(key)
+    if remembered is not None:
+        object_key, *symbols = remembered.decode("ascii", "replace").split("\n")
+        code = cache.load(object_key)
+        module = None if code is None else \
+            _jit_cached(name, make_ir, code, pipeline, tuple(symbols))
+        if module is not None:
+            return module
+        cache.discard(key)
+    llvm_ir = make_ir()
+    module = compile_module(llvm_ir, name=name, pipeline=pipeline)
+    note = "\n".join([object_cache_key(llvm_ir, pipeline), *module.symbols])
+    cache.store(key, note.encode("ascii"))
+    return module
+
+
+def host_description() -> str:
+    """The host CPU as code generation sees it: triple, CPU name and features."""
+    host = host_target()
+    return f"{host.triple} {host.cpu_name} {host.features}"
 
 
 def compile_module(llvm_ir: str, *, name: str,

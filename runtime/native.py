@@ -33,10 +33,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from reverie.compiler.codegen.gemm import HELPERS, helper_module, helpers_called
-from reverie.compiler.codegen.irutil import ITEMSIZE
-from reverie.compiler.codegen.llvm import ARRAY_DATA_OFFSET, entry_symbol
-from reverie.compiler.codegen.threads import MAX_TASKS
+from reverie.compiler.codegen.abi import (
+    ARRAY_DATA_OFFSET,
+    HELPERS,
+    ITEMSIZE,
+    MAX_TASKS,
+    entry_symbol,
+    helpers_called,
+)
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import python_expr
 from reverie.compiler.ir.types import NUMPY_DTYPES
@@ -44,9 +48,11 @@ from reverie.compiler.loops.ir import Program, workspace_offsets
 from reverie.compiler.loops.printer import format_program
 from reverie.compiler.pipeline import back_end_start, climb
 
+from . import artifacts
+from .artifacts import artifact_key
 from .call import BoundCall
 from .fastcall import LAYOUT_OK, native_entry
-from .jit import JitModule, Pipeline, compile_module
+from .jit import JitModule, Pipeline, host_description, remembered_module
 
 _KERNELS: weakref.WeakKeyDictionary[Function, NativeKernel] = weakref.WeakKeyDictionary()
 _LOCK = threading.RLock()
@@ -106,8 +112,16 @@ HELPER_PIPELINE = Pipeline(speed_level=2, slp_vectorization=False)
 
 @functools.cache
 def _helper(name: str) -> JitModule:
-    """The compiled module of the run-time helper `name` (once per process)."""
-    return compile_module(helper_module(name), name=name, pipeline=HELPER_PIPELINE)
+    """The compiled module of the run-time helper `name` (once per process; a process that
+    finds it in the disk cache loads it without generating its IR)."""
+    def make_ir() -> str:
+        # the generator, and llvmlite.ir with it, is imported only when the IR is made
+        from reverie.compiler.codegen.gemm import helper_module
+
+        return helper_module(name)
+
+    key = artifact_key("helper", name, HELPER_PIPELINE, host_description())
+    return remembered_module(key, make_ir, name=name, pipeline=HELPER_PIPELINE)
 
 
 @functools.cache
@@ -147,12 +161,26 @@ class NativeKernel:
 
     def _compile(self, fn: Function) -> None:
         """Climb the ladder from `fn` to native code (keeping no reference to `fn`, so the
-        cache entry goes when the Function does)."""
-        stages = climb(fn, start=back_end_start("native"), stop="jit")
-        self.program: Program = stages["to_loops"]
-        self.source_ir: str = stages["codegen"]
-        self._jit: JitModule = stages["jit"]
-        symbol = entry_symbol(self.program)
+        cache entry goes when the Function does). A function with a `cache_key` (a kernel
+        specialisation, see `Kernel.ir_for`) takes its loop program and object code from
+        the whole-pipeline cache when they are there (`runtime/artifacts.py`)."""
+        key = fn.cache_key and artifact_key("native", fn.cache_key, host_description())
+        program = artifacts.load(key) if key else None
+        if not isinstance(program, Program):
+            program = climb(fn, start=back_end_start("native"), stop="to_loops")["to_loops"]
+            if key:
+                artifacts.store(key, program)
+        self.program = program
+        symbol = entry_symbol(program)
+
+        def make_ir() -> str:
+            return climb(program, start="codegen", stop="codegen")["codegen"]
+
+        if key:
+            object_key = artifact_key("native object", fn.cache_key, host_description())
+            self._jit = remembered_module(object_key, make_ir, name=symbol)
+        else:
+            self._jit = climb(program, start="codegen", stop="jit")["jit"]
         self._vectorcall = (self._jit.address(symbol + "_vectorcall")
                             if self.program.boundary is not None and LAYOUT_OK else None)
         self._entry = ENTRY(self._jit.address(symbol))
@@ -187,6 +215,11 @@ class NativeKernel:
     def loop_ir(self) -> str:
         """The loop IR, as text."""
         return format_program(self.program)
+
+    @property
+    def source_ir(self) -> str:
+        """The LLVM IR as generated (made again on first use when loaded from the cache)."""
+        return self._jit.source_ir
 
     @property
     def llvm_ir(self) -> str:

@@ -28,9 +28,8 @@ construction (the tests run every bad-argument case through both).
 objects and dtype descriptors to compare against, `numpy.empty`, the helper table, and
 whether one result is returned as a 1-tuple. The code holds no process addresses, so it
 is cached on disk like the kernel; CPython's functions resolve when the module is linked.
-Object layouts used (CPython 3.11+, NumPy 1.x/2.x; `runtime/fastcall.py` checks them
-before it installs any entry): `ob_type` at 8, a float's value at 16, a tuple's items
-at 24, and an ndarray's data, ndim, shape, descriptor and flags at 16, 24, 32, 56, 64.
+The object layouts it reads are in `abi.py` (CPython 3.11+, NumPy 1.x/2.x; `runtime/fastcall.py`
+checks them before it installs any entry).
 """
 
 from __future__ import annotations
@@ -41,6 +40,26 @@ from reverie.compiler.ir.dims import Dim
 from reverie.compiler.loops.boundary import CallBoundary
 from reverie.compiler.loops.ir import ForLoop, Matmul, Program, workspace_offsets
 
+from .abi import (
+    ARGUMENTS_OFFSET,
+    ARRAY_DATA,
+    ARRAY_DESCR,
+    ARRAY_FLAGS,
+    ARRAY_NDIM,
+    ARRAY_SHAPE,
+    C_CONTIGUOUS,
+    EMPTY,
+    FALLBACK,
+    FIRST_DESCRIPTOR,
+    FLOAT,
+    FLOAT_VALUE,
+    HELPER_TABLE,
+    INT,
+    NDARRAY,
+    OB_TYPE,
+    TUPLE_ITEMS,
+    TUPLE_RESULT,
+)
 from .irutil import (
     F32,
     F64,
@@ -55,15 +74,6 @@ from .irutil import (
     i64,
     index_value,
 )
-
-OB_TYPE, FLOAT_VALUE, TUPLE_ITEMS = 8, 16, 24
-ARRAY_DATA, ARRAY_NDIM, ARRAY_SHAPE, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 64
-C_CONTIGUOUS = 0x1
-ARGUMENTS_OFFSET = 1 << 63  # PY_VECTORCALL_ARGUMENTS_OFFSET, a flag bit in nargsf
-
-# slots of the `self` tuple; then one descriptor per parameter, one dtype per output and
-# one scalar type (numpy.float64, ...) per output
-FALLBACK, NDARRAY, FLOAT, INT, EMPTY, HELPERS, TUPLE_RESULT, FIRST_DESCRIPTOR = range(8)
 
 GIL_FREE_ELEMENTS = 1 << 14  # calls moving at least this many elements release the GIL
 # the Python ints a scalar parameter takes natively (i64: whatever fits; others exactly)
@@ -177,7 +187,7 @@ class _VectorcallEntry:
         if uses_workspace:  # malloc(0) may return NULL: ask for one byte more
             workspace = self._c("PyMem_RawMalloc", b.add(self._size(total), i64(1)))
             self._fall_back_releasing(b.icmp_unsigned("==", workspace, ir.Constant(PTR, None)))
-        helpers = self._field(self._slot(HELPERS), ARRAY_DATA, PTR)
+        helpers = self._field(self._slot(HELPER_TABLE), ARRAY_DATA, PTR)
         status = self._call_kernel(entry, data + outputs + [workspace, helpers])
         if uses_workspace:
             self._c("PyMem_RawFree", workspace)

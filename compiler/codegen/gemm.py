@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS, Matmul, Program
+from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
 
+from .abi import HELPERS, MAX_TASKS
 from .irutil import I64, PTR, REGISTER, alloca, counted_loop, i64, intrinsic, vector_lanes
-from .threads import MAX_TASKS, define_parallel_gemm
+from .threads import define_parallel_gemm
 
 MR, KC, MC, NC = 6, 256, 96, 1024
 PACK_PER_TASK = MC * KC + KC * NC  # f64 elements of packing scratch per thread
@@ -32,9 +33,6 @@ assert MAX_TASKS * PACK_PER_TASK <= MATMUL_PACK_ELEMENTS and MC % MR == 0
 
 SERIAL_TYPE = ir.FunctionType(ir.VoidType(), [I64] * 3 + [PTR, I64, I64] * 3 + [PTR])
 GEMM_TYPE = ir.FunctionType(ir.VoidType(), [*SERIAL_TYPE.args, I64])  # ... pack, threads
-# the run-time helper table passed to every kernel holds these functions, in this order,
-# then the number of threads a matmul may use
-HELPERS = ("rv_gemm_f32", "rv_gemm_f64")
 
 
 def helper_module(name: str) -> str:
@@ -50,12 +48,6 @@ def helper_module(name: str) -> str:
     define_parallel_gemm(ir.Function(module, GEMM_TYPE, name=name), serial, dtype,
                          MR, 2 * vector_lanes(dtype), PACK_PER_TASK * 8)
     return str(module)
-
-
-def helpers_called(program: Program) -> frozenset[str]:
-    """The helpers (names in HELPERS) that the kernel of `program` calls."""
-    return frozenset(f"rv_gemm_{stmt.out.buffer.dtype}" for stmt in program.walk()
-                     if isinstance(stmt, Matmul))
 
 
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:

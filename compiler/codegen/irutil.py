@@ -15,6 +15,8 @@ from llvmlite import ir
 
 from reverie.compiler.ir.dims import Dim, FloorDiv, NonNegative
 
+from .abi import ITEMSIZE
+
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
 PTR = ir.PointerType()
@@ -22,7 +24,6 @@ PTR = ir.PointerType()
 # register types (bool is i1) and memory types (bool is one byte, as in NumPy)
 REGISTER = {"f32": F32, "f64": F64, "i32": I32, "i64": I64, "bool": I1}
 MEMORY = {**REGISTER, "bool": I8}
-ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
 FLOATS = ("f32", "f64")
 
 

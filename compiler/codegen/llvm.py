@@ -56,6 +56,7 @@ from reverie.compiler.loops.ir import (
     workspace_offsets,
 )
 
+from .abi import ARRAY_DATA_OFFSET, entry_symbol
 from .fastcall import define_vectorcall_entry
 from .gemm import GEMM_TYPE, HELPERS
 from .irutil import (
@@ -82,14 +83,6 @@ from .mathlib import MathLib
 from .scalar_ops import ScalarOps
 
 REDUCE_FLAGS = ("reassoc", "nsz", "contract")
-ARRAY_DATA_OFFSET = 16  # bytes from a CPython ndarray object to its data pointer field
-
-
-def entry_symbol(program: Program) -> str:
-    """The exported name of a program's entry function."""
-    return "rv_" + "".join(c if c.isalnum() or c == "_" else "_" for c in program.name)
-
-
 def generate_llvm(program: Program) -> str:
     """The LLVM IR module (text) implementing `program`, with both entry points, and the
     native Python entry (`fastcall.py`) when the program has a call boundary for one."""

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from .abi import MAX_TASKS
 from .irutil import I8, I32, I64, PTR, REGISTER, FunctionPointer, alloca, counted_loop, i64
 
-MAX_TASKS = 4
 PARALLEL_MIN_MACS = 1 << 22
 FIELDS = 13  # M, N, K, A, sa0, sa1, B, sb0, sb1, C, sc0, sc1, pack
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reverie.dsl.ast import Span
+from reverie.dsl.span import Span
 
 from .dims import Dim
 from .types import TensorType
@@ -82,7 +82,9 @@ class Function:
     `constraints` are sizes that must not be negative at run time, with the reason
     (e.g. `N - 1` for `x[1:]`); the call boundary checks them. `value_dims` names the
     dimensions bound by the value of an i64 scalar parameter (name, parameter index), so
-    `for t in 0..steps` has a symbolic trip count.
+    `for t in 0..steps` has a symbolic trip count. `cache_key` names a kernel
+    specialisation in the whole-pipeline cache (`runtime/artifacts.py`); functions that
+    passes derive have none.
     """
 
     name: str
@@ -92,6 +94,12 @@ class Function:
     span: Span | None = None
     constraints: list[tuple[Dim, str]] = field(default_factory=list)
     value_dims: list[tuple[str, int]] = field(default_factory=list)
+    cache_key: str | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields, without what the run time caches on a function (call binders)."""
+        return {name: value for name, value in self.__dict__.items()
+                if name in self.__dataclass_fields__}
 
     @property
     def params(self) -> list[Value]:

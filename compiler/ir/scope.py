@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from reverie.dsl.ast import Span
+from reverie.dsl.span import Span
 
 from .core import Block, Builder, Op, Value
 from .types import TensorType

@@ -240,7 +240,8 @@ def test_directories_are_private_whatever_the_umask(
 
 
 def test_reverie_version_is_in_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert jit.REVERIE_VERSION == importlib.metadata.version("reverie")
+    assert jit.reverie_version() == importlib.metadata.version("reverie")
     current = key_of(2.0)
-    monkeypatch.setattr(jit, "REVERIE_VERSION", jit.REVERIE_VERSION + ".post1")
+    monkeypatch.setattr(jit, "reverie_version", lambda: importlib.metadata.version("reverie")
+                        + ".post1")
     assert key_of(2.0) != current

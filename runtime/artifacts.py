@@ -1,0 +1,87 @@
+"""The whole-pipeline cache: what compiling produced, kept on disk so that a new process
+skips the front end, the passes and LLVM (SPEC §3.1 cache, issue 10's warm start).
+
+The object cache (`jit.py`) is keyed on LLVM IR, so using it still needs the parse, the
+lowering, the passes and the code generator to run. The artifacts here are keyed on what
+*determines* those results instead: the source and options, the function, the chain of
+transforms and the dtype, plus the code fingerprint — every source file of Reverie (path,
+size, modification time), so editing the compiler invalidates everything it wrote. Kinds:
+
+- "module": a source's function table (names, parameter names, declared dtypes), written
+  once the whole source compiled without error (`reverie/module.py`);
+- "ir": one kernel specialisation's tensor IR, a pickled `Function` (`reverie/kernel.py`);
+- "native": the loop program the native backend made of that IR (call layout, error
+  sites, call boundary) and, in `jit.remembered_module`, the key of its object code
+  (`runtime/native.py`).
+
+Entries are stored through `runtime/cache.py`, which authenticates every entry with the
+user's secret: only bytes that this user's processes wrote are ever unpickled. Anything
+that does not unpickle, or does not pickle (IR nested too deep for pickle's recursion),
+is simply not cached.
+
+    key = artifact_key("ir", kernel_identity, "f64")
+    fn = load(key)              # None on a miss
+    store(key, fn)
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import pickle
+from pathlib import Path
+
+import reverie.compiler
+import reverie.dsl
+from reverie.compiler.print_ir import observing
+
+from . import cache
+
+PACKAGE_SOURCES = ("*.py", "*.lark")
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """A hash of the path, size and modification time of every source file of Reverie (the
+    public package, the front end, the compiler and the run time)."""
+    packages = (reverie, reverie.compiler, reverie.dsl)  # reverie: the public package
+    roots = [Path(__file__).parent, *(Path(p) for package in packages for p in package.__path__)]
+    digest = hashlib.sha256()
+    for root in sorted({r.resolve() for r in roots if r.is_dir()}):
+        for pattern in PACKAGE_SOURCES:
+            for path in sorted(root.rglob(pattern)):
+                info = path.stat()
+                digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def artifact_key(kind: str, *parts: object) -> str:
+    """The cache key of an artifact of `kind` determined by `parts` (reprs of plain data)."""
+    text = "\0".join(["reverie-artifact-1", kind, code_fingerprint(), *map(repr, parts)])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def load(key: str) -> object | None:
+    """The artifact stored under `key`, or None (missing, or written by other code; or
+    REVERIE_PRINT_IR is set, whose passes must then run to be printed)."""
+    if observing():
+        return None
+    data = cache.load(key)
+    if data is None:
+        return None
+    try:
+        return pickle.loads(data)
+    except Exception:  # written by another version of a class: rebuild it
+        cache.discard(key)
+        return None
+
+
+def store(key: str, artifact: object) -> None:
+    """Keep `artifact` under `key` (nothing when it does not pickle)."""
+    if not cache.cache_enabled():
+        return
+    try:
+        data = pickle.dumps(artifact, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, RecursionError, TypeError, AttributeError):
+        return
+    cache.store(key, data)
