@@ -7,15 +7,22 @@ shape rule runs.
 
 from __future__ import annotations
 
+from reverie.compiler.ir.ops import unary_builtins
+
 from . import ast
 from .diagnostics import TypeCheckError, error_at
 
-RESERVED = frozenset({
-    "abs", "sign", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
-    "sigmoid", "relu", "softplus", "erf", "floor", "ceil", "max", "min", "pow", "where", "sum",
-    "mean", "prod", "logsumexp", "argmax", "argmin", "softmax", "log_softmax", "transpose",
-    "reshape", "roll", "concat", "stop_gradient", "f32", "f64", "i32", "i64", "bool", "float",
+# The built-ins that are not one elementwise op (SPEC §2.3: reductions, shape functions,
+# composites, casts) and the dtype names; `tests/unit/test_op_table.py` checks that they
+# are exactly the names the lowering implements besides the elementwise ones.
+LANGUAGE_BUILTINS = frozenset({
+    "max", "min", "pow", "where", "sum", "mean", "prod", "logsumexp", "argmax", "argmin",
+    "softmax", "log_softmax", "transpose", "reshape", "roll", "concat", "stop_gradient",
+    "f32", "f64", "i32", "i64", "bool", "float",
 })
+# Every built-in name: the elementwise built-ins come from the op table, so a new one is
+# reserved (and cannot be shadowed by a user function) without a change here.
+RESERVED = LANGUAGE_BUILTINS | frozenset(unary_builtins())
 
 
 def _calls(fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef]) -> list[ast.Call]:

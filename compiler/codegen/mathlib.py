@@ -9,254 +9,40 @@ sqrt, floor, ceil and abs map to LLVM intrinsics that vectorise natively. Sin, c
 are the exception: they come from `trig.py` as functions with explicit vector versions,
 which the vectoriser calls instead (a rare branch per vector handles huge arguments).
 
-Method: reduce the argument with exact Cody-Waite steps and exponent bit tricks, evaluate a
-minimax polynomial (fitted with a Remez exchange in mpmath) on the reduced range, rebuild
-the result, then patch special values (+-0, +-inf, NaN, overflow, underflow) with selects so
-that they match NumPy. Measured error bounds: docs/mathlib.md.
-
-The f32 pow is computed in f64. The f64 pow carries log(x) as a double-double and uses
-`llvm.fma` for exact products, which is one instruction on hosts with FMA (every x86-64 since
-2013, every AArch64).
+The bodies live by family: `mathlib_elementary.py` (exp, log, tanh, pow, ...) and
+`mathlib_special.py` (erf, ...); a function added to one of their `BODIES` tables is
+supported here. A function with integer attributes (`polygamma`, order n) takes them as
+keywords and gets one internal function per value: `rv.polygamma.order2.f64`. Method and
+measured error bounds: docs/mathlib.md.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from llvmlite import ir
 
-from . import trig
+from . import mathlib_elementary, mathlib_special, trig
 from .mathlib_emitter import Emitter, Value
-from .mathlib_formats import (
-    F32,
-    F64,
-    INF,
-    LOG2E,
-    LOG_TAIL_F64,
-    TWO_THIRDS_HI,
-    TWO_THIRDS_LO,
-    Format,
-)
+from .mathlib_formats import F32, F64, Format
 
-UNARY = frozenset({
-    "exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "erf",
-    "sigmoid", "softplus", "sqrt", "floor", "ceil", "abs",
-})
-SUPPORTED: frozenset[str] = UNARY | {"pow"}
+_BODIES: dict[str, Callable[..., Value]] = {**mathlib_elementary.BODIES,
+                                            **mathlib_special.BODIES}
 _NATIVE_INTRINSICS = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
                       "abs": "llvm.fabs"}
+SUPPORTED: frozenset[str] = frozenset(_BODIES) | frozenset(_NATIVE_INTRINSICS) | trig.NAMES
+BINARY = frozenset({"pow"})
 
 
-def _reduce_ln2(e: Emitter, x: Value) -> tuple[Value, Value]:
-    """(k, r) with x = k ln2 + r, |r| <= ln2/2, for |x| within the exp clamp range."""
-    k = e.rint(e.mul(x, LOG2E))
-    r = e.fma(k, -e.fmt.ln2_hi, x)
-    return k, e.fma(k, -e.fmt.ln2_lo, r)
+class MathEmitter(Emitter):
+    """The emitter the bodies get: `Emitter` plus `log` and `log1p` (the backend-neutral
+    bodies of `mathlib_special.NEUTRAL` use them besides arithmetic and selects)."""
 
+    def log(self, x: Value) -> Value:
+        return mathlib_elementary.BODIES["log"](self, x)
 
-def _expm1_reduced(e: Emitter, r: Value) -> Value:
-    """expm1(r) for |r| <= ln2/2."""
-    return e.fma(e.mul(r, r), e.poly(r, e.fmt.expm1_poly), r)
-
-
-def _exp_core(e: Emitter, x: Value, lo: Value | None = None) -> Value:
-    """exp(x + lo) for any x that is not NaN (lo: a small correction, used by pow)."""
-    k, r = _reduce_ln2(e, e.clamp(x, e.fmt.exp_min, e.fmt.exp_max))
-    if lo is not None:
-        r = e.add(r, lo)
-    return e.scale(e.add(1.0, _expm1_reduced(e, r)), k)
-
-
-def _exp(e: Emitter, x: Value) -> Value:
-    """e**x = 2**k * exp(r) with x = k ln2 + r."""
-    return e.select(e.isnan(x), x, _exp_core(e, x))
-
-
-def _expm1(e: Emitter, x: Value) -> Value:
-    """e**x - 1 = t expm1(r) + (t - 1) with t = 2**k; plain 2**k e**r where t - 1 == t."""
-    fmt = e.fmt
-    k, r = _reduce_ln2(e, e.clamp(x, fmt.expm1_min, fmt.exp_max))
-    em1 = _expm1_reduced(e, r)
-    half = e.floor(e.mul(k, 0.5))
-    low_scale, high_scale = e.pow2(half), e.pow2(e.sub(k, half))
-    t = e.mul(low_scale, high_scale)
-    near = e.fma(t, em1, e.sub(t, 1.0))
-    far = e.mul(e.mul(e.add(1.0, em1), low_scale), high_scale)
-    result = e.select(e.cmp(">", k, fmt.mantissa_bits + 2), far, near)
-    return e.select(e.cmp_unordered("==", x, 0.0), x, result)
-
-
-def _log_reduced(e: Emitter, k: Value, f: Value, c: Value | None = None) -> Value:
-    """k ln2 + log(1 + f) + c for sqrt(1/2) - 1 <= f < sqrt(2) - 1 and a tiny correction c."""
-    fmt = e.fmt
-    s = e.div(f, e.add(2.0, f))
-    z = e.mul(s, s)
-    tail = e.mul(z, e.poly(z, fmt.log_poly))
-    half_f2 = e.mul(e.mul(0.5, f), f)
-    low = e.mul(k, fmt.ln2_lo)
-    if c is not None:
-        low = e.add(low, c)
-    inner = e.fma(s, e.add(half_f2, tail), low)
-    return e.sub(e.mul(k, fmt.ln2_hi), e.sub(e.sub(half_f2, inner), f))
-
-
-def _log_positive(e: Emitter, x: Value) -> Value:
-    """log(x) for finite x > 0, subnormals included."""
-    fmt = e.fmt
-    shift = fmt.mantissa_bits + 2
-    tiny = e.cmp("<", x, 2.0 ** (1 - fmt.bias))
-    k, m = e.split_exponent(e.select(tiny, e.mul(x, 2.0**shift), x))
-    k = e.sub(k, e.select(tiny, float(shift), 0.0))
-    return _log_reduced(e, k, e.sub(m, 1.0))
-
-
-def _log(e: Emitter, x: Value) -> Value:
-    """log x, with log 0 = -inf and NaN for x < 0."""
-    result = _log_positive(e, x)
-    result = e.select(e.cmp("==", x, INF), x, result)
-    result = e.select(e.cmp("==", x, 0.0), -INF, result)
-    return e.select(e.cmp_unordered("<", x, 0.0), math.nan, result)
-
-
-def _log1p(e: Emitter, x: Value) -> Value:
-    """log(1 + x) = log u + c/u, where u = fl(1 + x) and c = (1 + x) - u exactly."""
-    u = e.add(1.0, x)
-    k, m = e.split_exponent(u)
-    rounding = e.select(e.cmp(">=", k, 2.0), e.sub(1.0, e.sub(u, x)), e.sub(x, e.sub(u, 1.0)))
-    exact = e.cmp("==", k, 0.0)
-    f = e.select(exact, x, e.sub(m, 1.0))
-    c = e.select(exact, 0.0, e.div(rounding, u))
-    result = _log_reduced(e, k, f, c)
-    result = e.select(e.cmp("==", x, INF), x, result)
-    result = e.select(e.cmp("==", x, -1.0), -INF, result)
-    result = e.select(e.cmp_unordered("<", x, -1.0), math.nan, result)
-    return e.select(e.cmp("==", x, 0.0), x, result)
-
-
-def _tanh(e: Emitter, x: Value) -> Value:
-    """tanh|x| = -t/(t+2) with t = expm1(-2|x|) below 1, else 1 - 2/(t+2) with t = expm1(2|x|)."""
-    ax = e.clamp(e.fabs(x), 0.0, e.fmt.tanh_max)
-    small = e.cmp("<", ax, 1.0)
-    k, r = _reduce_ln2(e, e.mul(e.select(small, -2.0, 2.0), ax))
-    scale = e.pow2(k)
-    t = e.fma(scale, _expm1_reduced(e, r), e.sub(scale, 1.0))
-    quotient = e.div(e.select(small, e.neg(t), 2.0), e.add(t, 2.0))
-    result = e.copysign(e.select(small, quotient, e.sub(1.0, quotient)), x)
-    return e.select(e.isnan(x), x, result)
-
-
-def _sigmoid(e: Emitter, x: Value) -> Value:
-    """1 / (1 + e**-x) for x >= 0, e**x / (1 + e**x) below: no overflow either side."""
-    ex = _exp_core(e, e.neg(e.fabs(x)))
-    numerator = e.select(e.cmp(">=", x, 0.0), 1.0, ex)
-    result = e.div(numerator, e.add(1.0, ex))
-    return e.select(e.isnan(x), x, result)
-
-
-def _softplus(e: Emitter, x: Value) -> Value:
-    """log(1 + e**x) = log1p(e**-|x|) + max(x, 0)."""
-    ex = _exp_core(e, e.neg(e.fabs(x)))
-    result = e.add(_log1p(e, ex), e.select(e.cmp(">", x, 0.0), x, 0.0))
-    return e.select(e.isnan(x), x, result)
-
-
-def _erf(e: Emitter, x: Value) -> Value:
-    """x + x E(x^2) near 0; 1 - e**(-x^2) G(|x|) (G: erfc scaled, two pieces) further out."""
-    fmt = e.fmt
-    z = e.mul(x, x)
-    small = e.fma(x, e.poly(z, fmt.erf_small_poly), x)
-    ax = e.clamp(e.fabs(x), 0.0, fmt.erf_max)
-    upper = e.cmp(">=", ax, 2.0)
-    lower_poly, upper_poly = fmt.erfcx_polys
-    coeffs = [e.select(upper, hi, lo) for lo, hi in zip(lower_poly, upper_poly, strict=True)]
-    centre = e.select(upper, fmt.erfcx_centres[1], fmt.erfcx_centres[0])
-    erfcx = e.poly(e.sub(ax, centre), coeffs)
-    erfc = e.mul(_exp_core(e, e.neg(e.mul(ax, ax))), erfcx)
-    large = e.copysign(e.sub(1.0, erfc), x)
-    result = e.select(e.cmp("<", e.fabs(x), 0.84375), small, large)
-    return e.select(e.isnan(x), x, result)
-
-
-def _log_double_double(d: Emitter, x: Value) -> tuple[Value, Value]:
-    """log(x) as hi + lo, about 2**-65 relative, for finite x > 0 (f64 only)."""
-    shift = 54
-    tiny = d.cmp("<", x, 2.0**-1022)
-    k, m = d.split_exponent(d.select(tiny, d.mul(x, 2.0**shift), x))
-    k = d.sub(k, d.select(tiny, float(shift), 0.0))
-    u = d.sub(m, 1.0)
-    v = d.add(1.0, m)
-    v_lo = d.sub(m, d.sub(v, 1.0))
-    s = d.div(u, v)
-    s_lo = d.div(d.sub(d.exact_fma(d.neg(s), v, u), d.mul(s, v_lo)), v)
-    z = d.mul(s, s)
-    z_lo = d.exact_fma(s, s, d.neg(z))
-    cube = d.mul(s, z)
-    cube_lo = d.add(d.exact_fma(s, z, d.neg(cube)),
-                    d.add(d.mul(s, z_lo), d.mul(d.mul(3.0, z), s_lo)))
-    third = d.mul(cube, TWO_THIRDS_HI)
-    third_lo = d.add(d.exact_fma(cube, TWO_THIRDS_HI, d.neg(third)),
-                     d.add(d.mul(cube_lo, TWO_THIRDS_HI), d.mul(cube, TWO_THIRDS_LO)))
-    tail = d.mul(d.mul(cube, z), d.poly(z, LOG_TAIL_F64))
-    two_s = d.mul(2.0, s)
-    head = d.add(two_s, third)
-    head_lo = d.sub(third, d.sub(head, two_s))
-    whole = d.mul(k, F64.ln2_hi)
-    total = d.add(whole, head)
-    back = d.sub(total, whole)
-    total_lo = d.add(d.sub(whole, d.sub(total, back)), d.sub(head, back))
-    low_terms = (head_lo, d.mul(2.0, s_lo), third_lo, tail, d.mul(k, F64.ln2_lo))
-    low = total_lo
-    for term in low_terms:
-        low = d.add(low, term)
-    hi = d.add(total, low)
-    return hi, d.sub(low, d.sub(hi, total))
-
-
-def _pow(e: Emitter, x: Value, y: Value) -> Value:
-    """x**y = e**(y log|x|) in f64 (log in double-double for f64), C99/NumPy special cases."""
-    d = e.wide()
-    x, y = d.extend(x), d.extend(y)
-    ax = d.fabs(x)
-    regular_base = d.both(d.cmp(">", ax, 0.0), d.cmp("<", ax, INF))
-    base = d.select(regular_base, ax, 1.0)
-    if e.fmt is F64:
-        log_hi, log_lo = _log_double_double(d, base)
-        product = d.mul(y, log_hi)
-        product_lo = d.fma(y, log_lo, d.exact_fma(y, log_hi, d.neg(product)))
-        in_range = d.cmp("<", d.fabs(product), 1000.0)
-        magnitude = _exp_core(d, product, d.select(in_range, product_lo, 0.0))
-    else:
-        magnitude = _exp_core(d, d.mul(y, _log_positive(d, base)))
-    y_negative = d.cmp("<", y, 0.0)
-    zero_or_inf = d.b.icmp_unsigned("==", d.cmp("==", ax, 0.0), y_negative)
-    magnitude = d.select(regular_base, magnitude, d.select(zero_or_inf, INF, 0.0))
-    grows = d.b.icmp_unsigned("==", d.cmp("<", ax, 1.0), y_negative)
-    infinite_y = d.select(d.cmp("==", ax, 1.0), 1.0, d.select(grows, INF, 0.0))
-    magnitude = d.select(d.cmp("==", d.fabs(y), INF), infinite_y, magnitude)
-    y_integral = d.cmp("==", d.floor(y), y)
-    half_y = d.mul(y, 0.5)
-    y_odd = d.both(y_integral, d.cmp("!=", d.floor(half_y), half_y))
-    result = d.select(d.both(d.sign_bit_set(x), y_odd), d.neg(magnitude), magnitude)
-    negative_finite = d.both(d.cmp("<", x, 0.0), d.cmp(">", x, -INF))
-    any_nan = d.b.fcmp_unordered("uno", x, y)
-    invalid = d.either(d.both(negative_finite, d.b.not_(y_integral)), any_nan)
-    result = d.select(invalid, math.nan, result)
-    result = d.select(d.either(d.cmp("==", y, 0.0), d.cmp("==", x, 1.0)), 1.0, result)
-    return d.narrow(result, e.fmt)
-
-
-_BODIES: dict[str, Callable[..., Value]] = {
-    "exp": _exp,
-    "expm1": _expm1,
-    "log": _log,
-    "log1p": _log1p,
-    "tanh": _tanh,
-    "erf": _erf,
-    "sigmoid": _sigmoid,
-    "softplus": _softplus,
-    "pow": _pow,
-}
+    def log1p(self, x: Value) -> Value:
+        return mathlib_elementary.BODIES["log1p"](self, x)
 
 
 class MathLib:
@@ -265,11 +51,12 @@ class MathLib:
     def __init__(self, module: ir.Module) -> None:
         self.module = module
 
-    def call(self, builder: ir.IRBuilder, name: str, args: list[Value]) -> Value:
-        """Emit `name(*args)`; the argument type (float or double) selects f32 or f64."""
+    def call(self, builder: ir.IRBuilder, name: str, args: list[Value], **attrs: int) -> Value:
+        """Emit `name(*args)`; the argument type (float or double) selects f32 or f64;
+        `attrs` are the function's integer attributes (`order=2`)."""
         if name not in SUPPORTED:
             raise ValueError(f"unknown math function {name!r}; supported: {sorted(SUPPORTED)}")
-        arity = 2 if name == "pow" else 1
+        arity = 2 if name in BINARY else 1
         if len(args) != arity or any(a.type != args[0].type for a in args):
             raise ValueError(f"{name} takes {arity} argument(s) of one float type")
         fmt = _format_of(args[0].type)
@@ -277,11 +64,12 @@ class MathLib:
             return Emitter(builder, fmt).intrinsic(_NATIVE_INTRINSICS[name], *args)
         if name in trig.NAMES:
             return trig.call(builder, name, fmt, args[0])
-        return builder.call(self._function(name, fmt, arity), args)
+        return builder.call(self._function(name, fmt, arity, attrs), args)
 
-    def _function(self, name: str, fmt: Format, arity: int) -> ir.Function:
-        """The internal function `rv.<name>.<fmt>`, defined on first use."""
-        symbol = f"rv.{name}.{fmt.name}"
+    def _function(self, name: str, fmt: Format, arity: int, attrs: dict[str, int]) -> ir.Function:
+        """The internal function `rv.<name>[.<attr><value>...].<fmt>`, defined on first use."""
+        suffix = "".join(f".{key}{value}" for key, value in sorted(attrs.items()))
+        symbol = f"rv.{name}{suffix}.{fmt.name}"
         existing = self.module.globals.get(symbol)
         if existing is not None:
             return existing
@@ -291,7 +79,7 @@ class MathLib:
         fn.attributes.add("alwaysinline")
         fn.attributes.add("nounwind")
         builder = ir.IRBuilder(fn.append_basic_block("entry"))
-        builder.ret(_BODIES[name](Emitter(builder, fmt), *fn.args))
+        builder.ret(_BODIES[name](MathEmitter(builder, fmt), *fn.args, **attrs))
         return fn
 
 

@@ -39,8 +39,8 @@ class Emitter:
         return ir.Constant(self._of(element), v if self.lanes == 1 else [v] * self.lanes)
 
     def wide(self) -> Emitter:
-        """An emitter for f64, with as many lanes, at the same position."""
-        return Emitter(self.b, F64, self.lanes)
+        """An emitter of the same class for f64, with as many lanes, at the same position."""
+        return type(self)(self.b, F64, self.lanes)
 
     def value(self, v: Value | float) -> Value:
         """`v` itself, or a constant of this format for a Python number."""

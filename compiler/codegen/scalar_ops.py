@@ -1,8 +1,11 @@
 """LLVM IR for one scalar operation of the loop IR, with NumPy's semantics.
 
 Consumes an op name (the tensor-IR elementwise names, plus the loop IR's `in_bounds`), its
-operands as llvmlite values and the operand/result dtypes; produces the result value.
-Choices that matter:
+operands as llvmlite values and the operand/result dtypes; produces the result value. Each
+op's code is its rule in `RULES`, keyed by op and operand dtype class; the float rules of
+the op table's `math` ops (`ir/elementwise.py`) call the math library, generated from the
+declarations. An op without a rule for its dtype is a CompileError naming it, raised while
+the module is generated, before anything is compiled. Choices that matter:
 
 - floats: no `fast`/`nnan` flags, so NaN and infinities behave as in NumPy; `contract` lets
   LLVM fuse multiply-adds. Transcendentals come from `MathLib` (vectorisable inline code).
@@ -16,15 +19,52 @@ Choices that matter:
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from llvmlite import ir
+
+from reverie.compiler.ir.elementwise import ELEMENTWISE, Elementwise
+from reverie.compiler.ir.ops import dtype_class, missing_rule
 
 from .irutil import FLOATS, I1, REGISTER, constant, intrinsic
 
 FLAGS = ("contract",)
-MATH_UNARY = ("abs", "exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tan", "tanh",
-              "sigmoid", "softplus", "erf", "floor", "ceil")
 COMPARISONS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+@dataclass
+class Call:
+    """One scalar op being emitted: its operands, their dtype (the branches' for `select`,
+    the source's for `cast`) and the result dtype."""
+
+    ops: ScalarOps
+    b: ir.IRBuilder
+    args: list[ir.Value]
+    dtype: str
+    result: str
+
+    @property
+    def x(self) -> ir.Value:
+        return self.args[0]
+
+    @property
+    def y(self) -> ir.Value:
+        return self.args[1]
+
+
+Rule = Callable[[Call], ir.Value]
+RULES: dict[tuple[str, str], Rule] = {}   # (op, dtype class) -> how to emit it
+
+
+def rule(classes: tuple[str, ...], *names: str) -> Callable[[Rule], Rule]:
+    """Register `fn` as the rule of ops `names` on operands of the dtype `classes`."""
+    def register(fn: Rule) -> Rule:
+        for name in names:
+            for kind in classes:
+                RULES[name, kind] = fn
+        return fn
+
+    return register
 
 
 class ScalarOps:
@@ -36,55 +76,15 @@ class ScalarOps:
 
     def emit(self, b: ir.IRBuilder, op: str, args: list[ir.Value], arg_dtypes: list[str],
              dtype: str) -> ir.Value:
-        """The value of `op(args)`; `dtype` is the result dtype."""
-        kind = arg_dtypes[0] if arg_dtypes else dtype
-        if op == "cast":
-            return self.cast(b, args[0], arg_dtypes[0], dtype)
-        if op == "select":
-            return b.select(args[0], args[1], args[2])
-        if op == "stop_gradient":
-            return args[0]
-        if op == "in_bounds":
-            return b.icmp_unsigned("<", args[0], args[1])
-        if op in COMPARISONS:
-            return self._compare(b, op, args[0], args[1], kind)
-        if kind in FLOATS:
-            return self._float(b, op, args, kind)
-        if kind == "bool":
-            return self._bool(b, op, args)
-        return self._int(b, op, args, kind)
+        """The value of `op(args)`; `dtype` is the result dtype (a CompileError naming the
+        op when no rule covers its operand dtype)."""
+        operand = arg_dtypes[1] if op == "select" else arg_dtypes[0] if arg_dtypes else dtype
+        found = RULES.get((op, dtype_class(operand)))
+        if found is None:
+            raise missing_rule(op, f"the native backend's scalar code for {operand}")
+        return found(Call(self, b, args, operand, dtype))
 
     # ------------------------------------------------------------ floats
-
-    def _float(self, b: ir.IRBuilder, op: str, args: list[ir.Value], dtype: str) -> ir.Value:
-        x = args[0]
-        one, zero = constant(dtype, 1.0), constant(dtype, 0.0)
-        if op in MATH_UNARY:
-            return self.math.call(b, op, [x])
-        binary: dict[str, Callable[[], ir.Value]] = {
-            "add": lambda: b.fadd(x, args[1], flags=FLAGS),
-            "sub": lambda: b.fsub(x, args[1], flags=FLAGS),
-            "mul": lambda: b.fmul(x, args[1], flags=FLAGS),
-            "div": lambda: b.fdiv(x, args[1], flags=FLAGS),
-            "pow": lambda: self.math.call(b, "pow", [x, args[1]]),
-            "maximum": lambda: self._float_extreme(b, x, args[1], ">="),
-            "minimum": lambda: self._float_extreme(b, x, args[1], "<="),
-            "floordiv": lambda: self._float_divmod(b, x, args[1], dtype)[0],
-            "mod": lambda: self._float_divmod(b, x, args[1], dtype)[1],
-        }
-        if op in binary:
-            return binary[op]()
-        if op == "neg":
-            return b.fneg(x)
-        if op == "rsqrt":
-            return b.fdiv(one, self.math.call(b, "sqrt", [x]))
-        if op == "relu":
-            return b.select(b.fcmp_ordered("<", x, zero), zero, x)
-        if op == "sign":
-            sign = b.select(b.fcmp_ordered("<", x, zero), constant(dtype, -1.0), zero)
-            sign = b.select(b.fcmp_ordered(">", x, zero), one, sign)
-            return b.select(b.fcmp_unordered("uno", x, x), x, sign)
-        raise NotImplementedError(f"no float lowering for '{op}'")
 
     def _float_extreme(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value,
                        order: str) -> ir.Value:
@@ -114,29 +114,7 @@ class ScalarOps:
         by_zero = b.fcmp_ordered("==", y, zero)
         return b.select(by_zero, quotient, floor), mod
 
-    # ------------------------------------------------------------ integers and bools
-
-    def _int(self, b: ir.IRBuilder, op: str, args: list[ir.Value], dtype: str) -> ir.Value:
-        x = args[0]
-        type_ = REGISTER[dtype]
-        zero = ir.Constant(type_, 0)
-        if op == "neg":
-            return b.sub(zero, x)
-        if op == "abs":
-            return b.call(intrinsic(self.module, "llvm.abs", type_, [type_, I1]),
-                          [x, ir.Constant(I1, 0)])
-        if op == "sign":
-            positive = b.zext(b.icmp_signed(">", x, zero), type_)
-            return b.sub(positive, b.zext(b.icmp_signed("<", x, zero), type_))
-        y = args[1]
-        if op in ("add", "sub", "mul"):
-            return {"add": b.add, "sub": b.sub, "mul": b.mul}[op](x, y)
-        if op in ("maximum", "minimum"):
-            name = "llvm.smax" if op == "maximum" else "llvm.smin"
-            return b.call(intrinsic(self.module, name, type_, [type_, type_]), [x, y])
-        if op in ("floordiv", "mod"):
-            return self._int_divmod(b, x, y, type_)[op == "mod"]
-        raise NotImplementedError(f"no integer lowering for '{op}'")
+    # ------------------------------------------------------------ integers
 
     def _int_divmod(self, b: ir.IRBuilder, x: ir.Value, y: ir.Value,
                     type_: ir.IntType) -> tuple[ir.Value, ir.Value]:
@@ -153,25 +131,6 @@ class ScalarOps:
         quotient = b.select(by_minus_one, b.sub(zero, x), quotient)
         return (b.select(by_zero, zero, quotient),
                 b.select(b.or_(by_zero, by_minus_one), zero, remainder))
-
-    def _bool(self, b: ir.IRBuilder, op: str, args: list[ir.Value]) -> ir.Value:
-        if op == "not":
-            return b.not_(args[0])
-        if op == "and":
-            return b.and_(args[0], args[1])
-        if op == "or":
-            return b.or_(args[0], args[1])
-        raise NotImplementedError(f"no bool lowering for '{op}'")
-
-    def _compare(self, b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value,
-                 dtype: str) -> ir.Value:
-        symbol = COMPARISONS[op]
-        if dtype in FLOATS:
-            return b.fcmp_unordered(symbol, x, y) if op == "ne" else \
-                b.fcmp_ordered(symbol, x, y)
-        if dtype == "bool":
-            return b.icmp_unsigned(symbol, x, y)
-        return b.icmp_signed(symbol, x, y)
 
     # ------------------------------------------------------------ casts
 
@@ -206,3 +165,111 @@ class ScalarOps:
                       b.fcmp_ordered("<", x, constant(source, limit)))
         truncated = b.fptosi(b.select(fits, x, constant(source, 0.0)), to)
         return b.select(fits, truncated, ir.Constant(to, -(2 ** (to.width - 1))))
+
+
+
+# ---------------------------------------------------------------- the rules
+
+FLOAT, INT, BOOL, ALL = ("float",), ("int",), ("bool",), ("float", "int", "bool")
+
+rule(ALL, "stop_gradient")(lambda c: c.x)
+rule(ALL, "select")(lambda c: c.b.select(c.args[0], c.args[1], c.args[2]))
+rule(ALL, "cast")(lambda c: c.ops.cast(c.b, c.x, c.dtype, c.result))
+rule(INT, "in_bounds")(lambda c: c.b.icmp_unsigned("<", c.x, c.y))  # loop IR: 0 <= x < y
+
+
+def _comparison(name: str) -> Rule:
+    """Ordered float comparisons (`ne` unordered: NaN != NaN), signed integers, bools."""
+    symbol = COMPARISONS[name]
+
+    def emit(c: Call) -> ir.Value:
+        if c.dtype in FLOATS:
+            return c.b.fcmp_unordered(symbol, c.x, c.y) if name == "ne" else \
+                c.b.fcmp_ordered(symbol, c.x, c.y)
+        if c.dtype == "bool":
+            return c.b.icmp_unsigned(symbol, c.x, c.y)
+        return c.b.icmp_signed(symbol, c.x, c.y)
+
+    return emit
+
+
+for _name in COMPARISONS:
+    rule(ALL, _name)(_comparison(_name))
+
+
+def _math_function(row: Elementwise) -> Rule:
+    """A call of the math library's function of the op's name; integer attributes arrive
+    as trailing constant operands (`polygamma %x, 2`) and are passed on by name."""
+    def emit(c: Call) -> ir.Value:
+        attrs = {a: int(v.constant) for a, v in zip(row.attrs, c.args[row.arity:], strict=True)}
+        return c.ops.math.call(c.b, row.name, c.args[:row.arity], **attrs)
+
+    return emit
+
+
+for _row in ELEMENTWISE.values():
+    if _row.math:
+        rule(FLOAT, _row.name)(_math_function(_row))
+
+rule(FLOAT, "add")(lambda c: c.b.fadd(c.x, c.y, flags=FLAGS))
+rule(FLOAT, "sub")(lambda c: c.b.fsub(c.x, c.y, flags=FLAGS))
+rule(FLOAT, "mul")(lambda c: c.b.fmul(c.x, c.y, flags=FLAGS))
+rule(FLOAT, "div")(lambda c: c.b.fdiv(c.x, c.y, flags=FLAGS))
+rule(FLOAT, "maximum")(lambda c: c.ops._float_extreme(c.b, c.x, c.y, ">="))
+rule(FLOAT, "minimum")(lambda c: c.ops._float_extreme(c.b, c.x, c.y, "<="))
+rule(FLOAT, "floordiv")(lambda c: c.ops._float_divmod(c.b, c.x, c.y, c.dtype)[0])
+rule(FLOAT, "mod")(lambda c: c.ops._float_divmod(c.b, c.x, c.y, c.dtype)[1])
+rule(FLOAT, "neg")(lambda c: c.b.fneg(c.x))
+rule(FLOAT, "rsqrt")(lambda c: c.b.fdiv(constant(c.dtype, 1.0),
+                                        c.ops.math.call(c.b, "sqrt", [c.x])))
+
+
+@rule(FLOAT, "relu")
+def _relu(c: Call) -> ir.Value:
+    zero = constant(c.dtype, 0.0)
+    return c.b.select(c.b.fcmp_ordered("<", c.x, zero), zero, c.x)
+
+
+@rule(FLOAT, "sign")
+def _float_sign(c: Call) -> ir.Value:
+    """-1, 0 or 1; NaN stays NaN (and -0 gives 0)."""
+    b, x, zero = c.b, c.x, constant(c.dtype, 0.0)
+    sign = b.select(b.fcmp_ordered("<", x, zero), constant(c.dtype, -1.0), zero)
+    sign = b.select(b.fcmp_ordered(">", x, zero), constant(c.dtype, 1.0), sign)
+    return b.select(b.fcmp_unordered("uno", x, x), x, sign)
+
+
+rule(INT, "neg")(lambda c: c.b.sub(ir.Constant(REGISTER[c.dtype], 0), c.x))
+rule(INT, "add")(lambda c: c.b.add(c.x, c.y))
+rule(INT, "sub")(lambda c: c.b.sub(c.x, c.y))
+rule(INT, "mul")(lambda c: c.b.mul(c.x, c.y))
+rule(INT, "floordiv")(lambda c: c.ops._int_divmod(c.b, c.x, c.y, REGISTER[c.dtype])[0])
+rule(INT, "mod")(lambda c: c.ops._int_divmod(c.b, c.x, c.y, REGISTER[c.dtype])[1])
+
+
+def _int_intrinsic(name: str, *extra: ir.Constant) -> Rule:
+    """A call of the LLVM integer intrinsic `name` on the operands (and `extra`)."""
+    def emit(c: Call) -> ir.Value:
+        type_ = REGISTER[c.dtype]
+        types = [type_] * len(c.args) + [e.type for e in extra]
+        return c.b.call(intrinsic(c.ops.module, name, type_, types), [*c.args, *extra])
+
+    return emit
+
+
+rule(INT, "abs")(_int_intrinsic("llvm.abs", ir.Constant(I1, 0)))
+rule(INT, "maximum")(_int_intrinsic("llvm.smax"))
+rule(INT, "minimum")(_int_intrinsic("llvm.smin"))
+
+
+@rule(INT, "sign")
+def _int_sign(c: Call) -> ir.Value:
+    b, type_ = c.b, REGISTER[c.dtype]
+    zero = ir.Constant(type_, 0)
+    positive = b.zext(b.icmp_signed(">", c.x, zero), type_)
+    return b.sub(positive, b.zext(b.icmp_signed("<", c.x, zero), type_))
+
+
+rule(BOOL, "not")(lambda c: c.b.not_(c.x))
+rule(BOOL, "and")(lambda c: c.b.and_(c.x, c.y))
+rule(BOOL, "or")(lambda c: c.b.or_(c.x, c.y))

@@ -10,8 +10,8 @@ buffer filled by one `linalg.generic` whose loops run over the result's shape:
   them, guarded by `scf.if` wherever a position may fall outside (`pad`, `concat`,
   `dynamic_index`);
 - reductions, `argmax`/`argmin` and `matmul` run an `scf.for` nest over the reduced
-  axes inside the body, accumulating in registers (f32 sums and products in f64, as the
-  reference interpreter does).
+  axes inside the body, accumulating in registers (f32 sums and products in f64: the
+  rule of `ir/reduce_kinds.py`).
 
 Rank-0 results skip the loops: the body's scalar is the result.
 """
@@ -23,10 +23,12 @@ from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.dims import num_elements
+from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import dtype_class
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import TensorType
 
-from .mlir_scalar import SCALAR_OPS, Scalars, scalar_op
+from .mlir_scalar import Scalars, scalar_op
 from .mlir_writer import REGISTER, MlirWriter, Tensor
 
 if TYPE_CHECKING:
@@ -119,7 +121,7 @@ def _elementwise(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [out]
 
 
-lowering(*SCALAR_OPS)(_elementwise)
+lowering(*ELEMENTWISE)(_elementwise)
 
 
 @lowering("broadcast")
@@ -306,25 +308,17 @@ def _dynamic_scatter(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
 def reduce_value(w: MlirWriter, kind: str, dtype: str, extents: Sequence[str],
                  element: Callable[[list[str]], str]) -> str:
     """Combine `element(indices)` over a loop nest with `kind` (sum, prod, max, min)."""
-    acc_dtype = "f64" if dtype == "f32" and kind in ("sum", "prod") else dtype
+    reduction = REDUCE_KINDS[kind]
+    acc_dtype = reduction.accumulator_dtype(dtype)
     s = Scalars(w, acc_dtype)
-    if dtype_class(dtype) == "float":
-        identity = {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[kind]
-        combine = {"sum": "arith.addf", "prod": "arith.mulf", "max": "arith.maximumf",
-                   "min": "arith.minimumf"}[kind]
-    else:
-        bits = 64 if dtype == "i64" else 32
-        identity = {"sum": 0, "prod": 1, "max": -2 ** (bits - 1), "min": 2 ** (bits - 1) - 1}[kind]
-        combine = {"sum": "arith.addi", "prod": "arith.muli", "max": "arith.maxsi",
-                   "min": "arith.minsi"}[kind]
 
     def step(indices: list[str], accs: list[str]) -> list[str]:
         value = element(indices)
         if acc_dtype != dtype:
             value = w.assign(f"arith.extf {value} : {REGISTER[dtype]} to {REGISTER[acc_dtype]}")
-        return [s.op(combine, accs[0], value)]
+        return [scalar_op(w, reduction.combine, [accs[0], value], acc_dtype)]
 
-    (total,) = w.loop_nest(extents, [(s.const(identity), s.type)], step)
+    (total,) = w.loop_nest(extents, [(s.const(reduction.identity(acc_dtype)), s.type)], step)
     if acc_dtype != dtype:
         total = w.assign(f"arith.truncf {total} : {REGISTER[acc_dtype]} to {REGISTER[dtype]}")
     return total

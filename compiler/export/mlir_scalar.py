@@ -2,43 +2,33 @@
 
 Consumes an elementwise op name, its operands as SSA scalars (register types: `f32`,
 `f64`, `i32`, `i64`, `i1`) and their IR dtype; produces the SSA scalar of the result,
-with the NumPy semantics of the op table (`compiler/ir/ops.py`):
+with the NumPy semantics of the op table (`compiler/ir/ops.py`). The MLIR op of each
+elementwise op and dtype class is named by its declaration (`ir/elementwise.py`):
 
     scalar_op(w, "tanh", ["%x"], "f32")        # %1 = math.tanh %x : f32
     scalar_op(w, "lt", ["%a", "%b"], "i64")    # %2 = arith.cmpi slt, %a, %b : i64
 
-Ops without a single MLIR counterpart are written out: `sigmoid` and `softplus` in their
-overflow-free forms, float `floordiv`/`mod` as NumPy's `divmod`, integer division guarded
-so that division by 0 gives 0 (as NumPy does) instead of trapping, and float → int casts
-guarded so that NaN, ±inf and out-of-range values give INT_MIN (`arith.fptosi` would give
-poison), as the native backend does.
+Ops without a single MLIR counterpart are written out (`COMPOSITES`): `sigmoid` and
+`softplus` in their overflow-free forms, float `floordiv`/`mod` as NumPy's `divmod`,
+integer division guarded so that division by 0 gives 0 (as NumPy does) instead of
+trapping, and float → int casts guarded so that NaN, ±inf and out-of-range values give
+INT_MIN (`arith.fptosi` would give poison), as the native backend does. Ops that MLIR
+lacks and the math library implements backend-neutrally (`codegen/mathlib_special.NEUTRAL`)
+are that same algorithm, written in arith/math ops by `MlirArith`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from reverie.compiler.ir.ops import dtype_class
+from reverie.compiler.codegen.mathlib_formats import F32, F64, Format
+from reverie.compiler.codegen.mathlib_special import NEUTRAL
+from reverie.compiler.ir.elementwise import ELEMENTWISE
+from reverie.compiler.ir.ops import dtype_class, missing_rule
 
 from .mlir_writer import REGISTER, MlirWriter
 
-FLOAT_UNARY = {
-    "neg": "arith.negf", "abs": "math.absf", "exp": "math.exp", "expm1": "math.expm1",
-    "log": "math.log", "log1p": "math.log1p", "sqrt": "math.sqrt", "sin": "math.sin",
-    "cos": "math.cos", "tan": "math.tan", "tanh": "math.tanh", "erf": "math.erf",
-    "floor": "math.floor", "ceil": "math.ceil",
-}
-FLOAT_BINARY = {
-    "add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf", "div": "arith.divf",
-    "pow": "math.powf", "maximum": "arith.maximumf", "minimum": "arith.minimumf",
-}
-INT_BINARY = {
-    "add": "arith.addi", "sub": "arith.subi", "mul": "arith.muli", "maximum": "arith.maxsi",
-    "minimum": "arith.minsi", "and": "arith.andi", "or": "arith.ori",
-}
-FLOAT_PREDICATES = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
-INT_PREDICATES = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
 WIDTH = {"f32": 32, "f64": 64, "i32": 32, "i64": 64}
 
 
@@ -54,12 +44,14 @@ class Scalars:
         return self.w.typed_const(value, self.dtype)
 
     def op(self, name: str, *args: str) -> str:
-        """`name args : type`, e.g. `arith.addf %a, %b : f32`."""
-        return self.w.assign(f"{name} {', '.join(args)} : {self.type}")
+        """`name args : type`, e.g. `arith.addf %a, %b : f32`; a name with a predicate
+        puts a comma before the operands: `arith.cmpf olt, %a, %b : f32`."""
+        separator = ", " if " " in name else " "
+        return self.w.assign(f"{name}{separator}{', '.join(args)} : {self.type}")
 
     def cmp(self, predicate: str, a: str, b: str) -> str:
         kind = "arith.cmpf" if dtype_class(self.dtype) == "float" else "arith.cmpi"
-        return self.w.assign(f"{kind} {predicate}, {a}, {b} : {self.type}")
+        return self.op(f"{kind} {predicate}", a, b)
 
     def select(self, cond: str, a: str, b: str) -> str:
         return self.w.assign(f"arith.select {cond}, {a}, {b} : {self.type}")
@@ -71,29 +63,28 @@ class Scalars:
 
 def scalar_op(w: MlirWriter, name: str, args: list[str], dtype: str,
               attrs: dict[str, Any] | None = None) -> str:
-    """The result of elementwise op `name` on scalars `args` whose IR dtype is `dtype`."""
-    s = Scalars(w, dtype)
-    kind = dtype_class(dtype)
+    """The result of elementwise op `name` on scalars `args` whose IR dtype is `dtype`: the
+    MLIR op its declaration names, else a composite written here, else the math library's
+    backend-neutral algorithm of that name (a CompileError names an op with none)."""
     if name == "cast":
         return cast(w, args[0], dtype, (attrs or {})["dtype"])
-    if name == "select":
-        return s.select(*args)
-    if name == "stop_gradient":
-        return args[0]
-    if name == "not":
-        return s.logic("arith.xori", args[0], w.const(True, "i1"))
-    if name in FLOAT_PREDICATES:
-        table = FLOAT_PREDICATES if kind == "float" else INT_PREDICATES
-        return s.cmp(table[name], *args)
-    if kind == "float":
-        if name in FLOAT_UNARY:
-            return s.op(FLOAT_UNARY[name], *args)
-        if name in FLOAT_BINARY:
-            return s.op(FLOAT_BINARY[name], *args)
-        return FLOAT_COMPOSITE[name](s, *args)
-    if name in INT_BINARY:
-        return s.op(INT_BINARY[name], *args)
-    return INT_COMPOSITE[name](s, *args)
+    kind = dtype_class(dtype)
+    row = ELEMENTWISE.get(name)
+    if row is not None and kind in row.mlir:
+        return Scalars(w, dtype).op(row.mlir[kind], *args)
+    if (name, kind) in COMPOSITES:
+        return COMPOSITES[name, kind](Scalars(w, dtype), *args)
+    if row is not None and kind == "float" and name in NEUTRAL:
+        keywords = {a: (attrs or {})[a] for a in row.attrs}
+        return NEUTRAL[name](MlirArith(w, dtype), *args, **keywords)
+    raise missing_rule(name, f"the MLIR export for {dtype}", w.span)
+
+
+def has_rule(name: str, kind: str) -> bool:
+    """Whether `scalar_op` can write op `name` on operands of dtype class `kind`."""
+    row = ELEMENTWISE.get(name)
+    return name == "cast" or (row is not None and kind in row.mlir) or \
+        (name, kind) in COMPOSITES or (kind == "float" and name in NEUTRAL)
 
 
 def cast(w: MlirWriter, x: str, source: str, target: str) -> str:
@@ -188,7 +179,7 @@ def _float_divmod(s: Scalars, a: str, b: str) -> tuple[str, str]:
     return floor, mod
 
 
-FLOAT_COMPOSITE: dict[str, Callable[..., str]] = {
+FLOAT_COMPOSITES: dict[str, Callable[..., str]] = {
     "rsqrt": _rsqrt,
     "sigmoid": _sigmoid,
     "relu": _relu,
@@ -246,14 +237,130 @@ def _int_mod(s: Scalars, a: str, b: str) -> str:
     return s.select(is_zero, s.const(0), rem)
 
 
-INT_COMPOSITE: dict[str, Callable[..., str]] = {
+INT_COMPOSITES: dict[str, Callable[..., str]] = {
     "neg": lambda s, x: s.op("arith.subi", s.const(0), x),
     "abs": lambda s, x: s.select(s.cmp("slt", x, s.const(0)), s.op("arith.subi", s.const(0), x), x),
     "sign": _int_sign,
     "floordiv": _int_floordiv,
     "mod": _int_mod,
 }
+ANY_CLASS = ("float", "int", "bool")
+# (op, dtype class) -> the op written out in arith/math ops
+COMPOSITES: dict[tuple[str, str], Callable[..., str]] = {
+    **{(name, "float"): fn for name, fn in FLOAT_COMPOSITES.items()},
+    **{(name, "int"): fn for name, fn in INT_COMPOSITES.items()},
+    ("not", "bool"): lambda s, x: s.logic("arith.xori", x, s.w.const(True, "i1")),
+    **{("select", kind): Scalars.select for kind in ANY_CLASS},
+    **{("stop_gradient", kind): lambda s, x: x for kind in ANY_CLASS},
+}
 
-SCALAR_OPS = frozenset({"cast", "select", "stop_gradient", "not", *FLOAT_PREDICATES,
-                        *FLOAT_UNARY, *FLOAT_BINARY, *FLOAT_COMPOSITE, *INT_BINARY,
-                        *INT_COMPOSITE})
+
+# ---------------------------------------------------------------- the math library's algorithms
+
+
+class MlirArith:
+    """The operations of the math library's `Emitter` that its backend-neutral bodies use
+    (`codegen/mathlib_special.NEUTRAL`), writing arith/math ops on scalars of one float
+    dtype: `MlirArith(w, "f64").fma(a, b, c)` is `math.fma %a, %b, %c : f64`. Conditions
+    are i1 values; `log` is `math.log` (the MLIR backend makes it a libm call)."""
+
+    def __init__(self, w: MlirWriter, dtype: str, arguments: str | None = None) -> None:
+        self.w = w
+        self.dtype = dtype
+        self.arguments = arguments or dtype   # the dtype of the body's arguments
+        self.fmt: Format = F32 if dtype == "f32" else F64
+        self.s = Scalars(w, dtype)
+
+    def value(self, v: str | float) -> str:
+        """`v` itself, or a constant of this dtype for a Python number."""
+        return v if isinstance(v, str) else self.w.const(float(v), REGISTER[self.dtype])
+
+    def _op(self, name: str, *args: str | float) -> str:
+        return self.s.op(name, *(self.value(a) for a in args))
+
+    def wide(self) -> MlirArith:
+        """The same writer for f64 (arguments keep their dtype until `extend`)."""
+        return MlirArith(self.w, "f64", self.arguments)
+
+    def extend(self, v: str) -> str:
+        """An argument converted (exactly) to this dtype."""
+        if self.arguments == self.dtype:
+            return v
+        return self.w.assign(f"arith.extf {v} : {self.arguments} to {self.dtype}")
+
+    def narrow(self, v: str, fmt: Format) -> str:
+        """`v` rounded to the format `fmt`."""
+        if fmt.name == self.dtype:
+            return v
+        return self.w.assign(f"arith.truncf {v} : {self.dtype} to {fmt.name}")
+
+    def add(self, a: str | float, b: str | float) -> str:
+        return self._op("arith.addf", a, b)
+
+    def sub(self, a: str | float, b: str | float) -> str:
+        return self._op("arith.subf", a, b)
+
+    def mul(self, a: str | float, b: str | float) -> str:
+        return self._op("arith.mulf", a, b)
+
+    def div(self, a: str | float, b: str | float) -> str:
+        return self._op("arith.divf", a, b)
+
+    def neg(self, a: str) -> str:
+        return self._op("arith.negf", a)
+
+    def fma(self, a: str | float, b: str | float, c: str | float) -> str:
+        return self._op("math.fma", a, b, c)
+
+    def poly(self, x: str, coeffs: Sequence[str | float]) -> str:
+        """c0 + c1 x + c2 x^2 + ... by Horner's rule."""
+        acc = self.value(coeffs[-1])
+        for c in reversed(coeffs[:-1]):
+            acc = self.fma(acc, x, c)
+        return acc
+
+    def fabs(self, a: str) -> str:
+        return self._op("math.absf", a)
+
+    def floor(self, a: str) -> str:
+        return self._op("math.floor", a)
+
+    def rint(self, a: str) -> str:
+        return self._op("math.roundeven", a)
+
+    def copysign(self, magnitude: str | float, sign: str) -> str:
+        return self._op("math.copysign", magnitude, sign)
+
+    def log(self, x: str) -> str:
+        return self._op("math.log", x)
+
+    def log1p(self, x: str) -> str:
+        return self._op("math.log1p", x)
+
+    def clamp(self, x: str, lo: float, hi: float) -> str:
+        """x limited to [lo, hi]; NaN becomes hi."""
+        below_hi = self.select(self.cmp("<", x, hi), x, hi)
+        return self.select(self.cmp(">", below_hi, lo), below_hi, lo)
+
+    def cmp(self, op: str, a: str | float, b: str | float) -> str:
+        """Ordered comparison (false when either side is NaN)."""
+        return self.s.cmp(ORDERED[op], self.value(a), self.value(b))
+
+    def cmp_unordered(self, op: str, a: str | float, b: str | float) -> str:
+        """Unordered comparison (true when either side is NaN)."""
+        return self.s.cmp("u" + ORDERED[op][1:], self.value(a), self.value(b))
+
+    def isnan(self, a: str) -> str:
+        return self.s.cmp("uno", a, a)
+
+    def select(self, cond: str, a: str | float, b: str | float) -> str:
+        return self.s.select(cond, self.value(a), self.value(b))
+
+    def both(self, c1: str, c2: str) -> str:
+        return self.s.logic("arith.andi", c1, c2)
+
+    def either(self, c1: str, c2: str) -> str:
+        return self.s.logic("arith.ori", c1, c2)
+
+
+ORDERED = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "one"}

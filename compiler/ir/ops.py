@@ -1,57 +1,108 @@
-"""The op table: every tensor IR op, its shape rule and its NumPy reference semantics.
+"""The op table: every tensor IR op, one row each, and the shape of those rows.
 
-Each `OpDef` says what an op means once: `infer` types its results from its operand types
+Each `OpDef` says what an op is once: `infer` types its results from its operand types
 and attributes (raising `ShapeError` when they do not fit), `evaluate` runs it on NumPy
-arrays (the reference interpreter is a loop over this table). The other per-op rules live
-in tables keyed by the same names: reverse mode (`transforms/reverse_rules.py`) and the
-code generators. A missing rule there is a `CompileError` naming the op.
+arrays (the reference interpreter is a loop over this table), and its attributes say how
+the other levels treat it: its `fusion` class (a loop nest of its own, a strided view, or
+fused into its consumer's loop), whether it is `cheap` enough to recompute in every nest,
+and which per-op rule tables it needs no entry in (`exempt`, with the reason). The rules
+themselves live with the level that applies them, in tables keyed by op name: reverse and
+forward mode and batching (`transforms/*_rules.py`), loop lowering (`loops/emitter.py`,
+`transforms/to_loops.py`), scalar code (`codegen/scalar_ops.py`) and the MLIR export.
+Elementwise ops are declared once in `elementwise.py`, and those tables take their entries
+from the declaration. `tests/unit/test_op_table.py` walks this table and fails when a table
+lacks an op that is not exempt from it; at compile time a missing rule is a `CompileError`
+naming the op (`missing_rule`).
 
 Groups, with an IR example each:
 - constants         `%0 = const {value = 2.0} : f32`, `%1 = dim {dim = N} : i64`
-- elementwise       `%2 = tanh %x : f32[N]`, `%3 = add %a, %b : f32[N]` (operands same shape)
-- broadcast & cast  `%4 = broadcast %b {shape = [N, D]} : f32[N, D]`, `cast {dtype = f64}`
+- elementwise       in `elementwise.py`: `%2 = tanh %x : f32[N]`, `%3 = add %a, %b : f32[N]`
+- broadcast         `%4 = broadcast %b {shape = [N, D]} : f32[N, D]`
 - reductions        `%5 = reduce_sum %x {axes = [1]} : f32[N]`, `argmax {axis = 0}`
 - linear algebra    `%6 = matmul %a, %b : f32[N, M]` (2-D only; the front end reshapes 1-D)
 - shape ops         in `ops_shape.py`: transpose, reshape, slice, pad, concat, roll, ...
 - structured/loops  in `ops_structured.py`: generic (index notation), read, for
+- adjoint-only      in `ops_adjoint.py`: generic_scatter, for_history
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from reverie.dsl.ast import NO_SPAN, Span
+from reverie.dsl.diagnostics import CompileError, error_at
+
+from .reduce_kinds import REDUCE_KINDS, ir_dtype
 from .types import FLOAT_DTYPES, INT_DTYPES, NUMPY_DTYPES, ShapeError, TensorType, scalar
 
 if TYPE_CHECKING:
     from .core import Block, Op
+    from .elementwise import Elementwise
 
 Infer = Callable[[list[TensorType], dict[str, Any], list["Block"]], list[TensorType]]
 Evaluate = Callable[[Any, list[np.ndarray], "Op"], list[np.ndarray]]
 
+# Fusion classes (how `loops/fusion.py` plans an op):
+FUSED = "fused"            # evaluated inside its consumers' loop nest (or materialised)
+VIEW = "view"              # data movement: a strided view of a buffer, or an index mapping
+ROOT = "root"              # always its own loop nest(s), writing a buffer
+ROOT_WHEN_REDUCING = "root when reducing"   # `generic`: a root with a `reduce`, else fused
+FUSION_CLASSES = (FUSED, VIEW, ROOT, ROOT_WHEN_REDUCING)
+
+# Rule tables an op may be exempt from (`OpDef.exempt` maps these to the reason):
+VJP, JVP, BATCH = "vjp", "jvp", "batch"
+
 
 @dataclass(frozen=True)
 class OpDef:
-    """One op: its name, group, shape rule and NumPy semantics."""
+    """One op: its name, group, shape rule, NumPy semantics and how each level treats it."""
 
     name: str
     kind: str
     infer: Infer
     evaluate: Evaluate
     doc: str
+    fusion: str = FUSED
+    cheap: bool = False          # one instruction: recompute it in every nest that uses it
+    same_type_is_identity: bool = False   # the result is the operand when the types agree
+    exempt: Mapping[str, str] = field(default_factory=dict)
+    elementwise: Elementwise | None = None   # the declaration of an elementwise op
+
+    @property
+    def differentiable(self) -> bool:
+        """Whether derivatives flow through the op (it has VJP and JVP rules)."""
+        return not (VJP in self.exempt and JVP in self.exempt)
 
 
 OPS: dict[str, OpDef] = {}
 
 
-def register(name: str, kind: str, infer: Infer, evaluate: Evaluate, doc: str) -> None:
-    """Add an op to the table (each name once)."""
+def register(name: str, kind: str, infer: Infer, evaluate: Evaluate, doc: str,
+             **row: Any) -> OpDef:
+    """Add an op to the table (each name once); `row` sets the other `OpDef` fields."""
     assert name not in OPS, f"op {name} registered twice"
-    OPS[name] = OpDef(name, kind, infer, evaluate, doc)
+    assert row.get("fusion", FUSED) in FUSION_CLASSES, f"{name}: unknown fusion class"
+    OPS[name] = OpDef(name, kind, infer, evaluate, doc, **row)
+    return OPS[name]
+
+
+def no_derivative(reason: str) -> dict[str, str]:
+    """The exemptions of an op that carries no derivative, for `reason`."""
+    return {VJP: reason, JVP: reason}
+
+
+def missing_rule(name: str, what: str, span: Span | None = None) -> CompileError:
+    """The error for an op that a table lacks: `what` says which (raise the result)."""
+    return error_at(span or NO_SPAN, f"{what} has no rule for '{name}'", CompileError)
+
+
+def unary_builtins() -> tuple[str, ...]:
+    """The elementwise ops users call by name, `f(x)` (`builtin` in their declaration)."""
+    return tuple(name for name, op in OPS.items() if op.elementwise and op.elementwise.builtin)
 
 
 def infer_types(
@@ -76,6 +127,8 @@ def dtype_class(dtype: str) -> str:
 
 # ---------------------------------------------------------------- constants
 
+_NO_OPERANDS = "it has no operands"
+
 
 def _infer_const(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
     expect_arity("const", ops, 0)
@@ -87,7 +140,8 @@ def _eval_const(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
 
 
 register("const", "constant", _infer_const, _eval_const,
-         "A scalar literal: `%0 = const {value = 0.5, dtype = f32} : f32`.")
+         "A scalar literal: `%0 = const {value = 0.5, dtype = f32} : f32`.",
+         exempt={VJP: _NO_OPERANDS, JVP: _NO_OPERANDS, BATCH: _NO_OPERANDS})
 
 
 def _infer_dim(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
@@ -100,136 +154,11 @@ def _eval_dim(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
 
 
 register("dim", "constant", _infer_dim, _eval_dim,
-         "The run-time size of a dimension expression: `%0 = dim {dim = N - 1} : i64`.")
+         "The run-time size of a dimension expression: `%0 = dim {dim = N - 1} : i64`.",
+         exempt={VJP: _NO_OPERANDS, JVP: _NO_OPERANDS, BATCH: _NO_OPERANDS})
 
 
-# ---------------------------------------------------------------- elementwise
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    """1 / (1 + e^-x) without overflow for large |x|."""
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
-
-
-_erf = np.vectorize(math.erf, otypes=[np.float64])
-
-# name -> (NumPy function, operand dtype classes allowed)
-UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], tuple[str, ...]]] = {
-    "neg": (np.negative, ("float", "int")),
-    "abs": (np.abs, ("float", "int")),
-    "sign": (np.sign, ("float", "int")),
-    "exp": (np.exp, ("float",)),
-    "expm1": (np.expm1, ("float",)),
-    "log": (np.log, ("float",)),
-    "log1p": (np.log1p, ("float",)),
-    "sqrt": (np.sqrt, ("float",)),
-    "rsqrt": (lambda x: 1 / np.sqrt(x), ("float",)),
-    "sin": (np.sin, ("float",)),
-    "cos": (np.cos, ("float",)),
-    "tan": (np.tan, ("float",)),
-    "tanh": (np.tanh, ("float",)),
-    "sigmoid": (_sigmoid, ("float",)),
-    "relu": (lambda x: np.maximum(x, np.zeros_like(x)), ("float",)),
-    "softplus": (lambda x: np.logaddexp(np.zeros_like(x), x), ("float",)),
-    "erf": (lambda x: _erf(x).astype(x.dtype), ("float",)),
-    "floor": (np.floor, ("float",)),
-    "ceil": (np.ceil, ("float",)),
-    "not": (np.logical_not, ("bool",)),
-    "stop_gradient": (lambda x: x, ("float", "int", "bool")),
-}
-
-# name -> (NumPy function, operand dtype classes allowed, result dtype or None for same)
-BinaryFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
-BINARY: dict[str, tuple[BinaryFn, tuple[str, ...], str | None]] = {
-    "add": (np.add, ("float", "int"), None),
-    "sub": (np.subtract, ("float", "int"), None),
-    "mul": (np.multiply, ("float", "int"), None),
-    "div": (np.divide, ("float",), None),
-    "floordiv": (np.floor_divide, ("float", "int"), None),
-    "mod": (np.mod, ("float", "int"), None),
-    "pow": (np.power, ("float",), None),
-    "maximum": (np.maximum, ("float", "int"), None),
-    "minimum": (np.minimum, ("float", "int"), None),
-    "lt": (np.less, ("float", "int"), "bool"),
-    "le": (np.less_equal, ("float", "int"), "bool"),
-    "gt": (np.greater, ("float", "int"), "bool"),
-    "ge": (np.greater_equal, ("float", "int"), "bool"),
-    "eq": (np.equal, ("float", "int", "bool"), "bool"),
-    "ne": (np.not_equal, ("float", "int", "bool"), "bool"),
-    "and": (np.logical_and, ("bool",), None),
-    "or": (np.logical_or, ("bool",), None),
-}
-
-
-def _check_classes(name: str, t: TensorType, allowed: tuple[str, ...]) -> None:
-    if dtype_class(t.dtype) not in allowed:
-        wanted = " or ".join(allowed)
-        raise ShapeError(f"'{name}' needs {wanted} operands, got {t.dtype}")
-
-
-def _unary_infer(name: str) -> Infer:
-    def infer(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
-        expect_arity(name, ops, 1)
-        _check_classes(name, ops[0], UNARY[name][1])
-        return [ops[0]]
-
-    return infer
-
-
-def _unary_eval(name: str) -> Evaluate:
-    fn = UNARY[name][0]
-    return lambda ctx, args, op: [fn(args[0])]
-
-
-def _binary_infer(name: str) -> Infer:
-    def infer(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
-        expect_arity(name, ops, 2)
-        a, b = ops
-        if a.dtype != b.dtype:
-            raise ShapeError(f"'{name}' operands have different dtypes {a.dtype} and {b.dtype}")
-        if a.shape != b.shape:
-            raise ShapeError(f"'{name}' operands have different shapes {a} and {b}")
-        _check_classes(name, a, BINARY[name][1])
-        result = BINARY[name][2]
-        return [a.with_dtype(result) if result else a]
-
-    return infer
-
-
-def _binary_eval(name: str) -> Evaluate:
-    fn = BINARY[name][0]
-    return lambda ctx, args, op: [fn(args[0], args[1])]
-
-
-for _name in UNARY:
-    register(_name, "elementwise", _unary_infer(_name), _unary_eval(_name),
-             f"Elementwise {_name}: `%1 = {_name} %x : f32[N]`.")
-for _name in BINARY:
-    register(_name, "elementwise", _binary_infer(_name), _binary_eval(_name),
-             f"Elementwise {_name} of equal-shaped operands: `%2 = {_name} %a, %b : f32[N]`.")
-
-
-def _infer_select(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
-    expect_arity("select", ops, 3)
-    cond, a, b = ops
-    if cond.dtype != "bool":
-        raise ShapeError(f"the condition of 'where' must be bool, got {cond.dtype}")
-    if a.dtype != b.dtype:
-        raise ShapeError(f"'where' branches have different dtypes {a.dtype} and {b.dtype}")
-    if not (cond.shape == a.shape == b.shape):
-        raise ShapeError(f"'where' operands have different shapes {cond}, {a}, {b}")
-    return [a]
-
-
-register("select", "elementwise", _infer_select,
-         lambda ctx, args, op: [np.where(args[0], args[1], args[2])],
-         "Pick from a where cond holds, else b: `%3 = select %c, %a, %b : f32[N]`.")
-
-
-def _infer_cast(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
-    expect_arity("cast", ops, 1)
-    return [ops[0].with_dtype(attrs["dtype"])]
+# ---------------------------------------------------------------- casts
 
 
 def cast_array(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -240,14 +169,6 @@ def cast_array(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     limit = 2.0 ** (8 * dtype.itemsize - 1)
     fits = (x >= -limit) & (x < limit)
     return np.where(fits, np.where(fits, x, 0).astype(dtype), np.iinfo(dtype).min).astype(dtype)
-
-
-def _eval_cast(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
-    return [cast_array(np.asarray(args[0]), NUMPY_DTYPES[op.attrs["dtype"]])]
-
-
-register("cast", "elementwise", _infer_cast, _eval_cast,
-         "Convert the element type: `%1 = cast %x {dtype = f64} : f64[N]`.")
 
 
 # ---------------------------------------------------------------- broadcast
@@ -283,17 +204,11 @@ def _eval_broadcast(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray
 
 
 register("broadcast", "broadcast", _infer_broadcast, _eval_broadcast,
-         "NumPy broadcast to a shape: `%1 = broadcast %b {shape = [N, D]} : f32[N, D]`.")
+         "NumPy broadcast to a shape: `%1 = broadcast %b {shape = [N, D]} : f32[N, D]`.",
+         fusion=VIEW, same_type_is_identity=True)
 
 
 # ---------------------------------------------------------------- reductions
-
-REDUCTIONS: dict[str, Callable[..., np.ndarray]] = {
-    "reduce_sum": np.sum,
-    "reduce_prod": np.prod,
-    "reduce_max": np.max,
-    "reduce_min": np.min,
-}
 
 
 def _infer_reduce(name: str) -> Infer:
@@ -310,28 +225,22 @@ def _infer_reduce(name: str) -> Infer:
     return infer
 
 
-def _reduce_eval(name: str) -> Evaluate:
-    fn = REDUCTIONS[name]
-
-    def evaluate(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
-        x = args[0]
-        axes = tuple(op.attrs["axes"])
-        if name in ("reduce_sum", "reduce_prod") and x.dtype == np.float32:
-            return [fn(x.astype(np.float64), axis=axes).astype(np.float32)]
-        if name in ("reduce_max", "reduce_min"):
-            info = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)
-            empty = -np.inf if x.dtype.kind == "f" else info.min
-            if name == "reduce_min":
-                empty = np.inf if x.dtype.kind == "f" else info.max
-            return [fn(x, axis=axes, initial=empty)]
-        return [fn(x, axis=axes)]
-
-    return evaluate
+def reduce_array(kind: str, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """`x` reduced over `axes` by `kind` (sum, prod, max, min), with the accumulator dtype
+    and identity of `reduce_kinds.py`; the result has x's dtype."""
+    reduction, dtype = REDUCE_KINDS[kind], ir_dtype(x.dtype)
+    work = x.astype(NUMPY_DTYPES[reduction.accumulator_dtype(dtype)], copy=False)
+    # np.add and np.multiply know their identity; max and min get it, for empty reductions
+    start = {} if reduction.widens_f32 else {"initial": reduction.identity(dtype)}
+    out = reduction.ufunc.reduce(work, axis=axes, **start)
+    return np.asarray(out).astype(x.dtype, copy=False)
 
 
-for _name in REDUCTIONS:
-    register(_name, "reduction", _infer_reduce(_name), _reduce_eval(_name),
-             f"Reduce over axes: `%1 = {_name} %x {{axes = [1]}} : f32[N]`.")
+for _kind in REDUCE_KINDS.values():
+    register(_kind.op, "reduction", _infer_reduce(_kind.op),
+             lambda ctx, args, op: [reduce_array(op.name.removeprefix("reduce_"), args[0],
+                                                 tuple(op.attrs["axes"]))],
+             f"Reduce over axes: `%1 = {_kind.op} %x {{axes = [1]}} : f32[N]`.", fusion=ROOT)
 
 
 def _infer_arg(name: str) -> Infer:
@@ -360,10 +269,13 @@ def _arg_eval(fn: Callable[..., np.ndarray]) -> Evaluate:
     return evaluate
 
 
+_INDEX = no_derivative("its result is an integer index")
 register("argmax", "reduction", _infer_arg("argmax"), _arg_eval(np.argmax),
-         "Index of the first largest element: `%1 = argmax %x {axis = 1} : i64[N]`.")
+         "Index of the first largest element: `%1 = argmax %x {axis = 1} : i64[N]`.",
+         fusion=ROOT, exempt=_INDEX)
 register("argmin", "reduction", _infer_arg("argmin"), _arg_eval(np.argmin),
-         "Index of the first smallest element: `%1 = argmin %x {axis = None} : i64`.")
+         "Index of the first smallest element: `%1 = argmin %x {axis = None} : i64`.",
+         fusion=ROOT, exempt=_INDEX)
 
 
 # ---------------------------------------------------------------- linear algebra
@@ -383,6 +295,7 @@ def _infer_matmul(ops: list[TensorType], attrs: dict, regions: list) -> list[Ten
 
 register("matmul", "linalg", _infer_matmul,
          lambda ctx, args, op: [np.matmul(args[0], args[1])],
-         "Matrix product of 2-D operands: `%2 = matmul %a, %b : f32[N, M]`.")
+         "Matrix product of 2-D operands: `%2 = matmul %a, %b : f32[N, M]`.", fusion=ROOT)
 
-from . import ops_adjoint, ops_shape, ops_structured  # noqa: E402,F401  (the other groups)
+# the other groups (each registers its ops here)
+from . import elementwise, ops_adjoint, ops_shape, ops_structured  # noqa: E402,F401

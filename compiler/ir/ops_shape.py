@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .dims import Dim, num_elements, shape_str
-from .ops import expect_arity, register
+from .ops import FUSED, ROOT, VIEW, expect_arity, register
 from .types import ShapeError, TensorType
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def _infer_transpose(ops: list[TensorType], attrs: dict, regions: list) -> list[
 
 register("transpose", "shape", _infer_transpose,
          lambda ctx, args, op: [np.transpose(args[0], op.attrs["perm"])],
-         "Permute axes: `%1 = transpose %x {perm = [1, 0]} : f32[D, N]`.")
+         "Permute axes: `%1 = transpose %x {perm = [1, 0]} : f32[D, N]`.", fusion=VIEW)
 
 
 def _infer_reshape(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
@@ -52,7 +52,8 @@ def _infer_reshape(ops: list[TensorType], attrs: dict, regions: list) -> list[Te
 
 register("reshape", "shape", _infer_reshape,
          lambda ctx, args, op: [np.reshape(args[0], _concrete(op.attrs["shape"], ctx))],
-         "Same elements, new shape: `%1 = reshape %x {shape = [N * D]} : f32[N * D]`.")
+         "Same elements, new shape: `%1 = reshape %x {shape = [N * D]} : f32[N * D]`.",
+         fusion=VIEW, same_type_is_identity=True)
 
 
 # ---------------------------------------------------------------- slice and pad
@@ -83,7 +84,8 @@ def _slices(op: Op, ctx: Any) -> tuple[slice, ...]:
 
 register("slice", "shape", _infer_slice,
          lambda ctx, args, op: [args[0][_slices(op, ctx)]],
-         "Strided window: `%1 = slice %x {starts = [1], stops = [N], steps = [1]} : f32[N - 1]`.")
+         "Strided window: `%1 = slice %x {starts = [1], stops = [N], steps = [1]} : f32[N - 1]`.",
+         fusion=VIEW)
 
 
 def _infer_pad(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
@@ -107,7 +109,7 @@ def _eval_pad(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
 
 register("pad", "shape", _infer_pad, _eval_pad,
          "Place x at a strided window of zeros (the adjoint of slice): "
-         "`%1 = pad %g {shape = [N], starts = [1], steps = [1]} : f32[N]`.")
+         "`%1 = pad %g {shape = [N], starts = [1], steps = [1]} : f32[N]`.", fusion=FUSED)
 
 
 # ---------------------------------------------------------------- concat, roll
@@ -135,7 +137,7 @@ def _infer_concat(ops: list[TensorType], attrs: dict, regions: list) -> list[Ten
 
 register("concat", "shape", _infer_concat,
          lambda ctx, args, op: [np.concatenate(args, axis=op.attrs["axis"])],
-         "Join along an axis: `%2 = concat %a, %b {axis = 0} : f32[N + M]`.")
+         "Join along an axis: `%2 = concat %a, %b {axis = 0} : f32[N + M]`.", fusion=ROOT)
 
 
 def _infer_roll(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
@@ -148,7 +150,8 @@ def _infer_roll(ops: list[TensorType], attrs: dict, regions: list) -> list[Tenso
 register("roll", "shape", _infer_roll,
          lambda ctx, args, op: [np.roll(args[0], op.attrs["shift"].evaluate(ctx.dims),
                                         axis=op.attrs["axis"])],
-         "Cyclic shift (NumPy roll): `%1 = roll %u {shift = 1, axis = 0} : f64[N]`.")
+         "Cyclic shift (NumPy roll): `%1 = roll %u {shift = 1, axis = 0} : f64[N]`.",
+         fusion=FUSED)
 
 
 # ---------------------------------------------------------------- dynamic index
@@ -182,7 +185,8 @@ def _eval_dynamic_index(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.nda
 
 
 register("dynamic_index", "shape", _infer_dynamic_index, _eval_dynamic_index,
-         "Bounds-checked integer subscript: `%2 = dynamic_index %xs, %t {axis = 0} : f32[D]`.")
+         "Bounds-checked integer subscript: `%2 = dynamic_index %xs, %t {axis = 0} : f32[D]`.",
+         fusion=VIEW)
 
 
 def _infer_dynamic_scatter(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
@@ -207,4 +211,5 @@ def _eval_dynamic_scatter(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.n
 
 register("dynamic_scatter", "shape", _infer_dynamic_scatter, _eval_dynamic_scatter,
          "Zeros with g at an integer position (the adjoint of dynamic_index): "
-         "`%2 = dynamic_scatter %g, %t {shape = [T, D], axis = 0} : f32[T, D]`.")
+         "`%2 = dynamic_scatter %g, %t {shape = [T, D], axis = 0} : f32[T, D]`.",
+         fusion=FUSED)

@@ -24,14 +24,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .dims import Dim
-from .ops import register
+from .ops import FUSED, ROOT, ROOT_WHEN_REDUCING, VJP, reduce_array, register
 from .types import ShapeError, TensorType, scalar
 
 if TYPE_CHECKING:
     from .core import Block, Op
-
-REDUCE_IDENTITY = {"sum": 0.0, "prod": 1.0, "max": -np.inf, "min": np.inf}
-REDUCE_UFUNC = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
 def _expect_params(block: Block, types: list[TensorType], what: str) -> None:
@@ -79,21 +76,14 @@ def _eval_generic(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
     kind = op.attrs.get("reduce")
     if not kind:
         return [value]
-    reduced_axes = tuple(range(len(op.attrs["indices"]), rank))
-    dtype = value.dtype
-    work = value.astype(np.float64) if dtype == np.float32 and kind in ("sum", "prod") else value
-    identity = REDUCE_IDENTITY[kind]
-    if dtype.kind in "iu" and kind in ("max", "min"):
-        info = np.iinfo(dtype)
-        identity = info.min if kind == "max" else info.max
-    out = REDUCE_UFUNC[kind].reduce(work, axis=reduced_axes, initial=identity)
-    return [np.asarray(out).astype(dtype)]
+    return [reduce_array(kind, value, tuple(range(len(op.attrs["indices"]), rank)))]
 
 
 register("generic", "structured", _infer_generic, _eval_generic,
          "A loop nest over index ranges with a scalar body and an optional reduction "
          "(index notation): `%y = generic %a, %b {indices = [i in 0..N, j in 0..M], "
-         "reduce = sum, over = [k in 0..K]} ^(...) {...} : f32[N, M]`.")
+         "reduce = sum, over = [k in 0..K]} ^(...) {...} : f32[N, M]`.",
+         fusion=ROOT_WHEN_REDUCING)
 
 
 def _infer_read(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
@@ -131,7 +121,8 @@ def _eval_read(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
 
 register("read", "structured", _infer_read, _eval_read,
          "One element of a tensor inside a generic body: "
-         "`%v = read %x, %i, %j {modes = [direct, zero]} : f32`.")
+         "`%v = read %x, %i, %j {modes = [direct, zero]} : f32`.", fusion=FUSED,
+         exempt={VJP: "reverse mode transposes it with its generic body, never alone"})
 
 
 # ---------------------------------------------------------------- for
@@ -164,5 +155,5 @@ def _eval_for(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
 
 register("for", "control", _infer_for, _eval_for,
          "A counted loop carrying state: `%u = for %lo, %hi, %u0 {carried = 1} "
-         "^(%t: i64, %u1: f64[N]) {... yield %u2} : f64[N]`.")
+         "^(%t: i64, %u1: f64[N]) {... yield %u2} : f64[N]`.", fusion=ROOT)
 

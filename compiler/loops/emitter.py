@@ -9,6 +9,10 @@ values to `View`s, and rank-0 values to scalar operands) and otherwise recomputi
 its op, recursively:
 
     at(tanh(x) * s, [%i0])  ->  %0 = load x[%i0]; %1 = tanh %0; %2 = mul %1, %s
+
+Each op's element rule is its entry in `FUSED_RULES` (every elementwise op shares one), and
+each view op's strided view its entry in `VIEW_RULES`; an op a table lacks is a
+`CompileError` naming it when a program using it is lowered.
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ from collections.abc import Callable
 
 from reverie.compiler.ir.core import Block, Op, Value
 from reverie.compiler.ir.dims import Dim, Shape
+from reverie.compiler.ir.elementwise import ELEMENTWISE
+from reverie.compiler.ir.ops import missing_rule
 
-from .fusion import ARITHMETIC, ONE, is_unit_reshape
+from .fusion import ONE, is_unit_reshape
 from .ir import (
     Buffer,
     Check,
@@ -38,7 +44,6 @@ from .ir import (
 )
 
 Binding = View | Var | Const | Dim
-
 
 
 class LoweringError(Exception):
@@ -126,42 +131,77 @@ class Emitter:
         body.stmts.append(Store(view, index, value(index, body)))
 
 
+ViewRule = Callable[[Op, View, "Dim | None"], "View | None"]
+VIEW_RULES: dict[str, ViewRule] = {}
+
+
+def _view_rule(*names: str) -> Callable[[ViewRule], ViewRule]:
+    """Register how view ops `names` make a strided view of their source."""
+    def register(fn: ViewRule) -> ViewRule:
+        VIEW_RULES.update(dict.fromkeys(names, fn))
+        return fn
+
+    return register
+
+
 def view_of(op: Op, source: View, position: Dim | None = None) -> View | None:
     """The strided view a view op makes of `source` (`position`: the subscript of a
     dynamic_index), or None when it is not strided (reshaping a non-contiguous view)."""
+    rule = VIEW_RULES.get(op.name)
+    if rule is None:
+        raise missing_rule(op.name, "the native backend's view lowering", op.span)
+    return rule(op, source, position)
+
+
+@_view_rule("stop_gradient")
+def _same_view(op: Op, source: View, position: Dim | None) -> View:
+    return source
+
+
+@_view_rule("transpose")
+def _transposed_view(op: Op, source: View, position: Dim | None) -> View:
+    perm = op.attrs["perm"]
+    return View(source.buffer, op.result.type.shape, source.offset,
+                tuple(source.strides[p] for p in perm))
+
+
+@_view_rule("slice")
+def _sliced_view(op: Op, source: View, position: Dim | None) -> View:
+    offset = source.offset
+    for start, stride in zip(op.attrs["starts"], source.strides, strict=True):
+        offset = offset + start * stride
+    strides = tuple(s * step for s, step in zip(source.strides, op.attrs["steps"], strict=True))
+    return View(source.buffer, op.result.type.shape, offset, strides)
+
+
+@_view_rule("broadcast")
+def _broadcast_view(op: Op, source: View, position: Dim | None) -> View:
     shape = op.result.type.shape
-    if op.name == "stop_gradient":
-        return source
-    if op.name == "transpose":
-        perm = op.attrs["perm"]
-        return View(source.buffer, shape, source.offset, tuple(source.strides[p] for p in perm))
-    if op.name == "slice":
-        offset = source.offset
-        for start, stride in zip(op.attrs["starts"], source.strides, strict=True):
-            offset = offset + start * stride
-        strides = tuple(s * step for s, step in zip(source.strides, op.attrs["steps"],
-                                                    strict=True))
-        return View(source.buffer, shape, offset, strides)
-    if op.name == "broadcast":
-        lead = len(shape) - len(source.shape)
-        strides = [Dim.const(0)] * lead + [
-            Dim.const(0) if d == ONE and t != ONE else s
-            for d, t, s in zip(source.shape, shape[lead:], source.strides, strict=True)]
-        return View(source.buffer, shape, source.offset, tuple(strides))
-    if op.name == "dynamic_index":
-        axis = op.attrs["axis"]
-        offset = source.offset + position * source.strides[axis]
-        strides = source.strides[:axis] + source.strides[axis + 1:]
-        return View(source.buffer, shape, offset, strides)
-    if op.name == "reshape":
-        if is_unit_reshape(source.shape, shape):
-            kept = iter(s for d, s in zip(source.shape, source.strides, strict=True) if d != ONE)
-            strides = tuple(Dim.const(0) if d == ONE else next(kept) for d in shape)
-            return View(source.buffer, shape, source.offset, strides)
-        if source.is_contiguous:
-            return View(source.buffer, shape, source.offset, row_major_strides(shape))
-        return None
-    raise LoweringError(f"'{op.name}' is not a view op")
+    lead = len(shape) - len(source.shape)
+    strides = [Dim.const(0)] * lead + [
+        Dim.const(0) if d == ONE and t != ONE else s
+        for d, t, s in zip(source.shape, shape[lead:], source.strides, strict=True)]
+    return View(source.buffer, shape, source.offset, tuple(strides))
+
+
+@_view_rule("dynamic_index")
+def _indexed_view(op: Op, source: View, position: Dim | None) -> View:
+    axis = op.attrs["axis"]
+    offset = source.offset + position * source.strides[axis]
+    strides = source.strides[:axis] + source.strides[axis + 1:]
+    return View(source.buffer, op.result.type.shape, offset, strides)
+
+
+@_view_rule("reshape")
+def _reshaped_view(op: Op, source: View, position: Dim | None) -> View | None:
+    shape = op.result.type.shape
+    if is_unit_reshape(source.shape, shape):
+        kept = iter(s for d, s in zip(source.shape, source.strides, strict=True) if d != ONE)
+        strides = tuple(Dim.const(0) if d == ONE else next(kept) for d in shape)
+        return View(source.buffer, shape, source.offset, strides)
+    if source.is_contiguous:
+        return View(source.buffer, shape, source.offset, row_major_strides(shape))
+    return None
 
 
 def zero(dtype: str) -> Const:
@@ -193,54 +233,74 @@ class Evaluator:
         return em.memo[key]
 
     def _compute(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
-        name, dtype = op.name, op.result.type.dtype
-        args = op.operands
-        if name == "stop_gradient":
-            return self.at(args[0], index, em)
-        if name in ARITHMETIC:
-            return em.let(name, tuple(self.at(a, index, em) for a in args), dtype)
-        if name == "const":
-            return Const(op.attrs["value"], op.attrs["dtype"])
-        if name == "dim":
-            return op.attrs["dim"]
-        if name == "broadcast":
-            source = args[0].type.shape
-            lead = len(index) - len(source)
-            inner = tuple(Dim.const(0) if d == ONE and t != ONE else i for d, t, i in
-                          zip(source, op.result.type.shape[lead:], index[lead:], strict=True))
-            return self.at(args[0], inner, em)
-        if name == "transpose":
-            inner = [Dim.const(0)] * len(index)
-            for k, p in enumerate(op.attrs["perm"]):
-                inner[p] = index[k]
-            return self.at(args[0], tuple(inner), em)
-        if name == "slice":
-            inner = tuple(start + i * step for start, i, step in
-                          zip(op.attrs["starts"], index, op.attrs["steps"], strict=True))
-            return self.at(args[0], inner, em)
-        if name == "reshape":
-            kept = iter(i for i, d in zip(index, op.result.type.shape, strict=True) if d != ONE)
-            inner = tuple(Dim.const(0) if d == ONE else next(kept) for d in args[0].type.shape)
-            return self.at(args[0], inner, em)
-        if name == "dynamic_index":
-            axis = op.attrs["axis"]
-            position = em.index(self.at(args[1], (), em))
-            return self.at(args[0], index[:axis] + (position,) + index[axis:], em)
-        if name == "roll":
-            return self.at(args[0], self._rolled(op, index, em), em)
-        if name == "pad":
-            return self._padded(op, index, em)
-        if name == "dynamic_scatter":
-            axis = op.attrs["axis"]
-            position = em.index(self.at(args[1], (), em))
-            hit = em.let("eq", (index[axis], position), "bool")
-            value = self.at(args[0], index[:axis] + index[axis + 1:], em)
-            return em.let("select", (hit, value, zero(dtype)), dtype)
-        if name == "generic" and not op.attrs.get("reduce"):
-            starts = [lo for _, lo, _ in op.attrs["indices"]]
-            return self.generic_body(op, [lo + i for lo, i in zip(starts, index, strict=True)],
-                                     em)
-        raise LoweringError(f"the native backend cannot lower '{name}' here")
+        """The element of `op`'s result at `index`, by the op's rule in `FUSED_RULES`."""
+        rule = FUSED_RULES.get(op.name)
+        if rule is None:
+            raise missing_rule(op.name, "the native backend's loop lowering", op.span)
+        return rule(self, op, index, em)
+
+    # ------------------------------------------------------------ the rules of FUSED_RULES
+
+    def _elementwise(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        """One scalar op on the operands' elements (integer attributes follow as i64
+        constants: `polygamma %x, 2`)."""
+        attrs = tuple(Const(op.attrs[a], "i64") for a in ELEMENTWISE[op.name].attrs)
+        args = tuple(self.at(a, index, em) for a in op.operands)
+        return em.let(op.name, args + attrs, op.result.type.dtype)
+
+    def _same_element(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        return self.at(op.operands[0], index, em)
+
+    def _const(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        return Const(op.attrs["value"], op.attrs["dtype"])
+
+    def _dim(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        return op.attrs["dim"]
+
+    def _broadcast(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        source = op.operands[0].type.shape
+        lead = len(index) - len(source)
+        inner = tuple(Dim.const(0) if d == ONE and t != ONE else i for d, t, i in
+                      zip(source, op.result.type.shape[lead:], index[lead:], strict=True))
+        return self.at(op.operands[0], inner, em)
+
+    def _transpose(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        inner = [Dim.const(0)] * len(index)
+        for k, p in enumerate(op.attrs["perm"]):
+            inner[p] = index[k]
+        return self.at(op.operands[0], tuple(inner), em)
+
+    def _slice(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        inner = tuple(start + i * step for start, i, step in
+                      zip(op.attrs["starts"], index, op.attrs["steps"], strict=True))
+        return self.at(op.operands[0], inner, em)
+
+    def _reshape(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        kept = iter(i for i, d in zip(index, op.result.type.shape, strict=True) if d != ONE)
+        inner = tuple(Dim.const(0) if d == ONE else next(kept)
+                      for d in op.operands[0].type.shape)
+        return self.at(op.operands[0], inner, em)
+
+    def _dynamic_index(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        axis = op.attrs["axis"]
+        position = em.index(self.at(op.operands[1], (), em))
+        return self.at(op.operands[0], index[:axis] + (position,) + index[axis:], em)
+
+    def _roll(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        return self.at(op.operands[0], self._rolled(op, index, em), em)
+
+    def _dynamic_scatter(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        axis, dtype = op.attrs["axis"], op.result.type.dtype
+        position = em.index(self.at(op.operands[1], (), em))
+        hit = em.let("eq", (index[axis], position), "bool")
+        value = self.at(op.operands[0], index[:axis] + index[axis + 1:], em)
+        return em.let("select", (hit, value, zero(dtype)), dtype)
+
+    def _generic(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+        if op.attrs.get("reduce"):
+            raise LoweringError("a reducing generic is a root, never fused into a consumer")
+        starts = [lo for _, lo, _ in op.attrs["indices"]]
+        return self.generic_body(op, [lo + i for lo, i in zip(starts, index, strict=True)], em)
 
     def _rolled(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> tuple[Dim, ...]:
         """The source index of a roll: along its axis `i - shift` (shift taken mod n, NumPy's
@@ -252,7 +312,7 @@ class Evaluator:
         wrapped = em.let("select", (wraps, moved + size, moved), "i64")
         return index[:axis] + (as_index(wrapped),) + index[axis + 1:]
 
-    def _padded(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
+    def _pad(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         """A pad's element: inside its window the source element at `(i - start) / step`,
         else 0. The source is evaluated only inside, so its loads and checks stay in bounds."""
         source, dtype = op.operands[0], op.result.type.dtype
@@ -288,20 +348,17 @@ class Evaluator:
         local: dict[Value, Binding] = dict(zip(body.params, indices, strict=False))
         for param, outer in zip(body.params[len(indices):], op.operands, strict=True):
             local[param] = self.env[outer] if outer.type.rank else self.at(outer, (), em)
+        scope = Evaluator(self.ctx, local)
         for inner in body.ops:
-            if inner.name == "read":
-                local[inner.result] = self._read(inner, local, em)
-            else:
-                scope = Evaluator(self.ctx, local)
-                local[inner.result] = scope._compute(inner, (), em)
+            local[inner.result] = scope._compute(inner, (), em)
         return [_operand(local[v]) for v in body.results]
 
-    def _read(self, op: Op, local: dict[Value, Binding], em: Emitter) -> Operand:
+    def _read(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         """A `read` in a generic body: bounds checks (`checked`) or a guarded load (`zero`)."""
-        source = local[op.operands[0]]
+        source = self.env.get(op.operands[0])
         if not isinstance(source, View):
-            return source
-        index = tuple(em.index(_operand(local[v])) for v in op.operands[1:])
+            return self.at(op.operands[0], (), em)
+        index = tuple(em.index(self.at(v, (), em)) for v in op.operands[1:])
         guard: Var | None = None
         for axis, (i, mode, size) in enumerate(zip(index, op.attrs["modes"], source.shape,
                                                    strict=True)):
@@ -317,3 +374,18 @@ def _operand(binding: Binding) -> Operand:
     if isinstance(binding, View):
         raise LoweringError("a generic body yields a tensor")
     return binding
+
+
+FusedRule = Callable[[Evaluator, Op, tuple[Dim, ...], Emitter], Operand]
+# How each op's element at an index is computed inside a loop nest (fused, or when the op
+# is materialised by a nest of its own, or in a generic body)
+FUSED_RULES: dict[str, FusedRule] = {
+    **dict.fromkeys(ELEMENTWISE, Evaluator._elementwise),
+    "stop_gradient": Evaluator._same_element,
+    "const": Evaluator._const, "dim": Evaluator._dim,
+    "broadcast": Evaluator._broadcast, "transpose": Evaluator._transpose,
+    "slice": Evaluator._slice, "reshape": Evaluator._reshape,
+    "dynamic_index": Evaluator._dynamic_index, "dynamic_scatter": Evaluator._dynamic_scatter,
+    "roll": Evaluator._roll, "pad": Evaluator._pad,
+    "generic": Evaluator._generic, "read": Evaluator._read,
+}

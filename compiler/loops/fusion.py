@@ -1,6 +1,7 @@
 """Fusion planning: which tensor-IR ops get their own loop nest and which are inlined.
 
-Consumes one `Block` of the tensor IR; produces a `Decision` per op:
+Consumes one `Block` of the tensor IR; produces a `Decision` per op. Which ops are views,
+roots or cheap is each op's `fusion` class and `cheap` flag in the op table (`ir/ops.py`):
 
 - `scalar`: a rank-0 value, computed once at block level (outside every loop nest);
 - `view`:   a data-movement op (transpose, slice, broadcast, reshape, stop_gradient,
@@ -37,17 +38,15 @@ from dataclasses import dataclass, field
 
 from reverie.compiler.ir.core import Block, Op, Value
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.ops import BINARY, UNARY
+from reverie.compiler.ir.elementwise import ELEMENTWISE
+from reverie.compiler.ir.ops import OPS, ROOT_WHEN_REDUCING
+from reverie.compiler.ir.ops import ROOT as ROOT_CLASS
+from reverie.compiler.ir.ops import VIEW as VIEW_CLASS
 
-VIEW_OPS = frozenset({"transpose", "slice", "broadcast", "reshape", "stop_gradient",
-                      "dynamic_index"})
-ROOT_OPS = frozenset({"reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax",
-                      "argmin", "matmul", "for", "for_history", "concat", "generic_scatter"})
-CHEAP_OPS = frozenset({"neg", "abs", "add", "sub", "mul", "maximum", "minimum", "lt", "le",
-                       "gt", "ge", "eq", "ne", "and", "or", "not", "select", "cast",
-                       "stop_gradient", "relu", "sign"})
-
-ARITHMETIC = frozenset(UNARY) | frozenset(BINARY) | {"select", "cast"}
+# The groups, from each op's row in the op table (`fusion`, `cheap`, its kind):
+VIEW_OPS = frozenset(name for name, op in OPS.items() if op.fusion == VIEW_CLASS)
+CHEAP_OPS = frozenset(name for name, op in OPS.items() if op.cheap)
+ARITHMETIC = frozenset(ELEMENTWISE)
 ONE = Dim.const(1)
 MAX_INLINE_DEPTH = 64
 
@@ -65,8 +64,9 @@ _FORCE = object()  # a site that needs the value in memory
 
 
 def is_root_kind(op: Op) -> bool:
-    """Ops that always get their own loop nest."""
-    return op.name in ROOT_OPS or (op.name == "generic" and bool(op.attrs.get("reduce")))
+    """Ops that always get their own loop nest (a `generic` when it reduces)."""
+    fusion = OPS[op.name].fusion
+    return fusion == ROOT_CLASS or (fusion == ROOT_WHEN_REDUCING and bool(op.attrs.get("reduce")))
 
 
 def is_unit_reshape(source: tuple[Dim, ...], target: tuple[Dim, ...]) -> bool:

@@ -5,7 +5,7 @@ environment, the evaluator of fused values and output buffers. Two shapes of nes
 
 - the reduced axes come last (a row sum, a full sum, index notation): one accumulator in a
   register per output element, updated with reassociable ops so the inner loop vectorises;
-  f32 sums and products accumulate in f64, as the interpreter does:
+  f32 sums and products accumulate in f64 (the rule of `ir/reduce_kinds.py`):
 
       for %i0 in 0..N { %acc0: f64 = 0.0; for %i1 in 0..D { ... %acc0 = sum %acc0, %v } }
 
@@ -17,35 +17,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, extreme_identity
 
-from .emitter import Emitter, zero
+from .emitter import Emitter
 from .ir import Accumulate, Accumulator, ArgUpdate, Const, Operand, Store, View, row_major_strides
 
 if TYPE_CHECKING:
     from reverie.compiler.transforms.to_loops import BlockLowering
 
-COMBINE = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum"}
-
-
 def identity(kind: str, dtype: str) -> Const:
     """The starting value of a sum/prod/max/min (or argmax/argmin) accumulator."""
-    if kind in ("sum", "prod"):
-        one = 1.0 if dtype in ("f32", "f64") else 1
-        return Const(one if kind == "prod" else zero(dtype).value, dtype)
-    largest = kind in ("min", "argmin")
-    if dtype in ("f32", "f64"):
-        return Const(np.inf if largest else -np.inf, dtype)
-    info = np.iinfo(np.int32 if dtype == "i32" else np.int64)
-    return Const(int(info.max if largest else info.min), dtype)
+    value = REDUCE_KINDS[kind].identity(dtype) if kind in REDUCE_KINDS else \
+        extreme_identity(kind, dtype)
+    return Const(value, dtype)
 
 
 def accumulator_dtype(kind: str, dtype: str) -> str:
-    """f32 sums and products accumulate in f64 (as the interpreter does)."""
-    return "f64" if dtype == "f32" and kind in ("sum", "prod") else dtype
+    """f32 sums and products accumulate in f64 (`ir/reduce_kinds.py`)."""
+    return REDUCE_KINDS[kind].accumulator_dtype(dtype)
 
 
 def _merge(rank: int, kept: list[int], kept_index: tuple[Dim, ...], reduced: list[int],
@@ -99,7 +90,8 @@ def lower_reduce(lowering: BlockLowering, op: Op, em: Emitter) -> None:
         value = inner.let("cast", (value,), acc_dtype)
     kept_index = tuple(index[k] for k in kept)
     old = inner.load(acc, kept_index)
-    inner.stmts.append(Store(acc, kept_index, inner.let(COMBINE[kind], (old, value), acc_dtype)))
+    combined = inner.let(REDUCE_KINDS[kind].combine, (old, value), acc_dtype)
+    inner.stmts.append(Store(acc, kept_index, combined))
     if acc is not out:
         em.map_nest(out, lambda i, body: body.let("cast", (body.load(acc, i),), dtype))
     lowering.env[op.result] = out

@@ -25,14 +25,14 @@ from reverie.dsl import ast
 from reverie.dsl.diagnostics import did_you_mean, error_at
 
 from ..ir.dims import num_elements
-from ..ir.ops import cast_array, dtype_class
+from ..ir.ops import cast_array, dtype_class, unary_builtins
 from ..ir.types import DTYPES, INT_DTYPES, NUMPY_DTYPES
 from .arguments import axes, axis, keepdims, kept_shape, signature
 from .dims import static_dim
 from .dtypes import DtypeRules
 from .values import ExprValue
 
-UNARY_BUILTINS = ("abs", "sign", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "softplus", "erf", "floor", "ceil")  # noqa: E501
+UNARY_BUILTINS = unary_builtins()
 BINARY_BUILTINS = {"pow": "pow", "max": "maximum", "min": "minimum"}
 REDUCE_OPS = {"sum": "reduce_sum", "prod": "reduce_prod", "max": "reduce_max", "min": "reduce_min"}
 CASTS = ("f32", "f64", "i32", "i64", "float")

@@ -23,7 +23,7 @@ from reverie.dsl.diagnostics import CompileError, error_at
 
 from ..ir.core import Block, Op, Value
 from ..ir.dims import Dim, num_elements
-from ..ir.ops import BINARY, UNARY
+from ..ir.elementwise import ELEMENTWISE
 from ..ir.ops_adjoint import scatter_ranges
 from ..ir.scope import Scope, copy_block
 from ..ir.types import scalar
@@ -76,7 +76,7 @@ def _zero() -> Dim:
 # ---------------------------------------------------------------- elementwise
 
 
-@rule(*UNARY, *BINARY, "select", "cast")
+@rule(*ELEMENTWISE)
 def _elementwise(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """op(x: [B, …], y) = op(x, broadcast(y, [B, …]))"""
     operands = [ctx.lift(x, f) for x, f in zip(xs, flags, strict=True)]

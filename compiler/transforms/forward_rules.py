@@ -4,7 +4,9 @@ Consumes one primal op already copied into the JVP function (so its operands and
 are values the rule may use) and the tangents of its operands (`None` where an operand has
 a zero tangent, at least one is not `None`); produces one tangent per result (`None` for a
 zero tangent). `forward.py` walks the ops and looks rules up in `JVP_RULES`. Every rule
-carries its maths in its docstring, with ẋ for the tangent of x.
+carries its maths in its docstring, with ẋ for the tangent of x. Unary elementwise ops
+take theirs from the local derivative of their declaration (`ir/elementwise.py`), the
+same one reverse mode builds its rule from.
 
 Values at non-differentiable points match reverse mode and PyTorch (SPEC §2.4): d|x| at 0
 is 0, relu'(0) = 0, maximum/minimum ties take the mean of both tangents, reduce_max/min
@@ -23,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..ir.core import Block, Op, Value
+from ..ir.elementwise import ELEMENTWISE, Derivative
 from ..ir.scope import Scope, copy_block
 from .reverse_rules import NON_DIFFERENTIABLE, expand, product_partials
 
@@ -89,109 +92,18 @@ def _add(s: Scope, a: Value | None, b: Value | None) -> Value | None:
 # ---------------------------------------------------------------- elementwise, unary
 
 
-def _unary(derivative: Callable[[Scope, Value, Value], Value]) -> JvpRule:
-    """A rule ẏ = f'(x, y) · ẋ from the local derivative f'."""
+def _local_rule(derivative: Derivative) -> JvpRule:
+    """ẏ = f'(x) · ẋ, from an op's declared local derivative f'."""
     def jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
-        s = ctx.scope
-        return [s.mul(derivative(s, op.operands[0], op.result), dots[0])]
+        return [derivative.jvp(ctx.scope, op, dots[0])]
 
-    jvp.__doc__ = derivative.__doc__
+    jvp.__doc__ = f"{derivative.maths}; ẏ = f'(x) · ẋ"
     return jvp
 
 
-def _d_abs(s: Scope, x: Value, y: Value) -> Value:
-    """ẏ = sign(x) · ẋ   (0 at x = 0)"""
-    return s.op("sign", [x])
-
-
-def _d_exp(s: Scope, x: Value, y: Value) -> Value:
-    """ẏ = y · ẋ"""
-    return y
-
-
-def _d_expm1(s: Scope, x: Value, y: Value) -> Value:
-    """ẏ = (y + 1) · ẋ"""
-    return s.add(y, s.const(1, y.type))
-
-
-def _d_sin(s: Scope, x: Value, y: Value) -> Value:
-    """ẏ = cos(x) · ẋ"""
-    return s.op("cos", [x])
-
-
-def _d_cos(s: Scope, x: Value, y: Value) -> Value:
-    """ẏ = −sin(x) · ẋ"""
-    return s.neg(s.op("sin", [x]))
-
-
-def _d_tan(s: Scope, x: Value, y: Value) -> Value:
-    """ẏ = (1 + y²) · ẋ"""
-    return s.add(s.const(1, y.type), s.mul(y, y))
-
-
-def _d_tanh(s: Scope, x: Value, y: Value) -> Value:
-    """ẏ = (1 − y²) · ẋ"""
-    return s.sub(s.const(1, y.type), s.mul(y, y))
-
-
-def _d_sigmoid(s: Scope, x: Value, y: Value) -> Value:
-    """ẏ = y · (1 − y) · ẋ"""
-    return s.mul(y, s.sub(s.const(1, y.type), y))
-
-
-def _d_rsqrt(s: Scope, x: Value, y: Value) -> Value:
-    """ẏ = −½ y³ · ẋ"""
-    return s.mul(s.const(-0.5, y.type), s.mul(y, s.mul(y, y)))
-
-
-def _d_softplus(s: Scope, x: Value, y: Value) -> Value:
-    """ẏ = sigmoid(x) · ẋ"""
-    return s.op("sigmoid", [x])
-
-
-def _d_erf(s: Scope, x: Value, y: Value) -> Value:
-    """ẏ = 2/√π · exp(−x²) · ẋ"""
-    two_over_sqrt_pi = 1.1283791670955126
-    return s.mul(s.const(two_over_sqrt_pi, x.type), s.op("exp", [s.neg(s.mul(x, x))]))
-
-
-for _name, _derivative in {"abs": _d_abs, "exp": _d_exp, "expm1": _d_expm1, "sin": _d_sin,
-                           "cos": _d_cos, "tan": _d_tan, "tanh": _d_tanh, "sigmoid": _d_sigmoid,
-                           "rsqrt": _d_rsqrt, "softplus": _d_softplus, "erf": _d_erf}.items():
-    rule(_name)(_unary(_derivative))
-
-
-@rule("neg")
-def _neg(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
-    """ẏ = −ẋ"""
-    return [ctx.scope.neg(dots[0])]
-
-
-@rule("relu")
-def _relu(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
-    """ẏ = select(x > 0, ẋ, 0)   (0 at x = 0)"""
-    s, x = ctx.scope, op.operands[0]
-    return [s.select(s.op("gt", [x, s.zeros(x.type)]), dots[0], s.zeros(x.type))]
-
-
-@rule("log")
-def _log(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
-    """ẏ = ẋ / x"""
-    return [ctx.scope.div(dots[0], op.operands[0])]
-
-
-@rule("log1p")
-def _log1p(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
-    """ẏ = ẋ / (1 + x)"""
-    s, x = ctx.scope, op.operands[0]
-    return [s.div(dots[0], s.add(x, s.const(1, x.type)))]
-
-
-@rule("sqrt")
-def _sqrt(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
-    """ẏ = ẋ / (2y)   (inf at 0)"""
-    s, y = ctx.scope, op.result
-    return [s.div(dots[0], s.mul(s.const(2, y.type), y))]
+for _name, _row in ELEMENTWISE.items():
+    if _row.derivative is not None:
+        rule(_name)(_local_rule(_row.derivative))
 
 
 # ---------------------------------------------------------------- elementwise, binary

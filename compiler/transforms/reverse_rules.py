@@ -6,9 +6,10 @@ result has none); produces one cotangent contribution per operand (`None` for no
 reverse pass (`reverse.py`) sums contributions over fan-out. Every rule is registered in
 `VJP_RULES` under the op's name and carries its maths in its docstring.
 
-Ops in `NON_DIFFERENTIABLE` carry no gradient: their results are never active, so they
-need no rule (argmax/argmin, sign, floor, ceil, floordiv, stop_gradient; comparisons and
-logic give bool, which is never active either).
+Unary elementwise ops get their rule from the local derivative their declaration gives
+(`ir/elementwise.py`); the other rules are written here. Ops in `NON_DIFFERENTIABLE` carry no
+gradient (the op table says why: argmax/argmin, sign, floor, ceil, floordiv, stop_gradient,
+and the comparisons and logic, whose bool results are never active): they need no rule.
 
 Values at non-differentiable points follow PyTorch (SPEC §2.4): d|x| at 0 is 0 (ȳ·sign x),
 relu'(0) = 0, sqrt'(0) = inf, maximum/minimum ties send half of ȳ to each side,
@@ -27,6 +28,8 @@ from typing import Any
 
 from ..ir.core import Op, Value
 from ..ir.dims import Dim
+from ..ir.elementwise import ELEMENTWISE, Derivative
+from ..ir.ops import OPS
 from ..ir.scope import Scope
 from ..ir.types import TensorType
 
@@ -52,8 +55,7 @@ class RuleContext:
 
 VJP_RULES: dict[str, Rule] = {}
 
-NON_DIFFERENTIABLE = frozenset({"stop_gradient", "sign", "floor", "ceil", "floordiv",
-                                "argmax", "argmin"})
+NON_DIFFERENTIABLE = frozenset(name for name, op in OPS.items() if not op.differentiable)
 
 
 def rule(*names: str) -> Callable[[Rule], Rule]:
@@ -70,64 +72,18 @@ def rule(*names: str) -> Callable[[Rule], Rule]:
 # ---------------------------------------------------------------- elementwise, unary
 
 
-Local = Callable[[Scope, Value, Value], Value]
-
-# name -> (maths, f'(x, y)) for the rules x̄ += ȳ · f'(x, y)
-PRODUCT_RULES: dict[str, tuple[str, Local]] = {
-    "abs": ("d abs: x̄ += ȳ · sign(x)   (0 at x = 0)", lambda s, x, y: s.op("sign", [x])),
-    "exp": ("d exp: x̄ += ȳ · y", lambda s, x, y: y),
-    "expm1": ("d expm1: x̄ += ȳ · (y + 1)", lambda s, x, y: s.add(y, s.const(1, y.type))),
-    "sin": ("d sin: x̄ += ȳ · cos(x)", lambda s, x, y: s.op("cos", [x])),
-    "cos": ("d cos: x̄ += ȳ · (−sin(x))", lambda s, x, y: s.neg(s.op("sin", [x]))),
-    "tan": ("d tan: x̄ += ȳ · (1 + y²)", lambda s, x, y: s.add(s.const(1, y.type), s.mul(y, y))),
-    "tanh": ("d tanh: x̄ += ȳ · (1 − y²)",
-             lambda s, x, y: s.sub(s.const(1, y.type), s.mul(y, y))),
-    "sigmoid": ("d sigmoid: x̄ += ȳ · y · (1 − y)",
-                lambda s, x, y: s.mul(y, s.sub(s.const(1, y.type), y))),
-    "rsqrt": ("d rsqrt: x̄ += ȳ · (−½ y³)",
-              lambda s, x, y: s.mul(s.const(-0.5, y.type), s.mul(y, s.mul(y, y)))),
-    "softplus": ("d softplus: x̄ += ȳ · sigmoid(x)", lambda s, x, y: s.op("sigmoid", [x])),
-    "erf": ("d erf: x̄ += ȳ · 2/√π · exp(−x²)",
-            lambda s, x, y: s.mul(s.const(1.1283791670955126, x.type),
-                                  s.op("exp", [s.neg(s.mul(x, x))]))),
-}
-
-# name -> (maths, g(x, y)) for the rules x̄ += ȳ / g(x, y)
-QUOTIENT_RULES: dict[str, tuple[str, Local]] = {
-    "log": ("d log: x̄ += ȳ / x   (inf at 0)", lambda s, x, y: x),
-    "log1p": ("d log1p: x̄ += ȳ / (1 + x)", lambda s, x, y: s.add(x, s.const(1, x.type))),
-    "sqrt": ("d sqrt: x̄ += ȳ / (2y)   (inf at 0)",
-             lambda s, x, y: s.mul(s.const(2, y.type), y)),
-}
-
-
-def _unary(combine: str, doc: str, local: Local) -> Rule:
-    """The rule x̄ += ȳ · f' (combine = mul) or x̄ += ȳ / g (combine = div)."""
+def _local_rule(derivative: Derivative) -> Rule:
+    """x̄ += ȳ · f'(x), from an op's declared local derivative f'."""
     def vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
-        s = ctx.scope
-        return [s.op(combine, [bars[0], local(s, op.operands[0], op.result)])]
+        return [derivative.vjp(ctx.scope, op, bars[0])]
 
-    vjp.__doc__ = doc
+    vjp.__doc__ = f"{derivative.maths}; x̄ += ȳ · f'(x)"
     return vjp
 
 
-for _name, (_doc, _local) in PRODUCT_RULES.items():
-    rule(_name)(_unary("mul", _doc, _local))
-for _name, (_doc, _local) in QUOTIENT_RULES.items():
-    rule(_name)(_unary("div", _doc, _local))
-
-
-@rule("neg")
-def _neg(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
-    """d neg: x̄ += −ȳ"""
-    return [ctx.scope.neg(bars[0])]
-
-
-@rule("relu")
-def _relu(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
-    """d relu: x̄ += select(x > 0, ȳ, 0)   (0 at x = 0)"""
-    s, x = ctx.scope, op.operands[0]
-    return [s.select(s.op("gt", [x, s.zeros(x.type)]), bars[0], s.zeros(x.type))]
+for _name, _row in ELEMENTWISE.items():
+    if _row.derivative is not None:
+        rule(_name)(_local_rule(_row.derivative))
 
 
 # ---------------------------------------------------------------- elementwise, binary

@@ -26,10 +26,8 @@ import numpy as np
 
 from ..ir.core import Block, Function, Op, Value
 from ..ir.ops import OPS
+from ..ir.reduce_kinds import REDUCE_OPS
 from ..ir.types import NUMPY_DTYPES
-
-IDENTITY_WHEN_SAME_TYPE = ("reshape", "broadcast", "cast")
-REDUCTIONS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
 
 
 def constant_value(value: Value) -> Any:
@@ -102,11 +100,11 @@ def _identity(op: Op) -> Value | None:
     if len(op.results) != 1 or op.regions:
         return None
     args, result = op.operands, op.results[0]
-    if op.name in IDENTITY_WHEN_SAME_TYPE and args[0].type == result.type:
+    if OPS[op.name].same_type_is_identity and args[0].type == result.type:
         return args[0]
     if op.name == "transpose" and list(op.attrs["perm"]) == list(range(result.type.rank)):
         return args[0]
-    if op.name in REDUCTIONS and not op.attrs["axes"]:
+    if op.name in REDUCE_OPS and not op.attrs["axes"]:
         return args[0]
     if op.name == "neg" and args[0].op is not None and args[0].op.name == "neg":
         return args[0].op.operands[0]

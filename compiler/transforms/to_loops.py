@@ -19,9 +19,12 @@ materialised pad is an ordinary fused nest (`Evaluator` selects its source or 0)
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from reverie.compiler.ir.core import Block, Function, Op, Value
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.ops import missing_rule
+from reverie.compiler.ir.reduce_kinds import REDUCE_OPS
 from reverie.compiler.loops.boundary import CallBoundary
 from reverie.compiler.loops.control import lower_for
 from reverie.compiler.loops.emitter import (
@@ -39,6 +42,7 @@ from reverie.compiler.loops.fusion import (
     VIEW,
     Plan,
     SiblingNest,
+    is_root_kind,
     plan_block,
     reads_memory,
 )
@@ -257,27 +261,27 @@ class BlockLowering:
     # ------------------------------------------------------------ roots
 
     def _root(self, op: Op, em: Emitter) -> None:
-        name = op.name
-        if name.startswith("reduce_"):
-            lower_reduce(self, op, em)
-        elif name in ("argmax", "argmin"):
-            lower_arg_reduce(self, op, em)
-        elif name == "matmul":
-            self._matmul(op, em)
-        elif name in ("for", "for_history"):
-            lower_for(self, op, em)
-        elif name == "generic_scatter":
-            self._generic_scatter(op, em)
-        elif name == "concat":
-            self._concat(op, em)
-        elif name == "roll":
-            self._roll(op, em)
-        elif name == "generic" and op.attrs.get("reduce"):
+        """Emit the loop nest(s) of a root by its rule in `ROOT_LOWERINGS`; any other op
+        that fusion materialises is one nest evaluating it element by element."""
+        rule = ROOT_LOWERINGS.get(op.name)
+        if rule is not None:
+            rule(self, op, em)
+        elif is_root_kind(op):
+            raise missing_rule(op.name, "the native backend's loop lowering", op.span)
+        else:
+            self.materialise(op, em)
+
+    def materialise(self, op: Op, em: Emitter) -> None:
+        """Write the elements of `op`'s result into a buffer with one fused nest."""
+        out = self.buffer_for(op.result)
+        em.map_nest(out, lambda index, body: self.eval.at(op.result, index, body))
+        self.env[op.result] = out
+
+    def _generic(self, op: Op, em: Emitter) -> None:
+        if op.attrs.get("reduce"):
             lower_generic_reduce(self, op, em)
         else:
-            out = self.buffer_for(op.result)
-            em.map_nest(out, lambda index, body: self.eval.at(op.result, index, body))
-            self.env[op.result] = out
+            self.materialise(op, em)
 
     def _generic_scatter(self, op: Op, em: Emitter) -> None:
         """out = zeros; out[positions] += value over the loop nest (out-of-range `zero`
@@ -355,3 +359,15 @@ class BlockLowering:
             source = index[:axis] + (index[axis] + source_offset,) + index[axis + 1:]
             body.stmts.append(Store(out, index, self.eval.at(x, source, body)))
         self.env[op.result] = out
+
+
+RootLowering = Callable[[BlockLowering, Op, Emitter], None]
+# The loop nests of the ops that get their own (fusion's roots, and a materialised roll)
+ROOT_LOWERINGS: dict[str, RootLowering] = {
+    **dict.fromkeys(REDUCE_OPS, lower_reduce),
+    "argmax": lower_arg_reduce, "argmin": lower_arg_reduce,
+    "matmul": BlockLowering._matmul, "concat": BlockLowering._concat,
+    "for": lower_for, "for_history": lower_for,
+    "generic": BlockLowering._generic, "generic_scatter": BlockLowering._generic_scatter,
+    "roll": BlockLowering._roll,
+}

@@ -1,0 +1,322 @@
+"""Elementwise ops: one declaration each, from which every per-op table takes its entry.
+
+An `Elementwise` row says everything about one op applied element by element:
+
+- its NumPy semantics (`numpy`, on arrays of one shape) and the dtype classes its operands
+  may have; the result has the operands' dtype unless `result` names another;
+- its derivative. A unary op declares ONE local derivative f'(x) (`Derivative`, with its
+  maths line), from which reverse mode builds x̄ += ȳ · f'(x) and forward mode
+  ẏ = f'(x) · ẋ (`transforms/reverse_rules.py`, `transforms/forward_rules.py`). Binary
+  ops, `select` and `cast` keep one hand-written rule per mode there: their cheapest VJP
+  and JVP are different expressions (the JVP of a / b is (ȧ − y·ḃ) / b, one division,
+  where the transposed form needs two). `no_derivative` says why an op needs neither;
+- how the back ends compute it: a `math` op is a function of the math library
+  (`codegen/mathlib*.py`, under the op's name) for float operands; the others are a few
+  instructions in `codegen/scalar_ops.py`. `mlir` names the MLIR op per dtype class
+  (`arith.addf`; a comparison with its predicate, `arith.cmpf olt`); a class without one is
+  written out by `export/mlir_scalar.py` (a composite, or the math library's
+  backend-neutral algorithm);
+- `cheap`: a single instruction, recomputed in every loop nest instead of being stored;
+  `fusion`: its class in loop fusion (every elementwise op is fused, except
+  `stop_gradient`, a view); `builtin`: users call it by name, `tanh(x)`, so the name is
+  reserved (`dsl/check.py`) and lowered as a unary call (`compiler/lower/builtins.py` UNARY_BUILTINS);
+- `attrs`: the op's integer attributes (`polygamma {order = 2}`). The NumPy function gets
+  them as keywords; in loop IR they follow the operands of the scalar op as i64 constants
+  (`%3 = polygamma %2, 2 : f64`), where native code reads them.
+
+Batching and loop lowering treat every op of this kind alike. This module holds data and
+callables over `Scope` (the IR builder): the IR layer imports no transform and no back end;
+those import these rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .core import Op, Value
+from .ops import (
+    FUSED,
+    JVP,
+    VIEW,
+    VJP,
+    Evaluate,
+    Infer,
+    cast_array,
+    dtype_class,
+    expect_arity,
+    register,
+)
+from .scope import Scope
+from .types import NUMPY_DTYPES, ShapeError, TensorType
+
+FLOAT, NUMERIC, ANY = ("float",), ("float", "int"), ("float", "int", "bool")
+
+# (scope, x, y, attrs) -> a value of x's type; y is the op's result
+Local = Callable[[Scope, Value, Value, Mapping[str, Any]], Value]
+SCALE, DIVIDE, NEGATE, MASK = "scale", "divide", "negate", "mask"
+
+
+@dataclass(frozen=True)
+class Derivative:
+    """dy/dx of a unary op and how it multiplies a cotangent ȳ or a tangent ẋ:
+
+    - scale:  f' = local(x, y)                   x̄ += ȳ · f',   ẏ = f' · ẋ
+    - divide: f' = 1 / local(x, y)               x̄ += ȳ / g,    ẏ = ẋ / g   (one division)
+    - negate: f' = −1                             x̄ += −ȳ,       ẏ = −ẋ
+    - mask:   f' = 1 where local(x, y), else 0   x̄ += select(c, ȳ, 0), ẏ = select(c, ẋ, 0)
+    """
+
+    maths: str
+    form: str
+    local: Local | None = None
+
+    def vjp(self, s: Scope, op: Op, ybar: Value) -> Value:
+        """The cotangent contribution x̄ = ȳ · f'(x) of one use of `op`."""
+        return self._times(s, op, ybar, cotangent=True)
+
+    def jvp(self, s: Scope, op: Op, xdot: Value) -> Value:
+        """The tangent ẏ = f'(x) · ẋ of `op`'s result."""
+        return self._times(s, op, xdot, cotangent=False)
+
+    def _times(self, s: Scope, op: Op, seed: Value, cotangent: bool) -> Value:
+        if self.form == NEGATE:
+            return s.neg(seed)
+        x = op.operands[0]
+        local = self.local(s, x, op.result, op.attrs)
+        if self.form == SCALE:
+            return s.mul(seed, local) if cotangent else s.mul(local, seed)
+        if self.form == DIVIDE:
+            return s.div(seed, local)
+        return s.select(local, seed, s.zeros(x.type))
+
+
+def scale(maths: str, local: Local) -> Derivative:
+    return Derivative(maths, SCALE, local)
+
+
+def divide(maths: str, local: Local) -> Derivative:
+    return Derivative(maths, DIVIDE, local)
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """One elementwise op (see the module docstring for each field)."""
+
+    name: str
+    numpy: Callable[..., np.ndarray]
+    operands: tuple[str, ...] = FLOAT
+    arity: int = 1
+    result: str | None = None
+    derivative: Derivative | None = None
+    no_derivative: str = ""
+    math: bool = False
+    mlir: Mapping[str, str] = field(default_factory=dict)
+    cheap: bool = False
+    fusion: str = FUSED
+    builtin: bool = False
+    same_type_is_identity: bool = False
+    attrs: tuple[str, ...] = ()
+    infer: Infer | None = None
+    evaluate: Evaluate | None = None
+    doc: str = ""
+
+
+# ---------------------------------------------------------------- shape rules
+
+
+def _check_classes(name: str, t: TensorType, allowed: tuple[str, ...]) -> None:
+    if dtype_class(t.dtype) not in allowed:
+        wanted = " or ".join(allowed)
+        raise ShapeError(f"'{name}' needs {wanted} operands, got {t.dtype}")
+
+
+def _same_shape_infer(row: Elementwise) -> Infer:
+    """Operands of one dtype and shape, of an allowed class; the result keeps the shape."""
+    def infer(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
+        expect_arity(row.name, ops, row.arity)
+        first = ops[0]
+        for other in ops[1:]:
+            if other.dtype != first.dtype:
+                raise ShapeError(f"'{row.name}' operands have different dtypes {first.dtype} "
+                                 f"and {other.dtype}")
+            if other.shape != first.shape:
+                raise ShapeError(f"'{row.name}' operands have different shapes {first} "
+                                 f"and {other}")
+        _check_classes(row.name, first, row.operands)
+        for attr in row.attrs:
+            if not isinstance(attrs.get(attr), int) or attrs[attr] < 0:
+                raise ShapeError(f"'{row.name}' needs a non-negative integer '{attr}'")
+        return [first.with_dtype(row.result) if row.result else first]
+
+    return infer
+
+
+def _numpy_evaluate(row: Elementwise) -> Evaluate:
+    def evaluate(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
+        return [row.numpy(*args, **{a: op.attrs[a] for a in row.attrs})]
+
+    return evaluate
+
+
+ELEMENTWISE: dict[str, Elementwise] = {}
+
+
+def declare(row: Elementwise) -> Elementwise:
+    """Register `row` as an op of the table (kind `elementwise`)."""
+    example = f"`%1 = {row.name} %x : f32[N]`" if row.arity == 1 else \
+        f"`%2 = {row.name} %a, %b : f32[N]`"
+    doc = row.doc or (f"Elementwise {row.name}: {example}." if row.arity == 1 else
+                      f"Elementwise {row.name} of equal-shaped operands: {example}.")
+    exempt = {VJP: row.no_derivative, JVP: row.no_derivative} if row.no_derivative else {}
+    register(row.name, "elementwise", row.infer or _same_shape_infer(row),
+             row.evaluate or _numpy_evaluate(row), doc, fusion=row.fusion, cheap=row.cheap,
+             same_type_is_identity=row.same_type_is_identity, exempt=exempt, elementwise=row)
+    ELEMENTWISE[row.name] = row
+    return row
+
+
+# ---------------------------------------------------------------- NumPy semantics
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + e^-x) without overflow for large |x|."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+PIECEWISE_CONSTANT = "it is piecewise constant: its derivative is 0 wherever it exists"
+BOOLEAN = "its result is bool, which carries no derivative"
+
+
+def unary(name: str, numpy: Callable[..., np.ndarray], **row: Any) -> Elementwise:
+    return declare(Elementwise(name, numpy, **row))
+
+
+def _binary(name: str, numpy: Callable[..., np.ndarray], operands: tuple[str, ...],
+            **row: Any) -> Elementwise:
+    return declare(Elementwise(name, numpy, operands, arity=2, **row))
+
+
+def _predicates(float_predicate: str, int_predicate: str) -> dict[str, str]:
+    """The MLIR comparisons of one predicate (bools compare as integers)."""
+    return {"float": f"arith.cmpf {float_predicate}", "int": f"arith.cmpi {int_predicate}",
+            "bool": f"arith.cmpi {int_predicate}"}
+
+
+# ---------------------------------------------------------------- unary ops
+
+unary("neg", np.negative, operands=NUMERIC, cheap=True, mlir={"float": "arith.negf"},
+       derivative=Derivative("d (−x)/dx = −1", NEGATE))
+unary("abs", np.abs, operands=NUMERIC, cheap=True, builtin=True, math=True,
+       mlir={"float": "math.absf"},
+       derivative=scale("d |x|/dx = sign(x)   (0 at x = 0)", lambda s, x, y, a: s.op("sign", [x])))
+unary("sign", np.sign, operands=NUMERIC, cheap=True, builtin=True,
+       no_derivative=PIECEWISE_CONSTANT)
+unary("exp", np.exp, builtin=True, math=True, mlir={"float": "math.exp"},
+       derivative=scale("d exp(x)/dx = y", lambda s, x, y, a: y))
+unary("expm1", np.expm1, builtin=True, math=True, mlir={"float": "math.expm1"},
+       derivative=scale("d expm1(x)/dx = y + 1",
+                        lambda s, x, y, a: s.add(y, s.const(1, y.type))))
+unary("log", np.log, builtin=True, math=True, mlir={"float": "math.log"},
+       derivative=divide("d log(x)/dx = 1 / x   (inf at 0)", lambda s, x, y, a: x))
+unary("log1p", np.log1p, builtin=True, math=True, mlir={"float": "math.log1p"},
+       derivative=divide("d log1p(x)/dx = 1 / (1 + x)",
+                         lambda s, x, y, a: s.add(x, s.const(1, x.type))))
+unary("sqrt", np.sqrt, builtin=True, math=True, mlir={"float": "math.sqrt"},
+       derivative=divide("d sqrt(x)/dx = 1 / (2y)   (inf at 0)",
+                         lambda s, x, y, a: s.mul(s.const(2, y.type), y)))
+unary("rsqrt", lambda x: 1 / np.sqrt(x), builtin=True,
+       derivative=scale("d rsqrt(x)/dx = −½ y³",
+                        lambda s, x, y, a: s.mul(s.const(-0.5, y.type), s.mul(y, s.mul(y, y)))))
+unary("sin", np.sin, builtin=True, math=True, mlir={"float": "math.sin"},
+       derivative=scale("d sin(x)/dx = cos(x)", lambda s, x, y, a: s.op("cos", [x])))
+unary("cos", np.cos, builtin=True, math=True, mlir={"float": "math.cos"},
+       derivative=scale("d cos(x)/dx = −sin(x)", lambda s, x, y, a: s.neg(s.op("sin", [x]))))
+unary("tan", np.tan, builtin=True, math=True, mlir={"float": "math.tan"},
+       derivative=scale("d tan(x)/dx = 1 + y²",
+                        lambda s, x, y, a: s.add(s.const(1, y.type), s.mul(y, y))))
+unary("tanh", np.tanh, builtin=True, math=True, mlir={"float": "math.tanh"},
+       derivative=scale("d tanh(x)/dx = 1 − y²",
+                        lambda s, x, y, a: s.sub(s.const(1, y.type), s.mul(y, y))))
+unary("sigmoid", _sigmoid, builtin=True, math=True,
+       derivative=scale("d sigmoid(x)/dx = y · (1 − y)",
+                        lambda s, x, y, a: s.mul(y, s.sub(s.const(1, y.type), y))))
+unary("relu", lambda x: np.maximum(x, np.zeros_like(x)), builtin=True, cheap=True,
+       derivative=Derivative("d relu(x)/dx = 1 where x > 0, else 0   (0 at x = 0)", MASK,
+                             lambda s, x, y, a: s.op("gt", [x, s.zeros(x.type)])))
+unary("softplus", lambda x: np.logaddexp(np.zeros_like(x), x), builtin=True, math=True,
+       derivative=scale("d softplus(x)/dx = sigmoid(x)", lambda s, x, y, a: s.op("sigmoid", [x])))
+unary("floor", np.floor, builtin=True, math=True, mlir={"float": "math.floor"},
+       no_derivative=PIECEWISE_CONSTANT)
+unary("ceil", np.ceil, builtin=True, math=True, mlir={"float": "math.ceil"},
+       no_derivative=PIECEWISE_CONSTANT)
+unary("not", np.logical_not, operands=("bool",), cheap=True, no_derivative=BOOLEAN)
+unary("stop_gradient", lambda x: x, operands=ANY, cheap=True, fusion=VIEW,
+       no_derivative="it stops derivatives: that is what it is for")
+
+# ---------------------------------------------------------------- binary ops
+
+_binary("add", np.add, NUMERIC, cheap=True, mlir={"float": "arith.addf", "int": "arith.addi"})
+_binary("sub", np.subtract, NUMERIC, cheap=True,
+        mlir={"float": "arith.subf", "int": "arith.subi"})
+_binary("mul", np.multiply, NUMERIC, cheap=True,
+        mlir={"float": "arith.mulf", "int": "arith.muli"})
+_binary("div", np.divide, FLOAT, mlir={"float": "arith.divf"})
+_binary("floordiv", np.floor_divide, NUMERIC, no_derivative=PIECEWISE_CONSTANT)
+_binary("mod", np.mod, NUMERIC)
+_binary("pow", np.power, FLOAT, math=True, mlir={"float": "math.powf"})
+_binary("maximum", np.maximum, NUMERIC, cheap=True,
+        mlir={"float": "arith.maximumf", "int": "arith.maxsi"})
+_binary("minimum", np.minimum, NUMERIC, cheap=True,
+        mlir={"float": "arith.minimumf", "int": "arith.minsi"})
+for _name, _fn, _operands, _float, _int in (
+        ("lt", np.less, NUMERIC, "olt", "slt"), ("le", np.less_equal, NUMERIC, "ole", "sle"),
+        ("gt", np.greater, NUMERIC, "ogt", "sgt"), ("ge", np.greater_equal, NUMERIC, "oge", "sge"),
+        ("eq", np.equal, ANY, "oeq", "eq"), ("ne", np.not_equal, ANY, "une", "ne")):
+    _binary(_name, _fn, _operands, result="bool", cheap=True, no_derivative=BOOLEAN,
+            mlir=_predicates(_float, _int))
+_binary("and", np.logical_and, ("bool",), cheap=True, no_derivative=BOOLEAN,
+        mlir={"bool": "arith.andi"})
+_binary("or", np.logical_or, ("bool",), cheap=True, no_derivative=BOOLEAN,
+        mlir={"bool": "arith.ori"})
+
+# ---------------------------------------------------------------- select and cast
+
+
+def _infer_select(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
+    expect_arity("select", ops, 3)
+    cond, a, b = ops
+    if cond.dtype != "bool":
+        raise ShapeError(f"the condition of 'where' must be bool, got {cond.dtype}")
+    if a.dtype != b.dtype:
+        raise ShapeError(f"'where' branches have different dtypes {a.dtype} and {b.dtype}")
+    if not (cond.shape == a.shape == b.shape):
+        raise ShapeError(f"'where' operands have different shapes {cond}, {a}, {b}")
+    return [a]
+
+
+declare(Elementwise(
+    "select", np.where, ANY, arity=3, cheap=True, infer=_infer_select,
+    doc="Pick from a where cond holds, else b: `%3 = select %c, %a, %b : f32[N]`."))
+
+
+def _infer_cast(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
+    expect_arity("cast", ops, 1)
+    return [ops[0].with_dtype(attrs["dtype"])]
+
+
+def _eval_cast(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
+    return [cast_array(np.asarray(args[0]), NUMPY_DTYPES[op.attrs["dtype"]])]
+
+
+declare(Elementwise(
+    "cast", cast_array, ANY, cheap=True, same_type_is_identity=True, infer=_infer_cast,
+    evaluate=_eval_cast,
+    doc="Convert the element type: `%1 = cast %x {dtype = f64} : f64[N]`."))
+
+# the special functions (erf, ...) are declared in their own module
+from . import special  # noqa: E402,F401
