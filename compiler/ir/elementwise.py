@@ -19,7 +19,7 @@ An `Elementwise` row says everything about one op applied element by element:
 - `cheap`: a single instruction, recomputed in every loop nest instead of being stored;
   `fusion`: its class in loop fusion (every elementwise op is fused, except
   `stop_gradient`, a view); `builtin`: users call it by name, `tanh(x)`, so the name is
-  reserved (`dsl/check.py`) and lowered as a unary call (`compiler/lower/builtins.py` UNARY_BUILTINS);
+  reserved (`dsl/check.py`) and lowered as a unary call (`lower/builtins.py`);
 - `attrs`: the op's integer attributes (`polygamma {order = 2}`). The NumPy function gets
   them as keywords; in loop IR they follow the operands of the scalar op as i64 constants
   (`%3 = polygamma %2, 2 : f64`), where native code reads them.
