@@ -14,6 +14,9 @@ size, modification time), so editing the compiler invalidates everything it wrot
   sites, call boundary) and, in `jit.remembered_module`, the key of its object code
   (`runtime/native.py`).
 
+`REVERIE_PIPELINE_CACHE=0` makes every stage run again (the tests that replace a rule of
+the compiler use it).
+
 Entries are stored through `runtime/cache.py`, which authenticates every entry with the
 user's secret: only bytes that this user's processes wrote are ever unpickled. Anything
 that does not unpickle, or does not pickle (IR nested too deep for pickle's recursion),
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import pickle
 from pathlib import Path
 
@@ -61,10 +65,17 @@ def artifact_key(kind: str, *parts: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def in_use() -> bool:
+    """Whether stages may be skipped for cached results: not with REVERIE_PIPELINE_CACHE=0
+    (every stage runs; the object cache still serves LLVM), nor while REVERIE_PRINT_IR or
+    a capture wants to see passes run."""
+    return os.environ.get("REVERIE_PIPELINE_CACHE", "1").strip() != "0" and not observing()
+
+
 def load(key: str) -> object | None:
-    """The artifact stored under `key`, or None (missing, or written by other code; or
-    REVERIE_PRINT_IR is set, whose passes must then run to be printed)."""
-    if observing():
+    """The artifact stored under `key`, or None (missing, written by other code, or the
+    cache not `in_use`)."""
+    if not in_use():
         return None
     data = cache.load(key)
     if data is None:

@@ -59,9 +59,9 @@ import llvmlite
 import llvmlite.binding as llvm
 from llvmlite.binding.newpassmanagers import NewPassManager
 
-from reverie.compiler.print_ir import observing, show
+from reverie.compiler.print_ir import show
 
-from . import cache
+from . import artifacts, cache
 
 _PIPELINE_VERSION = "reverie-jit-3"
 HUGE_BLOCK = 2000
@@ -443,8 +443,8 @@ def remembered_module(key: str, make_ir: Callable[[], str], *, name: str,
 def _remembered(key: str, make_ir: Callable[[], str], name: str,
                 pipeline: Pipeline | None) -> JitModule:
     """`remembered_module` without the sharing of loaded modules (and without the look-up
-    under `key` while REVERIE_PRINT_IR wants the code generator's output)."""
-    remembered = None if observing() else cache.load(key)
+    under `key` when the whole-pipeline cache is not in use: `artifacts.in_use`)."""
+    remembered = cache.load(key) if artifacts.in_use() else None
     if remembered is not None:
         object_key, *symbols = remembered.decode("ascii", "replace").split("\n")
         code = cache.load(object_key)

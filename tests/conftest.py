@@ -27,6 +27,13 @@ def compare_with_golden(printed: str, expected_file: Path) -> None:
 
 
 @pytest.fixture
+def uncached(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every compiler stage runs (REVERIE_PIPELINE_CACHE=0), for tests that replace one of
+    the compiler's rules and must see it used even where the disk cache holds the result."""
+    monkeypatch.setenv("REVERIE_PIPELINE_CACHE", "0")
+
+
+@pytest.fixture
 def golden() -> Callable[[str, Path], None]:
     """The golden-file check, as a fixture for tests in any directory."""
     return compare_with_golden

@@ -146,6 +146,7 @@ def test_batching_needs_a_batched_parameter() -> None:
         batch_function(program(0), [])
 
 
+@pytest.mark.usefixtures("uncached")
 def test_a_missing_rule_is_a_compile_error_naming_the_op(monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.delitem(batch_rules.BATCH_RULES, "tanh")
     with pytest.raises(rv.CompileError, match="'tanh'"):

@@ -106,6 +106,7 @@ def test_only_float_parameters_can_be_differentiated() -> None:
         jvp_function(fn, [1])
 
 
+@pytest.mark.usefixtures("uncached")
 def test_a_missing_rule_is_a_compile_error_naming_the_op(monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.delitem(forward_rules.JVP_RULES, "tanh")
     fn = module().lowering.specialise("layer", "f64")

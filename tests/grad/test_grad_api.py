@@ -70,6 +70,7 @@ def test_grad_needs_one_scalar_result() -> None:
         grad_function(specialise(TWO_RESULTS), [0])
 
 
+@pytest.mark.usefixtures("uncached")
 def test_missing_rule_is_a_compile_error_naming_the_op(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(reverse_rules.VJP_RULES, "tanh")
     with pytest.raises(CompileError, match="cannot differentiate 'tanh'") as info:
@@ -77,6 +78,7 @@ def test_missing_rule_is_a_compile_error_naming_the_op(monkeypatch: pytest.Monke
     assert info.value.diagnostics[0].line == 3
 
 
+@pytest.mark.usefixtures("uncached")
 def test_missing_rule_off_the_differentiable_path_is_fine(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(reverse_rules.VJP_RULES, "tanh")

@@ -103,6 +103,7 @@ def test_groups_come_from_the_rows() -> None:
 TANH = "fn f(x: f64[N]) -> f64[N] { return tanh(x) * 2.0; }"
 
 
+@pytest.mark.usefixtures("uncached")
 def test_a_missing_scalar_rule_is_a_compile_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(scalar_ops.RULES, ("tanh", "float"))
     module = rv.compile(TANH)
@@ -110,6 +111,7 @@ def test_a_missing_scalar_rule_is_a_compile_error(monkeypatch: pytest.MonkeyPatc
         module.f(np.ones(3))
 
 
+@pytest.mark.usefixtures("uncached")
 def test_a_missing_loop_rule_is_a_compile_error_at_the_op(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(emitter.FUSED_RULES, "tanh")
@@ -119,6 +121,7 @@ def test_a_missing_loop_rule_is_a_compile_error_at_the_op(
     assert info.value.diagnostics[0].line == 1
 
 
+@pytest.mark.usefixtures("uncached")
 def test_a_missing_root_rule_is_a_compile_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(to_loops.ROOT_LOWERINGS, "matmul")
     module = rv.compile("fn f(a: f64[N, K], b: f64[K, M]) -> f64[N, M] { return a @ b; }")
@@ -126,6 +129,7 @@ def test_a_missing_root_rule_is_a_compile_error(monkeypatch: pytest.MonkeyPatch)
         module.f(np.ones((2, 3)), np.ones((3, 2)))
 
 
+@pytest.mark.usefixtures("uncached")
 def test_a_missing_mlir_rule_is_a_compile_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(mlir_scalar.COMPOSITES, ("sigmoid", "float"))
     fn = rv.compile("fn f(x: f64[N]) -> f64[N] { return sigmoid(x); }",
