@@ -67,61 +67,61 @@ def format_view(view: View) -> str:
 
 
 def _statement(stmt: Stmt, program: Program, indent: str, lines: list[str]) -> None:
+    if isinstance(stmt, If | Guarded | Loop | ForLoop):
+        _block(stmt, program, indent, lines)
+    else:
+        lines.append(indent + _line(stmt, program))
+
+
+def _line(stmt: Stmt, program: Program) -> str:
+    """A statement without a body, as one line."""
     if isinstance(stmt, Let):
         args = ", ".join(format_operand(a) for a in stmt.args)
-        lines.append(f"{indent}{stmt.var.name} = {stmt.op} {args} : {stmt.var.dtype}")
-    elif isinstance(stmt, Load):
+        return f"{stmt.var.name} = {stmt.op} {args} : {stmt.var.dtype}"
+    if isinstance(stmt, Load):
         guard = f" if {stmt.guard.name} else 0" if stmt.guard else ""
-        lines.append(f"{indent}{stmt.var.name} = load {format_access(stmt.view, stmt.index)}"
-                     f"{guard}")
-    elif isinstance(stmt, Store):
-        lines.append(f"{indent}store {format_access(stmt.view, stmt.index)} = "
-                     f"{format_operand(stmt.value)}")
-    elif isinstance(stmt, Accumulator):
-        lines.append(f"{indent}{stmt.var.name}: {stmt.var.dtype} = {format_operand(stmt.init)}")
-    elif isinstance(stmt, Accumulate):
-        lines.append(f"{indent}{stmt.var.name} = {stmt.kind} {stmt.var.name}, "
-                     f"{format_operand(stmt.value)}")
-    elif isinstance(stmt, ArgUpdate):
-        lines.append(f"{indent}{stmt.best.name}, {stmt.best_index.name} = {stmt.kind} "
-                     f"({stmt.best.name}, {stmt.best_index.name}), "
-                     f"({format_operand(stmt.value)}, {stmt.index})")
-    elif isinstance(stmt, Check):
+        return f"{stmt.var.name} = load {format_access(stmt.view, stmt.index)}{guard}"
+    if isinstance(stmt, Store):
+        return f"store {format_access(stmt.view, stmt.index)} = {format_operand(stmt.value)}"
+    if isinstance(stmt, Accumulator):
+        return f"{stmt.var.name}: {stmt.var.dtype} = {format_operand(stmt.init)}"
+    if isinstance(stmt, Accumulate):
+        return f"{stmt.var.name} = {stmt.kind} {stmt.var.name}, {format_operand(stmt.value)}"
+    if isinstance(stmt, ArgUpdate):
+        return (f"{stmt.best.name}, {stmt.best_index.name} = {stmt.kind} "
+                f"({stmt.best.name}, {stmt.best_index.name}), "
+                f"({format_operand(stmt.value)}, {stmt.index})")
+    if isinstance(stmt, Check):
         site = program.sites[stmt.site]
         what = f"'{site.label}' axis {site.axis}" if site.kind == "index" else \
             f"{site.kind} {site.label}"
-        lines.append(f"{indent}check 0 <= {stmt.index} < {stmt.size} else error {stmt.site}"
-                     f"  # {what}")
-    elif isinstance(stmt, If):
-        lines.append(f"{indent}if {stmt.cond.name} {{")
-        for inner in stmt.body:
-            _statement(inner, program, indent + "  ", lines)
-        lines.append(f"{indent}}}")
+        return f"check 0 <= {stmt.index} < {stmt.size} else error {stmt.site}  # {what}"
+    if isinstance(stmt, Matmul):
+        return (f"matmul {format_view(stmt.out)} = {format_view(stmt.a)} @ "
+                f"{format_view(stmt.b)}  # packing in {stmt.pack.name}")
+    raise TypeError(f"unknown loop statement {stmt!r}")
+
+
+def _block(stmt: If | Guarded | Loop | ForLoop, program: Program, indent: str,
+           lines: list[str]) -> None:
+    """A statement with a body: its opening line, the body indented, its closing lines."""
+    if isinstance(stmt, If):
+        opening, closing = f"if {stmt.cond.name} {{", ["}"]
     elif isinstance(stmt, Guarded):
-        lines.append(f"{indent}{stmt.var.name} = if {stmt.cond.name} {{")
-        for inner in stmt.body:
-            _statement(inner, program, indent + "  ", lines)
-        lines.append(f"{indent}  yield {format_operand(stmt.value)}")
-        lines.append(f"{indent}}} else 0")
+        opening = f"{stmt.var.name} = if {stmt.cond.name} {{"
+        closing = [f"  yield {format_operand(stmt.value)}", "} else 0"]
     elif isinstance(stmt, Loop):
-        lines.append(f"{indent}for {stmt.var} in {stmt.lo}..{stmt.hi} {{")
-        for inner in stmt.body:
-            _statement(inner, program, indent + "  ", lines)
-        lines.append(f"{indent}}}")
-    elif isinstance(stmt, ForLoop):
+        opening, closing = f"for {stmt.var} in {stmt.lo}..{stmt.hi} {{", ["}"]
+    else:
         states = ", ".join(f"{s.current.name}/{s.next.name} in ({s.first.name}, {s.second.name})"
                            for s in stmt.states)
-        lines.append(f"{indent}for {stmt.var} in {stmt.lo}..{stmt.hi} carry {states} {{")
-        for inner in stmt.body:
-            _statement(inner, program, indent + "  ", lines)
+        opening = f"for {stmt.var} in {stmt.lo}..{stmt.hi} carry {states} {{"
         names = ", ".join(f"{s.current.name} <-> {s.next.name}" for s in stmt.states)
-        lines.append(f"{indent}  swap {names}")
-        lines.append(f"{indent}}}")
-    elif isinstance(stmt, Matmul):
-        lines.append(f"{indent}matmul {format_view(stmt.out)} = {format_view(stmt.a)} @ "
-                     f"{format_view(stmt.b)}  # packing in {stmt.pack.name}")
-    else:
-        raise TypeError(f"unknown loop statement {stmt!r}")
+        closing = [f"  swap {names}", "}"]
+    lines.append(indent + opening)
+    for inner in stmt.body:
+        _statement(inner, program, indent + "  ", lines)
+    lines.extend(indent + line for line in closing)
 
 
 def _declaration(buffer: Buffer) -> str:
