@@ -29,6 +29,7 @@ import numpy as np
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.ops import OPS
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import NUMPY_DTYPES
 
 from .ir import (
@@ -52,7 +53,6 @@ from .ir import (
     Var,
     View,
 )
-from .reductions import COMBINE
 
 Scalar = np.generic
 
@@ -205,7 +205,7 @@ class LoopInterpreter:
 
     def _accumulate(self, stmt: Accumulate) -> None:
         old, new = self.values[stmt.var.name], self.value(stmt.value)
-        self.values[stmt.var.name] = scalar_op(COMBINE[stmt.kind], [old, new], stmt.var.dtype)
+        self.values[stmt.var.name] = scalar_op(REDUCE_KINDS[stmt.kind].combine, [old, new], stmt.var.dtype)
 
     def _argupdate(self, stmt: ArgUpdate) -> None:
         """Keep the first best value; the first NaN beats any number."""

@@ -29,6 +29,7 @@ from typing import NoReturn
 
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.ops import OPS, infer_types
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import DTYPES, FLOAT_DTYPES, ShapeError, scalar
 
 from .ir import (
@@ -54,7 +55,6 @@ from .ir import (
     View,
 )
 from .printer import format_access, format_operand
-from .reductions import COMBINE
 
 ERROR_KINDS = ("index", "empty", "rows")
 ARG_KINDS = ("argmax", "argmin")
@@ -292,7 +292,7 @@ class _Verifier:
         self.define(stmt.var, scope, accumulator=True)
 
     def _accumulate(self, stmt: Accumulate, scope: _Scope) -> None:
-        if stmt.kind not in COMBINE:
+        if stmt.kind not in REDUCE_KINDS:
             self.fail(f"unknown accumulation {stmt.kind!r}")
         self.accumulator(stmt.var, scope)
         dtype = self.operand(stmt.value, scope)
