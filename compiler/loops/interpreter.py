@@ -205,7 +205,8 @@ class LoopInterpreter:
 
     def _accumulate(self, stmt: Accumulate) -> None:
         old, new = self.values[stmt.var.name], self.value(stmt.value)
-        self.values[stmt.var.name] = scalar_op(REDUCE_KINDS[stmt.kind].combine, [old, new], stmt.var.dtype)
+        combine = REDUCE_KINDS[stmt.kind].combine
+        self.values[stmt.var.name] = scalar_op(combine, [old, new], stmt.var.dtype)
 
     def _argupdate(self, stmt: ArgUpdate) -> None:
         """Keep the first best value; the first NaN beats any number."""
