@@ -34,10 +34,13 @@ checkpointing stores one state every `stride` iterations.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .attr_types import Label, Mode, Range
+from .dims import Dim
 from .ops import OPS, ROOT, register
 from .ops_structured import index_ranges
 from .types import ShapeError, TensorType, scalar
@@ -98,7 +101,10 @@ def _eval_generic_scatter(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.n
 register("generic_scatter", "structured", _infer_generic_scatter, _eval_generic_scatter,
          "Scatter-add over a loop nest (the adjoint of a gather or stencil read): "
          "`%xb = generic_scatter %yb {shape = [N], indices = [i in 0..N], modes = [zero]} "
-         "^(...) {... yield %pos, %val} : f64[N]`.", fusion=ROOT)
+         "^(...) {... yield %pos, %val} : f64[N]`.",
+         attrs={"shape": Sequence[Dim], "indices": Sequence[Range], "modes": Sequence[Mode],
+                "label": Label},
+         fusion=ROOT)
 
 
 def scatter_ranges(op: Op) -> list[tuple[str, Any, Any]]:
@@ -138,4 +144,5 @@ def _eval_for_history(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarr
 register("for_history", "control", _infer_for_history, _eval_for_history,
          "A `for` loop that also returns its states, one row every `stride` iterations: "
          "`%u, %us = for_history %lo, %hi, %u0 {carried = 1, rows = T, stride = 1} "
-         "^(%t: i64, %u1: f64[N]) {...} : f64[N], f64[T, N]`.", fusion=ROOT)
+         "^(%t: i64, %u1: f64[N]) {...} : f64[N], f64[T, N]`.",
+         attrs={"carried": int, "rows": Dim, "stride": int}, fusion=ROOT)

@@ -19,10 +19,12 @@ followed by one parameter per operand. `read` fetches one element; each axis has
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NotRequired
 
 import numpy as np
 
+from .attr_types import Label, Mode, Range, ReduceKind
 from .dims import Dim
 from .ops import FUSED, ROOT, ROOT_WHEN_REDUCING, VJP, reduce_array, register
 from .types import ShapeError, TensorType, scalar
@@ -83,6 +85,8 @@ register("generic", "structured", _infer_generic, _eval_generic,
          "A loop nest over index ranges with a scalar body and an optional reduction "
          "(index notation): `%y = generic %a, %b {indices = [i in 0..N, j in 0..M], "
          "reduce = sum, over = [k in 0..K]} ^(...) {...} : f32[N, M]`.",
+         attrs={"indices": Sequence[Range], "reduce": NotRequired[ReduceKind],
+                "over": NotRequired[Sequence[Range]]},
          fusion=ROOT_WHEN_REDUCING)
 
 
@@ -121,7 +125,8 @@ def _eval_read(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
 
 register("read", "structured", _infer_read, _eval_read,
          "One element of a tensor inside a generic body: "
-         "`%v = read %x, %i, %j {modes = [direct, zero]} : f32`.", fusion=FUSED,
+         "`%v = read %x, %i, %j {modes = [direct, zero]} : f32`.",
+         attrs={"modes": Sequence[Mode], "label": Label}, fusion=FUSED,
          exempt={VJP: "reverse mode transposes it with its generic body, never alone"})
 
 
@@ -155,5 +160,6 @@ def _eval_for(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
 
 register("for", "control", _infer_for, _eval_for,
          "A counted loop carrying state: `%u = for %lo, %hi, %u0 {carried = 1} "
-         "^(%t: i64, %u1: f64[N]) {... yield %u2} : f64[N]`.", fusion=ROOT)
+         "^(%t: i64, %u1: f64[N]) {... yield %u2} : f64[N]`.", attrs={"carried": int},
+         fusion=ROOT)
 
