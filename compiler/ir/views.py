@@ -15,8 +15,8 @@ The attribute types are the op table's schemas (`OpDef.attrs`), which the verifi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
 from .attr_types import Range
 from .core import Block, Op, Value
@@ -150,6 +150,12 @@ class ForHistoryOp(ForOp):
 # ---------------------------------------------------------------- index notation
 
 
+def nest_ranges(attrs: Mapping[str, Any]) -> list[Range]:
+    """The index ranges of a loop nest's attributes: the `indices`, then a generic's
+    reduction ranges (`over`)."""
+    return list(attrs["indices"]) + list(attrs.get("over", ()))
+
+
 class LoopNestOp(OpView):
     """A loop nest with a scalar body (`generic` or `generic_scatter`).
 
@@ -161,7 +167,7 @@ class LoopNestOp(OpView):
     @property
     def ranges(self) -> list[Range]:
         """Every index variable with its range, in region-parameter order."""
-        return list(self.op.attrs["indices"])
+        return nest_ranges(self.op.attrs)
 
     @property
     def body(self) -> Block:
@@ -200,11 +206,6 @@ class GenericOp(LoopNestOp):
     def reduce(self) -> str | None:
         """The reduction kind (`sum`, `prod`, `max`, `min`), or None."""
         return self.op.attrs.get("reduce")
-
-    @property
-    def ranges(self) -> list[Range]:
-        """Output ranges, then reduction ranges: the region's index parameters."""
-        return self.indices + self.over
 
 
 class GenericScatterOp(LoopNestOp):

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reverie.compiler.ir.core import Block, Op, Value
+from reverie.compiler.ir.core import Op, Value
 from reverie.compiler.ir.dims import Dim, Shape
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import missing_rule
+from reverie.compiler.ir.views import GenericOp, LoopNestOp, ReadOp
 
 from .fusion import ONE, is_unit_reshape
 from .ir import (
@@ -297,9 +298,10 @@ class Evaluator:
         return em.let("select", (hit, value, zero(dtype)), dtype)
 
     def _generic(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
-        if op.attrs.get("reduce"):
+        generic = GenericOp(op)
+        if generic.reduce:
             raise LoweringError("a reducing generic is a root, never fused into a consumer")
-        starts = [lo for _, lo, _ in op.attrs["indices"]]
+        starts = [lo for _, lo, _ in generic.indices]
         return self.generic_body(op, [lo + i for lo, i in zip(starts, index, strict=True)], em)
 
     def _rolled(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> tuple[Dim, ...]:
@@ -344,14 +346,14 @@ class Evaluator:
 
     def generic_yields(self, op: Op, indices: list[Dim], em: Emitter) -> list[Operand]:
         """Everything the body of a generic or generic_scatter yields at `indices`."""
-        body: Block = op.regions[0]
-        local: dict[Value, Binding] = dict(zip(body.params, indices, strict=False))
-        for param, outer in zip(body.params[len(indices):], op.operands, strict=True):
+        nest = LoopNestOp(op)
+        local: dict[Value, Binding] = dict(zip(nest.index_params, indices, strict=True))
+        for param, outer in zip(nest.operand_params, op.operands, strict=True):
             local[param] = self.env[outer] if outer.type.rank else self.at(outer, (), em)
         scope = Evaluator(self.ctx, local)
-        for inner in body.ops:
+        for inner in nest.body.ops:
             local[inner.result] = scope._compute(inner, (), em)
-        return [_operand(local[v]) for v in body.results]
+        return [_operand(local[v]) for v in nest.body.results]
 
     def _read(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         """A `read` in a generic body: bounds checks (`checked`) or a guarded load (`zero`)."""
@@ -360,10 +362,10 @@ class Evaluator:
             return self.at(op.operands[0], (), em)
         index = tuple(em.index(self.at(v, (), em)) for v in op.operands[1:])
         guard: Var | None = None
-        for axis, (i, mode, size) in enumerate(zip(index, op.attrs["modes"], source.shape,
-                                                   strict=True)):
+        read = ReadOp(op)
+        for axis, (i, mode, size) in enumerate(zip(index, read.modes, source.shape, strict=True)):
             if mode == "checked":
-                em.check(i, size, self.ctx.site("index", op.attrs.get("label", "tensor"), axis))
+                em.check(i, size, self.ctx.site("index", read.label, axis))
             elif mode == "zero":
                 inside = em.let("in_bounds", (i, size), "bool")
                 guard = inside if guard is None else em.let("and", (guard, inside), "bool")
