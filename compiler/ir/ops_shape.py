@@ -16,6 +16,7 @@ from .attr_types import Label
 from .dims import Dim, num_elements, shape_str
 from .ops import FUSED, ROOT, VIEW, expect_arity, register
 from .types import ShapeError, TensorType
+from .views import WindowOp
 
 if TYPE_CHECKING:
     from .core import Op
@@ -105,7 +106,7 @@ def _eval_pad(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
     out = np.zeros(_concrete(op.attrs["shape"], ctx), dtype=x.dtype)
     window = tuple(
         slice(a.evaluate(ctx.dims), a.evaluate(ctx.dims) + n * s, s)
-        for a, n, s in zip(op.attrs["starts"], x.shape, op.attrs["steps"], strict=True)
+        for a, n, s in zip(WindowOp(op).starts, x.shape, WindowOp(op).steps, strict=True)
     )
     out[window] = x
     return [out]

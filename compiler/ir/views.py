@@ -294,17 +294,3 @@ class WindowOp(OpView):
     def steps(self) -> Sequence[int]:
         return self.op.attrs["steps"]
 
-
-class AxisOp(OpView):
-    """An op along one axis: `concat`, `roll`, `dynamic_index`, `dynamic_scatter`.
-
-        %1 = roll %u {shift = 1, axis = 0} : f64[N]
-        %2 = dynamic_index %xs, %t {axis = 0} : f32[D]
-    """
-
-    NAMES = ("concat", "roll", "dynamic_index", "dynamic_scatter")
-
-    @property
-    def axis(self) -> int:
-        return self.op.attrs["axis"]
-

@@ -23,7 +23,7 @@ from reverie.compiler.ir.core import Op, Value
 from reverie.compiler.ir.dims import Dim, Shape
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import missing_rule
-from reverie.compiler.ir.views import GenericOp, LoopNestOp, ReadOp
+from reverie.compiler.ir.views import GenericOp, LoopNestOp, ReadOp, WindowOp
 
 from .fusion import ONE, is_unit_reshape
 from .ir import (
@@ -169,9 +169,9 @@ def _transposed_view(op: Op, source: View, position: Dim | None) -> View:
 @_view_rule("slice")
 def _sliced_view(op: Op, source: View, position: Dim | None) -> View:
     offset = source.offset
-    for start, stride in zip(op.attrs["starts"], source.strides, strict=True):
+    for start, stride in zip(WindowOp(op).starts, source.strides, strict=True):
         offset = offset + start * stride
-    strides = tuple(s * step for s, step in zip(source.strides, op.attrs["steps"], strict=True))
+    strides = tuple(s * step for s, step in zip(source.strides, WindowOp(op).steps, strict=True))
     return View(source.buffer, op.result.type.shape, offset, strides)
 
 
@@ -273,7 +273,7 @@ class Evaluator:
 
     def _slice(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         inner = tuple(start + i * step for start, i, step in
-                      zip(op.attrs["starts"], index, op.attrs["steps"], strict=True))
+                      zip(WindowOp(op).starts, index, WindowOp(op).steps, strict=True))
         return self.at(op.operands[0], inner, em)
 
     def _reshape(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
@@ -320,7 +320,7 @@ class Evaluator:
         source, dtype = op.operands[0], op.result.type.dtype
         inside: Var | None = None
         positions = []
-        for i, start, step, size in zip(index, op.attrs["starts"], op.attrs["steps"],
+        for i, start, step, size in zip(index, WindowOp(op).starts, WindowOp(op).steps,
                                         source.type.shape, strict=True):
             offset = i - start
             position = offset // step

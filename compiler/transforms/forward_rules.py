@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ..ir.core import Block, Op, Value
 from ..ir.elementwise import ELEMENTWISE, Derivative
 from ..ir.scope import Scope, copy_block
-from ..ir.views import ForOp, GenericOp
+from ..ir.views import ForOp, GenericOp, LoopNestOp
 from .reverse_rules import NON_DIFFERENTIABLE, expand, product_partials
 
 Dots = list[Value | None]
@@ -261,10 +261,10 @@ def _tangent_generic(ctx: JvpContext, op: Op, dots: Dots) -> Value | None:
     """The tangent of a generic/generic_scatter: the same op over the operands and the
     tangents of the active ones, its body yielding the primal positions (scatter) and the
     tangent of the value; None when that tangent is zero."""
-    body = op.regions[0]
-    n_index = len(body.params) - len(op.operands)
+    nest = LoopNestOp(op)
+    body = nest.body
     params = [Value(p.type, name=p.name) for p in body.params]
-    active = [False] * n_index + [d is not None for d in dots]
+    active = [False] * len(nest.index_params) + [d is not None for d in dots]
     region = ctx.region(body, params, active)
     if region.tangents[-1] is None:
         return None
@@ -283,7 +283,7 @@ def _generic(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
         return [_tangent_generic(ctx, op, dots)]
     s, indices, over = ctx.scope, tuple(generic.indices), tuple(generic.over)
     full = s.emit("generic", op.operands, {"indices": indices + over},
-                  [copy_block(op.regions[0])])
+                  [copy_block(generic.body)])
     dfull = _tangent_generic(ctx, full, dots)
     if dfull is None:
         return [None]
