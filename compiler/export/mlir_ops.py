@@ -27,6 +27,7 @@ from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import dtype_class
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import TensorType
+from reverie.compiler.ir.views import WindowOp
 
 from .mlir_scalar import Scalars, scalar_op
 from .mlir_writer import REGISTER, MlirWriter, Tensor
@@ -189,7 +190,7 @@ def _slice(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
 
     def element(position: list[str]) -> str:
         source = []
-        for index, start, step in zip(position, op.attrs["starts"], op.attrs["steps"],
+        for index, start, step in zip(position, WindowOp(op).starts, WindowOp(op).steps,
                                       strict=True):
             scaled = index if step == 1 else index_arith(w, "muli", index, w.index(step))
             source.append(index_arith(w, "addi", scaled, w.dim_index(start)))
@@ -207,7 +208,7 @@ def _pad(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     def element(position: list[str]) -> str:
         source, conditions = [], []
         for axis, (index, start, step) in enumerate(
-                zip(position, op.attrs["starts"], op.attrs["steps"], strict=True)):
+                zip(position, WindowOp(op).starts, WindowOp(op).steps, strict=True)):
             offset = index_arith(w, "subi", index, w.dim_index(start))
             if step != 1:
                 remainder = index_arith(w, "remsi", offset, w.index(step))

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from reverie.compiler.ir.core import Block, Op
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.types import scalar
+from reverie.compiler.ir.views import ForHistoryOp, ForOp, GenericOp, GenericScatterOp, ReadOp
 
 from .mlir_ops import (
     INDEX_ERROR,
@@ -58,9 +59,8 @@ def extents(ex: Exporter, ranges: list[tuple[str, Dim, Dim]]) -> list[str]:
 
 @lowering("generic")
 def _generic(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
-    indices, over = list(op.attrs["indices"]), list(op.attrs.get("over", ()))
-    kind = op.attrs.get("reduce")
-    body = op.regions[0]
+    generic = GenericOp(op)
+    indices, over, kind, body = generic.indices, generic.over, generic.reduce, generic.body
     dtype = op.result.type.dtype
 
     def run_body(outer: list[str], inner: list[str]) -> str:
@@ -83,14 +83,15 @@ def _read(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     tensor, *subscripts = args
     positions = [w.to_index(w.as_i64(s)) for s in subscripts]
     conditions = []
-    for axis, (position, mode) in enumerate(zip(positions, op.attrs["modes"], strict=True)):
+    read = ReadOp(op)
+    for axis, (position, mode) in enumerate(zip(positions, read.modes, strict=True)):
         if mode == "direct":
             continue
         inside = in_range(w, position, w.extent(tensor.type.shape[axis]))
         if mode == "checked":
             value = w.to_i64(position)
             ex.fail_unless(inside, value, w.dim(tensor.type.shape[axis]),
-                           INDEX_ERROR % (axis, op.attrs["label"]))
+                           INDEX_ERROR % (axis, read.label))
         conditions.append(inside)
     if not conditions:
         return [Tensor(w.load(tensor, positions), op.result.type)]
@@ -102,15 +103,16 @@ def _generic_scatter(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     """Zeros, plus each yielded value at its yielded position (positions in range only)."""
     w = ex.w
     result = op.result.type
-    ranges = list(op.attrs["indices"])
+    scatter = GenericScatterOp(op)
+    ranges = scatter.ranges
     out = w.alloc(result)
     w.fill(out, w.typed_const(0, result.dtype))
-    label = op.attrs.get("label", "tensor")
+    label = scatter.label
 
     def step(ivs: list[str], _: list[str]) -> list[str]:
-        *positions, value = ex.block(op.regions[0], index_values(ex, ivs, ranges) + args)
+        *positions, value = ex.block(scatter.body, index_values(ex, ivs, ranges) + args)
         targets, conditions = [], []
-        for axis, (position, mode) in enumerate(zip(positions, op.attrs["modes"], strict=True)):
+        for axis, (position, mode) in enumerate(zip(positions, scatter.modes, strict=True)):
             target = w.to_index(position.ssa)
             inside = in_range(w, target, w.extent(result.shape[axis]))
             if mode != "zero":
@@ -138,21 +140,21 @@ def _generic_scatter(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
 # ---------------------------------------------------------------- loops
 
 
-def _history_rows(ex: Exporter, op: Op, states: list[Tensor]) -> list[Tensor]:
+def _history_rows(ex: Exporter, loop: ForHistoryOp, states: list[Tensor]) -> list[Tensor]:
     """Zero-filled history buffers `[rows, *state shape]`, one per carried state."""
     histories = []
     for state in states:
-        history = ex.w.alloc(state.type.with_shape((op.attrs["rows"], *state.type.shape)))
+        history = ex.w.alloc(state.type.with_shape((loop.rows, *state.type.shape)))
         ex.w.fill(history, ex.w.typed_const(0, state.type.dtype))
         histories.append(history)
     return histories
 
 
-def _save_row(ex: Exporter, op: Op, t: str, lo: str, states: list[Tensor],
+def _save_row(ex: Exporter, loop: ForHistoryOp, t: str, lo: str, states: list[Tensor],
               histories: list[Tensor]) -> None:
     """At iterations lo + r * stride, copy every state into row r of its history."""
     w = ex.w
-    stride = op.attrs["stride"]
+    stride = loop.stride
     offset = w.assign(f"arith.subi {t}, {lo} : i64")
     row = offset
     on_row = w.const(True, "i1")
@@ -160,7 +162,7 @@ def _save_row(ex: Exporter, op: Op, t: str, lo: str, states: list[Tensor],
         remainder = w.assign(f"arith.remsi {offset}, {w.const(stride, 'i64')} : i64")
         on_row = w.assign(f"arith.cmpi eq, {remainder}, {w.const(0, 'i64')} : i64")
         row = w.assign(f"arith.divsi {offset}, {w.const(stride, 'i64')} : i64")
-    rows = w.dim(op.attrs["rows"])
+    rows = w.dim(loop.rows)
     fits = w.assign(f"arith.cmpi slt, {row}, {rows} : i64")
     no_save = w.assign(f"arith.xori {on_row}, {w.const(True, 'i1')} : i1")
     ex.fail_unless(w.assign(f"arith.ori {no_save}, {fits} : i1"), row, rows,
@@ -183,13 +185,13 @@ def _save_row(ex: Exporter, op: Op, t: str, lo: str, states: list[Tensor],
 
 def _loop(ex: Exporter, op: Op, args: list[Tensor], with_history: bool) -> list[Tensor]:
     w = ex.w
-    carried = op.attrs["carried"]
-    lo, hi = w.as_i64(args[0]), w.as_i64(args[1])
-    initial, invariants = args[2:2 + carried], args[2 + carried:]
+    loop = ForOp(op)
+    (lo, hi), initial, invariants = loop.split_operands(args)
+    lo, hi = w.as_i64(lo), w.as_i64(hi)
     buffers = [ex.copy(t) if t.is_buffer else None for t in initial]
-    histories = _history_rows(ex, op, initial) if with_history else []
+    histories = _history_rows(ex, ForHistoryOp(op), initial) if with_history else []
     scalar_inits = [(t.ssa, REGISTER[t.type.dtype]) for t in initial if not t.is_buffer]
-    body: Block = op.regions[0]
+    body: Block = loop.body
 
     def iteration(iv: str, carried_scalars: list[str]) -> list[str]:
         t = w.to_i64(iv)
@@ -197,7 +199,7 @@ def _loop(ex: Exporter, op: Op, args: list[Tensor], with_history: bool) -> list[
         states = [Tensor(b.ssa, b.type, b.memref) if b else Tensor(next(scalars), init.type)
                   for b, init in zip(buffers, initial, strict=True)]
         if with_history:
-            _save_row(ex, op, t, lo, states, histories)
+            _save_row(ex, ForHistoryOp(op), t, lo, states, histories)
         results = ex.block(body, [Tensor(t, scalar("i64")), *states, *invariants])
         staged = [ex.copy(r) if b and not r.owned else r
                   for b, r in zip(buffers, results, strict=True)]

@@ -22,7 +22,9 @@ An `Elementwise` row says everything about one op applied element by element:
   reserved (`dsl/check.py`) and lowered as a unary call (`lower/builtins.py`);
 - `attrs`: the op's integer attributes (`polygamma {order = 2}`). The NumPy function gets
   them as keywords; in loop IR they follow the operands of the scalar op as i64 constants
-  (`%3 = polygamma %2, 2 : f64`), where native code reads them.
+  (`%3 = polygamma %2, 2 : f64`), where native code reads them. `attr_types` declares the
+  attributes that an op's own `infer`/`evaluate` read (`cast {dtype = f64}`); the op's
+  attribute schema (`OpDef.attrs`) is both, the integer ones typed `int`.
 
 Batching and loop lowering treat every op of this kind alike. This module holds data and
 callables over `Scope` (the IR builder): the IR layer imports no transform and no back end;
@@ -37,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from .attr_types import DType, Schema
 from .core import Op, Value
 from .ops import (
     FUSED,
@@ -120,6 +123,7 @@ class Elementwise:
     builtin: bool = False
     same_type_is_identity: bool = False
     attrs: tuple[str, ...] = ()
+    attr_types: Schema = field(default_factory=dict)
     infer: Infer | None = None
     evaluate: Evaluate | None = None
     doc: str = ""
@@ -174,7 +178,8 @@ def declare(row: Elementwise) -> Elementwise:
     exempt = {VJP: row.no_derivative, JVP: row.no_derivative} if row.no_derivative else {}
     register(row.name, "elementwise", row.infer or _same_shape_infer(row),
              row.evaluate or _numpy_evaluate(row), doc, fusion=row.fusion, cheap=row.cheap,
-             same_type_is_identity=row.same_type_is_identity, exempt=exempt, elementwise=row)
+             same_type_is_identity=row.same_type_is_identity, exempt=exempt, elementwise=row,
+             attrs={**dict.fromkeys(row.attrs, int), **row.attr_types})
     ELEMENTWISE[row.name] = row
     return row
 
@@ -315,7 +320,7 @@ def _eval_cast(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
 
 declare(Elementwise(
     "cast", cast_array, ANY, cheap=True, same_type_is_identity=True, infer=_infer_cast,
-    evaluate=_eval_cast,
+    evaluate=_eval_cast, attr_types={"dtype": DType},
     doc="Convert the element type: `%1 = cast %x {dtype = f64} : f64[N]`."))
 
 # the special functions (erf, ...) are declared in their own module

@@ -1,7 +1,9 @@
 """The op table: every tensor IR op, one row each, and the shape of those rows.
 
-Each `OpDef` says what an op is once: `infer` types its results from its operand types
-and attributes (raising `ShapeError` when they do not fit), `evaluate` runs it on NumPy
+Each `OpDef` says what an op is once: `attrs` declares its attributes and their types
+(`attr_types.py`; the verifier checks every op against it), `infer` types its results from
+its operand types and attributes (raising `ShapeError` when they do not fit), `evaluate`
+runs it on NumPy
 arrays (the reference interpreter is a loop over this table), and its attributes say how
 the other levels treat it: its `fusion` class (a loop nest of its own, a strided view, or
 fused into its consumer's loop), whether it is `cheap` enough to recompute in every nest,
@@ -27,7 +29,7 @@ Groups, with an IR example each:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +38,8 @@ import numpy as np
 from reverie.dsl.ast import NO_SPAN, Span
 from reverie.dsl.diagnostics import CompileError, error_at
 
+from .attr_types import DType, Schema
+from .dims import Dim
 from .reduce_kinds import REDUCE_KINDS, ir_dtype
 from .types import FLOAT_DTYPES, INT_DTYPES, NUMPY_DTYPES, ShapeError, TensorType, scalar
 
@@ -71,6 +75,7 @@ class OpDef:
     same_type_is_identity: bool = False   # the result is the operand when the types agree
     exempt: Mapping[str, str] = field(default_factory=dict)
     elementwise: Elementwise | None = None   # the declaration of an elementwise op
+    attrs: Schema | None = None   # each attribute's type (`attr_types.py`); None: undeclared
 
     @property
     def differentiable(self) -> bool:
@@ -81,12 +86,13 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 
 
-def register(name: str, kind: str, infer: Infer, evaluate: Evaluate, doc: str,
-             **row: Any) -> OpDef:
-    """Add an op to the table (each name once); `row` sets the other `OpDef` fields."""
+def register(name: str, kind: str, infer: Infer, evaluate: Evaluate, doc: str, *,
+             attrs: Schema, **row: Any) -> OpDef:
+    """Add an op to the table (each name once) with its attribute schema; `row` sets the
+    other `OpDef` fields."""
     assert name not in OPS, f"op {name} registered twice"
     assert row.get("fusion", FUSED) in FUSION_CLASSES, f"{name}: unknown fusion class"
-    OPS[name] = OpDef(name, kind, infer, evaluate, doc, **row)
+    OPS[name] = OpDef(name, kind, infer, evaluate, doc, attrs=attrs, **row)
     return OPS[name]
 
 
@@ -141,6 +147,7 @@ def _eval_const(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
 
 register("const", "constant", _infer_const, _eval_const,
          "A scalar literal: `%0 = const {value = 0.5, dtype = f32} : f32`.",
+         attrs={"value": bool | int | float, "dtype": DType},
          exempt={VJP: _NO_OPERANDS, JVP: _NO_OPERANDS, BATCH: _NO_OPERANDS})
 
 
@@ -155,6 +162,7 @@ def _eval_dim(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
 
 register("dim", "constant", _infer_dim, _eval_dim,
          "The run-time size of a dimension expression: `%0 = dim {dim = N - 1} : i64`.",
+         attrs={"dim": Dim},
          exempt={VJP: _NO_OPERANDS, JVP: _NO_OPERANDS, BATCH: _NO_OPERANDS})
 
 
@@ -205,7 +213,7 @@ def _eval_broadcast(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray
 
 register("broadcast", "broadcast", _infer_broadcast, _eval_broadcast,
          "NumPy broadcast to a shape: `%1 = broadcast %b {shape = [N, D]} : f32[N, D]`.",
-         fusion=VIEW, same_type_is_identity=True)
+         attrs={"shape": Sequence[Dim]}, fusion=VIEW, same_type_is_identity=True)
 
 
 # ---------------------------------------------------------------- reductions
@@ -240,7 +248,8 @@ for _kind in REDUCE_KINDS.values():
     register(_kind.op, "reduction", _infer_reduce(_kind.op),
              lambda ctx, args, op: [reduce_array(op.name.removeprefix("reduce_"), args[0],
                                                  tuple(op.attrs["axes"]))],
-             f"Reduce over axes: `%1 = {_kind.op} %x {{axes = [1]}} : f32[N]`.", fusion=ROOT)
+             f"Reduce over axes: `%1 = {_kind.op} %x {{axes = [1]}} : f32[N]`.",
+             attrs={"axes": Sequence[int]}, fusion=ROOT)
 
 
 def _infer_arg(name: str) -> Infer:
@@ -270,12 +279,13 @@ def _arg_eval(fn: Callable[..., np.ndarray]) -> Evaluate:
 
 
 _INDEX = no_derivative("its result is an integer index")
+_ARG_ATTRS: Schema = {"axis": int | None}
 register("argmax", "reduction", _infer_arg("argmax"), _arg_eval(np.argmax),
          "Index of the first largest element: `%1 = argmax %x {axis = 1} : i64[N]`.",
-         fusion=ROOT, exempt=_INDEX)
+         attrs=_ARG_ATTRS, fusion=ROOT, exempt=_INDEX)
 register("argmin", "reduction", _infer_arg("argmin"), _arg_eval(np.argmin),
          "Index of the first smallest element: `%1 = argmin %x {axis = None} : i64`.",
-         fusion=ROOT, exempt=_INDEX)
+         attrs=_ARG_ATTRS, fusion=ROOT, exempt=_INDEX)
 
 
 # ---------------------------------------------------------------- linear algebra
@@ -295,7 +305,8 @@ def _infer_matmul(ops: list[TensorType], attrs: dict, regions: list) -> list[Ten
 
 register("matmul", "linalg", _infer_matmul,
          lambda ctx, args, op: [np.matmul(args[0], args[1])],
-         "Matrix product of 2-D operands: `%2 = matmul %a, %b : f32[N, M]`.", fusion=ROOT)
+         "Matrix product of 2-D operands: `%2 = matmul %a, %b : f32[N, M]`.", attrs={},
+         fusion=ROOT)
 
 # the other groups (each registers its ops here)
 from . import elementwise, ops_adjoint, ops_shape, ops_structured  # noqa: E402,F401

@@ -34,13 +34,16 @@ checkpointing stores one state every `stride` iterations.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .attr_types import Label, Mode, Range
+from .dims import Dim
 from .ops import OPS, ROOT, register
-from .ops_structured import index_ranges
 from .types import ShapeError, TensorType, scalar
+from .views import ForHistoryOp, GenericScatterOp
 
 if TYPE_CHECKING:
     from .core import Op
@@ -71,25 +74,26 @@ def _infer_generic_scatter(ops: list[TensorType], attrs: dict, regions: list) ->
 
 def _eval_generic_scatter(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
     """Evaluate the body on broadcast index grids, then `np.add.at` the values in range."""
-    ranges = [(lo.evaluate(ctx.dims), hi.evaluate(ctx.dims)) for _, lo, hi in op.attrs["indices"]]
+    scatter = GenericScatterOp(op)
+    ranges = [(lo.evaluate(ctx.dims), hi.evaluate(ctx.dims)) for _, lo, hi in scatter.ranges]
     grids = []
     for axis, (lo, hi) in enumerate(ranges):
         shape = [1] * len(ranges)
         shape[axis] = max(hi - lo, 0)
         grids.append(np.arange(lo, max(hi, lo), dtype=np.int64).reshape(shape))
-    *positions, value = ctx.run_block(op.regions[0], grids + list(args))
+    *positions, value = ctx.run_block(scatter.body, grids + list(args))
     full = tuple(max(hi - lo, 0) for lo, hi in ranges)
-    out_shape = tuple(d.evaluate(ctx.dims) for d in op.attrs["shape"])
+    out_shape = tuple(d.evaluate(ctx.dims) for d in scatter.shape)
     out = np.zeros(out_shape, dtype=np.asarray(value).dtype)
     value = np.broadcast_to(value, full).ravel()
     positions = [np.broadcast_to(p, full).ravel() for p in positions]
     keep = np.ones(value.shape, dtype=bool)
-    for axis, (position, mode) in enumerate(zip(positions, op.attrs["modes"], strict=True)):
+    for axis, (position, mode) in enumerate(zip(positions, scatter.modes, strict=True)):
         inside = (position >= 0) & (position < out_shape[axis])
         if mode != "zero" and not np.all(inside):
             bad = int(position[~inside][0])
             raise IndexError(f"index {bad} is out of bounds for axis {axis} of "
-                             f"'{op.attrs.get('label', 'tensor')}' with size {out_shape[axis]}")
+                             f"'{scatter.label}' with size {out_shape[axis]}")
         keep &= inside
     np.add.at(out, tuple(p[keep] for p in positions), value[keep])
     return [out]
@@ -98,12 +102,10 @@ def _eval_generic_scatter(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.n
 register("generic_scatter", "structured", _infer_generic_scatter, _eval_generic_scatter,
          "Scatter-add over a loop nest (the adjoint of a gather or stencil read): "
          "`%xb = generic_scatter %yb {shape = [N], indices = [i in 0..N], modes = [zero]} "
-         "^(...) {... yield %pos, %val} : f64[N]`.", fusion=ROOT)
-
-
-def scatter_ranges(op: Op) -> list[tuple[str, Any, Any]]:
-    """The iteration ranges of a generic or generic_scatter op, in region-parameter order."""
-    return list(op.attrs["indices"]) if op.name == "generic_scatter" else index_ranges(op.attrs)
+         "^(...) {... yield %pos, %val} : f64[N]`.",
+         attrs={"shape": Sequence[Dim], "indices": Sequence[Range], "modes": Sequence[Mode],
+                "label": Label},
+         fusion=ROOT)
 
 
 # ---------------------------------------------------------------- for_history
@@ -118,11 +120,10 @@ def _infer_for_history(ops: list[TensorType], attrs: dict, regions: list) -> lis
 
 
 def _eval_for_history(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
-    carried, stride = op.attrs["carried"], op.attrs["stride"]
-    rows = op.attrs["rows"].evaluate(ctx.dims)
-    lo, hi = int(args[0]), int(args[1])
-    state = list(args[2:2 + carried])
-    invariants = list(args[2 + carried:])
+    loop = ForHistoryOp(op)
+    stride, rows = loop.stride, loop.rows.evaluate(ctx.dims)
+    (lo, hi), state, invariants = loop.split_operands(args)
+    lo, hi = int(lo), int(hi)
     histories = [np.zeros((max(rows, 0), *np.shape(s)), dtype=np.asarray(s).dtype) for s in state]
     for t in range(lo, hi):
         if (t - lo) % stride == 0:
@@ -131,11 +132,12 @@ def _eval_for_history(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarr
                 raise IndexError(f"for_history needs more than its {rows} rows")
             for history, s in zip(histories, state, strict=True):
                 history[row] = s
-        state = ctx.run_block(op.regions[0], [np.int64(t)] + state + invariants)
+        state = ctx.run_block(loop.body, [np.int64(t)] + state + invariants)
     return state + histories
 
 
 register("for_history", "control", _infer_for_history, _eval_for_history,
          "A `for` loop that also returns its states, one row every `stride` iterations: "
          "`%u, %us = for_history %lo, %hi, %u0 {carried = 1, rows = T, stride = 1} "
-         "^(%t: i64, %u1: f64[N]) {...} : f64[N], f64[T, N]`.", fusion=ROOT)
+         "^(%t: i64, %u1: f64[N]) {...} : f64[N], f64[T, N]`.",
+         attrs={"carried": int, "rows": Dim, "stride": int}, fusion=ROOT)

@@ -7,13 +7,16 @@ dynamic_index ↔ dynamic_scatter. Sizes in attributes are symbolic `Dim`s.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .attr_types import Label
 from .dims import Dim, num_elements, shape_str
 from .ops import FUSED, ROOT, VIEW, expect_arity, register
 from .types import ShapeError, TensorType
+from .views import WindowOp
 
 if TYPE_CHECKING:
     from .core import Op
@@ -36,7 +39,8 @@ def _infer_transpose(ops: list[TensorType], attrs: dict, regions: list) -> list[
 
 register("transpose", "shape", _infer_transpose,
          lambda ctx, args, op: [np.transpose(args[0], op.attrs["perm"])],
-         "Permute axes: `%1 = transpose %x {perm = [1, 0]} : f32[D, N]`.", fusion=VIEW)
+         "Permute axes: `%1 = transpose %x {perm = [1, 0]} : f32[D, N]`.",
+         attrs={"perm": Sequence[int]}, fusion=VIEW)
 
 
 def _infer_reshape(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
@@ -53,7 +57,7 @@ def _infer_reshape(ops: list[TensorType], attrs: dict, regions: list) -> list[Te
 register("reshape", "shape", _infer_reshape,
          lambda ctx, args, op: [np.reshape(args[0], _concrete(op.attrs["shape"], ctx))],
          "Same elements, new shape: `%1 = reshape %x {shape = [N * D]} : f32[N * D]`.",
-         fusion=VIEW, same_type_is_identity=True)
+         attrs={"shape": Sequence[Dim]}, fusion=VIEW, same_type_is_identity=True)
 
 
 # ---------------------------------------------------------------- slice and pad
@@ -85,6 +89,7 @@ def _slices(op: Op, ctx: Any) -> tuple[slice, ...]:
 register("slice", "shape", _infer_slice,
          lambda ctx, args, op: [args[0][_slices(op, ctx)]],
          "Strided window: `%1 = slice %x {starts = [1], stops = [N], steps = [1]} : f32[N - 1]`.",
+         attrs={"starts": Sequence[Dim], "stops": Sequence[Dim], "steps": Sequence[int]},
          fusion=VIEW)
 
 
@@ -101,7 +106,7 @@ def _eval_pad(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
     out = np.zeros(_concrete(op.attrs["shape"], ctx), dtype=x.dtype)
     window = tuple(
         slice(a.evaluate(ctx.dims), a.evaluate(ctx.dims) + n * s, s)
-        for a, n, s in zip(op.attrs["starts"], x.shape, op.attrs["steps"], strict=True)
+        for a, n, s in zip(WindowOp(op).starts, x.shape, WindowOp(op).steps, strict=True)
     )
     out[window] = x
     return [out]
@@ -109,7 +114,9 @@ def _eval_pad(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
 
 register("pad", "shape", _infer_pad, _eval_pad,
          "Place x at a strided window of zeros (the adjoint of slice): "
-         "`%1 = pad %g {shape = [N], starts = [1], steps = [1]} : f32[N]`.", fusion=FUSED)
+         "`%1 = pad %g {shape = [N], starts = [1], steps = [1]} : f32[N]`.",
+         attrs={"shape": Sequence[Dim], "starts": Sequence[Dim], "steps": Sequence[int]},
+         fusion=FUSED)
 
 
 # ---------------------------------------------------------------- concat, roll
@@ -137,7 +144,8 @@ def _infer_concat(ops: list[TensorType], attrs: dict, regions: list) -> list[Ten
 
 register("concat", "shape", _infer_concat,
          lambda ctx, args, op: [np.concatenate(args, axis=op.attrs["axis"])],
-         "Join along an axis: `%2 = concat %a, %b {axis = 0} : f32[N + M]`.", fusion=ROOT)
+         "Join along an axis: `%2 = concat %a, %b {axis = 0} : f32[N + M]`.",
+         attrs={"axis": int}, fusion=ROOT)
 
 
 def _infer_roll(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
@@ -151,7 +159,7 @@ register("roll", "shape", _infer_roll,
          lambda ctx, args, op: [np.roll(args[0], op.attrs["shift"].evaluate(ctx.dims),
                                         axis=op.attrs["axis"])],
          "Cyclic shift (NumPy roll): `%1 = roll %u {shift = 1, axis = 0} : f64[N]`.",
-         fusion=FUSED)
+         attrs={"shift": Dim, "axis": int}, fusion=FUSED)
 
 
 # ---------------------------------------------------------------- dynamic index
@@ -186,7 +194,7 @@ def _eval_dynamic_index(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.nda
 
 register("dynamic_index", "shape", _infer_dynamic_index, _eval_dynamic_index,
          "Bounds-checked integer subscript: `%2 = dynamic_index %xs, %t {axis = 0} : f32[D]`.",
-         fusion=VIEW)
+         attrs={"axis": int, "label": Label}, fusion=VIEW)
 
 
 def _infer_dynamic_scatter(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
@@ -212,4 +220,4 @@ def _eval_dynamic_scatter(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.n
 register("dynamic_scatter", "shape", _infer_dynamic_scatter, _eval_dynamic_scatter,
          "Zeros with g at an integer position (the adjoint of dynamic_index): "
          "`%2 = dynamic_scatter %g, %t {shape = [T, D], axis = 0} : f32[T, D]`.",
-         fusion=FUSED)
+         attrs={"shape": Sequence[Dim], "axis": int, "label": Label}, fusion=FUSED)

@@ -19,13 +19,15 @@ followed by one parameter per operand. `read` fetches one element; each axis has
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NotRequired
 
 import numpy as np
 
-from .dims import Dim
+from .attr_types import Label, Mode, Range, ReduceKind
 from .ops import FUSED, ROOT, ROOT_WHEN_REDUCING, VJP, reduce_array, register
 from .types import ShapeError, TensorType, scalar
+from .views import ForOp, GenericOp, ReadOp, nest_ranges
 
 if TYPE_CHECKING:
     from .core import Block, Op
@@ -41,16 +43,11 @@ def _expect_params(block: Block, types: list[TensorType], what: str) -> None:
 # ---------------------------------------------------------------- generic
 
 
-def index_ranges(attrs: dict) -> list[tuple[str, Dim, Dim]]:
-    """Output index ranges followed by reduction index ranges of a generic op."""
-    return list(attrs["indices"]) + list(attrs.get("over", ()))
-
-
 def _infer_generic(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
     if len(regions) != 1:
         raise ShapeError("generic needs exactly one region")
     (body,) = regions
-    ranges = index_ranges(attrs)
+    ranges = nest_ranges(attrs)
     _expect_params(body, [scalar("i64")] * len(ranges) + list(ops), "generic")
     if len(body.results) != 1 or body.results[0].type.rank != 0:
         raise ShapeError("a generic body must yield one scalar")
@@ -62,27 +59,28 @@ def _infer_generic(ops: list[TensorType], attrs: dict, regions: list) -> list[Te
 
 def _eval_generic(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
     """Evaluate the body once on broadcast index grids, then reduce the trailing axes."""
-    ranges = [(lo.evaluate(ctx.dims), hi.evaluate(ctx.dims))
-              for _, lo, hi in index_ranges(op.attrs)]
+    generic = GenericOp(op)
+    ranges = [(lo.evaluate(ctx.dims), hi.evaluate(ctx.dims)) for _, lo, hi in generic.ranges]
     rank = len(ranges)
     grids = []
     for axis, (lo, hi) in enumerate(ranges):
         shape = [1] * rank
         shape[axis] = max(hi - lo, 0)
         grids.append(np.arange(lo, max(hi, lo), dtype=np.int64).reshape(shape))
-    (value,) = ctx.run_block(op.regions[0], grids + list(args))
+    (value,) = ctx.run_block(generic.body, grids + list(args))
     full = tuple(max(hi - lo, 0) for lo, hi in ranges)
     value = np.broadcast_to(value, full)
-    kind = op.attrs.get("reduce")
-    if not kind:
+    if not generic.reduce:
         return [value]
-    return [reduce_array(kind, value, tuple(range(len(op.attrs["indices"]), rank)))]
+    return [reduce_array(generic.reduce, value, tuple(range(len(generic.indices), rank)))]
 
 
 register("generic", "structured", _infer_generic, _eval_generic,
          "A loop nest over index ranges with a scalar body and an optional reduction "
          "(index notation): `%y = generic %a, %b {indices = [i in 0..N, j in 0..M], "
          "reduce = sum, over = [k in 0..K]} ^(...) {...} : f32[N, M]`.",
+         attrs={"indices": Sequence[Range], "reduce": NotRequired[ReduceKind],
+                "over": NotRequired[Sequence[Range]]},
          fusion=ROOT_WHEN_REDUCING)
 
 
@@ -101,15 +99,16 @@ def _infer_read(ops: list[TensorType], attrs: dict, regions: list) -> list[Tenso
 
 def _eval_read(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
     tensor, indices = args[0], [np.asarray(i, dtype=np.int64) for i in args[1:]]
+    read = ReadOp(op)
     valid: np.ndarray | bool = True
     clipped = []
-    for axis, (index, mode) in enumerate(zip(indices, op.attrs["modes"], strict=True)):
+    for axis, (index, mode) in enumerate(zip(indices, read.modes, strict=True)):
         size = tensor.shape[axis]
         inside = (index >= 0) & (index < size)
         if mode == "checked" and not np.all(inside):
             bad = int(index[~inside].flat[0]) if np.ndim(index) else int(index)
             raise IndexError(f"index {bad} is out of bounds for axis {axis} of "
-                             f"'{op.attrs['label']}' with size {size}")
+                             f"'{read.label}' with size {size}")
         if mode == "zero":
             valid = valid & inside
         clipped.append(np.clip(index, 0, max(size - 1, 0)))
@@ -121,7 +120,8 @@ def _eval_read(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
 
 register("read", "structured", _infer_read, _eval_read,
          "One element of a tensor inside a generic body: "
-         "`%v = read %x, %i, %j {modes = [direct, zero]} : f32`.", fusion=FUSED,
+         "`%v = read %x, %i, %j {modes = [direct, zero]} : f32`.",
+         attrs={"modes": Sequence[Mode], "label": Label}, fusion=FUSED,
          exempt={VJP: "reverse mode transposes it with its generic body, never alone"})
 
 
@@ -144,16 +144,15 @@ def _infer_for(ops: list[TensorType], attrs: dict, regions: list) -> list[Tensor
 
 
 def _eval_for(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
-    carried = op.attrs["carried"]
-    lo, hi = int(args[0]), int(args[1])
-    state = list(args[2:2 + carried])
-    invariants = list(args[2 + carried:])
-    for t in range(lo, hi):
-        state = ctx.run_block(op.regions[0], [np.int64(t)] + state + invariants)
+    loop = ForOp(op)
+    (lo, hi), state, invariants = loop.split_operands(args)
+    for t in range(int(lo), int(hi)):
+        state = ctx.run_block(loop.body, [np.int64(t)] + state + invariants)
     return state
 
 
 register("for", "control", _infer_for, _eval_for,
          "A counted loop carrying state: `%u = for %lo, %hi, %u0 {carried = 1} "
-         "^(%t: i64, %u1: f64[N]) {... yield %u2} : f64[N]`.", fusion=ROOT)
+         "^(%t: i64, %u1: f64[N]) {... yield %u2} : f64[N]`.", attrs={"carried": int},
+         fusion=ROOT)
 

@@ -2,15 +2,18 @@
 hook of `compiler/print_ir.py`: REVERIE_PRINT_IR).
 
 Checks that every operand is defined before use within its own block (regions are isolated
-from above), that every op is in the op table and its result types are what the shape rule
-computes, and that block results are defined. Raises `VerifyError` with the op's text.
+from above), that every op is in the op table, that its attributes are those its row
+declares, with their types (`attr_types.py`: none missing, none unexpected, none of another
+type), that its result types are what the shape rule computes, and that block results are
+defined. Raises `VerifyError` naming the op (and the attribute).
 """
 
 from __future__ import annotations
 
 from reverie.compiler.print_ir import show
 
-from .core import Block, Function, Module, Value
+from .attr_types import attribute_errors
+from .core import Block, Function, Module, Op, Value
 from .ops import OPS, infer_types
 from .printer import format_function
 from .types import ShapeError
@@ -29,6 +32,7 @@ def verify_block(block: Block, where: str) -> None:
         for v in op.operands:
             if v not in defined:
                 raise VerifyError(f"{where}: '{op.name}' uses a value not defined before it")
+        verify_attrs(op, where)
         try:
             types = infer_types(op.name, [v.type for v in op.operands], op.attrs, op.regions)
         except ShapeError as e:
@@ -46,6 +50,16 @@ def verify_block(block: Block, where: str) -> None:
     for v in block.results:
         if v not in defined:
             raise VerifyError(f"{where}: returns a value not defined in the block")
+
+
+def verify_attrs(op: Op, where: str) -> None:
+    """VerifyError unless `op`'s attributes match its row's schema."""
+    schema = OPS[op.name].attrs
+    if schema is None:
+        raise VerifyError(f"{where}: '{op.name}' has no attribute schema in the op table")
+    errors = attribute_errors(schema, op.attrs)
+    if errors:
+        raise VerifyError(f"{where}: '{op.name}' " + "; ".join(errors))
 
 
 def verify_function(fn: Function) -> None:

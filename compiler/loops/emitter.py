@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reverie.compiler.ir.core import Block, Op, Value
+from reverie.compiler.ir.core import Op, Value
 from reverie.compiler.ir.dims import Dim, Shape
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import missing_rule
+from reverie.compiler.ir.views import GenericOp, LoopNestOp, ReadOp, WindowOp
 
 from .fusion import ONE, is_unit_reshape
 from .ir import (
@@ -168,9 +169,9 @@ def _transposed_view(op: Op, source: View, position: Dim | None) -> View:
 @_view_rule("slice")
 def _sliced_view(op: Op, source: View, position: Dim | None) -> View:
     offset = source.offset
-    for start, stride in zip(op.attrs["starts"], source.strides, strict=True):
+    for start, stride in zip(WindowOp(op).starts, source.strides, strict=True):
         offset = offset + start * stride
-    strides = tuple(s * step for s, step in zip(source.strides, op.attrs["steps"], strict=True))
+    strides = tuple(s * step for s, step in zip(source.strides, WindowOp(op).steps, strict=True))
     return View(source.buffer, op.result.type.shape, offset, strides)
 
 
@@ -272,7 +273,7 @@ class Evaluator:
 
     def _slice(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         inner = tuple(start + i * step for start, i, step in
-                      zip(op.attrs["starts"], index, op.attrs["steps"], strict=True))
+                      zip(WindowOp(op).starts, index, WindowOp(op).steps, strict=True))
         return self.at(op.operands[0], inner, em)
 
     def _reshape(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
@@ -297,9 +298,10 @@ class Evaluator:
         return em.let("select", (hit, value, zero(dtype)), dtype)
 
     def _generic(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
-        if op.attrs.get("reduce"):
+        generic = GenericOp(op)
+        if generic.reduce:
             raise LoweringError("a reducing generic is a root, never fused into a consumer")
-        starts = [lo for _, lo, _ in op.attrs["indices"]]
+        starts = [lo for _, lo, _ in generic.indices]
         return self.generic_body(op, [lo + i for lo, i in zip(starts, index, strict=True)], em)
 
     def _rolled(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> tuple[Dim, ...]:
@@ -318,7 +320,7 @@ class Evaluator:
         source, dtype = op.operands[0], op.result.type.dtype
         inside: Var | None = None
         positions = []
-        for i, start, step, size in zip(index, op.attrs["starts"], op.attrs["steps"],
+        for i, start, step, size in zip(index, WindowOp(op).starts, WindowOp(op).steps,
                                         source.type.shape, strict=True):
             offset = i - start
             position = offset // step
@@ -344,14 +346,14 @@ class Evaluator:
 
     def generic_yields(self, op: Op, indices: list[Dim], em: Emitter) -> list[Operand]:
         """Everything the body of a generic or generic_scatter yields at `indices`."""
-        body: Block = op.regions[0]
-        local: dict[Value, Binding] = dict(zip(body.params, indices, strict=False))
-        for param, outer in zip(body.params[len(indices):], op.operands, strict=True):
+        nest = LoopNestOp(op)
+        local: dict[Value, Binding] = dict(zip(nest.index_params, indices, strict=True))
+        for param, outer in zip(nest.operand_params, op.operands, strict=True):
             local[param] = self.env[outer] if outer.type.rank else self.at(outer, (), em)
         scope = Evaluator(self.ctx, local)
-        for inner in body.ops:
+        for inner in nest.body.ops:
             local[inner.result] = scope._compute(inner, (), em)
-        return [_operand(local[v]) for v in body.results]
+        return [_operand(local[v]) for v in nest.body.results]
 
     def _read(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         """A `read` in a generic body: bounds checks (`checked`) or a guarded load (`zero`)."""
@@ -360,10 +362,10 @@ class Evaluator:
             return self.at(op.operands[0], (), em)
         index = tuple(em.index(self.at(v, (), em)) for v in op.operands[1:])
         guard: Var | None = None
-        for axis, (i, mode, size) in enumerate(zip(index, op.attrs["modes"], source.shape,
-                                                   strict=True)):
+        read = ReadOp(op)
+        for axis, (i, mode, size) in enumerate(zip(index, read.modes, source.shape, strict=True)):
             if mode == "checked":
-                em.check(i, size, self.ctx.site("index", op.attrs.get("label", "tensor"), axis))
+                em.check(i, size, self.ctx.site("index", read.label, axis))
             elif mode == "zero":
                 inside = em.let("in_bounds", (i, size), "bool")
                 guard = inside if guard is None else em.let("and", (guard, inside), "bool")

@@ -42,6 +42,7 @@ from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import OPS, ROOT_WHEN_REDUCING
 from reverie.compiler.ir.ops import ROOT as ROOT_CLASS
 from reverie.compiler.ir.ops import VIEW as VIEW_CLASS
+from reverie.compiler.ir.views import ForOp, GenericOp
 
 # The groups, from each op's row in the op table (`fusion`, `cheap`, its kind):
 VIEW_OPS = frozenset(name for name, op in OPS.items() if op.fusion == VIEW_CLASS)
@@ -66,7 +67,7 @@ _FORCE = object()  # a site that needs the value in memory
 def is_root_kind(op: Op) -> bool:
     """Ops that always get their own loop nest (a `generic` when it reduces)."""
     fusion = OPS[op.name].fusion
-    return fusion == ROOT_CLASS or (fusion == ROOT_WHEN_REDUCING and bool(op.attrs.get("reduce")))
+    return fusion == ROOT_CLASS or (fusion == ROOT_WHEN_REDUCING and bool(GenericOp(op).reduce))
 
 
 def is_unit_reshape(source: tuple[Dim, ...], target: tuple[Dim, ...]) -> bool:
@@ -90,7 +91,7 @@ def reads_memory(user: Op, position: int) -> bool:
     if user.name in ("matmul", "generic", "generic_scatter"):
         return True
     if user.name in ("for", "for_history"):
-        return position >= 2 + user.attrs["carried"]
+        return position >= ForOp(user).first_invariant()
     if user.name == "reshape":
         return not is_unit_reshape(user.operands[0].type.shape, user.result.type.shape)
     return False

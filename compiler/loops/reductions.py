@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, extreme_identity
+from reverie.compiler.ir.views import ArgReduceOp, GenericOp, ReduceOp
 
 from .emitter import Emitter
 from .ir import Accumulate, Accumulator, ArgUpdate, Const, Operand, Store, View, row_major_strides
@@ -63,8 +64,8 @@ def _finish(lowering: BlockLowering, op: Op, result: Operand, index: tuple[Dim, 
 
 def lower_reduce(lowering: BlockLowering, op: Op, em: Emitter) -> None:
     """reduce_sum/prod/max/min over `axes`."""
-    x, kind = op.operands[0], op.name.removeprefix("reduce_")
-    axes = sorted(op.attrs["axes"])
+    x, kind = op.operands[0], ReduceOp(op).kind
+    axes = sorted(ReduceOp(op).axes)
     shape, dtype = x.type.shape, op.result.type.dtype
     kept = [a for a in range(len(shape)) if a not in axes]
     acc_dtype = accumulator_dtype(kind, dtype)
@@ -99,7 +100,7 @@ def lower_reduce(lowering: BlockLowering, op: Op, em: Emitter) -> None:
 
 def lower_arg_reduce(lowering: BlockLowering, op: Op, em: Emitter) -> None:
     """argmax/argmin over one axis or (axis = None) over the flattened tensor."""
-    x, axis = op.operands[0], op.attrs["axis"]
+    x, axis = op.operands[0], ArgReduceOp(op).axis
     shape, dtype = x.type.shape, x.type.dtype
     size = Dim.const(1)
     for d in shape:
@@ -123,14 +124,15 @@ def lower_arg_reduce(lowering: BlockLowering, op: Op, em: Emitter) -> None:
 
 def lower_generic_reduce(lowering: BlockLowering, op: Op, em: Emitter) -> None:
     """A reducing `generic` (index notation such as `sum[k](A[i, k] * B[k, j])`)."""
-    kind, dtype = op.attrs["reduce"], op.result.type.dtype
+    generic = GenericOp(op)
+    kind, dtype = generic.reduce, op.result.type.dtype
     acc_dtype = accumulator_dtype(kind, dtype)
-    outs, overs = op.attrs["indices"], op.attrs.get("over", ())
+    outs, overs = generic.indices, generic.over
     out_index, outer = em.nest([(Dim.const(0), hi - lo) for _, lo, hi in outs])
     acc = lowering.ctx.var(acc_dtype, "%acc")
     outer.stmts.append(Accumulator(acc, identity(kind, acc_dtype)))
     red_index, inner = outer.nest([(Dim.const(0), hi - lo) for _, lo, hi in overs])
-    starts = [lo for _, lo, _ in list(outs) + list(overs)]
+    starts = [lo for _, lo, _ in generic.ranges]
     indices = [lo + i for lo, i in zip(starts, out_index + red_index, strict=True)]
     value = lowering.eval.generic_body(op, indices, inner)
     if acc_dtype != dtype:

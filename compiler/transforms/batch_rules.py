@@ -24,9 +24,9 @@ from reverie.dsl.diagnostics import CompileError, error_at
 from ..ir.core import Block, Op, Value
 from ..ir.dims import Dim, num_elements
 from ..ir.elementwise import ELEMENTWISE
-from ..ir.ops_adjoint import scatter_ranges
 from ..ir.scope import Scope, copy_block
 from ..ir.types import scalar
+from ..ir.views import ForHistoryOp, ForOp, GenericScatterOp, LoopNestOp, ReadOp
 
 Flags = list[bool]
 BatchRule = Callable[["BatchContext", Op, list[Value], Flags], list[Value]]
@@ -284,7 +284,7 @@ def _as_generic(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> Val
 
 def _fresh_index_name(op: Op) -> str:
     """`b`, or `b1`, `b2`, … : a batch index name the loop nest does not use yet."""
-    taken = {name for name, _, _ in scatter_ranges(op)}
+    taken = {name for name, _, _ in LoopNestOp(op).ranges}
     name, k = "b", 0
     while name in taken:
         k += 1
@@ -296,15 +296,15 @@ def _fresh_index_name(op: Op) -> str:
 def _structured(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """generic over I reading x: [B, …] = generic over (b, I) reading x[b, …]; a batched
     scalar operand is read at b once; generic_scatter also writes at b"""
-    body = op.regions[0]
-    n_index = len(scatter_ranges(op))
+    nest = LoopNestOp(op)
+    body = nest.body
     index = Value(scalar("i64"), name=_fresh_index_name(op))
-    indices = [Value(p.type, name=p.name) for p in body.params[:n_index]]
-    params = [Value(x.type, name=p.name) for p, x in zip(body.params[n_index:], xs, strict=True)]
+    indices = [Value(p.type, name=p.name) for p in nest.index_params]
+    params = [Value(x.type, name=p.name) for p, x in zip(nest.operand_params, xs, strict=True)]
     scope = Scope(Block(params=[index, *indices, *params]))
-    values: dict[Value, Value] = dict(zip(body.params[:n_index], indices, strict=True))
+    values: dict[Value, Value] = dict(zip(nest.index_params, indices, strict=True))
     batched: dict[Value, Value] = {}
-    for old, new, flag in zip(body.params[n_index:], params, flags, strict=True):
+    for old, new, flag in zip(nest.operand_params, params, flags, strict=True):
         if not flag:
             values[old] = new
             continue
@@ -315,7 +315,7 @@ def _structured(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> lis
         scope.span = inner.span
         if inner.name == "read" and inner.operands[0] in batched:
             subscripts = [values[v] for v in inner.operands[1:]]
-            attrs = {**inner.attrs, "modes": ("direct", *inner.attrs["modes"])}
+            attrs = {**inner.attrs, "modes": ("direct", *ReadOp(inner).modes)}
             new = scope.emit("read", [batched[inner.operands[0]], index, *subscripts], attrs)
         else:
             if any(v not in values for v in inner.operands):
@@ -328,8 +328,9 @@ def _structured(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> lis
     batch_range = (index.name, _zero(), ctx.size)
     attrs = {**op.attrs, "indices": (batch_range, *op.attrs["indices"])}
     if op.name == "generic_scatter":
+        scatter = GenericScatterOp(op)
         results = [index, *results]
-        attrs.update(shape=(ctx.size, *op.attrs["shape"]), modes=("direct", *op.attrs["modes"]))
+        attrs.update(shape=(ctx.size, *scatter.shape), modes=("direct", *scatter.modes))
     scope.block.results = results
     return [ctx.scope.op(op.name, xs, attrs, [scope.block])]
 
@@ -348,11 +349,11 @@ def dependent_values(block: Block, flags: Sequence[bool]) -> set[Value]:
 
 def batched_states(op: Op, flags: Flags) -> Flags:
     """Which carried states of a loop are batched: a fixed point over the loop body."""
-    carried, body = op.attrs["carried"], op.regions[0]
-    states, invariants = list(flags[2:2 + carried]), list(flags[2 + carried:])
+    loop = ForOp(op)
+    _, states, invariants = loop.split_operands(flags)
     while True:
-        inner = dependent_values(body, [False] + states + invariants)
-        updated = [s or r in inner for s, r in zip(states, body.results, strict=True)]
+        inner = dependent_values(loop.body, [False] + states + invariants)
+        updated = [s or r in inner for s, r in zip(states, loop.body.results, strict=True)]
         if updated == states:
             return states
         states = updated
@@ -364,12 +365,14 @@ def _loop(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Valu
     for_history's histories [T, B, …] are transposed to [B, T, …]"""
     if flags[0] or flags[1]:
         return _masked_loop(ctx, op, xs, flags)
-    carried, body = op.attrs["carried"], op.regions[0]
+    loop = ForOp(op)
+    body = loop.body
     states = batched_states(op, flags)
-    inits = [ctx.lift(x, f) if s else x
-             for x, s, f in zip(xs[2:2 + carried], states, flags[2:2 + carried], strict=True)]
-    operands = [*xs[:2], *inits, *xs[2 + carried:]]
-    index = Value(body.params[0].type, name=body.params[0].name)
+    bounds, init_xs, invariant_xs = loop.split_operands(xs)
+    inits = [ctx.lift(x, f) if s else x for x, s, f in
+             zip(init_xs, states, loop.split_operands(flags)[1], strict=True)]
+    operands = [*bounds, *inits, *invariant_xs]
+    index = Value(loop.index_param.type, name=loop.index_param.name)
     params = [index] + [Value(x.type, name=p.name)
                         for p, x in zip(body.params[1:], operands[2:], strict=True)]
     scope, results = ctx.region(body, params)
@@ -378,9 +381,10 @@ def _loop(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Valu
     new = ctx.scope.emit(op.name, operands, dict(op.attrs), [scope.block])
     if op.name == "for":
         return list(new.results)
+    new_loop = ForOp(new)
     histories = [ctx.scope.op("transpose", [h], {"perm": [1, 0, *range(2, h.type.rank)]})
-                 if s else h for h, s in zip(new.results[carried:], states, strict=True)]
-    return list(new.results[:carried]) + histories
+                 if s else h for h, s in zip(new_loop.histories, states, strict=True)]
+    return new_loop.final_states + histories
 
 
 def _masked_loop(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
@@ -390,15 +394,17 @@ def _masked_loop(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> li
     if op.name == "for_history" and flags[0]:
         raise error_at(op.span or NO_SPAN, "cannot batch a 'for_history' whose start differs "
                        "between batch elements", CompileError)
-    s, carried, body = ctx.scope, op.attrs["carried"], op.regions[0]
-    lo, hi = (ctx.lift(x, f) for x, f in zip(xs[:2], flags[:2], strict=True))
-    inits = [ctx.lift(x, f) for x, f in zip(xs[2:2 + carried], flags[2:2 + carried],
-                                            strict=True)]
-    index = Value(body.params[0].type, name=body.params[0].name)
+    s, loop = ctx.scope, ForOp(op)
+    body = loop.body
+    bounds, init_xs, invariant_xs = loop.split_operands(xs)
+    bound_flags, init_flags, _ = loop.split_operands(flags)
+    lo, hi = (ctx.lift(x, f) for x, f in zip(bounds, bound_flags, strict=True))
+    inits = [ctx.lift(x, f) for x, f in zip(init_xs, init_flags, strict=True)]
+    index = Value(loop.index_param.type, name=loop.index_param.name)
     states = [Value(x.type, name=p.name)
-              for p, x in zip(body.params[1:1 + carried], inits, strict=True)]
+              for p, x in zip(loop.state_params, inits, strict=True)]
     invariants = [Value(x.type, name=p.name)
-                  for p, x in zip(body.params[1 + carried:], xs[2 + carried:], strict=True)]
+                  for p, x in zip(loop.invariant_params, invariant_xs, strict=True)]
     scope, results = ctx.region(body, [index, *states, *invariants])
     bounds = [Value(lo.type, name="lo"), Value(hi.type, name="hi")]
     scope.block.params += bounds
@@ -411,16 +417,17 @@ def _masked_loop(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> li
         for new, old, state in zip(results, body.results, states, strict=True)]
     first = s.op("reduce_min", [lo], {"axes": (0,)})
     last = s.op("reduce_max", [hi], {"axes": (0,)})
-    operands = [first, last, *inits, *xs[2 + carried:], lo, hi]
-    new = s.emit(op.name, operands, dict(op.attrs), [scope.block]).results
+    operands = [first, last, *inits, *invariant_xs, lo, hi]
+    new = ForOp(s.emit(op.name, operands, dict(op.attrs), [scope.block]))
     if op.name == "for":
-        return list(new)
-    rows = _rows_in_range(ctx, xs[0], hi, op.attrs["rows"], op.attrs["stride"])
+        return list(new.op.results)
+    history = ForHistoryOp(op)
+    rows = _rows_in_range(ctx, xs[0], hi, history.rows, history.stride)
     histories = []
-    for h in new[carried:]:
+    for h in new.histories:
         h = s.op("transpose", [h], {"perm": [1, 0, *range(2, h.type.rank)]})
         histories.append(s.select(_spread_mask(s, rows, h.type.shape), h, s.zeros(h.type)))
-    return list(new[:carried]) + histories
+    return new.final_states + histories
 
 
 def _spread_mask(s: Scope, mask: Value, shape: tuple[Dim, ...]) -> Value:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ..ir.core import Block, Op, Value
 from ..ir.elementwise import ELEMENTWISE, Derivative
 from ..ir.scope import Scope, copy_block
+from ..ir.views import ForOp, GenericOp, LoopNestOp
 from .reverse_rules import NON_DIFFERENTIABLE, expand, product_partials
 
 Dots = list[Value | None]
@@ -260,10 +261,10 @@ def _tangent_generic(ctx: JvpContext, op: Op, dots: Dots) -> Value | None:
     """The tangent of a generic/generic_scatter: the same op over the operands and the
     tangents of the active ones, its body yielding the primal positions (scatter) and the
     tangent of the value; None when that tangent is zero."""
-    body = op.regions[0]
-    n_index = len(body.params) - len(op.operands)
+    nest = LoopNestOp(op)
+    body = nest.body
     params = [Value(p.type, name=p.name) for p in body.params]
-    active = [False] * n_index + [d is not None for d in dots]
+    active = [False] * len(nest.index_params) + [d is not None for d in dots]
     region = ctx.region(body, params, active)
     if region.tangents[-1] is None:
         return None
@@ -276,12 +277,13 @@ def _tangent_generic(ctx: JvpContext, op: Op, dots: Dots) -> Value | None:
 def _generic(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = generic over the same indices of the body's tangent (a sum reduces it as is;
     prod/max/min first evaluate the unreduced body and apply their reduction rule)"""
-    kind = op.attrs.get("reduce")
+    generic = GenericOp(op)
+    kind = generic.reduce
     if kind in (None, "sum"):
         return [_tangent_generic(ctx, op, dots)]
-    s, indices, over = ctx.scope, tuple(op.attrs["indices"]), tuple(op.attrs["over"])
+    s, indices, over = ctx.scope, tuple(generic.indices), tuple(generic.over)
     full = s.emit("generic", op.operands, {"indices": indices + over},
-                  [copy_block(op.regions[0])])
+                  [copy_block(generic.body)])
     dfull = _tangent_generic(ctx, full, dots)
     if dfull is None:
         return [None]
@@ -299,22 +301,23 @@ def _generic_scatter(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
 def _loop(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """(u, u̇) ← (body(u), body'(u)·u̇) each iteration: every active state carries its
     tangent as extra state (and for_history keeps the tangents' histories too)"""
-    s, body, carried = ctx.scope, op.regions[0], op.attrs["carried"]
+    loop = ForOp(op)
+    s, carried = ctx.scope, loop.carried
     active = ctx.tangent_states(op, [d is not None for d in dots])
-    inits, invariants = op.operands[2:2 + carried], op.operands[2 + carried:]
-    invariant_dots = dots[2 + carried:]
-    params = [Value(p.type, name=p.name) for p in body.params]
+    _, init_dots, invariant_dots = loop.split_operands(dots)
+    params = [Value(p.type, name=p.name) for p in loop.body.params]
     flags = [False] + active + [d is not None for d in invariant_dots]
-    region = ctx.region(body, params, flags)
+    region = ctx.region(loop.body, params, flags)
     n = sum(active)
-    region.scope.block.params = [*params[:1 + carried], *region.tangent_params[:n],
-                                 *params[1 + carried:], *region.tangent_params[n:]]
+    index, states, invariants = loop.split_params(params)
+    region.scope.block.params = [index, *states, *region.tangent_params[:n],
+                                 *invariants, *region.tangent_params[n:]]
     region.scope.block.results = region.results + [
         _or_zeros(region.scope, t, r)
         for t, r, a in zip(region.tangents, region.results, active, strict=True) if a]
     init_dots = [_or_zeros(s, d, v)
-                 for d, v, a in zip(dots[2:2 + carried], inits, active, strict=True) if a]
-    operands = [*op.operands[:2], *inits, *init_dots, *invariants,
+                 for d, v, a in zip(init_dots, loop.inits, active, strict=True) if a]
+    operands = [loop.lo, loop.hi, *loop.inits, *init_dots, *loop.invariants,
                 *[d for d in invariant_dots if d is not None]]
     new = s.emit(op.name, operands, {**op.attrs, "carried": carried + n},
                  [region.scope.block])

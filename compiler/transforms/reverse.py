@@ -38,6 +38,7 @@ from reverie.dsl.diagnostics import CompileError, error_at
 from ..ir.core import Block, Function, Op, Value
 from ..ir.scope import Scope, copy_block
 from ..ir.verifier import after_pass, show_raw
+from ..ir.views import ForOp
 from . import reverse_structured
 from .reverse_rules import NON_DIFFERENTIABLE, VJP_RULES, Bars, RuleContext
 from .simplify import simplify
@@ -67,14 +68,12 @@ def activity(block: Block, active_params: Sequence[bool]) -> set[Value]:
 
 def state_activity(op: Op, operand_active: list[bool]) -> list[bool]:
     """Which carried states of a loop are active: a fixed point over the loop body."""
-    carried = op.attrs["carried"]
-    body = op.regions[0]
-    states = operand_active[2:2 + carried]
-    invariants = operand_active[2 + carried:]
+    loop = ForOp(op)
+    _, states, invariants = loop.split_operands(operand_active)
     while True:
-        inner = activity(body, [False] + states + invariants)
+        inner = activity(loop.body, [False] + states + invariants)
         updated = [(s or r in inner) and r.type.is_float
-                   for s, r in zip(states, body.results, strict=True)]
+                   for s, r in zip(states, loop.body.results, strict=True)]
         if updated == states:
             return states
         states = updated

@@ -32,6 +32,7 @@ from ..ir.elementwise import ELEMENTWISE, Derivative
 from ..ir.ops import OPS
 from ..ir.scope import Scope
 from ..ir.types import TensorType
+from ..ir.views import WindowOp
 
 Bars = list[Value | None]
 Rule = Callable[["RuleContext", Op, Bars], Bars]
@@ -267,15 +268,15 @@ def _reshape(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
 @rule("slice")
 def _slice(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d slice: x̄ += ȳ placed back in a zero tensor (pad)"""
-    attrs = {"shape": op.operands[0].type.shape, "starts": op.attrs["starts"],
-             "steps": op.attrs["steps"]}
+    attrs = {"shape": op.operands[0].type.shape, "starts": WindowOp(op).starts,
+             "steps": WindowOp(op).steps}
     return [ctx.scope.op("pad", [bars[0]], attrs)]
 
 
 @rule("pad")
 def _pad(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d pad: x̄ += the window of ȳ that x was placed in (slice)"""
-    starts, steps, shape = op.attrs["starts"], op.attrs["steps"], op.operands[0].type.shape
+    starts, steps, shape = WindowOp(op).starts, WindowOp(op).steps, op.operands[0].type.shape
     stops = tuple(a + n if s == 1 else a + (n - 1) * s + 1
                   for a, n, s in zip(starts, shape, steps, strict=True))
     return [ctx.scope.op("slice", [bars[0]], {"starts": starts, "stops": stops, "steps": steps})]

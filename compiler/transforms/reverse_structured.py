@@ -41,9 +41,9 @@ from typing import Any
 
 from ..ir.core import Block, Op, Value
 from ..ir.dims import Dim, nonnegative
-from ..ir.ops_adjoint import scatter_ranges
 from ..ir.scope import Scope, copy_block
 from ..ir.types import scalar
+from ..ir.views import ForHistoryOp, ForOp, GenericOp, GenericScatterOp, LoopNestOp, ReadOp
 from .reverse_rules import Bars, RuleContext, product_partials, rule
 
 I64 = scalar("i64")
@@ -64,11 +64,11 @@ def _output_read(s: Scope, tensor: Value, indices: list[Value], ranges: list) ->
 def _per_point_reduce(ctx: RuleContext, op: Op, reduce: str,
                       per_point: Callable[[Scope, list[Value], Value], Value]) -> Value:
     """A generic over `op`'s loop nest reducing `per_point(scope, indices, v)` by `reduce`."""
-    ranges = scatter_ranges(op)
-    params = [Value(I64, name=name) for name, _, _ in ranges]
+    generic = GenericOp(op)
+    params = [Value(I64, name=name) for name, _, _ in generic.ranges]
     block = Block(params=list(params))
     inner = ctx.scope.child(block)
-    (value,) = inner.clone(op.regions[0], params + [inner.use(x) for x in op.operands])
+    (value,) = inner.clone(generic.body, params + [inner.use(x) for x in op.operands])
     block.results = [per_point(inner, params, value)]
     attrs = {"indices": op.attrs["indices"], "reduce": reduce, "over": op.attrs["over"]}
     return ctx.scope.emit("generic", inner.outer_operands(), attrs, [block]).result
@@ -78,8 +78,8 @@ def _per_point_reduce(ctx: RuleContext, op: Op, reduce: str,
 def _generic(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d generic: a read x[e(p)] adds s(p) · ∂v/∂x[e(p)] into x̄[e(p)]; s(p) is ȳ at p's
     output position (shared among maxima, times the other factors of a product)"""
-    ybar, y, kind = bars[0], op.result, op.attrs.get("reduce")
-    out = list(op.attrs["indices"])
+    ybar, y, kind = bars[0], op.result, GenericOp(op).reduce
+    out = GenericOp(op).indices
 
     def at_out(s: Scope, tensor: Value, indices: list[Value]) -> Value:
         return _output_read(s, tensor, indices[:len(out)], out)
@@ -118,7 +118,7 @@ def _generic(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
 def _generic_scatter(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d scatter-add: each point's value v(p) gets ȳ at its position e(p) (0 where the write
     was dropped), pulled back through the body like a generic"""
-    ybar, modes = bars[0], op.attrs["modes"]
+    ybar, modes = bars[0], GenericScatterOp(op).modes
 
     def seed(s: Scope, indices: list[Value], results: list[Value]) -> Value:
         return s.op("read", [ybar, *results[:-1]], {"modes": modes, "label": "adjoint"})
@@ -128,13 +128,12 @@ def _generic_scatter(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
 
 def _operand_adjoints(ctx: RuleContext, op: Op, seed: Seed) -> Bars:
     """Sum, per wanted operand, the adjoints of its reads and of its direct (scalar) uses."""
-    body = op.regions[0]
-    count = len(scatter_ranges(op))
+    nest = LoopNestOp(op)
     out: Bars = []
-    for x, param, want in zip(op.operands, body.params[count:], ctx.wants, strict=True):
+    for x, param, want in zip(op.operands, nest.operand_params, ctx.wants, strict=True):
         parts: list[Value | None] = []
         if want:
-            parts = [_read_adjoint(ctx, op, seed, read) for read in body.ops
+            parts = [_read_adjoint(ctx, op, seed, read) for read in nest.body.ops
                      if read.name == "read" and read.operands[0] is param]
             if x.type.rank == 0:
                 parts.append(_direct_adjoint(ctx, op, seed, param))
@@ -150,12 +149,13 @@ def _adjoint_region(ctx: RuleContext, op: Op, seed: Seed,
                     order: list[int]) -> tuple[Block, Scope, Any]:
     """A region over `op`'s loop nest, index parameters in `order`, holding the body and its
     adjoint for the per-point cotangent `seed`: (block, inner scope, BlockVJP)."""
-    ranges = scatter_ranges(op)
+    nest = LoopNestOp(op)
+    ranges = nest.ranges
     params = [Value(I64, name=ranges[i][0]) for i in order]
     block = Block(params=list(params))
     inner = ctx.scope.child(block)
     indices = [params[order.index(i)] for i in range(len(ranges))]
-    body = op.regions[0]
+    body = nest.body
     args = indices + [inner.use(x) for x in op.operands]
     positions = len(body.results) - 1
     vjp = ctx.transpose(inner, body, args, [False] * len(ranges) + ctx.wants,
@@ -168,10 +168,10 @@ def _adjoint_region(ctx: RuleContext, op: Op, seed: Seed,
 def _read_adjoint(ctx: RuleContext, op: Op, seed: Seed, read: Op) -> Value | None:
     """The contribution of one read x[e(p)] to x̄: a generic when e(p) permutes whole-axis
     loop indices, else a generic_scatter."""
-    ranges = scatter_ranges(op)
-    index_params = op.regions[0].params[:len(ranges)]
-    positions, modes = read.operands[1:], read.attrs["modes"]
-    shape = read.operands[0].type.shape
+    nest, view = LoopNestOp(op), ReadOp(read)
+    ranges, index_params = nest.ranges, nest.index_params
+    positions, modes = view.subscripts, view.modes
+    shape = view.tensor.type.shape
     axes = [next((i for i, p in enumerate(index_params) if p is q), None) for q in positions]
     whole_axes = all(
         mode == "direct" and a is not None and ranges[a][1] == Dim.const(0)
@@ -192,14 +192,13 @@ def _read_adjoint(ctx: RuleContext, op: Op, seed: Seed, read: Op) -> Value | Non
     if bar is None:
         return None
     block.results = [vjp.values[p] for p in positions] + [bar]
-    attrs = {"shape": shape, "indices": tuple(ranges), "modes": modes,
-             "label": read.attrs.get("label", "tensor")}
+    attrs = {"shape": shape, "indices": tuple(ranges), "modes": modes, "label": view.label}
     return ctx.scope.emit("generic_scatter", inner.outer_operands(), attrs, [block]).result
 
 
 def _direct_adjoint(ctx: RuleContext, op: Op, seed: Seed, param: Value) -> Value | None:
     """The adjoint of a scalar operand used directly in the body: summed over all points."""
-    ranges = scatter_ranges(op)
+    ranges = LoopNestOp(op).ranges
     block, inner, vjp = _adjoint_region(ctx, op, seed, list(range(len(ranges))))
     bar = vjp.adjoint(param)
     if bar is None:
@@ -252,7 +251,7 @@ def _static_trip(scope: Scope, lo: Value, hi: Value) -> Dim | None:
 def loop_forward(scope: Scope, op: Op, operands: list[Value], checkpoint: bool) -> Op:
     """Emit an active primal loop so the reverse sweep finds its states (module docstring)."""
     trip = _static_trip(scope, operands[0], operands[1])
-    body = [copy_block(op.regions[0])]
+    body = [copy_block(ForOp(op).body)]
     if trip is not None and not checkpoint:
         return scope.emit("for_history", operands, {**op.attrs, "rows": trip, "stride": 1}, body)
     if trip is not None and trip.is_const and trip.value > 0:
@@ -280,7 +279,7 @@ class Loop:
 
     @property
     def body(self) -> Block:
-        return self.op.regions[0]
+        return ForOp(self.op).body
 
     def run(self, s: Scope, lo: Value, hi: Value, states: list[Value]) -> list[Value]:
         """Emit the loop from `states` over iterations lo..hi; the states it ends in."""
@@ -327,21 +326,21 @@ def _rows(histories: list[Value], lo: Value) -> Callable[[Scope, Value], list[Va
 def _loop(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d for: a reverse loop t = hi − 1 … lo; each step re-runs the body on its starting state
     and pulls the new state's adjoint back to the old state and the invariants"""
-    n = op.attrs["carried"]
-    s = ctx.scope
-    loop = Loop(op, op.operands[0], op.operands[1], op.operands[2:2 + n], op.operands[2 + n:],
-                ctx.state_activity(op, ctx.wants), ctx.wants[2 + n:])
+    view, s = ForOp(op), ctx.scope
+    n = view.carried
+    loop = Loop(op, view.lo, view.hi, view.inits, view.invariants,
+                ctx.state_activity(op, ctx.wants), view.split_operands(ctx.wants)[2])
     history_bars = bars[n:] or [None] * n
     carry = LoopBars(
         [(bar or s.zeros(v.type)) if active else None
          for bar, v, active in zip(bars[:n], loop.inits, loop.states_active, strict=True)],
         [s.zeros(v.type) if active else None
          for v, active in zip(loop.invariants, loop.invariants_active, strict=True)])
-    if op.name == "for" or op.attrs["stride"] > 1:
+    if op.name == "for" or ForHistoryOp(op).stride > 1:
         carry = _reverse_segments(ctx, loop, carry, history_bars)
     else:
         carry = _reverse_steps(ctx, loop, loop.lo, loop.hi, carry,
-                               _rows(op.results[n:], loop.lo), history_bars)
+                               _rows(view.histories, loop.lo), history_bars)
     return [None, None, *carry.states, *carry.invariants]
 
 
@@ -350,10 +349,9 @@ def _reverse_steps(ctx: RuleContext, loop: Loop, lo: Value, hi: Value, carry: Lo
                    history_bars: Bars | None = None) -> LoopBars:
     """Emit `for k in lo..hi` transposing the body at t = hi − 1 − (k − lo); `state_at` gives
     the state at the start of iteration t; `history_bars` add to it, row t − lo."""
-    s, body = ctx.scope, loop.body
-    n = len(loop.inits)
+    s, body, view = ctx.scope, loop.body, ForOp(loop.op)
     names = [f"{p.name}_bar" if p.name else None for p in body.params[1:]]
-    k = Value(I64, name=f"{body.params[0].name}_rev")
+    k = Value(I64, name=f"{view.index_param.name}_rev")
     block = Block(params=[k])
     block.params += [Value(v.type, name=name)
                      for v, name in zip(carry.states + carry.invariants, names, strict=True)
@@ -368,7 +366,7 @@ def _reverse_steps(ctx: RuleContext, loop: Loop, lo: Value, hi: Value, carry: Lo
     vjp.forward()
     vjp.backward(bars.states)
     states: Bars = []
-    for j, (param, bar) in enumerate(zip(body.params[1:1 + n], bars.states, strict=True)):
+    for j, (param, bar) in enumerate(zip(view.state_params, bars.states, strict=True)):
         if bar is not None:
             bar = vjp.adjoint(param) or inner.zeros(param.type)
             if history_bars and history_bars[j] is not None:
@@ -376,7 +374,7 @@ def _reverse_steps(ctx: RuleContext, loop: Loop, lo: Value, hi: Value, carry: Lo
                 bar = inner.add(bar, row)
         states.append(bar)
     invariants: Bars = []
-    for param, total in zip(body.params[1 + n:], bars.invariants, strict=True):
+    for param, total in zip(view.invariant_params, bars.invariants, strict=True):
         step = vjp.adjoint(param) if total is not None else None
         invariants.append(total if step is None else inner.add(total, step))
     block.results = LoopBars(states, invariants).values()
@@ -392,7 +390,7 @@ def _reverse_segments(ctx: RuleContext, loop: Loop, carry: LoopBars,
     s, op = ctx.scope, loop.op
     one = s.const(1, I64)
     if op.name == "for_history":
-        length = s.const(op.attrs["stride"], I64)
+        length = s.const(ForHistoryOp(op).stride, I64)
     else:
         trip = s.op("maximum", [s.sub(loop.hi, loop.lo), s.zeros(I64)])
         root = s.op("ceil", [s.op("sqrt", [s.op("cast", [trip], {"dtype": "f64"})])])
@@ -406,8 +404,8 @@ def _reverse_segments(ctx: RuleContext, loop: Loop, carry: LoopBars,
     start = inner.add(loop.lo, inner.mul(row, length))
     stop = inner.op("minimum", [inner.add(start, length), loop.hi])
     if op.name == "for_history":
-        states = _history_rows(inner, op.results[len(loop.inits):], row)
-        histories = loop.history(inner, start, stop, states, op.attrs["stride"])
+        states = _history_rows(inner, ForOp(op).histories, row)
+        histories = loop.history(inner, start, stop, states, ForHistoryOp(op).stride)
         state_at = _rows(histories, start)
     else:
         states = loop.run(inner, loop.lo, start, loop.inits)

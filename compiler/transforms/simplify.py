@@ -28,6 +28,7 @@ from ..ir.core import Block, Function, Op, Value
 from ..ir.ops import OPS
 from ..ir.reduce_kinds import REDUCE_OPS
 from ..ir.types import NUMPY_DTYPES
+from ..ir.views import ForOp, LoopNestOp
 
 
 def constant_value(value: Value) -> Any:
@@ -153,10 +154,10 @@ def _simplify_block(block: Block) -> None:
 
 def _first_removable_param(op: Op) -> int | None:
     """Where a region op's capturable operands start among its region's parameters."""
-    if op.name in ("generic", "generic_scatter"):
-        return len(op.regions[0].params) - len(op.operands)
-    if op.name in ("for", "for_history"):
-        return 1 + op.attrs["carried"]
+    if op.name in LoopNestOp.NAMES:
+        return len(LoopNestOp(op).ranges)
+    if op.name in ForOp.NAMES:
+        return 1 + ForOp(op).carried
     return None
 
 
@@ -176,15 +177,10 @@ def _prune_operands(op: Op) -> None:
         op.operands[offset + i] for i in keep if i >= start]
 
 
-def _histories(op: Op) -> list[Value]:
-    """The stacked-state results of a `for_history` (after its final states)."""
-    return op.results[op.attrs["carried"]:]
-
-
 def _without_history(op: Op) -> Op:
     """A `for_history` whose histories nobody reads, as a plain `for` (same loop)."""
-    carried = op.attrs["carried"]
-    loop = Op("for", op.operands, {"carried": carried}, op.results[:carried], op.regions,
+    view = ForOp(op)
+    loop = Op("for", op.operands, {"carried": view.carried}, view.final_states, op.regions,
               op.span)
     for result in loop.results:
         result.op = loop
@@ -198,7 +194,7 @@ def _dce_block(block: Block) -> None:
     for op in reversed(block.ops):
         if not any(r in live for r in op.results):
             continue
-        if op.name == "for_history" and not any(r in live for r in _histories(op)):
+        if op.name == "for_history" and not any(r in live for r in ForOp(op).histories):
             op = _without_history(op)
         for region in op.regions:
             _dce_block(region)

@@ -25,6 +25,7 @@ from reverie.compiler.ir.core import Block, Function, Op, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.ops import missing_rule
 from reverie.compiler.ir.reduce_kinds import REDUCE_OPS
+from reverie.compiler.ir.views import GenericOp, GenericScatterOp
 from reverie.compiler.loops.boundary import CallBoundary
 from reverie.compiler.loops.control import lower_for
 from reverie.compiler.loops.emitter import (
@@ -278,7 +279,7 @@ class BlockLowering:
         self.env[op.result] = out
 
     def _generic(self, op: Op, em: Emitter) -> None:
-        if op.attrs.get("reduce"):
+        if GenericOp(op).reduce:
             lower_generic_reduce(self, op, em)
         else:
             self.materialise(op, em)
@@ -289,20 +290,20 @@ class BlockLowering:
         out = self.buffer_for(op.result)
         dtype = op.result.type.dtype
         em.map_nest(out, lambda index, body: zero(dtype))
-        ranges = op.attrs["indices"]
+        scatter = GenericScatterOp(op)
+        ranges = scatter.ranges
         index, inner = em.nest([(Dim.const(0), hi - lo) for _, lo, hi in ranges])
         *positions, value = self.eval.generic_yields(
             op, [lo + i for (_, lo, _), i in zip(ranges, index, strict=True)], inner)
         positions = [inner.index(p) for p in positions]
         guard = None
-        for axis, (position, mode) in enumerate(zip(positions, op.attrs["modes"], strict=True)):
+        for axis, (position, mode) in enumerate(zip(positions, scatter.modes, strict=True)):
             size = out.shape[axis]
             if mode == "zero":
                 inside = inner.let("in_bounds", (position, size), "bool")
                 guard = inside if guard is None else inner.let("and", (guard, inside), "bool")
             else:
-                inner.check(position, size, self.ctx.site("index", op.attrs.get("label", "tensor"),
-                                                          axis))
+                inner.check(position, size, self.ctx.site("index", scatter.label, axis))
         if guard is not None:
             conditional = If(guard)
             inner.stmts.append(conditional)
