@@ -59,14 +59,16 @@ def _erf(e: Emitter, x: Value) -> Value:
 # ---------------------------------------------------------------- constants
 
 
+EULER_MACLAURIN = tuple(float(bernoulli(2 * i)) / math.factorial(2 * i) for i in range(1, 12))
+
+
 def hurwitz_zeta(s: int, q: float) -> float:
     """ζ(s, q) = Σⱼ (q + j)⁻ˢ for s ≥ 2, q > 0: Euler–Maclaurin summation from q + 10."""
     a = q + 10
     terms = [(q + j) ** -s for j in range(10)] + [a ** (1 - s) / (s - 1), a ** -s / 2]
     rising = float(s)  # s (s + 1) ⋯ (s + 2i − 2)
-    for i in range(1, 12):
-        terms.append(float(bernoulli(2 * i)) / math.factorial(2 * i) * rising
-                     * a ** (-s - 2 * i + 1))
+    for i, weight in enumerate(EULER_MACLAURIN, start=1):
+        terms.append(weight * rising * a ** (-s - 2 * i + 1))
         rising *= (s + 2 * i - 1) * (s + 2 * i)
     return math.fsum(terms)
 

@@ -41,15 +41,14 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 @cache
 def bernoulli(n: int) -> Fraction:
-    """The Bernoulli number Bₙ for even n (B₀ = 1, B₂ = 1/6, ...), exactly
-    (the Akiyama–Tanigawa algorithm)."""
+    """The Bernoulli number Bₙ for even n (B₀ = 1, B₂ = 1/6, ...), exactly, from
+    Σₖ₌₀ⁿ C(n+1, k) Bₖ = 0 with B₁ = −½ and the other odd ones 0."""
     assert n % 2 == 0, "odd Bernoulli numbers are not needed"
-    row = [Fraction(0)] * (n + 1)
-    for m in range(n + 1):
-        row[m] = Fraction(1, m + 1)
-        for j in range(m, 0, -1):
-            row[j - 1] = j * (row[j - 1] - row[j])
-    return row[0]
+    if n == 0:
+        return Fraction(1)
+    total = Fraction(-(n + 1), 2) + sum(math.comb(n + 1, k) * bernoulli(k)
+                                         for k in range(0, n, 2))
+    return -total / (n + 1)
 
 
 @cache

@@ -1,13 +1,16 @@
-"""Derivatives of lgamma and digamma, to any order, against torch and finite differences.
+"""Derivatives of lgamma and digamma, to any order, against torch, mpmath and differences.
 
 d lgamma = digamma, d digamma = polygamma {order = 1}, d polygamma {order = n} =
 polygamma {order = n + 1}: repeated `rv.grad(..., create_graph=True)` on native kernels
-must match torch.autograd on torch.lgamma / torch.digamma in float64 (torch's values,
-torch.polygamma, are the reference) at points away from the poles, on both sides of 0.
+must match torch.autograd on torch.lgamma / torch.digamma in float64 at points away from
+the poles, on both sides of 0. torch's trigamma (torch.polygamma(1, x), the derivative of
+its digamma) is accurate to about 1e-9 relative only, so against torch the tolerance is
+1e-8; against mpmath's polygamma it is 1e-13.
 """
 
 from __future__ import annotations
 
+import mpmath
 import numpy as np
 import pytest
 import torch
@@ -34,10 +37,15 @@ def test_derivatives_to_fourth_order_match_torch(m: rv.Module, name: str) -> Non
     x = rv.tensor(POINTS, requires_grad=True)
     t = torch.tensor(POINTS, requires_grad=True)
     ours, theirs = m[name](x), TORCH[name](t)
+    first = 0 if name == "lgamma_" else 1     # the polygamma order of the first derivative
     for order in range(1, 5):
         (ours,) = rv.grad(ours.sum(), x, create_graph=True)
         (theirs,) = torch.autograd.grad(theirs.sum(), t, create_graph=True)
-        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-11,
+        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-8,
+                                   err_msg=f"{name}, order {order}")
+        n = first + order - 1
+        exact = [float(mpmath.digamma(v) if n == 0 else mpmath.polygamma(n, v)) for v in POINTS]
+        np.testing.assert_allclose(ours.numpy(), exact, rtol=1e-13,
                                    err_msg=f"{name}, order {order}")
 
 
@@ -50,18 +58,16 @@ def test_gradient_and_second_derivatives_of_a_program_match_torch(m: rv.Module) 
     first = rv.grad(m.f(x, y), (x, y), create_graph=True)
     first_torch = torch.autograd.grad(theirs, (tx, ty), create_graph=True)
     for a, b in zip(first, first_torch, strict=True):
-        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-11)
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-8)
     second = rv.grad(first[1].sum(), (x, y))
     second_torch = torch.autograd.grad(first_torch[1].sum(), (tx, ty))
     for a, b in zip(second, second_torch, strict=True):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-8)
 
 
-def test_the_adjoint_differentiates_through_polygamma_orders() -> None:
-    """The grad IR of digamma computes polygamma of order 1; the JVP of that, order 2."""
+def test_the_adjoint_of_digamma_is_polygamma_of_order_one() -> None:
     module = rv.compile(SOURCE, backend="interp")
-    assert "polygamma %x {order = 1}" in module.ir("grad", "digamma_", dtype="f64") or \
-        "{order = 1}" in module.ir("grad", "digamma_", dtype="f64")
+    assert "polygamma %x {order = 1} : f64[N]" in module.ir("grad", "digamma_", dtype="f64")
 
 
 def test_gradients_match_finite_differences() -> None:
