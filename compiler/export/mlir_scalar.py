@@ -329,7 +329,13 @@ class MlirArith:
         return self._op("math.roundeven", a)
 
     def copysign(self, magnitude: str | float, sign: str) -> str:
-        return self._op("math.copysign", magnitude, sign)
+        """|magnitude| with the sign bit of `sign` (a select on the bits: the MLIR backend's
+        pipeline does not lower `math.copysign`)."""
+        size = self.fabs(self.value(magnitude))
+        bits = f"i{WIDTH[self.dtype]}"
+        as_int = self.w.assign(f"arith.bitcast {sign} : {self.s.type} to {bits}")
+        negative = self.w.assign(f"arith.cmpi slt, {as_int}, {self.w.const(0, bits)} : {bits}")
+        return self.select(negative, self.neg(size), size)
 
     def log(self, x: str) -> str:
         return self._op("math.log", x)

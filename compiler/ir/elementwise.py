@@ -17,6 +17,8 @@ An `Elementwise` row says everything about one op applied element by element:
   written out by `export/mlir_scalar.py` (a composite, or the math library's
   backend-neutral algorithm);
 - `cheap`: a single instruction, recomputed in every loop nest instead of being stored;
+  `same_type_is_identity` (cast): the op changes nothing when the result type is the
+  operand's, so the simplifier drops it;
   `fusion`: its class in loop fusion (every elementwise op is fused, except
   `stop_gradient`, a view); `builtin`: users call it by name, `tanh(x)`, so the name is
   reserved (`dsl/check.py`) and lowered as a unary call (`lower/builtins.py`);
@@ -43,14 +45,13 @@ from .attr_types import DType, Schema
 from .core import Op, Value
 from .ops import (
     FUSED,
-    JVP,
     VIEW,
-    VJP,
     Evaluate,
     Infer,
     cast_array,
     dtype_class,
     expect_arity,
+    no_derivative,
     register,
 )
 from .scope import Scope
@@ -98,10 +99,12 @@ class Derivative:
 
 
 def scale(maths: str, local: Local) -> Derivative:
+    """The derivative f'(x) = local(x, y)."""
     return Derivative(maths, SCALE, local)
 
 
 def divide(maths: str, local: Local) -> Derivative:
+    """The derivative f'(x) = 1 / local(x, y), applied as one division."""
     return Derivative(maths, DIVIDE, local)
 
 
@@ -175,7 +178,7 @@ def declare(row: Elementwise) -> Elementwise:
         f"`%2 = {row.name} %a, %b : f32[N]`"
     doc = row.doc or (f"Elementwise {row.name}: {example}." if row.arity == 1 else
                       f"Elementwise {row.name} of equal-shaped operands: {example}.")
-    exempt = {VJP: row.no_derivative, JVP: row.no_derivative} if row.no_derivative else {}
+    exempt = no_derivative(row.no_derivative) if row.no_derivative else {}
     register(row.name, "elementwise", row.infer or _same_shape_infer(row),
              row.evaluate or _numpy_evaluate(row), doc, fusion=row.fusion, cheap=row.cheap,
              same_type_is_identity=row.same_type_is_identity, exempt=exempt, elementwise=row,
@@ -201,7 +204,7 @@ def unary(name: str, numpy: Callable[..., np.ndarray], **row: Any) -> Elementwis
     return declare(Elementwise(name, numpy, **row))
 
 
-def _binary(name: str, numpy: Callable[..., np.ndarray], operands: tuple[str, ...],
+def binary(name: str, numpy: Callable[..., np.ndarray], operands: tuple[str, ...],
             **row: Any) -> Elementwise:
     return declare(Elementwise(name, numpy, operands, arity=2, **row))
 
@@ -265,28 +268,28 @@ unary("stop_gradient", lambda x: x, operands=ANY, cheap=True, fusion=VIEW,
 
 # ---------------------------------------------------------------- binary ops
 
-_binary("add", np.add, NUMERIC, cheap=True, mlir={"float": "arith.addf", "int": "arith.addi"})
-_binary("sub", np.subtract, NUMERIC, cheap=True,
+binary("add", np.add, NUMERIC, cheap=True, mlir={"float": "arith.addf", "int": "arith.addi"})
+binary("sub", np.subtract, NUMERIC, cheap=True,
         mlir={"float": "arith.subf", "int": "arith.subi"})
-_binary("mul", np.multiply, NUMERIC, cheap=True,
+binary("mul", np.multiply, NUMERIC, cheap=True,
         mlir={"float": "arith.mulf", "int": "arith.muli"})
-_binary("div", np.divide, FLOAT, mlir={"float": "arith.divf"})
-_binary("floordiv", np.floor_divide, NUMERIC, no_derivative=PIECEWISE_CONSTANT)
-_binary("mod", np.mod, NUMERIC)
-_binary("pow", np.power, FLOAT, math=True, mlir={"float": "math.powf"})
-_binary("maximum", np.maximum, NUMERIC, cheap=True,
+binary("div", np.divide, FLOAT, mlir={"float": "arith.divf"})
+binary("floordiv", np.floor_divide, NUMERIC, no_derivative=PIECEWISE_CONSTANT)
+binary("mod", np.mod, NUMERIC)
+binary("pow", np.power, FLOAT, math=True, mlir={"float": "math.powf"})
+binary("maximum", np.maximum, NUMERIC, cheap=True,
         mlir={"float": "arith.maximumf", "int": "arith.maxsi"})
-_binary("minimum", np.minimum, NUMERIC, cheap=True,
+binary("minimum", np.minimum, NUMERIC, cheap=True,
         mlir={"float": "arith.minimumf", "int": "arith.minsi"})
 for _name, _fn, _operands, _float, _int in (
         ("lt", np.less, NUMERIC, "olt", "slt"), ("le", np.less_equal, NUMERIC, "ole", "sle"),
         ("gt", np.greater, NUMERIC, "ogt", "sgt"), ("ge", np.greater_equal, NUMERIC, "oge", "sge"),
         ("eq", np.equal, ANY, "oeq", "eq"), ("ne", np.not_equal, ANY, "une", "ne")):
-    _binary(_name, _fn, _operands, result="bool", cheap=True, no_derivative=BOOLEAN,
+    binary(_name, _fn, _operands, result="bool", cheap=True, no_derivative=BOOLEAN,
             mlir=_predicates(_float, _int))
-_binary("and", np.logical_and, ("bool",), cheap=True, no_derivative=BOOLEAN,
+binary("and", np.logical_and, ("bool",), cheap=True, no_derivative=BOOLEAN,
         mlir={"bool": "arith.andi"})
-_binary("or", np.logical_or, ("bool",), cheap=True, no_derivative=BOOLEAN,
+binary("or", np.logical_or, ("bool",), cheap=True, no_derivative=BOOLEAN,
         mlir={"bool": "arith.ori"})
 
 # ---------------------------------------------------------------- select and cast

@@ -2,15 +2,33 @@
 
 Declared like the other elementwise ops (`elementwise.py`): one row each, whose local
 derivative gives both differentiation modes and whose `math` flag sends float operands to
-the math library's function of the same name (`codegen/mathlib_special.py`). The NumPy
-semantics use only NumPy and the standard library (SciPy is not a run-time dependency).
+the math library's function of the same name (`codegen/mathlib_special.py`, which also
+takes the exact constants below). The NumPy semantics use only NumPy and the standard
+library (SciPy is not a run-time dependency) and match `scipy.special`:
 
-    erf(x)   the error function, 2/√π ∫₀ˣ exp(−t²) dt        (math.erf, elementwise)
+    erf(x)                  2/√π ∫₀ˣ exp(−t²) dt                    d/dx = 2/√π exp(−x²)
+    lgamma(x)               log |Γ(x)|; +inf at 0, the negative     d/dx = digamma(x)
+                            integers and ±inf (math.lgamma)
+    digamma(x)              ψ(x) = Γ'(x)/Γ(x); −inf at +0, +inf     d/dx = polygamma₁(x)
+                            at −0, NaN at the negative integers
+    polygamma {order = n}   ψ⁽ⁿ⁾(x), n ≥ 1, internal (the           d/dx = polygammaₙ₊₁(x)
+                            derivatives of digamma); (−1)ⁿ⁺¹·inf
+                            at the non-positive integers and −inf
+
+ψ⁽ⁿ⁾ is computed as everywhere in Reverie (native code follows the same steps):
+reflection ψ⁽ⁿ⁾(x) = (−1)ⁿ ψ⁽ⁿ⁾(1 − x) − πⁿ⁺¹ Pₙ(cot πx) below x = ½, where
+dⁿ/dzⁿ cot z = Pₙ(cot z); the recurrence ψ⁽ⁿ⁾(z) = ψ⁽ⁿ⁾(z + 1) − (−1)ⁿ n!/zⁿ⁺¹ up to
+large z; then the asymptotic series in the Bernoulli numbers B₂ₖ:
+
+    ψ(z)    ~ log z − 1/(2z) − Σₖ B₂ₖ / (2k z²ᵏ)
+    ψ⁽ⁿ⁾(z) ~ (−1)ⁿ⁺¹ [(n−1)!/zⁿ + n!/(2zⁿ⁺¹) + Σₖ B₂ₖ (2k+n−1)! / ((2k)! z²ᵏ⁺ⁿ)]
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+from functools import cache
 
 import numpy as np
 
@@ -20,8 +38,103 @@ TWO_OVER_SQRT_PI = 1.1283791670955126
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
+
+@cache
+def bernoulli(n: int) -> Fraction:
+    """The Bernoulli number Bₙ for even n (B₀ = 1, B₂ = 1/6, ...), exactly, from
+    Σₖ₌₀ⁿ C(n+1, k) Bₖ = 0 with B₁ = −½ and the other odd ones 0."""
+    assert n % 2 == 0, "odd Bernoulli numbers are not needed"
+    if n == 0:
+        return Fraction(1)
+    total = Fraction(-(n + 1), 2) + sum(math.comb(n + 1, k) * bernoulli(k)
+                                         for k in range(0, n, 2))
+    return -total / (n + 1)
+
+
+@cache
+def cot_derivative(order: int) -> tuple[int, ...]:
+    """The coefficients (of c⁰, c¹, ...) of Pₙ with dⁿ/dzⁿ cot z = Pₙ(cot z):
+    P₀(c) = c, Pₙ₊₁(c) = −(1 + c²) Pₙ'(c). All non-zero ones have one sign."""
+    p = [0, 1]
+    for _ in range(order):
+        slope = [k * p[k] for k in range(1, len(p))]
+        p = [0] * (len(slope) + 2)
+        for k, v in enumerate(slope):
+            p[k] -= v
+            p[k + 2] -= v
+    return tuple(p)
+
+
+def series_coefficient(order: int, k: int) -> Fraction:
+    """The coefficient B₂ₖ (2k+n−1)! / (2k)! of z^−(2k+n) in the series of ψ⁽ⁿ⁾ (k ≥ 1)."""
+    return bernoulli(2 * k) * math.factorial(2 * k + order - 1) / math.factorial(2 * k)
+
+
+# ---------------------------------------------------------------- NumPy semantics
+
+
+def _lgamma_scalar(x: float) -> float:
+    """math.lgamma, +inf at its poles (0 and the negative integers) and on overflow."""
+    try:
+        return math.lgamma(x)
+    except (ValueError, OverflowError):
+        return math.inf
+
+
+_lgamma = np.vectorize(_lgamma_scalar, otypes=[np.float64])
+
+
+def polygamma_array(x: np.ndarray, order: int) -> np.ndarray:
+    """ψ⁽ⁿ⁾(x) in f64 (n = 0: digamma): reflection, recurrence to z ≥ 20 + 2n, then twelve
+    terms of the asymptotic series (see the module docstring)."""
+    n = order
+    x = np.asarray(x, np.float64)
+    with np.errstate(all="ignore"):
+        reflect = x < 0.5
+        z = np.where(reflect, 1 - x, x)
+        steps = np.zeros_like(z)
+        while np.any(below := z < 20 + 2 * n):
+            steps += np.where(below, z ** -(n + 1), 0.0)
+            z = np.where(below, z + 1, z)
+        series = sum(float(series_coefficient(n, k)) * z ** -(2 * k + n) for k in range(1, 13))
+        if n == 0:
+            value = np.log(z) - 1 / (2 * z) - series - steps
+        else:
+            value = (-1) ** (n + 1) * (math.factorial(n - 1) * z ** -n + math.factorial(n) / 2
+                                       * z ** -(n + 1) + series + math.factorial(n) * steps)
+        r = x - np.round(x)                    # exact; cot πx = cot πr = ±tan π(½ − |r|)
+        cot = np.where(np.abs(r) <= 0.25, 1 / np.tan(np.pi * r),
+                       np.copysign(np.tan(np.pi * (0.5 - np.abs(r))), r))
+        *lower, leading = cot_derivative(n)     # Pₙ(cot) by Horner's rule
+        derivative = np.full_like(cot, float(leading))
+        for coefficient in reversed(lower):
+            derivative = derivative * cot + coefficient
+        reflected = (-1) ** n * value - np.pi ** (n + 1) * derivative
+        value = np.where(reflect, reflected, value)
+        pole = (x == -np.inf) | (reflect & (x == np.round(x)))
+        if n == 0:
+            at_pole = np.where(x == 0, np.copysign(np.inf, -x), np.nan)
+        else:
+            at_pole = (-1) ** (n + 1) * np.inf
+        return np.where(pole, at_pole, value)
+
+
+# ---------------------------------------------------------------- declarations
+
 unary("erf", lambda x: _erf(x).astype(x.dtype), builtin=True, math=True,
       mlir={"float": "math.erf"},
       derivative=scale("d erf(x)/dx = 2/√π · exp(−x²)",
                        lambda s, x, y, a: s.mul(s.const(TWO_OVER_SQRT_PI, x.type),
                                                 s.op("exp", [s.neg(s.mul(x, x))]))))
+unary("lgamma", lambda x: _lgamma(x).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d lgamma(x)/dx = digamma(x)",
+                       lambda s, x, y, a: s.op("digamma", [x])))
+unary("digamma", lambda x: polygamma_array(x, 0).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d digamma(x)/dx = polygamma₁(x)   (trigamma)",
+                       lambda s, x, y, a: s.op("polygamma", [x], {"order": 1})))
+unary("polygamma", lambda x, order: polygamma_array(x, order).astype(x.dtype), math=True,
+      attrs=("order",),
+      derivative=scale("d polygammaₙ(x)/dx = polygammaₙ₊₁(x)",
+                       lambda s, x, y, a: s.op("polygamma", [x], {"order": a["order"] + 1})),
+      doc="The n-th derivative of digamma, ψ⁽ⁿ⁾ (internal: the derivatives of digamma): "
+          "`%1 = polygamma %x {order = 2} : f64[N]`.")

@@ -28,6 +28,7 @@ from collections import ChainMap
 from typing import NoReturn
 
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import OPS, infer_types
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import DTYPES, FLOAT_DTYPES, ShapeError, scalar
@@ -257,16 +258,27 @@ class _Verifier:
         elif stmt.op not in OPS or OPS[stmt.op].kind != "elementwise":
             self.fail(f"'{stmt.op}' is not an elementwise op")
         else:
-            try:
-                (typed,) = infer_types(stmt.op, [scalar(d) for d in dtypes],
-                                       {"dtype": stmt.var.dtype}, [])
-            except ShapeError as error:
-                self.fail(str(error))
-            result = typed.dtype
+            result = self._elementwise_result(stmt, dtypes)
         if result != stmt.var.dtype:
             self.fail(f"{stmt.op} of {dtypes} gives {result}, but {stmt.var.name} is "
                       f"{stmt.var.dtype}")
         self.define(stmt.var, scope)
+
+    def _elementwise_result(self, stmt: Let, dtypes: list[str]) -> str:
+        """The result dtype of an elementwise op; its integer attributes arrive as trailing
+        i64 constants (`polygamma %x, 2`)."""
+        row = ELEMENTWISE.get(stmt.op)
+        arity = row.arity if row is not None and row.attrs else len(dtypes)
+        attrs = dict.fromkeys(row.attrs, 0) if row is not None else {}
+        for extra in stmt.args[arity:]:
+            if not isinstance(extra, Const) or extra.dtype != "i64":
+                self.fail(f"the attributes of {stmt.op} must be i64 constants, got {extra}")
+        try:
+            (typed,) = infer_types(stmt.op, [scalar(d) for d in dtypes[:arity]],
+                                   {"dtype": stmt.var.dtype, **attrs}, [])
+        except ShapeError as error:
+            self.fail(str(error))
+        return typed.dtype
 
     def _load(self, stmt: Load, scope: _Scope) -> None:
         self.view(stmt.view, scope, stmt.index)

@@ -88,6 +88,11 @@ def fractional(*shape: int) -> Callable[[Rng], np.ndarray]:
     return lambda rng: rng.uniform(0.1, 0.9, shape) + rng.integers(-3, 3, shape)
 
 
+def gamma_domain(*shape: int) -> Callable[[Rng], np.ndarray]:
+    """Positive and negative arguments of the gamma family, away from its poles."""
+    return lambda rng: rng.uniform(0.2, 0.8, shape) + rng.integers(-3, 4, shape)
+
+
 def index(high: int, *shape: int) -> Callable[[Rng], np.ndarray]:
     return lambda rng: rng.integers(0, high, shape).astype(np.int64)
 
@@ -112,7 +117,8 @@ CASES: list[Case] = []
 UNARY = {"abs": away, "exp": normal, "expm1": normal, "log": positive, "log1p": positive,
          "sqrt": positive, "rsqrt": positive, "sin": normal, "cos": normal, "tan": small,
          "tanh": normal, "sigmoid": normal, "relu": away, "softplus": normal, "erf": normal,
-         "sign": away, "floor": fractional, "ceil": fractional}
+         "sign": away, "floor": fractional, "ceil": fractional, "lgamma": gamma_domain,
+         "digamma": gamma_domain}
 for _op, _draw in UNARY.items():
     CASES.append(Case(_op, "x", source(f"fn f(x: f64[N]) -> f64[N] {{ return {_op}(x); }}"),
                       args(_draw(N))))
@@ -265,7 +271,13 @@ def _history_function(stride: int) -> Function:
                         ("steps", tensor_type(I64))], build)
 
 
+def _polygamma_function() -> Function:
+    return ir_function([("x", tensor_type(F, "N"))],
+                       lambda s, x: [s.op("polygamma", [x], {"order": 2})])
+
+
 CASES += [
+    Case("polygamma", "order2", _polygamma_function, args(gamma_domain(N))),
     Case("pad", "strided", _pad_function, args(normal(N))),
     Case("dynamic_scatter", "argument", _scatter_function, args(normal(M), index(T))),
     Case("read", "top-level", _read_function, args(normal(N), index(N)), reverse=False),

@@ -71,6 +71,9 @@ PROGRAMS = {
                 relu(x) + softplus(x) + erf(x) + floor(x) + ceil(x),
                 sigmoid(x * 30.0) + softplus(x * 40.0));
     }""",
+    "special": """fn f(x: float[N], p: float[N]) -> (float[N], float[N]) {
+        return (lgamma(x) + digamma(p) * x, lgamma(p) * digamma(x));
+    }""",
     "binary": """fn f(a: float[N, M], b: float[N, M], p: float[N, M])
             -> (float[N, M], float[N, M], float[N, M]) {
         return (a + b - a * b / p, a // b + a % b + pow(p, b) + p ** 2.5, max(a, b) - min(a, b));
