@@ -102,23 +102,33 @@ def _line(stmt: Stmt, program: Program) -> str:
     raise TypeError(f"unknown loop statement {stmt!r}")
 
 
+def format_head(stmt: Stmt, program: Program) -> str:
+    """A statement's first line without its body (`for %i0 in 0..N`), as the verifier's
+    error messages quote it."""
+    if not isinstance(stmt, If | Guarded | Loop | ForLoop):
+        return _line(stmt, program)
+    if isinstance(stmt, If):
+        return f"if {stmt.cond.name}"
+    if isinstance(stmt, Guarded):
+        return f"{stmt.var.name} = if {stmt.cond.name}"
+    if isinstance(stmt, Loop):
+        return f"for {stmt.var} in {stmt.lo}..{stmt.hi}"
+    states = ", ".join(f"{s.current.name}/{s.next.name} in ({s.first.name}, {s.second.name})"
+                       for s in stmt.states)
+    return f"for {stmt.var} in {stmt.lo}..{stmt.hi} carry {states}"
+
+
 def _block(stmt: If | Guarded | Loop | ForLoop, program: Program, indent: str,
            lines: list[str]) -> None:
     """A statement with a body: its opening line, the body indented, its closing lines."""
-    if isinstance(stmt, If):
-        opening, closing = f"if {stmt.cond.name} {{", ["}"]
-    elif isinstance(stmt, Guarded):
-        opening = f"{stmt.var.name} = if {stmt.cond.name} {{"
+    if isinstance(stmt, Guarded):
         closing = [f"  yield {format_operand(stmt.value)}", "} else 0"]
-    elif isinstance(stmt, Loop):
-        opening, closing = f"for {stmt.var} in {stmt.lo}..{stmt.hi} {{", ["}"]
-    else:
-        states = ", ".join(f"{s.current.name}/{s.next.name} in ({s.first.name}, {s.second.name})"
-                           for s in stmt.states)
-        opening = f"for {stmt.var} in {stmt.lo}..{stmt.hi} carry {states} {{"
+    elif isinstance(stmt, ForLoop):
         names = ", ".join(f"{s.current.name} <-> {s.next.name}" for s in stmt.states)
         closing = [f"  swap {names}", "}"]
-    lines.append(indent + opening)
+    else:
+        closing = ["}"]
+    lines.append(f"{indent}{format_head(stmt, program)} {{")
     for inner in stmt.body:
         _statement(inner, program, indent + "  ", lines)
     lines.extend(indent + line for line in closing)

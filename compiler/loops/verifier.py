@@ -55,7 +55,7 @@ from .ir import (
     Var,
     View,
 )
-from .printer import format_access, format_operand
+from .printer import format_access, format_head
 
 ERROR_KINDS = ("index", "empty", "rows")
 ARG_KINDS = ("argmax", "argmin")
@@ -70,31 +70,13 @@ def verify_program(program: Program) -> None:
     _Verifier(program).run()
 
 
-def describe(stmt: Stmt) -> str:
-    """A one-line summary of a statement for error messages (its head, not its body)."""
-    if isinstance(stmt, Let):
-        return f"{stmt.var.name} = {stmt.op} {', '.join(map(format_operand, stmt.args))}"
-    if isinstance(stmt, Load):
-        return f"{stmt.var.name} = load {stmt.view.buffer.name}[...]"
-    if isinstance(stmt, Store):
-        return f"store {stmt.view.buffer.name}[...] = {format_operand(stmt.value)}"
-    if isinstance(stmt, Accumulator):
-        return f"{stmt.var.name}: {stmt.var.dtype} = {format_operand(stmt.init)}"
-    if isinstance(stmt, Accumulate):
-        return f"{stmt.var.name} = {stmt.kind} {stmt.var.name}, {format_operand(stmt.value)}"
-    if isinstance(stmt, ArgUpdate):
-        return f"{stmt.best.name}, {stmt.best_index.name} = {stmt.kind} ..."
-    if isinstance(stmt, Check):
-        return f"check 0 <= {stmt.index} < {stmt.size}"
-    if isinstance(stmt, If):
-        return f"if {stmt.cond.name}"
-    if isinstance(stmt, Guarded):
-        return f"{stmt.var.name} = if {stmt.cond.name}"
-    if isinstance(stmt, Loop | ForLoop):
-        return f"for {stmt.var} in {stmt.lo}..{stmt.hi}"
-    if isinstance(stmt, Matmul):
-        return f"matmul {stmt.out.buffer.name} = {stmt.a.buffer.name} @ {stmt.b.buffer.name}"
-    return type(stmt).__name__
+def describe(stmt: Stmt, program: Program) -> str:
+    """A statement's head line for an error message: the printer's, or only its kind when
+    the statement is too broken to print (the verifier exists to report such programs)."""
+    try:
+        return format_head(stmt, program)
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return type(stmt).__name__
 
 
 class _Scope:
@@ -128,7 +110,7 @@ class _Verifier:
         self.path: list[Stmt] = []
 
     def fail(self, message: str) -> NoReturn:
-        where = "".join(f"in `{describe(s)}`: " for s in self.path[-2:])
+        where = "".join(f"in `{describe(s, self.program)}`: " for s in self.path[-2:])
         raise LoopVerifyError(f"kernel @{self.program.name}: {where}{message}")
 
     def run(self) -> None:
