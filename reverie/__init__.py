@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from reverie.runtime.call import ArgumentTypeError, ArgumentValueError, ShapeMismatchError
     from reverie.runtime.gradcheck import gradcheck, gradgradcheck
     from reverie.runtime.tensor import Tensor, tensor
+    from reverie.trace import TraceError, trace
 
 EXPORTS = {
     "reverie.dsl.diagnostics": ("CompileError", "Diagnostic", "ParseError", "TypeCheckError"),
@@ -38,6 +39,7 @@ EXPORTS = {
     "reverie.runtime.call": ("ArgumentTypeError", "ArgumentValueError", "ShapeMismatchError"),
     "reverie.runtime.gradcheck": ("gradcheck", "gradgradcheck"),
     "reverie.runtime.tensor": ("Tensor", "tensor"),
+    "reverie.trace": ("TraceError", "trace"),
 }
 HOME_MODULES = {name: module for module, names in EXPORTS.items() for name in names}
 INTEROP_MODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax"}
@@ -52,6 +54,7 @@ __all__ = [
     "ParseError",
     "ShapeMismatchError",
     "Tensor",
+    "TraceError",
     "TypeCheckError",
     "backward",
     "compile",
@@ -60,6 +63,7 @@ __all__ = [
     "gradgradcheck",
     "load",
     "tensor",
+    "trace",
 ]
 __version__ = "0.1.0"
 
