@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from reverie.runtime.call import ArgumentTypeError, ArgumentValueError, ShapeMismatchError
     from reverie.runtime.gradcheck import gradcheck, gradgradcheck
     from reverie.runtime.tensor import Tensor, tensor
-    from reverie.trace import TraceError, trace
+    from reverie.tracing import TraceError, trace
 
 EXPORTS = {
     "reverie.dsl.diagnostics": ("CompileError", "Diagnostic", "ParseError", "TypeCheckError"),
@@ -39,7 +39,7 @@ EXPORTS = {
     "reverie.runtime.call": ("ArgumentTypeError", "ArgumentValueError", "ShapeMismatchError"),
     "reverie.runtime.gradcheck": ("gradcheck", "gradgradcheck"),
     "reverie.runtime.tensor": ("Tensor", "tensor"),
-    "reverie.trace": ("TraceError", "trace"),
+    "reverie.tracing": ("TraceError", "trace"),
 }
 HOME_MODULES = {name: module for module, names in EXPORTS.items() for name in names}
 INTEROP_MODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax"}

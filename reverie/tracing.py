@@ -1,5 +1,8 @@
 """`rv.trace`: record a NumPy-style Python function as a Reverie module (SPEC §3.7).
 
+(The module is `tracing`, not `trace`: a submodule of that name would shadow the function
+`rv.trace` once imported.)
+
     def loss(x, w):
         return np.sum(np.tanh(x @ w) ** 2)
 
