@@ -42,7 +42,8 @@ EXPORTS = {
     "reverie.tracing": ("TraceError", "trace"),
 }
 HOME_MODULES = {name: module for module, names in EXPORTS.items() for name in names}
-INTEROP_MODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax"}
+INTEROP_MODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax",
+                   "fx": "reverie.fx"}
 
 __all__ = [
     "ArgumentTypeError",

@@ -75,10 +75,13 @@ class Axis:
     dim: str
 
 
+RECORDER_FILES = {__file__}  # frames of the recorders, skipped when naming the user's line
+
+
 def _user_line() -> str:
-    """`file:line: source` of the innermost frame outside this file (the user's code)."""
+    """`file:line: source` of the innermost frame outside the recorders (the user's code)."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename == __file__:
+    while frame is not None and frame.f_code.co_filename in RECORDER_FILES:
         frame = frame.f_back
     if frame is None:
         return "<unknown>"
@@ -93,6 +96,7 @@ class Recording:
         self.params: list[str] = []
         self.lines: list[str] = []
         self.dims: dict[int, str] = {}
+        self.origin: Callable[[], str] = _user_line  # what each statement's comment names
         self._count = 0
 
     def dim_for(self, size: int, name: str) -> str:
@@ -103,22 +107,27 @@ class Recording:
         return self.dims.setdefault(size, name)
 
     def param(self, name: str, value: Any) -> Traced:
+        """A parameter shaped like the example `value` (an array or a number)."""
         array = np.asarray(value)
-        dtype = DTYPE_NAMES.get(array.dtype)
-        if dtype is None:
-            raise TraceError(f"argument '{name}' has dtype {array.dtype}; Reverie takes "
+        return self.param_like(name, array.shape, array.dtype)
+
+    def param_like(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Traced:
+        """A parameter of this shape and NumPy dtype: `x: f64[X0, X1]`."""
+        element = DTYPE_NAMES.get(np.dtype(dtype))
+        if element is None:
+            raise TraceError(f"argument '{name}' has dtype {np.dtype(dtype)}; Reverie takes "
                              f"{', '.join(DTYPE_NAMES.values())}")
         axes = tuple(Axis(n, self.dim_for(n, f"{name.upper()}{i}"))
-                     for i, n in enumerate(array.shape))
-        self.params.append(f"{name}: {dtype}{_shape_text(axes)}")
-        return Traced(self, name, axes, dtype)
+                     for i, n in enumerate(shape))
+        self.params.append(f"{name}: {element}{_shape_text(axes)}")
+        return Traced(self, name, axes, element)
 
     def let(self, expr: str, axes: tuple[Axis, ...], dtype: str, index: str = "") -> Traced:
         """Bind `expr` to a fresh name: `let t3 = exp(t2);  # model.py:14: ...` (with
         `index`, an index-notation statement: `let t4[g0] = x[idx[g0]];`)."""
         self._count += 1
         name = f"t{self._count}"
-        self.lines.append(f"    let {name}{index} = {expr};  # {_user_line()}")
+        self.lines.append(f"    let {name}{index} = {expr};  # {self.origin()}")
         return Traced(self, name, axes, dtype)
 
 
@@ -126,7 +135,7 @@ def _shape_text(axes: tuple[Axis, ...]) -> str:
     return f"[{', '.join(a.dim for a in axes)}]" if axes else ""
 
 
-def _broadcast(a: tuple[Axis, ...], b: tuple[Axis, ...]) -> tuple[Axis, ...]:
+def broadcast(a: tuple[Axis, ...], b: tuple[Axis, ...]) -> tuple[Axis, ...]:
     """NumPy broadcasting of two shapes, keeping the non-1 axis of each pair."""
     width = max(len(a), len(b))
     a = (Axis(1, "1"),) * (width - len(a)) + a
@@ -140,7 +149,7 @@ def _broadcast(a: tuple[Axis, ...], b: tuple[Axis, ...]) -> tuple[Axis, ...]:
     return tuple(out)
 
 
-def _axes_of(axis: Any, rank: int) -> tuple[int, ...]:
+def normal_axes(axis: Any, rank: int) -> tuple[int, ...]:
     axes = range(rank) if axis is None else (axis,) if isinstance(axis, int) else axis
     return tuple(sorted(a % rank for a in axes))
 
@@ -204,12 +213,12 @@ class Traced:
 
     # ------------------------------------------------------------ operators
     def _binary(self, op: str, other: Any, reverse: bool = False) -> Traced:
-        other = _operand(self.recording, other, self.dtype)
+        other = operand(self.recording, other, self.dtype)
         left, right = (other, self) if reverse else (self, other)
         if op == "@":
             return _matmul(left, right)
         dtype = "bool" if op in COMPARISONS or op in ("and", "or") else left.dtype
-        axes = _broadcast(left.axes, right.axes)
+        axes = broadcast(left.axes, right.axes)
         expr = (f"{op}({left.name}, {right.name})" if op in ("max", "min")
                 else f"{left.name} {op} {right.name}")
         return self.recording.let(expr, axes, dtype)
@@ -266,13 +275,18 @@ class Traced:
         return self.recording.let(f"transpose({self.name}, ({text},))",
                                   tuple(self.axes[a] for a in order), self.dtype)
 
+    def along(self, builtin: str, axis: int) -> Traced:
+        """A built-in that keeps the shape, applied along one axis: `softmax(t, axis=1)`."""
+        return self.recording.let(f"{builtin}({self.name}, axis={axis % self.ndim})",
+                                  self.axes, self.dtype)
+
     def astype(self, dtype: Any) -> Traced:
         target = DTYPE_NAMES[np.dtype(dtype)]
         return self.recording.let(f"{target}({self.name})", self.axes, target)
 
     # ------------------------------------------------------------ reductions
     def _reduce(self, kind: str, axis: Any = None, keepdims: bool = False) -> Traced:
-        reduced = _axes_of(axis, self.ndim)
+        reduced = normal_axes(axis, self.ndim)
         kept = tuple(Axis(1, "1") if i in reduced else a for i, a in enumerate(self.axes)
                      if keepdims or i not in reduced)
         keywords = ""
@@ -326,7 +340,7 @@ for _name in UNARY_BUILTINS:  # `t.exp()`, `t.tanh()`, ... one method per built-
     setattr(Traced, _name, lambda self, _builtin=_name: self._call(_builtin))
 
 
-def _operand(recording: Recording, value: Any, dtype: str) -> Traced:
+def operand(recording: Recording, value: Any, dtype: str) -> Traced:
     """A traced value, or a Python number as a weakly typed literal (SPEC §2.3)."""
     if isinstance(value, Traced):
         return value
@@ -463,17 +477,17 @@ def _reshaped_axis(x: Traced, size: int) -> Axis:
     return Axis(size, named if named else str(size))
 
 
-def _where(cond: Any, a: Any, b: Any) -> Traced:
+def where(cond: Any, a: Any, b: Any) -> Traced:
     traced = next(v for v in (cond, a, b) if isinstance(v, Traced))
     recording = traced.recording
     dtype = next((v.dtype for v in (a, b) if isinstance(v, Traced)), "f64")
-    c, x, y = (_operand(recording, cond, "bool"), _operand(recording, a, dtype),
-               _operand(recording, b, dtype))
-    axes = _broadcast(_broadcast(c.axes, x.axes), y.axes)
+    c, x, y = (operand(recording, cond, "bool"), operand(recording, a, dtype),
+               operand(recording, b, dtype))
+    axes = broadcast(broadcast(c.axes, x.axes), y.axes)
     return recording.let(f"where({c.name}, {x.name}, {y.name})", axes, dtype)
 
 
-def _concatenate(values: Sequence[Traced], axis: int = 0) -> Traced:
+def concatenate(values: Sequence[Traced], axis: int = 0) -> Traced:
     first = values[0]
     axis %= first.ndim
     size = sum(v.shape[axis] for v in values)
@@ -495,10 +509,10 @@ ARRAY_FUNCTIONS: dict[str, Callable[..., Traced]] = {
                                            "argmin")},
     "amax": _reduction("max"),
     "amin": _reduction("min"),
-    "where": _where,
+    "where": where,
     "transpose": lambda x, axes=None: x.transpose(*(axes or ())),
     "reshape": lambda x, shape, **_: x.reshape(shape),
-    "concatenate": _concatenate,
+    "concatenate": concatenate,
     "dot": lambda a, b: a @ b,
 }
 
@@ -519,17 +533,23 @@ def trace(fn: Callable[..., Any], *example_args: Any) -> TracedModule:
     names = _parameter_names(fn, len(example_args))
     stand_ins = [recording.param(n, a) for n, a in zip(names, example_args, strict=True)]
     result = fn(*stand_ins)
-    outputs = result if isinstance(result, tuple) else (result,)
-    returned = [_operand(recording, r, "f64") for r in outputs]
-    if any(r.name in ("true", "false") or not r.name.isidentifier() for r in returned):
-        raise TraceError(f"{fn.__name__} returns a constant, not a value computed from "
-                         f"its arguments")
+    outputs = list(result) if isinstance(result, tuple) else [result]
     name = fn.__name__ if fn.__name__.isidentifier() else "traced"
+    return compile_recording(recording, name, outputs, tuple_return=isinstance(result, tuple))
+
+
+def compile_recording(recording: Recording, name: str, outputs: Sequence[Any],
+                      tuple_return: bool = False) -> TracedModule:
+    """The module of one function `name` holding `recording` and returning `outputs`."""
+    returned = [operand(recording, r, "f64") for r in outputs]
+    if any(r.name in ("true", "false") or not r.name.isidentifier() for r in returned):
+        raise TraceError(f"{name} returns a constant, not a value computed from its "
+                         f"arguments")
     value = ", ".join(r.name for r in returned)
     source = "\n".join([f"# Traced from {name} by rv.trace.",
                         f"fn {name}({', '.join(recording.params)}) {{",
                         *recording.lines,
-                        f"    return {value if len(returned) == 1 else f'({value})'};",
+                        f"    return {f'({value})' if tuple_return else value};",
                         "}", ""])
     return TracedModule(source, name=name)
 
