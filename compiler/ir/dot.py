@@ -14,6 +14,8 @@ only the gradients need) is the **adjoint half**:
     primal   light blue  (the forward computation, copied from the program)
     adjoint  salmon      (the reverse sweep, the seed and the cotangent parameters)
 
+and a `legend` note says which colour is which.
+
 `render(dot_text, path)` turns the text into an SVG or PNG file with Graphviz's `dot`
 program, raising a ValueError that says so when `dot` is not installed.
 """
@@ -29,6 +31,7 @@ from .printer import _Namer, format_attr
 
 PRIMAL_COLOUR, ADJOINT_COLOUR = "lightblue", "salmon"
 RENDERED_SUFFIXES = (".svg", ".png")
+LEGEND = f"{PRIMAL_COLOUR}: primal half\n{ADJOINT_COLOUR}: adjoint half"
 LONGEST_ATTRS = 40  # characters of an op's attributes shown in its node; longer ones end "…"
 
 
@@ -101,6 +104,8 @@ def format_dot(fn: Function, program: Function | None = None) -> str:
         lines.append(f"  n{i} [fillcolor={colour(op in primal)}, "
                      f"label={_quoted(_op_label(op, namer))}];")
         lines += [f"  {node[v]} -> n{i} [label={_quoted(namer[v])}];" for v in op.operands]
+    if program is not None:
+        lines.append(f"  legend [shape=note, style=solid, label={_quoted(LEGEND)}];")
     lines.append('  ret [shape=doubleoctagon, fillcolor=white, label="return"];')
     lines += [f"  {node[v]} -> ret [label={_quoted(f'{i}: {namer[v]}')}];"
               for i, v in enumerate(fn.body.results)]

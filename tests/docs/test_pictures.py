@@ -57,6 +57,7 @@ def test_primal_and_adjoint_halves_are_coloured_apart() -> None:
     assert set(nodes(module.ir("tensor", format="dot")).values()) >= {
         (PRIMAL_COLOUR, "%1 = tanh\\nf32[N]")}
     assert ADJOINT_COLOUR not in module.ir("tensor", format="dot")
+    assert "legend [" in dot and "legend [" not in module.ir("tensor", format="dot")
 
 
 def test_a_vjp_colours_its_cotangent_parameters_as_adjoint() -> None:
