@@ -2,6 +2,7 @@
 
     reverie check kernel.rv
     reverie emit kernel.rv --stage tensor --fn loss      (stages: see `reverie emit -h`)
+    reverie emit kernel.rv --stage grad --fn loss --format dot -o loss_grad.svg
     reverie grad kernel.rv --fn loss --dims N=1000 --check --bench
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 
 from reverie.dsl.diagnostics import CompileError
 
-from .module import STAGES, load
+from .module import FORMATS, STAGES, load
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -25,7 +26,19 @@ def _check(args: argparse.Namespace) -> int:
 def _emit(args: argparse.Namespace) -> int:
     module = load(args.file)
     wrt = args.wrt.split(",") if args.wrt else None
-    print(module.ir(args.stage, fn=args.fn, wrt=wrt, dtype=args.dtype), end="")
+    text = module.ir(args.stage, fn=args.fn, wrt=wrt, dtype=args.dtype, format=args.format)
+    if args.output is None:
+        print(text, end="")
+    elif args.format == "dot" and args.output.endswith((".svg", ".png")):
+        if text.count("digraph ") > 1:
+            raise ValueError("a drawing shows one function: name it with --fn")
+        from reverie.compiler.ir.dot import render
+
+        print(f"wrote {render(text, args.output)}")
+    else:
+        with open(args.output, "w", encoding="utf-8") as out:
+            out.write(text)
+        print(f"wrote {args.output}")
     return 0
 
 
@@ -39,14 +52,16 @@ def _grad(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    return run_demo()
+    return run_demo(plot=args.plot)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with one sub-command per SPEC §4 entry."""
     parser = argparse.ArgumentParser(prog="reverie", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("demo", help="fit a bundled model with compiled gradients")
+    demo = commands.add_parser("demo", help="fit a bundled model with compiled gradients")
+    demo.add_argument("--plot", default=None, metavar="FILE",
+                      help="save the loss curve as an image (needs matplotlib)")
     check = commands.add_parser("check", help="parse and type-check a .rv file")
     check.add_argument("file")
     emit = commands.add_parser("emit", help="print the IR of a .rv file at one stage")
@@ -60,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
                            "loops, llvm-raw, llvm, asm or mlir: show the adjoint)")
     emit.add_argument("--dtype", choices=("f32", "f64"), default="f32",
                       help="what 'float' means in the printed specialisation")
+    emit.add_argument("--format", choices=FORMATS, default="text",
+                      help="dot: the dataflow graph in Graphviz dot (stages tensor, grad)")
+    emit.add_argument("-o", "--output", default=None, metavar="FILE",
+                      help="write to FILE; with --format dot, FILE.svg or FILE.png is drawn "
+                           "by Graphviz's dot program")
     grad = commands.add_parser("grad", help="run a function and its gradient on random inputs")
     grad.add_argument("file")
     grad.add_argument("--fn", required=True, help="the function to differentiate")

@@ -3,7 +3,9 @@
 Compiles a bundled two-layer MLP regression loss, fits it to synthetic data with compiled
 gradients and Adam (a progress bar shows the loss going down), checks the compiled
 gradient against central finite differences, and times the compiled gradient against a
-hand-written NumPy gradient of the same loss.
+hand-written NumPy gradient of the same loss. `--plot FILE` saves the loss of every step
+as a picture (matplotlib, an optional dependency: without it the demo says so and stops
+before fitting).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -52,8 +56,38 @@ def numpy_value_and_grad(x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.n
     return value, (x.T @ d_pre, d_pre.sum(0), hidden.T @ d_prediction, d_prediction.sum())
 
 
-def run_demo() -> int:
-    """Fit, check and time; returns a process exit status."""
+def pyplot_or_message() -> tuple[Any, str | None]:
+    """matplotlib's pyplot (headless), or None and why it cannot be used."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as pyplot
+    except ImportError:
+        return None, ("reverie demo --plot needs matplotlib, which is not installed "
+                      "(pip install matplotlib); the demo runs without --plot")
+    return pyplot, None
+
+
+def save_loss_plot(pyplot: Any, losses: Sequence[float], path: str) -> None:
+    """The loss at every step of the fit, on a log scale, saved to `path`."""
+    figure, axes = pyplot.subplots(figsize=(6, 4))
+    axes.plot(range(1, len(losses) + 1), losses)
+    axes.set_yscale("log")
+    axes.set_xlabel("step")
+    axes.set_ylabel("mean squared error")
+    axes.set_title("reverie demo: fitting a two-layer perceptron with Adam")
+    figure.tight_layout()
+    figure.savefig(path)
+    pyplot.close(figure)
+
+
+def run_demo(plot: str | None = None) -> int:
+    """Fit, check and time (saving the loss curve to `plot`); a process exit status."""
+    pyplot, missing = pyplot_or_message() if plot else (None, None)
+    if missing:
+        print(f"reverie: error: {missing}", file=sys.stderr)
+        return 1
     rng = np.random.default_rng(0)
     start = time.perf_counter()
     module = rv.compile(MODEL, name="demo_mlp.rv")
@@ -69,10 +103,11 @@ def run_demo() -> int:
     squares = [np.zeros_like(p) for p in params]
     on_terminal = sys.stderr.isatty()  # SPEC §4: elsewhere a line every few seconds at most
     bar = tqdm(range(1, STEPS + 1), desc="fitting", unit="step", disable=not on_terminal)
-    first, last_line = None, -math.inf
+    losses: list[float] = []
+    last_line = -math.inf
     for step in bar:
         value, grads = value_and_grad(x, *params, y)
-        first = float(value) if first is None else first
+        losses.append(float(value))
         for i, g in enumerate(grads):
             moments[i] = 0.9 * moments[i] + 0.1 * g
             squares[i] = 0.999 * squares[i] + 0.001 * g * g
@@ -84,8 +119,11 @@ def run_demo() -> int:
         if not on_terminal and time.monotonic() - last_line >= PROGRESS_LINE_SECONDS:
             last_line = time.monotonic()
             print(f"fitting: step {step}/{STEPS}, loss {float(value):.4f}", flush=True)
-    final = float(loss(x, *params, y))
+    first, final = losses[0], float(loss(x, *params, y))
     print(f"loss: {first:.4f} -> {final:.4f}")
+    if plot:
+        save_loss_plot(pyplot, losses, plot)
+        print(f"loss curve saved to {plot}")
 
     _, grads = value_and_grad(x, *params, y)
     reference = numpy_value_and_grad(x, *params, y)[1]

@@ -72,11 +72,14 @@ IR_STAGES: dict[str, IrStage] = {
     "asm": IrStage(EITHER, "llvm-opt", text=lambda module: module.asm),
 }
 STAGES = tuple(IR_STAGES)
+FORMATS = ("text", "dot")  # dot: a dataflow graph (compiler/ir/dot.py), of DOT_STAGES only
+DOT_STAGES = ("tensor", "grad")
 
 
 interpret = lazy("reverie.compiler.ir.interpreter:interpret")  # the "interp" backend only
 format_ast = lazy("reverie.dsl.printer:format_ast")  # stage "ast" only
 format_ast_function = lazy("reverie.dsl.printer:format_function")
+format_dot = lazy("reverie.compiler.ir.dot:format_dot")
 
 
 class Module:
@@ -185,7 +188,7 @@ class Module:
         return any(d in ("f32", "f64", "float") for d in dtypes)
 
     def ir(self, stage: str, fn: str | None = None, wrt: object = None,
-           dtype: str = "f32") -> str:
+           dtype: str = "f32", format: str = "text") -> str:
         """The program at one stage of the pipeline (SPEC §3.4), for one function or all.
 
         "ast" and "tensor" show the program; "grad" its adjoint and "grad-raw" the adjoint
@@ -194,10 +197,15 @@ class Module:
         or its adjoint when `wrt` is given; "mlir" shows the program followed by its
         adjoint. `dtype` says what `float` means in the printed specialisation. Nothing is
         compiled further than the stage asks: "loops" runs no LLVM, "llvm" loads nothing.
+        `format="dot"` draws stage "tensor" or "grad" as Graphviz dataflow graphs, the
+        adjoint's primal and adjoint halves in two colours (compiler/ir/dot.py).
         """
         view = IR_STAGES.get(stage)
         if view is None:
             raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
+        if format not in FORMATS or (format == "dot" and stage not in DOT_STAGES):
+            raise ValueError(f"format must be one of {', '.join(FORMATS)} (dot: stages "
+                             f"{' and '.join(DOT_STAGES)}), got {format!r} for {stage!r}")
         names = [fn] if fn is not None else list(self.kernels)
         for name in names:
             self[name]
@@ -214,6 +222,9 @@ class Module:
                      [self.lowering.specialise(n, dtype) for n in names])
         if view.shows == BOTH and not adjoint:
             functions += [self.adjoint(n, dtype) for n in names if self._differentiable(n)]
+        if format == "dot":
+            programs = [self.lowering.specialise(n, dtype) if adjoint else None for n in names]
+            return _joined(map(format_dot, functions, programs))
         if view.stop is None:
             return _joined(map(format_function, functions))
         request = Request(filename=self.name, backend=view.backend)
