@@ -49,6 +49,7 @@ class FfiTarget:
 
 
 _TARGETS: weakref.WeakKeyDictionary[Function, FfiTarget | None] = weakref.WeakKeyDictionary()
+_REGISTERED: list[FfiTarget] = []  # XLA keeps a target's name for the process: so do we
 _NUMBERS = itertools.count()
 
 
@@ -84,12 +85,14 @@ def ffi_target(kernel: Kernel, fn: Function) -> FfiTarget | None:
         jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(handler), platform="cpu")
         addresses = np.array([entry, helpers.ctypes.data], dtype=np.int64)
         target = FfiTarget(name, addresses, (module, handler, executable, helpers))
-        _KEEP.append(target)  # XLA keeps the name registered for the process
+        _REGISTERED.append(target)
     _TARGETS[fn] = target
     return target
 
 
-_KEEP: list[FfiTarget] = []
+def aval(value: object) -> jax.core.ShapedArray:
+    """The abstract value of an array, tracer or abstract value."""
+    return value if isinstance(value, jax.core.ShapedArray) else jax.typeof(value)
 
 
 def jax_holds(dtype: str) -> bool:
@@ -110,7 +113,7 @@ def float_dtype(kernel: Kernel, args: Sequence[jax.Array]) -> str:
             for a, declared, name in zip(args, kernel.declared_dtypes, kernel.param_names,
                                          strict=True)
             if declared == "float" and jnp.issubdtype(a.dtype, jnp.floating)
-            and not jax.typeof(a).weak_type}
+            and not aval(a).weak_type}
     if len(seen) > 1:
         raise ArgumentTypeError(
             f"{kernel.name}(): 'float' parameters got float32 ('{seen['f32']}') and float64 "
