@@ -11,9 +11,9 @@ call. The handler generated here, `@<entry>_xla_ffi`,
    parameter that sizes a loop, from its value; checks the size constraints;
 3. allocates the workspace with `malloc`, calls the kernel's C entry
    `i32 @<entry>(ptr buffers, ptr dims)` (ABI in `llvm.py`) and frees the workspace;
-4. returns NULL, or an XLA_FFI_Error (OUT_OF_RANGE) made by the API's `XLA_FFI_Error_Create`
-   carrying the interpreter's IndexError text (formatted with `snprintf`) when a bounds
-   check failed, or INVALID_ARGUMENT for a negative size.
+4. returns NULL, or an XLA_FFI_Error made by the API's `XLA_FFI_Error_Create`: OUT_OF_RANGE
+   with the interpreter's IndexError text (formatted with `snprintf`) when a bounds check
+   failed, INVALID_ARGUMENT for a negative size, RESOURCE_EXHAUSTED when `malloc` fails.
 
 The handler holds no process addresses, so its object code caches like a kernel's: the
 kernel entry and the helper table arrive as the call's one attribute, an i64 array
@@ -50,7 +50,8 @@ from .irutil import (
 
 FFI_API_VERSION = (0, 3)  # the (major, minor) FFI API whose structs this file reads
 # XLA_FFI_CallFrame: extension_start, api, stage, args.args, rets.rets, attrs.attrs
-FRAME_EXTENSION, FRAME_API, FRAME_STAGE, FRAME_ARGS, FRAME_RETS, FRAME_ATTRS = 8, 16, 32, 72, 112, 160
+FRAME_EXTENSION, FRAME_API, FRAME_STAGE = 8, 16, 32
+FRAME_ARGS, FRAME_RETS, FRAME_ATTRS = 72, 112, 160
 EXTENSION_TYPE, METADATA_EXTENSION, EXTENSION_METADATA = 8, 1, 24  # XLA_FFI_Extension_Base
 # XLA_FFI_Metadata: api_version (an XLA_FFI_Api_Version at 8: struct_size, extension, major,
 # minor), then traits
@@ -60,7 +61,7 @@ BUFFER_DATA, BUFFER_DIMS = 24, 40  # XLA_FFI_Buffer
 ARRAY_DATA = 16  # XLA_FFI_Array: dtype, size, data
 API_ERROR_CREATE = 48  # XLA_FFI_Api: struct_size, extension, api_version (24 bytes), internal
 ERROR_ARGS_SIZE = 28  # XLA_FFI_Error_Create_Args: struct_size, extension, message, errc
-OUT_OF_RANGE, INVALID_ARGUMENT = 11, 3  # XLA_FFI_Error_Code
+OUT_OF_RANGE, INVALID_ARGUMENT, RESOURCE_EXHAUSTED = 11, 3, 8  # XLA_FFI_Error_Code
 MESSAGE_BYTES = 512
 ERROR_SLOTS = 3  # after the sizes: site number, offending index, size (ABI in `llvm.py`)
 KERNEL_TYPE = ir.FunctionType(I32, [PTR, PTR])  # the kernel's C entry
@@ -146,12 +147,16 @@ class _Handler:
         outputs = [self._field(self._item(rets, k), BUFFER_DATA, PTR)
                    for k in range(len(program.outputs))]
         total = workspace_offsets(program.temps, ITEMSIZE)[-1]
-        workspace = (ir.Constant(PTR, None) if total.is_const and total.value == 0 else
-                     self._libc("malloc", b.add(self._size(total), i64(1))))
+        workspace = ir.Constant(PTR, None)
+        out_of_memory = None
+        if not (total.is_const and total.value == 0):  # malloc(0) may return NULL: one more
+            workspace = self._libc("malloc", b.add(self._size(total), i64(1)))
+            out_of_memory = self._split(b.icmp_unsigned("==", workspace, ir.Constant(PTR, None)),
+                                        "out_of_memory")
         buffers = alloca(b, ir.ArrayType(I64, len(data) + len(outputs) + 2), "buffers")
-        helpers = b.inttoptr(self._item(addresses, 1, I64), PTR)
-        for k, pointer in enumerate([*data, *outputs, workspace, helpers]):
-            b.store(b.ptrtoint(pointer, I64), b.gep(buffers, [i64(k)], source_etype=I64))
+        words = [b.ptrtoint(p, I64) for p in (*data, *outputs, workspace)]
+        for k, word in enumerate([*words, self._item(addresses, 1, I64)]):  # helper table last
+            b.store(word, b.gep(buffers, [i64(k)], source_etype=I64))
         count = len(program.symbols)
         dims = alloca(b, ir.ArrayType(I64, count + ERROR_SLOTS), "dims")
         for k, symbol in enumerate(program.symbols):
@@ -166,8 +171,11 @@ class _Handler:
         b.position_at_end(other_stage)
         b.ret(ir.Constant(PTR, None))
         self._report_index_error(failed, dims, count)
-        self._report(bad_size, INVALID_ARGUMENT, self._text("negative size in a call of "
-                                                            f"{program.name}"), [])
+        self._report(bad_size, INVALID_ARGUMENT,
+                     self._text(f"negative size in a call of {program.name}"), [])
+        if out_of_memory is not None:
+            self._report(out_of_memory, RESOURCE_EXHAUSTED,
+                         self._text(f"no memory for the workspace of {program.name}"), [])
 
     def _is_metadata_query(self) -> ir.Value:
         """Whether the frame's first extension is XLA's metadata query."""
@@ -246,8 +254,8 @@ class _Handler:
             text, order = error_format(error_site)
             self._report(b.block, OUT_OF_RANGE, self._text(text),
                          [self._item(dims, count + slot, I64) for slot in order])
-        self._report(unknown, OUT_OF_RANGE, self._text(f"index out of range in {self.program.name}"),
-                     [])
+        unknown_text = self._text(f"index out of range in {self.program.name}")
+        self._report(unknown, OUT_OF_RANGE, unknown_text, [])
 
     def _report(self, block: ir.Block, code: int, text: ir.Value, values: list[ir.Value]) -> None:
         """In `block`: format `text` with `values`, return the API's error for it."""

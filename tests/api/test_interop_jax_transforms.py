@@ -73,7 +73,7 @@ def test_jvp(m: rv.Module) -> None:
     x, y, dx, dy = random(6), random(6, seed=1), random(6, seed=2), random(6, seed=3)
     for f in (wave, jax.jit(wave)):
         close(jax.jvp(f, (x, y), (dx, dy)), jax.jvp(reference_wave, (x, y), (dx, dy)))
-        close(jax.jvp(lambda x: f(x, y), (x,), (dx,)),
+        close(jax.jvp(lambda x, f=f: f(x, y), (x,), (dx,)),
               jax.jvp(lambda x: reference_wave(x, y), (x,), (dx,)))
 
 
@@ -91,7 +91,8 @@ def test_jacobians(m: rv.Module, mode: str) -> None:
 def test_hessian_and_mixed_orders(m: rv.Module) -> None:
     loss = rv.jax.function(m.loss)
     args = loss_args()
-    close(jax.jit(jax.hessian(loss, argnums=1))(*args), jax.hessian(reference_loss, argnums=1)(*args))
+    close(jax.jit(jax.hessian(loss, argnums=1))(*args),
+          jax.hessian(reference_loss, argnums=1)(*args))
     for outer, inner in [(jax.jacfwd, jax.jacfwd), (jax.jacrev, jax.jacrev),
                          (jax.jacrev, jax.jacfwd)]:
         close(outer(inner(loss, argnums=2), argnums=2)(*args),
