@@ -9,8 +9,11 @@ call. The handler generated here, `@<entry>_xla_ffi`,
 2. on the execute stage, reads each argument's data pointer and binds every dimension of
    the kernel from the argument shapes (`dims` of XLA_FFI_Buffer) and, for an integer
    parameter that sizes a loop, from its value; checks the size constraints;
-3. allocates the workspace with `malloc`, calls the kernel's C entry
-   `i32 @<entry>(ptr buffers, ptr dims)` (ABI in `llvm.py`) and frees the workspace;
+3. allocates the workspace with `malloc`, and for each argument or result that XLA holds
+   in a narrower dtype than the kernel's (JAX without x64: f32 for f64, i32 for i64) a
+   buffer of the kernel's dtype, widening arguments into it before the call and narrowing
+   results out of it after; calls the kernel's C entry `i32 @<entry>(ptr buffers,
+   ptr dims)` (ABI in `llvm.py`) and frees what it allocated;
 4. returns NULL, or an XLA_FFI_Error made by the API's `XLA_FFI_Error_Create`: OUT_OF_RANGE
    with the interpreter's IndexError text (formatted with `snprintf`) when a bounds check
    failed, INVALID_ARGUMENT for a negative size, RESOURCE_EXHAUSTED when `malloc` fails.
@@ -18,8 +21,9 @@ call. The handler generated here, `@<entry>_xla_ffi`,
 The handler holds no process addresses, so its object code caches like a kernel's: the
 kernel entry and the helper table arrive as the call's one attribute, an i64 array
 `[entry address, helper table address]` (XLA_FFI_Array). The caller (`reverie/interop_jax`)
-passes buffers of exactly the kernel's dtypes, in row-major layout, with shapes it checked at
-trace time; only what a traced value decides (a loop count) is checked here.
+passes row-major buffers of the kernel's dtypes (or the narrower ones the handler was made
+for), with shapes it checked at trace time; only what a traced value decides (a loop count)
+is checked here.
 
 The struct offsets below are those of c_api.h on a 64-bit host (FFI API 0.x): every field is
 8 bytes but the enums (4 bytes, padded to 8 where a pointer follows).
@@ -44,6 +48,7 @@ from .irutil import (
     PTR,
     FunctionPointer,
     alloca,
+    counted_loop,
     i64,
     index_value,
 )
@@ -66,6 +71,7 @@ MESSAGE_BYTES = 512
 ERROR_SLOTS = 3  # after the sizes: site number, offending index, size (ABI in `llvm.py`)
 KERNEL_TYPE = ir.FunctionType(I32, [PTR, PTR])  # the kernel's C entry
 ERROR_CREATE_TYPE = ir.FunctionType(PTR, [PTR])  # XLA_FFI_Error_Create
+NARROWER = {"f64": "f32", "i64": "i32"}  # what JAX without x64 holds a 64-bit value in
 LIBC = {"malloc": (PTR, [I64]), "free": (ir.VoidType(), [PTR])}
 
 
@@ -74,10 +80,13 @@ def handler_symbol(program: Program) -> str:
     return entry_symbol(program) + "_xla_ffi"
 
 
-def handler_module(program: Program, boundary: CallBoundary) -> str:
-    """LLVM IR text of a module defining the handler of `program` (see the module docstring)."""
+def handler_module(program: Program, boundary: CallBoundary,
+                   narrowed: tuple[bool, ...]) -> str:
+    """LLVM IR text of a module defining the handler of `program` (see the module
+    docstring). `narrowed` says, for each input then each output, whether XLA holds it in
+    the narrower dtype of NARROWER (JAX without x64) rather than the kernel's."""
     module = ir.Module(name=handler_symbol(program))
-    _Handler(module, program, boundary)
+    _Handler(module, program, boundary, narrowed)
     return str(module)
 
 
@@ -92,8 +101,11 @@ def error_format(site: ErrorSite) -> tuple[str, tuple[int, ...]]:
 class _Handler:
     """Builds the handler: metadata, binding, workspace, the kernel call, errors."""
 
-    def __init__(self, module: ir.Module, program: Program, boundary: CallBoundary) -> None:
+    def __init__(self, module: ir.Module, program: Program, boundary: CallBoundary,
+                 narrowed: tuple[bool, ...]) -> None:
         self.module, self.program, self.boundary = module, program, boundary
+        self.narrowed = narrowed
+        self.allocated: list[ir.Value] = []  # malloc'd here, freed after the call
         function = ir.Function(module, ir.FunctionType(PTR, [PTR]), name=handler_symbol(program))
         self.function, (self.frame,) = function, function.args
         self.b = ir.IRBuilder(function.append_basic_block("entry"))
@@ -138,23 +150,29 @@ class _Handler:
         attribute = self._item(self._field(self.frame, FRAME_ATTRS, PTR), 0)
         addresses = self._field(attribute, ARRAY_DATA, PTR)
         inputs = [self._item(args, k) for k in range(len(program.inputs))]
-        data = [self._field(buffer, BUFFER_DATA, PTR) for buffer in inputs]
-        self._bind_sizes(inputs, data)
+        given = [self._field(buffer, BUFFER_DATA, PTR) for buffer in inputs]
+        self._bind_sizes(inputs, given)
+        data = [self._widened(buffer, pointer, self.boundary.dtypes[k],
+                              len(self.boundary.shapes[k])) if self.narrowed[k] else pointer
+                for k, (buffer, pointer) in enumerate(zip(inputs, given, strict=True))]
         negative = ir.Constant(I1, 0)
         for dim in self.boundary.constraints:
             negative = b.or_(negative, b.icmp_signed("<", self._size(dim), i64(0)))
         bad_size = self._split(negative, "negative_size")
-        outputs = [self._field(self._item(rets, k), BUFFER_DATA, PTR)
-                   for k in range(len(program.outputs))]
+        returned = [self._item(rets, k) for k in range(len(program.outputs))]
+        outputs = [self._field(buffer, BUFFER_DATA, PTR) for buffer in returned]
+        wide_outputs = {k: self._malloc(self._elements(returned[k], len(buffer.shape)),
+                                        buffer.dtype)
+                        for k, buffer in enumerate(program.outputs)
+                        if self.narrowed[len(inputs) + k]}
         total = workspace_offsets(program.temps, ITEMSIZE)[-1]
         workspace = ir.Constant(PTR, None)
-        out_of_memory = None
-        if not (total.is_const and total.value == 0):  # malloc(0) may return NULL: one more
-            workspace = self._libc("malloc", b.add(self._size(total), i64(1)))
-            out_of_memory = self._split(b.icmp_unsigned("==", workspace, ir.Constant(PTR, None)),
-                                        "out_of_memory")
+        if not (total.is_const and total.value == 0):
+            workspace = self._malloc(self._size(total), "bool")
+        out_of_memory = self._any_allocation_failed()
         buffers = alloca(b, ir.ArrayType(I64, len(data) + len(outputs) + 2), "buffers")
-        words = [b.ptrtoint(p, I64) for p in (*data, *outputs, workspace)]
+        kernel_outputs = [wide_outputs.get(k, pointer) for k, pointer in enumerate(outputs)]
+        words = [b.ptrtoint(p, I64) for p in (*data, *kernel_outputs, workspace)]
         for k, word in enumerate([*words, self._item(addresses, 1, I64)]):  # helper table last
             b.store(word, b.gep(buffers, [i64(k)], source_etype=I64))
         count = len(program.symbols)
@@ -163,8 +181,10 @@ class _Handler:
             b.store(self.sizes[symbol], b.gep(dims, [i64(k)], source_etype=I64))
         kernel = b.inttoptr(self._item(addresses, 0, I64), PTR)
         status = b.call(FunctionPointer(kernel, KERNEL_TYPE), [buffers, dims])
-        if not isinstance(workspace, ir.Constant):
-            self._libc("free", workspace)
+        for k, wide in wide_outputs.items():
+            self._convert(wide, outputs[k], self._elements(returned[k], len(
+                program.outputs[k].shape)), program.outputs[k].dtype, narrow=True)
+        self._free_allocations()
         failed = self._split(b.icmp_signed("!=", status, ir.Constant(I32, 0)), "failed")
         b.ret(ir.Constant(PTR, None))
         self._answer_metadata(metadata)
@@ -174,8 +194,71 @@ class _Handler:
         self._report(bad_size, INVALID_ARGUMENT,
                      self._text(f"negative size in a call of {program.name}"), [])
         if out_of_memory is not None:
-            self._report(out_of_memory, RESOURCE_EXHAUSTED,
-                         self._text(f"no memory for the workspace of {program.name}"), [])
+            b.position_at_end(out_of_memory)
+            self._free_allocations()
+            self._report(b.block, RESOURCE_EXHAUSTED,
+                         self._text(f"out of memory in a call of {program.name}"), [])
+
+    # ------------------------------------------------------------ memory and dtypes
+
+    def _malloc(self, elements: ir.Value, dtype: str) -> ir.Value:
+        """`elements` items of `dtype` from malloc (one byte more: malloc(0) may be NULL)."""
+        size = self.b.add(self.b.mul(elements, i64(ITEMSIZE[dtype])), i64(1))
+        pointer = self._libc("malloc", size)
+        self.allocated.append(pointer)
+        return pointer
+
+    def _any_allocation_failed(self) -> ir.Block | None:
+        """A block taken when any malloc so far returned NULL (None: there were none)."""
+        if not self.allocated:
+            return None
+        null = ir.Constant(PTR, None)
+        failed = ir.Constant(I1, 0)
+        for pointer in self.allocated:
+            failed = self.b.or_(failed, self.b.icmp_unsigned("==", pointer, null))
+        return self._split(failed, "out_of_memory")
+
+    def _free_allocations(self) -> None:
+        for pointer in self.allocated:
+            self._libc("free", pointer)
+
+    def _elements(self, buffer: ir.Value, rank: int) -> ir.Value:
+        """The number of elements of an XLA_FFI_Buffer of rank `rank`."""
+        dims = self._field(buffer, BUFFER_DIMS, PTR)
+        count = i64(1)
+        for axis in range(rank):
+            count = self.b.mul(count, self._item(dims, axis, I64))
+        return count
+
+    def _widened(self, buffer: ir.Value, data: ir.Value, dtype: str, rank: int) -> ir.Value:
+        """A malloc'd copy of an input held in NARROWER[dtype], converted to `dtype`."""
+        elements = self._elements(buffer, rank)
+        wide = self._malloc(elements, dtype)
+        # a failed malloc is reported after all of them; convert nothing into NULL
+        copy = self._split(self.b.icmp_unsigned("!=", wide, ir.Constant(PTR, None)), "widen")
+        join = self.function.append_basic_block("widened")
+        self.b.branch(join)
+        self.b.position_at_end(copy)
+        self._convert(data, wide, elements, dtype, narrow=False)
+        self.b.branch(join)
+        self.b.position_at_end(join)
+        return wide
+
+    def _convert(self, source: ir.Value, target: ir.Value, elements: ir.Value, dtype: str,
+                 narrow: bool) -> None:
+        """Copy `elements` values from `source` to `target`: from `dtype` to NARROWER[dtype]
+        (`narrow`) or back. i64 → i32 keeps the low bits and f64 → f32 rounds, as JAX's
+        canonicalisation of 64-bit values does."""
+        b = self.b
+        wide, small = MEMORY[dtype], MEMORY[NARROWER[dtype]]
+        source_type, target_type = (wide, small) if narrow else (small, wide)
+        with counted_loop(b, i64(0), elements) as i:
+            value = b.load(b.gep(source, [i], source_etype=source_type), typ=source_type)
+            if dtype == "f64":
+                value = (b.fptrunc if narrow else b.fpext)(value, target_type)
+            else:
+                value = (b.trunc if narrow else b.sext)(value, target_type)
+            b.store(value, b.gep(target, [i], source_etype=target_type))
 
     def _is_metadata_query(self) -> ir.Value:
         """Whether the frame's first extension is XLA's metadata query."""
@@ -212,8 +295,9 @@ class _Handler:
         b.ret(ir.Constant(PTR, None))
 
     def _bind_sizes(self, buffers: list[ir.Value], data: list[ir.Value]) -> None:
-        """Bind each dimension from the first axis named by it alone, or from the value of
-        the integer parameter that sizes it (the shapes were checked at trace time)."""
+        """Bind each dimension from the first axis named by it alone, or from the value (in
+        XLA's buffer `data`) of the integer parameter that sizes it (the shapes were
+        checked at trace time)."""
         for k, shape in enumerate(self.boundary.shapes):
             for axis, dim in enumerate(shape):
                 name = str(dim)
@@ -222,6 +306,7 @@ class _Handler:
                     self.sizes[name] = self._item(sizes, axis, I64)
         for name, k in self.boundary.value_dims:
             dtype = self.boundary.dtypes[k]
+            dtype = NARROWER[dtype] if self.narrowed[k] else dtype
             value = self.b.load(data[k], typ=MEMORY[dtype])
             if name not in self.sizes:
                 self.sizes[name] = value if dtype == "i64" else self.b.sext(value, I64)

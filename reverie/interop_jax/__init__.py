@@ -14,8 +14,9 @@ transposing that JVP into `kernel.vjp`, batching from Reverie's batched kernels 
     jax.hessian(f, argnums=2)(x, y, w1, b1, w2, b2)
 
 Results have the kernel's dtypes, made canonical for JAX: without `jax_enable_x64`, f64 and
-i64 results come back as float32 and int32; such a call (a kernel dtype JAX cannot hold
-then) runs through `jax.pure_callback` instead of the custom call. An i64 scalar
+i64 results come back as float32 and int32 (the kernel itself still computes in its own
+dtypes; the custom call converts). Only a kernel without a native call boundary (or on
+another backend) runs through `jax.pure_callback` instead. An i64 scalar
 parameter that sizes a result must be concrete (a Python int or a static argument of
 `jax.jit`). A failed bounds check inside the kernel raises (XLA reports the FFI error
 with the interpreter's IndexError text).

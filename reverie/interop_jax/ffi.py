@@ -5,10 +5,11 @@ and dtypes computed at trace time (`result_specs`). Where it can, the call is an
 custom call to the kernel's native code: the handler `compiler/codegen/xla_ffi.py`
 generates for the specialisation, compiled once and registered with
 `jax.ffi.register_ffi_target` under a name of its own, so no Python runs inside `jit`.
-The handler receives buffers of exactly the kernel's dtypes: each argument is converted
-(`astype`) where JAX can hold the kernel's dtype; otherwise, and for kernels with no
-native boundary or another backend, the call goes to the host through
-`jax.pure_callback` (the kernel's Python call path, which converts as NumPy does).
+Each argument is converted (`astype`) to the kernel's dtype as JAX holds it: without
+`jax_enable_x64` f64 and i64 values live in f32 and i32 buffers, and the handler made for
+that call widens and narrows them around the kernel. Kernels with no native call
+boundary, or on another backend, run on the host through `jax.pure_callback` (the
+kernel's Python call path, which converts as NumPy does).
 
     outputs = run(kernel, known, [x, w])   # a tuple, one JAX value per result
 """
@@ -48,7 +49,8 @@ class FfiTarget:
     keep_alive: tuple[object, ...]
 
 
-_TARGETS: weakref.WeakKeyDictionary[Function, FfiTarget | None] = weakref.WeakKeyDictionary()
+_TARGETS: weakref.WeakKeyDictionary[Function, dict[tuple[bool, ...], FfiTarget | None]] = \
+    weakref.WeakKeyDictionary()
 _REGISTERED: list[FfiTarget] = []  # XLA keeps a target's name for the process: so do we
 _NUMBERS = itertools.count()
 
@@ -57,28 +59,30 @@ def run(kernel: Kernel, known: KnownIntegers, args: Sequence[jax.Array]) -> tupl
     """`kernel`'s results on `args` (one JAX value per parameter), as a tuple."""
     fn = kernel.ir_for(float_dtype(kernel, args))
     specs = result_specs(fn, known, args)
-    target = ffi_target(kernel, fn)
-    if target is not None and all(jax_holds(t.dtype) for t in fn.result_types) and \
-            all(jax_holds(p.type.dtype) for p in fn.params):
-        converted = [jnp.asarray(a).astype(NUMPY_DTYPES[p.type.dtype])
-                     for a, p in zip(args, fn.params, strict=True)]
-        call = jax.ffi.ffi_call(target.name, specs, vmap_method="sequential")
-        return tuple(call(*converted, reverie=target.addresses))
-    return host_call(kernel, fn, specs, args)
+    dtypes = [*(p.type.dtype for p in fn.params), *(t.dtype for t in fn.result_types)]
+    target = ffi_target(kernel, fn, tuple(not jax_holds(d) for d in dtypes))
+    if target is None:
+        return host_call(kernel, fn, specs, args)
+    converted = [jnp.asarray(a).astype(jax_dtype(p.type.dtype))
+                 for a, p in zip(args, fn.params, strict=True)]
+    call = jax.ffi.ffi_call(target.name, specs, vmap_method="sequential")
+    return tuple(call(*converted, reverie=target.addresses))
 
 
-def ffi_target(kernel: Kernel, fn: Function) -> FfiTarget | None:
-    """The custom-call target of specialisation `fn` (made and registered once), or None
-    when it has no native code with a call boundary."""
-    if fn in _TARGETS:
-        return _TARGETS[fn]
+def ffi_target(kernel: Kernel, fn: Function, narrowed: tuple[bool, ...]) -> FfiTarget | None:
+    """The custom-call target of specialisation `fn` for buffers held narrower than the
+    kernel's dtypes where `narrowed` says (made and registered once), or None when `fn`
+    has no native code with a call boundary."""
+    targets = _TARGETS.setdefault(fn, {})
+    if narrowed in targets:
+        return targets[narrowed]
     executable = kernel.module.executable(fn)
     target = None
     if isinstance(executable, NativeKernel) and executable.program.boundary is not None:
         program = executable.program
         symbol = handler_symbol(program)
-        module: JitModule = compile_module(handler_module(program, program.boundary),
-                                           name=symbol)
+        module: JitModule = compile_module(
+            handler_module(program, program.boundary, narrowed), name=symbol)
         handler = HANDLER(module.address(symbol))
         entry, helpers = executable.c_entry
         name = f"reverie.{next(_NUMBERS)}.{program.name}"
@@ -86,7 +90,7 @@ def ffi_target(kernel: Kernel, fn: Function) -> FfiTarget | None:
         addresses = np.array([entry, helpers.ctypes.data], dtype=np.int64)
         target = FfiTarget(name, addresses, (module, handler, executable, helpers))
         _REGISTERED.append(target)
-    _TARGETS[fn] = target
+    targets[narrowed] = target
     return target
 
 

@@ -171,6 +171,21 @@ def test_jit_lowers_to_an_ffi_custom_call(m: rv.Module, x64: bool) -> None:
         close(jax.jit(loss)(*args), reference_loss(*args), 1e-5)
 
 
+def test_64_bit_kernels_without_x64_narrow_inside_the_custom_call(m: rv.Module) -> None:
+    with jax.enable_x64(False):
+        stats = jax.jit(rv.jax.function(m.stats))
+        x, k = jnp.linspace(-1.0, 2.0, 4, dtype=jnp.float32), jnp.arange(4, dtype=jnp.int32)
+        assert "callback" not in stats.lower(x, k).as_text()
+        total, waves, counts = stats(x, k)
+        assert counts.dtype == np.int32 and waves.dtype == np.float32
+        np.testing.assert_array_equal(counts, k + 1)
+        np.testing.assert_allclose(waves, 2 * np.sin(np.asarray(x)), rtol=1e-6)
+        np.testing.assert_allclose(total, np.sum(np.asarray(x) ** 2), rtol=1e-6)
+        decay = jax.jit(rv.jax.function(rv.compile(SOURCE.replace("steps: i32", "steps: i64")
+                                                   ).decay))
+        np.testing.assert_allclose(decay(x, jnp.int32(3)), reference_decay(x, 3), rtol=1e-6)
+
+
 def test_out_of_range_subscripts_raise_an_ffi_error(m: rv.Module) -> None:
     pick = jax.jit(rv.jax.function(m.pick))
     x = jnp.arange(4.0)
