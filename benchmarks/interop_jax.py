@@ -8,7 +8,8 @@ Three measurements, each with its jax.numpy peer (ratio = Reverie / JAX; below 1
 1. W4-size call, `sum(x * x)` on x: f64[16]: a jitted call of the value, and of its
    gradient (dispatch included, what a user sees per call);
 2. the same call inside the compiled program: 1000 dependent calls in one `lax.fori_loop`,
-   per call (the custom call's own cost against XLA's fused loop);
+   per call (the custom call's own cost against XLA's fused loop), and, as the floor of
+   any custom call, a kernel that does nothing;
 3. one training step of the W3 MLP (x: f32[1024, 256], hidden 512, 10 outputs) with Adam
    written as optax writes it (b1 = 0.9, b2 = 0.999, eps = 1e-8, bias-corrected moments),
    the whole step under `jax.jit`.
@@ -38,6 +39,7 @@ from benchmarks.workloads import w3_mlp, w4_call_overhead  # noqa: E402
 from benchmarks.workloads.core import random_generator  # noqa: E402
 
 INNER_CALLS = 1000
+NOTHING = "fn nothing(x: f64[N]) -> f64 { return 0.0; }"
 LEARNING_RATE = 1e-3
 Step = Callable[[], object]
 
@@ -94,6 +96,10 @@ def w4_calls(samples: int, target_s: float) -> None:
     loop_ours, loop_theirs = looped(ours), looped(theirs)
     compare(f"W4 value inside jit ({INNER_CALLS} calls), per call", "ns",
             lambda: loop_ours(x), lambda: loop_theirs(x), samples, target_s, INNER_CALLS)
+    # the floor: a kernel that reads nothing costs the custom call itself
+    nothing = looped(rv.jax.function(rv.compile(NOTHING).nothing))
+    compare("  (a no-op kernel inside jit, per call)", "ns", lambda: nothing(x),
+            lambda: loop_theirs(x), samples, target_s, INNER_CALLS)
 
 
 def adam_step(loss: Callable[..., jax.Array]) -> Callable[..., tuple]:

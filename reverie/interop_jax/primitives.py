@@ -18,9 +18,9 @@ Rules, each built from Reverie's compiled kernels:
 - JVP of `reverie_jvp`: the JVP of `reverie_call` of the JVP kernel (d(J(x)·t) =
   (∂J(x)/∂x · dx)·t + J(x)·dt), so every order reduces to calls of compiled transforms.
 - batching: `reverie_call` over a batch runs the kernel batched by Reverie
-  (`batch_function` over the batched parameters, moved to axis 0), or, when Reverie
-  cannot batch it (an integer argument that sizes a loop, say), one call per element
-  (`lax.map`); `reverie_jvp` batches as the `reverie_call` it is made of.
+  (`batch_function` over the batched parameters, moved to axis 0; a batched loop count
+  included), one call for the whole batch; `reverie_jvp` batches as the `reverie_call`
+  of the JVP kernel it is made of.
 
 Because the JVP is a primitive linear in its tangents, `jax.jvp`, `jacfwd`, `jacrev`,
 `hessian`, `grad` (of any order) and `vmap` all compose with `jit`.
@@ -36,7 +36,6 @@ import jax.numpy as jnp
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from reverie.dsl.diagnostics import CompileError
 from reverie.kernel import Kernel
 from reverie.runtime.tape import DIFFERENTIABLE
 from reverie.transforms import batch_function, derived_kernel
@@ -93,35 +92,20 @@ def _call_jvp(primals: Sequence[jax.Array], tangents: Sequence[object], *, kerne
 
 def _call_batch(args: Sequence[jax.Array], dims: Sequence[int | None], *, kernel: Kernel,
                 known: KnownIntegers) -> tuple[list, list[int]]:
+    """Over a batch: the kernel batched by Reverie over the batched parameters (their batch
+    axes moved to the front); every result gets the batch axis in front."""
     moved = [a if d is None else jnp.moveaxis(a, d, 0) for a, d in zip(args, dims, strict=True)]
-    batched = tuple(i for i, d in enumerate(dims) if d is not None)
-    kernel_over_batch = batched_kernel(kernel, batched, moved)
-    if kernel_over_batch is not None:
-        outputs = call(kernel_over_batch, known, moved)
-    else:
-        def one(slices: list[jax.Array]) -> list:
-            full = list(moved)
-            for i, piece in zip(batched, slices, strict=True):
-                full[i] = piece
-            return call(kernel, known, full)
-
-        outputs = jax.lax.map(one, [moved[i] for i in batched])
+    outputs = call(batched_kernel(kernel, tuple(i for i, d in enumerate(dims) if d is not None)),
+                   known, moved)
     return list(outputs), [0] * len(outputs)
 
 
-def batched_kernel(kernel: Kernel, batched: tuple[int, ...], args: Sequence[jax.Array]
-                   ) -> Kernel | None:
-    """`kernel` batched by Reverie over the leading axis of the parameters at `batched`
-    (made once per kernel and positions), or None when Reverie cannot batch it."""
-    key = ("jax.batched", batched)
-    made = kernel.cached_transform(key, lambda: derived_kernel(
+def batched_kernel(kernel: Kernel, batched: tuple[int, ...]) -> Kernel:
+    """`kernel` batched by Reverie (`batch_function`) over a new leading axis of the
+    parameters at `batched`, made once per kernel and positions."""
+    return kernel.cached_transform(("jax.batched", batched), lambda: derived_kernel(
         kernel, "batched", lambda dtype: batch_function(kernel.ir_for(dtype), batched),
         False))
-    try:
-        made.ir_for(ffi.float_dtype(kernel, args))
-    except CompileError:
-        return None
-    return made
 
 
 call_p.def_impl(_call_impl)

@@ -148,10 +148,12 @@ def test_vmap_runs_a_batched_kernel(m: rv.Module) -> None:
               args[0], ws, *args[2:]))
 
 
-def test_vmap_over_a_loop_count_runs_one_call_per_element(m: rv.Module) -> None:
+def test_vmap_over_a_loop_count(m: rv.Module) -> None:
     decay = rv.jax.function(m.decay)
     x, steps = random(4), jnp.array([0, 1, 3], dtype=jnp.int32)
-    out = jax.jit(jax.vmap(decay, in_axes=(None, 0)))(x, steps)
+    batched = jax.vmap(decay, in_axes=(None, 0))
+    assert str(jax.make_jaxpr(batched)(x, steps)).count("reverie_call") == 1
+    out = jax.jit(batched)(x, steps)
     close(out, jnp.stack([reference_decay(x, int(s)) for s in steps]))
     grads = jax.vmap(jax.grad(lambda x, s: decay(x, s).sum()), in_axes=(None, 0))(x, steps)
     expected = jnp.stack([jax.grad(lambda x, s=int(s): reference_decay(x, s).sum())(x)
