@@ -21,6 +21,7 @@ fn stats(x: float[N], k: i64[N]) -> (float, float[N], i64[N]) {
     return (sum(x * x), sin(x) * 2.0, k + 1);
 }
 fn pick(x: float[N], i: i32[K]) -> float[K] { let y[k] = x[i[k]]; return y; }
+fn evens(x: float[2 * K]) -> float[K] { let z[k in 0..K] = x[2 * k] ** 2; return z; }
 fn decay(x: float[N], steps: i32) -> float[N] {
     var u = x;
     for t in 0..steps { u = u * 0.5 + sin(u); }
@@ -186,6 +187,14 @@ def test_64_bit_kernels_without_x64_narrow_inside_the_custom_call(m: rv.Module) 
         decay = jax.jit(rv.jax.function(rv.compile(SOURCE.replace("steps: i32", "steps: i64")
                                                    ).decay))
         np.testing.assert_allclose(decay(x, jnp.int32(3)), reference_decay(x, 3), rtol=1e-6)
+
+
+def test_a_kernel_without_a_native_boundary_runs_through_a_callback(m: rv.Module) -> None:
+    evens = rv.jax.function(m.evens)  # K is bound only by solving 2 * K = 6
+    x = random(6)
+    assert "callback" in jax.jit(evens).lower(x).as_text()
+    close(jax.jit(evens)(x), x[::2] ** 2)
+    close(jax.grad(lambda x: evens(x).sum())(x), jnp.zeros(6).at[::2].set(2 * x[::2]))
 
 
 def test_out_of_range_subscripts_raise_an_ffi_error(m: rv.Module) -> None:
