@@ -206,6 +206,12 @@ class NativeKernel:
                             self.program.boundary.dtypes, [b.dtype for b in self.program.outputs],
                             tuple_result, self._helpers, keep_alive=self)
 
+    @property
+    def c_entry(self) -> tuple[int, np.ndarray]:
+        """The address of the kernel's C entry (ABI in `codegen/llvm.py`) and the helper
+        table it is passed (for callers generating their own entry, such as XLA's FFI)."""
+        return self._jit.address(entry_symbol(self.program)), self._helpers
+
     def workspace_bytes(self, dims: dict[str, int]) -> int:
         """Scratch memory of one call with these dimension sizes: every temporary (loop
         state histories included) lives in this one workspace, so it is the peak."""
