@@ -44,9 +44,10 @@ class UnsupportedNodeError(TypeError):
 def describe(node: torch.fx.Node, reason: str = "") -> str:
     """`node 'erfinv_1' (call_function torch.erfinv) at model.py:12`, for errors."""
     target = node.target if isinstance(node.target, str) else fx_targets.target_name(node.target)
-    trace = (node.stack_trace or node.meta.get("stack_trace") or "").strip().splitlines()
-    where = f"\n  from: {trace[-2].strip() if len(trace) > 1 else trace[-1].strip()}" \
-        if trace else ""
+    lines = [line.strip() for line in
+             (node.stack_trace or node.meta.get("stack_trace") or "").splitlines()]
+    frames = [i for i, line in enumerate(lines) if line.startswith("File ")]
+    where = f"\n  from {' '.join(lines[frames[-1]:frames[-1] + 2])}" if frames else ""
     return f"node '{node.name}' ({node.op} {target}){where}" + (f": {reason}" if reason else "")
 
 
@@ -71,7 +72,7 @@ class EagerNode:
 class _Open:
     """The segment being recorded: its stand-ins and where each parameter comes from."""
 
-    recording: Recording = field(default_factory=Recording)
+    recording: Recording = field(default_factory=lambda: Recording(literal_dims=True))
     values: dict[Source, Traced] = field(default_factory=dict)
     inputs: list[Source] = field(default_factory=list)
     nodes: set[torch.fx.Node] = field(default_factory=set)
@@ -84,26 +85,22 @@ def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
 class _Builder:
     """One walk over the graph, node by node, cutting it into segments."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                 fallback: bool) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, placeholders: list[torch.fx.Node],
+                 inputs: Sequence[Any], fallback: bool) -> None:
         self.gm = gm
         self.fallback = fallback
         self.examples: dict[Source, Any] = {}
         self.constants: dict[torch.fx.Node, Any] = {}
         self.steps: list[Segment | EagerNode] = []
         self.open = _Open()
-        self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        if len(self.placeholders) != len(example_inputs):
-            raise ValueError(f"the graph has {len(self.placeholders)} inputs, but "
-                             f"{len(example_inputs)} example inputs were given")
-        for node, example in zip(self.placeholders, example_inputs, strict=True):
+        for node, example in zip(placeholders, inputs, strict=True):
             self._define(node, example)
 
     def _define(self, node: torch.fx.Node, value: Any) -> None:
         if isinstance(value, torch.Tensor):
             self.examples[node] = value
         else:
-            self.constants[node] = value
+            self.constants[node] = _concrete(value)
 
     # ------------------------------------------------------------ values inside a segment
     def value(self, source: Source) -> Any:
@@ -116,7 +113,7 @@ class _Builder:
             example = self.examples[source]
             name = "v_" + (source.name if isinstance(source, torch.fx.Node)
                            else source.replace(".", "_"))
-            seg.values[source] = seg.recording.param_like(name, tuple(example.shape),
+            seg.values[source] = seg.recording.param_like(name, tuple(map(int, example.shape)),
                                                           _numpy_dtype(example.dtype))
             seg.inputs.append(source)
         return seg.values[source]
@@ -219,23 +216,66 @@ def _run_eager(gm: torch.fx.GraphModule, node: torch.fx.Node, args: Any, kwargs:
     return node.target(*args, **kwargs)
 
 
-class CompiledGraph:
-    """The compiled graph: call it as the graph module (same inputs, same outputs)."""
+@dataclass
+class Plan:
+    """The graph compiled for one signature of its inputs: the steps to run, and the
+    values of the nodes that were constants at that signature (sizes, flags)."""
 
-    def __init__(self, gm: torch.fx.GraphModule, builder: _Builder) -> None:
+    steps: list[Segment | EagerNode]
+    constants: dict[torch.fx.Node, Any]
+
+
+def _concrete(value: Any) -> Any:
+    """A size Dynamo passes as a `SymInt` (a dynamic dimension), as its int."""
+    return int(value) if isinstance(value, torch.SymInt) else value
+
+
+def _signature(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return tuple(map(int, value.shape)), value.dtype
+    return type(value), _concrete(value)
+
+
+class CompiledGraph:
+    """The compiled graph: call it as the graph module (same inputs, same outputs).
+
+    Kernels are compiled for the example inputs' shapes (every dimension a literal, as
+    Dynamo's graphs are specialised to them); a call with other shapes compiles the graph
+    again for those, once, and keeps both."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                 fallback: bool) -> None:
         self.gm = gm
-        self.steps = builder.steps
-        self.placeholders = builder.placeholders
-        self.constants = builder.constants
+        self.fallback = fallback
+        self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        if len(self.placeholders) != len(example_inputs):
+            raise ValueError(f"the graph has {len(self.placeholders)} inputs, but "
+                             f"{len(example_inputs)} example inputs were given")
         self.output = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        self.plans: dict[tuple[Any, ...], Plan] = {}
+        self.plan_for(example_inputs)
+
+    def plan_for(self, inputs: Sequence[Any]) -> Plan:
+        key = tuple(_signature(v) for v in inputs)
+        plan = self.plans.get(key)
+        if plan is None:
+            builder = _Builder(self.gm, self.placeholders, inputs, self.fallback)
+            for node in self.gm.graph.nodes:
+                builder.node(node)
+            plan = self.plans[key] = Plan(builder.steps, builder.constants)
+        return plan
 
     def __call__(self, *inputs: Any) -> Any:
-        env: dict[torch.fx.Node, Any] = dict(self.constants)
+        if len(inputs) != len(self.placeholders):
+            raise TypeError(f"the compiled graph takes {len(self.placeholders)} inputs, "
+                            f"got {len(inputs)}")
+        plan = self.plan_for(inputs)
+        env: dict[torch.fx.Node, Any] = dict(plan.constants)
         env.update(zip(self.placeholders, inputs, strict=True))
         for node in self.gm.graph.nodes:
             if node.op == "get_attr":
                 env[node] = _attribute(self.gm, node.target)
-        for step in self.steps:
+        for step in plan.steps:
             if isinstance(step, EagerNode):
                 node = step.node
                 env[node] = _run_eager(self.gm, node, torch.fx.node.map_arg(node.args, env.get),
@@ -250,20 +290,18 @@ class CompiledGraph:
 
     @property
     def sources(self) -> list[str]:
-        """The Reverie source of each compiled segment, for inspection."""
-        return [s.kernel.kernel.module.source for s in self.steps if isinstance(s, Segment)]
+        """The Reverie source of each compiled segment (of the first signature)."""
+        plan = next(iter(self.plans.values()))
+        return [s.kernel.kernel.module.source for s in plan.steps if isinstance(s, Segment)]
 
 
 def compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,  # noqa: A001
-            fallback: bool = False) -> Callable[..., Any]:
+            fallback: bool = False) -> CompiledGraph:
     """`gm` compiled by Reverie for inputs shaped like `example_inputs` (SPEC §3.7)."""
     if not isinstance(gm, torch.fx.GraphModule):
         raise TypeError(f"rv.fx.compile expects a torch.fx.GraphModule, got "
                         f"{type(gm).__name__} (use torch.fx.symbolic_trace(model))")
-    builder = _Builder(gm, example_inputs, fallback)
-    for node in gm.graph.nodes:
-        builder.node(node)
-    return CompiledGraph(gm, builder)
+    return CompiledGraph(gm, example_inputs, fallback)
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,

@@ -57,6 +57,11 @@ def _gelu(x: Traced, approximate: str = "none") -> Traced:
     return 0.5 * x * (1.0 + (x * (1 / math.sqrt(2))).erf())
 
 
+def _silu(x: Traced, inplace: bool = False) -> Traced:
+    """F.silu: x σ(x)."""
+    return x * x.sigmoid()
+
+
 def _softplus(x: Traced, beta: float = 1.0, threshold: float = 20.0) -> Traced:
     """F.softplus: log(1 + e^(βx)) / β (torch's threshold only guards overflow, which
     Reverie's softplus does not have)."""
@@ -122,7 +127,8 @@ def _convolution(x: Traced, weight: Traced, bias: Traced | None, stride: Any, pa
         size, kernel = x.axes[2 + axis], weight.axes[2 + axis]
         out = (size.size + 2 * pad - kernel.size) // s + 1
         extent = f"{size.dim} + {2 * pad} - {kernel.dim}" if pad else f"{size.dim} - {kernel.dim}"
-        dim = f"({extent}) // {s} + 1" if s != 1 else f"{extent} + 1"
+        dim = str(out) if f"{size.dim}{kernel.dim}".isdigit() else \
+            f"({extent}) // {s} + 1" if s != 1 else f"{extent} + 1"
         ranges.append(f"{i} in 0..{dim}")
         reads.append((f"{s} * {i}" if s != 1 else i) + f" + k{axis}" + (f" - {pad}" if pad else ""))
         axes.append(Axis(out, dim))
@@ -174,7 +180,17 @@ def _size(x: Traced, dim: int | None = None) -> Any:
 
 
 def _unary(builtin: str) -> Emit:
-    return lambda x: x._call(builtin)
+    def emit(x: Traced, inplace: bool = False) -> Traced:  # F.relu(x, inplace=...)
+        return x._call(builtin)
+
+    return emit
+
+
+def _getattr(x: Traced, name: str) -> Any:
+    """`x.T`, `x.shape`, `x.ndim` as Dynamo records them (`getattr(x, "T")`)."""
+    if name not in ("T", "shape", "ndim"):
+        raise NotImplementedError(f"attribute {name!r} of a tensor")
+    return getattr(x, name)
 
 
 def _along(builtin: str) -> Emit:
@@ -189,7 +205,9 @@ FUNCTIONS: dict[Any, Emit] = {
     operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
     operator.truediv: operator.truediv, operator.pow: operator.pow,
     operator.neg: operator.neg, operator.matmul: operator.matmul,
-    operator.getitem: operator.getitem,
+    operator.getitem: operator.getitem, getattr: _getattr,
+    operator.gt: operator.gt, operator.ge: operator.ge, operator.lt: operator.lt,
+    operator.le: operator.le, operator.eq: operator.eq, operator.ne: operator.ne,
     torch.add: operator.add, torch.sub: operator.sub, torch.mul: operator.mul,
     torch.div: operator.truediv, torch.pow: operator.pow, torch.neg: operator.neg,
     torch.matmul: operator.matmul, torch.mm: operator.matmul, torch.mv: operator.matmul,
@@ -204,7 +222,7 @@ FUNCTIONS: dict[Any, Emit] = {
     torch.transpose: _transpose, torch.permute: lambda x, dims: x.transpose(dims),
     torch.reshape: lambda x, shape: x.reshape(shape), torch.flatten: _flatten,
     torch.t: lambda x: x.T,
-    F.linear: _linear, F.relu: _unary("relu"), F.gelu: _gelu, F.silu: lambda x: x * x.sigmoid(),
+    F.linear: _linear, F.relu: _unary("relu"), F.gelu: _gelu, F.silu: _silu,
     F.softplus: _softplus, F.layer_norm: _layer_norm, F.softmax: _along("softmax"),
     F.log_softmax: _along("log_softmax"), F.dropout: _dropout, F.mse_loss: _mse_loss,
     F.cross_entropy: _cross_entropy, F.conv1d: _conv, F.conv2d: _conv,

@@ -92,7 +92,8 @@ def _user_line() -> str:
 class Recording:
     """The statements recorded so far and the names they bind."""
 
-    def __init__(self) -> None:
+    def __init__(self, literal_dims: bool = False) -> None:
+        self.literal_dims = literal_dims  # every dimension its example size (rv.fx)
         self.params: list[str] = []
         self.lines: list[str] = []
         self.dims: dict[int, str] = {}
@@ -100,10 +101,10 @@ class Recording:
         self._count = 0
 
     def dim_for(self, size: int, name: str) -> str:
-        """The dimension of an example axis: `1` for size 1 (it broadcasts), else the
-        name given to the first axis of that size."""
-        if size == 1:
-            return "1"
+        """The dimension of an example axis: `1` for size 1 (it broadcasts) and every size
+        with `literal_dims`, else the name given to the first axis of that size."""
+        if size == 1 or self.literal_dims:
+            return str(size)
         return self.dims.setdefault(size, name)
 
     def param(self, name: str, value: Any) -> Traced:
@@ -472,9 +473,14 @@ def _reshaped_axis(x: Traced, size: int) -> Axis:
         for stop in range(start + 1, x.ndim + 1):
             run = x.axes[start:stop]
             if math.prod(a.size for a in run) == size and all(a.dim != "1" for a in run):
-                return Axis(size, " * ".join(a.dim for a in run))
+                return Axis(size, " * ".join(_factor(a.dim) for a in run))
     named = x.recording.dims.get(size)
     return Axis(size, named if named else str(size))
+
+
+def _factor(dim: str) -> str:
+    """A dimension expression as a factor of a product: `(N - 1)`, `D`, `3`."""
+    return dim if dim.isidentifier() or dim.isdigit() else f"({dim})"
 
 
 def where(cond: Any, a: Any, b: Any) -> Traced:
