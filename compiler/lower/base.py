@@ -49,6 +49,7 @@ class IndexContext:
     body: BlockBuilder
     hoisted: dict[int, ExprValue] = field(default_factory=dict)
     mentioning: dict[int, bool] = field(default_factory=dict)  # see `mentions_index`
+    bounded: dict[str, ast.IndexVar] = field(default_factory=dict)  # triangular indices
 
 
 Binding = ExprValue | ExprTuple | VarBinding
