@@ -3,7 +3,8 @@
 A `Dim` is a polynomial with integer coefficients over atoms; an atom is a dimension name,
 a `FloorDiv` that could not be simplified, or a `NonNegative` clamp (`nonnegative(d)`, a
 loop's trip count, which also sizes the states a gradient stores). The canonical form makes
-equality structural: `Dim.sym("N") + 1 == 1 + Dim.sym("N")`, and `(2 * K) // 2 == K`.
+equality structural: `Dim.sym("N") + 1 == 1 + Dim.sym("N")`, `(2 * K) // 2 == K` and
+`(2 * L + 1) // 2 == L` (a floor division keeps only the terms its divisor does not divide).
 Shapes are tuples of Dims.
 
     >>> n = Dim.sym("N")
@@ -136,9 +137,13 @@ class Dim:
         d = other.value
         if self.is_const:
             return Dim.const(self.value // d)
-        if all(c % d == 0 for _, c in self.terms):
-            return Dim._from({m: c // d for m, c in self.terms})
-        return Dim._from({(FloorDiv(self, d),): 1})
+        # (d·Q + R) // d == Q + R // d for integers: the terms d divides leave the division
+        multiples = {m: c // d for m, c in self.terms if m and c % d == 0}
+        rest = Dim._from({m: c for m, c in self.terms if m not in multiples})
+        quotient = Dim._from(multiples)
+        if rest.is_const:
+            return quotient + rest.value // d
+        return quotient + Dim._from({(FloorDiv(rest, d),): 1})
 
     def evaluate(self, bindings: Mapping[str, Any]) -> Any:
         """The value under `bindings` (ints, or Dims to substitute); every symbol bound."""
