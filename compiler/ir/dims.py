@@ -102,6 +102,15 @@ class Dim:
                 names |= {atom} if isinstance(atom, str) else _inner(atom).symbols()
         return names
 
+    def is_linear_in(self, symbol: str) -> bool:
+        """Whether `symbol` appears only to the first power (possibly times other names),
+        never inside a floor division or a clamp: `2 * N * M + 1` is linear in N."""
+        for monomial, _ in self.terms:
+            compound = [a for a in monomial if not isinstance(a, str)]
+            if monomial.count(symbol) > 1 or any(symbol in _inner(a).symbols() for a in compound):
+                return False
+        return True
+
     def __add__(self, other: Dim | int) -> Dim:
         coeffs = dict(self.terms)
         for m, c in as_dim(other).terms:

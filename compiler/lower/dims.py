@@ -104,18 +104,6 @@ def dim_of(val: ExprValue) -> Dim | None:
     return None
 
 
-def _solvable_for(dim: Dim, symbol: str) -> bool:
-    """Whether `dim` is linear in `symbol`: it appears only alone or times known symbols,
-    never squared, under `//` or in a clamp (the call boundary can then solve for it)."""
-    for monomial, _ in dim.terms:
-        atoms = [a for a in monomial if a == symbol]
-        inside = [a for a in monomial if not isinstance(a, str) and symbol in Dim._from(
-            {(a,): 1}).symbols()]
-        if len(atoms) > 1 or inside:
-            return False
-    return True
-
-
 def unbindable_dims(shapes: Sequence[tuple[Dim, ...]], values: Sequence[str]) -> list[
         tuple[str, int, Dim]]:
     """The dimensions the call boundary can never bind, as (name, parameter index, the
@@ -130,7 +118,7 @@ def unbindable_dims(shapes: Sequence[tuple[Dim, ...]], values: Sequence[str]) ->
             if dim.symbol is not None or dim.is_const:
                 continue
             unknown = dim.symbols() - known
-            if len(unknown) == 1 and _solvable_for(dim, next(iter(unknown))):
+            if len(unknown) == 1 and dim.is_linear_in(next(iter(unknown))):
                 known |= unknown
                 continue
             missing += [(name, index, dim) for name in sorted(unknown)]
