@@ -18,6 +18,7 @@ from .diagnostics import TypeCheckError, error_at
 LANGUAGE_BUILTINS = frozenset({
     "max", "min", "pow", "where", "sum", "mean", "prod", "logsumexp", "argmax", "argmin",
     "softmax", "log_softmax", "transpose", "reshape", "roll", "concat", "stop_gradient",
+    "cumsum", "cumprod", "sort", "argsort", "topk",
     "f32", "f64", "i32", "i64", "bool", "float",
 })
 # Every built-in name: the elementwise built-ins come from the op table, so a new one is

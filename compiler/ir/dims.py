@@ -3,7 +3,8 @@
 A `Dim` is a polynomial with integer coefficients over atoms; an atom is a dimension name,
 a `FloorDiv` that could not be simplified, or a `NonNegative` clamp (`nonnegative(d)`, a
 loop's trip count, which also sizes the states a gradient stores). The canonical form makes
-equality structural: `Dim.sym("N") + 1 == 1 + Dim.sym("N")`, and `(2 * K) // 2 == K`.
+equality structural: `Dim.sym("N") + 1 == 1 + Dim.sym("N")`, `(2 * K) // 2 == K` and
+`(2 * L + 1) // 2 == L` (a floor division keeps only the terms its divisor does not divide).
 Shapes are tuples of Dims.
 
     >>> n = Dim.sym("N")
@@ -101,6 +102,15 @@ class Dim:
                 names |= {atom} if isinstance(atom, str) else _inner(atom).symbols()
         return names
 
+    def is_linear_in(self, symbol: str) -> bool:
+        """Whether `symbol` appears only to the first power (possibly times other names),
+        never inside a floor division or a clamp: `2 * N * M + 1` is linear in N."""
+        for monomial, _ in self.terms:
+            compound = [a for a in monomial if not isinstance(a, str)]
+            if monomial.count(symbol) > 1 or any(symbol in _inner(a).symbols() for a in compound):
+                return False
+        return True
+
     def __add__(self, other: Dim | int) -> Dim:
         coeffs = dict(self.terms)
         for m, c in as_dim(other).terms:
@@ -136,9 +146,13 @@ class Dim:
         d = other.value
         if self.is_const:
             return Dim.const(self.value // d)
-        if all(c % d == 0 for _, c in self.terms):
-            return Dim._from({m: c // d for m, c in self.terms})
-        return Dim._from({(FloorDiv(self, d),): 1})
+        # (d·Q + R) // d == Q + R // d for integers: the terms d divides leave the division
+        multiples = {m: c // d for m, c in self.terms if m and c % d == 0}
+        rest = Dim._from({m: c for m, c in self.terms if m not in multiples})
+        quotient = Dim._from(multiples)
+        if rest.is_const:
+            return quotient + rest.value // d
+        return quotient + Dim._from({(FloorDiv(rest, d),): 1})
 
     def evaluate(self, bindings: Mapping[str, Any]) -> Any:
         """The value under `bindings` (ints, or Dims to substitute); every symbol bound."""

@@ -28,8 +28,11 @@ the import graph has no cycle and no import inside a function):
     let, var, =, for,      names, operators,        built-ins and casts
     return                 @, .T, subscripts          │
        │                 ┌───┴───────────────┐        │
-       └──► index_notation.py            slices.py    │
-            let y[i] = ..., sum[k](...)  x[1:], xs[t] │
+       └──► index_notation.py            slices.py    scans.py
+            let y[i] = ..., sum[k](...)  x[1:], xs[t] cumsum, sort, topk
+                    │                        │        │  (as generics)
+               triangular.py                 │        │
+               sum[j in 0..i + 1]            │        │
                     │                        │        │
                     └────────────► dtypes.py ◄────────┘
                                    literals, weak dtypes, unify, broadcast

@@ -62,13 +62,19 @@ def axes(node: ast.Expr | None, rank: int) -> tuple[int, ...]:
     return tuple(sorted(found))
 
 
-def keepdims(node: ast.Expr | None) -> bool:
-    """`keepdims=`: a bool literal, false when absent."""
+def flag(node: ast.Expr | None, name: str) -> bool:
+    """A keyword flag such as `keepdims=` or `descending=`: a bool literal, false when
+    absent."""
     if node is None:
         return False
     if not isinstance(node, ast.BoolLit):
-        raise error_at(node.span, "keepdims must be true or false")
+        raise error_at(node.span, f"{name} must be true or false")
     return node.value
+
+
+def keepdims(node: ast.Expr | None) -> bool:
+    """`keepdims=`: a bool literal, false when absent."""
+    return flag(node, "keepdims")
 
 
 def kept_shape(shape: tuple[Dim, ...], reduced: tuple[int, ...]) -> tuple[Dim, ...]:

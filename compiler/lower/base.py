@@ -49,6 +49,7 @@ class IndexContext:
     body: BlockBuilder
     hoisted: dict[int, ExprValue] = field(default_factory=dict)
     mentioning: dict[int, bool] = field(default_factory=dict)  # see `mentions_index`
+    bounded: dict[str, ast.IndexVar] = field(default_factory=dict)  # triangular indices
 
 
 Binding = ExprValue | ExprTuple | VarBinding
@@ -109,11 +110,13 @@ class LowererBase(ABC):
         self.scopes[-1][name] = binding
 
     def define_dim_scalar(self, name: str, dim: Dim, span: ast.Span) -> None:
-        """Bind parameter `name` as the value of dimension `dim` (a `dim` op)."""
+        """Bind parameter `name` as the value of dimension `dim` (a `dim` op), weak like
+        every dimension value: `0.5 * p` is a float."""
         if self.lookup(name) is not None:
             raise error_at(span, f"'{name}' is already defined; choose another name")
         self.dim_map[name] = dim
-        self.scopes[-1][name] = ExprValue(self.builder.op_at(span, "dim", [], {"dim": dim}))
+        self.scopes[-1][name] = ExprValue(self.builder.op_at(span, "dim", [], {"dim": dim}),
+                                          weak=True)
 
     def visible_names(self) -> list[str]:
         """Every name a user could have meant (for did-you-mean)."""

@@ -29,7 +29,7 @@ from ..ir.ops import cast_array, dtype_class, unary_builtins
 from ..ir.types import DTYPES, INT_DTYPES, NUMPY_DTYPES
 from .arguments import axes, axis, keepdims, kept_shape, signature
 from .dims import static_dim
-from .dtypes import DtypeRules
+from .scans import SCAN_BUILTINS, ScanLowering
 from .values import ExprValue
 
 UNARY_BUILTINS = unary_builtins()
@@ -38,7 +38,7 @@ REDUCE_OPS = {"sum": "reduce_sum", "prod": "reduce_prod", "max": "reduce_max", "
 CASTS = ("f32", "f64", "i32", "i64", "float")
 
 
-class BuiltinLowering(DtypeRules):
+class BuiltinLowering(ScanLowering):
     """One method per family of built-ins; `lower_builtin_call` picks it by name."""
 
     def lower_builtin_call(self, call: ast.Call) -> ExprValue:
@@ -283,4 +283,5 @@ BUILTINS: dict[str, Callable[[BuiltinLowering, ast.Call], ExprValue]] = {
     "transpose": BuiltinLowering._transpose, "reshape": BuiltinLowering._reshape,
     "roll": BuiltinLowering._roll, "concat": BuiltinLowering._concat,
     "where": BuiltinLowering._where, "stop_gradient": BuiltinLowering._stop_gradient,
+    **SCAN_BUILTINS,
 }

@@ -102,3 +102,25 @@ def dim_of(val: ExprValue) -> Dim | None:
     if op is not None and op.name == "const" and val.type.is_int:
         return Dim.const(op.attrs["value"])
     return None
+
+
+def unbindable_dims(shapes: Sequence[tuple[Dim, ...]], values: Sequence[str]) -> list[
+        tuple[str, int, Dim]]:
+    """The dimensions the call boundary can never bind, as (name, parameter index, the
+    dimension it appears in). The boundary binds the `values` (i64 parameters) and every
+    axis that is one name, then solves the other axes in parameter order when each is
+    linear in its one unknown name (`runtime/call.py`); a name left over, such as one that
+    appears only in `N * M` or `N // 2`, would fail every call."""
+    known = set(values) | {d.symbol for shape in shapes for d in shape} - {None}
+    missing = []
+    for index, shape in enumerate(shapes):
+        for dim in shape:
+            if dim.symbol is not None or dim.is_const:
+                continue
+            unknown = dim.symbols() - known
+            if len(unknown) == 1 and dim.is_linear_in(next(iter(unknown))):
+                known |= unknown
+                continue
+            missing += [(name, index, dim) for name in sorted(unknown)]
+            known |= unknown
+    return missing

@@ -33,7 +33,7 @@ from ..ir.types import INT_DTYPES, scalar
 from .base import IndexContext, Range
 from .builder import BlockBuilder
 from .dims import static_dim
-from .dtypes import DtypeRules
+from .triangular import TriangularMasks, bounding_range
 from .values import ExprValue
 
 
@@ -63,7 +63,12 @@ def _declarations(decls: list[ast.IndexVar], node: ast.Expr) -> list[ast.IndexVa
     return found
 
 
-class IndexLowering(DtypeRules):
+def _bounds_mention(decl: ast.IndexVar, names: list[str]) -> bool:
+    """Whether the written range of index `decl` mentions any of `names`."""
+    return any(bound is not None and mentions(bound, names) for bound in (decl.lo, decl.hi))
+
+
+class IndexLowering(TriangularMasks):
     """`let y[i, j] = ...`, `sum[k](...)` and the reads and hoisting inside them."""
 
     @contextmanager
@@ -160,6 +165,11 @@ class IndexLowering(DtypeRules):
                     uses[item.id].append((base.type.shape[axis], label))
         ranges: dict[str, Range] = {}
         for decl in decls:
+            outer = {name: r for name, r in ranges.items() if _bounds_mention(decl, [name])}
+            if outer:
+                ranges[decl.name] = bounding_range(decl, outer, self.dim_map, self._axis_names())
+                self.index_ctx.bounded[decl.name] = decl
+                continue
             if decl.hi is not None:
                 lo = static_dim(decl.lo, self.dim_map) if decl.lo is not None else Dim.const(0)
                 hi = static_dim(decl.hi, self.dim_map)
@@ -178,6 +188,13 @@ class IndexLowering(DtypeRules):
                                               f"'{label}'; write its range explicitly")
             ranges[decl.name] = (Dim.const(0), found[0][0])
         return ranges
+
+    def _axis_names(self) -> set[str]:
+        """The dimensions that are axis lengths of this function's parameters (never
+        negative, unlike an i64 parameter)."""
+        names = (d.id for p in self.fn.params for d in (p.type.dims or [])
+                 if isinstance(d, ast.Name) and d.id in self.dim_map)
+        return {self.dim_map[n].symbol for n in names} - {None}
 
     def _check_index_names(self, decls: list[ast.IndexVar]) -> None:
         """Each index is declared once and shadows no visible name."""
@@ -198,15 +215,19 @@ class IndexLowering(DtypeRules):
         block = Block(params=list(params))
         body_builder = BlockBuilder(block, parent=ctx.statement)
         body_ctx = IndexContext(ctx.order, ctx.ranges, ctx.statement, body_builder, ctx.hoisted,
-                                ctx.mentioning)
+                                ctx.mentioning, ctx.bounded)
         index_vars = {name: ExprValue(p, weak=True)
                       for name, p in zip(out + over, params, strict=True)}
         with self._inside(body_ctx, index_vars, body_builder):
             val = self.convert_weak(self.tensor(body), None, span)
-        if val.type.rank:
-            raise error_at(body.span, f"an index-notation body must be a scalar, got {val.type}")
-        if reduce is not None and val.type.dtype == "bool":
-            raise error_at(body.span, f"cannot {reduce}-reduce bool values")
+            if val.type.rank:
+                raise error_at(body.span,
+                               f"an index-notation body must be a scalar, got {val.type}")
+            if reduce is not None and val.type.dtype == "bool":
+                raise error_at(body.span, f"cannot {reduce}-reduce bool values")
+            if reduce is not None:
+                bounded = [ctx.bounded[name] for name in over if name in ctx.bounded]
+                val = self.mask_triangular(bounded, reduce, val, span)
         block.results = [val.value]
         attrs: dict = {"indices": tuple((n, *ctx.ranges[n]) for n in out)}
         if reduce is not None:
@@ -227,6 +248,11 @@ class IndexLowering(DtypeRules):
         """`let y[i, j] = body;` (a top-level reduction in the body merges into the generic)."""
         ctx = self._start(stmt.indices, stmt.value)
         out = [d.name for d in stmt.indices]
+        for decl in stmt.indices:
+            if decl.name in ctx.bounded:
+                raise error_at(decl.span, f"the range of output index '{decl.name}' cannot "
+                                          "depend on another index; bound a reduction index, "
+                                          "e.g. sum[j in 0..i + 1](...)")
         value = stmt.value
         if isinstance(value, ast.IndexReduce):
             over = [d.name for d in value.indices]
@@ -241,8 +267,8 @@ class IndexLowering(DtypeRules):
         if outer is None:
             ctx = self._start([], node)
             return ExprValue(self._build_generic(ctx, [], node.op, over, node.body, node.span))
-        out = [name for name in outer.order
-               if name in self.index_vars and mentions(node.body, [name])]
+        out = [name for name in outer.order if name in self.index_vars and (
+            mentions(node.body, [name]) or any(_bounds_mention(d, [name]) for d in node.indices))]
         result = self._build_generic(outer, out, node.op, over, node.body, node.span)
         indices = [self.index_vars[name].value for name in out]
         modes = tuple("direct" for _ in out)

@@ -9,17 +9,28 @@ from __future__ import annotations
 
 from reverie.dsl import ast
 from reverie.dsl.check import check_module
-from reverie.dsl.diagnostics import TypeCheckError
+from reverie.dsl.diagnostics import TypeCheckError, error_at
 
 from ..ir.core import Block, Function, Value
 from ..ir.dims import Dim
+from ..ir.types import TensorType
 from ..ir.verifier import after_pass, show_raw
 from ..transforms.simplify import simplify
 from .base import Specialisation
 from .builder import BlockBuilder
-from .dims import default_float_of, is_dim_scalar, return_types, type_of
+from .dims import default_float_of, is_dim_scalar, return_types, type_of, unbindable_dims
 from .lowerer import Lowerer
 from .values import ExprValue
+
+
+def _require_bindable(fn: ast.FunctionDef, types: list[TensorType], values: list[str]) -> None:
+    """A TypeCheckError at the first parameter with a dimension no call can bind."""
+    for name, index, dim in unbindable_dims([t.shape for t in types], values):
+        param = fn.params[index]
+        raise error_at(param.span, f"dimension {name} can never be bound: it appears only in "
+                                   f"'{dim}' of parameter '{param.name}', which a call "
+                                   f"cannot solve for {name}; give {name} an axis of its own "
+                                   f"or pass it as an i64 parameter")
 
 
 class ModuleLowering:
@@ -65,6 +76,7 @@ class ModuleLowering:
                 lowerer.define_dim_scalar(param.name, dim_map[param.name], param.span)
             else:
                 lowerer.define(param.name, ExprValue(value), param.span)
+        _require_bindable(fn, param_types, [name for name, _ in value_dims])
         results = lowerer.coerce_return(lowerer.lower_body(), float_dtype)
         block.results = [val.value for val in results]
         function = Function(fn.name, block, [p.name for p in fn.params], list(dim_map), fn.span,

@@ -28,7 +28,7 @@ from ..ir.core import Block, Op, Value
 from ..ir.elementwise import ELEMENTWISE, Derivative
 from ..ir.scope import Scope, copy_block
 from ..ir.views import ForOp, GenericOp, LoopNestOp
-from .reverse_rules import NON_DIFFERENTIABLE, expand, product_partials
+from .reverse_rules import NON_DIFFERENTIABLE, expand, prod_partials
 
 Dots = list[Value | None]
 JvpRule = Callable[["JvpContext", Op, Dots], Dots]
@@ -232,14 +232,7 @@ def reduce_extremum_tangent(s: Scope, x: Value, y: Value, dx: Value, axes: Seque
 
 def reduce_prod_tangent(s: Scope, x: Value, y: Value, dx: Value, axes: Sequence[int]) -> Value:
     """ẏ = Σᵢ (∏_{j≠i} xⱼ) · ẋᵢ over `axes`, exact when some xⱼ are 0."""
-    zero, one = s.zeros(x.type), s.const(1, x.type)
-    is_zero = s.eq(x, zero)
-    attrs = {"axes": tuple(axes)}
-    nonzero = s.op("reduce_prod", [s.select(is_zero, one, x)], attrs)
-    zeros = s.op("reduce_sum", [s.select(is_zero, one, zero)], attrs)
-    partials = product_partials(s, x, expand(s, nonzero, x.type.shape, axes),
-                                expand(s, zeros, x.type.shape, axes))
-    return s.op("reduce_sum", [s.mul(partials, dx)], attrs)
+    return s.op("reduce_sum", [s.mul(prod_partials(s, x, axes), dx)], {"axes": tuple(axes)})
 
 
 REDUCE_TANGENTS = {"max": reduce_extremum_tangent, "min": reduce_extremum_tangent,

@@ -215,28 +215,39 @@ def _reduce_extremum(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
 rule("reduce_max", "reduce_min")(_reduce_extremum)
 
 
-def product_partials(s: Scope, x: Value, nonzero_product: Value, zero_count: Value) -> Value:
-    """∂(∏ x)/∂xᵢ = ∏_{j≠i} xⱼ, exact with zeros: P/xᵢ without zeros, P' at the only zero,
-    0 otherwise (P' = product of the non-zero factors; all operands of x's shape)."""
+def product_partials(s: Scope, x: Value, nonzero_product: Value, zero_count: Value,
+                     zero_sum: Value) -> Value:
+    """∂(∏ x)/∂xᵢ = ∏_{j≠i} xⱼ, exact with zeros and differentiable again: (P'/xᵢ or P' at a
+    zero xᵢ) times the product of the zero factors other than xᵢ, which is 1 when there
+    are none, their sum when there is one (0, with the derivative of that factor) and 0
+    otherwise (P' = product of the non-zero factors, Z = sum of the zero factors, which is
+    0 but carries their derivatives; all operands of x's shape)."""
     zero, one = s.zeros(x.type), s.const(1, x.type)
     is_zero = s.eq(x, zero)
-    safe = s.select(is_zero, one, x)
-    only_zero = s.op("and", [is_zero, s.eq(zero_count, one)])
-    return s.select(s.eq(zero_count, zero), s.div(nonzero_product, safe),
-                    s.select(only_zero, nonzero_product, zero))
+    others = s.div(nonzero_product, s.select(is_zero, one, x))
+    zeros_elsewhere = s.sub(zero_count, s.select(is_zero, one, zero))
+    lone_zero = s.sub(zero_sum, s.select(is_zero, x, zero))
+    zero_factors = s.select(s.eq(zeros_elsewhere, zero), one,
+                            s.select(s.eq(zeros_elsewhere, one), lone_zero, zero))
+    return s.mul(others, zero_factors)
+
+
+def prod_partials(s: Scope, x: Value, axes: Sequence[int]) -> Value:
+    """∂(∏ x over `axes`)/∂xᵢ for every element of x (`product_partials`)."""
+    zero, one = s.zeros(x.type), s.const(1, x.type)
+    is_zero = s.eq(x, zero)
+    attrs = {"axes": tuple(axes)}
+    factors = [s.op("reduce_prod", [s.select(is_zero, one, x)], attrs),
+               s.op("reduce_sum", [s.select(is_zero, one, zero)], attrs),
+               s.op("reduce_sum", [s.select(is_zero, x, zero)], attrs)]
+    return product_partials(s, x, *(expand(s, f, x.type.shape, axes) for f in factors))
 
 
 @rule("reduce_prod")
 def _reduce_prod(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d prod: x̄ᵢ += ȳ · ∏_{j≠i} xⱼ (exact when some xⱼ are 0)"""
     s, x, axes = ctx.scope, op.operands[0], op.attrs["axes"]
-    zero, one = s.zeros(x.type), s.const(1, x.type)
-    is_zero = s.eq(x, zero)
-    nonzero = s.op("reduce_prod", [s.select(is_zero, one, x)], {"axes": axes})
-    zeros = s.op("reduce_sum", [s.select(is_zero, one, zero)], {"axes": axes})
-    partials = product_partials(s, x, expand(s, nonzero, x.type.shape, axes),
-                                expand(s, zeros, x.type.shape, axes))
-    return [s.mul(expand(s, bars[0], x.type.shape, axes), partials)]
+    return [s.mul(expand(s, bars[0], x.type.shape, axes), prod_partials(s, x, axes))]
 
 
 # ---------------------------------------------------------------- linear algebra and shapes

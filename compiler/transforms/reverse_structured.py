@@ -102,10 +102,12 @@ def _generic(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
             is_zero(s, v), s.const(1, v.type), v))
         zeros = _per_point_reduce(ctx, op, "sum", lambda s, _, v: s.select(
             is_zero(s, v), s.const(1, v.type), s.zeros(v.type)))
+        zero_sum = _per_point_reduce(ctx, op, "sum", lambda s, _, v: s.select(
+            is_zero(s, v), v, s.zeros(v.type)))
 
         def seed(s: Scope, indices: list[Value], results: list[Value]) -> Value:
             partial = product_partials(s, results[0], at_out(s, nonzero, indices),
-                                       at_out(s, zeros, indices))
+                                       at_out(s, zeros, indices), at_out(s, zero_sum, indices))
             return s.mul(at_out(s, ybar, indices), partial)
     else:
         def seed(s: Scope, indices: list[Value], results: list[Value]) -> Value:

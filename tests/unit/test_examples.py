@@ -262,6 +262,13 @@ REFERENCES: dict[tuple[str, str], Callable[..., object]] = {
     ("tuple_return", "linear_fit"): linear_fit,
     ("attention", "attention"): lambda q, k, v: softmax(q @ k.T / np.sqrt(q.shape[1])) @ v,
     ("attention", "causal_attention"): causal_attention,
+    ("topk_loss", "topk_loss"): lambda scores, weights: np.mean(
+        -np.sort(-scores, axis=1, kind="stable")[:, :len(weights)] @ weights
+    ),
+    ("topk_loss", "trimmed_mean"): lambda x: np.sort(x)[1:-1].mean(),
+    ("topk_loss", "ranks"): lambda x: np.argsort(np.argsort(x, kind="stable"), kind="stable"),
+    ("topk_loss", "growth"): lambda r: (np.cumprod(1 + r), np.cumsum(np.cumprod(1 + r) - 1)),
+    ("topk_loss", "prefix_sums"): lambda x: np.cumsum(x, axis=1),
 }
 
 
