@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .grad_mode import GRAD_MODE
 from .kernel_protocol import CompiledKernel
 from .tensor import FLOAT_KINDS, Tensor, wrap
 
@@ -202,7 +203,10 @@ def batched_vjp(kernel: CompiledKernel, wrt: tuple[int, ...], args: Sequence[obj
 
 
 def records_call(args: Sequence[object]) -> bool:
-    """True when a kernel call has a Tensor argument that requires grad."""
+    """True when a kernel call has a Tensor argument that requires grad (and grad mode is
+    on: no `rv.no_grad` block is active)."""
+    if not GRAD_MODE.enabled:
+        return False
     for a in args:
         if isinstance(a, Tensor) and a._requires_grad:
             return True
