@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .tape import Gradient, Pass, one_call_gradients, plain
+from .tape import TENSOR_OR_ARRAY, Gradient, Pass, one_call_gradients, plain
 from .tensor import Tensor, wrap
 
 # ---------------------------------------------------------------- arguments
@@ -43,7 +43,7 @@ def _grad_outputs(grad_outputs: object, count: int) -> tuple[object, ...]:
     """grad_outputs as a tuple: None for every output, one array, or the given entries."""
     if grad_outputs is None:
         return (None,) * count
-    if isinstance(grad_outputs, Tensor | np.ndarray):
+    if isinstance(grad_outputs, TENSOR_OR_ARRAY):
         return (grad_outputs,)
     return tuple(grad_outputs)
 
@@ -66,9 +66,8 @@ def _seeds(outputs: tuple[object, ...], grad_outputs: tuple[object, ...], batche
             if batched:
                 raise ValueError(f"grad_outputs[{i}] is None but is_grads_batched=True needs "
                                  "every grad_output with a leading batch dimension")
-            data = out._data
-            seeds.append(np.array(1, data.dtype).reshape(data.shape))  # np.ones, but faster
-        elif isinstance(g, Tensor | np.ndarray):
+            seeds.append(_unit_seed(out._data))
+        elif isinstance(g, TENSOR_OR_ARRAY):
             shape = g.shape[1:] if batched else g.shape
             if (batched and g.ndim == 0) or shape != out.shape:
                 batch_note = (" after its leading batch dimension (is_grads_batched=True)"
@@ -82,6 +81,17 @@ def _seeds(outputs: tuple[object, ...], grad_outputs: tuple[object, ...], batche
                             "must be Tensors, NumPy arrays or None (wrap numbers with "
                             "rv.tensor(...))")
     return seeds
+
+
+_UNITS: dict[np.dtype, np.ndarray] = {}
+
+
+def _unit_seed(data: np.ndarray) -> np.ndarray:
+    """A new array of ones shaped like the one-element `data` (as np.ones, but faster)."""
+    unit = _UNITS.get(data.dtype)
+    if unit is None:
+        unit = _UNITS[data.dtype] = np.ones((), data.dtype)
+    return unit.copy() if data.ndim == 0 else unit.reshape(data.shape).copy()
 
 
 def _check_graph_ends(outputs: tuple[object, ...], seeds: list[object],
@@ -144,9 +154,12 @@ def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor] |
         graph = Pass(outputs, seeds, inputs_tuple)
         graph.run(retain_graph, create_graph, batch)
         gradients = [graph.gradient(t) for t in inputs_tuple]
-    result = [g if g is None or isinstance(g, Tensor) else wrap(np.asarray(g))
-              for g in gradients]
-    if any(g is None for g in result):
+    result: list[Tensor | None] = []
+    complete = True
+    for g in gradients:
+        complete = complete and g is not None
+        result.append(g if g is None or isinstance(g, Tensor) else wrap(np.asarray(g)))
+    if not complete:
         _unused(result, inputs_tuple, allow_unused, materialize_grads, create_graph)
     if type(inputs) is dict:
         return dict(zip(inputs.keys(), result, strict=True))

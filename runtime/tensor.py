@@ -116,9 +116,8 @@ class Tensor:
         if self.grad_fn is not None:
             raise RuntimeError("requires_grad can only be changed on leaf tensors; use "
                                ".detach() to get a tensor outside the graph")
-        if value and self._data.dtype not in FLOAT_KINDS:
-            raise RuntimeError(f"only float32 and float64 tensors can require gradients, this "
-                               f"one is {self.dtype}; create it with a float dtype")
+        if value:
+            _check_can_require_grad(self._data.dtype)
         self._requires_grad = bool(value)
 
     @property
@@ -292,11 +291,25 @@ def run_kernel(kernel: CompiledKernel, *args: object) -> Tensor:
     return result if isinstance(result, Tensor) else wrap(np.asarray(result))
 
 
+def _check_can_require_grad(dtype: np.dtype) -> None:
+    """RuntimeError unless tensors of `dtype` can require grad (float32, float64)."""
+    if dtype not in FLOAT_KINDS:
+        raise RuntimeError(f"only float32 and float64 tensors can require gradients, this "
+                           f"one is {dtype}; create it with a float dtype")
+
+
 def tensor(data: object, dtype: object = None, requires_grad: bool = False) -> Tensor:
     """A new Tensor holding a copy of `data` (NumPy dtype rules: Python floats → float64)."""
-    source = data._data if isinstance(data, Tensor) else data
-    dtype = DTYPE_NAMES.get(dtype, dtype) if isinstance(dtype, str) else dtype
-    return Tensor(np.array(source, dtype=dtype), requires_grad=requires_grad)
+    if isinstance(dtype, str):
+        dtype = DTYPE_NAMES.get(dtype, dtype)
+    array = np.array(data._data if isinstance(data, Tensor) else data, dtype=dtype)
+    if requires_grad:
+        _check_can_require_grad(array.dtype)
+    elif array.dtype not in REVERIE_DTYPES:
+        reverie_dtype(array.dtype)  # the TypeError that names the dtypes
+    result = wrap(array)
+    result._requires_grad = bool(requires_grad)
+    return result
 
 
 from . import tensor_ops  # noqa: E402 -- it builds on Tensor, which uses it at call time
