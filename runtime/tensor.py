@@ -85,10 +85,10 @@ class Tensor:
         return self._data if dtype is None else self._data.astype(dtype, copy=False)
 
     def __float__(self) -> float:
-        return float(self._data)
+        return float(self._data.item())
 
     def __int__(self) -> int:
-        return int(self._data)
+        return int(self._data.item())
 
     def __bool__(self) -> bool:
         return bool(self._data)
