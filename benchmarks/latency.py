@@ -1,6 +1,6 @@
 """Latency: what a user feels first — call overhead, cold compile, warm start (issue 10).
 
-    python benchmarks/latency.py [--quick] [--skip-jax]
+    python benchmarks/latency.py [--quick] [--skip-jax] [--calls-only]
 
 Three parts, each with its peer measured in the same run:
 
@@ -18,7 +18,8 @@ Three parts, each with its peer measured in the same run:
 Children keep their bytecode in a private prefix written by a first, unmeasured run, as an
 installed package has it.
 
-The results print as Markdown tables, ready for `benchmarks/README.md`.
+The results print as Markdown tables, ready for `benchmarks/README.md`. `--calls-only`
+measures part 1 alone (seconds, not minutes: for work on the call path).
 """
 
 from __future__ import annotations
@@ -179,15 +180,18 @@ def report(calls: list[dict], compiles: list[dict], jax_row: dict | None) -> str
     """The measurements as Markdown tables."""
     lines = [f"Measured {time.strftime('%Y-%m-%d')}, load average "
              f"{os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs.", "",
-             "| parameters | forward µs | `f.grad` µs | recorded path µs | NumPy `2*x` µs "
-             "| jax.jit(grad) µs | grad ÷ NumPy |", "|---|---|---|---|---|---|---|"]
+             "| parameters | forward µs | `f.grad` µs | recorded path µs | recorded − "
+             "(forward + `f.grad`) µs | NumPy `2*x` µs | jax.jit(grad) µs | grad ÷ NumPy |",
+             "|---|---|---|---|---|---|---|---|"]
     for row in calls:
         jax_cell = f"{row['jax']:.1f}" if "jax" in row else "—"
+        bookkeeping = row["recorded"] - row["forward"] - row["grad"]
         lines.append(f"| {row['parameters']} | {row['forward']:.1f} | {row['grad']:.1f} | "
-                     f"{row['recorded']:.1f} | {row['numpy']:.2f} | {jax_cell} | "
-                     f"{row['grad'] / row['numpy']:.1f} |")
-    lines += ["", "| kernel | `import reverie` s | cold: compile + first gradient s "
-              "| warm: first gradient after import ms |", "|---|---|---|---|"]
+                     f"{row['recorded']:.1f} | {bookkeeping:.1f} | {row['numpy']:.2f} | "
+                     f"{jax_cell} | {row['grad'] / row['numpy']:.1f} |")
+    if compiles:
+        lines += ["", "| kernel | `import reverie` s | cold: compile + first gradient s "
+                  "| warm: first gradient after import ms |", "|---|---|---|---|"]
     for row in compiles:
         lines.append(f"| {row['kernel']} | {row['import']:.2f} | {row['cold']:.2f} | "
                      f"{row['warm'] * 1e3:.1f} |")
@@ -201,9 +205,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--skip-jax", action="store_true", help="no JAX peer")
+    parser.add_argument("--calls-only", action="store_true",
+                        help="only the call overhead (part 1)")
     options = parser.parse_args()
     calls = call_overhead(5 if options.quick else 15, not options.skip_jax)
-    compiles, jax_row = cold_and_warm(not options.skip_jax)
+    compiles, jax_row = ([], None) if options.calls_only else cold_and_warm(not options.skip_jax)
     print(report(calls, compiles, jax_row))
 
 
