@@ -39,20 +39,20 @@ def _inputs(inputs: object, caller: str) -> tuple[object, ...]:
     return tuple(inputs)
 
 
-def _grad_outputs(grad_outputs: object, count: int) -> tuple[object, ...]:
-    """grad_outputs as a tuple: None for every output, one array, or the given entries."""
-    if grad_outputs is None:
-        return (None,) * count
+def _grad_outputs(grad_outputs: object) -> tuple[object, ...]:
+    """Given grad_outputs as a tuple: one array, or the given entries."""
     if isinstance(grad_outputs, TENSOR_OR_ARRAY):
         return (grad_outputs,)
     return tuple(grad_outputs)
 
 
-def _seeds(outputs: tuple[object, ...], grad_outputs: tuple[object, ...], batched: bool,
+def _seeds(outputs: tuple[object, ...], grad_outputs: object, batched: bool,
            create_graph: bool) -> list[Gradient | None]:
-    """The starting cotangent of each output: checked, cast to the output's dtype."""
+    """The starting cotangent of each output (`grad_outputs` as the caller gave it):
+    checked, cast to the output's dtype."""
     seeds: list[Gradient | None] = []
-    for i, (out, g) in enumerate(zip(outputs, grad_outputs, strict=False)):
+    given = (None,) * len(outputs) if grad_outputs is None else _grad_outputs(grad_outputs)
+    for i, (out, g) in enumerate(zip(outputs, given, strict=False)):
         if not isinstance(out, Tensor):
             raise TypeError(f"outputs[{i}] is a {type(out).__name__}; outputs must be Tensors")
         if g is None:
@@ -126,16 +126,15 @@ def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor] |
                          "contradicts allow_unused=False; drop allow_unused")
     if allow_unused is None:
         allow_unused = materialize_grads
-    outputs = _tensors(outputs)
-    inputs_tuple = _inputs(inputs, "grad")
+    outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
+    inputs_tuple = (inputs,) if isinstance(inputs, Tensor) else _inputs(inputs, "grad")
     if not inputs_tuple:
         raise RuntimeError("`inputs` of grad() is empty; pass the tensors to differentiate "
                            "with respect to")
     if not only_inputs:
         warnings.warn("only_inputs is deprecated and ignored; use rv.backward to accumulate "
                       "gradients into other parts of the graph", FutureWarning, stacklevel=2)
-    seeds = _seeds(outputs, _grad_outputs(grad_outputs, len(outputs)), is_grads_batched,
-                   create_graph)
+    seeds = _seeds(outputs, grad_outputs, is_grads_batched, create_graph)
     if retain_graph is None:
         retain_graph = create_graph
     batch = None
@@ -200,7 +199,7 @@ def backward(tensors: Tensor | Iterable[Tensor], grad_tensors: object = None,
     if inputs_tuple == ():
         raise RuntimeError("`inputs` of backward() is empty; leave it out to fill every leaf")
     tensors = _tensors(tensors)
-    seeds = _seeds(tensors, _grad_outputs(grad_tensors, len(tensors)), False, create_graph)
+    seeds = _seeds(tensors, grad_tensors, False, create_graph)
     if retain_graph is None:
         retain_graph = create_graph
     _check_graph_ends(tensors, seeds, inputs_tuple or ())

@@ -144,7 +144,12 @@ def index_plan(shape: tuple[int, ...], index: object) -> IndexPlan:
         index_shape = broadcast[0].shape
         it = iter(np.ascontiguousarray(b) for b in broadcast)
         values = [next(it) if v is None else v for v in values]
-    probe = np.broadcast_to(np.zeros((), np.int8), shape)
-    final_shape = probe[tuple(expanded)].shape
+    if has_arrays:  # NumPy's rule for where the index axes go, applied by NumPy
+        final_shape = np.broadcast_to(np.zeros((), np.int8), shape)[tuple(expanded)].shape
+    else:  # basic indexing: the slices' lengths, and 1 for each None
+        lengths = iter([size if entry[0] == "full" else entry[2]
+                        for size, entry in zip(shape, axes, strict=True) if entry[0] != "int"])
+        final_shape = tuple(1 if item is None else next(lengths) for item in expanded
+                            if not isinstance(item, int))
     return IndexPlan(tuple(axes), tuple(values), index_shape,
                      has_arrays and _advanced_first(expanded), final_shape)

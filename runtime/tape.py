@@ -97,12 +97,21 @@ class RecordPlan:
 PYTHON_NUMBERS = (int, float)
 
 
+_LAST_PLAN: tuple[CompiledKernel | None, RecordPlan | None] = (None, None)
+
+
 def record_plan(kernel: CompiledKernel) -> RecordPlan:
-    """The RecordPlan of `kernel`, derived once."""
+    """The RecordPlan of `kernel`, derived once (the last one asked for is remembered
+    here too: a loop calling one kernel skips the kernel's locked cache)."""
+    global _LAST_PLAN
+    last_kernel, plan = _LAST_PLAN
+    if last_kernel is kernel:
+        return plan
     plan = kernel.autograd_cache.get(RECORD_PLAN)
     if plan is None:
         plan = RecordPlan(kernel.declared_dtypes)
         kernel.autograd_cache[RECORD_PLAN] = plan
+    _LAST_PLAN = (kernel, plan)
     return plan
 
 
