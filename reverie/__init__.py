@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from reverie.module import Module, compile, load
     from reverie.runtime.autograd import backward, grad
     from reverie.runtime.call import ArgumentTypeError, ArgumentValueError, ShapeMismatchError
+    from reverie.runtime.grad_mode import enable_grad, no_grad
     from reverie.runtime.gradcheck import gradcheck, gradgradcheck
     from reverie.runtime.tensor import Tensor, tensor
     from reverie.tracing import TraceError, trace
@@ -39,11 +40,15 @@ EXPORTS = {
     "reverie.runtime.call": ("ArgumentTypeError", "ArgumentValueError", "ShapeMismatchError"),
     "reverie.runtime.gradcheck": ("gradcheck", "gradgradcheck"),
     "reverie.runtime.tensor": ("Tensor", "tensor"),
+    "reverie.runtime.grad_mode": ("enable_grad", "no_grad"),
     "reverie.tracing": ("TraceError", "trace"),
 }
 HOME_MODULES = {name: module for module, names in EXPORTS.items() for name in names}
 INTEROP_MODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax",
                    "fx": "reverie.fx"}
+# `rv.exp`, `rv.tanh`, ...: the elementwise built-ins on Tensors, named by the op table
+# (runtime/tensor_ops.py FUNCTIONS), looked up there for any other public-looking name
+ELEMENTWISE_FUNCTIONS_MODULE = "reverie.runtime.tensor_ops"
 
 __all__ = [
     "ArgumentTypeError",
@@ -59,10 +64,12 @@ __all__ = [
     "TypeCheckError",
     "backward",
     "compile",
+    "enable_grad",
     "grad",
     "gradcheck",
     "gradgradcheck",
     "load",
+    "no_grad",
     "tensor",
     "trace",
 ]
@@ -83,15 +90,23 @@ _kernel_protocol.use_compiler(_compile_source)
 
 def __getattr__(name: str) -> object:
     """A public name, imported from its home module on first use; `rv.torch` and `rv.jax`
-    (SPEC §3.5) likewise, so that `import reverie` never imports torch or jax."""
+    (SPEC §3.5) likewise, so that `import reverie` never imports torch or jax; and the
+    elementwise built-ins on Tensors (`rv.exp`, SPEC §3.3)."""
     if name in HOME_MODULES:
         value = getattr(importlib.import_module(HOME_MODULES[name]), name)
     elif name in INTEROP_MODULES:
         value = importlib.import_module(INTEROP_MODULES[name])
+    elif not name.startswith("_") and name in _elementwise_functions():
+        value = _elementwise_functions()[name]
     else:
         raise AttributeError(f"module 'reverie' has no attribute '{name}'")
     globals()[name] = value
     return value
+
+
+def _elementwise_functions() -> dict[str, object]:
+    """`rv.exp`-style functions by name (imports the run time's Tensor operations)."""
+    return importlib.import_module(ELEMENTWISE_FUNCTIONS_MODULE).FUNCTIONS
 
 
 def __dir__() -> list[str]:

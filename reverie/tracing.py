@@ -261,6 +261,8 @@ class Traced:
     def _call(self, builtin: str) -> Traced:
         return self.recording.let(f"{builtin}({self.name})", self.axes, self.dtype)
 
+    __reverie_builtin__ = _call  # `rv.exp(t)` on a stand-in records `exp(t)`
+
     # ------------------------------------------------------------ shapes
     def __getitem__(self, key: Any) -> Traced:
         return _subscript(self, key if isinstance(key, tuple) else (key,))

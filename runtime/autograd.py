@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .tape import Gradient, Pass, one_call_gradients, plain
+from .tape import TENSOR_OR_ARRAY, Gradient, Pass, one_call_gradients, plain
 from .tensor import Tensor, wrap
 
 # ---------------------------------------------------------------- arguments
@@ -39,20 +39,20 @@ def _inputs(inputs: object, caller: str) -> tuple[object, ...]:
     return tuple(inputs)
 
 
-def _grad_outputs(grad_outputs: object, count: int) -> tuple[object, ...]:
-    """grad_outputs as a tuple: None for every output, one array, or the given entries."""
-    if grad_outputs is None:
-        return (None,) * count
-    if isinstance(grad_outputs, Tensor | np.ndarray):
+def _grad_outputs(grad_outputs: object) -> tuple[object, ...]:
+    """Given grad_outputs as a tuple: one array, or the given entries."""
+    if isinstance(grad_outputs, TENSOR_OR_ARRAY):
         return (grad_outputs,)
     return tuple(grad_outputs)
 
 
-def _seeds(outputs: tuple[object, ...], grad_outputs: tuple[object, ...], batched: bool,
+def _seeds(outputs: tuple[object, ...], grad_outputs: object, batched: bool,
            create_graph: bool) -> list[Gradient | None]:
-    """The starting cotangent of each output: checked, cast to the output's dtype."""
+    """The starting cotangent of each output (`grad_outputs` as the caller gave it):
+    checked, cast to the output's dtype."""
     seeds: list[Gradient | None] = []
-    for i, (out, g) in enumerate(zip(outputs, grad_outputs, strict=False)):
+    given = (None,) * len(outputs) if grad_outputs is None else _grad_outputs(grad_outputs)
+    for i, (out, g) in enumerate(zip(outputs, given, strict=False)):
         if not isinstance(out, Tensor):
             raise TypeError(f"outputs[{i}] is a {type(out).__name__}; outputs must be Tensors")
         if g is None:
@@ -66,9 +66,8 @@ def _seeds(outputs: tuple[object, ...], grad_outputs: tuple[object, ...], batche
             if batched:
                 raise ValueError(f"grad_outputs[{i}] is None but is_grads_batched=True needs "
                                  "every grad_output with a leading batch dimension")
-            data = out._data
-            seeds.append(np.array(1, data.dtype).reshape(data.shape))  # np.ones, but faster
-        elif isinstance(g, Tensor | np.ndarray):
+            seeds.append(_unit_seed(out._data))
+        elif isinstance(g, TENSOR_OR_ARRAY):
             shape = g.shape[1:] if batched else g.shape
             if (batched and g.ndim == 0) or shape != out.shape:
                 batch_note = (" after its leading batch dimension (is_grads_batched=True)"
@@ -82,6 +81,17 @@ def _seeds(outputs: tuple[object, ...], grad_outputs: tuple[object, ...], batche
                             "must be Tensors, NumPy arrays or None (wrap numbers with "
                             "rv.tensor(...))")
     return seeds
+
+
+_UNITS: dict[np.dtype, np.ndarray] = {}
+
+
+def _unit_seed(data: np.ndarray) -> np.ndarray:
+    """A new array of ones shaped like the one-element `data` (as np.ones, but faster)."""
+    unit = _UNITS.get(data.dtype)
+    if unit is None:
+        unit = _UNITS[data.dtype] = np.ones((), data.dtype)
+    return unit.copy() if data.ndim == 0 else unit.reshape(data.shape).copy()
 
 
 def _check_graph_ends(outputs: tuple[object, ...], seeds: list[object],
@@ -116,16 +126,15 @@ def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor] |
                          "contradicts allow_unused=False; drop allow_unused")
     if allow_unused is None:
         allow_unused = materialize_grads
-    outputs = _tensors(outputs)
-    inputs_tuple = _inputs(inputs, "grad")
+    outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
+    inputs_tuple = (inputs,) if isinstance(inputs, Tensor) else _inputs(inputs, "grad")
     if not inputs_tuple:
         raise RuntimeError("`inputs` of grad() is empty; pass the tensors to differentiate "
                            "with respect to")
     if not only_inputs:
         warnings.warn("only_inputs is deprecated and ignored; use rv.backward to accumulate "
                       "gradients into other parts of the graph", FutureWarning, stacklevel=2)
-    seeds = _seeds(outputs, _grad_outputs(grad_outputs, len(outputs)), is_grads_batched,
-                   create_graph)
+    seeds = _seeds(outputs, grad_outputs, is_grads_batched, create_graph)
     if retain_graph is None:
         retain_graph = create_graph
     batch = None
@@ -144,9 +153,12 @@ def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor] |
         graph = Pass(outputs, seeds, inputs_tuple)
         graph.run(retain_graph, create_graph, batch)
         gradients = [graph.gradient(t) for t in inputs_tuple]
-    result = [g if g is None or isinstance(g, Tensor) else wrap(np.asarray(g))
-              for g in gradients]
-    if any(g is None for g in result):
+    result: list[Tensor | None] = []
+    complete = True
+    for g in gradients:
+        complete = complete and g is not None
+        result.append(g if g is None or isinstance(g, Tensor) else wrap(np.asarray(g)))
+    if not complete:
         _unused(result, inputs_tuple, allow_unused, materialize_grads, create_graph)
     if type(inputs) is dict:
         return dict(zip(inputs.keys(), result, strict=True))
@@ -187,7 +199,7 @@ def backward(tensors: Tensor | Iterable[Tensor], grad_tensors: object = None,
     if inputs_tuple == ():
         raise RuntimeError("`inputs` of backward() is empty; leave it out to fill every leaf")
     tensors = _tensors(tensors)
-    seeds = _seeds(tensors, _grad_outputs(grad_tensors, len(tensors)), False, create_graph)
+    seeds = _seeds(tensors, grad_tensors, False, create_graph)
     if retain_graph is None:
         retain_graph = create_graph
     _check_graph_ends(tensors, seeds, inputs_tuple or ())

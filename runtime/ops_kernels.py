@@ -1,4 +1,5 @@
-"""Compiled kernels behind the Tensor operators (`+ - * / ** @`, unary `-`, sum, mean, cast).
+"""Compiled kernels behind the Tensor operators: arithmetic and comparisons, `@`, the
+elementwise built-ins (`exp`, `tanh`, ...), reductions (sum, mean, max, min) and casts.
 
 Consumes operands (anything with `.dtype` and `.shape`, such as `rv.Tensor` or a NumPy
 array, or a Python scalar) and produces a kernel: a one-function Reverie module generated
@@ -16,7 +17,10 @@ literal 1. For `a: (3, 4) + b: (4,)` and `a: (3, 1) * b: (4,)` this generates
     fn mul_op(a: f64[D0, 1], b: f64[D1]) -> f64[D0, D1] { return a * b; }
 
 Dtypes follow NumPy 2 promotion: Python scalars are weak (`f32 tensor * 2.0` stays f32),
-true division of integers gives f64, `sum` of small integers gives i64. Python scalars are
+true division of integers gives f64, `sum` of small integers gives i64, float-only
+built-ins (`exp`) of integers give f64. Comparisons give bool. Which ops exist, which dtype
+classes each takes and which are built-ins comes from the op table
+(`compiler/ir/elementwise.py`), never from a list kept here. Python scalars are
 parameters, not literals, so `x * 2.0` and `x * 3.0` share one kernel. Kernels are compiled
 with backend `BACKEND` and cached by (op, operand dtypes, dimension tokens), in bounded
 least-recently-used caches (`KERNEL_CACHE_SIZE` kernels; `KERNEL_CACHE_SIZE` operand
@@ -30,6 +34,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from reverie.compiler.ir.elementwise import ELEMENTWISE
+from reverie.compiler.ir.ops import dtype_class
+
 from .kernel_protocol import CompiledKernel, compile_function
 from .lru import LruCache
 
@@ -39,7 +46,14 @@ REVERIE_DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
                   np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
                   np.dtype(np.bool_): "bool"}
 NUMERIC = ("f32", "f64", "i32", "i64")
-SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "matmul": "@"}
+SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "matmul": "@",
+           "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+CALLED = {"maximum": "max", "minimum": "min"}  # binary ops the language spells as calls
+BINARY_OPS = (*(op for op in SYMBOLS if op != "matmul"), *CALLED)
+# the elementwise built-ins of SPEC §2.3 that take one tensor: `exp(x)`, `tanh(x)`, ...
+UNARY_BUILTINS = tuple(name for name, row in ELEMENTWISE.items()
+                       if row.builtin and row.arity == 1)
+REDUCTIONS = ("sum", "mean", "max", "min")
 
 KERNEL_CACHE_SIZE = 512
 _KERNELS: LruCache[tuple, CompiledKernel] = LruCache(KERNEL_CACHE_SIZE)
@@ -67,14 +81,16 @@ def _type_text(signature: Signature) -> str:
     return f"{dtype}[{', '.join(tokens)}]" if tokens else dtype
 
 
-def _cached(key: tuple, params: list[tuple[str, Signature]], result: Signature,
-            body: str) -> CompiledKernel:
-    """The kernel for `key`, generating and compiling its source on first use."""
+def cached_kernel(key: tuple, params: list[tuple[str, Signature]], result: Signature,
+                  body: str, statements: str = "") -> CompiledKernel:
+    """The kernel for `key`, generating and compiling its source on first use: `fn
+    <key[0]>_op(params) -> result { statements return body; }`."""
     kernel = _KERNELS.get(key)
     if kernel is None:
         name = f"{key[0]}_op"
         args = ", ".join(f"{p}: {_type_text(s)}" for p, s in params)
-        source = f"fn {name}({args}) -> {_type_text(result)} {{ return {body}; }}\n"
+        source = (f"fn {name}({args}) -> {_type_text(result)} "
+                  f"{{ {statements}return {body}; }}\n")
         kernel = compile_function(source, name, f"<tensor op {name}>", BACKEND)
         kernel = _KERNELS.setdefault(key, kernel)
     return kernel
@@ -126,35 +142,70 @@ def _describe(value: object) -> tuple:
     return (type(value),) if _is_scalar(value) else (value.dtype, value.shape)
 
 
-@_memoised(lambda op, a, b: (op, _describe(a), _describe(b)))
-def binary_kernel(op: str, a: object, b: object) -> CompiledKernel:
-    """The kernel computing `a <op> b` (op: add, sub, mul, div, pow) with broadcasting."""
-    operands = [a, b]
-    result_dtype = reverie_dtype(np.result_type(*[x if _is_scalar(x) else x.dtype
-                                                  for x in operands]))
-    compute = "f64" if op == "div" and result_dtype not in ("f32", "f64") else result_dtype
-    if compute not in NUMERIC:
-        raise TypeError(f"'{SYMBOLS[op]}' is not defined for {result_dtype} tensors")
-    if op == "pow" and compute not in ("f32", "f64"):
+def _binary_compute_dtype(op: str, operands: list[object]) -> str:
+    """The dtype `a <op> b` computes in (NumPy promotion; `/` of integers in f64), or the
+    TypeError saying that the op is not defined for it (the op table's dtype classes)."""
+    promoted = reverie_dtype(np.result_type(*[x if _is_scalar(x) else x.dtype
+                                              for x in operands]))
+    allowed = ELEMENTWISE[op].operands
+    if op == "div" and dtype_class(promoted) == "int":
+        return "f64"
+    if op == "pow" and dtype_class(promoted) == "int":
         raise TypeError("'**' on integer tensors is not supported; convert the base to a "
                         "float tensor first (.astype(np.float64))")
+    if dtype_class(promoted) not in allowed:
+        spelled = SYMBOLS.get(op) or CALLED[op]
+        raise TypeError(f"'{spelled}' is not defined for {promoted} tensors; it takes "
+                        f"{' or '.join(allowed)} tensors")
+    return promoted
+
+
+@_memoised(lambda op, a, b: (op, _describe(a), _describe(b)))
+def binary_kernel(op: str, a: object, b: object) -> CompiledKernel:
+    """The kernel computing `a <op> b` with broadcasting, for an op of BINARY_OPS
+    (arithmetic, comparisons giving bool, elementwise `maximum`/`minimum`)."""
+    operands = [a, b]
+    compute = _binary_compute_dtype(op, operands)
     dtypes = [compute if _is_scalar(x) else reverie_dtype(x.dtype) for x in operands]
     shapes = [() if _is_scalar(x) else tuple(x.shape) for x in operands]
     (tokens_a, tokens_b), result_tokens = _broadcast_tokens(shapes)
     params = [("a", (dtypes[0], tokens_a)), ("b", (dtypes[1], tokens_b))]
-    body = f"{_converted('a', dtypes[0], compute)} {SYMBOLS[op]} " \
-           f"{_converted('b', dtypes[1], compute)}"
-    return _cached((op, *params), params, (compute, result_tokens), body)
+    left, right = _converted("a", dtypes[0], compute), _converted("b", dtypes[1], compute)
+    body = f"{CALLED[op]}({left}, {right})" if op in CALLED else f"{left} {SYMBOLS[op]} {right}"
+    result = ELEMENTWISE[op].result or compute
+    return cached_kernel((op, *params), params, (result, result_tokens), body)
+
+
+def _unary_source(op: str, a: object, spelled: str) -> CompiledKernel:
+    """The kernel applying unary op `op` (written `spelled`, with `{}` for the operand) to
+    `a`: in `a`'s dtype where the op table allows it, else integers in f64."""
+    dtype = reverie_dtype(a.dtype)
+    allowed = ELEMENTWISE[op].operands
+    if dtype_class(dtype) in allowed:
+        compute = dtype
+    elif dtype_class(dtype) == "int" and "float" in allowed:
+        compute = "f64"
+    else:
+        raise TypeError(f"'{op}' is not defined for {dtype} tensors; it takes "
+                        f"{' or '.join(allowed)} tensors")
+    tokens = tuple(f"D{i}" for i in range(len(a.shape)))
+    return cached_kernel((op, dtype, tokens), [("a", (dtype, tokens))], (compute, tokens),
+                   spelled.format(_converted("a", dtype, compute)))
+
+
+@_memoised(lambda op, a: (op, a.dtype, len(a.shape)))
+def unary_kernel(op: str, a: object) -> CompiledKernel:
+    """The kernel computing built-in `op(a)` (one of UNARY_BUILTINS) elementwise."""
+    if op not in UNARY_BUILTINS:
+        raise ValueError(f"'{op}' is not an elementwise built-in; they are "
+                         f"{', '.join(UNARY_BUILTINS)}")
+    return _unary_source(op, a, f"{op}({{}})")
 
 
 @_memoised(lambda a: (a.dtype, len(a.shape)))
 def neg_kernel(a: object) -> CompiledKernel:
     """The kernel computing `-a`."""
-    dtype = reverie_dtype(a.dtype)
-    if dtype not in NUMERIC:
-        raise TypeError(f"unary '-' is not defined for {dtype} tensors")
-    signature = (dtype, tuple(f"D{i}" for i in range(len(a.shape))))
-    return _cached(("neg", signature), [("a", signature)], signature, "-a")
+    return _unary_source("neg", a, "-{}")
 
 
 @_memoised(lambda a, dtype: (a.dtype, len(a.shape), dtype))
@@ -162,7 +213,7 @@ def cast_kernel(a: object, dtype: np.dtype) -> CompiledKernel:
     """The kernel converting `a` to `dtype`."""
     source, target = reverie_dtype(a.dtype), reverie_dtype(dtype)
     tokens = tuple(f"D{i}" for i in range(len(a.shape)))
-    return _cached(("cast", source, target, tokens), [("a", (source, tokens))],
+    return cached_kernel(("cast", source, target, tokens), [("a", (source, tokens))],
                    (target, tokens), f"{target}(a)")
 
 
@@ -185,13 +236,20 @@ def normalise_axes(axis: int | tuple[int, ...] | None, rank: int) -> tuple[int, 
                                           keepdims))
 def reduce_kernel(op: str, a: object, axis: int | tuple[int, ...] | None,
                   keepdims: bool) -> CompiledKernel:
-    """The kernel computing `sum` or `mean` of `a` over `axis` (NumPy result dtypes)."""
+    """The kernel computing reduction `op` (REDUCTIONS) of `a` over `axis` (NumPy result
+    dtypes: `mean` of integers is f64, `sum` of small integers i64, `max`/`min` keep it)."""
     dtype = reverie_dtype(a.dtype)
     axes = normalise_axes(axis, len(a.shape))
+    if op not in REDUCTIONS:
+        raise ValueError(f"'{op}' is not a Tensor reduction; they are {', '.join(REDUCTIONS)}")
+    if op in ("max", "min") and dtype not in NUMERIC:
+        raise TypeError(f"'{op}' is not defined for {dtype} tensors; convert with .astype")
     if op == "mean":
         compute = dtype if dtype in ("f32", "f64") else "f64"
-    else:
+    elif op == "sum":
         compute = dtype if dtype in ("f32", "f64", "i64") else "i64"
+    else:
+        compute = dtype
     tokens = tuple(f"D{i}" for i in range(len(a.shape)))
     result = tuple("1" if i in axes else t for i, t in enumerate(tokens) if keepdims
                    or i not in axes)
@@ -201,7 +259,7 @@ def reduce_kernel(op: str, a: object, axis: int | tuple[int, ...] | None,
     if keepdims:
         options += ", keepdims=true"
     body = f"{op}({_converted('a', dtype, compute)}{options})"
-    return _cached((op, dtype, tokens, axes if axis is not None else None, keepdims),
+    return cached_kernel((op, dtype, tokens, axes if axis is not None else None, keepdims),
                    [("a", (dtype, tokens))], (compute, result), body)
 
 
@@ -221,4 +279,4 @@ def matmul_kernel(a: object, b: object) -> CompiledKernel:
     dtypes = (reverie_dtype(a.dtype), reverie_dtype(b.dtype))
     params = [("a", (dtypes[0], tokens_a)), ("b", (dtypes[1], tokens_b))]
     body = f"{_converted('a', dtypes[0], compute)} @ {_converted('b', dtypes[1], compute)}"
-    return _cached(("matmul", *params), params, (compute, result), body)
+    return cached_kernel(("matmul", *params), params, (compute, result), body)

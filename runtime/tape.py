@@ -16,9 +16,10 @@ with their shapes and may run twice, like torch nodes that saved nothing; any ot
 drops them. A gradient that the VJP's IR shows to be a constant zero does not flow (the
 input counts as unused).
 
-Everything a call derives from its kernel alone is computed once and kept in the kernel's
-`autograd_cache`: which parameters can carry a gradient (`RecordPlan`) and, per `wrt` and
-dtype, the compiled VJP and what its IR reveals (`VjpPlan`).
+Everything a call derives from its kernel alone is computed once (`tape_plans.py`: the
+kernel's `RecordPlan` and its `VjpPlan`s, re-exported here). A recorded call checks
+nothing that running it does not check already (arity, dtypes: the native entry does),
+so recording costs a few Python steps on top of the call (benchmarks/latency.py).
 
 The tape knows kernels only through `kernel_protocol.CompiledKernel` (what a kernel offers
 the run time: its IR, running it, its VJP kernels), never through the public `Kernel` class.
@@ -27,73 +28,16 @@ the run time: its IR, running it, its VJP kernels), never through the public `Ke
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .grad_mode import GRAD_MODE
 from .kernel_protocol import CompiledKernel
+from .tape_plans import DIFFERENTIABLE as DIFFERENTIABLE  # re-exported for the interop layers
+from .tape_plans import RecordPlan, record_plan, vjp_plan
 from .tensor import FLOAT_KINDS, Tensor, wrap
 
-if TYPE_CHECKING:
-    from reverie.compiler.ir.core import Function, Value
-
-DIFFERENTIABLE = ("f32", "f64", "float")
-ZERO_PRESERVING = ("broadcast", "reshape", "cast")
-
 Gradient = np.ndarray | Tensor
-
-
-@dataclass(frozen=True)
-class VjpPlan:
-    """A compiled VJP and what its IR reveals: which primal arguments it reads (and whether
-    any), and which gradients are provably zero (the input is then unused)."""
-
-    kernel: CompiledKernel
-    fn: Function
-    reads_primal: tuple[bool, ...]
-    reads_any: bool
-    zero: tuple[bool, ...]
-
-
-def _is_zero(value: Value) -> bool:
-    """True when `value` is a constant 0 (possibly broadcast, reshaped or cast)."""
-    while value.op is not None and value.op.name in ZERO_PRESERVING:
-        value = value.op.operands[0]
-    return value.op is not None and value.op.name == "const" and value.op.attrs["value"] == 0
-
-
-def vjp_plan(kernel: CompiledKernel, wrt: tuple[int, ...], dtype: str) -> VjpPlan:
-    """The VJP of `kernel` for parameters `wrt`, analysed once per dtype."""
-    plan = kernel.autograd_cache.get((wrt, dtype))
-    if plan is None:
-        vjp = kernel.vjp(list(wrt))  # the kernel's transform cache keeps it
-        fn = vjp.ir_for(dtype)
-        read = {v for op in fn.body.ops for v in op.operands} | set(fn.body.results)
-        reads = tuple(p in read for p in fn.params[:len(kernel.param_names)])
-        plan = VjpPlan(vjp, fn, reads, any(reads), tuple(_is_zero(v) for v in fn.body.results))
-        kernel.autograd_cache[(wrt, dtype)] = plan
-    return plan
-
-
-RECORD_PLAN = "tape.record"  # where a kernel keeps its RecordPlan (kernel.autograd_cache)
-
-
-@dataclass(frozen=True)
-class RecordPlan:
-    """What recording a call of one kernel needs from its signature: whether each parameter
-    can carry a gradient."""
-
-    differentiable: tuple[bool, ...]
-
-
-def record_plan(kernel: CompiledKernel) -> RecordPlan:
-    """The RecordPlan of `kernel`, derived once."""
-    plan = kernel.autograd_cache.get(RECORD_PLAN)
-    if plan is None:
-        plan = RecordPlan(tuple(d in DIFFERENTIABLE for d in kernel.declared_dtypes))
-        kernel.autograd_cache[RECORD_PLAN] = plan
-    return plan
 
 
 def plain(value: object) -> object:
@@ -121,16 +65,18 @@ class Node:
     them), and the Tensors (edges) at the parameter positions `wrt` that gradients flow
     back to."""
 
-    __slots__ = ("kernel", "wrt", "args", "arrays", "edges", "dtype", "outputs", "freed")
+    __slots__ = ("kernel", "plan", "wrt", "args", "arrays", "edges", "dtype", "outputs",
+                 "freed")
 
-    def __init__(self, kernel: CompiledKernel, wrt: tuple[int, ...], args: Sequence[object],
-                 arrays: list[object], dtype: str,
-                 outputs: list[tuple[tuple[int, ...], np.dtype]]) -> None:
+    def __init__(self, kernel: CompiledKernel, plan: RecordPlan, wrt: tuple[int, ...],
+                 edges: tuple[Tensor, ...], args: Sequence[object], arrays: list[object],
+                 dtype: str, outputs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> None:
         self.kernel = kernel
+        self.plan = plan
         self.wrt = wrt
         self.args = args
         self.arrays = arrays
-        self.edges = tuple([args[i] for i in wrt])
+        self.edges = edges
         self.dtype = dtype
         self.outputs = outputs
         self.freed = False
@@ -147,17 +93,22 @@ class Node:
         `keep_stand_ins`: the node may then run again) and the arrays of intermediate
         edges, keeping their shapes, dtypes and places in the graph."""
         self.args = self.arrays = [_placeholder(a) for a in self.args] if keep_stand_ins else ()
-        if any(e.grad_fn is not None for e in self.edges):
-            self.edges = tuple(e if e.grad_fn is None else
-                               wrap(_placeholder(e), e.grad_fn, e._output_index)
-                               for e in self.edges)
         self.freed = True
+        for edge in self.edges:
+            if edge.grad_fn is not None:
+                break
+        else:
+            return
+        self.edges = tuple(e if e.grad_fn is None else
+                           wrap(_placeholder(e), e.grad_fn, e._output_index)
+                           for e in self.edges)
 
     def vjp(self, cotangents: list[Gradient | None], create_graph: bool, batch: int | None,
             retain_graph: bool = True) -> list[Gradient | None]:
         """Gradients for each edge (None where provably zero) given output cotangents; the
         saved arguments are released afterwards unless `retain_graph`."""
-        plan = vjp_plan(self.kernel, self.wrt, self.dtype)
+        plan = self.plan.vjps.get((self.wrt, self.dtype)) or vjp_plan(
+            self.kernel, self.wrt, self.dtype, self.plan)
         if self.freed and plan.reads_any:
             raise RuntimeError(
                 f"{self.kernel.name}: this part of the graph was already differentiated and "
@@ -178,15 +129,20 @@ class Node:
         edges = self.edges
         if not retain_graph:
             self.release(not plan.reads_any)
-        return [None if zero else _as_gradient(g, edge._data.dtype)
-                for g, edge, zero in zip(grads, edges, plan.zero, strict=True)]
+        gradients: list[Gradient | None] = []
+        for g, edge, zero in zip(grads, edges, plan.zero, strict=True):
+            gradients.append(None if zero else _as_gradient(g, edge._data.dtype))
+        return gradients
 
 
 def _as_gradient(value: object, dtype: np.dtype) -> Gradient:
     """A VJP result as an array (or Tensor) of the dtype of the input it flows into."""
-    if not isinstance(value, Tensor):
+    if not isinstance(value, TENSOR_OR_ARRAY):
         value = np.asarray(value)
     return value if value.dtype == dtype else value.astype(dtype)
+
+
+TENSOR_OR_ARRAY = (Tensor, np.ndarray)
 
 
 def batched_vjp(kernel: CompiledKernel, wrt: tuple[int, ...], args: Sequence[object],
@@ -202,7 +158,10 @@ def batched_vjp(kernel: CompiledKernel, wrt: tuple[int, ...], args: Sequence[obj
 
 
 def records_call(args: Sequence[object]) -> bool:
-    """True when a kernel call has a Tensor argument that requires grad."""
+    """True when a kernel call has a Tensor argument that requires grad (and grad mode is
+    on: no `rv.no_grad` block is active)."""
+    if not GRAD_MODE.enabled:
+        return False
     for a in args:
         if isinstance(a, Tensor) and a._requires_grad:
             return True
@@ -219,22 +178,37 @@ def call_flat(kernel: CompiledKernel, args: Sequence[object]) -> object:
 
 def record_call(kernel: CompiledKernel, args: Sequence[object]
                 ) -> Tensor | tuple[Tensor, ...]:
-    """Run `kernel` on the arrays behind `args`; return Tensors that record the call."""
-    arrays = [a._data if isinstance(a, Tensor) else a for a in args]
-    dtype = kernel.float_dtype_for(arrays)
+    """Run `kernel` on the arrays behind `args`; return Tensors that record the call.
+    (One pass over the arguments and no re-checking: running the call checks them.)"""
+    plan = record_plan(kernel)
+    differentiable = plan.differentiable
+    arrays = list(args)
+    wrt = []
+    if len(args) == len(differentiable):  # else the call below raises the arity error
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                arrays[i] = a._data
+                if a._requires_grad and differentiable[i]:
+                    wrt.append(i)
     results = kernel.run_arrays(arrays)
-    many = isinstance(results, tuple)
-    outputs = [np.asarray(r) for r in results] if many else [np.asarray(results)]
-    differentiable = record_plan(kernel).differentiable
-    wrt = tuple([i for i, a in enumerate(args)
-                 if differentiable[i] and isinstance(a, Tensor) and a._requires_grad])
+    if not isinstance(results, tuple):
+        result = np.asarray(results)
+        node = _node(kernel, plan, wrt, args, arrays, [(result.shape, result.dtype)])
+        return wrap(result, node if result.dtype in FLOAT_KINDS else None)
+    outputs = [np.asarray(r) for r in results]
+    node = _node(kernel, plan, wrt, args, arrays, [(r.shape, r.dtype) for r in outputs])
+    return tuple([wrap(r, node if r.dtype in FLOAT_KINDS else None, i)
+                  for i, r in enumerate(outputs)])
+
+
+def _node(kernel: CompiledKernel, plan: RecordPlan, wrt: list[int], args: Sequence[object],
+          arrays: list[object], outputs: list[tuple[tuple[int, ...], np.dtype]]
+          ) -> Node | None:
+    """The node recording a call whose arguments at `wrt` carry gradients (None if none)."""
     if not wrt:
-        tensors = [wrap(r) for r in outputs]
-    else:
-        node = Node(kernel, wrt, args, arrays, dtype, [(r.shape, r.dtype) for r in outputs])
-        tensors = [wrap(r, node if r.dtype in FLOAT_KINDS else None, i)
-                   for i, r in enumerate(outputs)]
-    return tuple(tensors) if many else tensors[0]
+        return None
+    edges = tuple([args[i] for i in wrt])
+    return Node(kernel, plan, tuple(wrt), edges, args, arrays, plan.float_dtype(arrays), outputs)
 
 
 # ---------------------------------------------------------------- the tape walk
@@ -297,20 +271,24 @@ def one_call_gradients(output: Tensor, seed: Gradient, inputs: Sequence[Tensor],
     if node is None:
         return None
     edges = node.edges
-    for tensor in (*edges, *inputs):
+    for tensor in edges:
         if tensor.grad_fn is not None:
             return None
-    wanted = {id(t) for t in inputs}
-    for edge in edges:
-        if id(edge) in wanted:
-            break
-    else:  # the node is not needed: nothing flows into the inputs
+    used = False
+    for tensor in inputs:
+        if tensor.grad_fn is not None:
+            return None
+        for edge in edges:
+            used = used or tensor is edge
+    if not used:  # the node is not needed: nothing flows into the inputs
         return [None] * len(inputs)
     cotangents: list[Gradient | None] = [None] * len(node.outputs)
     cotangents[output._output_index] = seed
+    grads = node.vjp(cotangents, create_graph, None, retain_graph)
+    if len(edges) == 1:
+        return [grads[0] if tensor is edges[0] else None for tensor in inputs]
     totals: dict[int, Gradient] = {}
-    for edge, g in zip(edges, node.vjp(cotangents, create_graph, None, retain_graph),
-                       strict=True):
+    for edge, g in zip(edges, grads, strict=True):
         if g is not None:
             totals[id(edge)] = _add(totals.get(id(edge)), g)
     return [totals.get(id(t)) for t in inputs]

@@ -10,7 +10,10 @@ backwards through their compiled VJPs:
     rv.grad(y, x)                                    # (tensor([2., 4.]),)
 
 Dtypes follow NumPy: Python floats give float64, Python ints int64; only float32 and
-float64 tensors can require grad.
+float64 tensors can require grad. Comparisons give bool tensors, which never require grad.
+Beyond the operators (this file), `tensor_ops.py` implements indexing, shapes, reductions,
+the elementwise built-ins (as methods, `t.exp()`, and as `rv.exp(t)`) and NumPy ufuncs on
+Tensors (`np.exp(t)`), each a recorded compiled kernel too.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import numpy as np
 
 from . import ops_kernels
 from .kernel_protocol import CompiledKernel
-from .ops_kernels import reverie_dtype
+from .ops_kernels import REVERIE_DTYPES, reverie_dtype
 
 if TYPE_CHECKING:
     from .tape import Node
@@ -37,16 +40,18 @@ class Tensor:
     """A NumPy array with an optional autograd history."""
 
     __slots__ = ("_data", "_requires_grad", "_grad", "grad_fn", "_output_index")
-    __array_ufunc__ = None  # `array + tensor` defers to Tensor.__radd__ and is recorded
+    __hash__ = object.__hash__  # by identity, as torch's, although `==` is elementwise
 
     def __init__(self, data: object, requires_grad: bool = False) -> None:
         self._data = np.asarray(data._data if isinstance(data, Tensor) else data)
-        reverie_dtype(self._data.dtype)
+        if self._data.dtype not in REVERIE_DTYPES:
+            reverie_dtype(self._data.dtype)  # the TypeError that names the dtypes
         self._requires_grad = False
         self._grad: Tensor | None = None
         self.grad_fn: Node | None = None
         self._output_index = 0
-        self.requires_grad = requires_grad
+        if requires_grad:
+            self.requires_grad = True
 
     # ------------------------------------------------------------ array protocol
 
@@ -80,7 +85,13 @@ class Tensor:
         return self._data if dtype is None else self._data.astype(dtype, copy=False)
 
     def __float__(self) -> float:
-        return float(self._data)
+        return float(self._data.item())
+
+    def __int__(self) -> int:
+        return int(self._data.item())
+
+    def __bool__(self) -> bool:
+        return bool(self._data)
 
     def __len__(self) -> int:
         return len(self._data)
@@ -105,9 +116,8 @@ class Tensor:
         if self.grad_fn is not None:
             raise RuntimeError("requires_grad can only be changed on leaf tensors; use "
                                ".detach() to get a tensor outside the graph")
-        if value and self._data.dtype not in FLOAT_KINDS:
-            raise RuntimeError(f"only float32 and float64 tensors can require gradients, this "
-                               f"one is {self.dtype}; create it with a float dtype")
+        if value:
+            _check_can_require_grad(self._data.dtype)
         self._requires_grad = bool(value)
 
     @property
@@ -133,6 +143,11 @@ class Tensor:
                                    f"tensor of shape {self.shape}; they must match")
         self._grad = value
 
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set `requires_grad` of this leaf in place and return it (torch's)."""
+        self.requires_grad = requires_grad
+        return self
+
     def detach(self) -> Tensor:
         """A tensor sharing this data, outside the graph (requires_grad False)."""
         return wrap(self._data)
@@ -146,59 +161,117 @@ class Tensor:
         backward(self, gradient, retain_graph, create_graph, inputs)
 
     # ------------------------------------------------------------ recorded operators
+    # (each a compiled kernel: see tensor_ops.py)
 
     def __add__(self, other: object) -> Tensor:
-        return _binary("add", self, other)
+        return tensor_ops.binary("add", self, other)
 
     def __radd__(self, other: object) -> Tensor:
-        return _binary("add", other, self)
+        return tensor_ops.binary("add", other, self)
 
     def __sub__(self, other: object) -> Tensor:
-        return _binary("sub", self, other)
+        return tensor_ops.binary("sub", self, other)
 
     def __rsub__(self, other: object) -> Tensor:
-        return _binary("sub", other, self)
+        return tensor_ops.binary("sub", other, self)
 
     def __mul__(self, other: object) -> Tensor:
-        return _binary("mul", self, other)
+        return tensor_ops.binary("mul", self, other)
 
     def __rmul__(self, other: object) -> Tensor:
-        return _binary("mul", other, self)
+        return tensor_ops.binary("mul", other, self)
 
     def __truediv__(self, other: object) -> Tensor:
-        return _binary("div", self, other)
+        return tensor_ops.binary("div", self, other)
 
     def __rtruediv__(self, other: object) -> Tensor:
-        return _binary("div", other, self)
+        return tensor_ops.binary("div", other, self)
 
     def __pow__(self, other: object) -> Tensor:
-        return _binary("pow", self, other)
+        return tensor_ops.binary("pow", self, other)
 
     def __rpow__(self, other: object) -> Tensor:
-        return _binary("pow", other, self)
+        return tensor_ops.binary("pow", other, self)
 
     def __matmul__(self, other: object) -> Tensor:
-        return _matmul(self, other)
+        return tensor_ops.matmul(self, other)
 
     def __rmatmul__(self, other: object) -> Tensor:
-        return _matmul(other, self)
+        return tensor_ops.matmul(other, self)
 
     def __neg__(self) -> Tensor:
         return run_kernel(ops_kernels.neg_kernel(self), self)
 
+    def __abs__(self) -> Tensor:
+        return tensor_ops.unary("abs", self)
+
+    # comparisons: bool tensors, never recorded (their derivative is zero everywhere)
+
+    def __lt__(self, other: object) -> Tensor:
+        return tensor_ops.binary("lt", self, other)
+
+    def __le__(self, other: object) -> Tensor:
+        return tensor_ops.binary("le", self, other)
+
+    def __gt__(self, other: object) -> Tensor:
+        return tensor_ops.binary("gt", self, other)
+
+    def __ge__(self, other: object) -> Tensor:
+        return tensor_ops.binary("ge", self, other)
+
+    def __eq__(self, other: object) -> Tensor:  # type: ignore[override]
+        return tensor_ops.binary("eq", self, other)
+
+    def __ne__(self, other: object) -> Tensor:  # type: ignore[override]
+        return tensor_ops.binary("ne", self, other)
+
+    # indexing, shapes, reductions
+
+    def __getitem__(self, index: object) -> Tensor:
+        """NumPy basic and integer-array (and bool-array) indexing, recorded."""
+        return tensor_ops.getitem(self, index)
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 -- NumPy's and torch's name
+        """The axes reversed, recorded."""
+        return tensor_ops.transpose(self, ())
+
+    def transpose(self, *axes: int | tuple[int, ...]) -> Tensor:
+        """Axes permuted: none reverses them and a full permutation permutes them (NumPy);
+        two axes of a tensor of rank other than 2 are swapped (torch). Recorded."""
+        return tensor_ops.transpose(self, axes)
+
+    def reshape(self, *shape: int | tuple[int, ...]) -> Tensor:
+        """The same elements in C order in `shape` (one axis may be -1), recorded."""
+        return tensor_ops.reshape(self, shape)
+
     def sum(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
         """Sum over `axis` (all axes by default), recorded."""
-        return run_kernel(ops_kernels.reduce_kernel("sum", self, axis, keepdims), self)
+        return tensor_ops.reduce("sum", self, axis, keepdims)
 
     def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
         """Mean over `axis` (all axes by default), recorded."""
-        return run_kernel(ops_kernels.reduce_kernel("mean", self, axis, keepdims), self)
+        return tensor_ops.reduce("mean", self, axis, keepdims)
+
+    def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+        """Largest element over `axis` (all axes by default), recorded."""
+        return tensor_ops.reduce("max", self, axis, keepdims)
+
+    def min(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+        """Smallest element over `axis` (all axes by default), recorded."""
+        return tensor_ops.reduce("min", self, axis, keepdims)
 
     def astype(self, dtype: object) -> Tensor:
         """This tensor converted to `dtype`, recorded (gradients convert back)."""
         if np.dtype(dtype) == self.dtype:
             return self
         return run_kernel(ops_kernels.cast_kernel(self, np.dtype(dtype)), self)
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: object,
+                        **kwargs: object) -> object:
+        """`np.exp(t)`, `array + t`: a NumPy ufunc on Tensors, recorded where Reverie has
+        the op (`tensor_ops.apply_ufunc`)."""
+        return tensor_ops.apply_ufunc(ufunc, method, inputs, kwargs)
 
 
 def wrap(array: np.ndarray, grad_fn: Node | None = None, index: int = 0) -> Tensor:
@@ -218,35 +291,25 @@ def run_kernel(kernel: CompiledKernel, *args: object) -> Tensor:
     return result if isinstance(result, Tensor) else wrap(np.asarray(result))
 
 
-def _operand(value: object) -> object:
-    """A Tensor, NumPy array or Python scalar operand; NotImplemented for anything else."""
-    if isinstance(value, Tensor | np.ndarray) or (
-            isinstance(value, int | float) and not isinstance(value, np.generic)):
-        return value
-    array = np.asarray(value)
-    return NotImplemented if array.dtype == object else array
-
-
-def _binary(op: str, a: object, b: object) -> Tensor:
-    """`a <op> b` through its compiled kernel (NotImplemented for foreign operands)."""
-    a, b = _operand(a), _operand(b)
-    if a is NotImplemented or b is NotImplemented:
-        return NotImplemented
-    return run_kernel(ops_kernels.binary_kernel(op, a, b), a, b)
-
-
-def _matmul(a: object, b: object) -> Tensor:
-    """`a @ b` through its compiled kernel (NotImplemented for foreign operands)."""
-    a, b = _operand(a), _operand(b)
-    if a is NotImplemented or b is NotImplemented:
-        return NotImplemented
-    if not hasattr(a, "shape") or not hasattr(b, "shape"):
-        raise ValueError("'@' does not take scalars; use '*'")
-    return run_kernel(ops_kernels.matmul_kernel(a, b), a, b)
+def _check_can_require_grad(dtype: np.dtype) -> None:
+    """RuntimeError unless tensors of `dtype` can require grad (float32, float64)."""
+    if dtype not in FLOAT_KINDS:
+        raise RuntimeError(f"only float32 and float64 tensors can require gradients, this "
+                           f"one is {dtype}; create it with a float dtype")
 
 
 def tensor(data: object, dtype: object = None, requires_grad: bool = False) -> Tensor:
     """A new Tensor holding a copy of `data` (NumPy dtype rules: Python floats → float64)."""
-    source = data._data if isinstance(data, Tensor) else data
-    dtype = DTYPE_NAMES.get(dtype, dtype) if isinstance(dtype, str) else dtype
-    return Tensor(np.array(source, dtype=dtype), requires_grad=requires_grad)
+    if isinstance(dtype, str):
+        dtype = DTYPE_NAMES.get(dtype, dtype)
+    array = np.array(data._data if isinstance(data, Tensor) else data, dtype=dtype)
+    if requires_grad:
+        _check_can_require_grad(array.dtype)
+    elif array.dtype not in REVERIE_DTYPES:
+        reverie_dtype(array.dtype)  # the TypeError that names the dtypes
+    result = wrap(array)
+    result._requires_grad = bool(requires_grad)
+    return result
+
+
+from . import tensor_ops  # noqa: E402 -- it builds on Tensor, which uses it at call time

@@ -40,13 +40,13 @@ def normalise(x):
 
 def methods_and_ufuncs(x, y):
     """Reverie's built-ins as methods (`.tanh()`), NumPy ufuncs, iteration over rows."""
-    z = np.maximum(x, 0.0) + x.tanh() * np.exp(-y) + abs(x) - np.square(y)
+    z = np.maximum(x, 0.0) + x.tanh() * np.exp(-y) + abs(x) - np.square(y) + rv.sin(x)
     rows = sum(row.sum() for row in z)
     return rows + np.concatenate([x, y], axis=0).log1p().prod(axis=1).sum()
 
 
 def methods_and_ufuncs_numpy(x, y):
-    z = np.maximum(x, 0.0) + np.tanh(x) * np.exp(-y) + abs(x) - np.square(y)
+    z = np.maximum(x, 0.0) + np.tanh(x) * np.exp(-y) + abs(x) - np.square(y) + np.sin(x)
     return z.sum() + np.log1p(np.concatenate([x, y], axis=0)).prod(axis=1).sum()
 
 

@@ -1,0 +1,196 @@
+"""The Tensor operations beyond construction: each one a recorded compiled kernel (SPEC §3.3).
+
+Consumes Tensors (and NumPy arrays or Python scalars beside them) and produces Tensors,
+by running the kernels of `ops_kernels.py` (arithmetic, comparisons, `@`, built-ins,
+reductions) and `ops_shape.py` (indexing, transposes, reshapes) through `run_kernel`, so
+that a call on Tensors that require grad records itself and differentiates through the
+kernel's compiled VJP, to any order. Comparisons run on the arrays: their bool results
+never require grad.
+
+The elementwise built-ins of SPEC §2.3 come from the op table (`ops_kernels.UNARY_BUILTINS`,
+the rows flagged `builtin`): each is a Tensor method and a function of `FUNCTIONS`, which
+`reverie/__init__.py` serves as `rv.exp`, `rv.tanh`, ...:
+
+    t.exp(), rv.exp(t), np.exp(t)        # the same recorded kernel `exp_op`
+
+NumPy ufuncs on Tensors (`__array_ufunc__`) map onto the op table's rows by their NumPy
+function (`UFUNCS`: `np.add` is the row `add`, `np.exp` the row `exp`); any other ufunc,
+method or `out=` runs in NumPy on the arrays when nothing requires grad, and is a
+TypeError that says what to do when something does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from reverie.compiler.ir.elementwise import ELEMENTWISE
+
+from . import ops_kernels, ops_shape
+from .grad_mode import GRAD_MODE
+from .indexing import index_plan
+from .tensor import Tensor, run_kernel, wrap
+
+# NumPy's ufuncs that are rows of the op table, by row name (`np.add` -> "add")
+UFUNCS: dict[np.ufunc, str] = {
+    row.numpy: name for name, row in ELEMENTWISE.items()
+    if isinstance(row.numpy, np.ufunc)
+    and (name in ops_kernels.BINARY_OPS or name in ops_kernels.UNARY_BUILTINS or name == "neg")}
+_PROBE = np.zeros((), np.int8)
+
+
+def _operand(value: object) -> object:
+    """A Tensor, NumPy array or Python scalar operand; NotImplemented for anything else."""
+    if isinstance(value, Tensor | np.ndarray) or (
+            isinstance(value, int | float) and not isinstance(value, np.generic)):
+        return value
+    array = np.asarray(value)
+    return NotImplemented if array.dtype == object else array
+
+
+def _plain(value: object) -> object:
+    """The array behind a Tensor (anything else unchanged)."""
+    return value._data if isinstance(value, Tensor) else value
+
+
+def binary(op: str, a: object, b: object) -> Tensor:
+    """`a <op> b` (an op of `ops_kernels.BINARY_OPS`) through its compiled kernel;
+    NotImplemented for foreign operands."""
+    a, b = _operand(a), _operand(b)
+    if a is NotImplemented or b is NotImplemented:
+        return NotImplemented
+    kernel = ops_kernels.binary_kernel(op, a, b)
+    if ELEMENTWISE[op].result == "bool":  # a comparison: nothing to record
+        return run_kernel(kernel, _plain(a), _plain(b))
+    return run_kernel(kernel, a, b)
+
+
+def matmul(a: object, b: object) -> Tensor:
+    """`a @ b` through its compiled kernel (NotImplemented for foreign operands)."""
+    a, b = _operand(a), _operand(b)
+    if a is NotImplemented or b is NotImplemented:
+        return NotImplemented
+    if not hasattr(a, "shape") or not hasattr(b, "shape"):
+        raise ValueError("'@' does not take scalars; use '*'")
+    return run_kernel(ops_kernels.matmul_kernel(a, b), a, b)
+
+
+def unary(op: str, x: object) -> Tensor:
+    """Elementwise built-in `op` (or "neg") of a Tensor, array or number, as a Tensor."""
+    x = _operand(x)
+    if x is NotImplemented:
+        raise TypeError(f"{op}() takes a Tensor, a NumPy array or a number")
+    if not hasattr(x, "shape"):
+        x = np.asarray(x)
+    kernel = ops_kernels.neg_kernel(x) if op == "neg" else ops_kernels.unary_kernel(op, x)
+    return run_kernel(kernel, x)
+
+
+def reduce(op: str, t: Tensor, axis: int | tuple[int, ...] | None, keepdims: bool) -> Tensor:
+    """Reduction `op` (sum, mean, max, min) of `t` over `axis`."""
+    return run_kernel(ops_kernels.reduce_kernel(op, t, axis, keepdims), t)
+
+
+def transpose(t: Tensor, axes: tuple[object, ...]) -> Tensor:
+    """`t` with its axes permuted (`ops_shape.normalise_permutation` reads `axes`)."""
+    permutation = ops_shape.normalise_permutation(axes, t._data.ndim)
+    if permutation == tuple(range(t._data.ndim)):
+        return t
+    return run_kernel(ops_shape.transpose_kernel(t._data.dtype, permutation), t)
+
+
+def reshape(t: Tensor, shape: tuple[object, ...]) -> Tensor:
+    """`t` in `shape` (a tuple or the sizes; one of them may be -1), C order."""
+    if len(shape) == 1 and isinstance(shape[0], tuple | list):
+        shape = tuple(shape[0])
+    target = np.broadcast_to(_PROBE, t._data.shape).reshape(shape).shape  # NumPy's checks
+    if target == t._data.shape:
+        return t
+    return run_kernel(ops_shape.reshape_kernel(t._data.dtype, t._data.shape, target), t)
+
+
+def getitem(t: Tensor, index: object) -> Tensor:
+    """`t[index]` with NumPy's basic and integer- or bool-array indexing, as one gather."""
+    plan = index_plan(t._data.shape, index)
+    if not plan.axes:  # a rank-0 tensor: `t[()]`, `t[None]`
+        return reshape(t, (plan.final_shape,))
+    if 0 in plan.final_shape:  # nothing to read (and no gradient to give back)
+        return wrap(np.zeros(plan.final_shape, t._data.dtype))
+    kernel = ops_shape.index_kernel(t._data.dtype, t._data.ndim, plan)
+    result = run_kernel(kernel, t, *plan.values)
+    return result if result._data.shape == plan.final_shape else reshape(
+        result, (plan.final_shape,))
+
+
+# ---------------------------------------------------------------- built-ins as functions
+
+
+def _elementwise_function(op: str) -> Callable[[object], Tensor]:
+    """`rv.<op>(x)`: the built-in applied to a Tensor (or array, or number), recorded."""
+    row = ELEMENTWISE[op]
+
+    def function(x: object) -> Tensor:
+        recorder = getattr(type(x), "__reverie_builtin__", None)  # rv.trace's stand-ins
+        if recorder is not None:
+            return recorder(x, op)
+        return unary(op, x)
+
+    function.__name__ = function.__qualname__ = op
+    maths = f" ({row.derivative.maths})" if row.derivative else f" (no derivative: " \
+        f"{row.no_derivative})"
+    function.__doc__ = f"Elementwise `{op}` of a Tensor, recorded{maths}."
+    return function
+
+
+def _method(function: Callable[[object], Tensor]) -> Callable[[Tensor], Tensor]:
+    """`function` as a Tensor method: `t.exp()` is `rv.exp(t)`."""
+    def method(self: Tensor) -> Tensor:
+        return function(self)
+
+    method.__name__, method.__qualname__ = function.__name__, f"Tensor.{function.__name__}"
+    method.__doc__ = function.__doc__
+    return method
+
+
+FUNCTIONS: dict[str, Callable[[object], Tensor]] = {
+    op: _elementwise_function(op) for op in ops_kernels.UNARY_BUILTINS}
+for _name, _function in FUNCTIONS.items():
+    setattr(Tensor, _name, _method(_function))
+
+
+# ---------------------------------------------------------------- NumPy ufuncs
+
+
+def _requires_grad(values: tuple[object, ...]) -> bool:
+    """Whether a Tensor among `values` would be recorded."""
+    return GRAD_MODE.enabled and any(isinstance(v, Tensor) and v._requires_grad
+                                     for v in values)
+
+
+def apply_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[object, ...],
+                kwargs: dict[str, object]) -> object:
+    """`ufunc` (by `method`) on Tensor `inputs`: a recorded kernel for the op table's rows
+    and `np.matmul`; NumPy on the arrays for the rest when nothing requires grad."""
+    if method == "__call__" and not kwargs:
+        if ufunc is np.matmul:
+            return matmul(*inputs)
+        op = UFUNCS.get(ufunc)
+        if op is not None and len(inputs) == 2:
+            return binary(op, *inputs)
+        if op is not None:
+            return unary(op, inputs[0])
+    called = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+    outs = kwargs.get("out") or ()
+    if _requires_grad((*inputs, *outs)):
+        raise TypeError(f"{called}{' with ' + ', '.join(kwargs) if kwargs else ''} is not "
+                        "recorded on Tensors that require grad; use the Tensor operators, "
+                        "methods and rv. functions, or .detach() the tensors first")
+    if outs:
+        kwargs = {**kwargs, "out": tuple(_plain(o) for o in outs)}
+    result = getattr(ufunc, method)(*(_plain(i) for i in inputs), **kwargs)
+    if outs:
+        return outs[0] if len(outs) == 1 else outs
+    if isinstance(result, tuple):
+        return tuple(Tensor(r) for r in result)
+    return Tensor(result)
