@@ -74,11 +74,13 @@ class KernelFunction:
         return f"<rv.torch.function of {self.kernel!r}>"
 
 
-def operator_arguments(op: KernelOp, args: Sequence[Any]) -> list[Any]:
+def operator_arguments(op: KernelOp, args: Sequence[Any]) -> Sequence[Any]:
     """`args` as the operator takes them: CPU tensors, and ints for the integer scalars
     that size dimensions (TypeError, ValueError for what cannot be)."""
     kernel = op.kernel
     check_arity(kernel.name, kernel.param_names, args)
+    if not op.value_params and all(type(a) is torch.Tensor and a.is_cpu for a in args):
+        return args  # the common call: nothing to convert
     number_dtype = float_dtype_for_numbers(kernel, args)
     converted: list[Any] = []
     for index, (arg, declared, name) in enumerate(zip(args, kernel.declared_dtypes,

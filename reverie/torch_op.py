@@ -32,7 +32,7 @@ import torch
 
 from reverie.compiler.ir.core import Function
 from reverie.kernel import Kernel
-from reverie.runtime.call import ShapeMismatchError, _solve
+from reverie.runtime.call import ArgumentTypeError, ShapeMismatchError, _solve
 from reverie.runtime.tape import DIFFERENTIABLE
 
 __all__ = ["LIBRARY", "TORCH_DTYPES", "KernelOp"]
@@ -42,18 +42,24 @@ TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32,
                 "i64": torch.int64, "bool": torch.bool}
 _NUMBERS = itertools.count()
 
-# 0-d NumPy stand-ins of a tensor's dtype, for the boundary's `float` rule (float_dtype_for)
-_STAND_INS: dict[torch.dtype, np.ndarray] = {}
+# NumPy's dtype for each torch dtype (bfloat16, which NumPy lacks, is converted to float32)
+NUMPY_OF_TORCH = {torch.bfloat16: np.dtype(np.float32)} | {
+    dtype: np.dtype(name) for dtype, name in [
+        (torch.float16, "float16"), (torch.float32, "float32"), (torch.float64, "float64"),
+        (torch.int8, "int8"), (torch.int16, "int16"), (torch.int32, "int32"),
+        (torch.int64, "int64"), (torch.uint8, "uint8"), (torch.bool, "bool"),
+        (torch.complex64, "complex64"), (torch.complex128, "complex128")]}
+# 0-d stand-ins of those dtypes, for the boundary's `float` rule (Kernel.float_dtype_for)
+_STAND_INS = {dtype: np.zeros((), numpy) for dtype, numpy in NUMPY_OF_TORCH.items()}
 
 
 def stand_in(value: Any) -> Any:
-    """A 0-d array of a tensor's NumPy dtype (bfloat16 as float32); others unchanged."""
+    """A 0-d array of a tensor's NumPy dtype; anything else unchanged."""
     if not isinstance(value, torch.Tensor):
         return value
     array = _STAND_INS.get(value.dtype)
     if array is None:
-        dtype = torch.float32 if value.dtype == torch.bfloat16 else value.dtype
-        array = _STAND_INS[value.dtype] = torch.zeros((), dtype=dtype).numpy()
+        raise ArgumentTypeError(f"reverie kernels take no {value.dtype} tensors")
     return array
 
 
@@ -63,13 +69,15 @@ def to_numpy(value: Any) -> Any:
         return value
     if value.dtype == torch.bfloat16:
         value = value.float()
-    return value.numpy(force=True)
+    return value.numpy(force=value.requires_grad)
 
 
 def to_torch(results: Any) -> tuple[torch.Tensor, ...]:
     """The kernel's NumPy results (one, or a tuple) as tensors (0-d for scalars), none
     sharing memory with another."""
-    results = results if isinstance(results, tuple) else (results,)
+    if not isinstance(results, tuple):
+        return (torch.from_numpy(results if isinstance(results, np.ndarray)
+                                 else np.array(results)),)
     tensors: list[torch.Tensor] = []
     seen: set[int] = set()
     for result in results:

@@ -28,6 +28,7 @@ from functools import partial
 from typing import Any
 
 import torch
+import torch.autograd.forward_ad as forward_ad
 
 from reverie.compiler.ir.core import Function
 from reverie.compiler.lazy import lazy
@@ -62,7 +63,11 @@ def call(op: KernelOp, args: Sequence[Any]) -> tuple[torch.Tensor, ...]:
     and transformable by torch.func; always a tuple."""
     if torch.compiler.is_compiling():
         return op.call(args)
-    return KernelCall.apply(op, *args)
+    if not is_plain(args) or forward_ad._current_level >= 0:
+        return KernelCall.apply(op, *args)
+    if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
+        return EagerKernelCall.apply(op, *args)
+    return op.run(args)
 
 
 def is_plain(args: Sequence[Any]) -> bool:
@@ -70,8 +75,7 @@ def is_plain(args: Sequence[Any]) -> bool:
     mode or tensor subclass, so the kernel may run on them without the dispatcher."""
     return (torch._C._functorch.peek_interpreter_stack() is None
             and torch._C._len_torch_dispatch_stack() == 0
-            and not torch.overrides.has_torch_function(
-                [a for a in args if isinstance(a, torch.Tensor)]))
+            and not torch.overrides.has_torch_function(args))
 
 
 class KernelCall(torch.autograd.Function):
@@ -100,14 +104,26 @@ class KernelCall(torch.autograd.Function):
         return batched_call(op, in_dims[1:], args, call)
 
 
+class EagerKernelCall(torch.autograd.Function):
+    """`KernelCall` for plain tensors outside torch.func, in the old style (forward takes
+    `ctx`), which spares `apply` binding the arguments to `setup_context` on every call."""
+
+    @staticmethod
+    def forward(ctx: Any, op: KernelOp, *args: Any) -> tuple[torch.Tensor, ...]:
+        outputs = op.run(args)
+        save_context(op, ctx, args, outputs)
+        return outputs
+
+    backward = KernelCall.backward
+
+
 # ---------------------------------------------------------------- rules
 
 
 def save_context(op: KernelOp, ctx: Any, inputs: Sequence[Any], output: Any) -> None:
-    """Keep what the rules need: the inputs, the `float` dtype, the outputs' types."""
+    """Keep what the rules need: the inputs and the outputs' types."""
     outputs = output if isinstance(output, tuple | list) else (output,)
     ctx.reverie_op = op
-    ctx.float_dtype = op.float_dtype(inputs)
     ctx.ints = [None if isinstance(a, torch.Tensor) else a for a in inputs]
     ctx.output_types = [(o.shape, o.dtype) for o in outputs]
     ctx.save_for_backward(*(a for a in inputs if isinstance(a, torch.Tensor)))
@@ -131,13 +147,13 @@ def gradients(ctx: Any, grad_outputs: Sequence[torch.Tensor | None],
     wrt = tuple(i for i, need in enumerate(needs_input_grad) if need and op.differentiable[i])
     if not wrt:
         return grads
-    plan = vjp_plan(op.kernel, wrt, ctx.float_dtype)
+    plan = vjp_plan(op.kernel, wrt, op.float_dtype(args))
     cotangents = [g if g is not None and dtype.is_floating_point else torch.zeros(shape, dtype=dtype)
                   for g, (shape, dtype) in zip(grad_outputs, ctx.output_types, strict=True)]
     results = via(op_for(plan.kernel), [*args, *cotangents])
     for i, grad, zero in zip(wrt, results, plan.zero, strict=True):
         if not zero:
-            grads[i] = grad.to(args[i].dtype)
+            grads[i] = grad if grad.dtype == args[i].dtype else grad.to(args[i].dtype)
     return grads
 
 
