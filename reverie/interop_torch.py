@@ -30,11 +30,12 @@ from typing import Any
 
 import torch
 
+from reverie.compiler.ir.types import FLOAT_DTYPES
 from reverie.kernel import Kernel
 from reverie.runtime.call import ArgumentTypeError, ArgumentValueError, check_arity
 from reverie.transforms import GroupedKernel
 
-from .torch_op import KernelOp
+from .torch_op import TORCH_DTYPES, KernelOp
 from .torch_rules import call, op_for
 
 __all__ = ["KernelFunction", "function"]
@@ -93,8 +94,9 @@ def operator_arguments(op: KernelOp, args: Sequence[Any]) -> Sequence[Any]:
         elif isinstance(arg, torch.Tensor):
             converted.append(arg)
         else:
-            converted.append(as_tensor(kernel, name, arg,
-                                       number_dtype if declared == "float" else None))
+            converted.append(as_tensor(kernel, name, arg, number_dtype if declared == "float"
+                                       else TORCH_DTYPES.get(declared) if declared
+                                       in FLOAT_DTYPES else None))
     return converted
 
 
@@ -121,12 +123,11 @@ def size_argument(kernel: Kernel, name: str, arg: Any) -> int:
 
 def as_tensor(kernel: Kernel, name: str, value: Any, dtype: torch.dtype | None
               ) -> torch.Tensor:
-    """A Python number or array-like as a tensor (`dtype`, or its own)."""
+    """A Python number or array-like as a tensor: of `dtype` where given (a `float` or
+    f32/f64 parameter), else of its own dtype, which the call boundary converts."""
     try:
         return torch.as_tensor(value, dtype=dtype)
-    except RuntimeError as error:  # an int beyond int64
-        raise ArgumentValueError(f"{kernel.name}(): argument '{name}' is {value!r}, which "
-                                 f"no tensor dtype holds ({error})") from None
-    except (TypeError, ValueError) as error:
-        raise ArgumentTypeError(f"{kernel.name}(): argument '{name}' cannot be made a "
-                                f"tensor: {error}") from None
+    except (RuntimeError, TypeError, ValueError) as error:
+        kind = ArgumentValueError if "overflow" in str(error).lower() else ArgumentTypeError
+        raise kind(f"{kernel.name}(): argument '{name}' cannot be made a tensor: "
+                   f"{error}") from None
