@@ -1,7 +1,7 @@
 """One compiled kernel as a torch custom operator (`torch.library`), for `rv.torch.function`.
 
-Consumes a reverie `Kernel`; produces a `KernelOp`: the operator `reverie::<name>_<n>`
-defined once per kernel, with a CPU implementation (the compiled kernel on the tensors'
+Consumes a reverie `Kernel`; produces a `KernelOp`: the operator `reverie::<name>_<token>_<n>`
+defined once per kernel (in each process), with a CPU implementation (the compiled kernel on the tensors'
 memory, as NumPy arrays) and a fake implementation (result shapes and dtypes from the
 kernel's IR, its symbolic dimensions bound from the argument shapes, which may be
 symbolic), so `torch.compile(fullgraph=True)` traces a call as one graph node. Its autograd
@@ -14,6 +14,11 @@ whose value sizes a dimension (`fn.value_dims`), `Tensor` for every other one; o
     fn layer(x: float[B, D], w: float[D, H], b: float[H]) -> float[B, H]
     reverie::layer_0(Tensor x, Tensor w, Tensor b) -> Tensor
 
+Operator names hold a token drawn per process, `reverie::layer_1f0e9a3c_0`: TorchInductor
+keeps compiled graphs on disk keyed by the operators they call, and a later process, whose
+operators are other kernels (or the same ones, whose derivative operators it has not yet
+defined), must not be handed those graphs.
+
 Tensors are converted as at the Python call boundary (SPEC §3.1: NumPy `same_kind`
 casting to the declared dtype; `float` is f32 or f64 by the float tensors given), and
 results have the kernel's dtypes. The registration (and the kernel it refers to) lives as
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,6 +46,7 @@ __all__ = ["LIBRARY", "TORCH_DTYPES", "KernelOp"]
 LIBRARY = torch.library.Library("reverie", "FRAGMENT")
 TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32,
                 "i64": torch.int64, "bool": torch.bool}
+_PROCESS_TOKEN = secrets.token_hex(4)
 _NUMBERS = itertools.count()
 
 # NumPy's dtype for each torch dtype (bfloat16, which NumPy lacks, is converted to float32)
@@ -99,7 +106,8 @@ class KernelOp:
         self.value_params = frozenset(index for _, index in fn.value_dims)
         self.differentiable = tuple(d in DIFFERENTIABLE and i not in self.value_params
                                     for i, d in enumerate(kernel.declared_dtypes))
-        self.name = f"{re.sub(r'[^0-9A-Za-z_]', '_', kernel.name)}_{next(_NUMBERS)}"
+        base = re.sub(r"[^0-9A-Za-z_]", "_", kernel.name)
+        self.name = f"{base}_{_PROCESS_TOKEN}_{next(_NUMBERS)}"
         self.qualname = f"reverie::{self.name}"
         params = ", ".join(f"{'SymInt' if i in self.value_params else 'Tensor'} a{i}"
                            for i in range(len(kernel.param_names)))

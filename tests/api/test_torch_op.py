@@ -6,6 +6,8 @@ conversion at the boundary, and an nn.Module trained eagerly and compiled."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -226,6 +228,19 @@ def test_compile_vmap_runs_the_batched_kernel(m: rv.Module, kernel_calls: list[s
     compiled = torch.compile(torch.vmap(wave, in_dims=(0, None)), fullgraph=True)
     assert_close(compiled(xs, w), torch.vmap(wave_native, in_dims=(0, None))(xs, w))
     assert "wave_batched" in kernel_calls and "wave" not in kernel_calls
+
+
+def test_operator_names_differ_between_processes(m: rv.Module) -> None:
+    """TorchInductor's disk cache keys graphs by operator names: another process must not
+    find its graphs (its own operators are other kernels, or not yet defined)."""
+    code = ("import reverie as rv\n"
+            f"m = rv.compile({SOURCE!r})\n"
+            "print(rv.torch.function(m.wave).op.qualname)\n")
+    other = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                           text=True).stdout.strip()
+    ours = rv.torch.function(m.wave).op.qualname
+    assert other.startswith("reverie::wave_") and ours.startswith("reverie::wave_")
+    assert other != ours
 
 
 # ---------------------------------------------------------------- dtypes
