@@ -1,23 +1,24 @@
 """One compiled kernel as a torch custom operator (`torch.library`), for `rv.torch.function`.
 
-Consumes a reverie `Kernel`; produces a `KernelOp`: the operator `reverie::<name>_<token>_<n>`
-defined once per kernel (in each process), with a CPU implementation (the compiled kernel on the tensors'
-memory, as NumPy arrays) and a fake implementation (result shapes and dtypes from the
-kernel's IR, its symbolic dimensions bound from the argument shapes, which may be
-symbolic), so `torch.compile(fullgraph=True)` traces a call as one graph node. Its autograd
-and vmap rules are registered by `reverie/torch_rules.py`.
+Consumes a reverie `Kernel`; produces a `KernelOp`: the operator
+`reverie::<name>_<token>_<n>`, defined once per kernel (in each process), with a CPU
+implementation (the compiled kernel on the tensors' memory, as NumPy arrays) and a fake
+implementation (result shapes and dtypes from the kernel's IR, its symbolic dimensions
+bound from the argument shapes, which may be symbolic), so `torch.compile(fullgraph=True)`
+traces a call as one graph node. Its autograd and vmap rules are registered by
+`reverie/torch_rules.py`.
 
 The schema has one argument per (flat) kernel parameter: `SymInt` for an integer scalar
 whose value sizes a dimension (`fn.value_dims`), `Tensor` for every other one; one
 `Tensor` per kernel result:
 
     fn layer(x: float[B, D], w: float[D, H], b: float[H]) -> float[B, H]
-    reverie::layer_0(Tensor x, Tensor w, Tensor b) -> Tensor
+    reverie::layer_1f0e9a3c_0(Tensor a0, Tensor a1, Tensor a2) -> Tensor
 
-Operator names hold a token drawn per process, `reverie::layer_1f0e9a3c_0`: TorchInductor
-keeps compiled graphs on disk keyed by the operators they call, and a later process, whose
-operators are other kernels (or the same ones, whose derivative operators it has not yet
-defined), must not be handed those graphs.
+Operator names hold a token drawn per process: TorchInductor keeps compiled graphs on disk
+keyed by the operators they call, and a later process, whose operators are other kernels
+(or the same ones, whose derivative operators it has not yet defined), must not be handed
+those graphs.
 
 Tensors are converted as at the Python call boundary (SPEC §3.1: NumPy `same_kind`
 casting to the declared dtype; `float` is f32 or f64 by the float tensors given), and

@@ -13,12 +13,17 @@ one compiled Reverie kernel:
   the front), `batch_function(f, positions)`, called once for the whole batch, every result
   batched along dimension 0: `vmap(f)(X)[b] = f(X[b])`.
 
-Eager calls go through `KernelCall`, a `torch.autograd.Function` with `setup_context`,
-`backward`, `jvp` and `vmap` (what torch.func needs of one). Its forward runs the kernel
-directly on plain tensors, and through the operator otherwise (the unwrapped tensors of an
-outer transform, fake tensors). TorchDynamo does not trace a Function with a custom `jvp`,
-so under `torch.compile` the call is the operator itself, whose registered autograd formula
-(`register_autograd`) and vmap rule (`register_vmap`) are the same rules.
+Which path a call takes (`call`):
+
+- under `torch.compile`: the operator itself (TorchDynamo does not trace a Function with a
+  custom `jvp`), whose registered autograd formula (`register_autograd`) and vmap rule
+  (`register_vmap`) are the rules above;
+- under a torch.func transform, forward-mode AD, a dispatch mode or a tensor subclass:
+  `KernelCall`, a `torch.autograd.Function` with `setup_context`, `backward`, `jvp` and
+  `vmap` (what torch.func needs of one), whose forward calls the operator on the
+  unwrapped tensors (or, on plain ones, the kernel directly);
+- on plain tensors: `EagerKernelCall` (the same rules, old-style, cheaper to apply) when
+  one requires grad, else the kernel directly, without the dispatcher (the per-call cost).
 """
 
 from __future__ import annotations
@@ -148,7 +153,8 @@ def gradients(ctx: Any, grad_outputs: Sequence[torch.Tensor | None],
     if not wrt:
         return grads
     plan = vjp_plan(op.kernel, wrt, op.float_dtype(args))
-    cotangents = [g if g is not None and dtype.is_floating_point else torch.zeros(shape, dtype=dtype)
+    cotangents = [g if g is not None and dtype.is_floating_point
+                  else torch.zeros(shape, dtype=dtype)  # integer outputs, or none given
                   for g, (shape, dtype) in zip(grad_outputs, ctx.output_types, strict=True)]
     results = via(op_for(plan.kernel), [*args, *cotangents])
     for i, grad, zero in zip(wrt, results, plan.zero, strict=True):

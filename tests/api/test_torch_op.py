@@ -230,6 +230,26 @@ def test_compile_vmap_runs_the_batched_kernel(m: rv.Module, kernel_calls: list[s
     assert "wave_batched" in kernel_calls and "wave" not in kernel_calls
 
 
+def test_make_fx_and_export_record_the_kernel_operators(m: rv.Module) -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    wave = rv.torch.function(m.wave)
+    x, w = normal(5), normal(5, seed=1)
+    traced = make_fx(func.grad(wave))(x, w)
+    targets = [str(n.target) for n in traced.graph.nodes if n.op == "call_function"]
+    assert [t for t in targets if t.startswith("reverie.")] == [
+        f"{wave.op.qualname.replace('::', '.')}.default",
+        f"{rv.torch.function(m.wave.vjp([0])).op.qualname.replace('::', '.')}.default"]
+    assert_close(traced(x, w), func.grad(wave_native)(x, w))
+
+    class Wave(torch.nn.Module):
+        def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            return wave(x, w)
+
+    exported = torch.export.export(Wave(), (x, w))
+    assert_close(exported.module()(x, w), wave_native(x, w))
+
+
 def test_operator_names_differ_between_processes(m: rv.Module) -> None:
     """TorchInductor's disk cache keys graphs by operator names: another process must not
     find its graphs (its own operators are other kernels, or not yet defined)."""
