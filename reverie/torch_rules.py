@@ -68,6 +68,8 @@ def call(op: KernelOp, args: Sequence[Any]) -> tuple[torch.Tensor, ...]:
     and transformable by torch.func; always a tuple."""
     if torch.compiler.is_compiling():
         return op.call(args)
+    # forward_ad._current_level: the innermost `dual_level` (-1 outside one); torch has no
+    # public query, and dual tensors need KernelCall's jvp
     if not is_plain(args) or forward_ad._current_level >= 0:
         return KernelCall.apply(op, *args)
     if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
