@@ -1,18 +1,26 @@
-"""PyTorch interop (SPEC §3.5): compiled kernels as `torch.autograd.Function`s.
+"""PyTorch interop (SPEC §3.5): `rv.torch.function(kernel)`, a compiled kernel as a torch
+custom operator.
 
 Consumes a reverie `Kernel`; produces a callable on CPU torch tensors whose results are
-torch tensors recorded by torch autograd. The forward pass runs the compiled kernel on the
-tensors' memory (as NumPy arrays); the backward pass runs the kernel's compiled VJP for
-the inputs that need a gradient. That VJP is called through the same autograd.Function,
-so with `create_graph=True` it is recorded too and second (and higher) derivatives run the
-VJP of the VJP, compiled from its IR:
+torch tensors. Each call is one call of the kernel's operator `reverie::<name>_<n>`
+(`reverie/torch_op.py`), through rules (`reverie/torch_rules.py`) that run Reverie's
+compiled VJP, JVP and batched kernels, so all of these work through it, to any order:
 
     f = rv.torch.function(m.mlp_loss)
-    loss = f(x, y, w1, b1, w2, b2)     # a 0-d torch tensor
-    loss.backward()                    # runs m.mlp_loss.vjp([...]) natively
+    loss = f(x, y, w1, b1, w2, b2)                  # a 0-d torch tensor
+    loss.backward()                                 # runs m.mlp_loss.vjp([...]) natively
+    torch.func.hessian(f, argnums=2)(x, y, w1, b1, w2, b2)
+    torch.vmap(f, in_dims=(0, 0, None, None, None, None))(xs, ys, w1, b1, w2, b2)
+    torch.compile(model, fullgraph=True)            # the call is one graph node
 
-Integer and bool inputs and outputs carry no gradient; Python numbers may be passed for
-scalar parameters. Kernels run on the CPU only: a tensor on another device is an error.
+A kernel is called the way it is called on NumPy arrays (a VJP kernel's cotangents as one
+tuple, `value_and_grad` results nested). Tensors are converted as at the Python call
+boundary (NumPy `same_kind` casting; an f32 tensor for an f64 parameter is converted and
+the results are f64), and gradients come back in each input's dtype. Python numbers may
+be passed for scalar parameters (as tensors of the call's `float` dtype for `float` ones);
+an integer scalar that sizes a dimension is passed as an int (a 0-d tensor is read with
+`int()`, outside `torch.compile`). Integer and bool inputs and outputs carry no gradient.
+Kernels run on the CPU only: a tensor on another device is an error.
 """
 
 from __future__ import annotations
@@ -20,18 +28,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
+from reverie.compiler.ir.types import FLOAT_DTYPES
 from reverie.kernel import Kernel
-from reverie.runtime.tape import DIFFERENTIABLE, vjp_plan
+from reverie.runtime.call import ArgumentTypeError, ArgumentValueError, check_arity
 from reverie.transforms import GroupedKernel
+
+from .torch_op import TORCH_DTYPES, KernelOp
+from .torch_rules import call, op_for
 
 __all__ = ["KernelFunction", "function"]
 
 
 def function(kernel: Kernel) -> KernelFunction:
-    """A callable running `kernel` on torch tensors, differentiable by torch autograd."""
+    """A callable running `kernel` on torch tensors, differentiable by torch autograd and
+    transformable by torch.func, torch.vmap and torch.compile."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"rv.torch.function expects a compiled kernel such as module.f, "
                         f"got {type(kernel).__name__}")
@@ -39,22 +51,22 @@ def function(kernel: Kernel) -> KernelFunction:
 
 
 class KernelFunction:
-    """`kernel` called the way it is called on NumPy arrays (a VJP kernel's cotangents as
-    one tuple, `value_and_grad` results nested), but on torch tensors."""
+    """`kernel` on torch tensors, called with its own calling convention."""
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
+        self.op: KernelOp = op_for(kernel)
+        self.grouped = kernel.grouped if isinstance(kernel, GroupedKernel) else None
 
     def __call__(self, *args: Any) -> Any:
         kernel = self.kernel
-        grouped = kernel.grouped if isinstance(kernel, GroupedKernel) else None
-        if grouped is not None and args:
+        if self.grouped is not None and args:
             *head, group = args
-            if not isinstance(group, tuple | list) or len(group) != grouped:
-                raise TypeError(f"{kernel.name}() takes its last {grouped} arguments as one "
-                                f"tuple, got {group!r}")
+            if not isinstance(group, tuple | list) or len(group) != self.grouped:
+                raise TypeError(f"{kernel.name}() takes its last {self.grouped} arguments "
+                                f"as one tuple, got {group!r}")
             args = (*head, *group)
-        outputs = KernelCall.apply(kernel, *args)
+        outputs = call(self.op, operator_arguments(self.op, args))
         if isinstance(kernel, GroupedKernel):
             return kernel.regroup(outputs)
         return outputs if len(outputs) > 1 else outputs[0]
@@ -63,76 +75,59 @@ class KernelFunction:
         return f"<rv.torch.function of {self.kernel!r}>"
 
 
-def to_numpy(value: Any, kernel: Kernel, index: int) -> Any:
-    """The NumPy array behind a CPU tensor (Python numbers and arrays pass through)."""
-    if not isinstance(value, torch.Tensor):
-        return value
-    if value.device.type != "cpu":
-        name = kernel.param_names[index]
-        raise ValueError(f"{kernel.name}(): argument '{name}' is on {value.device}, but "
-                         f"reverie kernels run on the CPU; pass {name}.cpu()")
-    value = value.detach().resolve_conj().resolve_neg()
-    if value.dtype == torch.bfloat16:
-        value = value.float()
-    return np.asarray(value.numpy(), order="C")
+def operator_arguments(op: KernelOp, args: Sequence[Any]) -> Sequence[Any]:
+    """`args` as the operator takes them: CPU tensors, and ints for the integer scalars
+    that size dimensions (TypeError, ValueError for what cannot be)."""
+    kernel = op.kernel
+    check_arity(kernel.name, kernel.param_names, args)
+    if not op.value_params and all(type(a) is torch.Tensor and a.is_cpu for a in args):
+        return args  # the common call: nothing to convert
+    number_dtype = float_dtype_for_numbers(kernel, args)
+    converted: list[Any] = []
+    for index, (arg, declared, name) in enumerate(zip(args, kernel.declared_dtypes,
+                                                      kernel.param_names, strict=True)):
+        if isinstance(arg, torch.Tensor) and arg.device.type != "cpu":
+            raise ValueError(f"{kernel.name}(): argument '{name}' is on {arg.device}, but "
+                             f"reverie kernels run on the CPU; pass {name}.cpu()")
+        if index in op.value_params:
+            converted.append(size_argument(kernel, name, arg))
+        elif isinstance(arg, torch.Tensor):
+            converted.append(arg)
+        else:
+            converted.append(as_tensor(kernel, name, arg, number_dtype if declared == "float"
+                                       else TORCH_DTYPES.get(declared) if declared
+                                       in FLOAT_DTYPES else None))
+    return converted
 
 
-def to_torch(value: Any) -> torch.Tensor:
-    """A torch tensor sharing the memory of a fresh NumPy result (0-d for scalars)."""
-    array = value if isinstance(value, np.ndarray) else np.array(value)
-    return torch.from_numpy(array)
+def float_dtype_for_numbers(kernel: Kernel, args: Sequence[Any]) -> torch.dtype:
+    """The dtype a Python number for a `float` parameter becomes: float32 when a float
+    tensor of at most 32 bits is given for a `float` parameter, else float64 (the call
+    boundary then checks that the tensors agree)."""
+    narrow = any(isinstance(a, torch.Tensor) and a.dtype.is_floating_point
+                 and a.dtype.itemsize <= 4
+                 for a, declared in zip(args, kernel.declared_dtypes, strict=True)
+                 if declared == "float")
+    return torch.float32 if narrow else torch.float64
 
 
-class KernelCall(torch.autograd.Function):
-    """One call of a kernel with its parameters passed one by one; always returns a tuple
-    of tensors (one per kernel result)."""
-
-    @staticmethod
-    def forward(ctx: Any, kernel: Kernel, *args: Any) -> tuple[torch.Tensor, ...]:
-        arrays = [to_numpy(a, kernel, i) for i, a in enumerate(args)]
-        dtype = kernel.float_dtype_for(arrays)
-        fn = kernel.ir_for(dtype)
-        results = kernel.execute(fn, arrays)
-        outputs = tuple(to_torch(r) for r in (results if isinstance(results, tuple)
-                                              else (results,)))
-        ctx.kernel = kernel
-        ctx.dtype = dtype
-        ctx.output_types = [(tuple(o.shape), o.dtype, t.is_float)
-                            for o, t in zip(outputs, fn.result_types, strict=True)]
-        tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-        ctx.tensor_positions = tensors
-        ctx.constants = [None if isinstance(a, torch.Tensor) else a for a in args]
-        ctx.input_dtypes = [a.dtype if isinstance(a, torch.Tensor) else None for a in args]
-        ctx.save_for_backward(*(args[i] for i in tensors))
-        ctx.mark_non_differentiable(*(o for o, (_, _, is_float)
-                                      in zip(outputs, ctx.output_types, strict=True)
-                                      if not is_float))
-        return outputs
-
-    @staticmethod
-    def backward(ctx: Any, *grad_outputs: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        kernel: Kernel = ctx.kernel
-        args = list(ctx.constants)
-        for position, tensor in zip(ctx.tensor_positions, ctx.saved_tensors, strict=True):
-            args[position] = tensor
-        wrt = tuple(i for i in range(len(args)) if ctx.needs_input_grad[1 + i]
-                    and kernel.declared_dtypes[i] in DIFFERENTIABLE)
-        grads: list[torch.Tensor | None] = [None] * (1 + len(args))
-        if not wrt:
-            return tuple(grads)
-        plan = vjp_plan(kernel, wrt, ctx.dtype)
-        cotangents = cotangents_for(grad_outputs, ctx.output_types)
-        results = KernelCall.apply(plan.kernel, *args, *cotangents)
-        for i, g, zero in zip(wrt, results, plan.zero, strict=True):
-            if not zero:
-                grads[1 + i] = g.to(ctx.input_dtypes[i])
-        return tuple(grads)
+def size_argument(kernel: Kernel, name: str, arg: Any) -> int:
+    """An integer scalar that sizes a dimension, as a Python int."""
+    if isinstance(arg, torch.Tensor) and arg.dim() == 0 and not arg.dtype.is_floating_point:
+        arg = int(arg)
+    if isinstance(arg, bool) or not isinstance(arg, int):
+        raise ArgumentTypeError(f"{kernel.name}(): argument '{name}' sizes a dimension, so "
+                                f"it must be an int, got {arg!r}")
+    return arg
 
 
-def cotangents_for(grad_outputs: Sequence[torch.Tensor | None],
-                   output_types: Sequence[tuple[tuple[int, ...], torch.dtype, bool]]
-                   ) -> list[torch.Tensor]:
-    """The VJP kernel's cotangent arguments: torch's output gradients, and zeros of the
-    output's dtype for integer and bool outputs (and for outputs torch sent none for)."""
-    return [grad if grad is not None and is_float else torch.zeros(shape, dtype=dtype)
-            for grad, (shape, dtype, is_float) in zip(grad_outputs, output_types, strict=True)]
+def as_tensor(kernel: Kernel, name: str, value: Any, dtype: torch.dtype | None
+              ) -> torch.Tensor:
+    """A Python number or array-like as a tensor: of `dtype` where given (a `float` or
+    f32/f64 parameter), else of its own dtype, which the call boundary converts."""
+    try:
+        return torch.as_tensor(value, dtype=dtype)
+    except (RuntimeError, TypeError, ValueError) as error:
+        kind = ArgumentValueError if "overflow" in str(error).lower() else ArgumentTypeError
+        raise kind(f"{kernel.name}(): argument '{name}' cannot be made a tensor: "
+                   f"{error}") from None
