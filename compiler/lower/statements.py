@@ -75,7 +75,7 @@ class StatementLowering(IndexLowering, UpdateLowering):
                     results = value.elements if isinstance(value, ExprTuple) else [value]
                 else:
                     self.lower_stmt(stmt)
-        if not body or not isinstance(body[-1], ast.Return):
+        if not any(isinstance(stmt, ast.Return) for stmt in body):
             self.diagnostics.append(diagnostic_at(
                 self.fn.name_span, f"function '{self.fn.name}' must end with a 'return' statement"))
         self.raise_collected()
@@ -173,7 +173,8 @@ class StatementLowering(IndexLowering, UpdateLowering):
             raise error_at(stmt.name_span, f"'{stmt.name}' is a scalar ({slot.current.type}); "
                                            f"assign it whole: {stmt.name} = ...;")
         value = self.tensor(stmt.value)
-        slot.current = self.updated(slot.current, stmt.items, value, stmt.span, stmt.name)
+        slot.current = self.updated(slot.current, stmt.items, value, stmt.span, stmt.value.span,
+                                    stmt.name)
 
     def _lower_for(self, stmt: ast.For) -> None:
         """`for t in lo..hi { ... }` as a `for` op carrying the `var`s its body assigns."""

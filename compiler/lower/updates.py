@@ -37,8 +37,10 @@ class UpdateLowering(SliceLowering):
     """`name[items] = value` for a tensor: the new tensor."""
 
     def updated(self, base: ExprValue, items: list[ast.Expr | ast.Slice], value: ExprValue,
-                span: ast.Span, label: str) -> ExprValue:
-        """`base` with the window of `items` replaced by `value` (broadcast to the window)."""
+                span: ast.Span, value_span: ast.Span, label: str) -> ExprValue:
+        """`base` with the window of `items` replaced by `value` (broadcast to the window);
+        the ops are emitted at the statement's `span`, a mismatched value is reported at
+        `value_span`."""
         window = self.slice_window(base.type, items, span)
         shape = base.type.shape
         box = tuple(map(slice_extent, window.starts, window.stops, window.steps))
@@ -47,11 +49,11 @@ class UpdateLowering(SliceLowering):
             region = _without(region, axis)
         indices = [self._integer_subscript(item, box[axis]).value
                    for axis, item in window.integer_items]
-        value = self.convert_weak(value, base.type.dtype, span)
+        value = self.convert_weak(value, base.type.dtype, value_span)
         if value.type.dtype != base.type.dtype:
-            raise error_at(span, f"'{label}' has dtype {base.type.dtype} but the new value "
+            raise error_at(value_span, f"'{label}' has dtype {base.type.dtype} but the new value "
                                  f"has type {value.type}")
-        value = self._broadcast_region(value, region, span, label)
+        value = self._broadcast_region(value, region, value_span, label)
         mask_dtype = "i64" if base.type.dtype == "bool" else base.type.dtype
         ones = self.broadcast_to(self.constant(span, 1, mask_dtype, weak=False), region, span)
         placed = self._embed(value.value, window, indices, shape, box, span, label)
