@@ -61,6 +61,7 @@ FOREIGN_WORDS = {
 COMPOUND_OPERATORS = frozenset({"+", "-", "*", "/", "%", "@", "**", "//"})
 TERMINAL_WORDS = {"NAME": "identifier", "INT": "number", "FLOAT": "number", "$END": "end of file"}
 BRACKET_PAIRS = {")": "(", "]": "[", "}": "{"}
+NEXT_FUNCTION = re.compile(r"^[ \t]*fn\b", re.MULTILINE)  # where parsing resumes after an error
 
 
 def parse(source: str, filename: str = "<source>") -> ast.Module:
@@ -84,16 +85,54 @@ def _parse_functions(source: str) -> list[ast.FunctionDef]:
     """Parse and validate; raise ParseError without source attached."""
     from .generated_parser import UnexpectedCharacters, UnexpectedToken
 
-    unclosed = _check_brackets(source)
+    _check_brackets(source)
     try:
         tree = _lark().parse(source)
-    except UnexpectedCharacters as error:
-        raise _character_error(error, source) from None
-    except UnexpectedToken as error:
-        raise _token_error(error, source, unclosed) from None
+    except (UnexpectedCharacters, UnexpectedToken) as error:
+        raise ParseError(_syntax_errors(source, error)) from None
     functions = build_ast(tree)
     check_tree(functions)
     return functions
+
+
+def _syntax_errors(source: str,
+                   first: UnexpectedCharacters | UnexpectedToken) -> list[Diagnostic]:
+    """The diagnostic of syntax error `first`, then of the first syntax error of the rest
+    of the source after each: parsing resumes at the next line that starts a function
+    (`fn`), with the text before it blanked so positions stay those of `source`."""
+    from .generated_parser import UnexpectedCharacters, UnexpectedToken
+
+    diagnostics: list[Diagnostic] = []
+    text, error = source, first
+    while error is not None:
+        if isinstance(error, UnexpectedToken):
+            diagnostics += _token_error(error, text, _check_brackets(text)).diagnostics
+            if error.token.type == "$END":
+                break
+            line = error.token.line
+        else:
+            diagnostics += _character_error(error, text).diagnostics
+            line = error.line
+        resume = NEXT_FUNCTION.search(source, _start_of_line(source, line + 1))
+        if resume is None:
+            break
+        text = re.sub(r"[^\n]", " ", source[:resume.start()]) + source[resume.start():]
+        try:
+            _lark().parse(text)
+            error = None
+        except (UnexpectedCharacters, UnexpectedToken) as later:
+            error = later
+    return diagnostics
+
+
+def _start_of_line(source: str, line: int) -> int:
+    """The offset of 1-based line `line` in `source` (its length past the last line)."""
+    offset = 0
+    for _ in range(line - 1):
+        offset = source.find("\n", offset) + 1
+        if offset == 0:
+            return len(source)
+    return offset
 
 
 def _error_at(line: int, column: int, message: str) -> ParseError:

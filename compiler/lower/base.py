@@ -8,6 +8,10 @@ switches the builder with `building`, which restores it on the way out.
 
 The one method every part needs and none defines is `lower_expr`, the expression
 dispatch; it is declared here and defined by `Lowerer`, the top of the package.
+
+Statements are lowered under `recovering`: a statement that fails records its diagnostics
+and binds the names it declares to `FailedBinding`, and lowering goes on, so a function
+reports every independent mistake (`raise_collected` raises them together).
 """
 
 from __future__ import annotations
