@@ -222,6 +222,30 @@ class Assign:
 
 
 @dataclass
+class Destructure:
+    """`let (a, b) = value;` (kind "let"), `var (a, b) = ...;` ("var") or `(a, b) = ...;`
+    ("assign", reassigning `var`s): one name per element of a tuple value."""
+
+    kind: str
+    names: list[str]
+    value: Expr
+    span: Span = NO_SPAN
+    name_spans: list[Span] = field(default_factory=list)
+
+
+@dataclass
+class IndexedAssign:
+    """`name[items] = value;`: a new value for `var` `name` with the subscripted part
+    replaced (items as in a read: integer subscripts and slices)."""
+
+    name: str
+    items: list[Expr | Slice]
+    value: Expr
+    span: Span = NO_SPAN
+    name_span: Span = NO_SPAN
+
+
+@dataclass
 class For:
     """`for var in lo..hi { body }` (hi exclusive)."""
 
@@ -241,7 +265,7 @@ class Return:
     span: Span = NO_SPAN
 
 
-Stmt = Let | LetIndexed | VarDecl | Assign | For | Return
+Stmt = Let | LetIndexed | VarDecl | Assign | Destructure | IndexedAssign | For | Return
 
 
 # ---------------------------------------------------------------- top level

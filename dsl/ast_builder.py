@@ -86,7 +86,7 @@ def check_tree(functions: list[ast.FunctionDef]) -> None:
                 f"code is nested too deeply (more than {MAX_NESTING} levels); "
                 "split long expressions into several 'let' statements",
             )
-        if isinstance(node, ast.Subscript):
+        if isinstance(node, ast.Subscript | ast.IndexedAssign):
             for item in node.items:
                 if isinstance(item, ast.IndexVar):
                     raise _error(item.span, STRAY_RANGE)
@@ -239,6 +239,25 @@ class _AstBuilder:
         """`name = value;`."""
         name, value = children
         return ast.Assign(str(name), value, span_of(meta), token_span(name))
+
+    def destructure(self, meta: Meta, children: list) -> ast.Destructure:
+        """`let (a, b) = value;`, `var (a, b) = value;` or `(a, b) = value;`."""
+        *keyword, names, value = children
+        if len(set(map(str, names))) != len(names):
+            repeated = next(n for i, n in enumerate(names) if n in names[:i])
+            raise _error(token_span(repeated), f"'{repeated}' appears twice on the left of '='")
+        kind = str(keyword[0]) if keyword else "assign"
+        return ast.Destructure(kind, [str(n) for n in names], value, span_of(meta),
+                               [token_span(n) for n in names])
+
+    def name_tuple(self, meta: Meta, names: list) -> list[Token]:
+        """The names of `(a, b)` on the left of `=`."""
+        return names
+
+    def assign_indexed(self, meta: Meta, children: list) -> ast.IndexedAssign:
+        """`name[items] = value;`."""
+        name, items, value = children
+        return ast.IndexedAssign(str(name), items, value, span_of(meta), token_span(name))
 
     def for_loop(self, meta: Meta, children: list) -> ast.For:
         """`for name in lo..hi { body }`."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from reverie.compiler.ir.ops import unary_builtins
 
 from . import ast
-from .diagnostics import TypeCheckError, error_at
+from .diagnostics import Diagnostic, TypeCheckError, diagnostic_at, error_at
 
 # The built-ins that are not one elementwise op (SPEC §2.3: reductions, shape functions,
 # composites, casts) and the dtype names; `tests/unit/test_op_table.py` checks that they
@@ -57,20 +57,27 @@ def _check_recursion(functions: dict[str, ast.FunctionDef]) -> None:
 
 
 def check_module(module: ast.Module) -> None:
-    """Duplicate or reserved names and recursive calls (raises TypeCheckError)."""
+    """Duplicate or reserved names and recursive calls: raises one TypeCheckError with a
+    diagnostic for each such mistake."""
+    diagnostics: list[Diagnostic] = []
+    functions: dict[str, ast.FunctionDef] = {}
+    for fn in module.functions:
+        if fn.name in functions:
+            diagnostics.append(diagnostic_at(fn.name_span,
+                                             f"function '{fn.name}' is defined twice"))
+        elif fn.name in RESERVED:
+            diagnostics.append(diagnostic_at(fn.name_span,
+                                             f"'{fn.name}' is a built-in; choose another name"))
+        seen: set[str] = set()
+        for param in fn.params:
+            if param.name in seen:
+                diagnostics.append(diagnostic_at(param.span,
+                                                 f"parameter '{param.name}' appears twice"))
+            seen.add(param.name)
+        functions.setdefault(fn.name, fn)
     try:
-        functions: dict[str, ast.FunctionDef] = {}
-        for fn in module.functions:
-            if fn.name in functions:
-                raise error_at(fn.name_span, f"function '{fn.name}' is defined twice")
-            if fn.name in RESERVED:
-                raise error_at(fn.name_span, f"'{fn.name}' is a built-in; choose another name")
-            seen: set[str] = set()
-            for param in fn.params:
-                if param.name in seen:
-                    raise error_at(param.span, f"parameter '{param.name}' appears twice")
-                seen.add(param.name)
-            functions[fn.name] = fn
         _check_recursion(functions)
     except TypeCheckError as e:
-        raise e.with_source(module.source, module.filename) from None
+        diagnostics += e.diagnostics
+    if diagnostics:
+        raise TypeCheckError(diagnostics, module.source, module.filename)

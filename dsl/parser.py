@@ -41,8 +41,27 @@ PREFIX_TOKENS = frozenset({"'-'", "'+'", "'not'", "'true'", "'false'"})
 OPERATORS = frozenset(
     "'+' '-' '*' '/' '//' '%' '@' '**' '<' '<=' '>' '>=' '==' '!=' 'and' 'or' '(' '[' '.'".split()
 )
+# Words of other languages that Reverie lacks, each with what to write instead: a syntax
+# error at (or just after) one of them is reported as this message, at the word.
+FOREIGN_WORDS = {
+    "break": "Reverie has no 'break': a 'for' loop always runs its whole range; keep a 'var' "
+             "unchanged in the remaining steps with where(done, old, new)",
+    "continue": "Reverie has no 'continue': keep a 'var' unchanged in a step with "
+                "where(skip, old, new)",
+    "while": "Reverie has no 'while' loop; write 'for t in lo..hi { ... }' with a fixed "
+             "number of steps",
+    "if": "Reverie has no 'if' statement; choose between values with where(cond, a, b)",
+    "else": "Reverie has no 'if'/'else' statement; choose between values with "
+            "where(cond, a, b)",
+    "def": "functions are declared with 'fn', as in 'fn f(x: f32[N]) -> f32 { ... }'",
+    "function": "functions are declared with 'fn', as in 'fn f(x: f32[N]) -> f32 { ... }'",
+    "mut": "Reverie has no 'let mut'; declare a value that changes with 'var x = ...;'",
+    "const": "Reverie has no 'const'; declare a value with 'let x = ...;'",
+}
+COMPOUND_OPERATORS = frozenset({"+", "-", "*", "/", "%", "@", "**", "//"})
 TERMINAL_WORDS = {"NAME": "identifier", "INT": "number", "FLOAT": "number", "$END": "end of file"}
 BRACKET_PAIRS = {")": "(", "]": "[", "}": "{"}
+NEXT_FUNCTION = re.compile(r"^[ \t]*fn\b", re.MULTILINE)  # where parsing resumes after an error
 
 
 def parse(source: str, filename: str = "<source>") -> ast.Module:
@@ -66,16 +85,54 @@ def _parse_functions(source: str) -> list[ast.FunctionDef]:
     """Parse and validate; raise ParseError without source attached."""
     from .generated_parser import UnexpectedCharacters, UnexpectedToken
 
-    unclosed = _check_brackets(source)
+    _check_brackets(source)
     try:
         tree = _lark().parse(source)
-    except UnexpectedCharacters as error:
-        raise _character_error(error, source) from None
-    except UnexpectedToken as error:
-        raise _token_error(error, source, unclosed) from None
+    except (UnexpectedCharacters, UnexpectedToken) as error:
+        raise ParseError(_syntax_errors(source, error)) from None
     functions = build_ast(tree)
     check_tree(functions)
     return functions
+
+
+def _syntax_errors(source: str,
+                   first: UnexpectedCharacters | UnexpectedToken) -> list[Diagnostic]:
+    """The diagnostic of syntax error `first`, then of the first syntax error of the rest
+    of the source after each: parsing resumes at the next line that starts a function
+    (`fn`), with the text before it blanked so positions stay those of `source`."""
+    from .generated_parser import UnexpectedCharacters, UnexpectedToken
+
+    diagnostics: list[Diagnostic] = []
+    text, error = source, first
+    while error is not None:
+        if isinstance(error, UnexpectedToken):
+            diagnostics += _token_error(error, text, _check_brackets(text)).diagnostics
+            if error.token.type == "$END":
+                break
+            line = error.token.line
+        else:
+            diagnostics += _character_error(error, text).diagnostics
+            line = error.line
+        resume = NEXT_FUNCTION.search(source, _start_of_line(source, line + 1))
+        if resume is None:
+            break
+        text = re.sub(r"[^\n]", " ", source[:resume.start()]) + source[resume.start():]
+        try:
+            _lark().parse(text)
+            error = None
+        except (UnexpectedCharacters, UnexpectedToken) as later:
+            error = later
+    return diagnostics
+
+
+def _start_of_line(source: str, line: int) -> int:
+    """The offset of 1-based line `line` in `source` (its length past the last line)."""
+    offset = 0
+    for _ in range(line - 1):
+        offset = source.find("\n", offset) + 1
+        if offset == 0:
+            return len(source)
+    return offset
 
 
 def _error_at(line: int, column: int, message: str) -> ParseError:
@@ -187,6 +244,9 @@ def _token_error(
     """Rewrite Lark's UnexpectedToken as `expected X but found Y`, with hints."""
     token = error.token
     expected = _expected_terminals(error)
+    foreign = _foreign_construct(token, {_token_names().get(t, t) for t in expected}, source)
+    if foreign is not None:
+        return foreign
     message = f"{_describe_expected(expected)} but found {_describe_token(token)}"
     if token.value in KEYWORDS and "NAME" in expected:
         message += f"; '{token.value}' is a keyword and cannot be used as a name"
@@ -202,6 +262,25 @@ def _token_error(
         if previous is not None and previous.end_line < token.line:
             return _error_at(previous.end_line, previous.end_column, message)  # missing ';'
     return error_at(token_span(token), message, ParseError)
+
+
+def _foreign_construct(token: Token, expected: set[str], source: str) -> ParseError | None:
+    """A tailored error for a construct Reverie lacks (`while`, `break`, `def`, `x += 1`,
+    ...), or None: a word of FOREIGN_WORDS where a function must start or just before a
+    statement goes wrong, or an operator directly followed by '=' where '=' was due."""
+    if token.type == "NAME" and token.value in FOREIGN_WORDS and "'fn'" in expected:
+        return error_at(token_span(token), FOREIGN_WORDS[token.value], ParseError)
+    if "'='" not in expected:
+        return None
+    previous = _previous_token(source, token.start_pos)
+    if previous is not None and previous.type == "NAME" and previous.value in FOREIGN_WORDS:
+        return error_at(token_span(previous), FOREIGN_WORDS[previous.value], ParseError)
+    if token.value in COMPOUND_OPERATORS and source.startswith("=", token.end_pos):
+        named = previous is not None and previous.type == "NAME"
+        target = previous.value if named else "h[t]"
+        return error_at(token_span(token), f"compound assignment '{token.value}=' is not "
+                        f"supported; write '{target} = {target} {token.value} ...;'", ParseError)
+    return None
 
 
 def _expected_terminals(error: UnexpectedToken) -> set[str]:

@@ -126,6 +126,12 @@ def _format_statement(stmt: ast.Stmt, depth: int, lines: list[str]) -> None:
             lines.append(f"{indent}var {name} = {format_expr(value)}")
         case ast.Assign(name=name, value=value):
             lines.append(f"{indent}{name} = {format_expr(value)}")
+        case ast.Destructure(kind=kind, names=names, value=value):
+            keyword = "" if kind == "assign" else f"{kind} "
+            lines.append(f"{indent}{keyword}({', '.join(names)}) = {format_expr(value)}")
+        case ast.IndexedAssign(name=name, items=items, value=value):
+            target = f"{name}[{', '.join(_format_item(item) for item in items)}]"
+            lines.append(f"{indent}{target} = {format_expr(value)}")
         case ast.For(var=var, lo=lo, hi=hi, body=body):
             lines.append(f"{indent}for {var} in {format_expr(lo)}..{format_expr(hi)}")
             _format_block(body, depth + 1, lines)

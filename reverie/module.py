@@ -103,10 +103,9 @@ class Module:
         self._executables: LruCache[Function, Executable] = LruCache(EXECUTABLE_CACHE_SIZE)
 
     def _check(self) -> list[tuple[str, list[str], list[str]]]:
-        """Parse and type-check every function (raising the source's first error); its
+        """Parse and type-check every function (raising all their errors at once); its
         function table: names, parameter names and declared dtypes."""
-        for fn in self.ast.functions:
-            self.lowering.specialise(fn.name, "f32")
+        self.lowering.check_all("f32")
         return [(fn.name, [p.name for p in fn.params], [p.type.dtype for p in fn.params])
                 for fn in (self.lowering.functions[f.name] for f in self.ast.functions)]
 

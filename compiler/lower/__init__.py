@@ -26,9 +26,10 @@ the import graph has no cycle and no import inside a function):
        ├─────────────────────┬────────────────────────┐
     statements.py          expressions.py           builtins.py ── arguments.py
     let, var, =, for,      names, operators,        built-ins and casts
-    return                 @, .T, subscripts          │
-       │                 ┌───┴───────────────┐        │
-       └──► index_notation.py            slices.py    scans.py
+    return, let (a, b)     @, .T, subscripts          │
+       │   └──► updates.py: h[t] = e ──┐              │
+       │                 ┌───┴─────────│─────┐        │
+       └──► index_notation.py          └─► slices.py  scans.py
             let y[i] = ..., sum[k](...)  x[1:], xs[t] cumsum, sort, topk
                     │                        │        │  (as generics)
                triangular.py                 │        │

@@ -8,6 +8,10 @@ switches the builder with `building`, which restores it on the way out.
 
 The one method every part needs and none defines is `lower_expr`, the expression
 dispatch; it is declared here and defined by `Lowerer`, the top of the package.
+
+Statements are lowered under `recovering`: a statement that fails records its diagnostics
+and binds the names it declares to `FailedBinding`, and lowering goes on, so a function
+reports every independent mistake (`raise_collected` raises them together).
 """
 
 from __future__ import annotations
@@ -18,12 +22,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from reverie.dsl import ast
-from reverie.dsl.diagnostics import error_at
+from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, error_at
 
 from ..ir.dims import Dim
 from .builder import BlockBuilder
 from .dims import DIMENSION_OPS, dim_chain, dim_of, static_dim
-from .values import ExprTuple, ExprValue, VarBinding
+from .values import ExprTuple, ExprValue, FailedBinding, Suppressed, VarBinding
 
 Range = tuple[Dim, Dim]
 
@@ -52,7 +56,7 @@ class IndexContext:
     bounded: dict[str, ast.IndexVar] = field(default_factory=dict)  # triangular indices
 
 
-Binding = ExprValue | ExprTuple | VarBinding
+Binding = ExprValue | ExprTuple | VarBinding | FailedBinding
 
 
 class LowererBase(ABC):
@@ -69,6 +73,7 @@ class LowererBase(ABC):
         self.scopes: list[dict[str, Binding]] = [{}]
         self.index_vars: dict[str, ExprValue] = {}
         self.index_ctx: IndexContext | None = None  # while lowering index notation
+        self.diagnostics: list[Diagnostic] = []  # of the statements that failed so far
 
     @abstractmethod
     def lower_expr(self, node: ast.Expr) -> ExprValue | ExprTuple:
@@ -83,6 +88,25 @@ class LowererBase(ABC):
                                           f"{node.id}[0]")
             raise error_at(node.span, "a tuple cannot be used as a tensor here")
         return val
+
+    @contextmanager
+    def recovering(self, declared: list[tuple[str, ast.Span]]) -> Iterator[None]:
+        """Lower one statement; if it fails, record its diagnostics and bind the names it
+        `declared` (those it did not get to bind) to `FailedBinding`, so lowering goes on
+        with the next statement and later uses of those names report nothing."""
+        try:
+            yield
+        except (TypeCheckError, Suppressed) as error:
+            if isinstance(error, TypeCheckError):
+                self.diagnostics.extend(error.diagnostics)
+            for name, span in declared:
+                if self.lookup(name) is None:
+                    self.scopes[-1][name] = FailedBinding(span)
+
+    def raise_collected(self) -> None:
+        """Raise every diagnostic recorded by `recovering`, if there is any."""
+        if self.diagnostics:
+            raise TypeCheckError(self.diagnostics)
 
     @contextmanager
     def building(self, builder: BlockBuilder) -> Iterator[None]:

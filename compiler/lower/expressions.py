@@ -15,7 +15,7 @@ from ..ir.ops import dtype_class
 from ..ir.types import INT_DTYPES
 from .index_notation import IndexLowering
 from .slices import SliceLowering
-from .values import ExprTuple, ExprValue, VarBinding
+from .values import ExprTuple, ExprValue, FailedBinding, Suppressed, VarBinding
 
 ARITHMETIC = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod",
               "**": "pow"}
@@ -39,6 +39,8 @@ class ExpressionLowering(IndexLowering, SliceLowering):
             val = self.index_vars[node.id]
             return ExprValue(self.builder.use(val.value), val.weak)
         binding = self.lookup(node.id)
+        if isinstance(binding, FailedBinding):
+            raise Suppressed
         if isinstance(binding, VarBinding):
             binding = binding.current
         if isinstance(binding, ExprValue):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from reverie.dsl import ast
 from reverie.dsl.check import check_module
-from reverie.dsl.diagnostics import TypeCheckError, error_at
+from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, error_at
 
 from ..ir.core import Block, Function, Value
 from ..ir.dims import Dim
@@ -57,6 +57,19 @@ class ModuleLowering:
             except TypeCheckError as e:
                 raise e.with_source(self.module.source, self.module.filename) from None
         return self._cache[key]
+
+    def check_all(self, float_dtype: str = "f32") -> None:
+        """Lower every function; raise one TypeCheckError with the diagnostics of all of
+        them, in source order (a mistake in an inlined callee is reported once)."""
+        diagnostics: list[Diagnostic] = []
+        for name in self.functions:
+            try:
+                self.specialise(name, float_dtype)
+            except TypeCheckError as e:
+                diagnostics += [d for d in e.diagnostics if d not in diagnostics]
+        if diagnostics:
+            diagnostics.sort(key=lambda d: (d.line, d.column))
+            raise TypeCheckError(diagnostics, self.module.source, self.module.filename)
 
     def _lower_entry(self, fn: ast.FunctionDef, float_dtype: str) -> Function:
         """Lower entry function `fn`: its parameters become the block's, its dimensions

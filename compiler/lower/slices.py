@@ -7,12 +7,35 @@ Slices become one `slice` op with symbolic bounds; integer subscripts become bou
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import error_at
 
 from ..ir.dims import Dim
+from ..ir.types import TensorType
 from .dtypes import DtypeRules
 from .values import ExprValue
+
+
+@dataclass(frozen=True)
+class Window:
+    """What subscript items select: a strided box (`starts`, `stops`, `steps` per axis),
+    then one position along each axis that has an integer subscript."""
+
+    starts: tuple[Dim, ...]
+    stops: tuple[Dim, ...]
+    steps: tuple[int, ...]
+    integer_items: list[tuple[int, ast.Expr]]
+
+    def is_whole(self, shape: tuple[Dim, ...]) -> bool:
+        """Whether the box is all of a tensor of `shape` (no `slice` op needed)."""
+        return all(a == Dim.const(0) and b == d and s == 1
+                   for a, b, s, d in zip(self.starts, self.stops, self.steps, shape, strict=True))
+
+    def bounds(self) -> dict[str, tuple]:
+        """The box as the attributes of a `slice` op."""
+        return {"starts": self.starts, "stops": self.stops, "steps": self.steps}
 
 
 class SliceLowering(DtypeRules):
@@ -30,15 +53,17 @@ class SliceLowering(DtypeRules):
             return size + dim
         return dim
 
-    def slice_tensor(self, base: ExprValue, node: ast.Subscript) -> ExprValue:
-        """Apply the subscript items of `node` to tensor `base`."""
-        shape = base.type.shape
-        if len(node.items) > len(shape):
-            raise error_at(node.span, f"too many subscripts for {base.type}: "
-                                      f"{len(node.items)} given, {len(shape)} axes")
+    def slice_window(self, base: TensorType, items: list[ast.Expr | ast.Slice],
+                     span: ast.Span) -> Window:
+        """The window that subscript `items` select from a tensor of type `base` (no op
+        emitted; bounds that are not constants are recorded as constraints)."""
+        shape = base.shape
+        if len(items) > len(shape):
+            raise error_at(span, f"too many subscripts for {base}: "
+                                 f"{len(items)} given, {len(shape)} axes")
         starts, stops, steps = [Dim.const(0)] * len(shape), list(shape), [1] * len(shape)
         integer_items: list[tuple[int, ast.Expr]] = []
-        for axis, item in enumerate(node.items):
+        for axis, item in enumerate(items):
             if not isinstance(item, ast.Slice):
                 integer_items.append((axis, item))
                 continue
@@ -57,13 +82,17 @@ class SliceLowering(DtypeRules):
             self.require_nonnegative(stop - start, item.span, f"{text} ends before it starts")
             self.require_nonnegative(size - stop, item.span, f"{text} ends past the end")
             starts[axis], stops[axis], steps[axis] = start, stop, step
+        return Window(tuple(starts), tuple(stops), tuple(steps), integer_items)
+
+    def slice_tensor(self, base: ExprValue, node: ast.Subscript) -> ExprValue:
+        """Apply the subscript items of `node` to tensor `base`."""
+        shape = base.type.shape
+        window = self.slice_window(base.type, node.items, node.span)
         value = base.value
-        if any(a != Dim.const(0) or b != d or s != 1
-               for a, b, s, d in zip(starts, stops, steps, shape, strict=True)):
-            bounds = {"starts": tuple(starts), "stops": tuple(stops), "steps": tuple(steps)}
-            value = self.builder.op_at(node.span, "slice", [value], bounds)
+        if not window.is_whole(shape):
+            value = self.builder.op_at(node.span, "slice", [value], window.bounds())
         label = node.value.id if isinstance(node.value, ast.Name) else "tensor"
-        for axis, item in reversed(integer_items):
+        for axis, item in reversed(window.integer_items):
             index = self._integer_subscript(item, shape[axis])
             value = self.builder.op_at(item.span, "dynamic_index", [value, index.value],
                                        {"axis": axis, "label": label})

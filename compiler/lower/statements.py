@@ -2,20 +2,39 @@
 
 A `for` loop becomes a `for` op whose region takes the loop index, the carried state (the
 `var`s assigned in the body) and, as captured parameters, every outer value the body uses.
-The values a body returns are checked against the function's declared result types.
+`let (a, b) = ...` binds the elements of a tuple; `h[t] = e` replaces `var` h by its update
+(`updates.py`). The values a body returns are checked against the function's declared
+result types.
+
+A statement that fails is reported and skipped (`LowererBase.recovering`), so one call
+reports every independent mistake of a body, each statement's first (SPEC §5).
 """
 
 from __future__ import annotations
 
 from reverie.dsl import ast
-from reverie.dsl.diagnostics import did_you_mean, error_at
+from reverie.dsl.diagnostics import diagnostic_at, did_you_mean, error_at
 
 from ..ir.core import Block, Value
 from ..ir.types import scalar
 from .builder import BlockBuilder
 from .dims import return_types, type_of
 from .index_notation import IndexLowering
-from .values import ExprTuple, ExprValue, VarBinding
+from .updates import UpdateLowering
+from .values import ExprTuple, ExprValue, FailedBinding, Suppressed, VarBinding
+
+RETURN_IN_LOOP = ("'return' is only allowed at the end of a function, not inside a loop; "
+                  "assign the result to a 'var' declared before the loop and return it after")
+
+
+def _assigned_names(stmt: ast.Stmt) -> list[str]:
+    """The `var`s statement `stmt` itself assigns (not those of a nested loop)."""
+    match stmt:
+        case ast.Assign() | ast.IndexedAssign():
+            return [stmt.name]
+        case ast.Destructure(kind="assign"):
+            return stmt.names
+    return []
 
 
 def _assigned(body: list[ast.Stmt]) -> list[str]:
@@ -23,35 +42,54 @@ def _assigned(body: list[ast.Stmt]) -> list[str]:
     names: list[str] = []
     for stmt in body:
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Assign) and node.name not in names:
-                names.append(node.name)
+            names += [n for n in _assigned_names(node) if n not in names]
     return names
 
 
-class StatementLowering(IndexLowering):
+def _declared(stmt: ast.Stmt) -> list[tuple[str, ast.Span]]:
+    """The names statement `stmt` binds, with their spans."""
+    match stmt:
+        case ast.Let() | ast.LetIndexed() | ast.VarDecl():
+            return [(stmt.name, stmt.name_span)]
+        case ast.Destructure(kind="let" | "var"):
+            return list(zip(stmt.names, stmt.name_spans, strict=True))
+    return []
+
+
+class StatementLowering(IndexLowering, UpdateLowering):
     """Statements, loops, and the checking of returned values."""
 
     def lower_body(self) -> list[ExprValue]:
-        """The function's body: statements, then exactly one final `return`."""
+        """The function's body: statements, then exactly one final `return`. Raises every
+        failed statement's diagnostics together."""
         body = self.fn.body
+        results: list[ExprValue] = []
         for i, stmt in enumerate(body):
-            if isinstance(stmt, ast.Return):
-                if i != len(body) - 1:
-                    raise error_at(body[i + 1].span, "unreachable code after 'return'")
-                value = self.lower_expr(stmt.value)
-                return value.elements if isinstance(value, ExprTuple) else [value]
-            self.lower_stmt(stmt)
-        raise error_at(self.fn.name_span,
-                       f"function '{self.fn.name}' must end with a 'return' statement")
+            if isinstance(stmt, ast.Return) and i != len(body) - 1:
+                self.diagnostics.append(diagnostic_at(body[i + 1].span,
+                                                      "unreachable code after 'return'"))
+                break
+            with self.recovering(_declared(stmt)):
+                if isinstance(stmt, ast.Return):
+                    value = self.lower_expr(stmt.value)
+                    results = value.elements if isinstance(value, ExprTuple) else [value]
+                else:
+                    self.lower_stmt(stmt)
+        if not any(isinstance(stmt, ast.Return) for stmt in body):
+            self.diagnostics.append(diagnostic_at(
+                self.fn.name_span, f"function '{self.fn.name}' must end with a 'return' statement"))
+        self.raise_collected()
+        return results
 
     def lower_block(self, body: list[ast.Stmt]) -> None:
         """The statements of a loop body, in a scope of their own."""
         self.scopes.append({})
         try:
             for stmt in body:
-                if isinstance(stmt, ast.Return):
-                    raise error_at(stmt.span, "'return' is only allowed at the end of a function")
-                self.lower_stmt(stmt)
+                with self.recovering(_declared(stmt)):
+                    if isinstance(stmt, ast.Return):
+                        raise error_at(stmt.span, RETURN_IN_LOOP)
+                    self.lower_stmt(stmt)
         finally:
             self.scopes.pop()
 
@@ -69,30 +107,74 @@ class StatementLowering(IndexLowering):
                 value.value.name = stmt.name
                 self.define(stmt.name, value, stmt.name_span)
             case ast.VarDecl():
-                value = self.convert_weak(self.tensor(stmt.value), None, stmt.span)
-                self.define(stmt.name, VarBinding(value, stmt.span), stmt.name_span)
+                self._declare_var(stmt.name, self.tensor(stmt.value), stmt.span, stmt.name_span)
             case ast.Assign():
-                self._assign(stmt)
+                slot = self._var_slot(stmt.name, stmt.name_span)
+                self._assign(slot, stmt.name, self.tensor(stmt.value), stmt.value.span)
+            case ast.Destructure():
+                self._destructure(stmt)
+            case ast.IndexedAssign():
+                self._assign_indexed(stmt)
             case ast.For():
                 self._lower_for(stmt)
             case _:
                 raise error_at(stmt.span, "this statement cannot be used here")
 
-    def _assign(self, stmt: ast.Assign) -> None:
-        """`x = value;` for a `var` x: the new value must keep x's type."""
-        slot = self.lookup(stmt.name)
+    def _declare_var(self, name: str, value: ExprValue, span: ast.Span,
+                     name_span: ast.Span) -> None:
+        """`var name = value;`: a `var` of the value's type (a weak value's default)."""
+        value = self.convert_weak(value, None, span)
+        self.define(name, VarBinding(value, span), name_span)
+
+    def _destructure(self, stmt: ast.Destructure) -> None:
+        """`let (a, b) = value;`, `var (a, b) = value;` or `(a, b) = value;`."""
+        value = self.lower_expr(stmt.value)
+        count = len(stmt.names)
+        if not isinstance(value, ExprTuple):
+            raise error_at(stmt.value.span, f"cannot take {value.type} apart into {count} "
+                                            "names: it is a tensor, not a tuple")
+        if len(value.elements) != count:
+            raise error_at(stmt.value.span, f"cannot take a tuple of {len(value.elements)} "
+                                            f"apart into {count} names")
+        for name, span, element in zip(stmt.names, stmt.name_spans, value.elements, strict=True):
+            if stmt.kind == "let":
+                self.define(name, element, span)
+            elif stmt.kind == "var":
+                self._declare_var(name, element, stmt.span, span)
+            else:
+                self._assign(self._var_slot(name, span), name, element, stmt.value.span)
+
+    def _var_slot(self, name: str, span: ast.Span) -> VarBinding:
+        """The binding of `var` `name`, which a statement is about to change."""
+        slot = self.lookup(name)
+        if isinstance(slot, FailedBinding):
+            raise Suppressed
         if not isinstance(slot, VarBinding):
             if slot is None:
-                raise error_at(stmt.name_span, f"unknown name '{stmt.name}'"
-                                               + did_you_mean(stmt.name, self.visible_names()))
-            raise error_at(stmt.name_span, f"cannot assign to '{stmt.name}': it was declared "
-                                           "with 'let'; declare it with 'var' to change it")
-        value = self.tensor(stmt.value)
-        value = self.convert_weak(value, slot.current.type.dtype, stmt.value.span)
+                raise error_at(span, f"unknown name '{name}'"
+                                     + did_you_mean(name, self.visible_names()))
+            raise error_at(span, f"cannot assign to '{name}': it was declared "
+                                 "with 'let'; declare it with 'var' to change it")
+        return slot
+
+    def _assign(self, slot: VarBinding, name: str, value: ExprValue,
+                value_span: ast.Span) -> None:
+        """`name = value;` for `var` `name` (its `slot`): the new value must keep its type."""
+        value = self.convert_weak(value, slot.current.type.dtype, value_span)
         if value.type != slot.current.type:
-            raise error_at(stmt.value.span, f"'{stmt.name}' has type {slot.current.type} but "
-                                            f"the new value has type {value.type}")
+            raise error_at(value_span, f"'{name}' has type {slot.current.type} but "
+                                       f"the new value has type {value.type}")
         slot.current = value
+
+    def _assign_indexed(self, stmt: ast.IndexedAssign) -> None:
+        """`h[items] = value;` for a `var` h: h becomes its functional update."""
+        slot = self._var_slot(stmt.name, stmt.name_span)
+        if slot.current.type.rank == 0:
+            raise error_at(stmt.name_span, f"'{stmt.name}' is a scalar ({slot.current.type}); "
+                                           f"assign it whole: {stmt.name} = ...;")
+        value = self.tensor(stmt.value)
+        slot.current = self.updated(slot.current, stmt.items, value, stmt.span, stmt.value.span,
+                                    stmt.name)
 
     def _lower_for(self, stmt: ast.For) -> None:
         """`for t in lo..hi { ... }` as a `for` op carrying the `var`s its body assigns."""

@@ -3,7 +3,9 @@
 An `ExprValue` is an IR value plus the one fact the IR type does not carry: whether its
 dtype is still *weak* (a literal, a dimension or an index variable, which takes the dtype
 of the other operand; SPEC §2.1). A tuple expression lowers to an `ExprTuple`. A `var`
-is bound to a `VarBinding`, whose current value each assignment replaces.
+is bound to a `VarBinding`, whose current value each assignment replaces. A name whose
+statement failed to lower is bound to a `FailedBinding`: using it raises `Suppressed`, which
+skips the using statement without a second diagnostic (no cascade of errors).
 """
 
 from __future__ import annotations
@@ -42,3 +44,14 @@ class VarBinding:
 
     current: ExprValue
     declared_at: ast.Span
+
+
+@dataclass
+class FailedBinding:
+    """A name whose defining statement failed (and was reported)."""
+
+    declared_at: ast.Span
+
+
+class Suppressed(Exception):
+    """A statement uses a name whose definition failed: skip it without a diagnostic."""

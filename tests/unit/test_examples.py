@@ -157,6 +157,30 @@ def rnn(xs, h0, wx, wh, b):
     return h
 
 
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-z))
+
+
+def lstm_cell(x, h, c, wx, wh, b):
+    z = x @ wx + h @ wh + b
+    i, f, g, o = np.split(z, 4)
+    c_next = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+    return sigmoid(o) * np.tanh(c_next), c_next
+
+
+def lstm(xs, h0, c0, wx, wh, b):
+    h, c, hs = h0, c0, []
+    for x in xs:
+        h, c = lstm_cell(x, h, c, wx, wh, b)
+        hs.append(h)
+    return np.stack(hs), c
+
+
+def lstm_loss(xs, h0, c0, wx, wh, b, wo, targets):
+    hs, c = lstm(xs, h0, c0, wx, wh, b)
+    return np.sum((hs @ wo - targets) ** 2) + 0.1 * np.sum(c * c)
+
+
 def gmm_log_components(x, mu, log_sigma, logits):
     d = x.shape[1]
     dist2 = ((x[:, None, :] - mu[None, :, :]) ** 2).sum(-1)
@@ -216,6 +240,9 @@ REFERENCES: dict[tuple[str, str], Callable[..., object]] = {
     ("heat1d", "heat1d"): lambda u0, alpha, steps: np.sum(heat1d_final(u0, alpha, steps) ** 2),
     ("heat1d", "heat1d_dirichlet"): heat1d_dirichlet,
     ("rnn", "rnn"): rnn,
+    ("lstm_update", "cell"): lstm_cell,
+    ("lstm_update", "lstm"): lstm,
+    ("lstm_update", "lstm_loss"): lstm_loss,
     ("rnn", "rnn_loss"): lambda xs, h0, wx, wh, b, wo, target: (
         (rnn(xs, h0, wx, wh, b) @ wo - target) ** 2
     ),

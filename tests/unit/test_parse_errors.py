@@ -43,3 +43,36 @@ def test_parse_error_matches_expectation(case: Path) -> None:
     assert rendered[0].startswith(f"{case.name}:{line}:{column}: error: ")
     assert rendered[2].strip().startswith("^")
     assert rendered[2].index("^") - 4 == column - 1
+
+
+def test_parsing_resumes_at_the_next_function_after_a_syntax_error() -> None:
+    source = (
+        "fn a(x: f32) -> f32 {\n"
+        "    while x < 1.0 { x = x; }\n"
+        "    return x;\n"
+        "}\n"
+        "fn b(x: f32) -> f32 {\n"
+        "    return x;\n"
+        "}\n"
+        "fn c(x: f32) -> f32 {\n"
+        "    let y = x $ 2;\n"
+        "    return y;\n"
+        "}\n"
+        "fn d(x: f32) -> f32 {\n"
+        "    return x\n"
+    )
+    with pytest.raises(ParseError) as info:
+        parse(source, "several.rv")
+    found = [(d.line, d.column, d.message) for d in info.value.diagnostics]
+    assert [(line, column) for line, column, _ in found] == [(2, 5), (9, 15), (13, 13)]
+    assert "no 'while' loop" in found[0][2]
+    assert found[1][2] == "unexpected character '$'"
+    assert found[2][2].endswith("the '{' at 12:21 is never closed")
+    rendered = str(info.value)
+    assert all(f"several.rv:{line}:{column}: error: " in rendered for line, column, _ in found)
+
+
+def test_a_syntax_error_in_the_last_function_is_reported_once() -> None:
+    with pytest.raises(ParseError) as info:
+        parse("fn f(x: f32) -> f32 {\n    let y = x\n    return y;\n}\n", "one.rv")
+    assert [(d.line, d.column) for d in info.value.diagnostics] == [(2, 14)]

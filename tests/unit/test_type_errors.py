@@ -7,7 +7,9 @@ in a header line
 
 (1-based line and column, then a substring of the message). The error must be an
 `rv.TypeCheckError` whose rendering shows `file:line:col: error:`, the source line and a
-caret under the column, like a modern compiler (SPEC §5).
+caret under the column, like a modern compiler (SPEC §5). A file with several independent
+mistakes has one header line for each, in source order: the error carries exactly those
+diagnostics, no fewer (every mistake is reported) and no more (no cascades).
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ FILES = sorted(GOLDEN.glob("*.rv"))
 EXPECT = re.compile(r"^# expect: (\d+):(\d+): (.+)$", re.MULTILINE)
 
 
-def _expectation(path: Path) -> tuple[int, int, str]:
-    """(line, column, message substring) from the file's `# expect:` header."""
-    match = EXPECT.search(path.read_text())
-    assert match, f"{path.name} has no '# expect: LINE:COL: message' header"
-    return int(match[1]), int(match[2]), match[3].strip()
+def _expectations(path: Path) -> list[tuple[int, int, str]]:
+    """(line, column, message substring) from each of the file's `# expect:` headers."""
+    matches = EXPECT.findall(path.read_text())
+    assert matches, f"{path.name} has no '# expect: LINE:COL: message' header"
+    return [(int(line), int(column), message.strip()) for line, column, message in matches]
 
 
 def test_there_are_enough_golden_type_errors() -> None:
@@ -39,22 +41,21 @@ def test_there_are_enough_golden_type_errors() -> None:
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_golden_type_error(path: Path) -> None:
     source = path.read_text()
-    line, column, message = _expectation(path)
+    expectations = _expectations(path)
     parse(source, path.name)
     with pytest.raises(rv.TypeCheckError) as info:
         rv.compile(source, name=path.name, backend="interp")
     error = info.value
-    diagnostic = error.diagnostics[0]
-    assert message in diagnostic.message
-    assert (diagnostic.line, diagnostic.column) == (line, column), diagnostic.message
-    rendered = str(error)
-    assert f"{path.name}:{line}:{column}: error: " in rendered
-    assert message in rendered
-    rendered_lines = rendered.splitlines()
-    source_line = source.splitlines()[line - 1].expandtabs(4)
-    assert f"    {source_line}" in rendered_lines
-    caret_row = rendered_lines[rendered_lines.index(f"    {source_line}") + 1]
-    assert caret_row.startswith("    " + " " * (column - 1) + "^")
+    found = [(d.line, d.column, d.message) for d in error.diagnostics]
+    assert len(found) == len(expectations), found
+    rendered_lines = str(error).splitlines()
+    for (line, column, message), diagnostic in zip(expectations, error.diagnostics, strict=True):
+        assert message in diagnostic.message
+        assert (diagnostic.line, diagnostic.column) == (line, column), diagnostic.message
+        header = rendered_lines.index(f"{path.name}:{line}:{column}: error: {diagnostic.message}")
+        source_line = source.splitlines()[line - 1].expandtabs(4)
+        assert rendered_lines[header + 1] == f"    {source_line}"
+        assert rendered_lines[header + 2].startswith("    " + " " * (column - 1) + "^")
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
