@@ -33,7 +33,7 @@ from .diagnostics import Diagnostic, ParseError, error_at
 if TYPE_CHECKING:
     from .generated_parser import Lark, Token, UnexpectedCharacters, UnexpectedToken
 
-KEYWORDS = frozenset("fn let var for in return true false and or not".split())
+KEYWORDS = frozenset("fn let var for in return true false and or not if else while".split())
 
 # Token groups used to shorten "expected ..." lists (readable names, see _token_names).
 EXPRESSION_START = frozenset({"identifier", "number", "'('"})

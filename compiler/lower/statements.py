@@ -1,7 +1,11 @@
-"""Lowering of statements (`let`, `var`, assignment, `for`, `return`) of one function body.
+"""Lowering of statements (`let`, `var`, assignment, `for`, `if`, `while`, `return`) of one
+function body.
 
 A `for` loop becomes a `for` op whose region takes the loop index, the carried state (the
 `var`s assigned in the body) and, as captured parameters, every outer value the body uses.
+`if` and `while` (SPEC §2.7) become `if` and `while` ops the same way: the state is the
+`var`s declared outside that a branch or the body assigns, and every region of the op
+takes the states and then the invariants that any of its regions captured.
 The values a body returns are checked against the function's declared result types.
 """
 
@@ -10,7 +14,10 @@ from __future__ import annotations
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import did_you_mean, error_at
 
+from collections.abc import Callable
+
 from ..ir.core import Block, Value
+from ..ir.ops_control import max_iterations
 from ..ir.types import scalar
 from .builder import BlockBuilder
 from .dims import return_types, type_of
@@ -75,6 +82,10 @@ class StatementLowering(IndexLowering):
                 self._assign(stmt)
             case ast.For():
                 self._lower_for(stmt)
+            case ast.If():
+                self._lower_if(stmt)
+            case ast.While():
+                self._lower_while(stmt)
             case _:
                 raise error_at(stmt.span, "this statement cannot be used here")
 
@@ -118,6 +129,81 @@ class StatementLowering(IndexLowering):
                                        [block])
         for (name, slot), result in zip(carried, results, strict=True):
             result.name = name
+            slot.current = ExprValue(result)
+
+    # ------------------------------------------------------------ if and while (SPEC §2.7)
+
+    def _lower_if(self, stmt: ast.If) -> None:
+        """`if c { ... } else { ... }` as an `if` op carrying the `var`s either branch assigns."""
+        cond = self._condition(stmt.cond, "an 'if' condition")
+        carried = self._carried(stmt.then + stmt.orelse)
+        regions = [self._state_region(carried, lambda body=body: self._yield_states(body, carried))
+                   for body in (stmt.then, stmt.orelse)]
+        self._emit_control(stmt.span, "if", [cond], carried, regions, {})
+
+    def _lower_while(self, stmt: ast.While) -> None:
+        """`while c { ... }` as a `while` op: a condition region and a body region."""
+        carried = self._carried(stmt.body)
+        before = self._state_region(carried, lambda: [
+            self._condition(stmt.cond, "a 'while' condition")])
+        body = self._state_region(carried, lambda: self._yield_states(stmt.body, carried))
+        self._emit_control(stmt.span, "while", [], carried, [before, body],
+                           {"limit": max_iterations()})
+
+    def _condition(self, node: ast.Expr, what: str) -> Value:
+        """A scalar bool condition (SPEC §2.7: `where` is the elementwise choice)."""
+        value = self.tensor(node)
+        if value.type != scalar("bool"):
+            raise error_at(node.span, f"{what} must be a scalar bool, got {value.type}; for an "
+                                      "elementwise choice use where(cond, a, b)")
+        return value.value
+
+    def _carried(self, body: list[ast.Stmt]) -> list[tuple[str, VarBinding]]:
+        """The `var`s declared outside `body` that it assigns: the state of its op."""
+        slots = [(name, self.lookup(name)) for name in _assigned(body)]
+        return [(name, slot) for name, slot in slots if isinstance(slot, VarBinding)]
+
+    def _yield_states(self, body: list[ast.Stmt], carried: list[tuple[str, VarBinding]]
+                      ) -> list[Value]:
+        """Lower `body`; the carried states' values at its end."""
+        self.lower_block(body)
+        return [slot.current.value for _, slot in carried]
+
+    def _state_region(self, carried: list[tuple[str, VarBinding]],
+                      lower: Callable[[], list[Value]]) -> tuple[Block, BlockBuilder]:
+        """A region whose parameters start with the carried states, filled by `lower` (which
+        returns the region's results); the `var`s keep their values from before it."""
+        inits = [slot.current for _, slot in carried]
+        block = Block(params=[Value(slot.current.type, name=name) for name, slot in carried])
+        builder = BlockBuilder(block, parent=self.builder)
+        for (_, slot), param in zip(carried, block.params, strict=True):
+            slot.current = ExprValue(param)
+        try:
+            with self.building(builder):
+                block.results = [builder.use(v) for v in lower()]
+        finally:
+            for (_, slot), init in zip(carried, inits, strict=True):
+                slot.current = init
+        return block, builder
+
+    def _emit_control(self, span: ast.Span, name: str, leading: list[Value],
+                      carried: list[tuple[str, VarBinding]],
+                      regions: list[tuple[Block, BlockBuilder]], attrs: dict) -> None:
+        """Emit `if`/`while`: every region gets a parameter for each value any region
+        captured (the op's invariants); the `var`s are rebound to the results."""
+        invariants: list[Value] = []
+        for _, builder in regions:
+            invariants += [outer for outer, _ in builder.captures if outer not in invariants]
+        for block, builder in regions:
+            mine = dict(builder.captures)
+            block.params = block.params[:len(carried)] + [
+                mine.get(outer) or Value(outer.type, name=outer.name) for outer in invariants]
+        inits = [slot.current.value for _, slot in carried]
+        results = self.builder.emit_at(span, name, leading + inits + invariants,
+                                       {"carried": len(carried), **attrs},
+                                       [block for block, _ in regions])
+        for (var, slot), result in zip(carried, results, strict=True):
+            result.name = var
             slot.current = ExprValue(result)
 
     def _loop_bound(self, node: ast.Expr) -> ExprValue:
