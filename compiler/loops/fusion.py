@@ -42,7 +42,7 @@ from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import OPS, ROOT_WHEN_REDUCING
 from reverie.compiler.ir.ops import ROOT as ROOT_CLASS
 from reverie.compiler.ir.ops import VIEW as VIEW_CLASS
-from reverie.compiler.ir.views import ForOp, GenericOp
+from reverie.compiler.ir.views import ControlFlowOp, ForOp, GenericOp
 
 # The groups, from each op's row in the op table (`fusion`, `cheap`, its kind):
 VIEW_OPS = frozenset(name for name, op in OPS.items() if op.fusion == VIEW_CLASS)
@@ -90,8 +90,11 @@ def reads_memory(user: Op, position: int) -> bool:
         return False
     if user.name in ("matmul", "generic", "generic_scatter"):
         return True
-    if user.name in ("for", "for_history"):
-        return position >= ForOp(user).first_invariant()
+    if user.name in ("for", "for_history", "while"):
+        view = ForOp(user) if user.name != "while" else ControlFlowOp(user)
+        return position >= view.first_invariant()
+    if user.name == "if":
+        return position >= ControlFlowOp(user).leading
     if user.name == "reshape":
         return not is_unit_reshape(user.operands[0].type.shape, user.result.type.shape)
     return False

@@ -17,12 +17,14 @@ from __future__ import annotations
 from reverie.compiler.ir.dims import Dim, shape_str
 
 from .ir import (
+    BLOCK_STMTS,
     Accumulate,
     Accumulator,
     ArgUpdate,
     Buffer,
     Check,
     Const,
+    ExitUnless,
     ForLoop,
     Guarded,
     If,
@@ -36,6 +38,7 @@ from .ir import (
     Store,
     Var,
     View,
+    WhileLoop,
 )
 
 
@@ -67,7 +70,7 @@ def format_view(view: View) -> str:
 
 
 def _statement(stmt: Stmt, program: Program, indent: str, lines: list[str]) -> None:
-    if isinstance(stmt, If | Guarded | Loop | ForLoop):
+    if isinstance(stmt, BLOCK_STMTS):
         _block(stmt, program, indent, lines)
     else:
         lines.append(indent + _line(stmt, program))
@@ -96,13 +99,15 @@ def _line(stmt: Stmt, program: Program) -> str:
         what = f"'{site.label}' axis {site.axis}" if site.kind == "index" else \
             f"{site.kind} {site.label}"
         return f"check 0 <= {stmt.index} < {stmt.size} else error {stmt.site}  # {what}"
+    if isinstance(stmt, ExitUnless):
+        return f"exit unless {stmt.cond.name}"
     if isinstance(stmt, Matmul):
         return (f"matmul {format_view(stmt.out)} = {format_view(stmt.a)} @ "
                 f"{format_view(stmt.b)}  # packing in {stmt.pack.name}")
     raise TypeError(f"unknown loop statement {stmt!r}")
 
 
-def _block(stmt: If | Guarded | Loop | ForLoop, program: Program, indent: str,
+def _block(stmt: If | Guarded | Loop | ForLoop | WhileLoop, program: Program, indent: str,
            lines: list[str]) -> None:
     """A statement with a body: its opening line, the body indented, its closing lines."""
     if isinstance(stmt, If):
@@ -115,7 +120,9 @@ def _block(stmt: If | Guarded | Loop | ForLoop, program: Program, indent: str,
     else:
         states = ", ".join(f"{s.current.name}/{s.next.name} in ({s.first.name}, {s.second.name})"
                            for s in stmt.states)
-        opening = f"for {stmt.var} in {stmt.lo}..{stmt.hi} carry {states} {{"
+        loop = "while" if isinstance(stmt, WhileLoop) else f"for {stmt.var} in {stmt.lo}..{stmt.hi}"
+        opening = f"{loop} carry {states} counting {stmt.var} {{" if isinstance(
+            stmt, WhileLoop) else f"{loop} carry {states} {{"
         names = ", ".join(f"{s.current.name} <-> {s.next.name}" for s in stmt.states)
         closing = [f"  swap {names}", "}"]
     lines.append(indent + opening)
