@@ -150,53 +150,12 @@ class ForHistoryOp(ForOp):
 # ---------------------------------------------------------------- control flow
 
 
-class ControlFlowOp(OpView):
-    """`if` or `while`: ops whose regions all take and give back carried state (SPEC §2.7).
+class IfOp(OpView):
+    """A two-way branch on a scalar bool (SPEC §2.7). Both regions take the operands after
+    the condition and yield values of the same types, the op's results.
 
-    Operands: `if`'s condition (none for `while`), the `carried` initial states, then the
-    invariants. Every region's parameters: the states, then the invariants. Results: the
-    final states.
-    """
-
-    NAMES = ("if", "while")
-
-    @property
-    def carried(self) -> int:
-        """How many states the op carries."""
-        return self.op.attrs["carried"]
-
-    @property
-    def leading(self) -> int:
-        """How many operands come before the states (the condition of an `if`)."""
-        return 1 if self.op.name == "if" else 0
-
-    @property
-    def inits(self) -> list[Value]:
-        return self.split_operands(self.op.operands)[1]
-
-    @property
-    def invariants(self) -> list[Value]:
-        return self.split_operands(self.op.operands)[2]
-
-    def first_invariant(self) -> int:
-        """The operand position of the first invariant."""
-        return self.leading + self.carried
-
-    def split_operands(self, items: Sequence[T]) -> tuple[list[T], list[T], list[T]]:
-        """A list parallel to the operands as (condition or nothing, states, invariants)."""
-        start = self.first_invariant()
-        return list(items[:self.leading]), list(items[self.leading:start]), list(items[start:])
-
-    def split_params(self, items: Sequence[T]) -> tuple[list[T], list[T]]:
-        """A list parallel to a region's parameters as (states, invariants)."""
-        return list(items[:self.carried]), list(items[self.carried:])
-
-
-class IfOp(ControlFlowOp):
-    """A two-way branch on a scalar bool; each region yields the new states.
-
-        %u2 = if %c, %u0, %w {carried = 1} ^(%u: f64, %w1: f64) {... yield %a}
-                                           ^(%u: f64, %w1: f64) {... yield %b} : f64
+        %u2 = if %c, %u0, %w ^(%u: f64, %w1: f64) {... yield %a}
+                             ^(%u: f64, %w1: f64) {... yield %b} : f64
     """
 
     NAMES = ("if",)
@@ -204,6 +163,11 @@ class IfOp(ControlFlowOp):
     @property
     def cond(self) -> Value:
         return self.op.operands[0]
+
+    @property
+    def inputs(self) -> list[Value]:
+        """The operands the regions' parameters are bound to."""
+        return self.op.operands[1:]
 
     @property
     def then(self) -> Block:
@@ -214,17 +178,43 @@ class IfOp(ControlFlowOp):
         return self.op.regions[1]
 
 
-class WhileOp(ControlFlowOp):
-    """A loop that runs its body while its condition region yields true.
+class WhileOp(OpView):
+    """A loop that runs its body while its condition region yields true (SPEC §2.7).
 
         %u2 = while %u0, %w {carried = 1, limit = 1000000000}
               ^(%u: f64, %w1: f64) {... yield %c : bool}
               ^(%u: f64, %w1: f64) {... yield %u3} : f64
 
-    Running more than `limit` iterations raises RuntimeError (REVERIE_MAX_ITERATIONS).
+    Operands: the `carried` initial states, then the invariants; both regions take the
+    states, then the invariants. Results: the final states, then (with `counted = true`,
+    which reverse mode asks for) the trip count as an i64. Running more than `limit`
+    iterations raises RuntimeError (REVERIE_MAX_ITERATIONS).
     """
 
     NAMES = ("while",)
+
+    @property
+    def carried(self) -> int:
+        """How many states the loop carries."""
+        return self.op.attrs["carried"]
+
+    @property
+    def limit(self) -> int:
+        """The most iterations allowed."""
+        return self.op.attrs["limit"]
+
+    @property
+    def counted(self) -> bool:
+        """Whether the trip count is the last result."""
+        return self.op.attrs.get("counted", False)
+
+    @property
+    def inits(self) -> list[Value]:
+        return self.op.operands[:self.carried]
+
+    @property
+    def invariants(self) -> list[Value]:
+        return self.op.operands[self.carried:]
 
     @property
     def before(self) -> Block:
@@ -236,9 +226,13 @@ class WhileOp(ControlFlowOp):
         return self.op.regions[1]
 
     @property
-    def limit(self) -> int:
-        """The most iterations allowed."""
-        return self.op.attrs["limit"]
+    def final_states(self) -> list[Value]:
+        return self.op.results[:self.carried]
+
+    def split(self, items: Sequence[T]) -> tuple[list[T], list[T]]:
+        """A list parallel to the operands or to a region's parameters as (states,
+        invariants)."""
+        return list(items[:self.carried]), list(items[self.carried:])
 
 
 # ---------------------------------------------------------------- index notation

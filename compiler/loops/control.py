@@ -63,17 +63,23 @@ def lower_while(lowering: BlockLowering, op: Op, em: Emitter) -> None:
     states = _carried_states(lowering, loop.inits, em)
     var = ctx.fresh("%i")
     body = Emitter(ctx, [])
-    outer = _outer_env(lowering, loop.split_params(loop.body.params)[1], loop.invariants, em)
+    outer = _outer_env(lowering, loop.split(loop.body.params)[1], loop.invariants, em)
     condition = ctx.temp("bool", ())
+    count = ctx.temp("i64", ()) if loop.counted else None
     for region, targets in ((loop.before, [condition]), (loop.body, [s.next for s in states])):
-        env = _state_env(loop.split_params(region.params)[0], states, body)
-        env.update(zip(loop.split_params(region.params)[1], outer.values(), strict=True))
+        params, invariant_params = loop.split(region.params)
+        env = _state_env(params, states, body)
+        env.update(zip(invariant_params, outer.values(), strict=True))
         lowering.nested(env).lower(region, targets, body)
         if region is loop.before:
+            if count is not None:
+                body.stmts.append(Store(View.of(count), (), Dim.sym(var)))
             body.stmts.append(ExitUnless(body.load(View.of(condition), ())))
             body.check(Dim.sym(var), Dim.const(loop.limit), ctx.site("iterations"))
     em.stmts.append(WhileLoop(var, states, body.stmts))
-    _bind_final_states(lowering, loop.op.results, states, em)
+    _bind_final_states(lowering, loop.final_states, states, em)
+    if count is not None:
+        lowering.env[op.results[-1]] = em.load(View.of(count), ())
 
 
 def lower_if(lowering: BlockLowering, op: Op, em: Emitter) -> None:
@@ -81,7 +87,7 @@ def lower_if(lowering: BlockLowering, op: Op, em: Emitter) -> None:
     ctx, branch = lowering.ctx, IfOp(op)
     outputs = [ctx.temp(v.type.dtype, v.type.shape) for v in op.results]
     cond = lowering.scalar(branch.cond, em)
-    operands = branch.inits + branch.invariants
+    operands = branch.inputs
     taken = [(branch.then, cond), (branch.orelse, em.let("not", (cond,), "bool"))]
     if isinstance(cond, Const):  # a constant condition needs no `If`
         taken = [(branch.then if cond.value else branch.orelse, None)]

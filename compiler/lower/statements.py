@@ -5,7 +5,7 @@ A `for` loop becomes a `for` op whose region takes the loop index, the carried s
 `var`s assigned in the body) and, as captured parameters, every outer value the body uses.
 `if` and `while` (SPEC §2.7) become `if` and `while` ops the same way: the state is the
 `var`s declared outside that a branch or the body assigns, and every region of the op
-takes the states and then the invariants that any of its regions captured.
+takes the states and then the values that any of its regions captured.
 The values a body returns are checked against the function's declared result types.
 """
 
@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from ..ir.core import Block, Value
 from ..ir.ops_control import max_iterations
+from ..ir.scope import share_captures
 from ..ir.types import scalar
 from .builder import BlockBuilder
 from .dims import return_types, type_of
@@ -139,7 +140,7 @@ class StatementLowering(IndexLowering):
         carried = self._carried(stmt.then + stmt.orelse)
         regions = [self._state_region(carried, lambda body=body: self._yield_states(body, carried))
                    for body in (stmt.then, stmt.orelse)]
-        self._emit_control(stmt.span, "if", [cond], carried, regions, {})
+        self._emit_control(stmt.span, "if", [cond], carried, regions, {})  # no attributes
 
     def _lower_while(self, stmt: ast.While) -> None:
         """`while c { ... }` as a `while` op: a condition region and a body region."""
@@ -148,7 +149,7 @@ class StatementLowering(IndexLowering):
             self._condition(stmt.cond, "a 'while' condition")])
         body = self._state_region(carried, lambda: self._yield_states(stmt.body, carried))
         self._emit_control(stmt.span, "while", [], carried, [before, body],
-                           {"limit": max_iterations()})
+                           {"carried": len(carried), "limit": max_iterations()})
 
     def _condition(self, node: ast.Expr, what: str) -> Value:
         """A scalar bool condition (SPEC §2.7: `where` is the elementwise choice)."""
@@ -189,18 +190,11 @@ class StatementLowering(IndexLowering):
     def _emit_control(self, span: ast.Span, name: str, leading: list[Value],
                       carried: list[tuple[str, VarBinding]],
                       regions: list[tuple[Block, BlockBuilder]], attrs: dict) -> None:
-        """Emit `if`/`while`: every region gets a parameter for each value any region
-        captured (the op's invariants); the `var`s are rebound to the results."""
-        invariants: list[Value] = []
-        for _, builder in regions:
-            invariants += [outer for outer, _ in builder.captures if outer not in invariants]
-        for block, builder in regions:
-            mine = dict(builder.captures)
-            block.params = block.params[:len(carried)] + [
-                mine.get(outer) or Value(outer.type, name=outer.name) for outer in invariants]
+        """Emit `if`/`while` with the states and then the values any region captured as
+        operands (`share_captures`); the `var`s are rebound to the results."""
+        invariants = share_captures(regions, len(carried))
         inits = [slot.current.value for _, slot in carried]
-        results = self.builder.emit_at(span, name, leading + inits + invariants,
-                                       {"carried": len(carried), **attrs},
+        results = self.builder.emit_at(span, name, leading + inits + invariants, attrs,
                                        [block for block, _ in regions])
         for (var, slot), result in zip(carried, results, strict=True):
             result.name = var
