@@ -47,6 +47,8 @@ def _if(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]
                for k, old in enumerate(op.results)]
     if flags[0]:
         s = ctx.scope
+        for scope, results in branches:
+            scope.block.results = results
         then, orelse = ([lift(s, ctx.size, v, _batched(v, old)) for v, old in
                          zip(s.clone(scope.block, xs[1:]), op.results, strict=True)]
                         for scope, _ in branches)
@@ -87,8 +89,8 @@ def _while(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Val
                               zip(r.params, operands, strict=True)])
                for r in (loop.before, loop.body)]
     (before, (cond,)), (body, results) = regions
+    before.block.results, body.block.results = [cond], results
     if not condition:
-        before.block.results = [cond]
         body.block.results = [lift(body, ctx.size, r, not b or _batched(r, old))
                               for r, old, b in zip(results, loop.body.results, states,
                                                    strict=True)]
