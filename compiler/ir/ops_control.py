@@ -19,41 +19,17 @@ iteration past `limit` raises RuntimeError (the run-time form of REVERIE_MAX_ITE
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, NotRequired
 
 import numpy as np
 
+from .iteration_limit import limit_error
 from .ops import ROOT, register
 from .types import ShapeError, TensorType, scalar
 from .views import IfOp, WhileOp
 
 if TYPE_CHECKING:
     from .core import Block, Op
-
-DEFAULT_MAX_ITERATIONS = 10**9
-
-
-def max_iterations() -> int:
-    """The iteration limit of a `while`: REVERIE_MAX_ITERATIONS, default 10^9."""
-    text = os.environ.get("REVERIE_MAX_ITERATIONS", "").strip()
-    if not text:
-        return DEFAULT_MAX_ITERATIONS
-    try:
-        limit = int(text)
-    except ValueError:
-        raise ValueError(f"REVERIE_MAX_ITERATIONS must be a positive integer, got {text!r}") \
-            from None
-    if limit < 1:
-        raise ValueError(f"REVERIE_MAX_ITERATIONS must be a positive integer, got {limit}")
-    return limit
-
-
-def limit_error(limit: int) -> str:
-    """The message of the RuntimeError raised by a `while` that runs past `limit`."""
-    return (f"a 'while' loop ran past {limit} iterations (REVERIE_MAX_ITERATIONS, or "
-            "rv.compile(..., max_iterations=)); check its condition")
-
 
 def _check_region(block: Block, params: list[TensorType], results: list[TensorType],
                   what: str) -> None:

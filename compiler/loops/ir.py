@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.dims import Dim, Shape, num_elements
-from reverie.compiler.ir.ops_control import limit_error
+from reverie.compiler.ir.iteration_limit import limit_error
 
 if TYPE_CHECKING:
     from .boundary import CallBoundary

@@ -11,13 +11,12 @@ The values a body returns are checked against the function's declared result typ
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import did_you_mean, error_at
 
-from collections.abc import Callable
-
 from ..ir.core import Block, Value
-from ..ir.ops_control import max_iterations
 from ..ir.scope import share_captures
 from ..ir.types import scalar
 from .builder import BlockBuilder
@@ -149,7 +148,7 @@ class StatementLowering(IndexLowering):
             self._condition(stmt.cond, "a 'while' condition")])
         body = self._state_region(carried, lambda: self._yield_states(stmt.body, carried))
         self._emit_control(stmt.span, "while", [], carried, [before, body],
-                           {"carried": len(carried), "limit": max_iterations()})
+                           {"carried": len(carried), "limit": self.specialisation.max_iterations})
 
     def _condition(self, node: ast.Expr, what: str) -> Value:
         """A scalar bool condition (SPEC §2.7: `where` is the elementwise choice)."""

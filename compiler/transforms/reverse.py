@@ -61,7 +61,8 @@ def activity(block: Block, active_params: Sequence[bool]) -> set[Value]:
         if op.name in STATEFUL_OPS:
             states = state_activity(op, flags)
             histories = states if op.name == "for_history" else []
-            active.update(r for r, a in zip(op.results, states + histories) if a)
+            # a counted while's last result, its trip count, is an integer: never active
+            active.update(r for r, a in zip(op.results, states + histories, strict=False) if a)
         else:
             active.update(r for r in op.results if r.type.is_float)
     return active
