@@ -33,7 +33,16 @@ def max_iterations(given: int | None = None) -> int:
     return limit
 
 
+LIMIT_PREFIX = "a 'while' loop ran past "
+
+
 def limit_error(limit: int) -> str:
     """The message of the RuntimeError raised by a `while` that runs past `limit`."""
-    return (f"a 'while' loop ran past {limit} iterations (REVERIE_MAX_ITERATIONS, or "
+    return (f"{LIMIT_PREFIX}{limit} iterations (REVERIE_MAX_ITERATIONS, or "
             "rv.compile(..., max_iterations=)); check its condition")
+
+
+def error_for(message: str) -> Exception:
+    """The exception for a failed run-time check reported as `message`: RuntimeError for
+    the iteration limit (SPEC §2.7), IndexError for the others (bounds checks)."""
+    return (RuntimeError if message.startswith(LIMIT_PREFIX) else IndexError)(message)

@@ -31,7 +31,6 @@ from ..ir.core import Block, Function, Value
 from ..ir.dims import Dim
 from ..ir.scope import Scope, copy_block
 from ..ir.verifier import after_pass, show_raw
-from . import batch_control  # noqa: F401 (registers the rules of if and while)
 from .batch_rules import BATCH_RULES, BatchContext, lift
 from .simplify import simplify
 from .undim import undim_parameters

@@ -447,3 +447,7 @@ def _rows_in_range(ctx: BatchContext, lo: Value, hi: Value, rows: Dim, stride: i
     body.block.results = [body.op("lt", [body.add(params[0], step), end])]
     attrs = {"indices": (("b", _zero(), ctx.size), ("r", _zero(), rows))}
     return ctx.scope.op("generic", [lo, hi], attrs, [body.block])
+
+
+# The rules of `if` and `while` live in `batch_control.py`, which registers them here.
+from . import batch_control  # noqa: E402,F401
