@@ -58,6 +58,8 @@ SPECIAL_ARGS: dict[str, Callable[[dict[str, int], Rng], object]] = {
     "limit": lambda dims, rng: 1.0,
     "decay": lambda dims, rng: 0.01,
     "slope": lambda dims, rng: 0.1,
+    "s": lambda dims, rng: rng.random(dims["N"]) + 0.5,
+    "tol": lambda dims, rng: 1e-12,
 }
 
 
@@ -262,6 +264,9 @@ REFERENCES: dict[tuple[str, str], Callable[..., object]] = {
     ("tuple_return", "linear_fit"): linear_fit,
     ("attention", "attention"): lambda q, k, v: softmax(q @ k.T / np.sqrt(q.shape[1])) @ v,
     ("attention", "causal_attention"): causal_attention,
+    ("newton", "newton_sqrt"): lambda s, tol: np.sqrt(s),
+    ("newton", "newton_loss"): lambda x, target: np.sum(
+        ((-1.0 if target.mean() < 0 else 1.0) * np.sqrt(x * x + 1.0) - target) ** 2),
 }
 
 
