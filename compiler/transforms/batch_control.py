@@ -134,6 +134,6 @@ def _masked_while(ctx: BatchContext, op: Op, operands: list[Value], before: Bloc
     if counted:
         new.append(step.add(values[carried], step.op("cast", [mask], {"dtype": "i64"})))
     step.block.results = [step.select(_spread_mask(step, mask, v.type.shape), v, old)
-                          for v, old in zip(new, values, strict=True)]
+                          for v, old in zip(new, values[:carried + counted], strict=True)]
     attrs = {"carried": carried + counted, "limit": loop.limit}
     return list(s.emit("while", operands, attrs, [check.block, step.block]).results)
