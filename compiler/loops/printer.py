@@ -120,9 +120,10 @@ def _block(stmt: If | Guarded | Loop | ForLoop | WhileLoop, program: Program, in
     else:
         states = ", ".join(f"{s.current.name}/{s.next.name} in ({s.first.name}, {s.second.name})"
                            for s in stmt.states)
-        loop = "while" if isinstance(stmt, WhileLoop) else f"for {stmt.var} in {stmt.lo}..{stmt.hi}"
-        opening = f"{loop} carry {states} counting {stmt.var} {{" if isinstance(
-            stmt, WhileLoop) else f"{loop} carry {states} {{"
+        if isinstance(stmt, WhileLoop):
+            opening = f"while carry {states} counting {stmt.var} {{"
+        else:
+            opening = f"for {stmt.var} in {stmt.lo}..{stmt.hi} carry {states} {{"
         names = ", ".join(f"{s.current.name} <-> {s.next.name}" for s in stmt.states)
         closing = [f"  swap {names}", "}"]
     lines.append(indent + opening)

@@ -26,7 +26,7 @@ from ..ir.core import Block, Op, Value
 from ..ir.scope import Scope
 from ..ir.types import scalar
 from ..ir.views import IfOp, WhileOp
-from .batch_rules import BatchContext, Flags, _spread_mask, dependent_values, lift, rule
+from .batch_rules import BatchContext, Flags, spread_mask, dependent_values, lift, rule
 
 I64 = scalar("i64")
 
@@ -52,7 +52,7 @@ def _if(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]
         then, orelse = ([lift(s, ctx.size, v, _batched(v, old)) for v, old in
                          zip(s.clone(scope.block, xs[1:]), op.results, strict=True)]
                         for scope, _ in branches)
-        return [s.select(_spread_mask(s, xs[0], t.type.shape), t, e) if b else t
+        return [s.select(spread_mask(s, xs[0], t.type.shape), t, e) if b else t
                 for t, e, b in zip(then, orelse, batched, strict=True)]
     for scope, results in branches:
         scope.block.results = [lift(scope, ctx.size, r, _batched(r, old)) if b else r
@@ -133,7 +133,7 @@ def _masked_while(ctx: BatchContext, op: Op, operands: list[Value], before: Bloc
            for v, old in zip(new, loop.body.results, strict=True)]
     if counted:
         new.append(step.add(values[carried], step.op("cast", [mask], {"dtype": "i64"})))
-    step.block.results = [step.select(_spread_mask(step, mask, v.type.shape), v, old)
+    step.block.results = [step.select(spread_mask(step, mask, v.type.shape), v, old)
                           for v, old in zip(new, values[:carried + counted], strict=True)]
     attrs = {"carried": carried + counted, "limit": loop.limit}
     return list(s.emit("while", operands, attrs, [check.block, step.block]).results)
