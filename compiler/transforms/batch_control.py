@@ -26,7 +26,7 @@ from ..ir.core import Block, Op, Value
 from ..ir.scope import Scope
 from ..ir.types import scalar
 from ..ir.views import IfOp, WhileOp
-from .batch_rules import BatchContext, Flags, spread_mask, dependent_values, lift, rule
+from .batch_rules import BatchContext, Flags, dependent_values, lift, rule, spread_mask
 
 I64 = scalar("i64")
 
