@@ -75,7 +75,7 @@ def lower_while(lowering: BlockLowering, op: Op, em: Emitter) -> None:
             if count is not None:
                 body.stmts.append(Store(View.of(count), (), Dim.sym(var)))
             body.stmts.append(ExitUnless(body.load(View.of(condition), ())))
-            body.check(Dim.sym(var), Dim.const(loop.limit), ctx.site("iterations"))
+            body.check(Dim.sym(var), Dim.const(loop.limit), ctx.site("iterations", "while"))
     em.stmts.append(WhileLoop(var, states, body.stmts))
     _bind_final_states(lowering, loop.final_states, states, em)
     if count is not None:
