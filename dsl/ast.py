@@ -258,6 +258,25 @@ class For:
 
 
 @dataclass
+class If:
+    """`if cond { then } else { orelse }` (SPEC §2.7); `orelse` is empty without `else`."""
+
+    cond: Expr
+    then: list[Stmt]
+    orelse: list[Stmt]
+    span: Span = NO_SPAN
+
+
+@dataclass
+class While:
+    """`while cond { body }`: `cond` is evaluated before every iteration (SPEC §2.7)."""
+
+    cond: Expr
+    body: list[Stmt]
+    span: Span = NO_SPAN
+
+
+@dataclass
 class Return:
     """`return value;` where value may be a TupleExpr for tuple returns."""
 
@@ -265,7 +284,8 @@ class Return:
     span: Span = NO_SPAN
 
 
-Stmt = Let | LetIndexed | VarDecl | Assign | Destructure | IndexedAssign | For | Return
+Stmt = (Let | LetIndexed | VarDecl | Assign | Destructure | IndexedAssign | For | If | While
+        | Return)
 
 
 # ---------------------------------------------------------------- top level

@@ -264,6 +264,18 @@ class _AstBuilder:
         name, lo, hi, body = children
         return ast.For(str(name), lo, hi, body, span_of(meta), token_span(name))
 
+    def if_stmt(self, meta: Meta, children: list) -> ast.If:
+        """`if cond { then }`, with `else { ... }` or `else if ...` (a one-statement else)."""
+        cond, then, *orelse = children  # the spliced `_else_branch` leaves no placeholder
+        if orelse and isinstance(orelse[0], ast.If):
+            return ast.If(cond, then, orelse, span_of(meta))
+        return ast.If(cond, then, orelse[0] if orelse else [], span_of(meta))
+
+    def while_loop(self, meta: Meta, children: list) -> ast.While:
+        """`while cond { body }`."""
+        cond, body = children
+        return ast.While(cond, body, span_of(meta))
+
     def return_stmt(self, meta: Meta, children: list) -> ast.Return:
         """`return value;`."""
         return ast.Return(children[0], span_of(meta))

@@ -33,7 +33,7 @@ from .diagnostics import Diagnostic, ParseError, error_at
 if TYPE_CHECKING:
     from .generated_parser import Lark, Token, UnexpectedCharacters, UnexpectedToken
 
-KEYWORDS = frozenset("fn let var for in return true false and or not".split())
+KEYWORDS = frozenset("fn let var for in return true false and or not if else while".split())
 
 # Token groups used to shorten "expected ..." lists (readable names, see _token_names).
 EXPRESSION_START = frozenset({"identifier", "number", "'('"})
@@ -44,15 +44,11 @@ OPERATORS = frozenset(
 # Words of other languages that Reverie lacks, each with what to write instead: a syntax
 # error at (or just after) one of them is reported as this message, at the word.
 FOREIGN_WORDS = {
-    "break": "Reverie has no 'break': a 'for' loop always runs its whole range; keep a 'var' "
-             "unchanged in the remaining steps with where(done, old, new)",
-    "continue": "Reverie has no 'continue': keep a 'var' unchanged in a step with "
-                "where(skip, old, new)",
-    "while": "Reverie has no 'while' loop; write 'for t in lo..hi { ... }' with a fixed "
-             "number of steps",
-    "if": "Reverie has no 'if' statement; choose between values with where(cond, a, b)",
-    "else": "Reverie has no 'if'/'else' statement; choose between values with "
-            "where(cond, a, b)",
+    "break": "Reverie has no 'break': write the loop as 'while cond { ... }' whose condition "
+             "says when to stop, or keep a 'var' unchanged with where(done, old, new)",
+    "continue": "Reverie has no 'continue': put the rest of the step in 'if cond { ... }', "
+                "or keep a 'var' unchanged in a step with where(skip, old, new)",
+    "else": "'else' must follow the closing '}' of an 'if' block: 'if c { ... } else { ... }'",
     "def": "functions are declared with 'fn', as in 'fn f(x: f32[N]) -> f32 { ... }'",
     "function": "functions are declared with 'fn', as in 'fn f(x: f32[N]) -> f32 { ... }'",
     "mut": "Reverie has no 'let mut'; declare a value that changes with 'var x = ...;'",

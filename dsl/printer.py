@@ -114,7 +114,7 @@ def _format_block(statements: list[ast.Stmt], depth: int, lines: list[str]) -> N
 
 
 def _format_statement(stmt: ast.Stmt, depth: int, lines: list[str]) -> None:
-    """Append one statement (and a `for` body) to `lines`."""
+    """Append one statement (and the body of a `for`, `if` or `while`) to `lines`."""
     indent = INDENT * depth
     match stmt:
         case ast.Let(name=name, value=value):
@@ -134,6 +134,15 @@ def _format_statement(stmt: ast.Stmt, depth: int, lines: list[str]) -> None:
             lines.append(f"{indent}{target} = {format_expr(value)}")
         case ast.For(var=var, lo=lo, hi=hi, body=body):
             lines.append(f"{indent}for {var} in {format_expr(lo)}..{format_expr(hi)}")
+            _format_block(body, depth + 1, lines)
+        case ast.If(cond=cond, then=then, orelse=orelse):
+            lines.append(f"{indent}if {format_expr(cond)}")
+            _format_block(then, depth + 1, lines)
+            if orelse:
+                lines.append(f"{indent}else")
+                _format_block(orelse, depth + 1, lines)
+        case ast.While(cond=cond, body=body):
+            lines.append(f"{indent}while {format_expr(cond)}")
             _format_block(body, depth + 1, lines)
         case ast.Return(value=value):
             lines.append(f"{indent}return {format_expr(value)}")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from reverie.compiler.ir.core import Function
+from reverie.compiler.ir.iteration_limit import max_iterations as resolve_max_iterations
 from reverie.compiler.ir.printer import format_function
 from reverie.compiler.lazy import lazy
 from reverie.compiler.pipeline import Request, back_end_start, climb, compile_source
@@ -86,14 +87,16 @@ class Module:
     """A compiled Reverie source: its functions, and its IR at every stage."""
 
     def __init__(self, source: str, name: str | None = None, backend: str = "native",
-                 checkpoint: bool = False) -> None:
+                 checkpoint: bool = False, max_iterations: int | None = None) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         self.source = source
         self.name = name or "<source>"
         self.backend = backend
         self.checkpoint = checkpoint
-        self.key = artifacts.artifact_key("module", source, self.name, backend, checkpoint)
+        self.max_iterations = resolve_max_iterations(max_iterations)
+        self.key = artifacts.artifact_key("module", source, self.name, backend, checkpoint,
+                                          self.max_iterations)
         table = artifacts.load(self.key)
         if not isinstance(table, list):
             table = self._check()
@@ -121,7 +124,7 @@ class Module:
         module whose IR all comes from the disk cache never loads the lowering)."""
         from reverie.compiler.lower import ModuleLowering
 
-        return ModuleLowering(self.ast)
+        return ModuleLowering(self.ast, self.max_iterations)
 
     def _kernel(self, name: str, param_names: list[str], dtypes: list[str]) -> Kernel:
         kernel = Kernel(self, name, list(param_names), list(dtypes),
@@ -239,18 +242,23 @@ def _joined(texts: Iterable[str]) -> str:
 
 
 def compile(source: str, *, name: str | None = None, backend: str = "native",
-            checkpoint: bool = False) -> Module:
+            checkpoint: bool = False, max_iterations: int | None = None) -> Module:
     """Parse, type-check and compile Reverie source text.
 
-    `checkpoint=True` makes gradients through loops keep O(sqrt(T)) states (SPEC §2.6).
+    `checkpoint=True` makes gradients through loops keep O(sqrt(T)) states (SPEC §2.6);
+    a `while` running more than `max_iterations` iterations (default
+    REVERIE_MAX_ITERATIONS, else 10^9) raises RuntimeError (SPEC §2.7).
     """
-    return Module(source, name=name, backend=backend, checkpoint=checkpoint)
+    return Module(source, name=name, backend=backend, checkpoint=checkpoint,
+                  max_iterations=max_iterations)
 
 
-def load(path: str | Path, *, backend: str = "native", checkpoint: bool = False) -> Module:
+def load(path: str | Path, *, backend: str = "native", checkpoint: bool = False,
+         max_iterations: int | None = None) -> Module:
     """Compile a `.rv` file."""
     path = Path(path)
-    return Module(path.read_text(), name=str(path), backend=backend, checkpoint=checkpoint)
+    return Module(path.read_text(), name=str(path), backend=backend, checkpoint=checkpoint,
+                  max_iterations=max_iterations)
 
 
 __all__ = ["Kernel", "Module", "compile", "load"]

@@ -30,6 +30,7 @@ import numpy as np
 
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import evaluate_shape
+from reverie.compiler.ir.iteration_limit import error_for
 from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.compiler.pipeline import Request, back_end_start, climb
 
@@ -150,7 +151,8 @@ class MlirKernel:
         self.entry = prototype(address)
 
     def __call__(self, bound: BoundCall) -> list[np.ndarray]:
-        """Run on checked arguments; IndexError for a subscript the code found out of range."""
+        """Run on checked arguments; IndexError for a subscript the code found out of range
+        (RuntimeError for a `while` past its iteration limit)."""
         results = [np.empty(evaluate_shape(t.shape, bound.dims), dtype=NUMPY_DTYPES[t.dtype])
                    for t in self.fn.result_types]
         status = np.zeros(4, dtype=np.int64)
@@ -158,5 +160,5 @@ class MlirKernel:
         self.entry(*[ctypes.addressof(d) for d in descriptors])
         if status[0]:
             _, value, size, site = (int(v) for v in status)
-            raise IndexError(self.part.errors[site].format(value=value, bound=size))
+            raise error_for(self.part.errors[site].format(value=value, bound=size))
         return results

@@ -256,7 +256,7 @@ class NativeKernel:
             self._give_back_workspace(workspace)
         if status:
             site, index, size = frame[self._filled:]
-            raise IndexError(self.program.sites[site].message(index, size))
+            raise self.program.sites[site].error(index, size)
         self._frames.append(frame)
         return outputs
 

@@ -40,12 +40,14 @@ from reverie.compiler.loops.ir import (
     Buffer,
     Check,
     Const,
+    ExitUnless,
     ForLoop,
     Guarded,
     If,
     Let,
     Load,
     Loop,
+    LoopState,
     Matmul,
     Operand,
     Program,
@@ -53,6 +55,7 @@ from reverie.compiler.loops.ir import (
     Store,
     Var,
     View,
+    WhileLoop,
     workspace_offsets,
 )
 
@@ -132,6 +135,7 @@ class ProgramCodegen:
         self.dims: dict[str, ir.Value] = {}
         self.pointers: dict[Buffer, ir.Value] = {}
         self.slots: dict[Buffer, ir.Value] = {}
+        self.exits: list[ir.Block] = []  # where `ExitUnless` leaves each enclosing WhileLoop
         self._prologue()
         self.emit(program.body)
         self.b.ret(ir.Constant(I32, 0))
@@ -317,19 +321,50 @@ class ProgramCodegen:
             self.emit(stmt.body)
 
     def _forloop(self, stmt: ForLoop) -> None:
-        b = self.b
-        for state in stmt.states:
-            for buffer, initial in ((state.current, state.first), (state.next, state.second)):
-                self.slots[buffer] = self._alloca(PTR, buffer.name)
-                b.store(self.pointers[initial], self.slots[buffer])
-        with counted_loop(b, self.index(stmt.lo), self.index(stmt.hi)) as t:
+        self._bind_states(stmt.states)
+        with counted_loop(self.b, self.index(stmt.lo), self.index(stmt.hi)) as t:
             self.values[stmt.var] = t
             self.emit(stmt.body)
-            for state in stmt.states:
-                current = b.load(self.slots[state.current], typ=PTR)
-                following = b.load(self.slots[state.next], typ=PTR)
-                b.store(following, self.slots[state.current])
-                b.store(current, self.slots[state.next])
+            self._swap_states(stmt.states)
+
+    def _whileloop(self, stmt: WhileLoop) -> None:
+        """`for (count = 0; ; count++) { body }`, left by the body's `ExitUnless`."""
+        b = self.b
+        self._bind_states(stmt.states)
+        before = b.block
+        header = self.function.append_basic_block("while")
+        done = self.function.append_basic_block("while_done")
+        b.branch(header)
+        b.position_at_end(header)
+        count = b.phi(I64, "count")
+        count.add_incoming(i64(0), before)
+        self.values[stmt.var] = count
+        self.exits.append(done)
+        self.emit(stmt.body)
+        self.exits.pop()
+        self._swap_states(stmt.states)
+        count.add_incoming(b.add(count, i64(1)), b.block)
+        b.branch(header)
+        b.position_at_end(done)
+
+    def _exitunless(self, stmt: ExitUnless) -> None:
+        stay = self.function.append_basic_block("while_body")
+        self.b.cbranch(self.values[stmt.cond.name], stay, self.exits[-1])
+        self.b.position_at_end(stay)
+
+    def _bind_states(self, states: list[LoopState]) -> None:
+        """Pointer slots for each state's current and next buffers (first and second)."""
+        for state in states:
+            for buffer, initial in ((state.current, state.first), (state.next, state.second)):
+                self.slots[buffer] = self._alloca(PTR, buffer.name)
+                self.b.store(self.pointers[initial], self.slots[buffer])
+
+    def _swap_states(self, states: list[LoopState]) -> None:
+        for state in states:
+            current = self.b.load(self.slots[state.current], typ=PTR)
+            following = self.b.load(self.slots[state.next], typ=PTR)
+            self.b.store(following, self.slots[state.current])
+            self.b.store(current, self.slots[state.next])
 
     def _matmul(self, stmt: Matmul) -> None:
         slot = HELPERS.index(f"rv_gemm_{stmt.out.buffer.dtype}")

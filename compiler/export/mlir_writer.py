@@ -335,6 +335,51 @@ class MlirWriter:
         self.close()
         return result
 
+    def scf_if(self, cond: str, types: Sequence[str], then: Callable[[], list[str]],
+               otherwise: Callable[[], list[str]]) -> list[str]:
+        """`scf.if` with an else branch, yielding values of `types` (maybe none) from
+        whichever branch runs; returns the results."""
+        result = self.fresh() if types else ""
+        listed = ", ".join(types)
+        count = f":{len(types)}" if len(types) > 1 else ""
+        self.open(f"{result}{count} = scf.if {cond} -> ({listed})" if types else f"scf.if {cond}")
+        for number, branch in enumerate((then, otherwise)):
+            if number:
+                self.depth -= 1
+                self.open("} else")
+            yielded = branch()
+            if types:
+                self.line(f"scf.yield {', '.join(yielded)} : {listed}", located=False)
+        self.close()
+        return [result] if len(types) == 1 else [f"{result}#{k}" for k in range(len(types))]
+
+    def scf_while(self, inits: Sequence[tuple[str, str]], forwarded: Sequence[str],
+                  before: Callable[[list[str]], tuple[str, list[str]]],
+                  body: Callable[[list[str]], list[str]]) -> list[str]:
+        """`scf.while` carrying `(value, type)` inits: `before(values)` gives the condition
+        and the values it forwards (of types `forwarded`) to `body` and to the results;
+        `body(values)` yields the next iteration's values. Returns the results."""
+        types = [t for _, t in inits]
+        args = [self.fresh() for _ in inits]
+        result = self.fresh()
+        pairs = ", ".join(f"{a} = {v}" for a, (v, _) in zip(args, inits, strict=True))
+        count = f":{len(forwarded)}" if len(forwarded) > 1 else ""
+        self.open(f"{result}{count} = scf.while ({pairs}) : ({', '.join(types)}) -> "
+                  f"({', '.join(forwarded)})")
+        cond, values = before(args)
+        self.line(f"scf.condition({cond}) {', '.join(values)} : {', '.join(forwarded)}",
+                  located=False)
+        self.depth -= 1
+        params = [self.fresh() for _ in forwarded]
+        self.open("} do")
+        self.line("^bb0(" + ", ".join(f"{p}: {t}" for p, t in zip(params, forwarded,
+                                                                  strict=True)) + "):",
+                  located=False)
+        self.line(f"scf.yield {', '.join(body(params))} : {', '.join(types)}", located=False)
+        self.close()
+        return [result] if len(forwarded) == 1 else [f"{result}#{k}"
+                                                     for k in range(len(forwarded))]
+
     def if_then(self, cond: str, then: Callable[[], None]) -> None:
         """`scf.if` without results."""
         self.open(f"scf.if {cond}")

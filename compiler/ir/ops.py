@@ -25,6 +25,7 @@ Groups, with an IR example each:
 - shape ops         in `ops_shape.py`: transpose, reshape, slice, pad, concat, roll, ...
 - structured/loops  in `ops_structured.py`: generic (index notation), read, for
 - adjoint-only      in `ops_adjoint.py`: generic_scatter, for_history
+- control flow      in `ops_control.py`: if, while
 """
 
 from __future__ import annotations
@@ -309,4 +310,4 @@ register("matmul", "linalg", _infer_matmul,
          fusion=ROOT)
 
 # the other groups (each registers its ops here)
-from . import elementwise, ops_adjoint, ops_shape, ops_structured  # noqa: E402,F401
+from . import elementwise, ops_adjoint, ops_control, ops_shape, ops_structured  # noqa: E402,F401

@@ -71,7 +71,9 @@ def _format_op(op: Op, namer: _Namer, indent: str, lines: list[str]) -> None:
     types = ", ".join(str(r.type) for r in op.results)
     if op.regions:
         lines.append(f"{indent}{_results(op, namer)}{head} (")
-        for region in op.regions:
+        for number, region in enumerate(op.regions):
+            if number:  # `if` and `while` have a second region: `} (params) {`
+                lines.append(f"{indent}}} (")
             params = ", ".join(f"{namer.define(p)}: {p.type}" for p in region.params)
             lines[-1] += f"{params}) {{"
             _format_block(region, namer, indent + "  ", lines)

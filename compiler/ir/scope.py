@@ -115,6 +115,21 @@ class Scope:
         return self.op("eq", [a, b])
 
 
+def share_captures(regions: Sequence[tuple[Block, Scope]], fixed: int) -> list[Value]:
+    """Give the regions of one op (`if`, `while`) the same parameters: after the first
+    `fixed` ones, one per value that any of them captured (in first-capture order, an
+    unused parameter where a region did not capture it). Returns those outer values, the
+    op's operands for the parameters."""
+    outers: list[Value] = []
+    for _, scope in regions:
+        outers += [outer for outer, _ in scope.captures if outer not in outers]
+    for block, scope in regions:
+        mine = dict(scope.captures)
+        block.params = block.params[:fixed] + [
+            mine.get(outer) or Value(outer.type, name=outer.name) for outer in outers]
+    return outers
+
+
 def copy_block(block: Block) -> Block:
     """A deep copy of a region (regions are isolated, so the copy is self-contained)."""
     params = [Value(p.type, name=p.name) for p in block.params]

@@ -147,6 +147,94 @@ class ForHistoryOp(ForOp):
         return self.op.attrs["stride"]
 
 
+# ---------------------------------------------------------------- control flow
+
+
+class IfOp(OpView):
+    """A two-way branch on a scalar bool (SPEC §2.7). Both regions take the operands after
+    the condition and yield values of the same types, the op's results.
+
+        %u2 = if %c, %u0, %w ^(%u: f64, %w1: f64) {... yield %a}
+                             ^(%u: f64, %w1: f64) {... yield %b} : f64
+    """
+
+    NAMES = ("if",)
+
+    @property
+    def cond(self) -> Value:
+        return self.op.operands[0]
+
+    @property
+    def inputs(self) -> list[Value]:
+        """The operands the regions' parameters are bound to."""
+        return self.op.operands[1:]
+
+    @property
+    def then(self) -> Block:
+        return self.op.regions[0]
+
+    @property
+    def orelse(self) -> Block:
+        return self.op.regions[1]
+
+
+class WhileOp(OpView):
+    """A loop that runs its body while its condition region yields true (SPEC §2.7).
+
+        %u2 = while %u0, %w {carried = 1, limit = 1000000000}
+              ^(%u: f64, %w1: f64) {... yield %c : bool}
+              ^(%u: f64, %w1: f64) {... yield %u3} : f64
+
+    Operands: the `carried` initial states, then the invariants; both regions take the
+    states, then the invariants. Results: the final states, then (with `counted = true`,
+    which reverse mode asks for) the trip count as an i64. Running more than `limit`
+    iterations raises RuntimeError (REVERIE_MAX_ITERATIONS).
+    """
+
+    NAMES = ("while",)
+
+    @property
+    def carried(self) -> int:
+        """How many states the loop carries."""
+        return self.op.attrs["carried"]
+
+    @property
+    def limit(self) -> int:
+        """The most iterations allowed."""
+        return self.op.attrs["limit"]
+
+    @property
+    def counted(self) -> bool:
+        """Whether the trip count is the last result."""
+        return self.op.attrs.get("counted", False)
+
+    @property
+    def inits(self) -> list[Value]:
+        return self.op.operands[:self.carried]
+
+    @property
+    def invariants(self) -> list[Value]:
+        return self.op.operands[self.carried:]
+
+    @property
+    def before(self) -> Block:
+        """The condition region: yields one scalar bool."""
+        return self.op.regions[0]
+
+    @property
+    def body(self) -> Block:
+        return self.op.regions[1]
+
+    @property
+    def final_states(self) -> list[Value]:
+        return self.op.results[:self.carried]
+
+    def split(self, items: Sequence[T]) -> tuple[list[T], list[T]]:
+        """A list parallel to the operands or to a region's parameters as (states,
+        invariants)."""
+        return list(items[:self.carried]), list(items[self.carried:])
+
+
 # ---------------------------------------------------------------- index notation
 
 

@@ -1,4 +1,4 @@
-"""Lowering of `for` and `for_history` loops (loop-carried tensors) to a `ForLoop`.
+"""Lowering of `for`/`for_history` loops to a `ForLoop`, `while` to a `WhileLoop`, `if` to `If`s.
 
 Each carried state gets two workspace buffers. The initial state is copied (fused) into
 the first; inside the loop the body reads `s.cur` and its results are written straight into
@@ -11,6 +11,12 @@ the rows no iteration reached.
       ... store s0.next[%i6] = %14
       swap s0.cur <-> s0.next
     }
+
+A `while` carries its states the same way in a `WhileLoop`: each iteration computes the
+condition region into a bool temporary, leaves unless it holds, checks the iteration count
+against the op's `limit` (error site `iterations`: a RuntimeError), then runs the body. An
+`if` writes each state into a temporary of its own from one of two `If`s (the condition and
+its negation), which keeps the states it reads and the ones it writes apart.
 """
 
 from __future__ import annotations
@@ -19,10 +25,10 @@ from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.core import Block, Op, Value
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.views import ForHistoryOp, ForOp
+from reverie.compiler.ir.views import ForHistoryOp, ForOp, IfOp, WhileOp
 
 from .emitter import Binding, Emitter, zero
-from .ir import Buffer, ForLoop, If, LoopState, Store, View
+from .ir import Buffer, Const, ExitUnless, ForLoop, If, LoopState, Store, Var, View, WhileLoop
 
 if TYPE_CHECKING:
     from reverie.compiler.transforms.to_loops import BlockLowering
@@ -33,35 +39,105 @@ def lower_for(lowering: BlockLowering, op: Op, em: Emitter) -> None:
     ctx, loop = lowering.ctx, ForOp(op)
     lo = em.index(lowering.scalar(loop.lo, em))
     hi = em.index(lowering.scalar(loop.hi, em))
-    states = []
-    for init in loop.inits:
-        dtype, shape = init.type.dtype, init.type.shape
-        first, second = ctx.temp(dtype, shape), ctx.temp(dtype, shape)
-        name = ctx.fresh("s")
-        states.append(LoopState(Buffer(f"{name}.cur", dtype, shape, "state"),
-                                Buffer(f"{name}.next", dtype, shape, "state"), first, second))
-        em.map_nest(View.of(first), lambda index, body, v=init: lowering.eval.at(v, index, body))
+    states = _carried_states(lowering, loop.inits, em)
     var = ctx.fresh("%i")
     body = Emitter(ctx, [])
     histories = [lowering.buffer_for(r) for r in loop.histories]
     if histories:
         _record_history(ForHistoryOp(op), Dim.sym(var) - lo, states, histories, body)
     block: Block = loop.body
-    env: dict[Value, Binding] = {loop.index_param: Dim.sym(var)}
-    for param, state in zip(loop.state_params, states, strict=True):
-        current = View.of(state.current)
-        env[param] = current if param.type.rank else body.load(current, ())
-    for param, outer in zip(loop.invariant_params, loop.invariants, strict=True):
-        env[param] = lowering.env[outer] if outer in lowering.env else \
-            lowering.scalar(outer, em)
+    env = _state_env(loop.state_params, states, body)
+    env[loop.index_param] = Dim.sym(var)
+    env.update(_outer_env(lowering, loop.invariant_params, loop.invariants, em))
     lowering.nested(env).lower(block, [s.next for s in states], body)
     em.stmts.append(ForLoop(var, lo, hi, states, body.stmts))
-    for result, state in zip(loop.final_states, states, strict=True):
-        current = View.of(state.current)
-        lowering.env[result] = current if result.type.rank else em.load(current, ())
+    _bind_final_states(lowering, loop.final_states, states, em)
     if histories:
         _clear_unused_rows(ForHistoryOp(op).stride, hi - lo, histories, em)
         lowering.env.update(zip(loop.histories, histories, strict=True))
+
+
+def lower_while(lowering: BlockLowering, op: Op, em: Emitter) -> None:
+    """A `while` op: a `WhileLoop` that leaves when its condition region yields false."""
+    ctx, loop = lowering.ctx, WhileOp(op)
+    states = _carried_states(lowering, loop.inits, em)
+    var = ctx.fresh("%i")
+    body = Emitter(ctx, [])
+    outer = _outer_env(lowering, loop.split(loop.body.params)[1], loop.invariants, em)
+    condition = ctx.temp("bool", ())
+    count = ctx.temp("i64", ()) if loop.counted else None
+    for region, targets in ((loop.before, [condition]), (loop.body, [s.next for s in states])):
+        params, invariant_params = loop.split(region.params)
+        env = _state_env(params, states, body)
+        env.update(zip(invariant_params, outer.values(), strict=True))
+        lowering.nested(env).lower(region, targets, body)
+        if region is loop.before:
+            if count is not None:
+                body.stmts.append(Store(View.of(count), (), Dim.sym(var)))
+            body.stmts.append(ExitUnless(body.load(View.of(condition), ())))
+            body.check(Dim.sym(var), Dim.const(loop.limit), ctx.site("iterations", "while"))
+    em.stmts.append(WhileLoop(var, states, body.stmts))
+    _bind_final_states(lowering, loop.final_states, states, em)
+    if count is not None:
+        lowering.env[op.results[-1]] = em.load(View.of(count), ())
+
+
+def lower_if(lowering: BlockLowering, op: Op, em: Emitter) -> None:
+    """An `if` op: each branch writes the new states into temporaries, under an `If`."""
+    ctx, branch = lowering.ctx, IfOp(op)
+    outputs = [ctx.temp(v.type.dtype, v.type.shape) for v in op.results]
+    cond = lowering.scalar(branch.cond, em)
+    operands = branch.inputs
+    taken = [(branch.then, cond), (branch.orelse, em.let("not", (cond,), "bool"))]
+    if isinstance(cond, Const):  # a constant condition needs no `If`
+        taken = [(branch.then if cond.value else branch.orelse, None)]
+    for region, guard in taken:
+        inner = Emitter(ctx, []) if isinstance(guard, Var) else em
+        env = _outer_env(lowering, region.params, operands, em)
+        lowering.nested(env).lower(region, outputs, inner)
+        if isinstance(guard, Var):
+            em.stmts.append(If(guard, inner.stmts))
+    for result, output in zip(op.results, outputs, strict=True):
+        lowering.env[result] = View.of(output) if result.type.rank else \
+            em.load(View.of(output), ())
+
+
+def _carried_states(lowering: BlockLowering, inits: list[Value], em: Emitter) -> list[LoopState]:
+    """Two workspace buffers per carried state; the initial state copied into the first."""
+    ctx, states = lowering.ctx, []
+    for init in inits:
+        dtype, shape = init.type.dtype, init.type.shape
+        first, second = ctx.temp(dtype, shape), ctx.temp(dtype, shape)
+        name = ctx.fresh("s")
+        states.append(LoopState(Buffer(f"{name}.cur", dtype, shape, "state"),
+                                Buffer(f"{name}.next", dtype, shape, "state"), first, second))
+        em.map_nest(View.of(first), lambda index, body, v=init: lowering.eval.at(v, index, body))
+    return states
+
+
+def _state_env(params: list[Value], states: list[LoopState], body: Emitter
+               ) -> dict[Value, Binding]:
+    """Region parameters bound to the current states (scalars loaded in `body`)."""
+    env: dict[Value, Binding] = {}
+    for param, state in zip(params, states, strict=True):
+        current = View.of(state.current)
+        env[param] = current if param.type.rank else body.load(current, ())
+    return env
+
+
+def _outer_env(lowering: BlockLowering, params: list[Value], outers: list[Value],
+               em: Emitter) -> dict[Value, Binding]:
+    """Region parameters bound to values of the enclosing block (in memory, or scalars)."""
+    return {param: lowering.env[outer] if outer in lowering.env else lowering.scalar(outer, em)
+            for param, outer in zip(params, outers, strict=True)}
+
+
+def _bind_final_states(lowering: BlockLowering, results: list[Value], states: list[LoopState],
+                       em: Emitter) -> None:
+    """The loop's results are its states' current buffers once it ends."""
+    for result, state in zip(results, states, strict=True):
+        current = View.of(state.current)
+        lowering.env[result] = current if result.type.rank else em.load(current, ())
 
 
 def _record_history(loop: ForHistoryOp, step: Dim, states: list[LoopState],

@@ -42,7 +42,7 @@ from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import OPS, ROOT_WHEN_REDUCING
 from reverie.compiler.ir.ops import ROOT as ROOT_CLASS
 from reverie.compiler.ir.ops import VIEW as VIEW_CLASS
-from reverie.compiler.ir.views import ForOp, GenericOp
+from reverie.compiler.ir.views import ForOp, GenericOp, WhileOp
 
 # The groups, from each op's row in the op table (`fusion`, `cheap`, its kind):
 VIEW_OPS = frozenset(name for name, op in OPS.items() if op.fusion == VIEW_CLASS)
@@ -92,6 +92,10 @@ def reads_memory(user: Op, position: int) -> bool:
         return True
     if user.name in ("for", "for_history"):
         return position >= ForOp(user).first_invariant()
+    if user.name == "while":  # its initial states are copied into the state buffers
+        return position >= WhileOp(user).carried
+    if user.name == "if":  # its regions read the operands in place
+        return position >= 1
     if user.name == "reshape":
         return not is_unit_reshape(user.operands[0].type.shape, user.result.type.shape)
     return False

@@ -16,8 +16,10 @@ and natively, and the three must agree.
   Temporaries start unwritten, and reading an element never written, or touching one
   outside its buffer, raises `LoopMemoryError` (a compiler bug the native kernel would
   only show as garbage). Outputs must be written completely.
-- A failed `Check` raises the `IndexError` the native kernel raises (same message).
-- A `ForLoop` state is two buffers whose roles (current, next) swap after each iteration.
+- A failed `Check` raises the `IndexError` the native kernel raises (same message), or its
+  RuntimeError for a `while` past its iteration limit.
+- A `ForLoop` or `WhileLoop` state is two buffers whose roles (current, next) swap after
+  each iteration.
 """
 
 from __future__ import annotations
@@ -39,12 +41,14 @@ from .ir import (
     Buffer,
     Check,
     Const,
+    ExitUnless,
     ForLoop,
     Guarded,
     If,
     Let,
     Load,
     Loop,
+    LoopState,
     Matmul,
     Operand,
     Program,
@@ -52,6 +56,7 @@ from .ir import (
     Store,
     Var,
     View,
+    WhileLoop,
 )
 
 Scalar = np.generic
@@ -221,7 +226,7 @@ class LoopInterpreter:
     def _check(self, stmt: Check) -> None:
         index, size = self.index(stmt.index), self.index(stmt.size)
         if not 0 <= index < size:
-            raise IndexError(self.program.sites[stmt.site].message(index, size))
+            raise self.program.sites[stmt.site].error(index, size)
 
     def _if(self, stmt: If) -> None:
         if self.values[stmt.cond.name]:
@@ -240,15 +245,40 @@ class LoopInterpreter:
             self.block(stmt.body)
 
     def _forloop(self, stmt: ForLoop) -> None:
-        for state in stmt.states:
-            self.memory[state.current] = self.memory[state.first]
-            self.memory[state.next] = self.memory[state.second]
+        self._bind_states(stmt.states)
         for t in range(self.index(stmt.lo), self.index(stmt.hi)):
             self.values[stmt.var] = t
             self.block(stmt.body)
-            for state in stmt.states:
-                self.memory[state.current], self.memory[state.next] = \
-                    self.memory[state.next], self.memory[state.current]
+            self._swap_states(stmt.states)
+
+    def _whileloop(self, stmt: WhileLoop) -> None:
+        """Run the body until a top-level `ExitUnless` finds its condition false."""
+        self._bind_states(stmt.states)
+        count = 0
+        while True:
+            self.values[stmt.var] = count
+            for inner in stmt.body:
+                if isinstance(inner, ExitUnless):
+                    if not self.values[inner.cond.name]:
+                        return
+                else:
+                    self.block([inner])
+            self._swap_states(stmt.states)
+            count += 1
+
+    def _exitunless(self, stmt: ExitUnless) -> None:
+        raise LoopMemoryError("'exit unless' outside the top level of a while loop")
+
+    def _bind_states(self, states: list[LoopState]) -> None:
+        """Point each state's current and next buffers at its first and second."""
+        for state in states:
+            self.memory[state.current] = self.memory[state.first]
+            self.memory[state.next] = self.memory[state.second]
+
+    def _swap_states(self, states: list[LoopState]) -> None:
+        for state in states:
+            self.memory[state.current], self.memory[state.next] = \
+                self.memory[state.next], self.memory[state.current]
 
     def _matmul(self, stmt: Matmul) -> None:
         a = self.memory[stmt.a.buffer].read(self.view_offsets(stmt.a))

@@ -2,7 +2,8 @@
 
 A `Program` is one specialised function after fusion. It owns `Buffer`s (inputs, outputs,
 temporaries carved out of one workspace, and the double buffers of loop state) and a list of
-statements. Statements are structured (`Loop`, `ForLoop`) or scalar (`Let`, `Load`, `Store`,
+statements. Statements are structured (`Loop`, `ForLoop`, `WhileLoop`, `If`) or scalar
+(`Let`, `Load`, `Store`,
 `Accumulate`, ...). Scalar values are SSA variables named `%0`, `%1`, ...; loop variables
 are `%i0`, `%i1`, ... . Index arithmetic is carried by `Dim`s whose symbols are dimension
 names (`N`) or i64 variables (`%i0`, `%3`), so `x[%i0 * D + %i1]` is one `Dim`.
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.dims import Dim, Shape, num_elements
+from reverie.compiler.ir.iteration_limit import limit_error
 
 if TYPE_CHECKING:
     from .boundary import CallBoundary
@@ -251,6 +253,24 @@ class ForLoop:
 
 
 @dataclass
+class WhileLoop:
+    """A loop over whole-tensor state, like `ForLoop`, that runs until an `ExitUnless` at
+    the top level of its body finds its condition false. `var` counts the iterations
+    started before this one (0, 1, ...); the states swap at the end of every iteration."""
+
+    var: str
+    states: list[LoopState]
+    body: list[Stmt] = field(default_factory=list)
+
+
+@dataclass
+class ExitUnless:
+    """Leave the innermost `WhileLoop` now unless `cond` holds (only at its top level)."""
+
+    cond: Var
+
+
+@dataclass
 class Matmul:
     """`out = a @ b` for float 2-D views (any strides); `out` is a whole buffer."""
 
@@ -261,13 +281,16 @@ class Matmul:
 
 
 Stmt = Let | Load | Store | Accumulator | Accumulate | ArgUpdate | Check | If | Guarded | Loop | \
-    ForLoop | Matmul
+    ForLoop | WhileLoop | ExitUnless | Matmul
+# The statements with a nested body.
+BLOCK_STMTS = (Loop, ForLoop, WhileLoop, If, Guarded)
 
 
 @dataclass(frozen=True)
 class ErrorSite:
     """What a failing `Check` reports: an index error on `label` axis `axis`, `empty` (an
-    argmax of nothing) or `rows` (a loop history with too few rows)."""
+    argmax of nothing), `rows` (a loop history with too few rows) or `iterations` (a
+    `while` past its iteration limit, the `size` of the check)."""
 
     kind: str
     label: str = ""
@@ -279,8 +302,16 @@ class ErrorSite:
             return "argmax/argmin of an empty tensor"
         if self.kind == "rows":
             return f"for_history needs more than its {size} rows"
+        if self.kind == "iterations":
+            return limit_error(size)
         return (f"index {index} is out of bounds for axis {self.axis} of '{self.label}' "
                 f"with size {size}")
+
+    def error(self, index: int, size: int) -> Exception:
+        """The exception for this failed check: RuntimeError for `iterations`, else
+        IndexError (both as the tensor interpreter raises them)."""
+        kind = RuntimeError if self.kind == "iterations" else IndexError
+        return kind(self.message(index, size))
 
 
 @dataclass
@@ -307,7 +338,7 @@ class Program:
         def visit(stmts: list[Stmt]) -> None:
             for s in stmts:
                 out.append(s)
-                if isinstance(s, Loop | ForLoop | If | Guarded):
+                if isinstance(s, BLOCK_STMTS):
                     visit(s.body)
 
         visit(self.body)
@@ -342,7 +373,7 @@ def all_dims(program: Program) -> list[Dim]:
     dims = [d for b in program.inputs + program.outputs + program.temps for d in b.shape]
     for stmt in program.walk():
         dims += statement_dims(stmt)
-        if isinstance(stmt, ForLoop):
+        if isinstance(stmt, ForLoop | WhileLoop):
             dims += [d for s in stmt.states for d in s.current.shape]
     return dims
 

@@ -17,12 +17,14 @@ from __future__ import annotations
 from reverie.compiler.ir.dims import Dim, shape_str
 
 from .ir import (
+    BLOCK_STMTS,
     Accumulate,
     Accumulator,
     ArgUpdate,
     Buffer,
     Check,
     Const,
+    ExitUnless,
     ForLoop,
     Guarded,
     If,
@@ -36,6 +38,7 @@ from .ir import (
     Store,
     Var,
     View,
+    WhileLoop,
 )
 
 
@@ -67,7 +70,7 @@ def format_view(view: View) -> str:
 
 
 def _statement(stmt: Stmt, program: Program, indent: str, lines: list[str]) -> None:
-    if isinstance(stmt, If | Guarded | Loop | ForLoop):
+    if isinstance(stmt, BLOCK_STMTS):
         _block(stmt, program, indent, lines)
     else:
         lines.append(indent + _line(stmt, program))
@@ -96,6 +99,8 @@ def _line(stmt: Stmt, program: Program) -> str:
         what = f"'{site.label}' axis {site.axis}" if site.kind == "index" else \
             f"{site.kind} {site.label}"
         return f"check 0 <= {stmt.index} < {stmt.size} else error {stmt.site}  # {what}"
+    if isinstance(stmt, ExitUnless):
+        return f"exit unless {stmt.cond.name}"
     if isinstance(stmt, Matmul):
         return (f"matmul {format_view(stmt.out)} = {format_view(stmt.a)} @ "
                 f"{format_view(stmt.b)}  # packing in {stmt.pack.name}")
@@ -105,7 +110,7 @@ def _line(stmt: Stmt, program: Program) -> str:
 def format_head(stmt: Stmt, program: Program) -> str:
     """A statement's first line without its body (`for %i0 in 0..N`), as the verifier's
     error messages quote it."""
-    if not isinstance(stmt, If | Guarded | Loop | ForLoop):
+    if not isinstance(stmt, If | Guarded | Loop | ForLoop | WhileLoop):
         return _line(stmt, program)
     if isinstance(stmt, If):
         return f"if {stmt.cond.name}"
@@ -115,15 +120,17 @@ def format_head(stmt: Stmt, program: Program) -> str:
         return f"for {stmt.var} in {stmt.lo}..{stmt.hi}"
     states = ", ".join(f"{s.current.name}/{s.next.name} in ({s.first.name}, {s.second.name})"
                        for s in stmt.states)
+    if isinstance(stmt, WhileLoop):
+        return f"while carry {states} counting {stmt.var}"
     return f"for {stmt.var} in {stmt.lo}..{stmt.hi} carry {states}"
 
 
-def _block(stmt: If | Guarded | Loop | ForLoop, program: Program, indent: str,
+def _block(stmt: If | Guarded | Loop | ForLoop | WhileLoop, program: Program, indent: str,
            lines: list[str]) -> None:
     """A statement with a body: its opening line, the body indented, its closing lines."""
     if isinstance(stmt, Guarded):
         closing = [f"  yield {format_operand(stmt.value)}", "} else 0"]
-    elif isinstance(stmt, ForLoop):
+    elif isinstance(stmt, ForLoop | WhileLoop):
         names = ", ".join(f"{s.current.name} <-> {s.next.name}" for s in stmt.states)
         closing = [f"  swap {names}", "}"]
     else:

@@ -23,11 +23,13 @@ from reverie.compiler.ir.dims import Dim
 
 from .emitter import Context
 from .ir import (
+    BLOCK_STMTS,
     Accumulate,
     Accumulator,
     ArgUpdate,
     Check,
     Const,
+    ExitUnless,
     ForLoop,
     Guarded,
     If,
@@ -38,6 +40,7 @@ from .ir import (
     Stmt,
     Store,
     Var,
+    WhileLoop,
     as_index,
 )
 
@@ -49,7 +52,7 @@ def split_wrapping_loops(stmts: list[Stmt], ctx: Context) -> list[Stmt]:
     """`stmts` with every loop that tests a wrap-around of its variable split in two."""
     out: list[Stmt] = []
     for stmt in stmts:
-        if isinstance(stmt, Loop | ForLoop | If | Guarded):
+        if isinstance(stmt, BLOCK_STMTS):
             stmt.body = split_wrapping_loops(stmt.body, ctx)
         if isinstance(stmt, Loop):
             out.extend(_split(stmt, ctx, MAX_SPLITS))
@@ -93,9 +96,9 @@ def _defined(stmts: list[Stmt]) -> set[str]:
             names.add(stmt.var.name)
         elif isinstance(stmt, ArgUpdate):
             names |= {stmt.best.name, stmt.best_index.name}
-        if isinstance(stmt, Loop | ForLoop):
+        if isinstance(stmt, Loop | ForLoop | WhileLoop):
             names.add(stmt.var)
-        if isinstance(stmt, Loop | ForLoop | If | Guarded):
+        if isinstance(stmt, BLOCK_STMTS):
             names |= _defined(stmt.body)
     return names
 
@@ -104,9 +107,9 @@ def _used_as_condition(stmts: list[Stmt], var: Var) -> bool:
     """Whether `var` is a guard or condition somewhere in `stmts` (where no constant fits)."""
     for stmt in stmts:
         if (isinstance(stmt, Load) and stmt.guard == var) or \
-                (isinstance(stmt, If | Guarded) and stmt.cond == var):
+                (isinstance(stmt, If | Guarded | ExitUnless) and stmt.cond == var):
             return True
-        if isinstance(stmt, Loop | ForLoop | If | Guarded) and _used_as_condition(stmt.body, var):
+        if isinstance(stmt, BLOCK_STMTS) and _used_as_condition(stmt.body, var):
             return True
     return False
 
@@ -165,6 +168,6 @@ def _rewritten(stmt: Stmt, test: Let, holds: bool, values: dict[str, Operand]) -
     if isinstance(stmt, Loop | ForLoop):
         return replace(stmt, lo=_index(stmt.lo, values), hi=_index(stmt.hi, values),
                        body=_fixed(stmt.body, test, holds, values))
-    if isinstance(stmt, If):
+    if isinstance(stmt, If | WhileLoop):
         return replace(stmt, body=_fixed(stmt.body, test, holds, values))
     return stmt

@@ -8,10 +8,11 @@ user error. It checks:
   may repeat); inputs/outputs in slot order; temporaries have shapes of dimension symbols
   only (the workspace is laid out before the kernel runs);
 - scope: every scalar variable is defined once before use, and used inside the body that
-  defines it (`Loop`, `ForLoop`, `If`, `Guarded` bodies are nested scopes, as the LLVM
-  values they become only dominate their body); a name is an accumulator everywhere or
+  defines it (`Loop`, `ForLoop`, `WhileLoop`, `If`, `Guarded` bodies are nested scopes, as
+  the LLVM values they become only dominate their body); a name is an accumulator everywhere or
   nowhere; every index symbol is a dimension symbol of the program or an i64 variable in
-  scope; state buffers exist from their `ForLoop` on;
+  scope; state buffers exist from their `ForLoop` or `WhileLoop` on; `ExitUnless` only
+  at the top level of a `WhileLoop` body (which has one);
 - memory: every access is to a declared buffer (or visible state buffer) with one index
   per axis; inputs are never written; every output is written somewhere;
 - dtypes: each `Let` satisfies the op table's rule for its op (`infer_types` on scalars,
@@ -41,12 +42,14 @@ from .ir import (
     Buffer,
     Check,
     Const,
+    ExitUnless,
     ForLoop,
     Guarded,
     If,
     Let,
     Load,
     Loop,
+    LoopState,
     Matmul,
     Operand,
     Program,
@@ -54,10 +57,11 @@ from .ir import (
     Store,
     Var,
     View,
+    WhileLoop,
 )
 from .printer import format_access, format_head
 
-ERROR_KINDS = ("index", "empty", "rows")
+ERROR_KINDS = ("index", "empty", "rows", "iterations")
 ARG_KINDS = ("argmax", "argmin")
 
 
@@ -87,6 +91,7 @@ class _Scope:
         self.variables: ChainMap[str, str] = ChainMap()
         self.accumulators: ChainMap[str, str] = ChainMap()
         self.states: ChainMap[Buffer, None] = ChainMap()
+        self.exit_allowed = False  # directly in a WhileLoop body (`nested` resets it)
 
     def nested(self) -> _Scope:
         inner = _Scope()
@@ -335,7 +340,28 @@ class _Verifier:
     def _forloop(self, stmt: ForLoop, scope: _Scope) -> None:
         self.dim(stmt.lo, scope)
         self.dim(stmt.hi, scope)
-        for state in stmt.states:
+        self._states(stmt.states, scope)
+        inner = scope.nested()
+        self.define(Var(stmt.var, "i64"), inner)
+        self.block(stmt.body, inner)
+
+    def _whileloop(self, stmt: WhileLoop, scope: _Scope) -> None:
+        self._states(stmt.states, scope)
+        inner = scope.nested()
+        inner.exit_allowed = True
+        self.define(Var(stmt.var, "i64"), inner)
+        self.block(stmt.body, inner)
+        if not any(isinstance(s, ExitUnless) for s in stmt.body):
+            self.fail("a while loop without 'exit unless' never ends")
+
+    def _exitunless(self, stmt: ExitUnless, scope: _Scope) -> None:
+        if not scope.exit_allowed:
+            self.fail("'exit unless' outside the top level of a while loop")
+        self.condition(stmt.cond, scope)
+
+    def _states(self, states: list[LoopState], scope: _Scope) -> None:
+        """New state buffers, each pair living in two temporaries of its type."""
+        for state in states:
             pair = (state.current, state.next)
             if any(b.role != "state" or b in self.declared or b in scope.states for b in pair):
                 self.fail(f"{state.current.name}/{state.next.name} are not new state buffers")
@@ -347,9 +373,6 @@ class _Verifier:
                     self.fail(f"state buffer {buffer.name} is {buffer.dtype}"
                               f"{list(map(str, buffer.shape))}, unlike {state.first.name}")
             scope.states.update(dict.fromkeys(pair))
-        inner = scope.nested()
-        self.define(Var(stmt.var, "i64"), inner)
-        self.block(stmt.body, inner)
 
     def _matmul(self, stmt: Matmul, scope: _Scope) -> None:
         for view in (stmt.out, stmt.a, stmt.b):

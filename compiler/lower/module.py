@@ -3,6 +3,7 @@
 Consumes a parsed `ast.Module` (checked by `dsl.check` at construction); produces one IR
 `Function` per (function, float dtype) specialisation, cached, simplified and verified.
 Calls to user functions are inlined, so each specialisation is one flat SSA graph.
+`max_iterations` is the iteration limit every `while` gets (default: REVERIE_MAX_ITERATIONS).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, error_at
 
 from ..ir.core import Block, Function, Value
 from ..ir.dims import Dim
+from ..ir.iteration_limit import max_iterations as resolve_max_iterations
 from ..ir.types import TensorType
 from ..ir.verifier import after_pass, show_raw
 from ..transforms.simplify import simplify
@@ -36,8 +38,9 @@ def _require_bindable(fn: ast.FunctionDef, types: list[TensorType], values: list
 class ModuleLowering:
     """Lowers functions of one parsed module, caching specialisations by float dtype."""
 
-    def __init__(self, module: ast.Module) -> None:
+    def __init__(self, module: ast.Module, max_iterations: int | None = None) -> None:
         self.module = module
+        self.max_iterations = resolve_max_iterations(max_iterations)
         check_module(module)
         self.functions = {f.name: f for f in module.functions}
         self._cache: dict[tuple[str, str], Function] = {}
@@ -78,7 +81,7 @@ class ModuleLowering:
         param_types = [type_of(p.type, float_dtype, dim_map, allow_new=True) for p in fn.params]
         block = Block(params=[Value(t, name=p.name) for t, p in zip(param_types, fn.params,
                                                                        strict=True)])
-        specialisation = Specialisation(self.functions)
+        specialisation = Specialisation(self.functions, self.max_iterations)
         lowerer = Lowerer(fn, specialisation, default_float_of([t.dtype for t in param_types]),
                           dim_map, BlockBuilder(block))
         value_dims = []

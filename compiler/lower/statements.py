@@ -1,10 +1,14 @@
-"""Lowering of statements (`let`, `var`, assignment, `for`, `return`) of one function body.
+"""Lowering of statements (`let`, `var`, assignment, `for`, `if`, `while`, `return`) of one
+function body.
 
 A `for` loop becomes a `for` op whose region takes the loop index, the carried state (the
 `var`s assigned in the body) and, as captured parameters, every outer value the body uses.
 `let (a, b) = ...` binds the elements of a tuple; `h[t] = e` replaces `var` h by its update
-(`updates.py`). The values a body returns are checked against the function's declared
-result types.
+(`updates.py`). `if` and `while` (SPEC §2.7) become `if` and `while` ops the same way as
+`for`: the state is the `var`s declared outside that a branch or the body assigns, and
+every region of the op takes the states and then the values that any of its regions
+captured. The values a body returns are checked against the function's declared result
+types.
 
 A statement that fails is reported and skipped (`LowererBase.recovering`), so one call
 reports every independent mistake of a body, each statement's first (SPEC §5).
@@ -12,10 +16,13 @@ reports every independent mistake of a body, each statement's first (SPEC §5).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import diagnostic_at, did_you_mean, error_at
 
 from ..ir.core import Block, Value
+from ..ir.scope import share_captures
 from ..ir.types import scalar
 from .builder import BlockBuilder
 from .dims import return_types, type_of
@@ -117,6 +124,10 @@ class StatementLowering(IndexLowering, UpdateLowering):
                 self._assign_indexed(stmt)
             case ast.For():
                 self._lower_for(stmt)
+            case ast.If():
+                self._lower_if(stmt)
+            case ast.While():
+                self._lower_while(stmt)
             case _:
                 raise error_at(stmt.span, "this statement cannot be used here")
 
@@ -200,6 +211,74 @@ class StatementLowering(IndexLowering, UpdateLowering):
                                        [block])
         for (name, slot), result in zip(carried, results, strict=True):
             result.name = name
+            slot.current = ExprValue(result)
+
+    # ------------------------------------------------------------ if and while (SPEC §2.7)
+
+    def _lower_if(self, stmt: ast.If) -> None:
+        """`if c { ... } else { ... }` as an `if` op carrying the `var`s either branch assigns."""
+        cond = self._condition(stmt.cond, "an 'if' condition")
+        carried = self._carried(stmt.then + stmt.orelse)
+        regions = [self._state_region(carried, lambda body=body: self._yield_states(body, carried))
+                   for body in (stmt.then, stmt.orelse)]
+        self._emit_control(stmt.span, "if", [cond], carried, regions, {})  # no attributes
+
+    def _lower_while(self, stmt: ast.While) -> None:
+        """`while c { ... }` as a `while` op: a condition region and a body region."""
+        carried = self._carried(stmt.body)
+        before = self._state_region(carried, lambda: [
+            self._condition(stmt.cond, "a 'while' condition")])
+        body = self._state_region(carried, lambda: self._yield_states(stmt.body, carried))
+        self._emit_control(stmt.span, "while", [], carried, [before, body],
+                           {"carried": len(carried), "limit": self.specialisation.max_iterations})
+
+    def _condition(self, node: ast.Expr, what: str) -> Value:
+        """A scalar bool condition (SPEC §2.7: `where` is the elementwise choice)."""
+        value = self.tensor(node)
+        if value.type != scalar("bool"):
+            raise error_at(node.span, f"{what} must be a scalar bool, got {value.type}; for an "
+                                      "elementwise choice use where(cond, a, b)")
+        return value.value
+
+    def _carried(self, body: list[ast.Stmt]) -> list[tuple[str, VarBinding]]:
+        """The `var`s declared outside `body` that it assigns: the state of its op."""
+        slots = [(name, self.lookup(name)) for name in _assigned(body)]
+        return [(name, slot) for name, slot in slots if isinstance(slot, VarBinding)]
+
+    def _yield_states(self, body: list[ast.Stmt], carried: list[tuple[str, VarBinding]]
+                      ) -> list[Value]:
+        """Lower `body`; the carried states' values at its end."""
+        self.lower_block(body)
+        return [slot.current.value for _, slot in carried]
+
+    def _state_region(self, carried: list[tuple[str, VarBinding]],
+                      lower: Callable[[], list[Value]]) -> tuple[Block, BlockBuilder]:
+        """A region whose parameters start with the carried states, filled by `lower` (which
+        returns the region's results); the `var`s keep their values from before it."""
+        inits = [slot.current for _, slot in carried]
+        block = Block(params=[Value(slot.current.type, name=name) for name, slot in carried])
+        builder = BlockBuilder(block, parent=self.builder)
+        for (_, slot), param in zip(carried, block.params, strict=True):
+            slot.current = ExprValue(param)
+        try:
+            with self.building(builder):
+                block.results = [builder.use(v) for v in lower()]
+        finally:
+            for (_, slot), init in zip(carried, inits, strict=True):
+                slot.current = init
+        return block, builder
+
+    def _emit_control(self, span: ast.Span, name: str, leading: list[Value],
+                      carried: list[tuple[str, VarBinding]],
+                      regions: list[tuple[Block, BlockBuilder]], attrs: dict) -> None:
+        """Emit `if`/`while` with the states and then the values any region captured as
+        operands (`share_captures`); the `var`s are rebound to the results."""
+        invariants = share_captures(regions, len(carried))
+        inits = [slot.current.value for _, slot in carried]
+        results = self.builder.emit_at(span, name, leading + inits + invariants, attrs,
+                                       [block for block, _ in regions])
+        for (var, slot), result in zip(carried, results, strict=True):
+            result.name = var
             slot.current = ExprValue(result)
 
     def _loop_bound(self, node: ast.Expr) -> ExprValue:

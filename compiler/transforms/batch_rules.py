@@ -412,7 +412,7 @@ def _masked_loop(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> li
     t = scope.op("broadcast", [index], {"shape": (ctx.size,)})
     running = scope.op("and", [scope.op("ge", [t, bounds[0]]), scope.op("lt", [t, bounds[1]])])
     scope.block.results = [
-        scope.select(_spread_mask(scope, running, state.type.shape),
+        scope.select(spread_mask(scope, running, state.type.shape),
                      lift(scope, ctx.size, new, new.type.rank != old.type.rank), state)
         for new, old, state in zip(results, body.results, states, strict=True)]
     first = s.op("reduce_min", [lo], {"axes": (0,)})
@@ -426,11 +426,11 @@ def _masked_loop(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> li
     histories = []
     for h in new.histories:
         h = s.op("transpose", [h], {"perm": [1, 0, *range(2, h.type.rank)]})
-        histories.append(s.select(_spread_mask(s, rows, h.type.shape), h, s.zeros(h.type)))
+        histories.append(s.select(spread_mask(s, rows, h.type.shape), h, s.zeros(h.type)))
     return new.final_states + histories
 
 
-def _spread_mask(s: Scope, mask: Value, shape: tuple[Dim, ...]) -> Value:
+def spread_mask(s: Scope, mask: Value, shape: tuple[Dim, ...]) -> Value:
     """A bool mask over the leading axes of `shape`, broadcast along the others."""
     ones = (Dim.const(1),) * (len(shape) - mask.type.rank)
     aligned = s.op("reshape", [mask], {"shape": (*mask.type.shape, *ones)})
@@ -447,3 +447,7 @@ def _rows_in_range(ctx: BatchContext, lo: Value, hi: Value, rows: Dim, stride: i
     body.block.results = [body.op("lt", [body.add(params[0], step), end])]
     attrs = {"indices": (("b", _zero(), ctx.size), ("r", _zero(), rows))}
     return ctx.scope.op("generic", [lo, hi], attrs, [body.block])
+
+
+# The rules of `if` and `while` live in `batch_control.py`, which registers them here.
+from . import batch_control  # noqa: E402,F401

@@ -14,9 +14,10 @@ average the tangents of all extremal entries (torch.amax), reduce_prod is exact 
 zeros, and pow masks 0 like torch. Ops in `NON_DIFFERENTIABLE` have no rule: their
 results never carry a tangent.
 
-Region ops (`generic`, `generic_scatter`, `for`, `for_history`) transform their region
-with the same pass (`JvpContext.region`): a tangent generic reads the operands' tangents
-where the primal reads the operands; a loop carries each active state's tangent beside it.
+Region ops (`generic`, `generic_scatter`, `for`, `for_history`, `if`, `while`) transform
+their regions with the same pass (`JvpContext.region`): a tangent generic reads the
+operands' tangents where the primal reads the operands; a loop carries each active state's
+tangent beside it; an `if` yields its results' tangents from both branches.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from ..ir.core import Block, Op, Value
 from ..ir.elementwise import ELEMENTWISE, Derivative
 from ..ir.scope import Scope, copy_block
-from ..ir.views import ForOp, GenericOp, LoopNestOp
+from ..ir.views import ForOp, GenericOp, IfOp, LoopNestOp, WhileOp
 from .reverse_rules import NON_DIFFERENTIABLE, expand, prod_partials
 
 Dots = list[Value | None]
@@ -321,6 +322,58 @@ def _loop(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
         ctx.primal += histories[:carried]
         out += _spread(histories[carried:], active)
     return out
+
+
+@rule("if")
+def _if(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """(y, ẏ) = (then(x), then'(x)·ẋ) if c, else (else(x), else'(x)·ẋ): each branch also
+    yields its results' tangents"""
+    view, s = IfOp(op), ctx.scope
+    active = ctx.tangent_states(op, [d is not None for d in dots])
+    input_dots = dots[1:]
+    blocks = []
+    for branch in (view.then, view.orelse):
+        params = [Value(p.type, name=p.name) for p in branch.params]
+        region = ctx.region(branch, params, [d is not None for d in input_dots])
+        region.scope.block.results = region.results + [
+            _or_zeros(region.scope, t, r)
+            for t, r, a in zip(region.tangents, region.results, active, strict=True) if a]
+        blocks.append(region.scope.block)
+    operands = [view.cond, *view.inputs, *[d for d in input_dots if d is not None]]
+    new = s.emit("if", operands, {}, blocks)
+    ctx.primal = new.results[:len(op.results)]
+    return _spread(new.results[len(op.results):], active)
+
+
+@rule("while")
+def _while(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """(u, u̇) ← (body(u), body'(u)·u̇) while cond(u): every active state carries its
+    tangent as extra state; the condition region ignores the tangents"""
+    loop = WhileOp(op)
+    s, carried = ctx.scope, loop.carried
+    active = ctx.tangent_states(op, [d is not None for d in dots])
+    init_dots, invariant_dots = loop.split(dots)
+    n = sum(active)
+    blocks = []
+    for body in (loop.before, loop.body):
+        params = [Value(p.type, name=p.name) for p in body.params]
+        region = ctx.region(body, params, active + [d is not None for d in invariant_dots])
+        states, invariants = loop.split(params)
+        region.scope.block.params = [*states, *region.tangent_params[:n],
+                                     *invariants, *region.tangent_params[n:]]
+        region.scope.block.results = region.results
+        if body is loop.body:
+            region.scope.block.results += [
+                _or_zeros(region.scope, t, r)
+                for t, r, a in zip(region.tangents, region.results, active, strict=True) if a]
+        blocks.append(region.scope.block)
+    init_dots = [_or_zeros(s, d, v)
+                 for d, v, a in zip(init_dots, loop.inits, active, strict=True) if a]
+    operands = [*loop.inits, *init_dots, *loop.invariants,
+                *[d for d in invariant_dots if d is not None]]
+    new = s.emit("while", operands, {**op.attrs, "carried": carried + n}, blocks)
+    ctx.primal = new.results[:carried] + new.results[carried + n:]
+    return _spread(new.results[carried:carried + n], active) + [None] * loop.counted
 
 
 def _spread(values: Sequence[Value], active: Sequence[bool]) -> Dots:

@@ -11,7 +11,8 @@ How a block is transposed (`BlockVJP`):
    relevant when some seeded result depends on it. Only active, relevant ops get adjoints.
 2. Forward: the primal ops are copied into the new block. An active `for` loop is copied as
    `for_history`, which also returns the states the reverse sweep needs (see
-   `reverse_structured.py` for loops, checkpointing and run-time trip counts).
+   `reverse_structured.py` for loops, checkpointing and run-time trip counts); an active
+   `while` also returns its trip count (`reverse_control.py`, with `if`).
 3. Backward: walk the primal ops in reverse, keep a map value → adjoint, sum contributions
    over fan-out, and look each op's rule up in `VJP_RULES`. An op on a differentiable path
    without a rule is a `CompileError` naming it.
@@ -38,12 +39,12 @@ from reverie.dsl.diagnostics import CompileError, error_at
 from ..ir.core import Block, Function, Op, Value
 from ..ir.scope import Scope, copy_block
 from ..ir.verifier import after_pass, show_raw
-from ..ir.views import ForOp
-from . import reverse_structured
+from ..ir.views import ForOp, IfOp, WhileOp
+from . import reverse_control, reverse_structured
 from .reverse_rules import NON_DIFFERENTIABLE, VJP_RULES, Bars, RuleContext
 from .simplify import simplify
 
-LOOP_OPS = ("for", "for_history")
+STATEFUL_OPS = ("for", "for_history", "while", "if")  # results follow `state_activity`
 
 
 # ---------------------------------------------------------------- activity
@@ -57,23 +58,34 @@ def activity(block: Block, active_params: Sequence[bool]) -> set[Value]:
         flags = [v in active for v in op.operands]
         if op.name in NON_DIFFERENTIABLE or not any(flags):
             continue
-        if op.name in LOOP_OPS:
+        if op.name in STATEFUL_OPS:
             states = state_activity(op, flags)
             histories = states if op.name == "for_history" else []
-            active.update(r for r, a in zip(op.results, states + histories, strict=True) if a)
+            # a counted while's last result, its trip count, is an integer: never active
+            active.update(r for r, a in zip(op.results, states + histories, strict=False) if a)
         else:
             active.update(r for r in op.results if r.type.is_float)
     return active
 
 
 def state_activity(op: Op, operand_active: list[bool]) -> list[bool]:
-    """Which carried states of a loop are active: a fixed point over the loop body."""
-    loop = ForOp(op)
-    _, states, invariants = loop.split_operands(operand_active)
+    """Which carried states of a loop (`for`, `while`) are active, a fixed point over its
+    body; for an `if`, which results are (active in either branch)."""
+    if op.name == "if":
+        branches = (IfOp(op).then, IfOp(op).orelse)
+        inner = [activity(b, operand_active[1:]) for b in branches]
+        return [any(r in a for r, a in zip(results, inner, strict=True)) and v.type.is_float
+                for v, *results in zip(op.results, *(b.results for b in branches), strict=True)]
+    if op.name == "while":
+        index, body = [], WhileOp(op).body
+        states, invariants = WhileOp(op).split(operand_active)
+    else:
+        index, body = [False], ForOp(op).body
+        _, states, invariants = ForOp(op).split_operands(operand_active)
     while True:
-        inner = activity(loop.body, [False] + states + invariants)
+        inner = activity(body, index + states + invariants)
         updated = [(s or r in inner) and r.type.is_float
-                   for s, r in zip(states, loop.body.results, strict=True)]
+                   for s, r in zip(states, body.results, strict=True)]
         if updated == states:
             return states
         states = updated
@@ -121,6 +133,8 @@ class BlockVJP:
             needed = any(r in self.active and r in self.relevant for r in op.results)
             if needed and op.name == "for":
                 new = reverse_structured.loop_forward(self.scope, op, operands, self.checkpoint)
+            elif needed and op.name == "while":
+                new = reverse_control.while_forward(self.scope, op, operands)
             else:
                 new = self.scope.emit(op.name, operands, dict(op.attrs),
                                       [copy_block(r) for r in op.regions])

@@ -325,7 +325,7 @@ def _rows(histories: list[Value], lo: Value) -> Callable[[Scope, Value], list[Va
 
 
 @rule("for", "for_history")
-def _loop(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+def loop_vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d for: a reverse loop t = hi − 1 … lo; each step re-runs the body on its starting state
     and pulls the new state's adjoint back to the old state and the invariants"""
     view, s = ForOp(op), ctx.scope

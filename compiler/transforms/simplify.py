@@ -28,7 +28,7 @@ from ..ir.core import Block, Function, Op, Value
 from ..ir.ops import OPS
 from ..ir.reduce_kinds import REDUCE_OPS
 from ..ir.types import NUMPY_DTYPES
-from ..ir.views import ForOp, LoopNestOp
+from ..ir.views import ForOp, LoopNestOp, WhileOp
 
 
 def constant_value(value: Value) -> Any:
@@ -158,21 +158,30 @@ def _first_removable_param(op: Op) -> int | None:
         return len(LoopNestOp(op).ranges)
     if op.name in ForOp.NAMES:
         return 1 + ForOp(op).carried
+    if op.name == "if":
+        return 0
+    if op.name == "while":
+        return WhileOp(op).carried
     return None
 
 
 def _prune_operands(op: Op) -> None:
-    """Drop operands whose region parameter is never used inside the region."""
+    """Drop operands whose region parameter is never used inside any of the op's regions
+    (every region of an `if` or `while` has the same parameters)."""
     start = _first_removable_param(op)
     if start is None:
         return
-    (region,) = op.regions
-    used = set(region.results)
-    for inner in region.ops:
-        used.update(inner.operands)
-    offset = len(op.operands) - len(region.params)
-    keep = [i for i, p in enumerate(region.params) if i < start or p in used]
-    region.params = [region.params[i] for i in keep]
+    used: set[Value] = set()
+    for region in op.regions:
+        used.update(region.results)
+        for inner in region.ops:
+            used.update(inner.operands)
+    count = len(op.regions[0].params)
+    offset = len(op.operands) - count
+    keep = [i for i in range(count)
+            if i < start or any(region.params[i] in used for region in op.regions)]
+    for region in op.regions:
+        region.params = [region.params[i] for i in keep]
     op.operands = op.operands[:offset + start] + [
         op.operands[offset + i] for i in keep if i >= start]
 

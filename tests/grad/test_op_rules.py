@@ -313,6 +313,14 @@ CASES += [
         "fn f(x: f64[N], w: f64[N]) -> f64 { var u = x; var s = 0.0; "
         "for t in 0..3 { u = tanh(u * w); s = s + sum(u); } return s; }"),
         args(normal(N), normal(N))),
+    Case("if", "scalar_condition", source(
+        "fn f(x: f64[N], w: f64[N]) -> f64[N] { var u = x; "
+        "if sum(x * w) > 0.0 { u = sin(u) * w; } else { u = u * u + w; } return u; }"),
+        args(normal(N), normal(N))),
+    Case("while", "halving", source(
+        "fn f(x: f64[N], w: f64[N]) -> (f64[N], i64) { var u = x * w; var k = 0; "
+        "while max(abs(u)) > 0.1 and k < 8 { u = tanh(u) * 0.5 + 0.01 * w; k = k + 1; } "
+        "return (u, k); }"), args(normal(N), normal(N))),
 ]
 IDS = [case.id for case in CASES]
 

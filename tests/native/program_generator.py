@@ -3,10 +3,11 @@
 `generate_program(rng, name)` returns a `GeneratedProgram`: the source of one function
 `fn name(params...) -> float` with 1–3 `float` parameters over the dimensions N and M,
 1–6 `let`s (elementwise built-ins on safe domains, broadcasting arithmetic, reductions,
-transposes, matmuls, slices, concat, roll, softmax, an occasional `for` loop or index
-notation) and a scalar result, so that `grad` applies. Shapes are tracked as tuples of
-dimension strings ("N", "M", "1", "N - 1", ...); two shapes broadcast only when the strings
-agree or one of them is "1", which is never looser than the compiler's own rule.
+transposes, matmuls, slices, concat, roll, softmax, an occasional `for` loop, `if`/`else`,
+`while` or index notation) and a scalar result, so that `grad` applies. Shapes are
+tracked as tuples of dimension strings ("N", "M", "1", "N - 1", ...); two shapes
+broadcast only when the strings agree or one of them is "1", which is never looser than
+the compiler's own rule.
 """
 
 from __future__ import annotations
@@ -101,11 +102,13 @@ class ProgramBuilder:
         return GeneratedProgram(self.name, source, shapes)
 
     def add_statement(self) -> None:
-        """Append one `let` (or a small loop / index-notation definition)."""
+        """Append one `let` (or a small loop, branch or index-notation definition)."""
         roll = self.rng.random()
         if roll < 0.08 and self.add_loop():
             return
         if roll < 0.16 and self.add_index_notation():
+            return
+        if roll < 0.22 and self.add_control_flow():
             return
         value = self.expression()
         name = self.fresh()
@@ -246,6 +249,27 @@ class ProgramBuilder:
         self.statements.append(f"var {name} = {state.text};")
         self.statements.append(f"for t in 0..{bound} {{ {name} = tanh({name} * 0.75 + {step});"
                                f" }}")
+        self.values.append(Value(name, state.shape))
+        return True
+
+    def add_control_flow(self) -> bool:
+        """A `var` updated by an `if`/`else` on the sign of a sum, or halved by a `while`
+        until it is small (at most a few steps; halving is exact, so every backend takes
+        the same number of steps)."""
+        state = self.pick(lambda v: len(v.shape) <= 2)
+        test = self.pick()
+        name = self.fresh("c")
+        self.statements.append(f"var {name} = {state.text};")
+        if self.rng.random() < 0.5:
+            self.statements.append(
+                f"if sum({test.text}) > 0.0 {{ {name} = tanh({name} * 0.5 + 0.1); }} "
+                f"else {{ {name} = sin({name}) * 0.75; }}")
+        else:
+            steps = self.fresh("k")
+            self.statements.append(f"var {steps} = 0;")
+            self.statements.append(
+                f"while {steps} < {self.rng.randint(1, 4)} and max(abs({name})) > 0.05 "
+                f"{{ {name} = {name} * 0.5; {steps} = {steps} + 1; }}")
         self.values.append(Value(name, state.shape))
         return True
 

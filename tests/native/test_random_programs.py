@@ -98,3 +98,18 @@ def test_random_programs_match_the_interpreter(batch: int) -> None:
         for dtype in ("f64", "f32"):
             check_program(native, interp, program, dtype, seed=100 * batch + index)
 
+
+
+def test_random_programs_with_control_flow_match_the_interpreter() -> None:
+    """Generated programs that contain an `if` or a `while`, checked the same way."""
+    rng = random.Random(7)
+    programs = []
+    while len(programs) < PROGRAMS_PER_BATCH:
+        program = generate_program(rng, f"g{len(programs)}")
+        if "while " in program.source or "if " in program.source:
+            programs.append(program)
+    source = "\n".join(p.source for p in programs)
+    native, interp = rv.compile(source), rv.compile(source, backend="interp")
+    for index, program in enumerate(programs):
+        for dtype in ("f64", "f32"):
+            check_program(native, interp, program, dtype, seed=7000 + index)

@@ -58,6 +58,8 @@ SPECIAL_ARGS: dict[str, Callable[[dict[str, int], Rng], object]] = {
     "limit": lambda dims, rng: 1.0,
     "decay": lambda dims, rng: 0.01,
     "slope": lambda dims, rng: 0.1,
+    "s": lambda dims, rng: rng.random(dims["N"]) + 0.5,
+    "tol": lambda dims, rng: 1e-12,
 }
 
 
@@ -296,6 +298,9 @@ REFERENCES: dict[tuple[str, str], Callable[..., object]] = {
     ("topk_loss", "ranks"): lambda x: np.argsort(np.argsort(x, kind="stable"), kind="stable"),
     ("topk_loss", "growth"): lambda r: (np.cumprod(1 + r), np.cumsum(np.cumprod(1 + r) - 1)),
     ("topk_loss", "prefix_sums"): lambda x: np.cumsum(x, axis=1),
+    ("newton", "newton_sqrt"): lambda s, tol: np.sqrt(s),
+    ("newton", "newton_loss"): lambda x, target: np.sum(
+        ((-1.0 if target.mean() < 0 else 1.0) * np.sqrt(x * x + 1.0) - target) ** 2),
 }
 
 

@@ -161,6 +161,14 @@ PROGRAMS = {
     "broadcast": """fn f(x: float[N, M], r: float[M], c: float[N, 1], s: float) -> float[N, M] {
         return x * r + c - s;
     }""",
+    "control_flow": """fn f(x: float[N], w: float[N]) -> (float[N], float, i64) {
+        var u = x;
+        var r = max(abs(x));
+        if r > 1.0 { u = x / r; r = 1.0; } else { u = u * w; }
+        var k = 0;
+        while r > 0.01 and k < 50 { u = tanh(u * w) + 0.1; r = r * 0.5; k = k + 1; }
+        return (u, r, k);
+    }""",
 }
 
 
