@@ -27,7 +27,7 @@ import subprocess
 from pathlib import Path
 
 from .core import Function, Op, Value
-from .printer import _Namer, format_attr
+from .printer import Namer, format_attr
 
 PRIMAL_COLOUR, ADJOINT_COLOUR = "lightblue", "salmon"
 RENDERED_SUFFIXES = (".svg", ".png")
@@ -48,7 +48,7 @@ def primal_half(fn: Function, primal_results: int) -> set[Op]:
     return needed
 
 
-def _define(op: Op, namer: _Namer) -> None:
+def _define(op: Op, namer: Namer) -> None:
     """Name `op`'s results, then the values inside its regions, in the printer's order
     (the insides are named so that later values get the printer's numbers; not drawn)."""
     for result in op.results:
@@ -66,7 +66,7 @@ def _quoted(text: str) -> str:
     return f'"{escaped}"'
 
 
-def _op_label(op: Op, namer: _Namer) -> str:
+def _op_label(op: Op, namer: Namer) -> str:
     results = ", ".join(namer[r] for r in op.results)
     attrs = ", ".join(f"{k} = {format_attr(v)}" for k, v in op.attrs.items() if k != "label")
     if len(attrs) > LONGEST_ATTRS:
@@ -80,7 +80,7 @@ def format_dot(fn: Function, program: Function | None = None) -> str:
     """Function `fn` as a dot digraph. When `fn` is the adjoint of `program`, its primal
     half (and `program`'s parameters) is coloured apart from its adjoint half (and the
     cotangent parameters an adjoint adds); without `program` all of `fn` is primal."""
-    namer = _Namer()
+    namer = Namer()
     if program is None:
         primal, primal_params = set(fn.body.ops), len(fn.params)
     else:

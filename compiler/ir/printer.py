@@ -19,7 +19,7 @@ from .core import Block, Function, Module, Op, Value
 from .dims import Dim
 
 
-class _Namer:
+class Namer:
     """Assigns each value its printed name on first definition."""
 
     def __init__(self) -> None:
@@ -59,12 +59,12 @@ def format_attr(value: Any) -> str:
     return str(value)
 
 
-def _format_block(block: Block, namer: _Namer, indent: str, lines: list[str]) -> None:
+def _format_block(block: Block, namer: Namer, indent: str, lines: list[str]) -> None:
     for op in block.ops:
         _format_op(op, namer, indent, lines)
 
 
-def _format_op(op: Op, namer: _Namer, indent: str, lines: list[str]) -> None:
+def _format_op(op: Op, namer: Namer, indent: str, lines: list[str]) -> None:
     operands = ", ".join(namer[v] for v in op.operands)
     attrs = ", ".join(f"{k} = {format_attr(v)}" for k, v in op.attrs.items() if k != "label")
     head = op.name + (f" {operands}" if operands else "") + (f" {{{attrs}}}" if attrs else "")
@@ -83,7 +83,7 @@ def _format_op(op: Op, namer: _Namer, indent: str, lines: list[str]) -> None:
     lines.append(f"{indent}{_results(op, namer)}{head} : {types}")
 
 
-def _results(op: Op, namer: _Namer) -> str:
+def _results(op: Op, namer: Namer) -> str:
     if not op.results:
         return ""
     return ", ".join(namer.define(r) for r in op.results) + " = "
@@ -91,7 +91,7 @@ def _results(op: Op, namer: _Namer) -> str:
 
 def format_function(fn: Function) -> str:
     """One function as text."""
-    namer = _Namer()
+    namer = Namer()
     params = ", ".join(f"{namer.define(p)}: {p.type}" for p in fn.params)
     types = ", ".join(str(t) for t in fn.result_types)
     ret = types if len(fn.result_types) == 1 else f"({types})"

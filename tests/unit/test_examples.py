@@ -60,6 +60,10 @@ SPECIAL_ARGS: dict[str, Callable[[dict[str, int], Rng], object]] = {
     "slope": lambda dims, rng: 0.1,
     "s": lambda dims, rng: rng.random(dims["N"]) + 0.5,
     "tol": lambda dims, rng: 1e-12,
+    "tolerance": lambda dims, rng: 1e-4,
+    "t_end": lambda dims, rng: 1.0,
+    "k": lambda dims, rng: 2.0,
+    "c": lambda dims, rng: 0.3,
 }
 
 
@@ -84,6 +88,23 @@ def make_args(module: rv.Module, name: str, float_dtype: str, seed: int = 0) -> 
 
 
 # ---------------------------------------------------------------- NumPy references
+
+
+def oscillator(u0: np.ndarray, k: float, c: float, t_end: float, tolerance: float
+               ) -> np.ndarray:
+    """examples/ode_adaptive.rv's integrator, step for step (Heun with an Euler estimate)."""
+    def rate(u: np.ndarray, t: float) -> np.ndarray:
+        return np.array([u[1], -k * u[0] - c * u[1] + np.sin(t)])
+
+    u, t, h = np.array(u0, dtype=np.float64), 0.0, 0.01
+    while t < t_end:
+        euler = u + h * rate(u, t)
+        heun = u + 0.5 * h * (rate(u, t) + rate(euler, t + h))
+        err = np.abs(heun - euler).max() + 1e-300
+        if err <= tolerance:
+            u, t = heun, t + h
+        h = min(h * min(max(0.9 * np.sqrt(tolerance / err), 0.2), 5.0), t_end - t)
+    return u
 
 
 def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -299,6 +320,9 @@ REFERENCES: dict[tuple[str, str], Callable[..., object]] = {
     ("topk_loss", "growth"): lambda r: (np.cumprod(1 + r), np.cumsum(np.cumprod(1 + r) - 1)),
     ("topk_loss", "prefix_sums"): lambda x: np.cumsum(x, axis=1),
     ("newton", "newton_sqrt"): lambda s, tol: np.sqrt(s),
+    ("ode_adaptive", "oscillator"): oscillator,
+    ("ode_adaptive", "oscillator_loss"): lambda u0, k, c: np.sum(
+        oscillator(u0, k, c, 2.0, 1e-5) ** 2),
     ("newton", "newton_loss"): lambda x, target: np.sum(
         ((-1.0 if target.mean() < 0 else 1.0) * np.sqrt(x * x + 1.0) - target) ** 2),
 }

@@ -1,6 +1,6 @@
 """Chapter 3: the printer with types inline, and counting ops.
 
-Exercise 1: the printer names every operand through `_Namer.__getitem__`
+Exercise 1: the printer names every operand through `Namer.__getitem__`
 (`compiler/ir/printer.py`). Replacing that one method for the duration of a `with` block
 makes every use print its type, without editing the compiler:
 
@@ -23,16 +23,16 @@ from reverie.compiler.ir.core import Function, Value
 @contextlib.contextmanager
 def types_inline() -> Iterator[None]:
     """While active, `format_function` prints each operand as `%name: type`."""
-    original = printer._Namer.__getitem__
+    original = printer.Namer.__getitem__
 
-    def with_type(namer: printer._Namer, value: Value) -> str:
+    def with_type(namer: printer.Namer, value: Value) -> str:
         return f"{original(namer, value)}: {value.type}"
 
-    printer._Namer.__getitem__ = with_type
+    printer.Namer.__getitem__ = with_type
     try:
         yield
     finally:
-        printer._Namer.__getitem__ = original
+        printer.Namer.__getitem__ = original
 
 
 def count_ops(fn: Function) -> int:
