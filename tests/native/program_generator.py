@@ -3,9 +3,9 @@
 `generate_program(rng, name)` returns a `GeneratedProgram`: the source of one function
 `fn name(params...) -> float` with 1–3 `float` parameters over the dimensions N and M,
 1–6 `let`s (elementwise built-ins on safe domains, broadcasting arithmetic, reductions,
-transposes, matmuls, slices, concat, roll, softmax, an occasional `for` loop, `if`/`else`,
-`while` or index notation) and a scalar result, so that `grad` applies. Shapes are
-tracked as tuples of dimension strings ("N", "M", "1", "N - 1", ...); two shapes
+transposes, matmuls, slices, concat, roll, softmax, scans and orderings, an occasional
+`for` loop, `if`/`else`, `while`, indexed update or index notation) and a scalar result,
+so that `grad` applies. Shapes are tracked as tuples of dimension strings ("N", "M", "1", "N - 1", ...); two shapes
 broadcast only when the strings agree or one of them is "1", which is never looser than
 the compiler's own rule.
 """
@@ -110,6 +110,8 @@ class ProgramBuilder:
             return
         if roll < 0.22 and self.add_control_flow():
             return
+        if roll < 0.28 and self.add_indexed_update():
+            return
         value = self.expression()
         name = self.fresh()
         self.statements.append(f"let {name} = {value.text};")
@@ -118,7 +120,7 @@ class ProgramBuilder:
     def expression(self) -> Value:
         """A random expression over the available values."""
         makers = [self.unary, self.binary, self.binary, self.reduction, self.comparison,
-                  self.matmul, self.data_movement, self.softmax_like]
+                  self.matmul, self.data_movement, self.softmax_like, self.scan]
         while True:
             value = self.rng.choice(makers)()
             if value is not None:
@@ -235,6 +237,43 @@ class ProgramBuilder:
             if i != axis))
         shape = arg.shape[:axis] + (f"{dim} + {other.shape[axis]}",) + arg.shape[axis + 1:]
         return Value(f"concat(({arg.text}, {other.text}), axis={axis})", shape)
+
+    def scan(self) -> Value | None:
+        """`cumsum`, `cumprod` (of values near 1), `sort` or the largest element by `topk`,
+        along one axis of length N or M."""
+        arg = self.pick(lambda v: len(v.shape) > 0)
+        if arg is None:
+            return None
+        axis = self.rng.randrange(len(arg.shape))
+        if arg.shape[axis] not in BASE_DIMS:
+            return None
+        kind = self.rng.choice(["cumsum", "cumprod", "sort", "topk"])
+        if kind == "cumsum":
+            return Value(f"cumsum({arg.text}, axis={axis})", arg.shape)
+        if kind == "cumprod":
+            return Value(f"cumprod(0.5 * tanh({arg.text}) + 1.0, axis={axis})", arg.shape)
+        if kind == "sort":
+            return Value(f"sort({arg.text}, axis={axis})", arg.shape)
+        return Value(f"topk({arg.text}, 1, axis={axis})",
+                     arg.shape[:axis] + ("1",) + arg.shape[axis + 1:])
+
+    def add_indexed_update(self) -> bool:
+        """A `var` copy of a value with its first row (or its last column) replaced:
+        `u[0] = ...;`, `u[:, -1] = ...;` (a differentiable, bounds-checked update)."""
+        state = self.pick(lambda v: len(v.shape) in (1, 2) and v.shape[0] in BASE_DIMS)
+        if state is None:
+            return False
+        name = self.fresh("u")
+        self.statements.append(f"var {name} = {state.text};")
+        if len(state.shape) == 2 and self.rng.random() < 0.5:
+            target, part = f"{name}[:, -1]", state.shape[:1]
+        else:
+            target, part = f"{name}[0]", state.shape[1:]
+        source = self.pick(lambda v: v.shape == part)
+        value = f"tanh({source.text}) * 0.5" if source is not None else "0.25"
+        self.statements.append(f"{target} = {value};")
+        self.values.append(Value(name, state.shape))
+        return True
 
     def add_loop(self) -> bool:
         """A `var` updated by a short `for` loop, maybe reading rows of a matrix."""

@@ -100,13 +100,22 @@ def test_random_programs_match_the_interpreter(batch: int) -> None:
 
 
 
-def test_random_programs_with_control_flow_match_the_interpreter() -> None:
-    """Generated programs that contain an `if` or a `while`, checked the same way."""
+# Constructs that the plain batches draw only now and then, each tested on its own batch.
+FEATURES = {
+    "control flow": ("while ", "if "),
+    "scans and orderings": ("cumsum(", "cumprod(", "sort(", "topk("),
+    "indexed updates": ("] = ",),
+}
+
+
+@pytest.mark.parametrize("feature", sorted(FEATURES))
+def test_random_programs_with_a_feature_match_the_interpreter(feature: str) -> None:
+    """Generated programs that contain `feature`, checked the same way."""
     rng = random.Random(7)
     programs = []
     while len(programs) < PROGRAMS_PER_BATCH:
         program = generate_program(rng, f"g{len(programs)}")
-        if "while " in program.source or "if " in program.source:
+        if any(marker in program.source for marker in FEATURES[feature]):
             programs.append(program)
     source = "\n".join(p.source for p in programs)
     native, interp = rv.compile(source), rv.compile(source, backend="interp")
