@@ -5,9 +5,9 @@
 1–6 `let`s (elementwise built-ins on safe domains, broadcasting arithmetic, reductions,
 transposes, matmuls, slices, concat, roll, softmax, scans and orderings, an occasional
 `for` loop, `if`/`else`, `while`, indexed update or index notation) and a scalar result,
-so that `grad` applies. Shapes are tracked as tuples of dimension strings ("N", "M", "1", "N - 1", ...); two shapes
-broadcast only when the strings agree or one of them is "1", which is never looser than
-the compiler's own rule.
+so that `grad` applies. Shapes are tracked as tuples of dimension strings ("N", "M", "1",
+"N - 1", ...); two shapes broadcast only when the strings agree or one of them is "1",
+which is never looser than the compiler's own rule.
 """
 
 from __future__ import annotations
