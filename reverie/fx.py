@@ -305,10 +305,15 @@ def compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,  # noqa:
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
-            fallback: bool = False) -> Callable[..., Any]:
+            options: dict[str, Any] | None = None) -> Callable[..., Any]:
     """The `torch.compile` backend "reverie" (entry point `torch_dynamo_backends`);
     `torch.compile(model, backend="reverie", options={"fallback": True})` allows graph
     breaks."""
+    options = dict(options or {})
+    fallback = bool(options.pop("fallback", False))
+    if options:
+        raise TypeError(f"the reverie backend takes the option 'fallback', got "
+                        f"{', '.join(sorted(options))}")
     return compile(gm, example_inputs, fallback=fallback)
 
 

@@ -247,6 +247,13 @@ def test_fallback_runs_unmapped_nodes_in_eager_pytorch() -> None:
     assert_same_derivatives(compiled, uses_erfinv, [x])
 
 
+def test_backend_option_fallback() -> None:
+    x = torch.rand(4, dtype=torch.float64) - 0.5
+    compiled = torch.compile(_Wrap(uses_erfinv), backend="reverie", fullgraph=True,
+                             options={"fallback": True})
+    assert_same_derivatives(compiled, uses_erfinv, [x])
+
+
 def test_dynamo_error_names_the_source_line() -> None:
     model = _Wrap(uses_erfinv)
     compiled = torch.compile(model, backend="reverie", fullgraph=True)
