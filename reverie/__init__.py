@@ -40,7 +40,8 @@ EXPORTS = {
     "reverie.runtime.tensor": ("Tensor", "tensor"),
 }
 HOME_MODULES = {name: module for module, names in EXPORTS.items() for name in names}
-INTEROP_MODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax"}
+INTEROP_MODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax",
+                   "dask": "reverie.dask"}
 
 __all__ = [
     "ArgumentTypeError",
@@ -78,7 +79,8 @@ _kernel_protocol.use_compiler(_compile_source)
 
 def __getattr__(name: str) -> object:
     """A public name, imported from its home module on first use; `rv.torch` and `rv.jax`
-    (SPEC §3.5) likewise, so that `import reverie` never imports torch or jax."""
+    (SPEC §3.5) and `rv.dask` (§3.6) likewise, so that `import reverie` never imports
+    torch, jax or dask."""
     if name in HOME_MODULES:
         value = getattr(importlib.import_module(HOME_MODULES[name]), name)
     elif name in INTEROP_MODULES:
