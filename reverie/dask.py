@@ -233,6 +233,8 @@ def split_call(kernel: Kernel, positions: Sequence[int], args: Sequence[object])
     names = kernel.param_names
     check_arity(kernel.name, names, args)
     arrays = {p: batch_array(kernel, p, args[p]) for p in positions}
+    fn = kernel.specialisation_for(with_stand_ins(args, arrays, None, None))
+    bind_arguments(fn, with_stand_ins(args, arrays, None, fn))  # the call on all rows
     rows = {p: array.shape[0] for p, array in arrays.items()}
     if len(set(rows.values())) > 1:
         shown = ", ".join(f"'{names[p]}' has {n}" for p, n in rows.items())
@@ -243,9 +245,8 @@ def split_call(kernel: Kernel, positions: Sequence[int], args: Sequence[object])
                                  **{axis: -1 for axis in range(1, array.ndim)}})
                for p, array in arrays.items()}
     total, chunks = first.shape[0], first.chunks[0]
-    fn = kernel.specialisation_for(with_stand_ins(args, arrays, total, None))
     dims = {n: bind_arguments(fn, with_stand_ins(args, arrays, n, fn)).dims
-            for n in (total, *sorted(set(chunks)))}
+            for n in sorted(set(chunks))}  # the call on each chunk
     merged = [aligned.get(p, arg) for p, arg in enumerate(args)]
     return SplitCall(merged, list(positions), chunks, total, fn, dims)
 
@@ -267,9 +268,10 @@ def batch_array(kernel: Kernel, position: int, value: object) -> da.Array:
     return value
 
 
-def with_stand_ins(args: Sequence[object], arrays: dict[int, da.Array], rows: int,
+def with_stand_ins(args: Sequence[object], arrays: dict[int, da.Array], rows: int | None,
                    fn: Function | None) -> list[object]:
-    """`args` with each batch array replaced by a stand-in with `rows` rows: of the array's
+    """`args` with each batch array replaced by a stand-in with `rows` rows (None: its own
+    number of rows): of the array's
     dtype, or of the declared dtype of `fn`'s parameter where the call would convert to it
     (so binding it copies nothing; integer ranges are then checked on the workers)."""
     standing = list(args)
@@ -278,7 +280,8 @@ def with_stand_ins(args: Sequence[object], arrays: dict[int, da.Array], rows: in
         if fn is not None:
             declared = NUMPY_DTYPES[fn.params[p].type.dtype]
             dtype = declared if np.can_cast(dtype, declared, casting="same_kind") else dtype
-        standing[p] = stand_in((rows, *array.shape[1:]), dtype)
+        shape = array.shape if rows is None else (rows, *array.shape[1:])
+        standing[p] = stand_in(shape, dtype)
     return standing
 
 
