@@ -221,8 +221,12 @@ class SplitCall:
 
     def chunk_arguments(self, values: Sequence[object]) -> list[list[object]]:
         """Per chunk, the kernel's arguments: the chunk's block of each batch array, and
-        `values` (the call's arguments, or their scattered futures) elsewhere."""
-        blocks = {p: self.args[p].to_delayed().ravel() for p in self.positions}
+        `values` (the call's arguments, or their scattered futures) elsewhere. The blocks
+        keep their arrays' graphs unoptimised: optimising each array's graph on its own
+        would copy a task that several batch arrays share (rows and labels made by one
+        task) into each of them, so it would run once per array."""
+        blocks = {p: self.args[p].to_delayed(optimize_graph=False).ravel()
+                  for p in self.positions}
         return [[blocks[p][c] if p in blocks else value for p, value in enumerate(values)]
                 for c in range(len(self.chunks))]
 

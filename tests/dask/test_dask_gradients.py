@@ -11,11 +11,13 @@ problems surface on the client as the exceptions, and messages, of a local call.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import dask.array as da
 import numpy as np
@@ -26,6 +28,7 @@ from distributed import Client, LocalCluster
 import reverie as rv
 
 F64, F32 = {"rtol": 1e-12, "atol": 1e-12}, {"rtol": 1e-5, "atol": 1e-6}
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dask_fit.py"
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +57,8 @@ def assert_same(got: object, expected: object, tolerance: dict[str, float]) -> N
         np.testing.assert_allclose(got, expected, **tolerance)
 
 
-@pytest.mark.parametrize("reduce, loss", [("mean", "mse"), ("sum", "squared_sum")])
-@pytest.mark.parametrize("dtype, tolerance", [(np.float64, F64), (np.float32, F32)])
+@pytest.mark.parametrize("reduce, loss, dtype, tolerance", [
+    ("mean", "mse", np.float64, F64), ("sum", "squared_sum", np.float32, F32)])
 def test_value_and_grad_matches_the_call_on_all_rows(
         client: Client, m: rv.Module, reduce: str, loss: str, dtype: type,
         tolerance: dict[str, float]) -> None:
@@ -209,3 +212,13 @@ def test_every_kernel_kind_runs_on_a_worker(client: Client, m: rv.Module) -> Non
                for kind, (kernel, args) in kinds.items()}
     for kind, future in futures.items():
         assert_same(future.result(), expected[kind], F64)
+
+
+def test_the_example_fits_on_the_cluster(client: Client) -> None:
+    spec = importlib.util.spec_from_file_location("dask_fit", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    warm = rv.compile(example.MODEL, name="dask_fit.rv").logistic_loss  # the disk cache
+    warm.value_and_grad(("w", "b"))(*example.make_chunk(0, 10, 8, 0), np.zeros(8, "f4"), 0.0)
+    losses = example.fit(rows=30_000, chunk_rows=7_000, features=8, steps=4)
+    assert len(losses) == 4 and all(b < a for a, b in zip(losses, losses[1:], strict=False))

@@ -4,7 +4,8 @@ A pickle names only the module's source and options, function names and transfor
 (checked while unpickling: the only names it looks up are the rebuilding functions);
 unpickling gives a kernel that computes what the original does. In a new process with the
 disk cache filled, unpickling and calling parses nothing (the module's syntax tree is
-never built). Also: `rv.dask` without a distributed client runs on Dask's local scheduler.
+never built). Also: `rv.dask` without a distributed client runs on Dask's local scheduler,
+and a task that several batch arrays share runs once per chunk.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dask
+import dask.array as da
 import numpy as np
 import pytest
-from dask_programs import SOURCE, kernels_and_arguments, rows, split
+from dask_programs import SOURCE, kernels_and_arguments, rows
 
 import reverie as rv
 from reverie.kernel import Kernel
@@ -93,11 +96,23 @@ def test_a_kernel_made_by_hand_does_not_pickle() -> None:
         pickle.dumps(stray)
 
 
-def test_without_a_client_dask_runs_locally() -> None:
+made: list[int] = []
+
+
+def make_rows(index: int, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk `index` of (x, y), counted in `made`."""
+    made.append(index)
+    return x[10 * index:10 * index + 10], y[10 * index:10 * index + 10]
+
+
+def test_without_a_client_dask_runs_locally_and_shared_work_once() -> None:
     m = rv.compile(SOURCE)
     x, y, w, b = rows()
-    got = rv.dask.value_and_grad(m.mse, "w", batch=("x", "y"), reduce="mean")(
-        split(x), split(y), w, b)
+    pieces = [dask.delayed(make_rows, nout=2)(i, x, y) for i in range(5)]
+    xs = da.concatenate([da.from_delayed(p[0], (10, 4), x.dtype) for p in pieces])
+    ys = da.concatenate([da.from_delayed(p[1], (10,), y.dtype) for p in pieces])
+    got = rv.dask.value_and_grad(m.mse, "w", batch=("x", "y"), reduce="mean")(xs, ys, w, b)
+    assert sorted(made) == [0, 1, 2, 3, 4]  # each chunk's task ran once for both arrays
     value, dw = m.mse.value_and_grad("w")(x, y, w, b)
     np.testing.assert_allclose(got[0], value, rtol=1e-12)
     np.testing.assert_allclose(got[1], dw, rtol=1e-12)
