@@ -136,7 +136,8 @@ def weighted_value_and_grad(program: Kernel, single: bool, weight: float,
     """Run on a worker: one chunk's `(weight * value, weight * grads)`."""
     value, grads = program(*args)
     grads = (grads,) if single else grads
-    return weight * value, tuple(weight * g for g in grads)
+    factor = np.asarray(value).dtype.type(weight)  # in the loss's dtype: f32 stays f32
+    return factor * value, tuple(factor * g for g in grads)
 
 
 def add_partials(*partials: Partial) -> Partial:
@@ -332,12 +333,14 @@ def share(values: list[object]) -> list[object]:
 
 
 def current_client() -> object | None:
-    """The default `distributed.Client`, or None (no client, or distributed missing)."""
+    """The default `distributed.Client` when it is Dask's current scheduler, else None (no
+    client, distributed not installed, or another scheduler chosen with dask.config)."""
     try:
         from distributed import default_client
     except ImportError:
         return None
     try:
-        return default_client()
+        client = default_client()
     except ValueError:
         return None
+    return client if dask.base.get_scheduler() == client.get else None
