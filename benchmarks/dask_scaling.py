@@ -9,9 +9,13 @@ tanh units, 8 outputs, float32, gradients of all four weights) over `--chunks` c
   processes, one thread each, with the rows already in the workers' memory (persisted).
 
 Every kernel runs on one thread (`REVERIE_NUM_THREADS=1`, inherited by the workers), so
-the figures compare processes, not threads. Each way is warmed up (compiling), then timed
-`--repeats` times; the median is reported as rows/s, with the two ratios the issue asks
-for: 2 workers / 1 worker (target >= 1.6) and dask with 1 worker / single (target <= 1.3).
+the figures compare processes, not threads. Both clusters run side by side (an idle one
+costs nothing); each way is warmed up (compiling), then sampled `--repeats` times in turn
+with the others, so a change in the machine's load hits all three alike. The median is
+reported as rows/s, with the two ratios the issue asks
+for: 2 workers / 1 worker (target >= 1.6) and dask with 1 worker / single (target <= 1.3);
+and the fixed cost of a call (the same chunks of 10 rows each: scatter, scheduling, the
+reduction, the result's round trip).
 
     python benchmarks/dask_scaling.py                 # about a minute on 2 idle cores
     python benchmarks/dask_scaling.py --chunks 8 --chunk-rows 10000 --repeats 3  # quick
@@ -23,6 +27,7 @@ take cores from the workers and the ratio of 2 to 1 workers falls with them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import platform
@@ -54,27 +59,34 @@ def problem(rows: int, chunk_rows: int, seed: int = 0) -> tuple[da.Array, ...]:
     return x, y, w1, np.zeros(HIDDEN, np.float32), w2, np.zeros(OUTPUTS, np.float32)
 
 
-def median_seconds(run: Callable[[], object], repeats: int) -> float:
-    """The median wall time of `repeats` calls of `run`, after one warm-up call."""
-    run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
+def interleaved_medians(runs: dict[str, Callable[[], object]],
+                        repeats: int) -> dict[str, float]:
+    """The median wall time of each of `runs`, after one warm-up call of each, sampled in
+    turn (a change in the machine's load hits every run alike)."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for run in runs.values():
         run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(samples) for name, samples in times.items()}
 
 
-def on_cluster(workers: int, loss: rv.Kernel, data: tuple[da.Array | np.ndarray, ...],
-               repeats: int) -> float:
-    """Median seconds of the data-parallel call on a cluster of `workers` processes, with
-    the rows made and kept in the workers' memory first."""
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
-        x, y = client.persist(list(data[:2]))
-        wait([x, y])
-        parallel = rv.dask.value_and_grad(loss, WRT, batch=("x", "y"), reduce="mean")
-        return median_seconds(lambda: parallel(x, y, *data[2:]), repeats)
+def on_cluster(client: Client, loss: rv.Kernel,
+               data: tuple[da.Array | np.ndarray, ...]) -> Callable[[], object]:
+    """The data-parallel call on `client`'s cluster, with the rows made and kept in its
+    workers' memory first."""
+    x, y = client.persist(list(data[:2]))
+    wait([x, y])
+    parallel = rv.dask.value_and_grad(loss, WRT, batch=("x", "y"), reduce="mean")
+
+    def run() -> object:
+        with client.as_current():
+            return parallel(x, y, *data[2:])
+
+    return run
 
 
 def main() -> None:
@@ -92,12 +104,22 @@ def main() -> None:
     loss = rv.load(MLP).mlp_loss
     data = problem(rows, args.chunk_rows)
     local = [a.compute(scheduler="sync") if isinstance(a, da.Array) else a for a in data]
-    single = median_seconds(lambda: loss.value_and_grad(WRT)(*local), args.repeats)
-    one = on_cluster(1, loss, data, args.repeats)
-    two = on_cluster(2, loss, data, args.repeats)
-    for name, seconds in (("single process", single), ("dask, 1 worker", one),
-                          ("dask, 2 workers", two)):
+    grad = loss.value_and_grad(WRT)
+    with contextlib.ExitStack() as stack:
+        clients = [stack.enter_context(Client(stack.enter_context(LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None))))
+            for n in (1, 2)]
+        medians = interleaved_medians({
+            "single process": lambda: grad(*local),
+            "dask, 1 worker": on_cluster(clients[0], loss, data),
+            "dask, 2 workers": on_cluster(clients[1], loss, data),
+            "fixed cost": on_cluster(clients[1], loss, problem(args.chunks * 10, 10))},
+            args.repeats)
+    single, one, two, fixed = medians.values()
+    for name, seconds in list(medians.items())[:3]:
         print(f"{name:16} {seconds * 1e3:8.1f} ms  {rows / seconds:12,.0f} rows/s")
+    print(f"fixed cost of a call (2 workers, {args.chunks} chunks of 10 rows): "
+          f"{fixed * 1e3:.1f} ms")
     print(f"2 workers / 1 worker: {one / two:.2f}x the rows/s (target >= 1.6)")
     print(f"dask (1 worker) / single process: {one / single:.2f}x the time (target <= 1.3)")
     print(f"load average after: {os.getloadavg()}")

@@ -163,8 +163,10 @@ def map_blocks(kernel: Kernel, *args: object,
     """`kernel` run on every chunk of the `batch` parameters (default: those given dask
     arrays), lazily: a dask array per result (a tuple for a tuple return). A result whose
     axis 0 is the batch's row dimension is the chunks' results concatenated along it; any
-    other result gets one entry per chunk (stacked along a new axis 0). Non-batch values
-    are scattered to the workers now, when a distributed client exists."""
+    other result gets one entry per chunk (stacked along a new axis 0). The kernel's
+    results must be arrays or a flat tuple of them (a module's function, `grad`, `vjp`;
+    not `value_and_grad`'s nested pair). Non-batch values are scattered to the workers
+    now, when a distributed client exists."""
     if batch is None:
         positions = [i for i, arg in enumerate(args) if isinstance(arg, da.Array)]
     else:
@@ -200,8 +202,8 @@ def run_kernel(kernel: Kernel, *args: object) -> object:
 @dataclass
 class SplitCall:
     """One call's arguments, checked: the batch arrays (at `positions`) with their rows
-    aligned in `chunks` and every other axis whole, the specialisation `fn` the call runs,
-    and its dimensions for each distinct chunk length (and for all `rows`)."""
+    aligned in `chunks` and every other axis whole (`rows` in all), the specialisation `fn`
+    the call runs, and its dimensions for each distinct chunk length."""
 
     args: list[object]
     positions: list[int]

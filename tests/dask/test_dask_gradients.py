@@ -100,13 +100,17 @@ def test_a_kernel_with_a_loop(client: Client, m: rv.Module) -> None:
 
 
 def test_map_blocks(client: Client, m: rv.Module) -> None:
-    x, _, w, _ = rows()
+    x, y, w, b = rows()
     predictions = rv.dask.map_blocks(m.predict, split(x), w)
     assert isinstance(predictions, da.Array) and predictions.shape == (50,)
     np.testing.assert_allclose(predictions.compute(), m.predict(x, w), **F64)
     per_chunk = rv.dask.map_blocks(m.score, split(x), w)  # one scalar per chunk
     assert per_chunk.shape == (len(UNEVEN),)
     np.testing.assert_allclose(per_chunk.sum().compute(), m.score(x, w), **F64)
+    dw, db = rv.dask.map_blocks(m.squared_sum.grad(("w", "b")), split(x), split(y), w, b)
+    assert dw.shape == (len(UNEVEN), 4) and db.shape == (len(UNEVEN),)  # per chunk
+    assert_same((dw.sum(axis=0).compute(), db.sum().compute()),
+                m.squared_sum.grad(("w", "b"))(x, y, w, b), F64)
 
 
 def test_a_worker_killed_mid_run_does_not_change_the_result(client: Client,
