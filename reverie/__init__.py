@@ -45,7 +45,7 @@ EXPORTS = {
 }
 HOME_MODULES = {name: module for module, names in EXPORTS.items() for name in names}
 INTEROP_MODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax",
-                   "fx": "reverie.fx"}
+                   "fx": "reverie.fx", "dask": "reverie.dask"}
 # `rv.exp`, `rv.tanh`, ...: the elementwise built-ins on Tensors, named by the op table
 # (runtime/tensor_ops.py FUNCTIONS), looked up there for any other public-looking name
 ELEMENTWISE_FUNCTIONS_MODULE = "reverie.runtime.tensor_ops"
@@ -90,8 +90,9 @@ _kernel_protocol.use_compiler(_compile_source)
 
 def __getattr__(name: str) -> object:
     """A public name, imported from its home module on first use; `rv.torch` and `rv.jax`
-    (SPEC §3.5) likewise, so that `import reverie` never imports torch or jax; and the
-    elementwise built-ins on Tensors (`rv.exp`, SPEC §3.3)."""
+    (SPEC §3.5), `rv.fx` (§3.7) and `rv.dask` (§3.6) likewise, so that `import reverie`
+    never imports torch, jax or dask; and the elementwise built-ins on Tensors (`rv.exp`,
+    SPEC §3.3)."""
     if name in HOME_MODULES:
         value = getattr(importlib.import_module(HOME_MODULES[name]), name)
     elif name in INTEROP_MODULES:

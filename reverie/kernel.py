@@ -26,10 +26,19 @@ A kernel's `identity` says what it is: its module's key and function name, then 
 transform that derived it. Its IR per dtype, and what the native backend makes of it, are
 kept under that identity in the whole-pipeline cache (`runtime/artifacts.py`), so a new
 process with a populated cache reaches native code without parsing or transforming.
+
+Kernels pickle as what they are, never as native code: a module's function as its module
+(source, name, options) and its name; a transform as the kernel it was derived from and
+its transform key (`derivation`). Unpickling rebuilds them through the usual cached path,
+so a process that receives a kernel (a Dask worker) compiles it once, or finds it in the
+disk cache, whatever number of tasks carry it:
+
+    pickle.loads(pickle.dumps(loss.grad("w")))    # module, "loss", ("grad", (1,), ...)
 """
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -79,6 +88,8 @@ class Kernel:
         self._call: Callable[..., object] = self._call_python
         self._native: set[Function] = set()
         self.identity: tuple | None = None  # what the kernel is, for the disk cache
+        # the kernel this one was derived from, and the key of that transform (pickling)
+        self.derivation: tuple[Kernel, tuple] | None = None
 
     def ir_for(self, float_dtype: str = "f32") -> Function:
         """The typed IR with `float` meaning `float_dtype` (built once per dtype; a kernel
@@ -159,6 +170,15 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<reverie kernel {self.name}({', '.join(self.param_names)})>"
 
+    def __reduce__(self) -> tuple[Callable[..., Kernel], tuple]:
+        """Pickle as a recipe (see the module docstring): nothing native travels."""
+        if self.derivation is not None:
+            return transform_of, self.derivation
+        if self.module.kernels.get(self.name) is self:
+            return function_of, (self.module, self.name)
+        raise pickle.PicklingError(f"kernel {self.name} is neither a module's function nor "
+                                   "one of its transforms, so it cannot be rebuilt elsewhere")
+
     # ------------------------------------------------------------ transforms
 
     def wrt_indices(self, wrt: Wrt) -> tuple[list[int], bool]:
@@ -201,6 +221,7 @@ class Kernel:
         kernel = self._transforms.get(key)
         if kernel is None:
             made = make()
+            made.derivation = (self, key)
             if self.identity is not None and is_plain(key):
                 made.identity = (*self.identity, key)
             kernel = self._transforms.setdefault(key, made)
@@ -260,3 +281,16 @@ class Kernel:
         import reverie.transforms
 
         return reverie.transforms.hessian(self, wrt)
+
+
+def function_of(module: Module, name: str) -> Kernel:
+    """Function `name` of `module` (how a pickled module function is rebuilt)."""
+    return module[name]
+
+
+def transform_of(kernel: Kernel, key: tuple) -> Kernel:
+    """The transform of `kernel` that transform key `key` names (how a pickled derived
+    kernel is rebuilt; see `reverie.transforms.rebuild`)."""
+    import reverie.transforms
+
+    return reverie.transforms.rebuild(kernel, key)

@@ -8,6 +8,11 @@ callables that bind arguments at the call boundary and run the chosen backend.
 A module keeps the executables (native code) of its `EXECUTABLE_CACHE_SIZE` most recently
 run specialisations; one dropped from that cache is rebuilt on its next call (from the disk
 cache: no LLVM optimisation), and its JIT code is unloaded once nothing refers to it.
+
+A module pickles as its source, name and options. Unpickling gives the process's module
+for those (`unpickled_module`: the `UNPICKLED_MODULES` most recently received are kept),
+built through the disk cache the first time, so the tasks a worker runs share its
+compiled kernels and a worker compiles a module once per machine, not once per task.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ if TYPE_CHECKING:
 
 BACKENDS = ("native", "interp", "mlir")
 EXECUTABLE_CACHE_SIZE = 256
+UNPICKLED_MODULES = 16
 
 Executable = Callable[[BoundCall], list[np.ndarray]]
 
@@ -171,6 +177,10 @@ class Module:
     def __repr__(self) -> str:
         return f"<reverie module {self.name} with {', '.join(self.kernels) or 'no functions'}>"
 
+    def __reduce__(self) -> tuple[Callable[..., Module], tuple[str, str, str, bool]]:
+        """Pickle as source, name and options (no native code; see `unpickled_module`)."""
+        return unpickled_module, (self.source, self.name, self.backend, self.checkpoint)
+
     def adjoint(self, name: str, dtype: str = "f32", wrt: object = None) -> Function:
         """The adjoint IR of function `name`: its gradient for a scalar float result,
         otherwise its vector-Jacobian product (the ladder's reverse stage; stage "grad")."""
@@ -234,6 +244,19 @@ class Module:
         climbs = [functions] if view.shows == BOTH else functions  # BOTH: one module
         return _joined(text(climb(value, request, start=back_end_start(view.backend),
                                   stop=view.stop)[view.stop]) for value in climbs)
+
+
+_unpickled: LruCache[tuple[str, str, str, bool], Module] = LruCache(UNPICKLED_MODULES)
+
+
+def unpickled_module(source: str, name: str, backend: str, checkpoint: bool) -> Module:
+    """This process's module for a pickled (source, name, backend, checkpoint): one per
+    process while among the recently received, made through the disk cache."""
+    key = (source, name, backend, checkpoint)
+    module = _unpickled.get(key)
+    if module is None:
+        module = _unpickled.setdefault(key, Module(source, name, backend, checkpoint))
+    return module
 
 
 def _joined(texts: Iterable[str]) -> str:

@@ -21,7 +21,8 @@ methods (`f.jvp(wrt)` is `jvp(f, wrt)`), importing this module on the first tran
 for, so compiling and calling functions never loads the AD passes. Each result is kept in
 the kernel's transform cache (`Kernel.cached_transform`), so asking again returns the same
 compiled kernel. A reverse-mode transform's `checkpoint=True` keeps O(sqrt(T)) loop states
-and recomputes (SPEC §2.6); its default is the module's `checkpoint` setting.
+and recomputes (SPEC §2.6); its default is the module's `checkpoint` setting. `rebuild`
+turns a cache key back into its transform (how a pickled derived kernel is unpickled).
 """
 
 from __future__ import annotations
@@ -349,3 +350,27 @@ def hessian(kernel: Kernel, wrt: Wrt = None) -> Kernel:
         ("hessian", tuple(chosen), single),
         lambda: JacobianKernel(grad(kernel, chosen, checkpoint=False), chosen, single,
                                f"{kernel.name}_hessian"))
+
+
+# ---------------------------------------------------------------- rebuilding (unpickling)
+
+
+def rebuild(kernel: Kernel, key: tuple) -> Kernel:
+    """The transform of `kernel` whose transform-cache key is `key` (made by the functions
+    above: name, resolved `wrt`, then `single` and options), asked for again the way the
+    user first did, so it is found in the kernel's cache or rebuilt from the disk cache."""
+    name, chosen, *options = key
+    if name == "batched_vjp":
+        given, dtype = options
+        result_dtypes = [t.dtype for t in kernel.ir_for(dtype).result_types]
+        return kernel.cached_transform(
+            key, lambda: _batched_vjp_kernel(kernel, chosen, given, result_dtypes))
+    single, *settings = options
+    wrt = chosen[0] if single else list(chosen)
+    return TRANSFORMS[name](kernel, wrt, *settings)
+
+
+TRANSFORMS: dict[str, Callable[..., Kernel]] = {
+    "grad": grad, "value_and_grad": value_and_grad, "vjp": vjp, "jvp": jvp, "hvp": hvp,
+    "jacobian": jacobian, "hessian": hessian,
+}

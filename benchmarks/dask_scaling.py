@@ -1,0 +1,129 @@
+"""Scaling of `rv.dask.value_and_grad` over worker processes (issue 15, docs/scaling.md).
+
+A compute-bound gradient — the two-layer perceptron of `examples/mlp.rv` (64 inputs, 256
+tanh units, 8 outputs, float32, gradients of all four weights) over `--chunks` chunks of
+`--chunk-rows` rows — timed three ways on the same data:
+
+- `single`: `mlp_loss.value_and_grad()` in this process on the concatenated NumPy rows;
+- `dask, 1 worker` and `dask, 2 workers`: a `distributed.LocalCluster` of that many worker
+  processes, one thread each, with the rows already in the workers' memory (persisted).
+
+Every kernel runs on one thread (`REVERIE_NUM_THREADS=1`, inherited by the workers), so
+the figures compare processes, not threads. Both clusters run side by side (an idle one
+costs nothing); each way is warmed up (compiling), then sampled `--repeats` times in turn
+with the others, so a change in the machine's load hits all three alike. The median is
+reported as rows/s, with the two ratios the issue asks
+for: 2 workers / 1 worker (target >= 1.6) and dask with 1 worker / single (target <= 1.3);
+and the fixed cost of a call (the same chunks of 10 rows each: scatter, scheduling, the
+reduction, the result's round trip).
+
+    python benchmarks/dask_scaling.py                 # about a minute on 2 idle cores
+    python benchmarks/dask_scaling.py --chunks 8 --chunk-rows 10000 --repeats 3  # quick
+
+The machine's load average is printed before and after: on a shared machine, other jobs
+take cores from the workers and the ratio of 2 to 1 workers falls with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+from distributed import Client, LocalCluster, wait
+
+import reverie as rv
+
+MLP = Path(__file__).resolve().parents[1] / "examples" / "mlp.rv"
+FEATURES, HIDDEN, OUTPUTS = 64, 256, 8
+WRT = ("w1", "b1", "w2", "b2")
+
+
+def problem(rows: int, chunk_rows: int, seed: int = 0) -> tuple[da.Array, ...]:
+    """Inputs `x, y, w1, b1, w2, b2` of `mlp_loss` with `rows` rows, float32: the rows as
+    dask arrays made chunk by chunk from `seed` (the same values wherever computed)."""
+    rng = da.random.default_rng(seed)
+    x, y = (rng.standard_normal((rows, width), chunks=(chunk_rows, width), dtype=np.float32)
+            for width in (FEATURES, OUTPUTS))
+    weights = np.random.default_rng(seed)
+    w1 = weights.standard_normal((FEATURES, HIDDEN), dtype=np.float32) / np.float32(8)
+    w2 = weights.standard_normal((HIDDEN, OUTPUTS), dtype=np.float32) / np.float32(16)
+    return x, y, w1, np.zeros(HIDDEN, np.float32), w2, np.zeros(OUTPUTS, np.float32)
+
+
+def interleaved_medians(runs: dict[str, Callable[[], object]],
+                        repeats: int) -> dict[str, float]:
+    """The median wall time of each of `runs`, after one warm-up call of each, sampled in
+    turn (a change in the machine's load hits every run alike)."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for run in runs.values():
+        run()
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(samples) for name, samples in times.items()}
+
+
+def on_cluster(client: Client, loss: rv.Kernel,
+               data: tuple[da.Array | np.ndarray, ...]) -> Callable[[], object]:
+    """The data-parallel call on `client`'s cluster, with the rows made and kept in its
+    workers' memory first."""
+    x, y = client.persist(list(data[:2]))
+    wait([x, y])
+    parallel = rv.dask.value_and_grad(loss, WRT, batch=("x", "y"), reduce="mean")
+
+    def run() -> object:
+        with client.as_current():
+            return parallel(x, y, *data[2:])
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=16)
+    parser.add_argument("--chunk-rows", type=int, default=25_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    os.environ.setdefault("REVERIE_NUM_THREADS", "1")  # before any kernel, here or there
+    rows = args.chunks * args.chunk_rows
+    print(f"{datetime.date.today()}, {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs, load average before: {os.getloadavg()}")
+    print(f"mlp_loss value_and_grad, {rows:,} rows ({args.chunks} chunks of "
+          f"{args.chunk_rows:,}) x {FEATURES} -> {HIDDEN} -> {OUTPUTS}, float32")
+    loss = rv.load(MLP).mlp_loss
+    data = problem(rows, args.chunk_rows)
+    local = [a.compute(scheduler="sync") if isinstance(a, da.Array) else a for a in data]
+    grad = loss.value_and_grad(WRT)
+    with contextlib.ExitStack() as stack:
+        clients = [stack.enter_context(Client(stack.enter_context(LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None))))
+            for n in (1, 2)]
+        medians = interleaved_medians({
+            "single process": lambda: grad(*local),
+            "dask, 1 worker": on_cluster(clients[0], loss, data),
+            "dask, 2 workers": on_cluster(clients[1], loss, data),
+            "fixed cost": on_cluster(clients[1], loss, problem(args.chunks * 10, 10))},
+            args.repeats)
+    single, one, two, fixed = medians.values()
+    for name, seconds in list(medians.items())[:3]:
+        print(f"{name:16} {seconds * 1e3:8.1f} ms  {rows / seconds:12,.0f} rows/s")
+    print(f"fixed cost of a call (2 workers, {args.chunks} chunks of 10 rows): "
+          f"{fixed * 1e3:.1f} ms")
+    print(f"2 workers / 1 worker: {one / two:.2f}x the rows/s (target >= 1.6)")
+    print(f"dask (1 worker) / single process: {one / single:.2f}x the time (target <= 1.3)")
+    print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

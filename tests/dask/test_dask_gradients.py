@@ -1,0 +1,228 @@
+"""`rv.dask` on a `distributed.LocalCluster` of 2 worker processes (SPEC §3.6).
+
+One cluster serves the whole module (started and closed by the `client` fixture). Each
+data-parallel result is compared with the single-process call on the concatenated rows:
+the chunks' partial sums are added in another order, so results agree to float
+reassociation — `rtol=1e-12` in f64 and `1e-5` in f32. The local call runs first, so the
+workers find its compiled code in the disk cache. The fault test kills a worker process
+while the call runs and checks the result does not change; the error tests check that
+problems surface on the client as the exceptions, and messages, of a local call.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import pytest
+from dask_programs import SOURCE, UNEVEN, kernels_and_arguments, rows, split
+from distributed import Client, LocalCluster
+
+import reverie as rv
+
+F64, F32 = {"rtol": 1e-12, "atol": 1e-12}, {"rtol": 1e-5, "atol": 1e-6}
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dask_fit.py"
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Client]:
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=None)
+    client = Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def m() -> rv.Module:
+    return rv.compile(SOURCE)
+
+
+def assert_same(got: object, expected: object, tolerance: dict[str, float]) -> None:
+    """Equal structure (tuples, arrays, scalars) and values within `tolerance`."""
+    if isinstance(expected, tuple):
+        assert isinstance(got, tuple) and len(got) == len(expected)
+        for g, e in zip(got, expected, strict=True):
+            assert_same(g, e, tolerance)
+    else:
+        assert np.shape(got) == np.shape(expected)
+        np.testing.assert_allclose(got, expected, **tolerance)
+
+
+@pytest.mark.parametrize("reduce, loss, dtype, tolerance", [
+    ("mean", "mse", np.float64, F64), ("sum", "squared_sum", np.float32, F32)])
+def test_value_and_grad_matches_the_call_on_all_rows(
+        client: Client, m: rv.Module, reduce: str, loss: str, dtype: type,
+        tolerance: dict[str, float]) -> None:
+    x, y, w, b = rows(dtype=dtype)
+    expected = m[loss].value_and_grad(("w", "b"))(x, y, w, b)  # first: fills the disk cache
+    parallel = rv.dask.value_and_grad(m[loss], wrt=("w", "b"), batch=("x", "y"),
+                                      reduce=reduce)
+    got = parallel(split(x), split(y), w, b)
+    assert_same(got, expected, tolerance)
+    assert got[1][0].dtype == dtype
+
+
+def test_mean_weights_chunks_by_their_length(client: Client, m: rv.Module) -> None:
+    x, y, w, b = rows()
+    # a plain average of the chunks' means would weight the 1-row chunk as the 20-row one
+    chunk_means = [m.mse(x[i:j], y[i:j], w, b) for i, j in zip(
+        np.cumsum((0, *UNEVEN))[:-1], np.cumsum(UNEVEN), strict=True)]
+    value, _ = rv.dask.value_and_grad(m.mse, "w", batch=("x", "y"), reduce="mean")(
+        split(x), split(y), w, b)
+    assert not np.isclose(value, np.mean(chunk_means))
+    np.testing.assert_allclose(value, m.mse(x, y, w, b), **F64)
+
+
+def test_grad_default_wrt_and_differently_chunked_batches(client: Client,
+                                                          m: rv.Module) -> None:
+    x, y, w, b = rows()
+    gradient = rv.dask.grad(m.mse, batch=("x", "y"), reduce="mean")  # wrt: w and b
+    got = gradient(split(x), split(y, (25, 25)), w, b)  # y's chunks are aligned to x's
+    assert_same(got, m.mse.grad(("w", "b"))(x, y, w, b), F64)
+    single = rv.dask.grad(m.mse, "w", batch=(0, 1), reduce="mean")(split(x), split(y), w, b)
+    assert_same(single, m.mse.grad("w")(x, y, w, b), F64)
+
+
+def test_a_kernel_with_a_loop(client: Client, m: rv.Module) -> None:
+    x, _, w, _ = rows(n=60)
+    expected = m.recurrent.value_and_grad(("w", "a"))(x, w, 0.7, 5)
+    parallel = rv.dask.value_and_grad(m.recurrent, ("w", "a"), batch="x")
+    assert_same(parallel(split(x, (16, 16, 16, 12)), w, 0.7, 5), expected, F64)
+
+
+def test_map_blocks(client: Client, m: rv.Module) -> None:
+    x, y, w, b = rows()
+    predictions = rv.dask.map_blocks(m.predict, split(x), w)
+    assert isinstance(predictions, da.Array) and predictions.shape == (50,)
+    np.testing.assert_allclose(predictions.compute(), m.predict(x, w), **F64)
+    per_chunk = rv.dask.map_blocks(m.score, split(x), w)  # one scalar per chunk
+    assert per_chunk.shape == (len(UNEVEN),)
+    np.testing.assert_allclose(per_chunk.sum().compute(), m.score(x, w), **F64)
+    dw, db = rv.dask.map_blocks(m.squared_sum.grad(("w", "b")), split(x), split(y), w, b)
+    assert dw.shape == (len(UNEVEN), 4) and db.shape == (len(UNEVEN),)  # per chunk
+    assert_same((dw.sum(axis=0).compute(), db.sum().compute()),
+                m.squared_sum.grad(("w", "b"))(x, y, w, b), F64)
+
+
+def test_a_worker_killed_mid_run_does_not_change_the_result(client: Client,
+                                                            m: rv.Module) -> None:
+    x, _, w, _ = rows(n=24_000, d=8)
+    arguments = (split(x, (1000,) * 24), w, 0.5, 300)
+    parallel = rv.dask.value_and_grad(m.recurrent, ("w", "a"), batch="x")
+    expected = m.recurrent.value_and_grad(("w", "a"))(x, *arguments[1:])
+    results: dict[str, object] = {}
+    call = threading.Thread(target=lambda: results.update(got=parallel(*arguments)))
+    call.start()
+    victim = wait_for_a_worker_holding_partials(client)
+    pid = client.run(os.getpid, workers=[victim])[victim]
+    assert call.is_alive(), "the call ended before the kill: make the work larger"
+    os.kill(pid, signal.SIGKILL)
+    call.join(timeout=120)
+    assert not call.is_alive()
+    assert_same(results["got"], expected, F64)
+    client.wait_for_workers(2, timeout=60)
+
+
+def wait_for_a_worker_holding_partials(client: Client, timeout: float = 60) -> str:
+    """The address of a worker holding a finished chunk partial of the running call."""
+    def holders(dask_scheduler: object) -> list[str]:
+        return [ws.address for ts in dask_scheduler.tasks.values()
+                if str(ts.key).startswith("weighted_value_and_grad") and ts.state == "memory"
+                for ws in ts.who_has]
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = client.run_on_scheduler(holders)
+        if found:
+            return found[0]
+        time.sleep(0.02)
+    raise AssertionError("no partial was computed in time")
+
+
+def test_an_error_on_a_worker_is_raised_on_the_client(client: Client, m: rv.Module) -> None:
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((30, 4)), rng.standard_normal((4, 3))
+    labels = rng.integers(0, 3, 30)
+    labels[17] = 3  # out of range for C = 3
+    with pytest.raises(IndexError) as local:
+        m.xent.grad("w")(x, labels, w)
+    with pytest.raises(IndexError) as remote:
+        rv.dask.grad(m.xent, "w", batch=("x", "labels"))(split(x, (10, 10, 10)),
+                                                          split(labels, (10, 10, 10)), w)
+    assert str(remote.value) == str(local.value)
+
+
+def never_computed(block: np.ndarray) -> np.ndarray:
+    raise AssertionError("a task ran before the arguments were checked")
+
+
+def lazy(array: np.ndarray) -> da.Array:
+    """`array` as a dask array whose chunks fail if any task computes them."""
+    return split(array).map_blocks(never_computed, dtype=array.dtype)
+
+
+def test_shape_and_dtype_errors_are_raised_on_the_client_first(client: Client,
+                                                               m: rv.Module) -> None:
+    x, y, w, b = rows()
+    parallel = rv.dask.value_and_grad(m.mse, "w", batch=("x", "y"))
+    cases = [
+        ((x, y[:40], w, b), (lazy(x), split(y[:40], (20, 20)), w, b)),   # N: 50 and 40
+        ((x, y, w[:3], b), (lazy(x), lazy(y), w[:3], b)),               # D: 4 and 3
+        ((x, y.astype(complex), w, b), (lazy(x), lazy(y.astype(complex)), w, b)),  # dtype
+        ((x, y, w), (lazy(x), lazy(y), w)),                              # arity
+    ]
+    for local_args, parallel_args in cases:
+        with pytest.raises((TypeError, ValueError)) as local:
+            m.mse(*local_args)  # the kernel's own messages
+        with pytest.raises(type(local.value)) as remote:
+            parallel(*parallel_args)
+        assert str(remote.value) == str(local.value)
+
+
+def test_misuse_is_explained(client: Client, m: rv.Module) -> None:
+    x, y, w, b = rows()
+    with pytest.raises(TypeError, match="takes a dask array"):
+        rv.dask.grad(m.mse, "w", batch="x")(x, split(y), w, b)
+    with pytest.raises(ValueError, match="batch parameter 'x'"):
+        rv.dask.grad(m.mse, "x", batch="x")
+    with pytest.raises(ValueError, match="reduce must be one of"):
+        rv.dask.grad(m.mse, "w", batch="x", reduce="max")
+    with pytest.raises(ValueError, match="name the batch parameters"):
+        rv.dask.grad(m.mse, "w")
+    with pytest.raises(ValueError, match="no parameter 'z'"):
+        rv.dask.grad(m.mse, "w", batch="z")
+    with pytest.raises(ValueError, match="vjp"):
+        rv.dask.grad(m.predict, "w", batch="x")
+
+
+def call(kernel: rv.Kernel, args: tuple) -> object:
+    """Run on a worker: the kernel, unpickled there, on `args`."""
+    return kernel(*args)
+
+
+def test_every_kernel_kind_runs_on_a_worker(client: Client, m: rv.Module) -> None:
+    kinds = kernels_and_arguments(m)
+    expected = {kind: kernel(*args) for kind, (kernel, args) in kinds.items()}
+    futures = {kind: client.submit(call, kernel, args, pure=False)
+               for kind, (kernel, args) in kinds.items()}
+    for kind, future in futures.items():
+        assert_same(future.result(), expected[kind], F64)
+
+
+def test_the_example_fits_on_the_cluster(client: Client) -> None:
+    spec = importlib.util.spec_from_file_location("dask_fit", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    warm = rv.compile(example.MODEL, name="dask_fit.rv").logistic_loss  # the disk cache
+    warm.value_and_grad(("w", "b"))(*example.make_chunk(0, 10, 8, 0), np.zeros(8, "f4"), 0.0)
+    losses = example.fit(rows=30_000, chunk_rows=7_000, features=8, steps=4)
+    assert len(losses) == 4 and all(b < a for a, b in zip(losses, losses[1:], strict=False))
