@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..ir.core import Block, Op, Value
-from ..ir.dims import Dim, nonnegative
+from ..ir.dims import Dim, ceil_sqrt, nonnegative
 from ..ir.scope import Scope, copy_block
 from ..ir.types import scalar
 from ..ir.views import ForHistoryOp, ForOp, GenericOp, GenericScatterOp, LoopNestOp, ReadOp
@@ -289,11 +289,26 @@ class Loop:
                       [copy_block(self.body)]).results
 
     def history(self, s: Scope, lo: Value, hi: Value, states: list[Value],
-                rows: int) -> list[Value]:
+                rows: Dim) -> list[Value]:
         """Emit the loop over lo..hi as a for_history of `rows` rows; its histories."""
         n = len(states)
         op = s.emit("for_history", [lo, hi, *states, *self.invariants],
-                    {"carried": n, "rows": Dim.const(rows), "stride": 1}, [copy_block(self.body)])
+                    {"carried": n, "rows": rows, "stride": 1}, [copy_block(self.body)])
+        return op.results[n:]
+
+    def checkpoints(self, s: Scope, length: Value, count: Value, rows: Dim) -> list[Value]:
+        """Emit the loop as `count` segments of `length` iterations, a for_history over the
+        segments (capacity `rows`): row r of each history is the state segment r starts at."""
+        n = len(self.inits)
+        r = Value(I64, name="segment")
+        states = [Value(v.type, name=v.name) for v in self.inits]
+        block = Block(params=[r, *states])
+        inner = s.child(block)
+        start = inner.add(self.lo, inner.mul(r, length))
+        stop = inner.op("minimum", [inner.add(start, length), self.hi])
+        block.results = self.run(inner, start, stop, states)
+        op = s.emit("for_history", [s.zeros(I64), count, *self.inits, *inner.outer_operands()],
+                    {"carried": n, "rows": rows, "stride": 1}, [block])
         return op.results[n:]
 
 
@@ -386,18 +401,51 @@ def _reverse_steps(ctx: RuleContext, loop: Loop, lo: Value, hi: Value, carry: Lo
     return carry.rebind(results)
 
 
+@dataclass
+class Segments:
+    """How a reverse sweep walks a loop in segments: `count` segments of `length` iterations
+    (the last may be shorter), row r of `checkpoints` the state segment r starts from (None:
+    recomputed from the initial state), and `rows`, the capacity of one segment's history."""
+
+    length: Value
+    count: Value
+    checkpoints: list[Value] | None
+    rows: Dim | None
+
+
+def _segment_count(s: Scope, loop: Loop, length: Value) -> Value:
+    """⌈(hi − lo) / length⌉, at most 0 for an empty range."""
+    return s.op("floordiv", [s.add(s.sub(loop.hi, loop.lo), s.sub(length, s.const(1, I64))),
+                             length])
+
+
+def _segments(ctx: RuleContext, loop: Loop) -> Segments:
+    """The segments of a checkpointed loop, or of one whose states are recomputed."""
+    s, op, one = ctx.scope, loop.op, ctx.scope.const(1, I64)
+    if op.name == "for_history":  # constant trip count: stride-S checkpoints stored forward
+        stride = ForHistoryOp(op).stride
+        length = s.const(stride, I64)
+        return Segments(length, _segment_count(s, loop, length), ForOp(op).histories,
+                        Dim.const(stride))
+    trip = _static_trip(s, loop.lo, loop.hi)
+    if trip is not None:  # a dimension: S = ⌈√T⌉ at call time, checkpoints stored now
+        rows = ceil_sqrt(trip)
+        length = s.op("maximum", [s.op("dim", [], {"dim": rows}), one])
+        count = _segment_count(s, loop, length)
+        return Segments(length, count, loop.checkpoints(s, length, count, rows), rows)
+    trip_value = s.op("maximum", [s.sub(loop.hi, loop.lo), s.zeros(I64)])
+    root = s.op("ceil", [s.op("sqrt", [s.op("cast", [trip_value], {"dtype": "f64"})])])
+    length = s.op("maximum", [s.op("cast", [root], {"dtype": "i64"}), one])
+    return Segments(length, _segment_count(s, loop, length), None, None)
+
+
 def _reverse_segments(ctx: RuleContext, loop: Loop, carry: LoopBars,
                       history_bars: Bars) -> LoopBars:
-    """Reverse the loop segment by segment, last segment first (checkpointed or recomputed)."""
-    s, op = ctx.scope, loop.op
-    one = s.const(1, I64)
-    if op.name == "for_history":
-        length = s.const(ForHistoryOp(op).stride, I64)
-    else:
-        trip = s.op("maximum", [s.sub(loop.hi, loop.lo), s.zeros(I64)])
-        root = s.op("ceil", [s.op("sqrt", [s.op("cast", [trip], {"dtype": "f64"})])])
-        length = s.op("maximum", [s.op("cast", [root], {"dtype": "i64"}), one])
-    count = s.op("floordiv", [s.add(s.sub(loop.hi, loop.lo), s.sub(length, one)), length])
+    """Reverse the loop segment by segment, last segment first: each segment re-runs from
+    its checkpoint as a history of its states (or recomputes them), then is reversed."""
+    s = ctx.scope
+    plan = _segments(ctx, loop)
+    length, count = plan.length, plan.count
     segment = Value(I64, name="segment")
     block = Block(params=[segment] + [Value(v.type, name=v.name) for v in carry.values()])
     inner = s.child(block)
@@ -405,9 +453,9 @@ def _reverse_segments(ctx: RuleContext, loop: Loop, carry: LoopBars,
     row = inner.sub(inner.sub(count, inner.const(1, I64)), segment)
     start = inner.add(loop.lo, inner.mul(row, length))
     stop = inner.op("minimum", [inner.add(start, length), loop.hi])
-    if op.name == "for_history":
-        states = _history_rows(inner, ForOp(op).histories, row)
-        histories = loop.history(inner, start, stop, states, ForHistoryOp(op).stride)
+    if plan.checkpoints is not None and plan.rows is not None:
+        states = _history_rows(inner, plan.checkpoints, row)
+        histories = loop.history(inner, start, stop, states, plan.rows)
         state_at = _rows(histories, start)
     else:
         states = loop.run(inner, loop.lo, start, loop.inits)
