@@ -236,6 +236,10 @@ def ceil_sqrt(value: Dim | int) -> Dim | int:
         return math.isqrt(value - 1) + 1 if value > 0 else 0
     if value.is_const:
         return Dim.const(ceil_sqrt(value.value))
+    if len(value.terms) == 1 and value.terms[0][1] == 1 and len(value.terms[0][0]) == 1:
+        (atom,) = value.terms[0][0]
+        if isinstance(atom, NonNegative):  # ceil_sqrt clamps at 0 itself
+            value = atom.operand
     return Dim._from({(CeilSqrt(value),): 1})
 
 
