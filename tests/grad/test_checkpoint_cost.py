@@ -3,18 +3,24 @@
 A checkpointed loop whose trip count T is a dimension (`for t in 0..T - 1`, an i64
 argument) keeps ⌈√T⌉ checkpoints and re-runs one segment of ⌈√T⌉ states at a time, so
 its gradient costs O(T) body evaluations, at most about twice the stored-states gradient,
-whatever T is. The cost is counted in the reference interpreter as evaluated ops.
+whatever T is. The cost is counted in the reference interpreter as evaluated ops; ⌈√T⌉
+itself must be exact, and the same, in the workspace layout (Python) and the kernel (LLVM).
 """
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from grad_helpers import grad, specialise
+from llvmlite import ir
 
+from reverie.compiler.codegen.irutil import I64, index_value
 from reverie.compiler.ir.core import Block, Function
+from reverie.compiler.ir.dims import Dim, ceil_sqrt, nonnegative, python_expr
 from reverie.compiler.ir.interpreter import Interpreter
 from reverie.compiler.transforms.reverse import grad_function
 
@@ -59,6 +65,20 @@ def _args(steps: int, integer: type = np.int64) -> tuple[list, dict[str, int]]:
     return [xs, np.float64(0.8), np.float64(0.3), integer(steps)], {"C": xs.size}
 
 
+def test_ceil_sqrt_is_the_least_root_bound() -> None:
+    """ceil_sqrt(n) is the least s ≥ 0 with s² ≥ n, also symbolically and as Python source."""
+    for n in [*range(-3, 200), 2**52 - 1, 2**52, 2**52 + 1, (2**26 + 1) ** 2]:
+        s = ceil_sqrt(n)
+        assert s * s >= n and (s == 0 or (s - 1) ** 2 < n), n
+    t = Dim.sym("T")
+    dim = ceil_sqrt(nonnegative(t - 1))
+    assert str(dim) == "ceil_sqrt(T - 1)"
+    for n in range(0, 50):
+        assert dim.evaluate({"T": n}) == eval(python_expr(dim, lambda name: name), {"T": n}) \
+            == ceil_sqrt(n - 1)
+    assert ceil_sqrt(Dim.const(17)) == Dim.const(5)
+
+
 @pytest.mark.parametrize("trip", [0, 1, 2, 3, 4, 5, 8, 9, 10, 16, 17, 30])
 def test_dimension_trip_counts_checkpoint_with_the_same_gradients(trip: int) -> None:
     fn = specialise(SCAN)
@@ -91,3 +111,22 @@ def test_runtime_trip_counts_still_recompute_from_the_start() -> None:
     args, dims = _args(400, np.int32)
     stored = _cost(grad_function(specialise(STEPS), [0, 1, 2]), _args(400)[0], dims)
     assert _cost(grad_function(fn, [0, 1, 2], checkpoint=True), args, dims) > 4 * stored
+
+
+def test_compiled_ceil_sqrt_is_exact() -> None:
+    """The kernel's ceil_sqrt (an f64 estimate, corrected) agrees with the workspace
+    layout's integer one, also where the f64 square root rounds (near 2^52)."""
+    module = ir.Module("ceil_sqrt")
+    fn = ir.Function(module, ir.FunctionType(I64, [I64]), "f")
+    builder = ir.IRBuilder(fn.append_basic_block())
+    builder.ret(index_value(builder, ceil_sqrt(Dim.sym("T")), lambda _: fn.args[0]))
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    target = llvm.Target.from_default_triple().create_target_machine()
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)), target)
+    engine.finalize_object()
+    compiled = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(engine.get_function_address("f"))
+    squares = [k * k + d for k in (1, 2, 3, 1000, 2**26 - 1, 2**26, 2**26 + 1)
+               for d in (-1, 0, 1)]
+    for n in [-5, 0, 1, 2, 3, *squares, 2**52 - 1, 2**53 + 1]:
+        assert compiled(n) == ceil_sqrt(n), n
