@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from reverie.compiler.ir.dims import Dim, FloorDiv, NonNegative
+from reverie.compiler.ir.dims import CeilSqrt, Dim, FloorDiv, NonNegative
 
 from .abi import ITEMSIZE
 
@@ -52,9 +52,9 @@ def index_value(b: ir.IRBuilder, dim: Dim, symbol: Callable[[str], ir.Value]) ->
     return total if total is not None else i64(0)
 
 
-def _atom_value(b: ir.IRBuilder, atom: str | FloorDiv | NonNegative,
+def _atom_value(b: ir.IRBuilder, atom: str | FloorDiv | NonNegative | CeilSqrt,
                 symbol: Callable[[str], ir.Value]) -> ir.Value:
-    """One factor of a monomial: a name, `floor(n / d)` or `max(e, 0)`."""
+    """One factor of a monomial: a name, `floor(n / d)`, `max(e, 0)` or `ceil_sqrt(e)`."""
     if isinstance(atom, FloorDiv):
         numerator = index_value(b, atom.numerator, symbol)
         divisor = i64(atom.denominator)
@@ -64,7 +64,22 @@ def _atom_value(b: ir.IRBuilder, atom: str | FloorDiv | NonNegative,
     if isinstance(atom, NonNegative):
         operand = index_value(b, atom.operand, symbol)
         return b.select(b.icmp_signed("<", operand, i64(0)), i64(0), operand)
+    if isinstance(atom, CeilSqrt):
+        return _ceil_sqrt(b, index_value(b, atom.operand, symbol))
     return symbol(atom)
+
+
+def _ceil_sqrt(b: ir.IRBuilder, operand: ir.Value) -> ir.Value:
+    """The least s ≥ 0 with s² ≥ max(operand, 0): ⌈√x⌉ in f64, then corrected by one either
+    way so it is exact (the f64 estimate is off by at most 1 below 2⁵²)."""
+    x = b.select(b.icmp_signed("<", operand, i64(0)), i64(0), operand)
+    sqrt = b.module.declare_intrinsic("llvm.sqrt", [F64])
+    ceil = b.module.declare_intrinsic("llvm.ceil", [F64])
+    s = b.fptosi(b.call(ceil, [b.call(sqrt, [b.sitofp(x, F64)])]), I64)
+    below = b.sub(s, i64(1))
+    too_big = b.and_(b.icmp_signed(">", s, i64(0)), b.icmp_signed(">=", b.mul(below, below), x))
+    s = b.sub(s, b.zext(too_big, I64))
+    return b.add(s, b.zext(b.icmp_signed("<", b.mul(s, s), x), I64))
 
 
 def constant(dtype: str, value: float | int | bool) -> ir.Constant:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reverie.compiler.ir.dims import Dim, FloorDiv, NonNegative
+from reverie.compiler.ir.dims import CeilSqrt, Dim, FloorDiv, NonNegative
 from reverie.compiler.ir.types import NUMPY_DTYPES, TensorType
 from reverie.dsl.ast import NO_SPAN, Span
 from reverie.dsl.diagnostics import CompileError, error_at
@@ -189,7 +189,7 @@ class MlirWriter:
                            "the arguments", CompileError)
         return self.symbols[name]
 
-    def _atom(self, atom: str | FloorDiv | NonNegative) -> str:
+    def _atom(self, atom: str | FloorDiv | NonNegative | CeilSqrt) -> str:
         """The i64 value of one factor of a dimension expression."""
         if isinstance(atom, str):
             return self._symbol(atom)
@@ -197,8 +197,21 @@ class MlirWriter:
             numerator = self.dim(atom.numerator)
             return self._prologue(
                 f"arith.floordivsi {numerator}, {self.const(atom.denominator, 'i64')} : i64")
-        return self._prologue(
+        clamped = self._prologue(
             f"arith.maxsi {self.dim(atom.operand)}, {self.const(0, 'i64')} : i64")
+        return self._ceil_sqrt(clamped) if isinstance(atom, CeilSqrt) else clamped
+
+    def _ceil_sqrt(self, x: str) -> str:
+        """The least s ≥ 0 with s² ≥ x (x ≥ 0): ⌈√x⌉ in f64, corrected by one either way."""
+        p, one, zero = self._prologue, self.const(1, "i64"), self.const(0, "i64")
+        root = p(f"math.sqrt {p(f'arith.sitofp {x} : i64 to f64')} : f64")
+        s = p(f"arith.fptosi {p(f'math.ceil {root} : f64')} : f64 to i64")
+        below = p(f"arith.subi {s}, {one} : i64")
+        positive = p(f"arith.cmpi sgt, {s}, {zero} : i64")
+        over = p(f"arith.cmpi sge, {p(f'arith.muli {below}, {below} : i64')}, {x} : i64")
+        s = p(f"arith.select {p(f'arith.andi {positive}, {over} : i1')}, {below}, {s} : i64")
+        under = p(f"arith.cmpi slt, {p(f'arith.muli {s}, {s} : i64')}, {x} : i64")
+        return p(f"arith.addi {s}, {p(f'arith.extui {under} : i1 to i64')} : i64")
 
     def dim_index(self, d: Dim) -> str:
         """A dimension expression as an `index` (for offsets; may be negative)."""

@@ -1,8 +1,10 @@
-"""Symbolic dimensions: `N`, `N + 1`, `2 * K`, `K // 2`, `max(n - 5, 0)`.
+"""Symbolic dimensions: `N`, `N + 1`, `2 * K`, `K // 2`, `max(n - 5, 0)`, `ceil_sqrt(T)`.
 
 A `Dim` is a polynomial with integer coefficients over atoms; an atom is a dimension name,
-a `FloorDiv` that could not be simplified, or a `NonNegative` clamp (`nonnegative(d)`, a
-loop's trip count, which also sizes the states a gradient stores). The canonical form makes
+a `FloorDiv` that could not be simplified, a `NonNegative` clamp (`nonnegative(d)`, a
+loop's trip count, which also sizes the states a gradient stores) or a `CeilSqrt`
+(`ceil_sqrt(d)` = ⌈√max(d, 0)⌉, the segment length and checkpoint count of a
+checkpointed loop whose trip count is a dimension). The canonical form makes
 equality structural: `Dim.sym("N") + 1 == 1 + Dim.sym("N")`, `(2 * K) // 2 == K` and
 `(2 * L + 1) // 2 == L` (a floor division keeps only the terms its divisor does not divide).
 Shapes are tuples of Dims.
@@ -14,15 +16,16 @@ Shapes are tuples of Dims.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-Atom = "str | FloorDiv | NonNegative"
+Atom = "str | FloorDiv | NonNegative | CeilSqrt"
 Monomial = tuple  # sorted tuple of atoms; () is the constant term
 
 
-def _atom_key(atom: str | FloorDiv | NonNegative) -> str:
+def _atom_key(atom: str | FloorDiv | NonNegative | CeilSqrt) -> str:
     """Sort key that orders plain names before floor divisions and clamps."""
     return atom if isinstance(atom, str) else "~" + str(atom)
 
@@ -51,7 +54,17 @@ class NonNegative:
         return f"max({self.operand}, 0)"
 
 
-def _inner(atom: FloorDiv | NonNegative) -> Dim:
+@dataclass(frozen=True)
+class CeilSqrt:
+    """An irreducible `ceil_sqrt(operand)` = ⌈√max(operand, 0)⌉ (0 for operand ≤ 0)."""
+
+    operand: Dim
+
+    def __str__(self) -> str:
+        return f"ceil_sqrt({self.operand})"
+
+
+def _inner(atom: FloorDiv | NonNegative | CeilSqrt) -> Dim:
     """The Dim a compound atom is computed from."""
     return atom.numerator if isinstance(atom, FloorDiv) else atom.operand
 
@@ -164,6 +177,8 @@ class Dim:
                     product *= bindings[atom]
                 elif isinstance(atom, FloorDiv):
                     product *= atom.numerator.evaluate(bindings) // atom.denominator
+                elif isinstance(atom, CeilSqrt):
+                    product *= ceil_sqrt(atom.operand.evaluate(bindings))
                 else:
                     product *= nonnegative(atom.operand.evaluate(bindings))
             total += product
@@ -215,12 +230,25 @@ def nonnegative(value: Dim | int, known: Collection[str] = ()) -> Dim | int:
     return Dim._from({(NonNegative(value),): 1})
 
 
+def ceil_sqrt(value: Dim | int) -> Dim | int:
+    """⌈√max(value, 0)⌉ of an int (exact: the least s with s² ≥ value), or of a Dim."""
+    if not isinstance(value, Dim):
+        return math.isqrt(value - 1) + 1 if value > 0 else 0
+    if value.is_const:
+        return Dim.const(ceil_sqrt(value.value))
+    if len(value.terms) == 1 and value.terms[0][1] == 1 and len(value.terms[0][0]) == 1:
+        (atom,) = value.terms[0][0]
+        if isinstance(atom, NonNegative):  # ceil_sqrt clamps at 0 itself
+            value = atom.operand
+    return Dim._from({(CeilSqrt(value),): 1})
+
+
 def is_nonnegative(dim: Dim, known: Collection[str]) -> bool:
     """Whether `dim` is ≥ 0 for every value ≥ 0 of the symbols in `known`."""
-    def atom_nonnegative(atom: str | FloorDiv | NonNegative) -> bool:
+    def atom_nonnegative(atom: str | FloorDiv | NonNegative | CeilSqrt) -> bool:
         if isinstance(atom, str):
             return atom in known
-        return isinstance(atom, NonNegative) or is_nonnegative(atom.numerator, known)
+        return isinstance(atom, NonNegative | CeilSqrt) or is_nonnegative(atom.numerator, known)
 
     return all(coeff > 0 and all(map(atom_nonnegative, monomial))
                for monomial, coeff in dim.terms)
@@ -254,6 +282,10 @@ def python_expr(dim: Dim, name_of: Callable[[str], str]) -> str:
                 factors.append(f"(({numerator}) // {atom.denominator})")
             elif isinstance(atom, NonNegative):
                 factors.append(f"max({python_expr(atom.operand, name_of)}, 0)")
+            elif isinstance(atom, CeilSqrt):
+                operand = python_expr(atom.operand, name_of)
+                factors.append(f"(lambda v: __import__('math').isqrt(v - 1) + 1 if v > 0 else 0)"
+                               f"({operand})")
             else:
                 factors.append(name_of(atom))
         terms.append(" * ".join(factors))

@@ -11,7 +11,7 @@ How a block is transposed (`BlockVJP`):
    relevant when some seeded result depends on it. Only active, relevant ops get adjoints.
 2. Forward: the primal ops are copied into the new block. An active `for` loop is copied as
    `for_history`, which also returns the states the reverse sweep needs (see
-   `reverse_structured.py` for loops, checkpointing and run-time trip counts); an active
+   `reverse_loops.py` for loops, checkpointing and run-time trip counts); an active
    `while` also returns its trip count (`reverse_control.py`, with `if`).
 3. Backward: walk the primal ops in reverse, keep a map value → adjoint, sum contributions
    over fan-out, and look each op's rule up in `VJP_RULES`. An op on a differentiable path
@@ -40,7 +40,7 @@ from ..ir.core import Block, Function, Op, Value
 from ..ir.scope import Scope, copy_block
 from ..ir.verifier import after_pass, show_raw
 from ..ir.views import ForOp, IfOp, WhileOp
-from . import reverse_control, reverse_structured
+from . import reverse_control, reverse_loops, reverse_structured  # noqa: F401  (register their rules)
 from .reverse_rules import NON_DIFFERENTIABLE, VJP_RULES, Bars, RuleContext
 from .simplify import simplify
 
@@ -132,7 +132,7 @@ class BlockVJP:
             operands = [self.values[v] for v in op.operands]
             needed = any(r in self.active and r in self.relevant for r in op.results)
             if needed and op.name == "for":
-                new = reverse_structured.loop_forward(self.scope, op, operands, self.checkpoint)
+                new = reverse_loops.loop_forward(self.scope, op, operands, self.checkpoint)
             elif needed and op.name == "while":
                 new = reverse_control.while_forward(self.scope, op, operands)
             else:

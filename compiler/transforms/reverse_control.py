@@ -8,7 +8,7 @@ transposed), so only the branch that ran is differentiated, as in PyTorch eager 
 
 `while`: reverse mode asks the primal loop for its trip count T (`counted = true`, see
 `while_forward`). Once T is known the loop is `for t in 0..T { body }`, so it is reversed
-by the `for` rule (`reverse_structured.loop_vjp`) with the while body as the loop body:
+by the `for` rule (`reverse_loops.loop_vjp`) with the while body as the loop body:
 
     x̄_{k} = (∂ body/∂x)ᵀ x̄_{k+1}  for k = T − 1 … 0,  ū0 = x̄_0.
 
@@ -26,8 +26,8 @@ from ..ir.core import Block, Op, Value
 from ..ir.scope import Scope, copy_block, share_captures
 from ..ir.types import scalar
 from ..ir.views import IfOp, WhileOp
+from .reverse_loops import loop_vjp
 from .reverse_rules import Bars, RuleContext, rule
-from .reverse_structured import loop_vjp
 
 I64 = scalar("i64")
 

@@ -1,4 +1,4 @@
-"""VJP rules of the structured ops: `generic`, `generic_scatter`, `for` and `for_history`.
+"""VJP rules of the index-notation ops: `generic` and `generic_scatter`.
 
 Index notation (`generic`, SPEC §2.5). The body computes one value v(p) per point p of the
 loop nest. Its adjoint copies the body into a new loop nest, seeds v with a per-point
@@ -13,37 +13,20 @@ The seed is ȳ at p's output position for no reduction and `sum`; for `max`/`min
 split evenly among the points equal to the extremum (like torch.amax); for `prod` it is ȳ
 times the product of the other factors, exact when some factors are 0.
 
-Loops. The reverse sweep is a `for` loop visiting t = hi − 1 down to lo; each step re-runs
-the body on the state it started from and transposes it, carrying the state's adjoint and
-accumulating the adjoints of loop invariants. Where the starting states come from:
-- stored (default): when the trip count is a dimension expression (bounds built from
-  literals and dimensions), the primal loop is emitted as `for_history` with
-  `rows = max(T, 0)` (just `T` when T is an axis length, which cannot be negative) and the
-  reverse step reads row t − lo; an empty range stores no rows and reverses no steps;
-- checkpointed (`checkpoint=True`, constant trip count T): `for_history` keeps one state
-  every S = ⌈√T⌉ iterations (⌈T/S⌉ rows); the reverse sweep walks the segments backwards,
-  re-runs each one as a `for_history` of S rows, and reverses it as above: O(√T) states,
-  about 2T body evaluations, gradients bit-identical to the stored version;
-- recomputed (a run-time trip count, e.g. an i64 argument, or `checkpoint=True` with a
-  symbolic trip count): the IR cannot allocate a history whose size is not a dimension
-  expression, and √T is not one, so states are recomputed instead: segments of
-  S = ⌈√T⌉ (a run-time value), each segment's start re-run from the initial state and
-  each step's state re-run from its segment's start. No stored states, O(T^1.5) body
-  evaluations, the same gradients.
+
+Loops (`for`, `for_history`) are in `reverse_loops.py`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from typing import Any
 
 from ..ir.core import Block, Op, Value
-from ..ir.dims import Dim, nonnegative
-from ..ir.scope import Scope, copy_block
+from ..ir.dims import Dim
+from ..ir.scope import Scope
 from ..ir.types import scalar
-from ..ir.views import ForHistoryOp, ForOp, GenericOp, GenericScatterOp, LoopNestOp, ReadOp
+from ..ir.views import GenericOp, GenericScatterOp, LoopNestOp, ReadOp
 from .reverse_rules import Bars, RuleContext, product_partials, rule
 
 I64 = scalar("i64")
@@ -208,220 +191,3 @@ def _direct_adjoint(ctx: RuleContext, op: Op, seed: Seed, param: Value) -> Value
     block.results = [bar]
     attrs = {"indices": (), "reduce": "sum", "over": tuple(ranges)} if ranges else {"indices": ()}
     return ctx.scope.emit("generic", inner.outer_operands(), attrs, [block]).result
-
-
-# ---------------------------------------------------------------- loops: forward
-
-
-def static_int(value: Value) -> Dim | None:
-    """The Dim an integer scalar equals, when it is built from literals and dimensions."""
-    op = value.op
-    if op is None or not value.type.is_int or value.type.rank:
-        return None
-    if op.name == "const":
-        return Dim.const(op.attrs["value"])
-    if op.name == "dim":
-        return op.attrs["dim"]
-    if op.name == "cast":
-        return static_int(op.operands[0])
-    if op.name in ("add", "sub", "mul", "floordiv"):
-        a, b = (static_int(v) for v in op.operands)
-        if a is None or b is None:
-            return None
-        if op.name == "floordiv":
-            return a // b if b.is_const and b.value > 0 else None
-        return a + b if op.name == "add" else a - b if op.name == "sub" else a * b
-    return None
-
-
-def _axis_names(scope: Scope) -> set[str]:
-    """Dimension names that size a whole axis of a parameter of the function being built:
-    bound to an array's length, so never negative."""
-    while scope.parent is not None:
-        scope = scope.parent
-    return {d.symbol for p in scope.block.params for d in p.type.shape if d.symbol}
-
-
-def _static_trip(scope: Scope, lo: Value, hi: Value) -> Dim | None:
-    """The trip count max(hi − lo, 0) as a Dim, or None."""
-    a, b = static_int(lo), static_int(hi)
-    if a is None or b is None:
-        return None
-    return nonnegative(b - a, _axis_names(scope))
-
-
-def loop_forward(scope: Scope, op: Op, operands: list[Value], checkpoint: bool) -> Op:
-    """Emit an active primal loop so the reverse sweep finds its states (module docstring)."""
-    trip = _static_trip(scope, operands[0], operands[1])
-    body = [copy_block(ForOp(op).body)]
-    if trip is not None and not checkpoint:
-        return scope.emit("for_history", operands, {**op.attrs, "rows": trip, "stride": 1}, body)
-    if trip is not None and trip.is_const and trip.value > 0:
-        stride = math.isqrt(trip.value - 1) + 1
-        rows = Dim.const(-(-trip.value // stride))
-        return scope.emit("for_history", operands, {**op.attrs, "rows": rows, "stride": stride},
-                          body)
-    return scope.emit("for", operands, dict(op.attrs), body)
-
-
-# ---------------------------------------------------------------- loops: reverse
-
-
-@dataclass
-class Loop:
-    """A loop op under transposition: its bounds, operands, body and active states."""
-
-    op: Op
-    lo: Value
-    hi: Value
-    inits: list[Value]
-    invariants: list[Value]
-    states_active: list[bool]
-    invariants_active: list[bool]
-
-    @property
-    def body(self) -> Block:
-        return ForOp(self.op).body
-
-    def run(self, s: Scope, lo: Value, hi: Value, states: list[Value]) -> list[Value]:
-        """Emit the loop from `states` over iterations lo..hi; the states it ends in."""
-        return s.emit("for", [lo, hi, *states, *self.invariants], {"carried": len(states)},
-                      [copy_block(self.body)]).results
-
-    def history(self, s: Scope, lo: Value, hi: Value, states: list[Value],
-                rows: int) -> list[Value]:
-        """Emit the loop over lo..hi as a for_history of `rows` rows; its histories."""
-        n = len(states)
-        op = s.emit("for_history", [lo, hi, *states, *self.invariants],
-                    {"carried": n, "rows": Dim.const(rows), "stride": 1}, [copy_block(self.body)])
-        return op.results[n:]
-
-
-@dataclass
-class LoopBars:
-    """Adjoints carried by a reverse loop: one per active state and per active invariant."""
-
-    states: list[Value | None]
-    invariants: list[Value | None]
-
-    def values(self) -> list[Value]:
-        return [v for v in self.states + self.invariants if v is not None]
-
-    def rebind(self, values: list[Value]) -> LoopBars:
-        """The same layout filled, in order, with `values`."""
-        it = iter(values)
-        return LoopBars([None if v is None else next(it) for v in self.states],
-                        [None if v is None else next(it) for v in self.invariants])
-
-
-def _history_rows(s: Scope, histories: list[Value], row: Value) -> list[Value]:
-    """Row `row` of each history."""
-    return [s.op("dynamic_index", [h, row], {"axis": 0, "label": "history"}) for h in histories]
-
-
-def _rows(histories: list[Value], lo: Value) -> Callable[[Scope, Value], list[Value]]:
-    """States at iteration t read from histories whose row 0 is iteration `lo`."""
-    return lambda s, t: _history_rows(s, histories, s.sub(t, lo))
-
-
-@rule("for", "for_history")
-def loop_vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
-    """d for: a reverse loop t = hi − 1 … lo; each step re-runs the body on its starting state
-    and pulls the new state's adjoint back to the old state and the invariants"""
-    view, s = ForOp(op), ctx.scope
-    n = view.carried
-    loop = Loop(op, view.lo, view.hi, view.inits, view.invariants,
-                ctx.state_activity(op, ctx.wants), view.split_operands(ctx.wants)[2])
-    history_bars = bars[n:] or [None] * n
-    carry = LoopBars(
-        [(bar or s.zeros(v.type)) if active else None
-         for bar, v, active in zip(bars[:n], loop.inits, loop.states_active, strict=True)],
-        [s.zeros(v.type) if active else None
-         for v, active in zip(loop.invariants, loop.invariants_active, strict=True)])
-    if op.name == "for" or ForHistoryOp(op).stride > 1:
-        carry = _reverse_segments(ctx, loop, carry, history_bars)
-    else:
-        carry = _reverse_steps(ctx, loop, loop.lo, loop.hi, carry,
-                               _rows(view.histories, loop.lo), history_bars)
-    return [None, None, *carry.states, *carry.invariants]
-
-
-def _reverse_steps(ctx: RuleContext, loop: Loop, lo: Value, hi: Value, carry: LoopBars,
-                   state_at: Callable[[Scope, Value], list[Value]],
-                   history_bars: Bars | None = None) -> LoopBars:
-    """Emit `for k in lo..hi` transposing the body at t = hi − 1 − (k − lo); `state_at` gives
-    the state at the start of iteration t; `history_bars` add to it, row t − lo."""
-    s, body, view = ctx.scope, loop.body, ForOp(loop.op)
-    names = [f"{p.name}_bar" if p.name else None for p in body.params[1:]]
-    k = Value(I64, name=f"{view.index_param.name}_rev")
-    block = Block(params=[k])
-    block.params += [Value(v.type, name=name)
-                     for v, name in zip(carry.states + carry.invariants, names, strict=True)
-                     if v is not None]
-    inner = s.child(block)
-    bars = carry.rebind(block.params[1:])
-    t = inner.sub(inner.sub(hi, inner.const(1, I64)), inner.sub(k, lo))
-    args = [t, *state_at(inner, t), *loop.invariants]
-    vjp = ctx.transpose(inner, body, args,
-                        [False, *loop.states_active, *loop.invariants_active],
-                        [b is not None for b in bars.states], ctx.checkpoint)
-    vjp.forward()
-    vjp.backward(bars.states)
-    states: Bars = []
-    for j, (param, bar) in enumerate(zip(view.state_params, bars.states, strict=True)):
-        if bar is not None:
-            bar = vjp.adjoint(param) or inner.zeros(param.type)
-            if history_bars and history_bars[j] is not None:
-                (row,) = _history_rows(inner, [history_bars[j]], inner.sub(t, lo))
-                bar = inner.add(bar, row)
-        states.append(bar)
-    invariants: Bars = []
-    for param, total in zip(view.invariant_params, bars.invariants, strict=True):
-        step = vjp.adjoint(param) if total is not None else None
-        invariants.append(total if step is None else inner.add(total, step))
-    block.results = LoopBars(states, invariants).values()
-    carried = carry.values()
-    results = s.emit("for", [lo, hi, *carried, *inner.outer_operands()],
-                     {"carried": len(carried)}, [block]).results
-    return carry.rebind(results)
-
-
-def _reverse_segments(ctx: RuleContext, loop: Loop, carry: LoopBars,
-                      history_bars: Bars) -> LoopBars:
-    """Reverse the loop segment by segment, last segment first (checkpointed or recomputed)."""
-    s, op = ctx.scope, loop.op
-    one = s.const(1, I64)
-    if op.name == "for_history":
-        length = s.const(ForHistoryOp(op).stride, I64)
-    else:
-        trip = s.op("maximum", [s.sub(loop.hi, loop.lo), s.zeros(I64)])
-        root = s.op("ceil", [s.op("sqrt", [s.op("cast", [trip], {"dtype": "f64"})])])
-        length = s.op("maximum", [s.op("cast", [root], {"dtype": "i64"}), one])
-    count = s.op("floordiv", [s.add(s.sub(loop.hi, loop.lo), s.sub(length, one)), length])
-    segment = Value(I64, name="segment")
-    block = Block(params=[segment] + [Value(v.type, name=v.name) for v in carry.values()])
-    inner = s.child(block)
-    bars = carry.rebind(block.params[1:])
-    row = inner.sub(inner.sub(count, inner.const(1, I64)), segment)
-    start = inner.add(loop.lo, inner.mul(row, length))
-    stop = inner.op("minimum", [inner.add(start, length), loop.hi])
-    if op.name == "for_history":
-        states = _history_rows(inner, ForOp(op).histories, row)
-        histories = loop.history(inner, start, stop, states, ForHistoryOp(op).stride)
-        state_at = _rows(histories, start)
-    else:
-        states = loop.run(inner, loop.lo, start, loop.inits)
-
-        def state_at(scope: Scope, t: Value) -> list[Value]:
-            return loop.run(scope, start, t, states)
-
-    bars = _reverse_steps(replace(ctx, scope=inner), loop, start, stop, bars, state_at)
-    for j, history_bar in enumerate(history_bars):
-        if history_bar is not None and bars.states[j] is not None:
-            (checkpoint,) = _history_rows(inner, [history_bar], row)
-            bars.states[j] = inner.add(bars.states[j], checkpoint)
-    block.results = bars.values()
-    carried = carry.values()
-    results = s.emit("for", [s.zeros(I64), count, *carried, *inner.outer_operands()],
-                     {"carried": len(carried)}, [block]).results
-    return carry.rebind(results)

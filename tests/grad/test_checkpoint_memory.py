@@ -6,6 +6,7 @@ call (the state history included) at once, so it is the call's peak scratch memo
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import reverie as rv
 from reverie.runtime.call import bind_arguments
@@ -42,3 +43,13 @@ def test_checkpointing_saves_memory_and_keeps_the_gradient() -> None:
     assert checkpointed_bytes <= 8 * int(np.sqrt(STEPS)) * state  # O(sqrt(T)) states
     print(f"T={STEPS}, N={N}: stored {stored_bytes / 2**20:.2f} MiB, "
           f"checkpointed {checkpointed_bytes / 2**20:.2f} MiB")
+
+
+@pytest.mark.parametrize("steps", [0, 1, 3, 4, 5, 15, 16, 17, 99, 100, 101])
+def test_native_segments_match_stored_gradients_around_squares(steps: int) -> None:
+    """⌈√T⌉ computed in the kernel (f64 estimate, corrected) and by the workspace layout
+    (exact integers) agree: a disagreement would overrun a history or change the gradient."""
+    u0 = np.random.default_rng(steps).uniform(-1, 1, 8)
+    stored = rv.compile(REACTION_DIFFUSION).heat.grad("u0")(u0, np.int64(steps))
+    checkpointed = rv.compile(REACTION_DIFFUSION, checkpoint=True).heat.grad("u0")
+    np.testing.assert_array_equal(checkpointed(u0, np.int64(steps)), stored)

@@ -1,16 +1,18 @@
 """Chapter 6: what stored histories and checkpoints cost.
 
 Exercise 1: the stored adjoint's history has type f64[max(steps, 0), H]: 100 states for
-100 steps. The checkpointed adjoint computes a segment length s = max(⌈√steps⌉, 1) with
-ops, keeps one state per segment, ⌈steps / s⌉ = 10 of them, and recomputes the states
-inside a segment (at most s = 10 more) while sweeping it backwards.
+100 steps. The checkpointed adjoint has a segment length s = max(⌈√steps⌉, 1) (the
+dimension `ceil_sqrt(steps)`, computed at call time), keeps one state per segment,
+⌈steps / s⌉ = 10 of them, and stores the states of one segment (at most s = 10 more)
+while sweeping it backwards.
 
-Exercise 2: the cost model says the checkpointed gradient runs every forward step twice,
-so it should take at most about twice the time of the stored one, keeping about 2√T
-states instead of T (200 instead of 10000 at 10000 steps). Measure it: on the machine
-this tutorial was written on the ratio was far larger (about 25 at 10000 steps and
-H = 256), so the checkpointed sweep costs more than its recomputation. Finding
-where that time goes (REVERIE_PRINT_IR=to_loops shows the segment loops) is a good project.
+Exercise 2: the cost model says the checkpointed gradient runs every forward step about
+twice more, so it should take at most about twice the time of the stored one, keeping
+about 2√T states instead of T (200 instead of 10000 at 10000 steps). Measured at 10000
+steps and H = 256 the ratio is about 1 (0.8 to 1.0 on a loaded 2-core machine): the
+forward steps are cheap next to the reverse ones, and the checkpointed version touches
+far less memory. (Before the segment length was computed at call time, the states were
+recomputed from the start of the loop and the ratio was about 25.)
 """
 
 from __future__ import annotations
