@@ -60,7 +60,7 @@ SPECIAL_ARGS: dict[str, Callable[[dict[str, int], Rng], object]] = {
     "slope": lambda dims, rng: 0.1,
     "s": lambda dims, rng: rng.random(dims["N"]) + 0.5,
     "tol": lambda dims, rng: 1e-12,
-    "tolerance": lambda dims, rng: 1e-4,
+    "tolerance": lambda dims, rng: 1e-3,
     "t_end": lambda dims, rng: 1.0,
     "k": lambda dims, rng: 2.0,
     "c": lambda dims, rng: 0.3,
@@ -322,7 +322,7 @@ REFERENCES: dict[tuple[str, str], Callable[..., object]] = {
     ("newton", "newton_sqrt"): lambda s, tol: np.sqrt(s),
     ("ode_adaptive", "oscillator"): oscillator,
     ("ode_adaptive", "oscillator_loss"): lambda u0, k, c: np.sum(
-        oscillator(u0, k, c, 2.0, 1e-5) ** 2),
+        oscillator(u0, k, c, 1.0, 1e-3) ** 2),
     ("newton", "newton_loss"): lambda x, target: np.sum(
         ((-1.0 if target.mean() < 0 else 1.0) * np.sqrt(x * x + 1.0) - target) ** 2),
 }
