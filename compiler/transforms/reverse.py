@@ -40,7 +40,7 @@ from ..ir.core import Block, Function, Op, Value
 from ..ir.scope import Scope, copy_block
 from ..ir.verifier import after_pass, show_raw
 from ..ir.views import ForOp, IfOp, WhileOp
-from . import reverse_control, reverse_structured
+from . import reverse_control, reverse_structured, scan_rules  # noqa: F401  (rules register)
 from .reverse_rules import NON_DIFFERENTIABLE, VJP_RULES, Bars, RuleContext
 from .simplify import simplify
 
