@@ -1,25 +1,26 @@
 """The loop nest of `scan` (cumsum and cumprod, `ir/ops_scan.py`): one pass along the axis.
 
 Used by `transforms/to_loops.py`, whose `BlockLowering` (`lowering` below) supplies the
-environment, the evaluator of fused values and the output buffer. The running values of
-all lines along the axis live in a temporary `run` with the other axes' shape (in f64 for
-f32 sums and products: the rule of `ir/reduce_kinds.py`), set to the identity, then updated
-in the natural loop order, so the scan is sequential along its axis only and the loops
-over the axes after it stay innermost and contiguous (they vectorise). `cumsum(x, axis=0)`
-of an f32[N, D] `x` prints as
+environment, the evaluator of fused values and the output buffer. f32 sums and products
+run in f64 (the rule of `ir/reduce_kinds.py`) and each partial result is rounded once.
+Two shapes of nest, as for the reductions (`reductions.py`):
 
-    for %i0 in 0..1 { for %i1 in 0..D { store t0[0, %i1] = 0.0 } }
-    for %i0 in 0..N {
-      for %i1 in 0..D {
-        %0 = load x[%i0, %i1]
-        %1 = cast %0 : f64
-        %2 = load t0[0, %i1]
-        %3 = add %2, %1 : f64
-        store t0[0, %i1] = %3
-        %4 = cast %3 : f32
-        store out0[%i0, %i1] = %4
-      }
-    }
+- the scan's axis is the last: the running value of a line lives in a register (an
+  accumulator), which the loop along the axis updates and stores at every step:
+
+      for %i0 in 0..B { %acc0: f64 = 0.0; for %i1 in 0..N {
+          %0 = load x[%i0, %i1]; %acc0 = sum %acc0, %0; store out0[%i0, %i1] = %acc0 } }
+
+- otherwise the running values of all lines live in a temporary `run` with the other
+  axes' shape, set to the identity, then updated in the natural loop order, so the scan
+  is sequential along its axis only and the loops over the axes after it stay innermost
+  and contiguous (they vectorise). `cumsum(x, axis=0)` of an f32[N, D] `x`:
+
+      for %i0 in 0..1 { for %i1 in 0..D { store t0[%i0, %i1] = 0.0 } }
+      for %i2 in 0..N { for %i3 in 0..D {
+          %0 = load x[%i2, %i3]; %1 = cast %0 : f64; %2 = load t0[0, %i3]
+          %3 = add %2, %1 : f64; store t0[0, %i3] = %3
+          %4 = cast %3 : f32; store out0[%i2, %i3] = %4 } }
 
 A reverse scan visits the axis from its end: position n - 1 - k at step k.
 """
@@ -34,7 +35,7 @@ from reverie.compiler.ir.ops_scan import ScanOp
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 
 from .emitter import Emitter
-from .ir import Store, View
+from .ir import Accumulate, Accumulator, Store, View
 from .reductions import accumulator_dtype, identity
 
 if TYPE_CHECKING:
@@ -42,12 +43,28 @@ if TYPE_CHECKING:
 
 
 def lower_scan(lowering: BlockLowering, op: Op, em: Emitter) -> None:
-    """y = scan(x) along one axis, carrying each line's running value in `run`."""
+    """y = scan(x) along one axis, carrying each line's running value (in a register
+    when the axis is the last, else in the temporary `run`)."""
     scan = ScanOp(op)
     x, axis, kind = op.operands[0], scan.axis, scan.kind
     shape, dtype = x.type.shape, op.result.type.dtype
     acc_dtype = accumulator_dtype(kind, dtype)
     out = lowering.buffer_for(op.result)
+    if axis == len(shape) - 1:
+        outer_index, outer = em.nest([(Dim.const(0), d) for d in shape[:axis]])
+        run = lowering.ctx.var(acc_dtype, "%acc")
+        outer.stmts.append(Accumulator(run, identity(kind, acc_dtype)))
+        (step,), inner = outer.nest([(Dim.const(0), shape[axis])])
+        position = shape[axis] - 1 - step if scan.reverse else step
+        index = (*outer_index, position)
+        value = lowering.eval.at(x, index, inner)
+        if acc_dtype != dtype:
+            value = inner.let("cast", (value,), acc_dtype)
+        inner.stmts.append(Accumulate(run, kind, value))
+        total = run if acc_dtype == dtype else inner.let("cast", (run,), dtype)
+        inner.stmts.append(Store(out, index, total))
+        lowering.env[op.result] = out
+        return
     run_shape = shape[:axis] + (Dim.const(1),) + shape[axis + 1:]
     run = View.of(lowering.ctx.temp(acc_dtype, run_shape))
     em.map_nest(run, lambda index, body: identity(kind, acc_dtype))
