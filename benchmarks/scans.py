@@ -7,7 +7,8 @@ and torch eager, in one run.
 Each case is a forward call (`cumsum(x)`, `cumprod(1 + x)`, f64 and f32) or a gradient
 (`sum(cumsum(x) * w)` and `sum(cumprod(1 + x) * w)` wrt x: torch.autograd.grad; NumPy: the
 reverse cumulative sum written out). Every variant is checked once against NumPy in f64
-(NumPy accumulates f32 in f32; Reverie and torch use f64), then the
+(NumPy accumulates f32 in f32; Reverie and torch use f64; in f32, 1 + x is rounded once
+per element, an error that a product of 10⁶ factors carries to about 1e-3), then the
 rounds take one sample of each variant in turn (so a change in the machine's load hits all
 peers alike); a sample repeats the call for about 20 ms and counts time per call. The table
 gives medians and the ratio Reverie / peer (below 1: Reverie is faster).
@@ -100,7 +101,7 @@ def main() -> None:
             for variant, (fn, args) in variants.items():
                 got = np.asarray(fn(*args), dtype=np.float64)
                 error = np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30)
-                if error > (1e-5 if dtype == np.float32 else 1e-10):
+                if error > (5e-3 if dtype == np.float32 else 1e-10):
                     print(f"  MISMATCH {name} {variant}: relative error {error:.1e}")
             times: dict[str, list[float]] = {v: [] for v in variants}
             for _ in range(options.rounds):
