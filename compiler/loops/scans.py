@@ -35,7 +35,7 @@ from reverie.compiler.ir.ops_scan import ScanOp
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 
 from .emitter import Emitter
-from .ir import Accumulate, Accumulator, Store, View
+from .ir import Accumulate, Accumulator, Operand, Store, View
 from .reductions import accumulator_dtype, identity
 
 if TYPE_CHECKING:
@@ -50,35 +50,36 @@ def lower_scan(lowering: BlockLowering, op: Op, em: Emitter) -> None:
     shape, dtype = x.type.shape, op.result.type.dtype
     acc_dtype = accumulator_dtype(kind, dtype)
     out = lowering.buffer_for(op.result)
+
+    def element(steps: tuple[Dim, ...], inner: Emitter) -> tuple[tuple[Dim, ...], Operand]:
+        """The position of the scan's step `steps` and x there, in the accumulator dtype."""
+        step = steps[axis]
+        position = shape[axis] - 1 - step if scan.reverse else step
+        index = steps[:axis] + (position,) + steps[axis + 1:]
+        value = lowering.eval.at(x, index, inner)
+        return index, value if acc_dtype == dtype else inner.let("cast", (value,), acc_dtype)
+
+    def store(index: tuple[Dim, ...], total: Operand, inner: Emitter) -> None:
+        if acc_dtype != dtype:
+            total = inner.let("cast", (total,), dtype)
+        inner.stmts.append(Store(out, index, total))
+
     if axis == len(shape) - 1:
         outer_index, outer = em.nest([(Dim.const(0), d) for d in shape[:axis]])
-        run = lowering.ctx.var(acc_dtype, "%acc")
-        outer.stmts.append(Accumulator(run, identity(kind, acc_dtype)))
-        (step,), inner = outer.nest([(Dim.const(0), shape[axis])])
-        position = shape[axis] - 1 - step if scan.reverse else step
-        index = (*outer_index, position)
-        value = lowering.eval.at(x, index, inner)
-        if acc_dtype != dtype:
-            value = inner.let("cast", (value,), acc_dtype)
-        inner.stmts.append(Accumulate(run, kind, value))
-        total = run if acc_dtype == dtype else inner.let("cast", (run,), dtype)
-        inner.stmts.append(Store(out, index, total))
-        lowering.env[op.result] = out
-        return
-    run_shape = shape[:axis] + (Dim.const(1),) + shape[axis + 1:]
-    run = View.of(lowering.ctx.temp(acc_dtype, run_shape))
-    em.map_nest(run, lambda index, body: identity(kind, acc_dtype))
-    steps, inner = em.nest([(Dim.const(0), d) for d in shape])
-    step = steps[axis]
-    position = shape[axis] - 1 - step if scan.reverse else step
-    index = steps[:axis] + (position,) + steps[axis + 1:]
-    line = steps[:axis] + (Dim.const(0),) + steps[axis + 1:]
-    value = lowering.eval.at(x, index, inner)
-    if acc_dtype != dtype:
-        value = inner.let("cast", (value,), acc_dtype)
-    total = inner.let(REDUCE_KINDS[kind].combine, (inner.load(run, line), value), acc_dtype)
-    inner.stmts.append(Store(run, line, total))
-    if acc_dtype != dtype:
-        total = inner.let("cast", (total,), dtype)
-    inner.stmts.append(Store(out, index, total))
+        running = lowering.ctx.var(acc_dtype, "%acc")
+        outer.stmts.append(Accumulator(running, identity(kind, acc_dtype)))
+        step, inner = outer.nest([(Dim.const(0), shape[axis])])
+        index, value = element(outer_index + step, inner)
+        inner.stmts.append(Accumulate(running, kind, value))
+        store(index, running, inner)
+    else:
+        run_shape = shape[:axis] + (Dim.const(1),) + shape[axis + 1:]
+        run = View.of(lowering.ctx.temp(acc_dtype, run_shape))
+        em.map_nest(run, lambda index, body: identity(kind, acc_dtype))
+        steps, inner = em.nest([(Dim.const(0), d) for d in shape])
+        index, value = element(steps, inner)
+        line = steps[:axis] + (Dim.const(0),) + steps[axis + 1:]
+        total = inner.let(REDUCE_KINDS[kind].combine, (inner.load(run, line), value), acc_dtype)
+        inner.stmts.append(Store(run, line, total))
+        store(index, total, inner)
     lowering.env[op.result] = out
