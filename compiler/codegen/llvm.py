@@ -385,12 +385,14 @@ def _widens_f32(loop: Loop) -> bool:
     """Whether a simple innermost loop sums f32 values in f64. LLVM would pick its vector
     width from f64 and run the f32 work at half width; such loops get a width hint sized
     for f32 instead. (Only loops LLVM surely vectorises: a hint it cannot honour makes it
-    print a warning.)"""
+    print a warning; a running value the loop reads back, a scan's, is no reduction.)"""
     simple = all(isinstance(s, Let | Store | Accumulate) or
                  (isinstance(s, Load) and s.guard is None) for s in loop.body)
     accumulators = [s for s in loop.body if isinstance(s, Accumulate)]
+    read = {a for s in loop.body if isinstance(s, Let | Store)
+            for a in (s.args if isinstance(s, Let) else (s.value,))}
     sums = bool(accumulators) and all(s.kind in ("sum", "prod") and s.var.dtype == "f64"
-                                      for s in accumulators)
+                                      and s.var not in read for s in accumulators)
     widens = any(isinstance(s, Let) and s.op == "cast" and s.var.dtype == "f64" and
                  isinstance(s.args[0], Var) and s.args[0].dtype == "f32" for s in loop.body)
     return simple and sums and widens

@@ -26,6 +26,7 @@ Groups, with an IR example each:
 - structured/loops  in `ops_structured.py`: generic (index notation), read, for
 - adjoint-only      in `ops_adjoint.py`: generic_scatter, for_history
 - control flow      in `ops_control.py`: if, while
+- scans             in `ops_scan.py`: scan (cumulative sum and product)
 """
 
 from __future__ import annotations
@@ -310,4 +311,11 @@ register("matmul", "linalg", _infer_matmul,
          fusion=ROOT)
 
 # the other groups (each registers its ops here)
-from . import elementwise, ops_adjoint, ops_control, ops_shape, ops_structured  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    elementwise,
+    ops_adjoint,
+    ops_control,
+    ops_scan,
+    ops_shape,
+    ops_structured,
+)

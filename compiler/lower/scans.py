@@ -1,24 +1,22 @@
 """Lowering of the scans and orderings of SPEC §2.3: cumsum, cumprod, argsort, sort, topk.
 
-Each is spelled out as index notation (`generic` ops), so every stage after lowering
-(reverse and forward mode, batching, loops, native code, MLIR) handles it with the rules
-it already has for `generic`. Along the chosen axis (written `a`, of length N; the other
-axes are carried along unchanged):
+`cumsum(x, axis=a)` and `cumprod(x, axis=a)` become one `scan` op (`ir/ops_scan.py`),
+which every later stage runs in O(N) along the axis (a loop carrying the running value).
+The orderings are spelled out as index notation (`generic` ops), so every stage after
+lowering (reverse and forward mode, batching, loops, native code, MLIR) handles them with
+the rules it already has for `generic`. Along the chosen axis (written `a`, of length N;
+the other axes are carried along unchanged):
 
-    cumsum(x)[i]  = sum[j in 0..i + 1](x[j])            (a triangular range)
-    cumprod(x)[i] = prod[j in 0..i + 1](x[j])
     rank[i]       = sum[j](j comes before i ? 1 : 0)    (the position of x[i] once sorted)
     argsort(x)[r] = sum[i](rank[i] == r ? i : 0)        (the inverse permutation)
     sort(x)[r]    = x[argsort(x)[r]]                    (a gather)
     topk(x, k)    = x[argsort(x, descending)[:k]]
 
 "j comes before i" is the order of `torch.sort(stable=True)`: by value, NaN after every
-number (before, when descending), equal values in their original order. A triangular range
-is a rectangle whose points outside the triangle yield the reduction's identity, so the
-scans and the sort cost O(N²) per line along the axis. The gradients are those of the
-generics: a reduction's transpose for cumsum; the product rule, exact when factors are 0,
-for cumprod (torch's values there); and a scatter of ȳ to the elements the gather read for
-sort and topk, so each cotangent goes to the element it came from.
+number (before, when descending), equal values in their original order. The ranking is
+all pairs, so the orderings cost O(N²) per line along the axis. Their gradients are those
+of the generics: a scatter of ȳ to the elements the gather read for sort and topk, so each
+cotangent goes to the element it came from (the scan's rules are `transforms/scan_rules.py`).
 """
 
 from __future__ import annotations
@@ -67,7 +65,7 @@ def _key_equal(s: Scope, p: Value, q: Value) -> Value:
 
 
 class ScanLowering(DtypeRules):
-    """`cumsum`, `cumprod`, `argsort`, `sort` and `topk`, as generics."""
+    """`cumsum` and `cumprod` (a scan), `argsort`, `sort` and `topk` (generics)."""
 
     def generic_nest(self, span: ast.Span, shape: Sequence[Dim], body: Body,
                      reduce: tuple[str, Dim] | None = None) -> Value:
@@ -103,21 +101,11 @@ class ScanLowering(DtypeRules):
     # ------------------------------------------------------------ scans
 
     def _cumulative(self, call: ast.Call) -> ExprValue:
-        """`cumsum(x, axis=a)` and `cumprod(x, axis=a)`: y[i] = sum/prod[j in 0..i + 1] x[j]."""
+        """`cumsum(x, axis=a)` and `cumprod(x, axis=a)`: one `scan` op (O(n) along a)."""
         x, along, _ = self._ordered_operand(call, {"axis"})
         kind = "sum" if call.func == "cumsum" else "prod"
-        identity = 0 if kind == "sum" else 1
-
-        def body(s: Scope, p: list[Value]) -> Value:
-            out, j = p[:-1], p[-1]
-            position = list(out)
-            position[along] = j
-            value = _read(s, x.value, position, ["direct"] * len(out), "x")
-            return s.select(s.op("le", [j, out[along]]), value,
-                            s.const(identity, scalar(x.type.dtype)))
-
-        shape = x.type.shape
-        return ExprValue(self.generic_nest(call.span, shape, body, (kind, shape[along])))
+        return ExprValue(self.builder.op_at(call.span, "scan", [x.value],
+                                            {"axis": along, "kind": kind, "reverse": False}))
 
     # ------------------------------------------------------------ orderings
 

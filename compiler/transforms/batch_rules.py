@@ -449,5 +449,5 @@ def _rows_in_range(ctx: BatchContext, lo: Value, hi: Value, rows: Dim, stride: i
     return ctx.scope.op("generic", [lo, hi], attrs, [body.block])
 
 
-# The rules of `if` and `while` live in `batch_control.py`, which registers them here.
-from . import batch_control  # noqa: E402,F401
+# The rules of `if` and `while` live in `batch_control.py`, and scan's in `scan_rules.py`.
+from . import batch_control, scan_rules  # noqa: E402,F401

@@ -40,7 +40,12 @@ from ..ir.core import Block, Function, Op, Value
 from ..ir.scope import Scope, copy_block
 from ..ir.verifier import after_pass, show_raw
 from ..ir.views import ForOp, IfOp, WhileOp
-from . import reverse_control, reverse_loops, reverse_structured  # noqa: F401  (register their rules)
+from . import (  # noqa: F401  (their rules register on import)
+    reverse_control,
+    reverse_loops,
+    reverse_structured,
+    scan_rules,
+)
 from .reverse_rules import NON_DIFFERENTIABLE, VJP_RULES, Bars, RuleContext
 from .simplify import simplify
 

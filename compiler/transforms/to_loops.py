@@ -69,6 +69,7 @@ from reverie.compiler.loops.reductions import (
     lower_generic_reduce,
     lower_reduce,
 )
+from reverie.compiler.loops.scans import lower_scan
 from reverie.compiler.loops.splitting import split_wrapping_loops
 from reverie.compiler.loops.verifier import verify_program
 from reverie.compiler.print_ir import show
@@ -370,5 +371,5 @@ ROOT_LOWERINGS: dict[str, RootLowering] = {
     "matmul": BlockLowering._matmul, "concat": BlockLowering._concat,
     "for": lower_for, "for_history": lower_for, "if": lower_if, "while": lower_while,
     "generic": BlockLowering._generic, "generic_scatter": BlockLowering._generic_scatter,
-    "roll": BlockLowering._roll,
+    "roll": BlockLowering._roll, "scan": lower_scan,
 }

@@ -174,6 +174,13 @@ CASES += [
     Case("reduce_prod", "zeros", source("fn f(x: f64[N, M]) -> f64[N] "
                                         "{ return prod(x, axis=1); }"), args(with_zeros(N, M)),
          twice=False),
+    Case("scan", "cumsum", source("fn f(x: f64[N, M]) -> f64[N, M] "
+                                  "{ return cumsum(x * x, axis=0); }"), args(normal(N, M))),
+    Case("scan", "cumprod", source("fn f(x: f64[N, M]) -> f64[N, M] "
+                                   "{ return cumprod(x, axis=1); }"), args(away(N, M))),
+    Case("scan", "cumprod_zeros", source("fn f(x: f64[N, M]) -> f64[N, M] "
+                                         "{ return cumprod(x, axis=1); }"),
+         args(with_zeros(N, M)), twice=False),
     Case("reduce_max", "axis", source("fn f(x: f64[N, M]) -> f64[N] "
                                       "{ return max(x, axis=1); }"), args(normal(N, M))),
     Case("reduce_min", "all", source("fn f(x: f64[N, M]) -> f64 { return min(x); }"),

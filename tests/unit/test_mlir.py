@@ -96,6 +96,9 @@ PROGRAMS = {
         return (sum(x, axis=(0, 2)), prod(x, axis=1), max(x), min(x, axis=(1, 2)),
                 mean(x, axis=1, keepdims=true), argmax(x, axis=1), argmin(x));
     }""",
+    "scans": """fn f(x: float[N, M]) -> (float[N, M], float[N, M]) {
+        return (cumsum(x, axis=0), cumprod(x, axis=1));
+    }""",
     "softmax": """fn f(x: float[N, M]) -> (float[N, M], float[N, M], float[N]) {
         return (softmax(x, axis=1), log_softmax(x, axis=0), logsumexp(x, axis=1));
     }""",

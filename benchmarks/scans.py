@@ -1,0 +1,118 @@
+"""Scans on long axes: Reverie's native `cumsum`/`cumprod` and their gradients against NumPy
+and torch eager, in one run.
+
+    python benchmarks/scans.py                 # n = 10**6, 7 rounds
+    python benchmarks/scans.py --n 100000 --rounds 5
+
+Each case is a forward call (`cumsum(x)`, `cumprod(1 + x)`, f64 and f32) or a gradient
+(`sum(cumsum(x) * w)` and `sum(cumprod(1 + x) * w)` wrt x: torch.autograd.grad; NumPy: the
+reverse cumulative sum written out). Every variant is checked once against NumPy in f64
+(NumPy accumulates f32 in f32; Reverie and torch use f64; in f32, 1 + x is rounded once
+per element, an error that a product of 10⁶ factors carries to about 1e-3), then the
+rounds take one sample of each variant in turn (so a change in the machine's load hits all
+peers alike); a sample repeats the call for about 20 ms and counts time per call. The table
+gives medians and the ratio Reverie / peer (below 1: Reverie is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+import reverie as rv
+
+SOURCE = """
+fn running(x: float[N]) -> float[N] { return cumsum(x); }
+fn growth(x: float[N]) -> float[N] { return cumprod(1.0 + x); }
+fn running_loss(x: float[N], w: float[N]) -> float { return sum(cumsum(x) * w); }
+fn growth_loss(x: float[N], w: float[N]) -> float { return sum(cumprod(1.0 + x) * w); }
+"""
+
+
+def _torch_grad(loss: Callable[[torch.Tensor], torch.Tensor]) -> Callable[..., np.ndarray]:
+    def gradient(x: torch.Tensor, w: torch.Tensor) -> np.ndarray:
+        xt = x.detach().requires_grad_(True)
+        (g,) = torch.autograd.grad((loss(xt) * w).sum(), xt)
+        return g
+
+    return gradient
+
+
+def _reverse_cumsum(v: np.ndarray) -> np.ndarray:
+    return np.flip(np.cumsum(np.flip(v)))
+
+
+def cases(n: int, dtype: type) -> dict[str, dict[str, tuple[Callable, tuple]]]:
+    """Each case: its variants, as (function, arguments)."""
+    module = rv.compile(SOURCE)
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(n) * 1e-6).astype(dtype)
+    w = rng.standard_normal(n).astype(dtype)
+    xt, wt = torch.from_numpy(x), torch.from_numpy(w)
+    growth = np.cumprod(1.0 + x)
+    return {
+        "cumsum": {"reverie": (module.running, (x,)), "numpy": (np.cumsum, (x,)),
+                   "torch": (lambda t: torch.cumsum(t, 0), (xt,))},
+        "cumprod": {"reverie": (module.growth, (x,)),
+                    "numpy": (lambda v: np.cumprod(1.0 + v), (x,)),
+                    "torch": (lambda t: torch.cumprod(1.0 + t, 0), (xt,))},
+        "grad cumsum": {"reverie": (module.running_loss.grad(wrt="x"), (x, w)),
+                        "numpy": (lambda v, u: _reverse_cumsum(u), (x, w)),
+                        "torch": (_torch_grad(lambda t: torch.cumsum(t, 0)), (xt, wt))},
+        "grad cumprod": {"reverie": (module.growth_loss.grad(wrt="x"), (x, w)),
+                         "numpy": (lambda v, u: _reverse_cumsum(u * growth) / (1.0 + v),
+                                   (x, w)),
+                         "torch": (_torch_grad(lambda t: torch.cumprod(1.0 + t, 0)),
+                                   (xt, wt))},
+    }
+
+
+def sample(fn: Callable, args: tuple, budget: float = 0.02) -> float:
+    """Seconds per call, over repeated calls lasting about `budget` seconds."""
+    calls, start = 0, time.perf_counter()
+    while True:
+        fn(*args)
+        calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= budget:
+            return elapsed / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10**6)
+    parser.add_argument("--rounds", type=int, default=7)
+    options = parser.parse_args()
+    torch.set_num_threads(1)
+    print(f"n = {options.n}, {options.rounds} rounds, load average "
+          f"{', '.join(f'{v:.1f}' for v in os.getloadavg())}; torch threads: 1")
+    print(f"{'case':<22}{'reverie':>12}{'numpy':>12}{'torch':>12}"
+          f"{'rv/numpy':>10}{'rv/torch':>10}")
+    for dtype in (np.float64, np.float32):
+        for name, variants in cases(options.n, dtype).items():
+            reference, args = variants["numpy"]
+            want = reference(*(a.astype(np.float64) for a in args))   # f32 cases too
+            for variant, (fn, args) in variants.items():
+                got = np.asarray(fn(*args), dtype=np.float64)
+                error = np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30)
+                if error > (5e-3 if dtype == np.float32 else 1e-10):
+                    print(f"  MISMATCH {name} {variant}: relative error {error:.1e}")
+            times: dict[str, list[float]] = {v: [] for v in variants}
+            for _ in range(options.rounds):
+                for variant, (fn, args) in variants.items():
+                    times[variant].append(sample(fn, args))
+            median = {v: statistics.median(t) for v, t in times.items()}
+            label = f"{name} {np.dtype(dtype).name}"
+            print(f"{label:<22}" + "".join(f"{median[v] * 1e3:>10.3f}ms" for v in variants) +
+                  f"{median['reverie'] / median['numpy']:>10.2f}"
+                  f"{median['reverie'] / median['torch']:>10.2f}")
+
+
+if __name__ == "__main__":
+    main()
