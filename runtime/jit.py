@@ -56,13 +56,23 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import llvmlite
-import llvmlite.binding as llvm
-from llvmlite.binding.newpassmanagers import NewPassManager
 
 from reverie.compiler.print_ir import show
 
-from . import artifacts, cache
+from . import artifacts, cache, shared_objects
 
+
+class _LazyBinding:
+    """`llvmlite.binding`, imported on first use: importing it loads LLVM (~40–50 ms), which
+    a warm start whose modules come from shared objects never needs."""
+
+    def __getattr__(self, name: str) -> object:
+        import llvmlite.binding
+
+        return getattr(llvmlite.binding, name)
+
+
+llvm = _LazyBinding()
 _PIPELINE_VERSION = "reverie-jit-3"
 HUGE_BLOCK = 2000
 _LLVM_LOCK = threading.RLock()
@@ -220,6 +230,8 @@ def _optimize_module(module: llvm.ModuleRef, pipeline: Pipeline) -> None:
     try:
         pass_manager.run(module, pass_builder)
     finally:
+        from llvmlite.binding.newpassmanagers import NewPassManager
+
         # llvmlite 0.50's ModulePassManager.close() frees nothing (its MRO picks
         # ObjectRef's empty _dispose), which would keep the whole pipeline: free it here.
         NewPassManager._dispose(pass_manager)
@@ -314,18 +326,21 @@ class JitModule:
     """Native code for one LLVM module, loaded into the process-wide JIT.
 
     `source_ir` is the IR it was compiled from, or (for object code loaded by
-    `remembered_module`) a function that regenerates it when it is first asked for."""
+    `remembered_module`) a function that regenerates it when it is first asked for. The
+    code is `object_code` linked into the JIT, or (`object_code=None`) `library`, a
+    shared object already loaded (`runtime/shared_objects.py`)."""
 
     def __init__(
         self,
         name: str,
         source_ir: str | Callable[[], str],
-        object_code: bytes,
+        object_code: bytes | None,
         *,
         optimized_ir: str | None,
         from_cache: bool,
         pipeline: Pipeline | None = KERNEL_PIPELINE,
         symbols: tuple[str, ...] | None = None,
+        library: shared_objects.SharedLibrary | None = None,
     ) -> None:
         self.name = name
         self._source_ir = source_ir
@@ -334,7 +349,8 @@ class JitModule:
         self.symbols = symbols if symbols is not None else exported_symbols(self.source_ir)
         self._optimized_ir = optimized_ir
         self._asm: str | None = None
-        self._library = _link(name, object_code, self.symbols)
+        self._library = library if object_code is None else \
+            _link(name, object_code, self.symbols)
 
     @property
     def source_ir(self) -> str:
@@ -447,23 +463,93 @@ def _remembered(key: str, make_ir: Callable[[], str], name: str,
     remembered = cache.load(key) if artifacts.in_use() else None
     if remembered is not None:
         object_key, *symbols = remembered.decode("ascii", "replace").split("\n")
-        code = cache.load(object_key)
-        module = None if code is None else \
-            _jit_cached(name, make_ir, code, pipeline, tuple(symbols))
+        module = _load_remembered(name, make_ir, object_key, tuple(symbols), pipeline)
         if module is not None:
             return module
         cache.discard(key)
     llvm_ir = make_ir()
     module = compile_module(llvm_ir, name=name, pipeline=pipeline)
-    note = "\n".join([object_cache_key(llvm_ir, pipeline), *module.symbols])
-    cache.store(key, note.encode("ascii"))
+    object_key = object_cache_key(llvm_ir, pipeline)
+    cache.store(key, "\n".join([object_key, *module.symbols]).encode("ascii"))
+    _link_later(object_key)
     return module
 
 
+def _shared_object_key(object_key: str) -> str:
+    """The cache key of the shared object linked from the object code under `object_key`."""
+    return f"{object_key}:shared-object"
+
+
+def _load_remembered(name: str, make_ir: Callable[[], str], object_key: str,
+                     symbols: tuple[str, ...], pipeline: Pipeline | None) -> JitModule | None:
+    """The module for remembered object code: its shared object opened with `dlopen` when
+    the cache has one (no LLVM), else the object code linked into the JIT (and a shared
+    object linked for the next process); None when neither is usable."""
+    image = cache.load(_shared_object_key(object_key)) if shared_objects.enabled() else None
+    if image is not None:
+        try:
+            library = shared_objects.SharedLibrary(image)
+            return JitModule(name, make_ir, None, optimized_ir=None, from_cache=True,
+                             pipeline=pipeline, symbols=symbols, library=library)
+        except (OSError, AttributeError):
+            cache.discard(_shared_object_key(object_key))
+    code = cache.load(object_key)
+    module = None if code is None else _jit_cached(name, make_ir, code, pipeline, symbols)
+    if module is not None:
+        _link_later(object_key)
+    return module
+
+
+def _link_later(object_key: str) -> None:
+    """Link the cached object code under `object_key` into a shared object on the
+    background thread and cache it (into the cache in use now), unless that is off."""
+    if not (shared_objects.enabled() and cache.cache_enabled()):
+        return
+    root = cache.cache_dir()
+
+    def link_and_store() -> None:
+        code = cache.load(object_key, root=root)
+        image = None if code is None else shared_objects.link(code)
+        if image is not None:
+            cache.store(_shared_object_key(object_key), image, root=root)
+
+    shared_objects.link_later(link_and_store)
+
+
+CPU_IDENTITY_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags")
+
+
+def _cpu_identity() -> str | None:
+    """The first CPU's identity from /proc/cpuinfo (vendor, family, model, stepping, flags:
+    what LLVM's host CPU name and features derive from), or None where there is none."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
+            first_cpu = file.read().split("\n\n", 1)[0]
+    except OSError:
+        return None
+    fields = [line for line in first_cpu.splitlines()
+              if line.split(":", 1)[0].strip() in CPU_IDENTITY_FIELDS]
+    return "\n".join(fields) if len(fields) == len(CPU_IDENTITY_FIELDS) else None
+
+
+@functools.cache
 def host_description() -> str:
-    """The host CPU as code generation sees it: triple, CPU name and features."""
+    """The host CPU as code generation sees it: triple, CPU name and features.
+
+    Asking LLVM needs `llvmlite.binding`; so the answer is also kept in the disk cache
+    under the CPU's identity from /proc/cpuinfo and llvmlite's version, and a later
+    process on the same CPU reads it from there without loading LLVM."""
+    identity = _cpu_identity()
+    key = identity and hashlib.sha256(
+        f"reverie-host-1\0{llvmlite.__version__}\0{identity}".encode()).hexdigest()
+    remembered = cache.load(key) if key else None
+    if remembered is not None:
+        return remembered.decode("utf-8", "replace")
     host = host_target()
-    return f"{host.triple} {host.cpu_name} {host.features}"
+    description = f"{host.triple} {host.cpu_name} {host.features}"
+    if key:
+        cache.store(key, description.encode("utf-8"))
+    return description
 
 
 def compile_module(llvm_ir: str, *, name: str,
