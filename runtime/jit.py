@@ -294,14 +294,11 @@ def first_exported_symbol(llvm_ir: str) -> str:
 
 @functools.cache
 def reverie_version() -> str:
-    """The version of the installed Reverie distribution (read when first needed:
-    importlib.metadata takes ~60 ms to import, which a warm start does not pay)."""
-    import importlib.metadata
+    """The version of Reverie (`reverie.__version__`, the distribution's version; read
+    when first needed, without importlib.metadata, which takes ~35 ms to import)."""
+    import reverie
 
-    try:
-        return importlib.metadata.version("reverie")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    return reverie.__version__
 
 
 def object_cache_key(llvm_ir: str, pipeline: Pipeline | None = KERNEL_PIPELINE) -> str:

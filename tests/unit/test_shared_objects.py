@@ -2,8 +2,9 @@
 
 A module compiled under a remembered key is linked into a shared object on the background
 thread; a later load under that key opens it with `dlopen` instead of linking object code
-into LLVM's JIT (these tests need a C compiler driver on PATH). Only bytes the disk cache verified are ever opened: a damaged, foreign or
-unloadable shared object falls back to the object code, with the same results.
+into LLVM's JIT (these tests need a C compiler driver on PATH). Only bytes the disk cache
+verified are ever opened: a damaged, foreign or unloadable shared object falls back to the
+object code, with the same results.
 """
 
 from __future__ import annotations
