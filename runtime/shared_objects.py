@@ -30,9 +30,7 @@ import ctypes
 import functools
 import itertools
 import os
-import shutil
-import subprocess
-import tempfile
+import secrets
 import threading
 from collections.abc import Callable
 
@@ -53,11 +51,16 @@ def enabled() -> bool:
 @functools.cache
 def linker() -> str | None:
     """The C compiler driver that links shared objects, or None when there is none."""
+    import shutil
+
     return next(filter(None, map(shutil.which, _DRIVERS)), None)
 
 
 def link(object_code: bytes) -> bytes | None:
     """The shared object made of relocatable `object_code`, or None if linking failed."""
+    import subprocess  # (with tempfile: ~60 ms of imports that a warm start never needs)
+    import tempfile
+
     driver = linker()
     if driver is None:
         return None
@@ -115,10 +118,21 @@ def wait_for_links() -> None:
 
 @functools.cache
 def _private_directory() -> str:
-    """A directory (mode 0700) for this process's library files, removed at exit."""
-    directory = tempfile.mkdtemp(prefix="reverie-so-")
-    atexit.register(shutil.rmtree, directory, True)
+    """A new directory (mode 0700, a random name: `mkdir` fails rather than reuse anything)
+    for this process's library files, in $TMPDIR (else /tmp), removed at exit."""
+    base = os.environ.get("TMPDIR") or "/tmp"
+    directory = os.path.join(base, f"reverie-so-{os.getpid()}-{secrets.token_hex(8)}")
+    os.mkdir(directory, 0o700)
+    atexit.register(_remove_directory, directory)
     return directory
+
+
+def _remove_directory(directory: str) -> None:
+    """Remove the (empty: each file is unlinked once opened) library directory."""
+    try:
+        os.rmdir(directory)
+    except OSError:
+        pass
 
 
 class SharedLibrary:
