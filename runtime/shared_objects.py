@@ -19,8 +19,9 @@ a process whose modules all come from shared objects never does (issue 10's warm
   libc) resolve against the process when the library is opened, as with the JIT.
 - `REVERIE_SHARED_OBJECTS=0`, or no C compiler driver on PATH, turns linking off; modules
   then load through the JIT as before. Linking runs on a background thread
-  (`link_later`), so a cold compile never waits for it; a failure only means the next
-  process loads the object code through the JIT.
+  (`link_later`), so a cold compile never waits for it; a failure (or a job dropped from
+  a full queue) only means the next process loads the object code through the JIT, and
+  links it then.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import threading
 from collections.abc import Callable
 
 LINK_TIMEOUT_S = 60
+MAX_PENDING_LINKS = 8  # more waiting jobs than this: new ones are dropped (best effort)
 _DRIVERS = ("cc", "gcc", "clang")
 _file_numbers = itertools.count()
 _jobs: list[Callable[[], None]] = []
@@ -80,13 +82,17 @@ def link(object_code: bytes) -> bytes | None:
 
 
 def link_later(job: Callable[[], None]) -> None:
-    """Run `job` (which links and stores) on the background linking thread, in order.
+    """Run `job` (which links and stores) on the background linking thread, in order;
+    dropped when MAX_PENDING_LINKS jobs are already waiting (a process compiling many
+    modules at once, such as a test suite, then links only some of them).
 
     The thread is not a daemon: at exit, Python waits for the jobs already queued."""
     global _worker
     if linker() is None:
         return
     with _jobs_lock:
+        if len(_jobs) >= MAX_PENDING_LINKS:
+            return
         _jobs.append(job)
         if _worker is None:
             _worker = threading.Thread(target=_run_jobs, name="reverie-linker")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -125,3 +126,19 @@ def test_host_description_is_remembered_without_llvm(cache_root: Path,
         assert jit.host_description() == expected_fresh == expected
     finally:
         jit.host_description.cache_clear()
+
+
+def test_the_linking_queue_drops_jobs_beyond_its_bound() -> None:
+    started, release, ran = threading.Event(), threading.Event(), []
+
+    def busy() -> None:
+        started.set()
+        release.wait()
+
+    shared_objects.link_later(busy)
+    assert started.wait(10)  # the worker is busy with this one
+    for number in range(shared_objects.MAX_PENDING_LINKS + 3):
+        shared_objects.link_later(lambda number=number: ran.append(number))
+    release.set()
+    shared_objects.wait_for_links()
+    assert ran == list(range(shared_objects.MAX_PENDING_LINKS))
