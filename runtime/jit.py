@@ -20,6 +20,13 @@ Pipeline of `compile_module`:
      printing hook as pass `llvm-opt` (REVERIE_PRINT_IR; on a hit it is recomputed for
      printing only).
 
+`remembered_module` (modules the whole-pipeline cache knows by key) loads without LLVM
+when it can: the module's shared object, linked from its object code on a background
+thread and kept as an authenticated cache entry, is opened with `dlopen`
+(`runtime/shared_objects.py`); `llvmlite.binding` is imported on first use only (`llvm`
+below), and `host_description` is remembered in the cache under the CPU's identity, so a
+warm start from shared objects never loads LLVM.
+
 One ORC LLJIT instance serves the whole process; each module becomes its own JIT library,
 unloaded when its `JitModule` is garbage-collected (`live_library_count()` says how many
 are loaded). `shared_module` hands out the loaded module for IR text that is already
@@ -294,11 +301,14 @@ def first_exported_symbol(llvm_ir: str) -> str:
 
 @functools.cache
 def reverie_version() -> str:
-    """The version of Reverie (`reverie.__version__`, the distribution's version; read
-    when first needed, without importlib.metadata, which takes ~35 ms to import)."""
-    import reverie
+    """The version of the installed Reverie distribution (read when first needed:
+    importlib.metadata takes ~60 ms to import, which a warm start does not pay)."""
+    import importlib.metadata
 
-    return reverie.__version__
+    try:
+        return importlib.metadata.version("reverie")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def object_cache_key(llvm_ir: str, pipeline: Pipeline | None = KERNEL_PIPELINE) -> str:
