@@ -11,7 +11,7 @@ size, modification time), so editing the compiler invalidates everything it wrot
   once the whole source compiled without error (`reverie/module.py`);
 - "ir": one kernel specialisation's tensor IR, a pickled `Function` (`reverie/kernel.py`);
 - "native": the loop program the native backend made of that IR (call layout, error
-  sites, call boundary) and, in `jit.remembered_module`, the key of its object code
+  sites, call boundary) and, in `remembered.remembered_module`, the key of its object code
   (`runtime/native.py`).
 
 `REVERIE_PIPELINE_CACHE=0` makes every stage run again (the tests that replace a rule of

@@ -1,4 +1,4 @@
-"""Remembered modules as shared objects (runtime/shared_objects.py, `jit.remembered_module`).
+"""Remembered modules as shared objects (runtime/shared_objects.py, runtime/remembered.py).
 
 A module compiled under a remembered key is linked into a shared object on the background
 thread; a later load under that key opens it with `dlopen` instead of linking object code
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from reverie.runtime import cache, jit, shared_objects
+from reverie.runtime import cache, jit, remembered, shared_objects
 
 BINARY = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_double)
 IR = """
@@ -53,16 +53,16 @@ def counting_ir() -> tuple[Callable[[], str], list[int]]:
 def load_again() -> tuple[jit.JitModule, list[int]]:
     """The module loaded under KEY as a new process would (no live module shared)."""
     make_ir, calls = counting_ir()
-    return jit._remembered(KEY, make_ir, "affine", jit.KERNEL_PIPELINE), calls
+    return remembered._remembered(KEY, make_ir, "affine", jit.KERNEL_PIPELINE), calls
 
 
 def compile_and_link() -> str:
     """Compile IR under KEY, wait for its shared object; the shared object's cache key."""
     make_ir, _ = counting_ir()
-    first = jit._remembered(KEY, make_ir, "affine", jit.KERNEL_PIPELINE)
+    first = remembered._remembered(KEY, make_ir, "affine", jit.KERNEL_PIPELINE)
     assert BINARY(first.address("affine"))(2.0, 0.5) == 6.5
     shared_objects.wait_for_links()
-    return jit._shared_object_key(jit.object_cache_key(IR))
+    return remembered._shared_object_key(jit.object_cache_key(IR))
 
 
 def is_shared_object(module: jit.JitModule) -> bool:
@@ -117,15 +117,15 @@ def test_linking_failure_is_not_an_error() -> None:
 
 def test_host_description_is_remembered_without_llvm(cache_root: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    expected = jit.host_description()
-    jit.host_description.cache_clear()
+    expected = remembered.host_description()
+    remembered.host_description.cache_clear()
     try:
-        expected_fresh = jit.host_description()  # computed and stored under the CPU identity
-        jit.host_description.cache_clear()
+        expected_fresh = remembered.host_description()  # computed and stored under the CPU identity
+        remembered.host_description.cache_clear()
         monkeypatch.setattr(jit, "host_target", lambda: pytest.fail("asked LLVM again"))
-        assert jit.host_description() == expected_fresh == expected
+        assert remembered.host_description() == expected_fresh == expected
     finally:
-        jit.host_description.cache_clear()
+        remembered.host_description.cache_clear()
 
 
 def test_the_linking_queue_drops_jobs_beyond_its_bound() -> None:
