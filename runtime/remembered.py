@@ -74,6 +74,8 @@ def _load_remembered(name: str, make_ir: Callable[[], str], object_key: str,
     if image is not None:
         try:
             library = shared_objects.SharedLibrary(image)
+            for symbol in symbols:  # every exported function resolves, or none is used
+                library[symbol]
             return JitModule(name, make_ir, None, optimized_ir=None, from_cache=True,
                              pipeline=pipeline, symbols=symbols, library=library)
         except (OSError, AttributeError):

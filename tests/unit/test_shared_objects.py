@@ -80,7 +80,7 @@ def test_a_second_load_opens_the_shared_object(cache_root: Path) -> None:
     assert "define double @affine" in module.source_ir and calls == [1]
 
 
-@pytest.mark.parametrize("damage", ["flip", "foreign", "not an object"])
+@pytest.mark.parametrize("damage", ["flip", "foreign", "not an object", "other symbols"])
 def test_an_unverified_or_unloadable_shared_object_is_never_opened(
         cache_root: Path, damage: str) -> None:
     so_key = compile_and_link()
@@ -92,8 +92,14 @@ def test_an_unverified_or_unloadable_shared_object_is_never_opened(
     elif damage == "foreign":  # another key's (authentic) entry copied onto its path
         cache.store("other", b"\x7fELF" + bytes(100))
         os.replace(cache.entry_path("other"), path)
-    else:  # an entry this user wrote that dlopen rejects
+    elif damage == "not an object":  # an entry this user wrote that dlopen rejects
         cache.store(so_key, b"\x7fELF not really")
+    else:  # a loadable shared object lacking the module's functions
+        other_ir = IR.replace("@affine", "@other")
+        jit.compile_module(other_ir, name="other")
+        other = shared_objects.link(cache.load(jit.object_cache_key(other_ir)))
+        assert other is not None
+        cache.store(so_key, other)
     module, _ = load_again()
     assert not is_shared_object(module)
     assert BINARY(module.address("affine"))(2.0, 0.5) == 6.5
