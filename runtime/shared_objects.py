@@ -1,8 +1,8 @@
 """Object code linked into shared objects, so a warm start loads native code without LLVM.
 
 Consumes the relocatable object code `jit.py` emits for a module; produces, through the
-system C compiler driver (`cc`, else `gcc` or `clang`, as `cc -shared`), the bytes of a
-shared object, and later loads such bytes with `dlopen` (`ctypes.CDLL`) as a
+system C compiler driver (`cc`, else `gcc` or `clang`, as `cc -shared -nostdlib ... -lgcc`),
+the bytes of a shared object, and later loads such bytes with `dlopen` (`ctypes.CDLL`) as a
 `SharedLibrary` whose `library[symbol]` is the native address of an exported function
 (the interface of a JIT library). Importing `llvmlite.binding` loads LLVM (~40–50 ms);
 a process whose modules all come from shared objects never does (issue 10's warm start).
@@ -36,6 +36,9 @@ import threading
 from collections.abc import Callable
 
 LINK_TIMEOUT_S = 60
+# no start files nor default libraries (~7 ms a module instead of ~45 ms); only libgcc's
+# arithmetic helpers are linked in, everything else resolves from the process when opened
+LINK_FLAGS = ("-shared", "-nostdlib")
 MAX_PENDING_LINKS = 8  # more waiting jobs than this: new ones are dropped (best effort)
 _DRIVERS = ("cc", "gcc", "clang")
 _file_numbers = itertools.count()
@@ -71,7 +74,7 @@ def link(object_code: bytes) -> bytes | None:
         with open(source, "wb") as file:
             file.write(object_code)
         try:
-            done = subprocess.run([driver, "-shared", "-o", target, source],
+            done = subprocess.run([driver, *LINK_FLAGS, "-o", target, source, "-lgcc"],
                                   capture_output=True, timeout=LINK_TIMEOUT_S, check=False)
         except (OSError, subprocess.SubprocessError):
             return None
