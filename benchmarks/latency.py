@@ -17,6 +17,10 @@ Three parts, each with its peer measured in the same run:
 3. **Warm start**: the same subprocess again with the cache it just populated, timed from
    the end of `import reverie` to the first gradient result.
 
+Parts 2 and 3 also give, in brackets, the child's CPU time over the same span (all its
+threads), which a machine shared with other work inflates far less than the wall clock.
+`REVERIE_SHARED_OBJECTS=0` in the environment measures warm starts through LLVM's JIT.
+
 Children keep their bytecode in a private prefix written by a first, unmeasured run, as an
 installed package has it.
 
@@ -111,6 +115,7 @@ start = time.perf_counter()
 import numpy as np
 import reverie as rv
 imported = time.perf_counter()
+cpu_imported = time.process_time()
 path, fn, wrt, dims = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 from reverie.cli_grad import random_arguments
 module = rv.load(path)
@@ -121,7 +126,7 @@ first_value = time.perf_counter()
 grad = kernel.grad(None if wrt == "-" else wrt.split(","))(*args)
 done = time.perf_counter()
 print(json.dumps({"import": imported - start, "value": first_value - imported,
-                  "gradient": done - imported}))
+                  "gradient": done - imported, "cpu": time.process_time() - cpu_imported}))
 """
 
 JAX_CHILD = """
@@ -134,10 +139,11 @@ def loss(x, y, w1, b1, w2, b2):
 rng = np.random.default_rng(0)
 B, D, H, O = 64, 8, 32, 4
 args = [rng.standard_normal(s) for s in [(B, D), (B, O), (D, H), (H,), (H, O), (O,)]]
-start = time.perf_counter()
+start, cpu_start = time.perf_counter(), time.process_time()
 grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3, 4, 5)))
 jax.block_until_ready(grad(*args))
-print(json.dumps({"gradient": time.perf_counter() - start}))
+print(json.dumps({"gradient": time.perf_counter() - start,
+                  "cpu": time.process_time() - cpu_start}))
 """
 
 COLD_KERNELS = (  # (label, file, function, wrt or "-" for every float parameter, dims)
@@ -178,7 +184,8 @@ def cold_and_warm(with_jax: bool) -> tuple[list[dict], dict | None]:
             cold = run_child(REVERIE_CHILD, argv, cache)
             warm = run_child(REVERIE_CHILD, argv, cache)
         rows.append({"kernel": label, "import": cold["import"], "cold": cold["gradient"],
-                     "warm": warm["gradient"], "warm_import": warm["import"]})
+                     "warm": warm["gradient"], "warm_import": warm["import"],
+                     "cold_cpu": cold["cpu"], "warm_cpu": warm["cpu"]})
     jax_row = run_child(JAX_CHILD, [], tempfile.gettempdir()) if with_jax else None
     return rows, jax_row
 
@@ -198,13 +205,15 @@ def report(calls: list[dict], compiles: list[dict], jax_row: dict | None) -> str
                      f"{jax_cell} | {row['grad'] / row['numpy']:.1f} |")
     if compiles:
         lines += ["", "| kernel | `import reverie` s | cold: compile + first gradient s "
-                  "| warm: first gradient after import ms |", "|---|---|---|---|"]
+                  "(CPU s) | warm: first gradient after import ms (CPU ms) |",
+                  "|---|---|---|---|"]
     for row in compiles:
-        lines.append(f"| {row['kernel']} | {row['import']:.2f} | {row['cold']:.2f} | "
-                     f"{row['warm'] * 1e3:.1f} |")
+        lines.append(f"| {row['kernel']} | {row['import']:.2f} | {row['cold']:.2f} "
+                     f"({row['cold_cpu']:.2f}) | {row['warm'] * 1e3:.1f} "
+                     f"({row['warm_cpu'] * 1e3:.1f}) |")
     if jax_row is not None:
         lines.append(f"| JAX `jit(grad)` first call, same MLP (peer) | — | "
-                     f"{jax_row['gradient']:.2f} | — |")
+                     f"{jax_row['gradient']:.2f} ({jax_row['cpu']:.2f}) | — |")
     return "\n".join(lines)
 
 

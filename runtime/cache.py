@@ -239,13 +239,15 @@ def _warn_bypass(root: Path, reason: str) -> None:
 
 
 def _in_cache(
-    key: str, action: Callable[[int, str, bytes], _Result], *, create: bool
+    key: str, action: Callable[[int, str, bytes], _Result], *, create: bool,
+    root: Path | None = None,
 ) -> _Result | None:
-    """`action(shard_fd, entry_name, secret)` for `key`'s entry; None if untrusted or unusable.
+    """`action(shard_fd, entry_name, secret)` for `key`'s entry in `root` (default: the
+    `cache_dir()` of now); None if untrusted or unusable.
 
     `create` makes missing directories and the secret (for storing); without it a missing
     one means there is nothing to load."""
-    root = cache_dir()
+    root = cache_dir() if root is None else root
     shard, name = _entry_location(key)
     root_fd = None
     try:
@@ -306,19 +308,21 @@ def _write_entry(shard_fd: int, name: str, key: bytes, secret: bytes, data: byte
     return True
 
 
-def load(key: str) -> bytes | None:
-    """The bytes this user stored under `key`, or None when absent, disabled or untrusted."""
+def load(key: str, *, root: Path | None = None) -> bytes | None:
+    """The bytes this user stored under `key` (in `root`, default `cache_dir()`), or None
+    when absent, disabled or untrusted."""
     if not cache_enabled():
         return None
     key_bytes = key.encode("utf-8")
     return _in_cache(
         key, lambda shard_fd, name, secret: _read_entry(shard_fd, name, key_bytes, secret),
-        create=False,
+        create=False, root=root,
     )
 
 
-def store(key: str, data: bytes) -> bool:
-    """Store `data` under `key` atomically; return whether it was written."""
+def store(key: str, data: bytes, *, root: Path | None = None) -> bool:
+    """Store `data` under `key` atomically (in `root`, default `cache_dir()`); return
+    whether it was written."""
     key_bytes = key.encode("utf-8")
     entry_size = _HEADER.size + len(key_bytes) + _TAG_BYTES + len(data)
     if not cache_enabled() or entry_size > MAX_ENTRY_BYTES:
@@ -326,7 +330,7 @@ def store(key: str, data: bytes) -> bool:
     written = _in_cache(
         key,
         lambda shard_fd, name, secret: _write_entry(shard_fd, name, key_bytes, secret, data),
-        create=True,
+        create=True, root=root,
     )
     return bool(written)
 

@@ -20,6 +20,10 @@ Pipeline of `compile_module`:
      printing hook as pass `llvm-opt` (REVERIE_PRINT_IR; on a hit it is recomputed for
      printing only).
 
+Modules the whole-pipeline cache knows by key load through `runtime/remembered.py`,
+from shared objects without LLVM where it can; so `llvmlite.binding` is imported on first
+use only (`llvm` below).
+
 One ORC LLJIT instance serves the whole process; each module becomes its own JIT library,
 unloaded when its `JitModule` is garbage-collected (`live_library_count()` says how many
 are loaded). `shared_module` hands out the loaded module for IR text that is already
@@ -56,13 +60,23 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import llvmlite
-import llvmlite.binding as llvm
-from llvmlite.binding.newpassmanagers import NewPassManager
 
 from reverie.compiler.print_ir import show
 
-from . import artifacts, cache
+from . import cache, shared_objects
 
+
+class _LazyBinding:
+    """`llvmlite.binding`, imported on first use: importing it loads LLVM (~40–50 ms), which
+    a warm start whose modules come from shared objects never needs."""
+
+    def __getattr__(self, name: str) -> object:
+        import llvmlite.binding
+
+        return getattr(llvmlite.binding, name)
+
+
+llvm = _LazyBinding()
 _PIPELINE_VERSION = "reverie-jit-3"
 HUGE_BLOCK = 2000
 _LLVM_LOCK = threading.RLock()
@@ -220,6 +234,8 @@ def _optimize_module(module: llvm.ModuleRef, pipeline: Pipeline) -> None:
     try:
         pass_manager.run(module, pass_builder)
     finally:
+        from llvmlite.binding.newpassmanagers import NewPassManager
+
         # llvmlite 0.50's ModulePassManager.close() frees nothing (its MRO picks
         # ObjectRef's empty _dispose), which would keep the whole pipeline: free it here.
         NewPassManager._dispose(pass_manager)
@@ -314,18 +330,21 @@ class JitModule:
     """Native code for one LLVM module, loaded into the process-wide JIT.
 
     `source_ir` is the IR it was compiled from, or (for object code loaded by
-    `remembered_module`) a function that regenerates it when it is first asked for."""
+    `remembered_module`) a function that regenerates it when it is first asked for. The
+    code is `object_code` linked into the JIT, or (`object_code=None`) `library`, a
+    shared object already loaded (`runtime/shared_objects.py`)."""
 
     def __init__(
         self,
         name: str,
         source_ir: str | Callable[[], str],
-        object_code: bytes,
+        object_code: bytes | None,
         *,
         optimized_ir: str | None,
         from_cache: bool,
         pipeline: Pipeline | None = KERNEL_PIPELINE,
         symbols: tuple[str, ...] | None = None,
+        library: shared_objects.SharedLibrary | None = None,
     ) -> None:
         self.name = name
         self._source_ir = source_ir
@@ -334,7 +353,8 @@ class JitModule:
         self.symbols = symbols if symbols is not None else exported_symbols(self.source_ir)
         self._optimized_ir = optimized_ir
         self._asm: str | None = None
-        self._library = _link(name, object_code, self.symbols)
+        self._library = library if object_code is None else \
+            _link(name, object_code, self.symbols)
 
     @property
     def source_ir(self) -> str:
@@ -425,45 +445,6 @@ def _jit_cached(name: str, llvm_ir: str | Callable[[], str], object_code: bytes,
                          pipeline=pipeline, symbols=symbols)
     except RuntimeError:
         return None
-
-
-def remembered_module(key: str, make_ir: Callable[[], str], *, name: str,
-                      pipeline: Pipeline | None = KERNEL_PIPELINE) -> JitModule:
-    """`compile_module(make_ir())`, remembered under `key` (a key of what determines the IR,
-    such as `artifacts.artifact_key`, which must also cover the host): a later process
-    finds the object code's key and symbols under `key` and loads the object code without
-    making the IR (`make_ir` runs only if the IR is asked for). Like `shared_module`, a
-    module still loaded under `key` is handed out again."""
-    live = _LIVE_MODULES.get((pipeline, key))
-    if live is None:
-        live = _LIVE_MODULES.setdefault((pipeline, key), _remembered(key, make_ir, name, pipeline))
-    return live
-
-
-def _remembered(key: str, make_ir: Callable[[], str], name: str,
-                pipeline: Pipeline | None) -> JitModule:
-    """`remembered_module` without the sharing of loaded modules (and without the look-up
-    under `key` when the whole-pipeline cache is not in use: `artifacts.in_use`)."""
-    remembered = cache.load(key) if artifacts.in_use() else None
-    if remembered is not None:
-        object_key, *symbols = remembered.decode("ascii", "replace").split("\n")
-        code = cache.load(object_key)
-        module = None if code is None else \
-            _jit_cached(name, make_ir, code, pipeline, tuple(symbols))
-        if module is not None:
-            return module
-        cache.discard(key)
-    llvm_ir = make_ir()
-    module = compile_module(llvm_ir, name=name, pipeline=pipeline)
-    note = "\n".join([object_cache_key(llvm_ir, pipeline), *module.symbols])
-    cache.store(key, note.encode("ascii"))
-    return module
-
-
-def host_description() -> str:
-    """The host CPU as code generation sees it: triple, CPU name and features."""
-    host = host_target()
-    return f"{host.triple} {host.cpu_name} {host.features}"
 
 
 def compile_module(llvm_ir: str, *, name: str,

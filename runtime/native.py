@@ -52,7 +52,8 @@ from . import artifacts
 from .artifacts import artifact_key
 from .call import BoundCall
 from .fastcall import LAYOUT_OK, native_entry
-from .jit import JitModule, Pipeline, host_description, remembered_module
+from .jit import JitModule, Pipeline
+from .remembered import host_description, remembered_module
 
 _KERNELS: weakref.WeakKeyDictionary[Function, NativeKernel] = weakref.WeakKeyDictionary()
 _LOCK = threading.RLock()

@@ -2,7 +2,8 @@
 
 A process that finds a source's function table, its kernels' IR and their native
 programs and object code in the disk cache computes values and gradients without
-parsing, lowering, transforming or generating code — checked here by what a fresh
+parsing, lowering, transforming or generating code, and (its modules' shared objects
+opened with dlopen, runtime/shared_objects.py) without loading LLVM — checked here by what a fresh
 interpreter has imported when it is done. The cache must never change a result, never
 hide a compile error, step aside for REVERIE_PRINT_IR, and rebuild what it cannot read.
 """
@@ -36,7 +37,7 @@ grads = kernel.grad(None)(*args)
 hessian_vector = kernel.grad("w2").vjp("w2")(*args, np.ones((5, 2)))
 stages = ["reverie.dsl.generated_parser", "reverie.compiler.lower",
           "reverie.compiler.transforms.reverse", "reverie.compiler.transforms.to_loops",
-          "reverie.compiler.codegen.llvm", "reverie.compiler.codegen.gemm"]
+          "reverie.compiler.codegen.llvm", "reverie.compiler.codegen.gemm", "llvmlite.binding"]
 print(json.dumps({"value": float(value), "grads": [g.tolist() for g in grads],
                   "hvp": np.asarray(hessian_vector).tolist(),
                   "loaded": [s for s in stages if s in sys.modules]}))

@@ -1,0 +1,139 @@
+"""Modules remembered by key: loaded in a later process without making their IR, and from
+shared objects without LLVM (issue 10's warm start).
+
+Consumes a key of what determines a module's IR (such as `artifacts.artifact_key`, which
+also covers the host) and a function making that IR; produces the loaded `JitModule`.
+The first process compiles the IR (`jit.compile_module`), notes the object code's key and
+symbols under the remembered key, and has the object code linked into a shared object on
+the background thread (`runtime/shared_objects.py`). A later process finds the note and
+opens the shared object with `dlopen` once the disk cache verified it (no LLVM), else
+links the cached object code into the JIT (and has the shared object linked for the next
+process). `host_description`, which every such key includes, is itself remembered under
+the CPU's identity from /proc/cpuinfo, so that a warm start never asks LLVM for it.
+
+    module = remembered_module(key, make_ir, name="rv_f")
+    module.address("rv_f")
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable
+
+import llvmlite
+
+from . import artifacts, cache, jit, shared_objects
+from .jit import KERNEL_PIPELINE, JitModule, Pipeline
+
+
+def remembered_module(key: str, make_ir: Callable[[], str], *, name: str,
+                      pipeline: Pipeline | None = KERNEL_PIPELINE) -> JitModule:
+    """`jit.compile_module(make_ir())`, remembered under `key` (a key of what determines
+    the IR, such as `artifacts.artifact_key`, which must also cover the host): a later
+    process finds the object code's key and symbols under `key` and loads the code without
+    making the IR (`make_ir` runs only if the IR is asked for). Like `jit.shared_module`,
+    a module still loaded under `key` is handed out again."""
+    live_modules = jit._LIVE_MODULES
+    live = live_modules.get((pipeline, key))
+    if live is None:
+        live = live_modules.setdefault((pipeline, key), _remembered(key, make_ir, name, pipeline))
+    return live
+
+
+def _remembered(key: str, make_ir: Callable[[], str], name: str,
+                pipeline: Pipeline | None) -> JitModule:
+    """`remembered_module` without the sharing of loaded modules (and without the look-up
+    under `key` when the whole-pipeline cache is not in use: `artifacts.in_use`)."""
+    remembered = cache.load(key) if artifacts.in_use() else None
+    if remembered is not None:
+        object_key, *symbols = remembered.decode("ascii", "replace").split("\n")
+        module = _load_remembered(name, make_ir, object_key, tuple(symbols), pipeline)
+        if module is not None:
+            return module
+        cache.discard(key)
+    llvm_ir = make_ir()
+    module = jit.compile_module(llvm_ir, name=name, pipeline=pipeline)
+    object_key = jit.object_cache_key(llvm_ir, pipeline)
+    cache.store(key, "\n".join([object_key, *module.symbols]).encode("ascii"))
+    _link_later(object_key)
+    return module
+
+
+def _shared_object_key(object_key: str) -> str:
+    """The cache key of the shared object linked from the object code under `object_key`."""
+    return f"{object_key}:shared-object"
+
+
+def _load_remembered(name: str, make_ir: Callable[[], str], object_key: str,
+                     symbols: tuple[str, ...], pipeline: Pipeline | None) -> JitModule | None:
+    """The module for remembered object code: its shared object opened with `dlopen` when
+    the cache has one (no LLVM), else the object code linked into the JIT (and a shared
+    object linked for the next process); None when neither is usable."""
+    image = cache.load(_shared_object_key(object_key)) if shared_objects.enabled() else None
+    if image is not None:
+        try:
+            library = shared_objects.SharedLibrary(image)
+            for symbol in symbols:  # every exported function resolves, or none is used
+                library[symbol]
+            return JitModule(name, make_ir, None, optimized_ir=None, from_cache=True,
+                             pipeline=pipeline, symbols=symbols, library=library)
+        except (OSError, AttributeError):
+            cache.discard(_shared_object_key(object_key))
+    code = cache.load(object_key)
+    module = None if code is None else jit._jit_cached(name, make_ir, code, pipeline, symbols)
+    if module is not None:
+        _link_later(object_key)
+    return module
+
+
+def _link_later(object_key: str) -> None:
+    """Link the cached object code under `object_key` into a shared object on the
+    background thread and cache it (into the cache in use now), unless that is off."""
+    if not (shared_objects.enabled() and cache.cache_enabled()):
+        return
+    root = cache.cache_dir()
+
+    def link_and_store() -> None:
+        code = cache.load(object_key, root=root)
+        image = None if code is None else shared_objects.link(code)
+        if image is not None:
+            cache.store(_shared_object_key(object_key), image, root=root)
+
+    shared_objects.link_later(link_and_store)
+
+
+CPU_IDENTITY_FIELDS = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags")
+
+
+def _cpu_identity() -> str | None:
+    """The first CPU's identity from /proc/cpuinfo (vendor, family, model, stepping, flags:
+    what LLVM's host CPU name and features derive from), or None where there is none."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as file:
+            first_cpu = file.read().split("\n\n", 1)[0]
+    except OSError:
+        return None
+    fields = [line for line in first_cpu.splitlines()
+              if line.split(":", 1)[0].strip() in CPU_IDENTITY_FIELDS]
+    return "\n".join(fields) if len(fields) == len(CPU_IDENTITY_FIELDS) else None
+
+
+@functools.cache
+def host_description() -> str:
+    """The host CPU as code generation sees it: triple, CPU name and features.
+
+    Asking LLVM needs `llvmlite.binding`; so the answer is also kept in the disk cache
+    under the CPU's identity from /proc/cpuinfo and llvmlite's version, and a later
+    process on the same CPU reads it from there without loading LLVM."""
+    identity = _cpu_identity()
+    key = identity and hashlib.sha256(
+        f"reverie-host-1\0{llvmlite.__version__}\0{identity}".encode()).hexdigest()
+    remembered = cache.load(key) if key else None
+    if remembered is not None:
+        return remembered.decode("utf-8", "replace")
+    host = jit.host_target()
+    description = f"{host.triple} {host.cpu_name} {host.features}"
+    if key:
+        cache.store(key, description.encode("utf-8"))
+    return description

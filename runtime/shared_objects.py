@@ -1,0 +1,162 @@
+"""Object code linked into shared objects, so a warm start loads native code without LLVM.
+
+Consumes the relocatable object code `jit.py` emits for a module; produces, through the
+system C compiler driver (`cc`, else `gcc` or `clang`, as `cc -shared -nostdlib ... -lgcc`),
+the bytes of a shared object, and later loads such bytes with `dlopen` (`ctypes.CDLL`) as a
+`SharedLibrary` whose `library[symbol]` is the native address of an exported function
+(the interface of a JIT library). Importing `llvmlite.binding` loads LLVM (~40–50 ms);
+a process whose modules all come from shared objects never does (issue 10's warm start).
+
+- Security: bytes are only ever loaded after `runtime/cache.py` returned them, i.e. after
+  their HMAC under the user's secret verified (nothing another user planted, nothing
+  truncated or copied from another key). `load` writes the verified bytes to a fresh file
+  (O_EXCL, mode 0600) in a private per-process directory (mode 0700), opens that and
+  unlinks it at once: what `dlopen` maps is exactly what was verified.
+- Each loaded file name is new, so `dlopen` never mistakes one library for another it
+  loaded before; libraries stay loaded for the life of the process (ctypes never closes
+  them), so their files' inodes cannot be reused either.
+- Symbols a module leaves undefined (CPython's API for the native call entries, libm,
+  libc) resolve against the process when the library is opened, as with the JIT.
+- `REVERIE_SHARED_OBJECTS=0`, or no C compiler driver on PATH, turns linking off; modules
+  then load through the JIT as before. Linking runs on a background thread
+  (`link_later`), so a cold compile never waits for it; a failure (or a job dropped from
+  a full queue) only means the next process loads the object code through the JIT, and
+  links it then.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import functools
+import itertools
+import os
+import secrets
+import threading
+from collections.abc import Callable
+
+LINK_TIMEOUT_S = 60
+# no start files nor default libraries (~7 ms a module instead of ~45 ms); only libgcc's
+# arithmetic helpers are linked in, everything else resolves from the process when opened
+LINK_FLAGS = ("-shared", "-nostdlib")
+MAX_PENDING_LINKS = 8  # more waiting jobs than this: new ones are dropped (best effort)
+_DRIVERS = ("cc", "gcc", "clang")
+_file_numbers = itertools.count()
+_jobs: list[Callable[[], None]] = []
+_jobs_lock = threading.Lock()
+_worker: threading.Thread | None = None
+
+
+def enabled() -> bool:
+    """Whether modules are linked into, and loaded from, shared objects
+    (`REVERIE_SHARED_OBJECTS=0`: neither)."""
+    return os.environ.get("REVERIE_SHARED_OBJECTS", "1").strip() != "0"
+
+
+@functools.cache
+def linker() -> str | None:
+    """The C compiler driver that links shared objects, or None when there is none."""
+    import shutil
+
+    return next(filter(None, map(shutil.which, _DRIVERS)), None)
+
+
+def link(object_code: bytes) -> bytes | None:
+    """The shared object made of relocatable `object_code`, or None if linking failed."""
+    import subprocess  # (with tempfile: ~60 ms of imports that a warm start never needs)
+    import tempfile
+
+    driver = linker()
+    if driver is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="reverie-link-") as work:
+        source, target = os.path.join(work, "module.o"), os.path.join(work, "module.so")
+        with open(source, "wb") as file:
+            file.write(object_code)
+        try:
+            done = subprocess.run([driver, *LINK_FLAGS, "-o", target, source, "-lgcc"],
+                                  capture_output=True, timeout=LINK_TIMEOUT_S, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if done.returncode:
+            return None
+        with open(target, "rb") as file:
+            return file.read()
+
+
+def link_later(job: Callable[[], None]) -> None:
+    """Run `job` (which links and stores) on the background linking thread, in order;
+    dropped when MAX_PENDING_LINKS jobs are already waiting (a process compiling many
+    modules at once, such as a test suite, then links only some of them).
+
+    The thread is not a daemon: at exit, Python waits for the jobs already queued."""
+    global _worker
+    if linker() is None:
+        return
+    with _jobs_lock:
+        if len(_jobs) >= MAX_PENDING_LINKS:
+            return
+        _jobs.append(job)
+        if _worker is None:
+            _worker = threading.Thread(target=_run_jobs, name="reverie-linker")
+            _worker.start()
+
+
+def _run_jobs() -> None:
+    """Run queued jobs until none is left, then end the thread."""
+    global _worker
+    while True:
+        with _jobs_lock:
+            if not _jobs:
+                _worker = None
+                return
+            job = _jobs.pop(0)
+        try:
+            job()
+        except Exception:  # best effort: the next process loads through the JIT
+            pass
+
+
+def wait_for_links() -> None:
+    """Block until every queued linking job is done (for tests and benchmarks)."""
+    worker = _worker
+    while worker is not None:
+        worker.join()
+        worker = _worker
+
+
+@functools.cache
+def _private_directory() -> str:
+    """A new directory (mode 0700, a random name: `mkdir` fails rather than reuse anything)
+    for this process's library files, in $TMPDIR (else /tmp), removed at exit."""
+    base = os.environ.get("TMPDIR") or "/tmp"
+    directory = os.path.join(base, f"reverie-so-{os.getpid()}-{secrets.token_hex(8)}")
+    os.mkdir(directory, 0o700)
+    atexit.register(_remove_directory, directory)
+    return directory
+
+
+def _remove_directory(directory: str) -> None:
+    """Remove the (empty: each file is unlinked once opened) library directory."""
+    try:
+        os.rmdir(directory)
+    except OSError:
+        pass
+
+
+class SharedLibrary:
+    """A shared object opened from bytes that the disk cache verified."""
+
+    def __init__(self, image: bytes) -> None:
+        path = os.path.join(_private_directory(), f"{os.getpid()}-{next(_file_numbers)}.so")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(image)
+            self._library = ctypes.CDLL(path)
+        finally:
+            os.unlink(path)
+
+    def __getitem__(self, symbol: str) -> int:
+        """The address of the exported function `symbol` (AttributeError if undefined)."""
+        return ctypes.cast(getattr(self._library, symbol), ctypes.c_void_p).value

@@ -1,0 +1,150 @@
+"""Remembered modules as shared objects (runtime/shared_objects.py, runtime/remembered.py).
+
+A module compiled under a remembered key is linked into a shared object on the background
+thread; a later load under that key opens it with `dlopen` instead of linking object code
+into LLVM's JIT (these tests need a C compiler driver on PATH). Only bytes the disk cache
+verified are ever opened: a damaged, foreign or unloadable shared object falls back to the
+object code, with the same results.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from reverie.runtime import cache, jit, remembered, shared_objects
+
+BINARY = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_double)
+IR = """
+define double @affine(double %x, double %y) {
+  %s = fmul double %x, 3.0
+  %r = fadd double %s, %y
+  ret double %r
+}
+"""
+KEY = "test remembered affine"
+
+
+@pytest.fixture
+def cache_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh, enabled cache directory for one test."""
+    monkeypatch.setenv("REVERIE_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("REVERIE_CACHE", "REVERIE_SHARED_OBJECTS", "REVERIE_PIPELINE_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path / "cache"
+
+
+def counting_ir() -> tuple[Callable[[], str], list[int]]:
+    """A `make_ir` for IR, and the list it appends to on each call."""
+    calls: list[int] = []
+
+    def make_ir() -> str:
+        calls.append(1)
+        return IR
+
+    return make_ir, calls
+
+
+def load_again() -> tuple[jit.JitModule, list[int]]:
+    """The module loaded under KEY as a new process would (no live module shared)."""
+    make_ir, calls = counting_ir()
+    return remembered._remembered(KEY, make_ir, "affine", jit.KERNEL_PIPELINE), calls
+
+
+def compile_and_link() -> str:
+    """Compile IR under KEY, wait for its shared object; the shared object's cache key."""
+    make_ir, _ = counting_ir()
+    first = remembered._remembered(KEY, make_ir, "affine", jit.KERNEL_PIPELINE)
+    assert BINARY(first.address("affine"))(2.0, 0.5) == 6.5
+    shared_objects.wait_for_links()
+    return remembered._shared_object_key(jit.object_cache_key(IR))
+
+
+def is_shared_object(module: jit.JitModule) -> bool:
+    return isinstance(module._library, shared_objects.SharedLibrary)
+
+
+def test_a_second_load_opens_the_shared_object(cache_root: Path) -> None:
+    image = cache.load(compile_and_link())
+    assert image is not None and image[:4] == b"\x7fELF"
+    assert int.from_bytes(image[16:18], "little") == 3  # ET_DYN: a shared object
+    module, calls = load_again()
+    assert is_shared_object(module) and module.from_cache
+    assert BINARY(module.address("affine"))(2.0, 0.5) == 6.5
+    assert calls == []  # the IR is made only when asked for
+    assert "define double @affine" in module.source_ir and calls == [1]
+
+
+@pytest.mark.parametrize("damage", ["flip", "foreign", "not an object", "other symbols"])
+def test_an_unverified_or_unloadable_shared_object_is_never_opened(
+        cache_root: Path, damage: str) -> None:
+    so_key = compile_and_link()
+    path = cache.entry_path(so_key)
+    if damage == "flip":  # changed on disk: its tag no longer verifies
+        data = bytearray(path.read_bytes())
+        data[-100] ^= 0xFF
+        path.write_bytes(bytes(data))
+    elif damage == "foreign":  # another key's (authentic) entry copied onto its path
+        cache.store("other", b"\x7fELF" + bytes(100))
+        os.replace(cache.entry_path("other"), path)
+    elif damage == "not an object":  # an entry this user wrote that dlopen rejects
+        cache.store(so_key, b"\x7fELF not really")
+    else:  # a loadable shared object lacking the module's functions
+        other_ir = IR.replace("@affine", "@other")
+        jit.compile_module(other_ir, name="other")
+        other = shared_objects.link(cache.load(jit.object_cache_key(other_ir)))
+        assert other is not None
+        cache.store(so_key, other)
+    module, _ = load_again()
+    assert not is_shared_object(module)
+    assert BINARY(module.address("affine"))(2.0, 0.5) == 6.5
+    shared_objects.wait_for_links()  # linked again for the next process
+    assert is_shared_object(load_again()[0])
+
+
+def test_shared_objects_can_be_turned_off(cache_root: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVERIE_SHARED_OBJECTS", "0")
+    so_key = compile_and_link()
+    assert cache.load(so_key) is None
+    module, _ = load_again()
+    assert not is_shared_object(module)
+    assert BINARY(module.address("affine"))(2.0, 0.5) == 6.5
+
+
+def test_linking_failure_is_not_an_error() -> None:
+    assert shared_objects.link(b"not object code") is None
+
+
+def test_host_description_is_remembered_without_llvm(cache_root: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = remembered.host_description()
+    remembered.host_description.cache_clear()
+    try:
+        expected_fresh = remembered.host_description()  # computed and stored under the CPU identity
+        remembered.host_description.cache_clear()
+        monkeypatch.setattr(jit, "host_target", lambda: pytest.fail("asked LLVM again"))
+        assert remembered.host_description() == expected_fresh == expected
+    finally:
+        remembered.host_description.cache_clear()
+
+
+def test_the_linking_queue_drops_jobs_beyond_its_bound() -> None:
+    started, release, ran = threading.Event(), threading.Event(), []
+
+    def busy() -> None:
+        started.set()
+        release.wait()
+
+    shared_objects.link_later(busy)
+    assert started.wait(10)  # the worker is busy with this one
+    for number in range(shared_objects.MAX_PENDING_LINKS + 3):
+        shared_objects.link_later(lambda number=number: ran.append(number))
+    release.set()
+    shared_objects.wait_for_links()
+    assert ran == list(range(shared_objects.MAX_PENDING_LINKS))
