@@ -26,6 +26,7 @@ from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.ops import missing_rule
 from reverie.compiler.ir.reduce_kinds import REDUCE_OPS
 from reverie.compiler.ir.views import GenericOp, GenericScatterOp
+from reverie.compiler.loops.batched_matmul import emit_matmul
 from reverie.compiler.loops.boundary import CallBoundary
 from reverie.compiler.loops.control import lower_for, lower_if, lower_while
 from reverie.compiler.loops.emitter import (
@@ -53,7 +54,6 @@ from reverie.compiler.loops.ir import (
     Accumulator,
     Buffer,
     If,
-    Matmul,
     Operand,
     Program,
     Store,
@@ -317,7 +317,7 @@ class BlockLowering:
         out = self.buffer_for(op.result)
         dtype = op.result.type.dtype
         if dtype in ("f32", "f64"):
-            em.stmts.append(Matmul(out, a, b, self._pack_buffer()))
+            emit_matmul(em, out, a, b, self._pack_buffer())
         else:
             em.map_nest(out, lambda index, body: zero(dtype))
             m, k = a.shape
