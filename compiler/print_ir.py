@@ -26,7 +26,7 @@ The passes, in the order a kernel meets them (`compiler/pipeline.py` runs them):
     batch                 tensor IR    the batched function as built (transforms/batch.py)
     jacobian              tensor IR    the Jacobian as built (transforms/jacobian.py)
     simplify              tensor IR    after simplify, which ends lowering and every transform
-    contract              tensor IR    contractions made matrix products (transforms/contractions.py)
+    contract              tensor IR    contractions as matrix products (transforms/contractions.py)
     fuse                  fusion plan  each body op's fusion decision (loops/fusion.py)
     to_loops              loop IR      the loop nests as lowered (transforms/to_loops.py)
     split_wrapping_loops  loop IR      after splitting loops at index wrap-arounds

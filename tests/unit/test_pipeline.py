@@ -210,7 +210,7 @@ def test_print_ir_1_prints_every_pass_of_every_level(
     module.loss.grad()(x, x)
     printed = headers(capsys.readouterr().err)
     assert [name for name, _ in printed] == [
-        "parse", "lower", "simplify", "reverse", "simplify", "fuse", "to_loops",
+        "parse", "lower", "simplify", "reverse", "simplify", "contract", "fuse", "to_loops",
         "split_wrapping_loops", "codegen", "llvm-opt"]
     assert {level for _, level in printed} == {"AST", "tensor IR", "fusion plan", "loop IR",
                                                "LLVM IR"}
