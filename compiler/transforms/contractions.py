@@ -211,7 +211,16 @@ def _nest(generic: GenericOp, axes: tuple[int, ...]) -> tuple[Block, list[Value]
 
 def _materialise(scope: Scope, generic: GenericOp, operands: list[Value],
                  factors: tuple[_Factor, ...], axes: tuple[int, ...]) -> Value:
-    """generic over `axes` (in that order) yielding the product of `factors`."""
+    """The product of `factors` laid out over the generic's indices `axes` (in that order):
+    a transpose of the operand when it is one whole-tensor read, else a generic."""
+    whole = _whole_read(generic, factors)
+    if whole is not None:
+        operand, subscripts = whole
+        perm = tuple(subscripts.index(k) for k in axes)
+        value = operands[operand]
+        if perm == tuple(range(len(perm))):
+            return value
+        return scope.op("transpose", [value], {"perm": perm})
     block, index = _nest(generic, axes)
     body = scope.child(block)
     block.results = [_product(body, generic, operands, factors, index)]
@@ -219,11 +228,35 @@ def _materialise(scope: Scope, generic: GenericOp, operands: list[Value],
     return scope.op("generic", body.outer_operands(), {"indices": ranges}, [block])
 
 
+def _whole_read(generic: GenericOp, factors: tuple[_Factor, ...]) \
+        -> tuple[int, list[int]] | None:
+    """(operand position, the index position of each axis) when `factors` is one read of a
+    whole operand, each axis subscripted by its own loop index over the axis' full range."""
+    if len(factors) != 1 or factors[0].value.op is None:
+        return None
+    op = factors[0].value.op
+    if op.name != "read" or op.operands[0] not in generic.operand_params:
+        return None
+    position = {p: k for k, p in enumerate(generic.index_params)}
+    subscripts = [position.get(v) for v in op.operands[1:]]
+    if None in subscripts or len(set(subscripts)) != len(subscripts):
+        return None
+    shape = op.operands[0].type.shape
+    if any(generic.ranges[k][2] != size for k, size in zip(subscripts, shape, strict=True)):
+        return None
+    return generic.operand_params.index(op.operands[0]), subscripts  # type: ignore[return-value]
+
+
 def _output(scope: Scope, generic: GenericOp, operands: list[Value], post: tuple[_Factor, ...],
             matrix: Value, layout: tuple[int, ...]) -> Value:
     """generic over the output indices: the matrix product (laid out `layout`) times the
     post factors."""
     outputs = tuple(range(len(generic.indices)))
+    if not post and sorted(layout) == list(outputs):  # a permutation: a view, no copy
+        perm = tuple(layout.index(k) for k in outputs)
+        if perm == outputs:
+            return matrix
+        return scope.op("transpose", [matrix], {"perm": perm})
     block, index = _nest(generic, outputs)
     body = scope.child(block)
     read = body.op("read", [matrix, *(index[k] for k in layout)],
