@@ -48,6 +48,7 @@ from reverie.compiler.loops.fusion import (
     plan_block,
     reads_memory,
 )
+from reverie.compiler.loops.interchange import interchange_reductions
 from reverie.compiler.loops.ir import (
     MATMUL_PACK_ELEMENTS,
     Accumulate,
@@ -97,6 +98,8 @@ def lower_to_loops(fn: Function, plan: Plan | None = None) -> Program:
     program.body = split_wrapping_loops(program.body, ctx)
     program.symbols = _size_symbols(program, fn)
     after_loop_pass(program, "split_wrapping_loops")
+    program.body = interchange_reductions(program.body, ctx)
+    after_loop_pass(program, "interchange")
     program.boundary = CallBoundary.of(fn, program)
     return program
 
