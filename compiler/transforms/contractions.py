@@ -34,6 +34,7 @@ from itertools import product
 
 from reverie.compiler.ir.core import Block, Function, Value
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.printer import format_function
 from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.types import scalar
 from reverie.compiler.ir.views import GenericOp
@@ -66,34 +67,26 @@ class _Plan:
 
 def contract_function(fn: Function) -> Function:
     """`fn` with its body's contractions rewritten as matrix products (itself when none)."""
-    if not any(_plan(op_view) for op_view in _generics(fn.body)):
-        show(PASS_NAME, f"@{fn.name}", lambda: _format(fn))
+    plans = {op: plan for op in fn.body.ops if op.name == "generic"
+             and (plan := _plan(GenericOp(op))) is not None}
+    if not plans:
+        show(PASS_NAME, f"@{fn.name}", lambda: format_function(fn))
         return fn
     params = [Value(p.type, name=p.name) for p in fn.params]
     block = Block(params=params)
     scope = Scope(block)
     values: dict[Value, Value] = dict(zip(fn.params, params, strict=True))
     for op in fn.body.ops:
-        plan = _plan(GenericOp(op)) if op.name == "generic" else None
-        if plan is not None:
-            values[op.result] = _rewrite(scope, GenericOp(op), plan, values)
+        if op in plans:
+            values[op.result] = _rewrite(scope, GenericOp(op), plans[op], values)
             continue
         new = scope.emit(op.name, [values[v] for v in op.operands], dict(op.attrs),
                          [copy_block(r) for r in op.regions], op.span)
         values.update(zip(op.results, new.results, strict=True))
     block.results = [values[v] for v in fn.body.results]
     rewritten = fn.derive(fn.name, block)
-    show(PASS_NAME, f"@{fn.name}", lambda: _format(rewritten))
+    show(PASS_NAME, f"@{fn.name}", lambda: format_function(rewritten))
     return rewritten
-
-
-def _format(fn: Function) -> str:
-    from reverie.compiler.ir.printer import format_function
-    return format_function(fn)
-
-
-def _generics(block: Block) -> list[GenericOp]:
-    return [GenericOp(op) for op in block.ops if op.name == "generic"]
 
 
 # ---------------------------------------------------------------- recognising
@@ -198,12 +191,12 @@ def _size(sizes: list[Dim], axes: tuple[int, ...]) -> Dim:
     return reduce(lambda total, k: total * sizes[k], axes, Dim.const(1))
 
 
-def _nest(generic: GenericOp, axes: tuple[int, ...]) -> tuple[Block, list[Value]]:
+def _nest(generic: GenericOp, axes: tuple[int, ...]) -> tuple[Block, list[Value | None]]:
     """A region whose index parameters are the generic's indices `axes`, in that order;
     the index parameter standing for each of the generic's indices (None: not looped)."""
     old = generic.index_params
     params = [Value(scalar("i64"), name=old[k].name) for k in axes]
-    by_position: list[Value] = [None] * len(old)  # type: ignore[list-item]
+    by_position: list[Value | None] = [None] * len(old)
     for k, param in zip(axes, params, strict=True):
         by_position[k] = param
     return Block(params=params), by_position
@@ -267,7 +260,7 @@ def _output(scope: Scope, generic: GenericOp, operands: list[Value], post: tuple
 
 
 def _product(body: Scope, generic: GenericOp, operands: list[Value],
-             factors: tuple[_Factor, ...], index: list[Value]) -> Value | None:
+             factors: tuple[_Factor, ...], index: list[Value | None]) -> Value | None:
     """The factors recomputed in `body` (None: no factors), with the original index
     parameters bound to `index` and operand parameters to the outer `operands`."""
     bound = {param: value for param, value in zip(generic.index_params, index, strict=True)
