@@ -58,6 +58,7 @@ _grad_function = lazy("reverie.compiler.transforms.reverse:grad_function")
 _vjp_function = lazy("reverie.compiler.transforms.reverse:vjp_function")
 _jvp_function = lazy("reverie.compiler.transforms.forward:jvp_function")
 _batch_function = lazy("reverie.compiler.transforms.batch:batch_function")
+_contract_function = lazy("reverie.compiler.transforms.contractions:contract_function")
 _plan_block = lazy("reverie.compiler.loops.fusion:plan_block")
 _lower_to_loops = lazy("reverie.compiler.transforms.to_loops:lower_to_loops")
 _format_program = lazy("reverie.compiler.loops.printer:format_program")
@@ -177,6 +178,7 @@ def _batch(fn: Function, request: Request) -> Function:
 
 
 def _fuse(fn: Function, request: Request) -> Fused:
+    fn = _contract_function(fn)  # contractions become matrix products first
     fused = Fused(fn, _plan_block(fn.body))
     show("fuse", f"@{fn.name}", lambda: format_fusion(fused))
     return fused
@@ -263,10 +265,11 @@ FORWARD = Stage("forward", "Function: its results and their tangents (JVP)",
                 ("forward", "simplify"), _forward, format_function, transform=True)
 BATCH = Stage("batch", "Function: over a leading batch axis of the wrt parameters",
               ("batch", "simplify"), _batch, format_function, transform=True)
-FUSE = Stage("fuse", "Fused: the function and the fusion plan of its body",
-             ("fuse",), _fuse, format_fusion)
+FUSE = Stage("fuse", "Fused: the function, its contractions made matrix products, and "
+             "the fusion plan of its body", ("contract", "fuse"), _fuse, format_fusion)
 TO_LOOPS = Stage("to_loops", "loops.ir.Program: loop nests over buffers",
-                 ("to_loops", "split_wrapping_loops"), _to_loops, _format_program)
+                 ("to_loops", "split_wrapping_loops", "interchange"),
+                 _to_loops, _format_program)
 CODEGEN = Stage("codegen", "str: LLVM IR text, before LLVM's optimiser",
                 ("codegen",), _codegen, str)
 LLVM_OPT = Stage("llvm-opt", "runtime.jit.LlvmModule: the IR and its optimisation pipeline "

@@ -26,9 +26,11 @@ The passes, in the order a kernel meets them (`compiler/pipeline.py` runs them):
     batch                 tensor IR    the batched function as built (transforms/batch.py)
     jacobian              tensor IR    the Jacobian as built (transforms/jacobian.py)
     simplify              tensor IR    after simplify, which ends lowering and every transform
+    contract              tensor IR    contractions as matrix products (transforms/contractions.py)
     fuse                  fusion plan  each body op's fusion decision (loops/fusion.py)
     to_loops              loop IR      the loop nests as lowered (transforms/to_loops.py)
     split_wrapping_loops  loop IR      after splitting loops at index wrap-arounds
+    interchange           loop IR      reductions over a strided axis made outermost
     codegen               LLVM IR      as generated, before LLVM's optimiser (stage "llvm-raw")
     llvm-opt              LLVM IR      after LLVM's optimiser (stage "llvm"; runtime/jit.py)
     mlir                  MLIR         the MLIR backend's export (compiler/export/mlir.py)
@@ -58,9 +60,11 @@ PASSES: dict[str, str] = {  # pass name -> the level its result is at
     "batch": "tensor IR",
     "jacobian": "tensor IR",
     "simplify": "tensor IR",
+    "contract": "tensor IR",
     "fuse": "fusion plan",
     "to_loops": "loop IR",
     "split_wrapping_loops": "loop IR",
+    "interchange": "loop IR",
     "codegen": "LLVM IR",
     "llvm-opt": "LLVM IR",
     "mlir": "MLIR",

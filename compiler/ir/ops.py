@@ -296,18 +296,22 @@ register("argmin", "reduction", _infer_arg("argmin"), _arg_eval(np.argmin),
 def _infer_matmul(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
     expect_arity("matmul", ops, 2)
     a, b = ops
-    if a.rank != 2 or b.rank != 2:
-        raise ShapeError(f"matmul needs 2-D operands, got {a} and {b}")
+    if a.rank != b.rank or a.rank not in (2, 3):
+        raise ShapeError(f"matmul needs 2-D operands (3-D: batched), got {a} and {b}")
     if a.dtype != b.dtype or a.dtype == "bool":
         raise ShapeError(f"matmul operands must share a numeric dtype, got {a.dtype} and {b.dtype}")
-    if a.shape[1] != b.shape[0]:
-        raise ShapeError(f"matmul inner dimensions differ: {a.shape[1]} and {b.shape[0]}")
-    return [TensorType(a.dtype, (a.shape[0], b.shape[1]))]
+    if a.shape[-1] != b.shape[-2]:
+        raise ShapeError(f"matmul inner dimensions differ: {a.shape[-1]} and {b.shape[-2]}")
+    if a.shape[:-2] != b.shape[:-2]:
+        raise ShapeError(f"matmul batch dimensions differ: {a} and {b}")
+    return [TensorType(a.dtype, (*a.shape[:-1], b.shape[-1]))]
 
 
 register("matmul", "linalg", _infer_matmul,
          lambda ctx, args, op: [np.matmul(args[0], args[1])],
-         "Matrix product of 2-D operands: `%2 = matmul %a, %b : f32[N, M]`.", attrs={},
+         "Matrix product of 2-D operands: `%2 = matmul %a, %b : f32[N, M]` (3-D ones "
+         "[B, N, K] @ [B, K, M]: one product per batch row, made only by the back end's "
+         "contraction pass).", attrs={},
          fusion=ROOT)
 
 # the other groups (each registers its ops here)

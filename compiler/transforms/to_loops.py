@@ -26,6 +26,7 @@ from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.ops import missing_rule
 from reverie.compiler.ir.reduce_kinds import REDUCE_OPS
 from reverie.compiler.ir.views import GenericOp, GenericScatterOp
+from reverie.compiler.loops.batched_matmul import emit_matmul
 from reverie.compiler.loops.boundary import CallBoundary
 from reverie.compiler.loops.control import lower_for, lower_if, lower_while
 from reverie.compiler.loops.emitter import (
@@ -47,13 +48,13 @@ from reverie.compiler.loops.fusion import (
     plan_block,
     reads_memory,
 )
+from reverie.compiler.loops.interchange import interchange_reductions
 from reverie.compiler.loops.ir import (
     MATMUL_PACK_ELEMENTS,
     Accumulate,
     Accumulator,
     Buffer,
     If,
-    Matmul,
     Operand,
     Program,
     Store,
@@ -98,6 +99,8 @@ def lower_to_loops(fn: Function, plan: Plan | None = None) -> Program:
     program.body = split_wrapping_loops(program.body, ctx)
     program.symbols = _size_symbols(program, fn)
     after_loop_pass(program, "split_wrapping_loops")
+    program.body = interchange_reductions(program.body, ctx)
+    after_loop_pass(program, "interchange")
     program.boundary = CallBoundary.of(fn, program)
     return program
 
@@ -318,7 +321,7 @@ class BlockLowering:
         out = self.buffer_for(op.result)
         dtype = op.result.type.dtype
         if dtype in ("f32", "f64"):
-            em.stmts.append(Matmul(out, a, b, self._pack_buffer()))
+            emit_matmul(em, out, a, b, self._pack_buffer())
         else:
             em.map_nest(out, lambda index, body: zero(dtype))
             m, k = a.shape
