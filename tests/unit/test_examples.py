@@ -62,8 +62,8 @@ SPECIAL_ARGS: dict[str, Callable[[dict[str, int], Rng], object]] = {
     "tol": lambda dims, rng: 1e-12,
     "tolerance": lambda dims, rng: 1e-3,
     "t_end": lambda dims, rng: 1.0,
-    "k": lambda dims, rng: 2.0,
-    "c": lambda dims, rng: 0.3,
+    "stiffness": lambda dims, rng: 2.0,
+    "damping": lambda dims, rng: 0.3,
 }
 
 
@@ -320,6 +320,8 @@ REFERENCES: dict[tuple[str, str], Callable[..., object]] = {
     ("topk_loss", "growth"): lambda r: (np.cumprod(1 + r), np.cumsum(np.cumprod(1 + r) - 1)),
     ("topk_loss", "prefix_sums"): lambda x: np.cumsum(x, axis=1),
     ("newton", "newton_sqrt"): lambda s, tol: np.sqrt(s),
+    ("ode_adaptive", "rate"): lambda u, t, stiffness, damping: np.array(
+        [u[1], -stiffness * u[0] - damping * u[1] + np.sin(t)]),
     ("ode_adaptive", "oscillator"): oscillator,
     ("ode_adaptive", "oscillator_loss"): lambda u0, k, c: np.sum(
         oscillator(u0, k, c, 1.0, 1e-3) ** 2),

@@ -179,7 +179,7 @@ def test_loops_and_llvm_stages_load_no_native_code(monkeypatch: pytest.MonkeyPat
         assert module.ir("loops").startswith("kernel @loss(")
     assert generated == [] and optimised == []  # "loops": no LLVM IR at all
     assert module.ir("llvm").startswith("; ModuleID = 'rv_loss'")
-    assert jit.live_library_count() == libraries
+    assert jit.live_library_count() <= libraries  # none loaded (an old one may be freed)
 
 
 def test_cli_emit_accepts_every_stage(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
