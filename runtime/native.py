@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -37,7 +36,6 @@ from reverie.compiler.codegen.abi import (
     ARRAY_DATA_OFFSET,
     HELPERS,
     ITEMSIZE,
-    MAX_TASKS,
     entry_symbol,
     helpers_called,
 )
@@ -53,6 +51,7 @@ from .artifacts import artifact_key
 from .call import BoundCall
 from .fastcall import LAYOUT_OK, native_entry
 from .jit import JitModule, Pipeline, host_description, remembered_module
+from .pool import pool_entry, pool_threads
 
 _KERNELS: weakref.WeakKeyDictionary[Function, NativeKernel] = weakref.WeakKeyDictionary()
 _LOCK = threading.RLock()
@@ -97,13 +96,6 @@ def _pop_or(spares: list, make: Callable[[], object]) -> object:
         return make()
 
 
-def matmul_threads() -> int:
-    """Threads a large matmul may use: `REVERIE_NUM_THREADS`, else the usable CPUs."""
-    requested = os.environ.get("REVERIE_NUM_THREADS", "").strip()
-    count = int(requested) if requested.isdigit() else len(os.sched_getaffinity(0))
-    return max(1, min(count, MAX_TASKS))
-
-
 # The helpers' inner loops are written with explicit vector FMAs: O2 without the SLP
 # vectoriser and unrolling runs them as fast as O3 (256^3 and matrix-vector products,
 # measured) and compiles in about half the time (0.4 s -> 0.2 s per helper).
@@ -127,8 +119,9 @@ def _helper(name: str) -> JitModule:
 @functools.cache
 def helper_table() -> np.ndarray:
     """The table passed to every kernel: addresses of the run-time helpers in `gemm.HELPERS`
-    order (0 until a kernel calling that helper is compiled), then the matmul thread count."""
-    return np.array([0] * len(HELPERS) + [matmul_threads()], dtype=np.int64)
+    order (0 until a kernel calling that helper is compiled), then the thread count and the
+    worker pool's entry (`runtime/pool.py`; see `codegen/abi.py`)."""
+    return np.array([0] * len(HELPERS) + [pool_threads(), pool_entry()], dtype=np.int64)
 
 
 def load_helpers(names: frozenset[str]) -> np.ndarray:

@@ -1,0 +1,49 @@
+"""The process's worker pool, which native kernels call to run chunks of work on threads.
+
+The pool is OpenMP's run time, libgomp (GCC's; found as `libgomp.so.1`, the copy on the
+library path, which NumPy and torch wheels also carry). Generated code calls its
+`GOMP_parallel(fn, data, threads, 0)`, the entry GCC's own `#pragma omp parallel` compiles
+to: every thread of the team (the caller among them) runs `fn(data)`, and it returns when
+all have. libgomp creates a team's threads on first use and keeps them parked between calls
+(spinning briefly, then sleeping), one team per calling thread, so kernels called from
+several Python threads at once each get their own. It is used rather than a hand-written
+pool because it is a well-kept library with a plain C ABI: the JIT code reaches it through
+an address in the helper table (`pool_entry`), so nothing is linked by name and a process
+without libgomp still runs every kernel, on one thread.
+
+`REVERIE_NUM_THREADS` caps the threads a kernel uses (default: the CPUs this process may
+run on); `REVERIE_NUM_THREADS=1` runs the one-thread code paths and never starts the pool.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+
+MAX_THREADS = 256
+
+
+def pool_threads() -> int:
+    """Threads a kernel may use: `REVERIE_NUM_THREADS`, else the usable CPUs."""
+    requested = os.environ.get("REVERIE_NUM_THREADS", "").strip()
+    count = int(requested) if requested.isdigit() else len(os.sched_getaffinity(0))
+    return max(1, min(count, MAX_THREADS))
+
+
+@functools.cache
+def pool_entry() -> int:
+    """The address of libgomp's `GOMP_parallel`, or 0 when libgomp cannot be loaded (or one
+    thread is wanted: the pool is then never loaded)."""
+    if pool_threads() <= 1:
+        return 0
+    for name in ("libgomp.so.1", ctypes.util.find_library("gomp")):
+        if not name:
+            continue
+        try:
+            library = ctypes.CDLL(name)
+        except OSError:
+            continue
+        return ctypes.cast(library.GOMP_parallel, ctypes.c_void_p).value or 0
+    return 0
