@@ -11,6 +11,14 @@ pool because it is a well-kept library with a plain C ABI: the JIT code reaches 
 an address in the helper table (`pool_entry`), so nothing is linked by name and a process
 without libgomp still runs every kernel, on one thread.
 
+The pool's threads wait passively (`OMP_WAIT_POLICY=PASSIVE`, read by libgomp when it is
+loaded, unless the user set it or `GOMP_SPINCOUNT`): a parked thread sleeps instead of
+spinning for a while after each parallel region. Waking it costs some microseconds, little
+beside the milliseconds a split loop takes; spinning, on a machine whose cores are shared,
+took the CPU the calling thread needed between kernels (W3 ran 2-3x slower, measured).
+If libgomp is already in the process (torch loads its copy), that copy and its settings are
+used.
+
 `REVERIE_NUM_THREADS` caps the threads a kernel uses (default: the CPUs this process may
 run on); `REVERIE_NUM_THREADS=1` runs the one-thread code paths and never starts the pool.
 """
@@ -21,6 +29,8 @@ import ctypes
 import ctypes.util
 import functools
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 MAX_THREADS = 256
 
@@ -42,8 +52,23 @@ def pool_entry() -> int:
         if not name:
             continue
         try:
-            library = ctypes.CDLL(name)
+            with _passive_waiting():
+                library = ctypes.CDLL(name)
         except OSError:
             continue
         return ctypes.cast(library.GOMP_parallel, ctypes.c_void_p).value or 0
     return 0
+
+
+@contextmanager
+def _passive_waiting() -> Iterator[None]:
+    """`OMP_WAIT_POLICY=PASSIVE` in the environment for the with-block (while libgomp
+    loads and reads it), unless the user chose a waiting policy."""
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        yield
+        return
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        yield
+    finally:
+        del os.environ["OMP_WAIT_POLICY"]
