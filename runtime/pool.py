@@ -16,8 +16,9 @@ loaded, unless the user set it or `GOMP_SPINCOUNT`): a parked thread sleeps inst
 spinning for a while after each parallel region. Waking it costs some microseconds, little
 beside the milliseconds a split loop takes; spinning, on a machine whose cores are shared,
 took the CPU the calling thread needed between kernels (W3 ran 2-3x slower, measured).
-If libgomp is already in the process (torch loads its copy), that copy and its settings are
-used.
+The system's copy is loaded by path, so the pool keeps these settings where torch has already
+loaded the copy it bundles; a torch imported afterwards links to the pool's copy (the
+dynamic loader matches libraries by name), and its OpenMP threads then wait passively too.
 
 `REVERIE_NUM_THREADS` caps the threads a kernel uses (default: the CPUs this process may
 run on); `REVERIE_NUM_THREADS=1` runs the one-thread code paths and never starts the pool.
@@ -48,7 +49,7 @@ def pool_entry() -> int:
     thread is wanted: the pool is then never loaded)."""
     if pool_threads() <= 1:
         return 0
-    for name in ("libgomp.so.1", ctypes.util.find_library("gomp")):
+    for name in (*_system_copies(), "libgomp.so.1", ctypes.util.find_library("gomp")):
         if not name:
             continue
         try:
@@ -58,6 +59,16 @@ def pool_entry() -> int:
             continue
         return ctypes.cast(library.GOMP_parallel, ctypes.c_void_p).value or 0
     return 0
+
+
+def _system_copies() -> list[str]:
+    """Paths of the system's libgomp (its multiarch and lib64 folders). Loading it by path
+    gives this pool its own copy even where torch has loaded the one it bundles (with
+    spinning threads): the dynamic loader matches a bare `libgomp.so.1` to that copy."""
+    folders = [f"/usr/lib/{os.uname().machine}-linux-gnu", f"/lib/{os.uname().machine}-linux-gnu",
+               "/usr/lib64", "/lib64", "/usr/lib"]
+    return [path for path in (os.path.join(f, "libgomp.so.1") for f in folders)
+            if os.path.exists(path)]
 
 
 @contextmanager

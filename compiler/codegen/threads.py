@@ -15,7 +15,7 @@ counter until none is left:
         while (t = atomic next++) < tasks: serial kernel on slab t's arguments
 
 The pool's threads are parked between calls (not started per call), so the cost of a split
-is a wake-up of a few microseconds.
+is waking them (microseconds; tens when they sleep, see `runtime/pool.py`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _define_task(serial: ir.Function, dtype: str) -> ir.Function:
 
 def define_parallel_gemm(function: ir.Function, serial: ir.Function, dtype: str, mr: int,
                          nr: int, pack_bytes: int) -> None:
-    """Body of `function` (the serial kernel's arguments, then `threads`)."""
+    """Body of `function` (the serial kernel's arguments, then `threads` and `pool`)."""
     element = REGISTER[dtype]
     task = _define_task(serial, dtype)
     function.attributes.add("nounwind")
