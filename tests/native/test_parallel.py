@@ -88,6 +88,18 @@ def test_the_pool_is_in_the_helper_table() -> None:
         assert pool.pool_entry() != 0  # libgomp is on the project machines
 
 
+def test_passive_waiting_is_set_only_while_libgomp_loads(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    with pool._passive_waiting():
+        assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert "OMP_WAIT_POLICY" not in os.environ
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's choice is kept
+    with pool._passive_waiting():
+        assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
 def test_split_loops_match_the_interpreter() -> None:
     x = sample((LARGE,), seed=1)
     check(SOURCE, x, name="wave")
