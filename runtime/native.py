@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from reverie.compiler.codegen.abi import (
     ARRAY_DATA_OFFSET,
     HELPERS,
     ITEMSIZE,
+    POOL_SLOT,
     entry_symbol,
     helpers_called,
 )
@@ -120,8 +122,12 @@ def _helper(name: str) -> JitModule:
 def helper_table() -> np.ndarray:
     """The table passed to every kernel: addresses of the run-time helpers in `gemm.HELPERS`
     order (0 until a kernel calling that helper is compiled), then the thread count and the
-    worker pool's entry (`runtime/pool.py`; see `codegen/abi.py`)."""
-    return np.array([0] * len(HELPERS) + [pool_threads(), pool_entry()], dtype=np.int64)
+    worker pool's entry (`runtime/pool.py`; see `codegen/abi.py`). A child process made by
+    `fork` runs its kernels on one thread: the pool's threads were not copied into it, and
+    libgomp would wait for them for ever."""
+    table = np.array([0] * len(HELPERS) + [pool_threads(), pool_entry()], dtype=np.int64)
+    os.register_at_fork(after_in_child=lambda: table.__setitem__(POOL_SLOT, 0))
+    return table
 
 
 def load_helpers(names: frozenset[str]) -> np.ndarray:

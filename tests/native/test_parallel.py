@@ -182,3 +182,24 @@ def test_one_thread_runs_without_the_pool_and_agrees() -> None:
     assert two[0] == "[2,"
     assert one[3] == two[3]  # elementwise results: the same bits
     assert float(one[2]) == pytest.approx(float(two[2]), rel=1e-13)  # a sum, reassociated
+
+
+FORK_SCRIPT = """
+import os, numpy as np, reverie as rv
+m = rv.compile('''{source}''')
+x = np.random.default_rng(0).standard_normal({size})
+parent = m.loss(x)
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if abs(m.loss(x) - parent) <= 1e-12 * abs(parent) else 3)
+print(os.waitpid(pid, 0)[1])
+"""
+
+
+def test_a_forked_child_runs_split_kernels_on_one_thread() -> None:
+    """libgomp's threads are not copied by fork: the child must not wait for them."""
+    script = FORK_SCRIPT.format(source=SOURCE, size=LARGE)
+    env = {**os.environ, "REVERIE_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, timeout=120, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["0"]
