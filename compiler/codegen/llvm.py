@@ -321,8 +321,7 @@ class ProgramCodegen:
         if plan is None:
             self.serial_loop(stmt, self.index(stmt.lo), self.index(stmt.hi))
         else:
-            emit_parallel_loop(self, plan, lambda: self.serial_loop(
-                stmt, self.index(stmt.lo), self.index(stmt.hi)))
+            emit_parallel_loop(self, plan)
 
     def serial_loop(self, stmt: Loop, lo: ir.Value, hi: ir.Value) -> None:
         """`for var in lo..hi { body }` on this thread."""

@@ -4,12 +4,12 @@ The worker pool is the run time's (`runtime/pool.py`): its entry point, with the
 libgomp's `GOMP_parallel`, sits in the helper table (slot POOL_SLOT, 0 when there is no
 pool) beside the thread count (slot THREADS_SLOT). For a planned loop the kernel emits
 
-    if pool != 0 and threads > 1 and (hi - lo) * work >= PARALLEL_MIN_WORK:
-        context = {buffers, dims, next = 0, chunks, lo, per, hi, partials...}
-        pool(@<entry>_chunks<k>, &context, threads, 0)   # returns when every chunk is done
-        for c in 0..chunks: acc = acc <kind> partial[c]   # each reduction, in chunk order
-    else:
-        for i in lo..hi { body }                           # the one-thread code, unchanged
+    split = pool != 0 and threads > 1 and (hi - lo) * work >= PARALLEL_MIN_WORK
+    chunks = split ? min(CHUNKS_PER_THREAD * threads, MAX_CHUNKS) : 1
+    context = {buffers, dims, next = 0, chunks, lo, per, hi, partials...}
+    if split: pool(@<entry>_chunks<k>, &context, threads, 0)  # returns when all are done
+    else:     @<entry>_chunks<k>(&context)                    # one chunk: the whole loop
+    for c in 0..chunks: acc = acc <kind> partial[c]           # each reduction, in order
 
 and the outlined chunk function, run by every pool thread (the caller included):
 
@@ -22,12 +22,15 @@ and the outlined chunk function, run by every pool thread (the caller included):
 
 Threads take chunks from a shared counter, so a thread the machine delays holds up only its
 own chunk, and the chunk bounds depend only on the thread count: the same partials are
-combined in the same order on every run.
+combined in the same order on every run. With one thread (or a small loop) the loop runs as
+one chunk on the calling thread: the same loop code, without the pool, and a reduction
+differs from an inline loop only by adding its initial value last (sums start at 0, so
+not at all). The loop's code exists once, in the chunk function.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -65,48 +68,42 @@ def identity(reduction: Reduction) -> ir.Constant:
     return constant(dtype, -(1 << (bits - 1)) if kind == "max" else (1 << (bits - 1)) - 1)
 
 
-def emit_parallel_loop(codegen: ProgramCodegen, plan: ParallelPlan,
-                       serial: Callable[[], None]) -> None:
-    """Emit `plan.loop` at the codegen's builder: chunks for the pool when it pays, else
-    `serial()` (the one-thread loop)."""
+def emit_parallel_loop(codegen: ProgramCodegen, plan: ParallelPlan) -> None:
+    """Emit `plan.loop` at the codegen's builder: its chunks on the pool when that pays, else
+    the whole range as one chunk on this thread; then each reduction's partials."""
     b, loop = codegen.b, plan.loop
+    chunk_function = _define_chunk_function(codegen, plan)
     lo, hi = codegen.index(loop.lo), codegen.index(loop.hi)
     pool = b.load(b.gep(codegen.helpers, [i64(POOL_SLOT)], source_etype=I64), typ=I64)
     threads = b.load(b.gep(codegen.helpers, [i64(THREADS_SLOT)], source_etype=I64), typ=I64)
-    trip = b.sub(hi, lo)
-    worth = b.and_(b.icmp_signed(">=", b.mul(trip, i64(plan.work)), i64(PARALLEL_MIN_WORK)),
+    worth = b.and_(b.icmp_signed(">=", b.mul(b.sub(hi, lo), i64(plan.work)),
+                                 i64(PARALLEL_MIN_WORK)),
                    b.and_(b.icmp_signed(">", threads, i64(1)),
                           b.icmp_unsigned("!=", pool, i64(0))))
-    with b.if_else(worth) as (parallel, one_thread):
-        with parallel:
-            chunk_function = _define_chunk_function(codegen, plan)
-            _run_chunks(codegen, plan, chunk_function, pool, threads, lo, hi)
-        with one_thread:
-            serial()
-
-
-def _run_chunks(codegen: ProgramCodegen, plan: ParallelPlan, chunk_function: ir.Function,
-                pool: ir.Value, threads: ir.Value, lo: ir.Value, hi: ir.Value) -> None:
-    b = codegen.b
+    wanted = b.mul(threads, i64(CHUNKS_PER_THREAD))
+    wanted = b.select(b.icmp_signed("<", wanted, i64(MAX_CHUNKS)), wanted, i64(MAX_CHUNKS))
+    chunks = b.select(worth, wanted, i64(1))
+    per = b.sdiv(b.add(b.sub(hi, lo), b.sub(chunks, i64(1))), chunks)
+    per = b.mul(b.sdiv(b.add(per, i64(CHUNK_ALIGN - 1)), i64(CHUNK_ALIGN)), i64(CHUNK_ALIGN))
     context = codegen._alloca(ir.ArrayType(I64, PARTIALS + len(plan.reductions)), "context")
     partials = [codegen._alloca(ir.ArrayType(REGISTER[r.var.dtype], MAX_CHUNKS), "partials")
                 for r in plan.reductions]
-    wanted = b.mul(threads, i64(CHUNKS_PER_THREAD))
-    chunks = b.select(b.icmp_signed("<", wanted, i64(MAX_CHUNKS)), wanted, i64(MAX_CHUNKS))
-    per = b.sdiv(b.add(b.sub(hi, lo), b.sub(chunks, i64(1))), chunks)
-    per = b.mul(b.sdiv(b.add(per, i64(CHUNK_ALIGN - 1)), i64(CHUNK_ALIGN)), i64(CHUNK_ALIGN))
     fields = [b.ptrtoint(codegen.buffers_arg, I64), b.ptrtoint(codegen.dims_arg, I64), i64(0),
               chunks, lo, per, hi, *(b.ptrtoint(p, I64) for p in partials)]
     for slot, value in enumerate(fields):
         b.store(value, b.gep(context, [i64(slot)], source_etype=I64))
-    entry = FunctionPointer(b.inttoptr(pool, PTR), POOL_TYPE)
-    b.call(entry, [FunctionPointer(chunk_function, CHUNK_TYPE), context,
-                   b.trunc(threads, I32), ir.Constant(I32, 0)])
+    with b.if_else(worth) as (parallel, one_thread):
+        with parallel:
+            entry = FunctionPointer(b.inttoptr(pool, PTR), POOL_TYPE)
+            b.call(entry, [FunctionPointer(chunk_function, CHUNK_TYPE), context,
+                           b.trunc(threads, I32), ir.Constant(I32, 0)])
+        with one_thread:
+            b.call(chunk_function, [context])
     for reduction, partial in zip(plan.reductions, partials, strict=True):
+        type_ = REGISTER[reduction.var.dtype]
         with counted_loop(b, i64(0), chunks) as c:
             name = f"{reduction.var.name}.partial"
-            codegen.values[name] = b.load(b.gep(partial, [c], source_etype=REGISTER[
-                reduction.var.dtype]), typ=REGISTER[reduction.var.dtype])
+            codegen.values[name] = b.load(b.gep(partial, [c], source_etype=type_), typ=type_)
             codegen._accumulate(Accumulate(reduction.var, reduction.kind,
                                            Var(name, reduction.var.dtype)))
 
@@ -137,6 +134,7 @@ def _define_chunk_function(codegen: ProgramCodegen, plan: ParallelPlan) -> ir.Fu
     function = ir.Function(module, CHUNK_TYPE, name=f"{prefix}{number}")
     function.linkage = "internal"
     function.attributes.add("nounwind")
+    function.attributes.add("noinline")  # one copy of the loop's code, not one per call site
     (context,) = function.args
     with _own_function(codegen, function):
         b = codegen.b
