@@ -37,7 +37,7 @@ from reverie.compiler.codegen.abi import (
     ARRAY_DATA_OFFSET,
     HELPERS,
     ITEMSIZE,
-    MAX_TASKS,
+    POOL_SLOT,
     entry_symbol,
     helpers_called,
 )
@@ -53,6 +53,7 @@ from .artifacts import artifact_key
 from .call import BoundCall
 from .fastcall import LAYOUT_OK, native_entry
 from .jit import JitModule, Pipeline
+from .pool import pool_entry, pool_threads
 from .remembered import host_description, remembered_module
 
 _KERNELS: weakref.WeakKeyDictionary[Function, NativeKernel] = weakref.WeakKeyDictionary()
@@ -98,13 +99,6 @@ def _pop_or(spares: list, make: Callable[[], object]) -> object:
         return make()
 
 
-def matmul_threads() -> int:
-    """Threads a large matmul may use: `REVERIE_NUM_THREADS`, else the usable CPUs."""
-    requested = os.environ.get("REVERIE_NUM_THREADS", "").strip()
-    count = int(requested) if requested.isdigit() else len(os.sched_getaffinity(0))
-    return max(1, min(count, MAX_TASKS))
-
-
 # The helpers' inner loops are written with explicit vector FMAs: O2 without the SLP
 # vectoriser and unrolling runs them as fast as O3 (256^3 and matrix-vector products,
 # measured) and compiles in about half the time (0.4 s -> 0.2 s per helper).
@@ -128,8 +122,13 @@ def _helper(name: str) -> JitModule:
 @functools.cache
 def helper_table() -> np.ndarray:
     """The table passed to every kernel: addresses of the run-time helpers in `gemm.HELPERS`
-    order (0 until a kernel calling that helper is compiled), then the matmul thread count."""
-    return np.array([0] * len(HELPERS) + [matmul_threads()], dtype=np.int64)
+    order (0 until a kernel calling that helper is compiled), then the thread count and the
+    worker pool's entry (`runtime/pool.py`; see `codegen/abi.py`). A child process made by
+    `fork` runs its kernels on one thread: the pool's threads were not copied into it, and
+    libgomp would wait for them for ever."""
+    table = np.array([0] * len(HELPERS) + [pool_threads(), pool_entry()], dtype=np.int64)
+    os.register_at_fork(after_in_child=lambda: table.__setitem__(POOL_SLOT, 0))
+    return table
 
 
 def load_helpers(names: frozenset[str]) -> np.ndarray:

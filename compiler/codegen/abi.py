@@ -3,8 +3,9 @@
 The native kernels' calling convention is described in `llvm.py`; the facts a caller needs
 are here so that `runtime/native.py` can load and call cached code without importing the
 code generators: entry symbol names, where an ndarray keeps its data pointer, element
-sizes, the run-time helpers a kernel may call (the helper table's order) and the most
-threads a matrix product uses.
+sizes, the run-time helpers a kernel may call (the helper table's order), where the table
+keeps the thread count and the worker pool's entry, and the most threads a matrix product
+uses.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from reverie.compiler.loops.ir import Matmul, Program
 ARRAY_DATA_OFFSET = 16  # bytes from a CPython ndarray object to its data pointer field
 ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
 # the run-time helper table passed to every kernel holds these functions, in this order,
-# then the number of threads a matmul may use
+# then the number of threads the kernel may use, then the address of the worker pool's
+# entry (`runtime/pool.py`; 0 when there is none)
 HELPERS = ("rv_gemm_f32", "rv_gemm_f64")
+THREADS_SLOT, POOL_SLOT = len(HELPERS), len(HELPERS) + 1
 MAX_TASKS = 4  # threads one matrix product may use at most
 
 

@@ -6,7 +6,7 @@ table they receive (see `compiler/codegen/llvm.py`), so a kernel with a matmul c
 fast as any other.
 
     void @rv_gemm_f32(i64 M, i64 N, i64 K, ptr A, i64 sa0, i64 sa1, ptr B, i64 sb0, i64 sb1,
-                      ptr C, i64 sc0, i64 sc1, ptr pack, i64 threads)
+                      ptr C, i64 sc0, i64 sc1, ptr pack, i64 threads, i64 pool)
 
 computes C = A @ B for strided operands (a transpose is just swapped strides), in the style
 of BLIS/GotoBLAS: blocks of B (KC x NC) and A (MC x KC) are packed into `pack` so the
@@ -14,7 +14,7 @@ micro-kernel reads both contiguously; the micro-kernel keeps an MR x NR tile of 
 2 * MR vector registers and updates it with one fused multiply-add per register per step
 of k. Tiles at the matrix edges go through a small stack tile. Very narrow products
 (N <= 4, e.g. matrix-vector) and empty ones (K = 0) use plain dot products instead.
-Large products are split over `threads` threads (`threads.py`).
+Large products are split over `threads` threads of the worker pool `pool` (`threads.py`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ PACK_PER_TASK = MC * KC + KC * NC  # f64 elements of packing scratch per thread
 assert MAX_TASKS * PACK_PER_TASK <= MATMUL_PACK_ELEMENTS and MC % MR == 0
 
 SERIAL_TYPE = ir.FunctionType(ir.VoidType(), [I64] * 3 + [PTR, I64, I64] * 3 + [PTR])
-GEMM_TYPE = ir.FunctionType(ir.VoidType(), [*SERIAL_TYPE.args, I64])  # ... pack, threads
+GEMM_TYPE = ir.FunctionType(ir.VoidType(), [*SERIAL_TYPE.args, I64, I64])  # pack, threads, pool
 
 
 def helper_module(name: str) -> str:

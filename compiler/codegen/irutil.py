@@ -134,7 +134,7 @@ def counted_loop(builder: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int = 
 
 class FunctionPointer:
     """A function used as a value, typed as an opaque `ptr` (llvmlite would print a typed
-    function pointer), e.g. the start routine given to pthread_create; also callable with
+    function pointer), e.g. the chunk function given to the worker pool; also callable with
     `IRBuilder.call` when `pointer` is a loaded address."""
 
     def __init__(self, pointer: ir.Value, function_type: ir.FunctionType) -> None:

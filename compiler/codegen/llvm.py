@@ -7,7 +7,8 @@ ABI of the entry function (what `runtime/native.py` calls through ctypes):
 - `buffers[k]` is the data pointer of input k (k < n_in), then of output k, then of the
   workspace holding every temporary (at the 64-byte aligned offsets of
   `workspace_offsets`), then of the helper table (addresses of the functions named in
-  `gemm.HELPERS`, then the number of threads a matmul may use). Pointers are stored as
+  `gemm.HELPERS`, then the number of threads, then the worker pool's entry; see
+  `abi.py`). Pointers are stored as
   8-byte integers.
 - `dims[k]` is the size of dimension `program.symbols[k]`; the three i64 slots after the
   last dimension receive error details: site number, offending index, size.
@@ -23,7 +24,8 @@ Loops are emitted in canonical form so LLVM's loop vectoriser handles the inner 
 accumulators are allocas that mem2reg turns into registers, and reductions carry
 `reassoc nsz contract` so they vectorise. Guarded loads (`zero` mode reads) and guarded
 values (a fused `pad`'s source) branch around their code, so nothing outside a buffer is ever
-touched.
+touched. Top-level loops whose iterations are independent (`loops/parallel.py`) are split
+into chunks for the worker pool when they are large (`parallel.py`).
 """
 
 from __future__ import annotations
@@ -58,8 +60,9 @@ from reverie.compiler.loops.ir import (
     WhileLoop,
     workspace_offsets,
 )
+from reverie.compiler.loops.parallel import parallel_plans
 
-from .abi import ARRAY_DATA_OFFSET, entry_symbol
+from .abi import ARRAY_DATA_OFFSET, POOL_SLOT, THREADS_SLOT, entry_symbol
 from .fastcall import define_vectorcall_entry
 from .gemm import GEMM_TYPE, HELPERS
 from .irutil import (
@@ -83,6 +86,7 @@ from .irutil import (
     vectorize_width_hint,
 )
 from .mathlib import MathLib
+from .parallel import emit_parallel_loop
 from .scalar_ops import ScalarOps
 
 REDUCE_FLAGS = ("reassoc", "nsz", "contract")
@@ -136,6 +140,7 @@ class ProgramCodegen:
         self.pointers: dict[Buffer, ir.Value] = {}
         self.slots: dict[Buffer, ir.Value] = {}
         self.exits: list[ir.Block] = []  # where `ExitUnless` leaves each enclosing WhileLoop
+        self.parallel = parallel_plans(program)
         self._prologue()
         self.emit(program.body)
         self.b.ret(ir.Constant(I32, 0))
@@ -312,11 +317,18 @@ class ProgramCodegen:
             self.emit(stmt.body)
 
     def _loop(self, stmt: Loop) -> None:
+        plan = self.parallel.get(id(stmt))
+        if plan is None:
+            self.serial_loop(stmt, self.index(stmt.lo), self.index(stmt.hi))
+        else:
+            emit_parallel_loop(self, plan)
+
+    def serial_loop(self, stmt: Loop, lo: ir.Value, hi: ir.Value) -> None:
+        """`for var in lo..hi { body }` on this thread."""
         loop_id = None
         if _widens_f32(stmt):
             loop_id = vectorize_width_hint(self.module, vector_lanes("f32"))
-        with counted_loop(self.b, self.index(stmt.lo), self.index(stmt.hi),
-                          loop_id=loop_id) as i:
+        with counted_loop(self.b, lo, hi, loop_id=loop_id) as i:
             self.values[stmt.var] = i
             self.emit(stmt.body)
 
@@ -376,9 +388,9 @@ class ProgramCodegen:
         for view in (stmt.a, stmt.b, stmt.out):
             origin = self.pointer(view, (Dim.const(0),) * 2)
             args += [origin, self.index(view.strides[0]), self.index(view.strides[1])]
-        threads = self.b.load(self.b.gep(self.helpers, [i64(len(HELPERS))], source_etype=I64),
-                              typ=I64)
-        self.b.call(gemm, [*args, self.pointers[stmt.pack], threads])
+        threads, pool = (self.b.load(self.b.gep(self.helpers, [i64(slot)], source_etype=I64),
+                                     typ=I64) for slot in (THREADS_SLOT, POOL_SLOT))
+        self.b.call(gemm, [*args, self.pointers[stmt.pack], threads, pool])
 
 
 def _widens_f32(loop: Loop) -> bool:

@@ -1,18 +1,21 @@
-"""Splitting a large matrix product over threads (POSIX threads, from LLVM IR).
+"""Splitting a large matrix product over the worker pool's threads (from LLVM IR).
 
-`define_parallel_gemm` fills in the public `rv_gemm_<dtype>` of the support module. Small
-products (fewer than PARALLEL_MIN_MACS multiply-adds) or `threads <= 1` go straight to the
-serial kernel. Otherwise the output is cut into `tasks` slabs (of whole NR-column panels
-when N is wide enough, else of whole MR-row panels); each slab is the same product on
-offset operands, run by its own thread with its own packing scratch:
+`define_parallel_gemm` fills in the public `rv_gemm_<dtype>` of the support module; its last
+two arguments are the thread count and the pool's entry (`runtime/pool.py`: libgomp's
+`GOMP_parallel`, or 0 when there is none). Small products (fewer than PARALLEL_MIN_MACS
+multiply-adds), `threads <= 1` or no pool go straight to the serial kernel. Otherwise the
+output is cut into `tasks` slabs (of whole NR-column panels when N is wide enough, else of
+whole MR-row panels); each slab is the same product on offset operands, with its own
+packing scratch, and the pool's threads (the caller among them) take slabs from a shared
+counter until none is left:
 
-    for t in 1..tasks: pthread_create(&id[t], null, @rv_gemm_task_<dtype>, &args[t])
-    rv_gemm_task_<dtype>(&args[0])            # the calling thread takes slab 0
-    for t in 1..tasks: pthread_join(id[t], null)
+    context = {next = 0, tasks, slab 0's arguments, slab 1's, ...}
+    pool(@rv_gemm_task_<dtype>, &context, tasks, 0)    # returns when every slab is done
+    rv_gemm_task_<dtype>(ptr context):
+        while (t = atomic next++) < tasks: serial kernel on slab t's arguments
 
-A thread that cannot be created is replaced by running its slab on the calling thread.
-Threads are started per call (tens of microseconds), so only products of a few million
-multiply-adds are split.
+The pool's threads are parked between calls (not started per call), so the cost of a split
+is waking them (microseconds; tens when they sleep, see `runtime/pool.py`).
 """
 
 from __future__ import annotations
@@ -24,44 +27,51 @@ from .irutil import I8, I32, I64, PTR, REGISTER, FunctionPointer, alloca, counte
 
 PARALLEL_MIN_MACS = 1 << 22
 FIELDS = 13  # M, N, K, A, sa0, sa1, B, sb0, sb1, C, sc0, sc1, pack
-
-
-def _declare(module: ir.Module, name: str, result: ir.Type, args: list[ir.Type]) -> ir.Function:
-    if name in module.globals:
-        return module.globals[name]
-    return ir.Function(module, ir.FunctionType(result, args), name=name)
+NEXT, TASKS, FIRST_SLAB = 0, 1, 2  # the context's slots: next slab, slab count, arguments
+POOL_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, I32, I32])  # GOMP_parallel's
 
 
 def _define_task(serial: ir.Function, dtype: str) -> ir.Function:
-    """`ptr @rv_gemm_task_<dtype>(ptr args)`: the serial kernel on one packed argument slab."""
-    task = ir.Function(serial.module, ir.FunctionType(PTR, [PTR]), name=f"rv_gemm_task_{dtype}")
+    """`void @rv_gemm_task_<dtype>(ptr context)`: the serial kernel on each slab it takes."""
+    task = ir.Function(serial.module, ir.FunctionType(ir.VoidType(), [PTR]),
+                       name=f"rv_gemm_task_{dtype}")
     task.linkage = "internal"
+    (context,) = task.args
     b = ir.IRBuilder(task.append_basic_block("entry"))
-    args = [b.load(b.gep(task.args[0], [i64(k)], source_etype=I64), typ=type_)
+    take = task.append_basic_block("take")
+    run = task.append_basic_block("slab")
+    done = task.append_basic_block("no_slab_left")
+    tasks = b.load(b.gep(context, [i64(TASKS)], source_etype=I64), typ=I64)
+    b.branch(take)
+    b.position_at_end(take)
+    t = b.atomic_rmw("add", b.gep(context, [i64(NEXT)], source_etype=I64), i64(1), "monotonic")
+    b.cbranch(b.icmp_signed("<", t, tasks), run, done)
+    b.position_at_end(run)
+    base = b.add(i64(FIRST_SLAB), b.mul(t, i64(FIELDS)))
+    args = [b.load(b.gep(context, [b.add(base, i64(k))], source_etype=I64), typ=type_)
             for k, type_ in enumerate(serial.function_type.args)]
     b.call(serial, args)
-    b.ret(ir.Constant(PTR, None))
+    b.branch(take)
+    b.position_at_end(done)
+    b.ret_void()
     return task
 
 
 def define_parallel_gemm(function: ir.Function, serial: ir.Function, dtype: str, mr: int,
                          nr: int, pack_bytes: int) -> None:
-    """Body of `function` (the serial kernel's arguments, then `threads`)."""
-    module, element = function.module, REGISTER[dtype]
+    """Body of `function` (the serial kernel's arguments, then `threads` and `pool`)."""
+    element = REGISTER[dtype]
     task = _define_task(serial, dtype)
-    create = _declare(module, "pthread_create", I32, [PTR, PTR, PTR, PTR])
-    join = _declare(module, "pthread_join", I32, [I64, PTR])
     function.attributes.add("nounwind")
-    *serial_args, threads = function.args
+    *serial_args, threads, pool = function.args
     m, n, k, a, sa0, sa1, bm, sb0, sb1, c, sc0, sc1, pack = serial_args
     entry = function.append_basic_block("entry")
     b = ir.IRBuilder(entry)
-    slots = alloca(b, ir.ArrayType(I64, MAX_TASKS * FIELDS), "args")
-    ids = alloca(b, ir.ArrayType(I64, MAX_TASKS), "ids")
-    started = alloca(b, ir.ArrayType(I8, MAX_TASKS), "started")
+    context = alloca(b, ir.ArrayType(I64, FIRST_SLAB + MAX_TASKS * FIELDS), "context")
     tasks = b.select(b.icmp_signed("<", threads, i64(MAX_TASKS)), threads, i64(MAX_TASKS))
     small = b.icmp_signed("<", b.mul(b.mul(m, n), k), i64(PARALLEL_MIN_MACS))
-    with b.if_then(b.or_(small, b.icmp_signed("<=", tasks, i64(1)))):
+    alone = b.or_(b.icmp_signed("<=", tasks, i64(1)), b.icmp_unsigned("==", pool, i64(0)))
+    with b.if_then(b.or_(small, alone)):
         b.call(serial, serial_args)
         b.ret_void()
 
@@ -83,21 +93,12 @@ def define_parallel_gemm(function: ir.Function, serial: ir.Function, dtype: str,
                   b.gep(bm, [b.mul(column, sb1)], source_etype=element), sb0, sb1,
                   b.gep(c, [b.add(b.mul(row, sc0), b.mul(column, sc1))], source_etype=element),
                   sc0, sc1, b.gep(pack, [b.mul(t, i64(pack_bytes))], source_etype=I8)]
-        base = b.mul(t, i64(FIELDS))
+        base = b.add(i64(FIRST_SLAB), b.mul(t, i64(FIELDS)))
         for index, value in enumerate(fields):
-            b.store(value, b.gep(slots, [b.add(base, i64(index))], source_etype=I64))
-    null = ir.Constant(PTR, None)
-    with counted_loop(b, i64(1), tasks) as t:
-        own = b.gep(slots, [b.mul(t, i64(FIELDS))], source_etype=I64)
-        routine = FunctionPointer(task, task.function_type)
-        failed = b.icmp_signed("!=", b.call(create, [b.gep(ids, [t], source_etype=I64), null,
-                                                     routine, own]), ir.Constant(I32, 0))
-        b.store(b.zext(b.not_(failed), I8), b.gep(started, [t], source_etype=I8))
-        with b.if_then(failed):
-            b.call(task, [own])
-    b.call(task, [slots])
-    with counted_loop(b, i64(1), tasks) as t:
-        flag = b.load(b.gep(started, [t], source_etype=I8), typ=I8)
-        with b.if_then(b.icmp_unsigned("!=", flag, ir.Constant(I8, 0))):
-            b.call(join, [b.load(b.gep(ids, [t], source_etype=I64), typ=I64), null])
+            b.store(value, b.gep(context, [b.add(base, i64(index))], source_etype=I64))
+    b.store(i64(0), b.gep(context, [i64(NEXT)], source_etype=I64))
+    b.store(tasks, b.gep(context, [i64(TASKS)], source_etype=I64))
+    entry = FunctionPointer(b.inttoptr(pool, PTR), POOL_TYPE)
+    b.call(entry, [FunctionPointer(task, task.function_type), context,
+                   b.trunc(tasks, I32), ir.Constant(I32, 0)])
     b.ret_void()

@@ -1,0 +1,176 @@
+"""Parallel loops: a loop of `loops/parallel.py`'s plans split into chunks for the pool.
+
+The worker pool is the run time's (`runtime/pool.py`): its entry point, with the C type of
+libgomp's `GOMP_parallel`, sits in the helper table (slot POOL_SLOT, 0 when there is no
+pool) beside the thread count (slot THREADS_SLOT). For a planned loop the kernel emits
+
+    split = pool != 0 and threads > 1 and (hi - lo) * work >= PARALLEL_MIN_WORK
+    chunks = split ? min(CHUNKS_PER_THREAD * threads, MAX_CHUNKS) : 1
+    context = {buffers, dims, next = 0, chunks, lo, per, hi, partials...}
+    if split: pool(@<entry>_chunks<k>, &context, threads, 0)  # returns when all are done
+    else:     @<entry>_chunks<k>(&context)                    # one chunk: the whole loop
+    for c in 0..chunks: acc = acc <kind> partial[c]           # each reduction, in order
+
+and the outlined chunk function, run by every pool thread (the caller included):
+
+    void @<entry>_chunks<k>(ptr context):
+        (re-derive dimension sizes and buffer pointers from buffers/dims, as the entry does)
+        while (c = atomic next++) < chunks:
+            acc = identity                                  # each reduction
+            for i in lo + c*per .. min(lo + (c+1)*per, hi) { body }
+            partial[c] = acc
+
+Threads take chunks from a shared counter, so a thread the machine delays holds up only its
+own chunk, and the chunk bounds depend only on the thread count: the same partials are
+combined in the same order on every run. With one thread (or a small loop) the loop runs as
+one chunk on the calling thread: the same loop code, without the pool, and a reduction
+differs from an inline loop only by adding its initial value last (sums start at 0, so
+not at all). The loop's code exists once, in the chunk function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from reverie.compiler.codegen.abi import POOL_SLOT, THREADS_SLOT
+from reverie.compiler.loops.ir import Accumulate, Var
+from reverie.compiler.loops.parallel import ParallelPlan, Reduction
+
+from .irutil import FLOATS, I32, I64, PTR, REGISTER, FunctionPointer, constant, counted_loop, i64
+from .threads import POOL_TYPE
+
+if TYPE_CHECKING:
+    from .llvm import ProgramCodegen
+
+PARALLEL_MIN_WORK = 1 << 20  # iterations x statements below which one thread is faster
+CHUNKS_PER_THREAD = 4
+MAX_CHUNKS = 256
+CHUNK_ALIGN = 64  # iterations; chunk bounds stay multiples of this (whole vectors)
+CHUNK_TYPE = ir.FunctionType(ir.VoidType(), [PTR])
+BUFFERS, DIMS, NEXT, CHUNKS, LO, PER, HI, PARTIALS = range(8)
+# the codegen state that belongs to one LLVM function
+FUNCTION_STATE = ("function", "allocas", "b", "buffers_arg", "dims_arg", "values",
+                  "accumulators", "dims", "pointers", "slots", "helpers")
+
+
+def identity(reduction: Reduction) -> ir.Constant:
+    """The value `x` with `x <kind> y == y` for every y of the accumulator's type."""
+    dtype, kind = reduction.var.dtype, reduction.kind
+    if kind in ("sum", "prod"):
+        return constant(dtype, 0 if kind == "sum" else 1)
+    if dtype in FLOATS:
+        return constant(dtype, float("-inf") if kind == "max" else float("inf"))
+    bits = REGISTER[dtype].width
+    return constant(dtype, -(1 << (bits - 1)) if kind == "max" else (1 << (bits - 1)) - 1)
+
+
+def emit_parallel_loop(codegen: ProgramCodegen, plan: ParallelPlan) -> None:
+    """Emit `plan.loop` at the codegen's builder: its chunks on the pool when that pays, else
+    the whole range as one chunk on this thread; then each reduction's partials."""
+    b, loop = codegen.b, plan.loop
+    chunk_function = _define_chunk_function(codegen, plan)
+    lo, hi = codegen.index(loop.lo), codegen.index(loop.hi)
+    pool = b.load(b.gep(codegen.helpers, [i64(POOL_SLOT)], source_etype=I64), typ=I64)
+    threads = b.load(b.gep(codegen.helpers, [i64(THREADS_SLOT)], source_etype=I64), typ=I64)
+    worth = b.and_(b.icmp_signed(">=", b.mul(b.sub(hi, lo), i64(plan.work)),
+                                 i64(PARALLEL_MIN_WORK)),
+                   b.and_(b.icmp_signed(">", threads, i64(1)),
+                          b.icmp_unsigned("!=", pool, i64(0))))
+    wanted = b.mul(threads, i64(CHUNKS_PER_THREAD))
+    wanted = b.select(b.icmp_signed("<", wanted, i64(MAX_CHUNKS)), wanted, i64(MAX_CHUNKS))
+    chunks = b.select(worth, wanted, i64(1))
+    per = b.sdiv(b.add(b.sub(hi, lo), b.sub(chunks, i64(1))), chunks)
+    per = b.mul(b.sdiv(b.add(per, i64(CHUNK_ALIGN - 1)), i64(CHUNK_ALIGN)), i64(CHUNK_ALIGN))
+    context = codegen._alloca(ir.ArrayType(I64, PARTIALS + len(plan.reductions)), "context")
+    partials = [codegen._alloca(ir.ArrayType(REGISTER[r.var.dtype], MAX_CHUNKS), "partials")
+                for r in plan.reductions]
+    fields = [b.ptrtoint(codegen.buffers_arg, I64), b.ptrtoint(codegen.dims_arg, I64), i64(0),
+              chunks, lo, per, hi, *(b.ptrtoint(p, I64) for p in partials)]
+    for slot, value in enumerate(fields):
+        b.store(value, b.gep(context, [i64(slot)], source_etype=I64))
+    with b.if_else(worth) as (parallel, one_thread):
+        with parallel:
+            entry = FunctionPointer(b.inttoptr(pool, PTR), POOL_TYPE)
+            b.call(entry, [FunctionPointer(chunk_function, CHUNK_TYPE), context,
+                           b.trunc(threads, I32), ir.Constant(I32, 0)])
+        with one_thread:
+            b.call(chunk_function, [context])
+    for reduction, partial in zip(plan.reductions, partials, strict=True):
+        type_ = REGISTER[reduction.var.dtype]
+        with counted_loop(b, i64(0), chunks) as c:
+            name = f"{reduction.var.name}.partial"
+            codegen.values[name] = b.load(b.gep(partial, [c], source_etype=type_), typ=type_)
+            codegen._accumulate(Accumulate(reduction.var, reduction.kind,
+                                           Var(name, reduction.var.dtype)))
+
+
+@contextmanager
+def _own_function(codegen: ProgramCodegen, function: ir.Function) -> Iterator[None]:
+    """Point the codegen at `function` for the with-block, then back at what it was on."""
+    saved = {name: getattr(codegen, name) for name in FUNCTION_STATE}
+    codegen.function = function
+    codegen.allocas = ir.IRBuilder(function.append_basic_block("entry"))
+    start = function.append_basic_block("start")
+    codegen.b = ir.IRBuilder(start)
+    codegen.values, codegen.accumulators, codegen.dims = {}, {}, {}
+    codegen.pointers, codegen.slots = {}, {}
+    try:
+        yield
+    finally:
+        codegen.allocas.branch(start)
+        for name, value in saved.items():
+            setattr(codegen, name, value)
+
+
+def _define_chunk_function(codegen: ProgramCodegen, plan: ParallelPlan) -> ir.Function:
+    """`void @<entry>_chunks<k>(ptr context)`: take chunks until none is left."""
+    module = codegen.module
+    prefix = codegen.function.name + "_chunks"
+    number = sum(name.startswith(prefix) for name in module.globals)
+    function = ir.Function(module, CHUNK_TYPE, name=f"{prefix}{number}")
+    function.linkage = "internal"
+    function.attributes.add("nounwind")
+    function.attributes.add("noinline")  # one copy of the loop's code, not one per call site
+    (context,) = function.args
+    with _own_function(codegen, function):
+        b = codegen.b
+
+        def field(slot: int) -> ir.Value:
+            return b.load(b.gep(context, [i64(slot)], source_etype=I64), typ=I64)
+
+        codegen.buffers_arg = b.inttoptr(field(BUFFERS), PTR)
+        codegen.dims_arg = b.inttoptr(field(DIMS), PTR)
+        codegen._prologue()
+        chunks, lo, per, hi = field(CHUNKS), field(LO), field(PER), field(HI)
+        partials = [b.inttoptr(field(PARTIALS + k), PTR) for k in range(len(plan.reductions))]
+        slots = {r.var.name: codegen._alloca(REGISTER[r.var.dtype], "partial")
+                 for r in plan.reductions}
+        codegen.accumulators.update(slots)
+        take = function.append_basic_block("take")
+        work = function.append_basic_block("chunk")
+        done = function.append_basic_block("no_chunk_left")
+        b.branch(take)
+        b.position_at_end(take)
+        chunk = b.atomic_rmw("add", b.gep(context, [i64(NEXT)], source_etype=I64), i64(1),
+                             "monotonic")
+        b.cbranch(b.icmp_signed("<", chunk, chunks), work, done)
+        b.position_at_end(work)
+        start = b.add(lo, b.mul(chunk, per))
+        start = b.select(b.icmp_signed("<", start, hi), start, hi)
+        stop = b.add(start, per)
+        stop = b.select(b.icmp_signed("<", stop, hi), stop, hi)
+        for reduction in plan.reductions:
+            b.store(identity(reduction), slots[reduction.var.name])
+        codegen.serial_loop(plan.loop, start, stop)
+        for reduction, partial in zip(plan.reductions, partials, strict=True):
+            type_ = REGISTER[reduction.var.dtype]
+            b.store(b.load(slots[reduction.var.name], typ=type_),
+                    b.gep(partial, [chunk], source_etype=type_))
+        b.branch(take)
+        b.position_at_end(done)
+        b.ret_void()
+    return function
