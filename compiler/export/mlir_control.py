@@ -23,6 +23,7 @@ from reverie.compiler.ir.types import scalar
 from reverie.compiler.ir.views import IfOp, WhileOp
 
 from .mlir_ops import lowering
+from .mlir_regions import carry_into_buffers
 from .mlir_writer import REGISTER, Tensor
 
 if TYPE_CHECKING:
@@ -73,12 +74,7 @@ def _while(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     def body(values: list[str]) -> list[str]:
         *scalars, count, _ = values
         results = ex.block(loop.body, [*states(scalars), *invariants])
-        staged = [ex.copy(r) if b and not r.owned else r
-                  for b, r in zip(buffers, results, strict=True)]
-        for buffer, value in zip(buffers, staged, strict=True):
-            if buffer:
-                ex.copy_into(value, buffer)
-        ex.release(staged + results)
+        carry_into_buffers(ex, buffers, results)
         following = w.assign(f"arith.addi {count}, {w.const(1, 'i64')} : i64")
         return [r.ssa for r in results if not r.is_buffer] + [following]
 

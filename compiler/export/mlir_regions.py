@@ -183,6 +183,18 @@ def _save_row(ex: Exporter, loop: ForHistoryOp, t: str, lo: str, states: list[Te
     w.if_then(all_of(w, [on_row, fits]), save)
 
 
+def carry_into_buffers(ex: Exporter, buffers: list[Tensor | None],
+                       results: list[Tensor]) -> None:
+    """Copy a loop body's results into the buffers that carry them to the next iteration
+    (through a copy first where a result is not owned: it may alias a carried buffer)."""
+    staged = [ex.copy(r) if b and not r.owned else r
+              for b, r in zip(buffers, results, strict=True)]
+    for buffer, value in zip(buffers, staged, strict=True):
+        if buffer:
+            ex.copy_into(value, buffer)
+    ex.release(staged + results)
+
+
 def _loop(ex: Exporter, op: Op, args: list[Tensor], with_history: bool) -> list[Tensor]:
     w = ex.w
     loop = ForOp(op)
@@ -201,12 +213,7 @@ def _loop(ex: Exporter, op: Op, args: list[Tensor], with_history: bool) -> list[
         if with_history:
             _save_row(ex, ForHistoryOp(op), t, lo, states, histories)
         results = ex.block(body, [Tensor(t, scalar("i64")), *states, *invariants])
-        staged = [ex.copy(r) if b and not r.owned else r
-                  for b, r in zip(buffers, results, strict=True)]
-        for buffer, value in zip(buffers, staged, strict=True):
-            if buffer:
-                ex.copy_into(value, buffer)
-        ex.release(staged + results)
+        carry_into_buffers(ex, buffers, results)
         return [r.ssa for r in results if not r.is_buffer]
 
     finals = iter(w.scf_for(w.to_index(lo), w.to_index(hi), scalar_inits, iteration))
