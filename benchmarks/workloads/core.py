@@ -55,6 +55,16 @@ def reverie_module(source: str) -> rv.Module:
     return rv.compile(source)
 
 
+def reverie_forward(source: str, name: str, *args: object) -> Callable[[], Thunk]:
+    """A workload's `forward`: function `name` of `source` called on `args` (the module is
+    compiled when the benchmark first asks for the thunk)."""
+    def forward() -> Thunk:
+        kernel = reverie_module(source)[name]
+        return lambda: kernel(*args)
+
+    return forward
+
+
 def import_torch() -> object:
     """The torch module (ImportError when it is not installed)."""
     import torch

@@ -11,6 +11,7 @@ from .core import (
     import_jax,
     jax_grad,
     random_generator,
+    reverie_forward,
     reverie_module,
     torch_variants,
 )
@@ -40,9 +41,7 @@ def make(tiny: bool = False) -> Workload:
         grad = reverie_module(SOURCE).w1.grad("x")
         return lambda: grad(x)
 
-    def forward() -> Thunk:
-        kernel = reverie_module(SOURCE).w1
-        return lambda: kernel(x)
+    forward = reverie_forward(SOURCE, "w1", x)
 
     def numpy() -> Thunk:
         return lambda: numpy_grad(x)

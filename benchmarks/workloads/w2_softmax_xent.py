@@ -14,6 +14,7 @@ from .core import (
     import_jax,
     jax_grad,
     random_generator,
+    reverie_forward,
     reverie_module,
     torch_variants,
 )
@@ -53,9 +54,7 @@ def make(tiny: bool = False) -> Workload:
         grad = reverie_module(SOURCE).w2.grad(("W", "b"))
         return lambda: grad(*args)
 
-    def forward() -> Thunk:
-        kernel = reverie_module(SOURCE).w2
-        return lambda: kernel(*args)
+    forward = reverie_forward(SOURCE, "w2", *args)
 
     def numpy() -> Thunk:
         return lambda: numpy_grad(*args)

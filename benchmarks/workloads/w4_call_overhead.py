@@ -8,6 +8,7 @@ from .core import (
     Workload,
     jax_grad,
     random_generator,
+    reverie_forward,
     reverie_module,
     torch_variants,
 )
@@ -25,9 +26,7 @@ def make(tiny: bool = False) -> Workload:
         grad = reverie_module(SOURCE).w4.grad("x")
         return lambda: grad(x)
 
-    def forward() -> Thunk:
-        kernel = reverie_module(SOURCE).w4
-        return lambda: kernel(x)
+    forward = reverie_forward(SOURCE, "w4", x)
 
     def numpy() -> Thunk:
         return lambda: 2 * x

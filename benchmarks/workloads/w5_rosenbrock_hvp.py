@@ -12,6 +12,7 @@ from .core import (
     import_torch,
     jax_call,
     random_generator,
+    reverie_forward,
     reverie_module,
 )
 
@@ -50,9 +51,7 @@ def make(tiny: bool = False) -> Workload:
         hvp = reverie_module(SOURCE).w5.hvp("x")
         return lambda: hvp(x, v)
 
-    def forward() -> Thunk:
-        kernel = reverie_module(SOURCE).w5
-        return lambda: kernel(x)
+    forward = reverie_forward(SOURCE, "w5", x)
 
     def numpy() -> Thunk:
         return lambda: numpy_hvp(x, v)

@@ -14,6 +14,7 @@ from .core import (
     import_torch,
     jax_call,
     random_generator,
+    reverie_forward,
     reverie_module,
 )
 
@@ -49,9 +50,7 @@ def make(tiny: bool = False) -> Workload:
 
         return jacobian
 
-    def forward() -> Thunk:
-        kernel = reverie_module(SOURCE).w6
-        return lambda: kernel(A, x)
+    forward = reverie_forward(SOURCE, "w6", A, x)
 
     def numpy() -> Thunk:
         return lambda: numpy_jacobian(A, x)

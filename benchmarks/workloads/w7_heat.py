@@ -14,6 +14,7 @@ from .core import (
     import_jax,
     jax_grad,
     random_generator,
+    reverie_forward,
     reverie_module,
     torch_variants,
 )
@@ -72,9 +73,7 @@ def make(tiny: bool = False) -> Workload:
         grad = reverie_module(literal_source).w7.grad("u0")
         return lambda: grad(u0)
 
-    def forward() -> Thunk:
-        kernel = reverie_module(SOURCE).w7
-        return lambda: kernel(u0, steps)
+    forward = reverie_forward(SOURCE, "w7", u0, steps)
 
     def numpy() -> Thunk:
         return lambda: numpy_grad(u0, steps)

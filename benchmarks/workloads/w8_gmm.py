@@ -23,6 +23,7 @@ from .core import (
     import_jax,
     jax_grad,
     random_generator,
+    reverie_forward,
     reverie_module,
     torch_variants,
 )
@@ -112,9 +113,7 @@ def make(tiny: bool = False) -> Workload:
         grad = reverie_module(SOURCE).w8.grad(PARAMETERS)
         return lambda: grad(*args)
 
-    def forward() -> Thunk:
-        kernel = reverie_module(SOURCE).w8
-        return lambda: kernel(*args)
+    forward = reverie_forward(SOURCE, "w8", *args)
 
     def numpy() -> Thunk:
         return lambda: numpy_grad(*args)
