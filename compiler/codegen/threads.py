@@ -1,6 +1,7 @@
 """Splitting a large matrix product over threads (POSIX threads, from LLVM IR).
 
-`define_parallel_gemm` fills in the public `rv_gemm_<dtype>` of the support module. Small
+`define_parallel_gemm` fills in `rv_gemm_own_<dtype>` of the helper module (the own
+kernel, which the public `rv_gemm_<dtype>` calls when it does not call BLAS). Small
 products (fewer than PARALLEL_MIN_MACS multiply-adds) or `threads <= 1` go straight to the
 serial kernel. Otherwise the output is cut into `tasks` slabs (of whole NR-column panels
 when N is wide enough, else of whole MR-row panels); each slab is the same product on
