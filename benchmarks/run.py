@@ -1,4 +1,4 @@
-"""Reverie's gradients against NumPy, torch eager, torch.compile and JAX on workloads W1–W7.
+"""Reverie's gradients against NumPy, torch eager, torch.compile and JAX on workloads W1–W8.
 
     python benchmarks/run.py [--quick] [--only W1,W3] [--warm-cache]
 

@@ -1,4 +1,4 @@
-"""The benchmark workloads W1–W7 of shared/reference/peer_baselines.md.
+"""The benchmark workloads W1–W7 of shared/reference/peer_baselines.md, and W8 (issue 11).
 
 `WORKLOADS` maps a key ("W1") to a `make(tiny=False)` returning the `Workload` at the
 reference size, or at a tiny size for the correctness tests.
@@ -14,6 +14,7 @@ from . import (
     w5_rosenbrock_hvp,
     w6_jacobian,
     w7_heat,
+    w8_gmm,
 )
 from .core import PEERS, Variant, Workload, as_numpy, relative_error
 
@@ -25,6 +26,7 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
     "W5": w5_rosenbrock_hvp.make,
     "W6": w6_jacobian.make,
     "W7": w7_heat.make,
+    "W8": w8_gmm.make,
 }
 
 __all__ = ["PEERS", "WORKLOADS", "Variant", "Workload", "as_numpy", "relative_error"]
