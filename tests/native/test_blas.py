@@ -126,5 +126,5 @@ print(getattr(library, getters[0])())
 def test_reverie_blas_0_forces_the_own_kernel(tmp_path: Path) -> None:
     out = _run(["-c", SETTINGS_SCRIPT], tmp_path, REVERIE_BLAS="0", REVERIE_NUM_THREADS="3")
     assert out.split() == ["False", "3"]
-    out = _run(["-c", SETTINGS_SCRIPT], tmp_path, REVERIE_NUM_THREADS="1")
+    out = _run(["-c", SETTINGS_SCRIPT], tmp_path, REVERIE_BLAS="1", REVERIE_NUM_THREADS="1")
     assert out.split() == ["True", "1"]
