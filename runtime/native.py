@@ -4,7 +4,9 @@ Compiling climbs the ladder of `compiler/pipeline.py` from the function: fuse �
 codegen → llvm-opt → jit (LLVM O3 with the vectorisers, disk object cache; see
 `runtime/jit.py`). A kernel that multiplies matrices first compiles the
 run-time helper it calls (`gemm.helper_module`, once per process per element type, at
-HELPER_PIPELINE) and enters its address in the helper table every kernel receives.
+HELPER_PIPELINE) and enters its address in the helper table every kernel receives; the
+helper calls the OpenBLAS NumPy uses where the operands' layout allows (`runtime/blas.py`;
+`REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own kernel only).
 
 Calling a `NativeKernel` on a `BoundCall` (the checked, converted arguments and dimension
 sizes from `runtime/call.py`):
@@ -151,7 +153,8 @@ def load_helpers(names: frozenset[str]) -> np.ndarray:
 # W2's 4096x512 @ 512x10 1.07 (f32) / 1.02 (f64), its X^T @ G 1.46 / 1.97, W3's
 # x^T @ d_pre 1.22 / 1.40, h^T @ d_out 1.60 / 1.76, 256^3 1.06 / 1.07: OpenBLAS's
 # edge kernels for narrow N and its vectorised packing of transposed operands are what
-# the own kernel lacks (see benchmarks/README.md for the kernels' totals).
+# the own kernel lacks. Through BLAS the same kernels take 1.01-1.06x NumPy's `@` (the
+# difference is Reverie's call path) and give NumPy's bits (see benchmarks/README.md).
 _blas_wanted = [blas_requested()]  # REVERIE_BLAS=0: own kernel only; `use_blas` changes it
 _SET_BLAS = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
