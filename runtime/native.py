@@ -4,7 +4,9 @@ Compiling climbs the ladder of `compiler/pipeline.py` from the function: fuse �
 codegen → llvm-opt → jit (LLVM O3 with the vectorisers, disk object cache; see
 `runtime/jit.py`). A kernel that multiplies matrices first compiles the
 run-time helper it calls (`gemm.helper_module`, once per process per element type, at
-HELPER_PIPELINE) and enters its address in the helper table every kernel receives.
+HELPER_PIPELINE) and enters its address in the helper table every kernel receives; the
+helper calls the OpenBLAS NumPy uses where the operands' layout allows (`runtime/blas.py`;
+`REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own kernel only).
 
 Calling a `NativeKernel` on a `BoundCall` (the checked, converted arguments and dimension
 sizes from `runtime/call.py`):
@@ -50,6 +52,7 @@ from reverie.compiler.pipeline import back_end_start, climb
 
 from . import artifacts
 from .artifacts import artifact_key
+from .blas import blas_requested, find_blas
 from .call import BoundCall
 from .fastcall import LAYOUT_OK, native_entry
 from .jit import JitModule, Pipeline
@@ -132,14 +135,47 @@ def helper_table() -> np.ndarray:
 
 
 def load_helpers(names: frozenset[str]) -> np.ndarray:
-    """Compile the helpers `names` not yet loaded and enter them in the helper table."""
+    """Compile the helpers `names` not yet loaded, hand each the BLAS it may call, and enter
+    them in the helper table."""
     table = helper_table()
     with _LOCK:
         for name in names:
             slot = HELPERS.index(name)
             if not table[slot]:
+                _give_blas(name, _blas_wanted[0])
                 table[slot] = _helper(name).address(name)
     return table
+
+
+# Matrix products call OpenBLAS (the one NumPy uses, `runtime/blas.py`) where the layout
+# allows, and the own kernel (`gemm.py`) otherwise. Measured on the 2-core AVX2 machine,
+# one thread each (`OPENBLAS_NUM_THREADS=1 REVERIE_NUM_THREADS=1`), own kernel ÷ OpenBLAS:
+# W2's 4096x512 @ 512x10 1.07 (f32) / 1.02 (f64), its X^T @ G 1.46 / 1.97, W3's
+# x^T @ d_pre 1.22 / 1.40, h^T @ d_out 1.60 / 1.76, 256^3 1.06 / 1.07: OpenBLAS's
+# edge kernels for narrow N and its vectorised packing of transposed operands are what
+# the own kernel lacks. Through BLAS the same kernels take 1.01-1.06x NumPy's `@` (the
+# difference is Reverie's call path) and give NumPy's bits (see benchmarks/README.md).
+_blas_wanted = [blas_requested()]  # REVERIE_BLAS=0: own kernel only; `use_blas` changes it
+_SET_BLAS = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _give_blas(name: str, enabled: bool) -> None:
+    """Tell the helper `name` which BLAS `?gemm` to call (none: its own kernel)."""
+    library = find_blas() if enabled else None
+    address = library.gemm[name.removeprefix("rv_gemm_")] if library else None
+    _SET_BLAS(_helper(name).address(name + "_use_blas"))(address)
+
+
+def use_blas(enabled: bool) -> bool:
+    """Let matrix products call BLAS (when one was found) or only the own kernel, from now
+    on, in this process; returns the previous setting. (Tests compare the two paths.)"""
+    with _LOCK:
+        previous, _blas_wanted[0] = _blas_wanted[0], enabled
+        table = helper_table()
+        for slot, name in enumerate(HELPERS):
+            if table[slot]:
+                _give_blas(name, enabled)
+    return previous
 
 
 class NativeKernel:

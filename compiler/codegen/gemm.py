@@ -15,6 +15,9 @@ micro-kernel reads both contiguously; the micro-kernel keeps an MR x NR tile of 
 of k. Tiles at the matrix edges go through a small stack tile. Very narrow products
 (N <= 4, e.g. matrix-vector) and empty ones (K = 0) use plain dot products instead.
 Large products are split over `threads` threads of the worker pool `pool` (`threads.py`).
+
+This own kernel is the fallback: the public `rv_gemm_<dtype>` calls an optimised BLAS found
+at run time when there is one and the operands' layout suits it (`gemm_blas.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from llvmlite import ir
 from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
 
 from .abi import HELPERS, MAX_TASKS
+from .gemm_blas import define_blas_dispatch
 from .irutil import I64, PTR, REGISTER, alloca, counted_loop, i64, intrinsic, vector_lanes
 from .threads import define_parallel_gemm
 
@@ -45,8 +49,10 @@ def helper_module(name: str) -> str:
     serial.linkage = "internal"
     serial.attributes.add("nounwind")
     _GemmBuilder(serial, dtype).build()
-    define_parallel_gemm(ir.Function(module, GEMM_TYPE, name=name), serial, dtype,
-                         MR, 2 * vector_lanes(dtype), PACK_PER_TASK * 8)
+    own = ir.Function(module, GEMM_TYPE, name=f"rv_gemm_own_{dtype}")
+    own.linkage = "internal"
+    define_parallel_gemm(own, serial, dtype, MR, 2 * vector_lanes(dtype), PACK_PER_TASK * 8)
+    define_blas_dispatch(ir.Function(module, GEMM_TYPE, name=name), own, dtype)
     return str(module)
 
 

@@ -1,13 +1,14 @@
 """Splitting a large matrix product over the worker pool's threads (from LLVM IR).
 
-`define_parallel_gemm` fills in the public `rv_gemm_<dtype>` of the support module; its last
-two arguments are the thread count and the pool's entry (`runtime/pool.py`: libgomp's
-`GOMP_parallel`, or 0 when there is none). Small products (fewer than PARALLEL_MIN_MACS
-multiply-adds), `threads <= 1` or no pool go straight to the serial kernel. Otherwise the
-output is cut into `tasks` slabs (of whole NR-column panels when N is wide enough, else of
-whole MR-row panels); each slab is the same product on offset operands, with its own
-packing scratch, and the pool's threads (the caller among them) take slabs from a shared
-counter until none is left:
+`define_parallel_gemm` fills in `rv_gemm_own_<dtype>` of the helper module (the own
+kernel, which the public `rv_gemm_<dtype>` calls when it does not call BLAS, `gemm_blas.py`);
+its last two arguments are the thread count and the pool's entry (`runtime/pool.py`:
+libgomp's `GOMP_parallel`, or 0 when there is none). Small products (fewer than
+PARALLEL_MIN_MACS multiply-adds), `threads <= 1` or no pool go straight to the serial kernel.
+Otherwise the output is cut into `tasks` slabs (of whole NR-column panels when N is wide
+enough, else of whole MR-row panels); each slab is the same product on offset operands, with
+its own packing scratch, and the pool's threads (the caller among them) take slabs from a
+shared counter until none is left:
 
     context = {next = 0, tasks, slab 0's arguments, slab 1's, ...}
     pool(@rv_gemm_task_<dtype>, &context, tasks, 0)    # returns when every slab is done

@@ -1,0 +1,108 @@
+"""An optimised BLAS found at run time: the OpenBLAS that NumPy was built with.
+
+`find_blas()` returns the `Blas` that kernels' matrix products call (through
+`compiler/codegen/gemm_blas.py`), or None; nothing here imports SciPy or needs a compiler.
+Where it looks, in order:
+
+1. shared libraries already mapped into this process whose name contains "blas"
+   (`/proc/self/maps`; importing NumPy has loaded the BLAS its `_multiarray_umath` links);
+2. the libraries NumPy's wheels ship beside the package (`numpy.libs/` on Linux and
+   Windows, `numpy/.dylibs/` on macOS).
+
+A library qualifies when it exports CBLAS `sgemm` and `dgemm` with 64-bit integers (ILP64)
+under one of the names in GEMM_SYMBOLS: `scipy_cblas_?gemm64_` (the scipy-openblas of
+NumPy 2.x wheels), `cblas_?gemm64_` (the openblas64_ of NumPy 1.22+ wheels). Libraries with
+32-bit integers are not used (the own kernel serves them). Opening a library NumPy already
+loaded gives the same copy, so both share one thread pool.
+
+Threads: when `REVERIE_NUM_THREADS` is set, OpenBLAS is told to use that many
+(`openblas_set_num_threads`), which NumPy's products then use as well; otherwise its own
+default stands (`OPENBLAS_NUM_THREADS`, else the CPUs) and nothing about NumPy changes.
+OpenBLAS splits a product over the rows and columns of C, never over the summed index, so
+at a fixed thread count the same inputs give bitwise the same outputs.
+
+`REVERIE_BLAS=0` (read by `blas_requested`) makes kernels use Reverie's own kernel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+# (sgemm, dgemm, set-threads) symbol names, by library flavour
+GEMM_SYMBOLS = (
+    ("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", "scipy_openblas_set_num_threads64_"),
+    ("cblas_sgemm64_", "cblas_dgemm64_", "openblas_set_num_threads64_"),
+)
+
+
+@dataclass(frozen=True)
+class Blas:
+    """A loaded BLAS: its file and the addresses of its `?gemm` by element type."""
+
+    path: str
+    gemm: dict[str, int]
+    library: ctypes.CDLL  # kept so the library stays loaded
+
+
+def blas_requested() -> bool:
+    """False when `REVERIE_BLAS=0` asks for Reverie's own matrix kernel."""
+    return os.environ.get("REVERIE_BLAS", "").strip() != "0"
+
+
+def _mapped_libraries() -> list[str]:
+    """Files of the BLAS-like shared libraries mapped into this process (Linux)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return []
+    paths = (line.split(maxsplit=5)[-1] for line in maps.splitlines() if line.count(" ") >= 5)
+    return list(dict.fromkeys(p for p in paths if p.startswith("/") and
+                              "blas" in Path(p).name.lower()))
+
+
+def _bundled_libraries() -> list[str]:
+    """BLAS libraries shipped inside NumPy's wheel."""
+    package = Path(np.__file__).parent
+    folders = (package.parent / "numpy.libs", package / ".dylibs")
+    return [str(p) for folder in folders if folder.is_dir()
+            for p in sorted(folder.iterdir()) if "blas" in p.name.lower()]
+
+
+def _open(path: str) -> Blas | None:
+    """The library at `path` as a `Blas`, or None when it lacks ILP64 `?gemm`."""
+    try:
+        library = ctypes.CDLL(path)
+    except OSError:
+        return None
+    for sgemm, dgemm, set_threads in GEMM_SYMBOLS:
+        if hasattr(library, sgemm) and hasattr(library, dgemm):
+            _follow_thread_setting(library, set_threads)
+            address = {name: ctypes.cast(getattr(library, name), ctypes.c_void_p).value
+                       for name in (sgemm, dgemm)}
+            return Blas(path, {"f32": address[sgemm], "f64": address[dgemm]}, library)
+    return None
+
+
+def _follow_thread_setting(library: ctypes.CDLL, set_threads: str) -> None:
+    """Give OpenBLAS `REVERIE_NUM_THREADS` threads, when that is set."""
+    requested = os.environ.get("REVERIE_NUM_THREADS", "").strip()
+    if requested.isdigit() and int(requested) > 0 and hasattr(library, set_threads):
+        setter = getattr(library, set_threads)
+        setter.argtypes, setter.restype = [ctypes.c_int], None
+        setter(int(requested))
+
+
+@functools.cache
+def find_blas() -> Blas | None:
+    """The BLAS kernels call (see the module docstring), or None when there is none."""
+    for path in (*_mapped_libraries(), *_bundled_libraries()):
+        found = _open(path)
+        if found is not None:
+            return found
+    return None

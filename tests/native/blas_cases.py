@@ -1,0 +1,136 @@
+"""Calling the matrix-product helper directly, on operands fenced by inaccessible pages.
+
+`call_gemm(a, b, c)` runs the loaded helper `rv_gemm_<dtype>` (as a kernel would: its
+address from the helper table) on NumPy views of any strides, writing `c`. `guarded(shape,
+dtype, at_end)` returns an array whose first or last byte touches a PROT_NONE page, so a
+read or write past the operand's elements kills the process (tests run such calls in a
+subprocess). `LAYOUTS` names operand layouts: those BLAS can express and those it cannot.
+
+Run as a script, it multiplies every layout with guarded operands, through the helper and
+through compiled kernels, with BLAS on and off, and prints "ok".
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import mmap
+from collections.abc import Callable
+
+import numpy as np
+
+import reverie as rv
+from reverie.compiler.codegen.abi import HELPERS
+from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
+from reverie.runtime import native
+
+I64, PTR = ctypes.c_int64, ctypes.c_void_p
+GEMM = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64, I64,
+                        PTR, I64)
+_PACK = np.empty(MATMUL_PACK_ELEMENTS, np.float64)
+_PAGE = mmap.PAGESIZE
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_MAPS: list[mmap.mmap] = []  # kept mapped for the process's life
+
+
+def call_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, threads: int = 1) -> None:
+    """c = a @ b through the helper kernels call (strides in elements, any sign)."""
+    name = f"rv_gemm_{'f32' if c.dtype == np.float32 else 'f64'}"
+    table = native.load_helpers(frozenset({name}))
+    gemm = GEMM(int(table[HELPERS.index(name)]))
+    size = c.itemsize
+    m, k = a.shape
+    gemm(m, b.shape[1], k, a.ctypes.data, a.strides[0] // size, a.strides[1] // size,
+         b.ctypes.data, b.strides[0] // size, b.strides[1] // size,
+         c.ctypes.data, c.strides[0] // size, c.strides[1] // size, _PACK.ctypes.data, threads)
+
+
+def guarded(shape: tuple[int, ...], dtype: type, at_end: bool) -> np.ndarray:
+    """A C-ordered array of random values between two PROT_NONE pages, touching the one
+    after it (`at_end`) or the one before it."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    pages = -(-nbytes // _PAGE) + 2
+    memory = mmap.mmap(-1, pages * _PAGE)
+    _MAPS.append(memory)
+    start = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+    for page in (0, pages - 1):
+        if _LIBC.mprotect(ctypes.c_void_p(start + page * _PAGE), _PAGE, 0) != 0:
+            raise OSError(ctypes.get_errno(), "mprotect failed")
+    offset = (pages - 1) * _PAGE - nbytes if at_end else _PAGE
+    array = np.frombuffer(memory, dtype, int(np.prod(shape)), offset).reshape(shape)
+    array[...] = np.random.default_rng(len(_MAPS)).standard_normal(shape)
+    return array
+
+
+def _plain(array: np.ndarray) -> np.ndarray:
+    return array
+
+
+def _transposed(array: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(array.T).T
+
+
+def _every_other(array: np.ndarray) -> np.ndarray:
+    """Both strides non-unit: BLAS cannot express it."""
+    wide = np.zeros((array.shape[0], 2 * array.shape[1]), array.dtype)
+    wide[:, ::2] = array
+    return wide[:, ::2]
+
+
+def _reversed(array: np.ndarray) -> np.ndarray:
+    """A negative row stride: BLAS cannot express it."""
+    return np.ascontiguousarray(array[::-1])[::-1]
+
+
+# how an operand is laid out, and whether BLAS can take that layout
+LAYOUTS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], bool]] = {
+    "plain": (_plain, True),
+    "transposed": (_transposed, True),
+    "strided": (_every_other, False),
+    "reversed": (_reversed, False),
+}
+
+SOURCES = {
+    "nn": "fn f(a: float[M, K], b: float[K, N]) -> float[M, N] { return a @ b; }",
+    "tn": "fn f(a: float[K, M], b: float[K, N]) -> float[M, N] { return a.T @ b; }",
+    "nt": "fn f(a: float[M, K], b: float[N, K]) -> float[M, N] { return a @ b.T; }",
+    "tt": "fn f(a: float[K, M], b: float[N, K]) -> float[M, N] { return a.T @ b.T; }",
+}
+
+
+@functools.cache
+def kernel(kind: str) -> Callable[..., np.ndarray]:
+    """The compiled product of `SOURCES[kind]`."""
+    return rv.compile(SOURCES[kind]).f
+
+
+def _check_guarded(dtype: type, m: int, k: int, n: int) -> None:
+    """Every helper layout and every kernel form on operands fenced at both ends."""
+    for at_end in (False, True):
+        for a_form in ("plain", "transposed"):
+            for b_form in ("plain", "transposed"):
+                a = guarded((m, k) if a_form == "plain" else (k, m), dtype, at_end)
+                b = guarded((k, n) if b_form == "plain" else (n, k), dtype, at_end)
+                a_view = a if a_form == "plain" else a.T
+                b_view = b if b_form == "plain" else b.T
+                for c_form in ("plain", "transposed"):
+                    c = guarded((m, n) if c_form == "plain" else (n, m), dtype, at_end)
+                    c_view = c if c_form == "plain" else c.T
+                    call_gemm(a_view, b_view, c_view)
+                    np.testing.assert_allclose(c_view, a_view @ b_view, rtol=1e-4, atol=1e-4)
+                kind = ("n" if a_form == "plain" else "t") + ("n" if b_form == "plain" else "t")
+                got = kernel(kind)(a, b)
+                np.testing.assert_allclose(got, a_view @ b_view, rtol=1e-4, atol=1e-4)
+
+
+def main() -> None:
+    for enabled in (True, False):
+        native.use_blas(enabled)
+        for dtype in (np.float32, np.float64):
+            for m, k, n in ((37, 29, 10), (1, 17, 9), (8, 1, 5), (12, 40, 1), (64, 64, 64)):
+                _check_guarded(dtype, m, k, n)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
