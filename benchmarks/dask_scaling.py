@@ -17,6 +17,11 @@ for: 2 workers / 1 worker (target >= 1.6) and dask with 1 worker / single (targe
 and the fixed cost of a call (the same chunks of 10 rows each: scatter, scheduling, the
 reduction, the result's round trip).
 
+Before the clusters start, the machine's own ceiling is measured: the same gradient over the
+same chunks in one plain process, then in two plain processes at once (no Dask; spawned,
+started together at a barrier). Twice the rows in that time is the most any two workers
+could reach on this machine; the 2-worker ratio is read against it.
+
     python benchmarks/dask_scaling.py                 # about a minute on 2 idle cores
     python benchmarks/dask_scaling.py --chunks 8 --chunk-rows 10000 --repeats 3  # quick
 
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import multiprocessing
 import os
 import platform
 import statistics
@@ -89,6 +95,43 @@ def on_cluster(client: Client, loss: rv.Kernel,
     return run
 
 
+def _time_chunks(barrier: multiprocessing.synchronize.Barrier, chunks: int, chunk_rows: int,
+                 results: multiprocessing.Queue) -> None:
+    """In a spawned process: the wall time of `chunks` gradients over `chunk_rows` rows each,
+    started when every process of the measurement has compiled and reached `barrier`."""
+    os.environ["REVERIE_NUM_THREADS"] = "1"
+    grad = rv.load(MLP).mlp_loss.value_and_grad(WRT)
+    x, y, *weights = (a[:chunk_rows].compute(scheduler="sync") if isinstance(a, da.Array)
+                      else a for a in problem(chunk_rows, chunk_rows))
+    grad(x, y, *weights)
+    barrier.wait()
+    start = time.perf_counter()
+    for _ in range(chunks):
+        grad(x, y, *weights)
+    results.put(time.perf_counter() - start)
+
+
+def machine_ceiling(chunks: int, chunk_rows: int) -> float:
+    """Rows/s of two plain processes running the gradient at once ÷ rows/s of one alone:
+    what two workers could reach on this machine at best (2.0 on two free cores)."""
+    context = multiprocessing.get_context("spawn")
+
+    def wall_times(processes: int) -> list[float]:
+        barrier, results = context.Barrier(processes), context.Queue()
+        started = [context.Process(target=_time_chunks,
+                                   args=(barrier, chunks, chunk_rows, results))
+                   for _ in range(processes)]
+        for process in started:
+            process.start()
+        times = [results.get() for _ in started]
+        for process in started:
+            process.join()
+        return times
+
+    alone = wall_times(1)[0]
+    return 2 * alone / max(wall_times(2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=16)
@@ -101,6 +144,7 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, load average before: {os.getloadavg()}")
     print(f"mlp_loss value_and_grad, {rows:,} rows ({args.chunks} chunks of "
           f"{args.chunk_rows:,}) x {FEATURES} -> {HIDDEN} -> {OUTPUTS}, float32")
+    ceiling = machine_ceiling(args.chunks, args.chunk_rows)
     loss = rv.load(MLP).mlp_loss
     data = problem(rows, args.chunk_rows)
     local = [a.compute(scheduler="sync") if isinstance(a, da.Array) else a for a in data]
@@ -120,7 +164,8 @@ def main() -> None:
         print(f"{name:16} {seconds * 1e3:8.1f} ms  {rows / seconds:12,.0f} rows/s")
     print(f"fixed cost of a call (2 workers, {args.chunks} chunks of 10 rows): "
           f"{fixed * 1e3:.1f} ms")
-    print(f"2 workers / 1 worker: {one / two:.2f}x the rows/s (target >= 1.6)")
+    print(f"2 workers / 1 worker: {one / two:.2f}x the rows/s (target >= 1.6); "
+          f"2 plain processes / 1 on this machine: {ceiling:.2f}x")
     print(f"dask (1 worker) / single process: {one / single:.2f}x the time (target <= 1.3)")
     print(f"load average after: {os.getloadavg()}")
 
