@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import Dim, python_expr
 from reverie.compiler.ir.types import NUMPY_DTYPES
+
+if TYPE_CHECKING:  # (not imported: a warm start's first call checks arity without the IR)
+    from reverie.compiler.ir.core import Function
 
 
 class ArgumentTypeError(TypeError):
