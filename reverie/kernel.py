@@ -43,7 +43,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from reverie.compiler.ir.types import FLOAT_DTYPES
+from reverie.compiler.ir.dtypes import FLOAT_DTYPES
 from reverie.runtime import artifacts, launch
 from reverie.runtime.call import bind_arguments, check_arity, finish_results, float_dtype_of
 from reverie.runtime.lru import LruCache
@@ -112,6 +112,9 @@ class Kernel:
         self._call: Callable[..., object] = self._call_python
         self._entered: set[str] = set()  # dtypes whose native entry is in the call path
         self.identity: tuple | None = None  # what the kernel is, for the disk cache
+        # whether it returns one float scalar, when known without the IR (a module's
+        # function: from its function table), else found in the IR when first asked
+        self.float_scalar_result: bool | None = None
         # the kernel this one was derived from, and the key of that transform (pickling)
         self.derivation: tuple[Kernel, tuple] | None = None
 
@@ -138,6 +141,14 @@ class Kernel:
             fn.cache_key = key
             artifacts.store(key, fn)
         return fn
+
+    def returns_float_scalar(self) -> bool:
+        """Whether the kernel returns one float scalar (what `grad` needs)."""
+        if self.float_scalar_result is None:
+            types = self.ir_for("f32").result_types
+            self.float_scalar_result = (len(types) == 1 and types[0].rank == 0
+                                        and types[0].is_float)
+        return self.float_scalar_result
 
     def dtype_key(self, float_dtype: str) -> str:
         """`float_dtype`, or "f32" for a kernel whose IR does not depend on it."""

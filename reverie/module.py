@@ -112,16 +112,22 @@ class Module:
         if not isinstance(table, list):
             table = self._check()
             artifacts.store(self.key, table)
-        self.kernels = {name: self._kernel(name, params, dtypes)
-                        for name, params, dtypes in table}
+        self.kernels = {name: self._kernel(name, *entry) for name, *entry in table}
         self._executables: LruCache[Function, Executable] = LruCache(EXECUTABLE_CACHE_SIZE)
 
-    def _check(self) -> list[tuple[str, list[str], list[str]]]:
+    def _check(self) -> list[tuple[str, list[str], list[str], bool]]:
         """Parse and type-check every function (raising all their errors at once); its
-        function table: names, parameter names and declared dtypes."""
+        function table: names, parameter names, declared dtypes and whether the function
+        returns one float scalar (so `grad` needs no IR to check that)."""
         self.lowering.check_all("f32")
-        return [(fn.name, [p.name for p in fn.params], [p.type.dtype for p in fn.params])
-                for fn in (self.lowering.functions[f.name] for f in self.ast.functions)]
+        table = []
+        for name in (f.name for f in self.ast.functions):
+            params = self.lowering.functions[name].params
+            types = self.lowering.specialise(name, "f32").result_types  # (checked above)
+            scalar = len(types) == 1 and types[0].rank == 0 and types[0].is_float
+            table.append((name, [p.name for p in params], [p.type.dtype for p in params],
+                          scalar))
+        return table
 
     @functools.cached_property
     def ast(self) -> ast.Module:
@@ -137,10 +143,12 @@ class Module:
 
         return ModuleLowering(self.ast, self.max_iterations)
 
-    def _kernel(self, name: str, param_names: list[str], dtypes: list[str]) -> Kernel:
+    def _kernel(self, name: str, param_names: list[str], dtypes: list[str],
+                float_scalar_result: bool) -> Kernel:
         kernel = Kernel(self, name, list(param_names), list(dtypes),
                         lambda dtype: self.lowering.specialise(name, dtype))
         kernel.identity = (self.key, name)
+        kernel.float_scalar_result = float_scalar_result
         return kernel
 
     def executable(self, fn: Function) -> Executable:

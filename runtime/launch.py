@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from reverie.compiler.codegen.abi import HELPERS
-from reverie.compiler.ir.types import NUMPY_DTYPES
+from reverie.compiler.ir.dtypes import NUMPY_DTYPES
 
 from . import artifacts, fastcall
 from .helpers import load_helpers
