@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.dtypes import FLOAT_DTYPES
-from reverie.runtime import artifacts, launch
+from reverie.runtime import artifacts
 from reverie.runtime.call import bind_arguments, check_arity, finish_results, float_dtype_of
 from reverie.runtime.lru import LruCache
 
@@ -184,6 +184,8 @@ class Kernel:
         if entry is not None:
             self._call = entry
             if fn.cache_key:
+                from reverie.runtime import launch
+
                 launch.remember(fn.cache_key, executable.launch_record())
 
     def _launch(self, float_dtype: str) -> Callable[..., object] | None:
@@ -191,6 +193,8 @@ class Kernel:
         in the disk cache, without building its IR (None when there is none)."""
         if self.identity is None or self.module.backend != "native":
             return None
+        from reverie.runtime import launch  # (the run time's native side: on first call)
+
         ir_key = artifacts.artifact_key("ir", *self.identity, float_dtype)
 
         def make_ir() -> str:  # only if the object code itself is missing
