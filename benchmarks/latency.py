@@ -210,7 +210,7 @@ def warm_arguments(path: str, fn: str, dims: dict, directory: str) -> list[str]:
     from reverie.cli_grad import random_arguments
 
     kernel = rv.load(path)[fn]
-    args = [np.ascontiguousarray(a) for a in
+    args = [np.array(a, order="C") for a in  # (ascontiguousarray makes 0-d arrays 1-d)
             random_arguments(kernel.ir_for("f64"), dims, np.random.default_rng(0))]
     data = os.path.join(directory, "arguments.bin")
     with open(data, "wb") as file:
