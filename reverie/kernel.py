@@ -25,7 +25,10 @@ refers to it.
 A kernel's `identity` says what it is: its module's key and function name, then each
 transform that derived it. Its IR per dtype, and what the native backend makes of it, are
 kept under that identity in the whole-pipeline cache (`runtime/artifacts.py`), so a new
-process with a populated cache reaches native code without parsing or transforming.
+process with a populated cache reaches native code without parsing or transforming; and a
+specialisation's first call makes its native entry from the cache's launch record
+(`runtime/launch.py`) without building its IR at all (`run`). This module imports neither
+the IR's classes nor the tape until a call needs them (the tape once Tensors exist).
 
 Kernels pickle as what they are, never as native code: a module's function as its module
 (source, name, options) and its name; a transform as the kernel it was derived from and
