@@ -14,8 +14,10 @@ Three parts, each with its peer measured in the same run:
    `import reverie`, then compiling `examples/mlp.rv` and getting the first value and
    gradient; and larger kernels' first gradients; beside `jax.jit(jax.grad)`'s first call
    on the same MLP, also in a fresh subprocess.
-3. **Warm start**: the same subprocess again with the cache it just populated, timed from
-   the end of `import reverie` to the first gradient result.
+3. **Warm start**: a fresh subprocess with the cache the cold one just populated, timed
+   from the end of `import reverie` to the first gradient result, its arguments (the cold
+   run's, passed as raw bytes) made before Reverie is imported; and the times of
+   `import numpy` and of `import reverie` after it, in the same child.
 
 Parts 2 and 3 also give, in brackets, the child's CPU time over the same span (all its
 threads), which a machine shared with other work inflates far less than the wall clock.
@@ -129,6 +131,34 @@ print(json.dumps({"import": imported - start, "value": first_value - imported,
                   "gradient": done - imported, "cpu": time.process_time() - cpu_imported}))
 """
 
+# The warm start: arguments read from raw bytes (nothing imported for them) before
+# `import reverie`, so the measured span is Reverie's alone.
+WARM_CHILD = """
+import json, sys, time
+start, cpu_start = time.perf_counter(), time.process_time()
+import numpy as np
+numpy_done, cpu_numpy = time.perf_counter(), time.process_time()
+path, fn, wrt, arguments = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+with open(sys.argv[5], "rb") as file:
+    data = file.read()
+args, offset = [], 0
+for dtype, shape, size in arguments:
+    args.append(np.frombuffer(data, dtype, size // np.dtype(dtype).itemsize, offset)
+                .reshape(shape).copy())
+    offset += size
+begin = time.perf_counter()
+import reverie as rv
+imported, cpu_imported = time.perf_counter(), time.process_time()
+kernel = rv.load(path)[fn]
+value = kernel(*args)
+grad = kernel.grad(None if wrt == "-" else wrt.split(","))(*args)
+done, cpu_done = time.perf_counter(), time.process_time()
+modules = sorted(m for m in sys.modules if m.startswith(("reverie.", "llvmlite", "lark")))
+print(json.dumps({"numpy": numpy_done - start, "reverie": imported - begin,
+                  "gradient": done - imported, "cpu": cpu_done - cpu_imported,
+                  "cpu_numpy": cpu_numpy - cpu_start, "modules": modules}))
+"""
+
 JAX_CHILD = """
 import json, time
 import numpy as np
@@ -173,6 +203,32 @@ def run_child(script: str, args: list[str], cache: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def warm_arguments(path: str, fn: str, dims: dict, directory: str) -> list[str]:
+    """The cold child's arguments for `fn` of `path` (same generator, same seed) written as
+    raw bytes to a file in `directory`: WARM_CHILD's argv after `path, fn, wrt`."""
+    import reverie as rv
+    from reverie.cli_grad import random_arguments
+
+    kernel = rv.load(path)[fn]
+    args = [np.array(a, order="C") for a in  # (ascontiguousarray makes 0-d arrays 1-d)
+            random_arguments(kernel.ir_for("f64"), dims, np.random.default_rng(0))]
+    data = os.path.join(directory, "arguments.bin")
+    with open(data, "wb") as file:
+        for a in args:
+            file.write(a.tobytes())
+    return [json.dumps([(a.dtype.str, a.shape, a.nbytes) for a in args]), data]
+
+
+def warm_start(argv: list[str], cache: str) -> dict:
+    """One warm start (WARM_CHILD) with the populated `cache`; it must not have imported
+    the compiler (reported in the row: `compiler_imported`)."""
+    warm = run_child(WARM_CHILD, argv, cache)
+    compiler = [m for m in warm.pop("modules") if m.startswith((
+        "reverie.compiler.ir.core", "reverie.compiler.pipeline", "reverie.dsl.parser",
+        "llvmlite.binding", "lark"))]
+    return {**warm, "compiler_imported": compiler}
+
+
 def cold_and_warm(with_jax: bool) -> tuple[list[dict], dict | None]:
     """Cold then warm first-gradient times per kernel, each in a fresh subprocess."""
     rows = []
@@ -182,10 +238,12 @@ def cold_and_warm(with_jax: bool) -> tuple[list[dict], dict | None]:
         with tempfile.TemporaryDirectory() as cache:
             argv = [path, fn, wrt, json.dumps(dims)]
             cold = run_child(REVERIE_CHILD, argv, cache)
-            warm = run_child(REVERIE_CHILD, argv, cache)
+            warm = warm_start([path, fn, wrt, *warm_arguments(path, fn, dims, cache)], cache)
         rows.append({"kernel": label, "import": cold["import"], "cold": cold["gradient"],
-                     "warm": warm["gradient"], "warm_import": warm["import"],
-                     "cold_cpu": cold["cpu"], "warm_cpu": warm["cpu"]})
+                     "warm": warm["gradient"], "warm_import": warm["reverie"],
+                     "warm_numpy": warm["numpy"], "cold_cpu": cold["cpu"],
+                     "warm_cpu": warm["cpu"], "warm_numpy_cpu": warm["cpu_numpy"],
+                     "compiler_imported": warm["compiler_imported"]})
     jax_row = run_child(JAX_CHILD, [], tempfile.gettempdir()) if with_jax else None
     return rows, jax_row
 
@@ -214,6 +272,17 @@ def report(calls: list[dict], compiles: list[dict], jax_row: dict | None) -> str
     if jax_row is not None:
         lines.append(f"| JAX `jit(grad)` first call, same MLP (peer) | — | "
                      f"{jax_row['gradient']:.2f} ({jax_row['cpu']:.2f}) | — |")
+    if compiles:
+        lines += ["", "Warm start (fresh process, populated cache), `import numpy` beside it:", "",
+                  "| kernel | `import numpy` ms (CPU ms) | then `import reverie` ms | warm: "
+                  "first gradient after import ms (CPU ms) | warm CPU ÷ numpy import CPU | "
+                  "compiler imported |", "|---|---|---|---|---|---|"]
+    for row in compiles:
+        lines.append(f"| {row['kernel']} | {row['warm_numpy'] * 1e3:.0f} "
+                     f"({row['warm_numpy_cpu'] * 1e3:.0f}) | {row['warm_import'] * 1e3:.1f} | "
+                     f"{row['warm'] * 1e3:.1f} ({row['warm_cpu'] * 1e3:.1f}) | "
+                     f"{row['warm_cpu'] / row['warm_numpy_cpu']:.2f} | "
+                     f"{', '.join(row['compiler_imported']) or 'none'} |")
     return "\n".join(lines)
 
 

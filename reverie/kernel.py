@@ -25,7 +25,10 @@ refers to it.
 A kernel's `identity` says what it is: its module's key and function name, then each
 transform that derived it. Its IR per dtype, and what the native backend makes of it, are
 kept under that identity in the whole-pipeline cache (`runtime/artifacts.py`), so a new
-process with a populated cache reaches native code without parsing or transforming.
+process with a populated cache reaches native code without parsing or transforming; and a
+specialisation's first call makes its native entry from the cache's launch record
+(`runtime/launch.py`) without building its IR at all (`run`). This module imports neither
+the IR's classes nor the tape until a call needs them (the tape once Tensors exist).
 
 Kernels pickle as what they are, never as native code: a module's function as its module
 (source, name, options) and its name; a transform as the kernel it was derived from and
@@ -39,23 +42,47 @@ disk cache, whatever number of tasks carry it:
 from __future__ import annotations
 
 import pickle
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.types import FLOAT_DTYPES
+from reverie.compiler.ir.dtypes import FLOAT_DTYPES
 from reverie.runtime import artifacts
 from reverie.runtime.call import bind_arguments, check_arity, finish_results, float_dtype_of
 from reverie.runtime.lru import LruCache
-from reverie.runtime.tape import record_call, records_call
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from reverie.compiler.ir.core import Function
+
     from .module import Module
 
 Wrt = str | int | Sequence[str | int] | None
 TRANSFORM_CACHE_SIZE = 64
+
+
+def records_call(args: Sequence[object]) -> bool:
+    """Whether a call must be recorded. No argument can be a Tensor before
+    `runtime/tensor.py` is imported (so a warm start need not import the tape); once it is,
+    the tape's own `records_call` and `record_call` take the place of these stand-ins."""
+    if "reverie.runtime.tensor" not in sys.modules:
+        return False
+    _use_tape()
+    return records_call(args)
+
+
+def record_call(kernel: Kernel, args: Sequence[object]) -> object:
+    """The tape's `record_call` (a stand-in until `_use_tape`)."""
+    _use_tape()
+    return record_call(kernel, args)
+
+
+def _use_tape() -> None:
+    """Put the tape's `records_call` and `record_call` in place of the stand-ins above."""
+    from reverie.runtime import tape
+
+    globals().update(records_call=tape.records_call, record_call=tape.record_call)
 
 
 def is_plain(value: object) -> bool:
@@ -86,8 +113,11 @@ class Kernel:
         # what a call runs: the Python path, until native entries (one per compiled
         # specialisation, each falling back to the one before) take the common calls
         self._call: Callable[..., object] = self._call_python
-        self._native: set[Function] = set()
+        self._entered: set[str] = set()  # dtypes whose native entry is in the call path
         self.identity: tuple | None = None  # what the kernel is, for the disk cache
+        # whether it returns one float scalar, when known without the IR (a module's
+        # function: from its function table), else found in the IR when first asked
+        self.float_scalar_result: bool | None = None
         # the kernel this one was derived from, and the key of that transform (pickling)
         self.derivation: tuple[Kernel, tuple] | None = None
 
@@ -103,6 +133,8 @@ class Kernel:
     def _specialise(self, float_dtype: str) -> Function:
         """The IR for `float_dtype`: from the whole-pipeline cache when this kernel has an
         identity and the IR is there, else built (and kept there)."""
+        from reverie.compiler.ir.core import Function  # (only a call that needs the IR)
+
         if self.identity is None:
             return self._build(float_dtype)
         key = artifacts.artifact_key("ir", *self.identity, float_dtype)
@@ -112,6 +144,14 @@ class Kernel:
             fn.cache_key = key
             artifacts.store(key, fn)
         return fn
+
+    def returns_float_scalar(self) -> bool:
+        """Whether the kernel returns one float scalar (what `grad` needs)."""
+        if self.float_scalar_result is None:
+            types = self.ir_for("f32").result_types
+            self.float_scalar_result = (len(types) == 1 and types[0].rank == 0
+                                        and types[0].is_float)
+        return self.float_scalar_result
 
     def dtype_key(self, float_dtype: str) -> str:
         """`float_dtype`, or "f32" for a kernel whose IR does not depend on it."""
@@ -138,20 +178,50 @@ class Kernel:
         return self.run(*args)
 
     def enter_native(self, fn: Function) -> None:
-        """Put the native entry of specialisation `fn` in front of the call path (once;
-        nothing for a backend or a boundary without one). Calls do this themselves."""
-        self._native.add(fn)
-        make = getattr(self.module.executable(fn), "native_entry", None)
+        """Put the native entry of specialisation `fn` in front of the call path (nothing
+        for a backend or a boundary without one), and remember how to make it without the
+        IR (`runtime/launch.py`). Calls do this themselves, once per specialisation."""
+        executable = self.module.executable(fn)
+        make = getattr(executable, "native_entry", None)
         entry = make(self._call, not self._single) if make is not None else None
         if entry is not None:
             self._call = entry
+            if fn.cache_key:
+                from reverie.runtime import launch
+
+                launch.remember(fn.cache_key, executable.launch_record())
+
+    def _launch(self, float_dtype: str) -> Callable[..., object] | None:
+        """The native entry of the `float_dtype` specialisation made from its launch record
+        in the disk cache, without building its IR (None when there is none)."""
+        if self.identity is None or self.module.backend != "native":
+            return None
+        from reverie.runtime import launch  # (the run time's native side: on first call)
+
+        ir_key = artifacts.artifact_key("ir", *self.identity, float_dtype)
+
+        def make_ir() -> str:  # only if the object code itself is missing
+            from reverie.runtime.native import source_ir_of
+
+            return source_ir_of(self.ir_for(float_dtype))
+
+        return launch.native_entry(ir_key, self._call, not self._single, make_ir)
 
     def run(self, *args: object) -> object:
         """Run on the arguments' arrays and return NumPy results (never recorded); from
-        then on the specialisation's native entry serves the calls it can take."""
-        fn = self.specialisation_for(args)
+        then on the specialisation's native entry serves the calls it can take: made from
+        the disk cache's launch record when there is one (no IR), else from the IR."""
+        float_dtype = self.float_dtype_for(args)
+        if float_dtype not in self._entered:
+            entry = self._launch(float_dtype)
+            if entry is not None:
+                self._entered.add(float_dtype)
+                self._call = entry
+                return entry(*args)  # calls it does not take come back here, entered
+        fn = self.ir_for(float_dtype)
         result = self.execute(fn, args)
-        if fn not in self._native:
+        if float_dtype not in self._entered:
+            self._entered.add(float_dtype)
             self.enter_native(fn)
         return result
 

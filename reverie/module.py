@@ -23,31 +23,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.iteration_limit import max_iterations as resolve_max_iterations
-from reverie.compiler.ir.printer import format_function
 from reverie.compiler.lazy import lazy
-from reverie.compiler.pipeline import Request, back_end_start, climb, compile_source
-from reverie.compiler.pipeline import stage as ladder_stage
-from reverie.compiler.print_ir import capture
-from reverie.dsl.diagnostics import did_you_mean
 from reverie.runtime import artifacts
-from reverie.runtime.call import BoundCall
 from reverie.runtime.lru import LruCache
 
 from .kernel import Kernel
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from reverie.compiler.ir.core import Function
     from reverie.compiler.lower import ModuleLowering
     from reverie.dsl import ast
+    from reverie.runtime.call import BoundCall
+
+    Executable = Callable[[BoundCall], list[np.ndarray]]
 
 BACKENDS = ("native", "interp", "mlir")
 EXECUTABLE_CACHE_SIZE = 256
 UNPICKLED_MODULES = 16
-
-Executable = Callable[[BoundCall], list[np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -83,6 +78,16 @@ FORMATS = ("text", "dot")  # dot: a dataflow graph (compiler/ir/dot.py), of DOT_
 DOT_STAGES = ("tensor", "grad")
 
 
+# What a module whose function table came from the disk cache does not need to be called
+# (the front end, the ladder, the printers), imported on first use: a warm start loads none.
+Request = lazy("reverie.compiler.pipeline:Request")
+back_end_start = lazy("reverie.compiler.pipeline:back_end_start")
+climb = lazy("reverie.compiler.pipeline:climb")
+compile_source = lazy("reverie.compiler.pipeline:compile_source")
+ladder_stage = lazy("reverie.compiler.pipeline:stage")
+capture = lazy("reverie.compiler.print_ir:capture")
+did_you_mean = lazy("reverie.dsl.diagnostics:did_you_mean")
+format_function = lazy("reverie.compiler.ir.printer:format_function")
 interpret = lazy("reverie.compiler.ir.interpreter:interpret")  # the "interp" backend only
 format_ast = lazy("reverie.dsl.printer:format_ast")  # stage "ast" only
 format_ast_function = lazy("reverie.dsl.printer:format_function")
@@ -107,16 +112,22 @@ class Module:
         if not isinstance(table, list):
             table = self._check()
             artifacts.store(self.key, table)
-        self.kernels = {name: self._kernel(name, params, dtypes)
-                        for name, params, dtypes in table}
+        self.kernels = {name: self._kernel(name, *entry) for name, *entry in table}
         self._executables: LruCache[Function, Executable] = LruCache(EXECUTABLE_CACHE_SIZE)
 
-    def _check(self) -> list[tuple[str, list[str], list[str]]]:
+    def _check(self) -> list[tuple[str, list[str], list[str], bool]]:
         """Parse and type-check every function (raising all their errors at once); its
-        function table: names, parameter names and declared dtypes."""
+        function table: names, parameter names, declared dtypes and whether the function
+        returns one float scalar (so `grad` needs no IR to check that)."""
         self.lowering.check_all("f32")
-        return [(fn.name, [p.name for p in fn.params], [p.type.dtype for p in fn.params])
-                for fn in (self.lowering.functions[f.name] for f in self.ast.functions)]
+        table = []
+        for name in (f.name for f in self.ast.functions):
+            params = self.lowering.functions[name].params
+            types = self.lowering.specialise(name, "f32").result_types  # (checked above)
+            scalar = len(types) == 1 and types[0].rank == 0 and types[0].is_float
+            table.append((name, [p.name for p in params], [p.type.dtype for p in params],
+                          scalar))
+        return table
 
     @functools.cached_property
     def ast(self) -> ast.Module:
@@ -132,10 +143,12 @@ class Module:
 
         return ModuleLowering(self.ast, self.max_iterations)
 
-    def _kernel(self, name: str, param_names: list[str], dtypes: list[str]) -> Kernel:
+    def _kernel(self, name: str, param_names: list[str], dtypes: list[str],
+                float_scalar_result: bool) -> Kernel:
         kernel = Kernel(self, name, list(param_names), list(dtypes),
                         lambda dtype: self.lowering.specialise(name, dtype))
         kernel.identity = (self.key, name)
+        kernel.float_scalar_result = float_scalar_result
         return kernel
 
     def executable(self, fn: Function) -> Executable:

@@ -28,16 +28,18 @@ turns a cache key back into its transform (how a pickled derived kernel is unpic
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from reverie.compiler.ir.core import Block, Function
-from reverie.compiler.ir.dims import evaluate_shape, num_elements
-from reverie.compiler.ir.types import NUMPY_DTYPES
+from reverie.compiler.ir.dtypes import NUMPY_DTYPES
 from reverie.compiler.lazy import lazy
 from reverie.runtime.call import ArgumentTypeError, bind_arguments, float_dtype_of
 
 from .kernel import Kernel, Wrt
+
+if TYPE_CHECKING:
+    from reverie.compiler.ir.core import Function
 
 # The passes run when a transform's IR is first built, which a process finding that IR in
 # the disk cache never does: imported then.
@@ -47,6 +49,10 @@ jacobian_function = lazy("reverie.compiler.transforms.jacobian:jacobian_function
 grad_function = lazy("reverie.compiler.transforms.reverse:grad_function")
 vjp_function = lazy("reverie.compiler.transforms.reverse:vjp_function")
 simplify = lazy("reverie.compiler.transforms.simplify:simplify")
+# ... and the IR itself, which a warm start's `f.grad(...)(...)` never builds
+Block = lazy("reverie.compiler.ir.core:Block")
+evaluate_shape = lazy("reverie.compiler.ir.dims:evaluate_shape")
+num_elements = lazy("reverie.compiler.ir.dims:num_elements")
 
 
 def select_results(fn: Function, keep: Sequence[int], name: str) -> Function:
@@ -99,9 +105,8 @@ def _one_or_tuple(values: Sequence[object], single: bool) -> object:
 
 def _require_scalar(kernel: Kernel, what: str) -> None:
     """ValueError unless `kernel` returns one float scalar (what `what` needs)."""
-    types = kernel.ir_for("f32").result_types
-    if len(types) != 1 or types[0].rank != 0 or not types[0].is_float:
-        shown = ", ".join(map(str, types))
+    if not kernel.returns_float_scalar():
+        shown = ", ".join(map(str, kernel.ir_for("f32").result_types))
         raise ValueError(f"{kernel.name}.{what}() needs a function returning one float "
                          f"scalar, but it returns {shown}; use {kernel.name}.vjp() for "
                          "non-scalar outputs")

@@ -12,7 +12,9 @@ size, modification time), so editing the compiler invalidates everything it wrot
 - "ir": one kernel specialisation's tensor IR, a pickled `Function` (`reverie/kernel.py`);
 - "native": the loop program the native backend made of that IR (call layout, error
   sites, call boundary) and, in `remembered.remembered_module`, the key of its object code
-  (`runtime/native.py`).
+  (`runtime/native.py`);
+- "launch": what making that specialisation's native entry needs, in plain data, so a
+  warm start makes it without the IR (`runtime/launch.py`).
 
 `REVERIE_PIPELINE_CACHE=0` makes every stage run again (the tests that replace a rule of
 the compiler use it).

@@ -62,8 +62,9 @@ def _mapped_libraries() -> list[str]:
     except OSError:
         return []
     paths = (line.split(maxsplit=5)[-1] for line in maps.splitlines() if line.count(" ") >= 5)
+    # os.path, not pathlib: a process maps hundreds of files, and a warm start reads this
     return list(dict.fromkeys(p for p in paths if p.startswith("/") and
-                              "blas" in Path(p).name.lower()))
+                              "blas" in os.path.basename(p).lower()))
 
 
 def _bundled_libraries() -> list[str]:

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.dims import Dim, python_expr
-from reverie.compiler.ir.types import NUMPY_DTYPES
+from reverie.compiler.ir.dtypes import NUMPY_DTYPES
+
+if TYPE_CHECKING:  # (not imported: a warm start's first call checks arity without the IR)
+    from reverie.compiler.ir.core import Function
+    from reverie.compiler.ir.dims import Dim
 
 
 class ArgumentTypeError(TypeError):
@@ -129,6 +132,8 @@ class FastBinder:
     else, and the full path then converts or explains."""
 
     def __init__(self, fn: Function) -> None:
+        from reverie.compiler.ir.dims import python_expr  # (a call that has the IR)
+
         self.arity = len(fn.params)
         self.dtypes = [NUMPY_DTYPES[p.type.dtype] for p in fn.params]
         self.ranks = [p.type.rank for p in fn.params]

@@ -2,11 +2,9 @@
 
 Compiling climbs the ladder of `compiler/pipeline.py` from the function: fuse → to_loops →
 codegen → llvm-opt → jit (LLVM O3 with the vectorisers, disk object cache; see
-`runtime/jit.py`). A kernel that multiplies matrices first compiles the
-run-time helper it calls (`gemm.helper_module`, once per process per element type, at
-HELPER_PIPELINE) and enters its address in the helper table every kernel receives; the
-helper calls the OpenBLAS NumPy uses where the operands' layout allows (`runtime/blas.py`;
-`REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own kernel only).
+`runtime/jit.py`). A kernel that multiplies matrices first loads the run-time helper it
+calls and enters its address in the helper table every kernel receives
+(`runtime/helpers.py`, whose names are re-exported here).
 
 Calling a `NativeKernel` on a `BoundCall` (the checked, converted arguments and dimension
 sizes from `runtime/call.py`):
@@ -27,22 +25,12 @@ sizes from `runtime/call.py`):
 from __future__ import annotations
 
 import ctypes
-import functools
-import os
-import threading
 import weakref
 from collections.abc import Callable
 
 import numpy as np
 
-from reverie.compiler.codegen.abi import (
-    ARRAY_DATA_OFFSET,
-    HELPERS,
-    ITEMSIZE,
-    POOL_SLOT,
-    entry_symbol,
-    helpers_called,
-)
+from reverie.compiler.codegen.abi import ARRAY_DATA_OFFSET, ITEMSIZE, entry_symbol, helpers_called
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import python_expr
 from reverie.compiler.ir.types import NUMPY_DTYPES
@@ -50,17 +38,19 @@ from reverie.compiler.loops.ir import Program, workspace_offsets
 from reverie.compiler.loops.printer import format_program
 from reverie.compiler.pipeline import back_end_start, climb
 
-from . import artifacts
+from . import artifacts, helpers
 from .artifacts import artifact_key
-from .blas import blas_requested, find_blas
 from .call import BoundCall
 from .fastcall import LAYOUT_OK, native_entry
-from .jit import JitModule, Pipeline
-from .pool import pool_entry, pool_threads
+from .helpers import HELPER_PIPELINE as HELPER_PIPELINE  # re-exported, as are the helpers'
+from .helpers import _helper as _helper  # loading and BLAS switch (tests use them here)
+from .helpers import helper_table as helper_table
+from .helpers import load_helpers
+from .helpers import use_blas as use_blas
 from .remembered import host_description, remembered_module
 
 _KERNELS: weakref.WeakKeyDictionary[Function, NativeKernel] = weakref.WeakKeyDictionary()
-_LOCK = threading.RLock()
+_LOCK = helpers.LOCK
 ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
 OBJECT_ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 _NO_WORKSPACE = np.empty(1, np.uint8)
@@ -102,80 +92,32 @@ def _pop_or(spares: list, make: Callable[[], object]) -> object:
         return make()
 
 
-# The helpers' inner loops are written with explicit vector FMAs: O2 without the SLP
-# vectoriser and unrolling runs them as fast as O3 (256^3 and matrix-vector products,
-# measured) and compiles in about half the time (0.4 s -> 0.2 s per helper).
-HELPER_PIPELINE = Pipeline(speed_level=2, slp_vectorization=False)
+def loop_program(fn: Function) -> Program:
+    """The loop program of `fn`: from the whole-pipeline cache when `fn` has a `cache_key`
+    (a kernel specialisation, see `Kernel.ir_for`) and it is there, else made (and kept)."""
+    key = fn.cache_key and artifact_key("native", fn.cache_key, host_description())
+    program = artifacts.load(key) if key else None
+    if not isinstance(program, Program):
+        program = climb(fn, start=back_end_start("native"), stop="to_loops")["to_loops"]
+        if key:
+            artifacts.store(key, program)
+    return program
 
 
-@functools.cache
-def _helper(name: str) -> JitModule:
-    """The compiled module of the run-time helper `name` (once per process; a process that
-    finds it in the disk cache loads it without generating its IR)."""
-    def make_ir() -> str:
-        # the generator, and llvmlite.ir with it, is imported only when the IR is made
-        from reverie.compiler.codegen.gemm import helper_module
-
-        return helper_module(name)
-
-    key = artifact_key("helper", name, HELPER_PIPELINE, host_description())
-    return remembered_module(key, make_ir, name=name, pipeline=HELPER_PIPELINE)
+def object_key(ir_key: str) -> str:
+    """The key under which the object code of the kernel whose IR is cached under
+    `ir_key` is remembered (`runtime/remembered.py`)."""
+    return artifact_key("native object", ir_key, host_description())
 
 
-@functools.cache
-def helper_table() -> np.ndarray:
-    """The table passed to every kernel: addresses of the run-time helpers in `gemm.HELPERS`
-    order (0 until a kernel calling that helper is compiled), then the thread count and the
-    worker pool's entry (`runtime/pool.py`; see `codegen/abi.py`). A child process made by
-    `fork` runs its kernels on one thread: the pool's threads were not copied into it, and
-    libgomp would wait for them for ever."""
-    table = np.array([0] * len(HELPERS) + [pool_threads(), pool_entry()], dtype=np.int64)
-    os.register_at_fork(after_in_child=lambda: table.__setitem__(POOL_SLOT, 0))
-    return table
+def _codegen(program: Program) -> str:
+    """The LLVM IR of a loop program, as generated."""
+    return climb(program, start="codegen", stop="codegen")["codegen"]
 
 
-def load_helpers(names: frozenset[str]) -> np.ndarray:
-    """Compile the helpers `names` not yet loaded, hand each the BLAS it may call, and enter
-    them in the helper table."""
-    table = helper_table()
-    with _LOCK:
-        for name in names:
-            slot = HELPERS.index(name)
-            if not table[slot]:
-                _give_blas(name, _blas_wanted[0])
-                table[slot] = _helper(name).address(name)
-    return table
-
-
-# Matrix products call OpenBLAS (the one NumPy uses, `runtime/blas.py`) where the layout
-# allows, and the own kernel (`gemm.py`) otherwise. Measured on the 2-core AVX2 machine,
-# one thread each (`OPENBLAS_NUM_THREADS=1 REVERIE_NUM_THREADS=1`), own kernel ÷ OpenBLAS:
-# W2's 4096x512 @ 512x10 1.07 (f32) / 1.02 (f64), its X^T @ G 1.46 / 1.97, W3's
-# x^T @ d_pre 1.22 / 1.40, h^T @ d_out 1.60 / 1.76, 256^3 1.06 / 1.07: OpenBLAS's
-# edge kernels for narrow N and its vectorised packing of transposed operands are what
-# the own kernel lacks. Through BLAS the same kernels take 1.01-1.06x NumPy's `@` (the
-# difference is Reverie's call path) and give NumPy's bits (see benchmarks/README.md).
-_blas_wanted = [blas_requested()]  # REVERIE_BLAS=0: own kernel only; `use_blas` changes it
-_SET_BLAS = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
-def _give_blas(name: str, enabled: bool) -> None:
-    """Tell the helper `name` which BLAS `?gemm` to call (none: its own kernel)."""
-    library = find_blas() if enabled else None
-    address = library.gemm[name.removeprefix("rv_gemm_")] if library else None
-    _SET_BLAS(_helper(name).address(name + "_use_blas"))(address)
-
-
-def use_blas(enabled: bool) -> bool:
-    """Let matrix products call BLAS (when one was found) or only the own kernel, from now
-    on, in this process; returns the previous setting. (Tests compare the two paths.)"""
-    with _LOCK:
-        previous, _blas_wanted[0] = _blas_wanted[0], enabled
-        table = helper_table()
-        for slot, name in enumerate(HELPERS):
-            if table[slot]:
-                _give_blas(name, enabled)
-    return previous
+def source_ir_of(fn: Function) -> str:
+    """The LLVM IR generated for specialisation `fn` (what its remembered module holds)."""
+    return _codegen(loop_program(fn))
 
 
 class NativeKernel:
@@ -200,21 +142,12 @@ class NativeKernel:
         cache entry goes when the Function does). A function with a `cache_key` (a kernel
         specialisation, see `Kernel.ir_for`) takes its loop program and object code from
         the whole-pipeline cache when they are there (`runtime/artifacts.py`)."""
-        key = fn.cache_key and artifact_key("native", fn.cache_key, host_description())
-        program = artifacts.load(key) if key else None
-        if not isinstance(program, Program):
-            program = climb(fn, start=back_end_start("native"), stop="to_loops")["to_loops"]
-            if key:
-                artifacts.store(key, program)
-        self.program = program
+        self.program = program = loop_program(fn)
         symbol = entry_symbol(program)
-
-        def make_ir() -> str:
-            return climb(program, start="codegen", stop="codegen")["codegen"]
-
-        if key:
-            object_key = artifact_key("native object", fn.cache_key, host_description())
-            self._jit = remembered_module(object_key, make_ir, name=symbol)
+        self._object_key = fn.cache_key and object_key(fn.cache_key)
+        if self._object_key:
+            self._jit = remembered_module(self._object_key, lambda: _codegen(program),
+                                          name=symbol)
         else:
             self._jit = climb(program, start="codegen", stop="jit")["jit"]
         self._vectorcall = (self._jit.address(symbol + "_vectorcall")
@@ -241,6 +174,18 @@ class NativeKernel:
         return native_entry(self._vectorcall, self.program.name, fallback,
                             self.program.boundary.dtypes, [b.dtype for b in self.program.outputs],
                             tuple_result, self._helpers, keep_alive=self)
+
+    def launch_record(self) -> tuple | None:
+        """What `runtime/launch.py` needs to make this kernel's native entry in a later
+        process without its IR: the entry's symbol and name, the parameter and output
+        dtypes, the helpers it calls and its object code's key (None: no native entry, or
+        code the whole-pipeline cache does not remember)."""
+        if self._vectorcall is None or not self._object_key:
+            return None
+        return (entry_symbol(self.program), self.program.name,
+                tuple(self.program.boundary.dtypes),
+                tuple(b.dtype for b in self.program.outputs),
+                tuple(sorted(helpers_called(self.program))), self._object_key)
 
     @property
     def c_entry(self) -> tuple[int, np.ndarray]:

@@ -27,7 +27,6 @@ run on); `REVERIE_NUM_THREADS=1` runs the one-thread code paths and never starts
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import os
 from collections.abc import Iterator
@@ -49,7 +48,11 @@ def pool_entry() -> int:
     thread is wanted: the pool is then never loaded)."""
     if pool_threads() <= 1:
         return 0
-    for name in (*_system_copies(), "libgomp.so.1", ctypes.util.find_library("gomp")):
+    for name in (*_system_copies(), "libgomp.so.1", None):
+        if name is None:  # the last resort: ctypes.util imports subprocess (~10 ms)
+            from ctypes.util import find_library
+
+            name = find_library("gomp")
         if not name:
             continue
         try:

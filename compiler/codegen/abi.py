@@ -5,12 +5,16 @@ are here so that `runtime/native.py` can load and call cached code without impor
 code generators: entry symbol names, where an ndarray keeps its data pointer, element
 sizes, the run-time helpers a kernel may call (the helper table's order), where the table
 keeps the thread count and the worker pool's entry, and the most threads a matrix product
-uses.
+uses. It imports nothing at module level, so a warm start reads these facts without
+loading the loop IR (`helpers_called` imports it when a program is at hand).
 """
 
 from __future__ import annotations
 
-from reverie.compiler.loops.ir import Matmul, Program
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reverie.compiler.loops.ir import Program
 
 ARRAY_DATA_OFFSET = 16  # bytes from a CPython ndarray object to its data pointer field
 ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
@@ -44,5 +48,7 @@ def entry_symbol(program: Program) -> str:
 
 def helpers_called(program: Program) -> frozenset[str]:
     """The helpers (names in HELPERS) that the kernel of `program` calls."""
+    from reverie.compiler.loops.ir import Matmul
+
     return frozenset(f"rv_gemm_{stmt.out.buffer.dtype}" for stmt in program.walk()
                      if isinstance(stmt, Matmul))

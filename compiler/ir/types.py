@@ -8,21 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from .dims import Dim, Shape, shape_str
-
-FLOAT_DTYPES = ("f32", "f64")
-INT_DTYPES = ("i32", "i64")
-DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
-
-NUMPY_DTYPES = {
-    "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-    "i32": np.dtype(np.int32),
-    "i64": np.dtype(np.int64),
-    "bool": np.dtype(np.bool_),
-}
+from .dtypes import DTYPES as DTYPES  # the element types, re-exported (see dtypes.py)
+from .dtypes import FLOAT_DTYPES as FLOAT_DTYPES
+from .dtypes import INT_DTYPES as INT_DTYPES
+from .dtypes import NUMPY_DTYPES as NUMPY_DTYPES
 
 
 class ShapeError(Exception):

@@ -1,6 +1,10 @@
-"""Start-up work: what `import reverie` imports, and the parser generated ahead of time.
+"""Start-up work: what `import reverie` and a warm start import, and the parser generated
+ahead of time.
 
-No timings: fresh processes report which modules they imported. dsl/generated_parser.py
+No timings: fresh processes report which modules they imported. A warm start (a new
+process whose disk cache holds the module: `runtime/launch.py`) reaches its first value
+and gradient without importing the front end, the IR, the passes, the loop IR, the code
+generators or LLVM, and gets the cold process's results and errors. dsl/generated_parser.py
 must be what Lark's stand-alone generator makes of today's grammar.lark (same code, same
 grammar hash; `REVERIE_UPDATE_GOLDEN=1` regenerates it), must parse exactly like a parser
 Lark builds from the grammar, and parsing must never import Lark (which builds tables).
@@ -20,10 +24,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import lark
+import numpy as np
 import pytest
 
 import reverie as rv
 from reverie.dsl import generated_parser, parser
+from reverie.runtime import artifacts, launch
 
 DSL = Path(parser.__file__).parent
 GOLDEN = Path(__file__).parents[1] / "golden"
@@ -51,6 +57,56 @@ def imported_modules(statements: str) -> set[str]:
                             timeout=CHILD_TIMEOUT_S)
     assert result.returncode == 0, result.stderr
     return set(json.loads(result.stdout))
+
+
+# A first value and gradient, then a call with a bad argument (its error message), and the
+# modules Reverie imported for the first two (arguments are made before `import reverie`).
+WARM_CHILD = """
+import json, sys
+import numpy as np
+rng = np.random.default_rng(0)
+args = [rng.standard_normal(s) for s in [(8, 3), (8, 2), (3, 5), (5,), (5, 2), (2,)]]
+before = set(sys.modules)
+import reverie as rv
+kernel = rv.load("examples/mlp.rv")["mlp_loss"]
+value = kernel(*args)
+grads = kernel.grad()(*args)
+imported = sorted(set(sys.modules) - before)
+try:
+    kernel(args[0][:, :2], *args[1:])
+except rv.ShapeMismatchError as error:
+    message = str(error)
+print(json.dumps({"value": float(value), "grads": [g.tolist() for g in grads],
+                  "error": message, "imported": imported}))
+"""
+# What a warm start must not import: the front end, the IR and its passes, the ladder, the
+# loop IR, the code generators, LLVM (llvmlite's own package, its version, is allowed), the
+# native backend's IR path and the tape.
+NOT_ON_THE_WARM_PATH = ("lark", "llvmlite.binding", "llvmlite.ir", "reverie.dsl.parser",
+                        "reverie.dsl.generated_parser", "reverie.dsl.ast",
+                        "reverie.dsl.diagnostics", "reverie.compiler.ir.core",
+                        "reverie.compiler.ir.types", "reverie.compiler.ir.ops",
+                        "reverie.compiler.lower", "reverie.compiler.transforms",
+                        "reverie.compiler.pipeline", "reverie.compiler.loops",
+                        "reverie.compiler.codegen.llvm", "reverie.runtime.native",
+                        "reverie.runtime.tape", "reverie.runtime.tensor")
+
+
+def run_warm_child(cache_dir: Path) -> dict:
+    """Run WARM_CHILD in a fresh interpreter with the disk cache in `cache_dir`."""
+    environment = {**os.environ, "REVERIE_CACHE_DIR": str(cache_dir)}
+    result = subprocess.run([sys.executable, "-c", WARM_CHILD], capture_output=True,
+                            text=True, timeout=CHILD_TIMEOUT_S, env=environment,
+                            cwd=Path(__file__).parents[2])
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def on_the_warm_path(modules: list[str]) -> list[str]:
+    """The modules of `modules` that a warm start must not import."""
+    return [name for name in modules
+            if any(name == banned or name.startswith(banned + ".")
+                   for banned in NOT_ON_THE_WARM_PATH)]
 
 
 def tree_dump(tree: object) -> list:
@@ -81,6 +137,34 @@ def test_import_reverie_imports_neither_front_end_nor_back_end() -> None:
     used = imported_modules("import reverie as rv\nrv.compile, rv.Kernel, rv.grad, rv.Tensor")
     assert not {name.split(".")[0] for name in used} & HEAVY_MODULES
     assert "reverie.dsl.generated_parser" not in used
+
+
+def test_a_warm_start_imports_no_compiler_and_gives_the_cold_results(tmp_path: Path) -> None:
+    cold = run_warm_child(tmp_path)
+    assert on_the_warm_path(cold["imported"]), "the check must see a cold start's imports"
+    warm = run_warm_child(tmp_path)
+    assert on_the_warm_path(warm["imported"]) == []
+    assert "reverie.runtime.launch" in warm["imported"]
+    assert (warm["value"], warm["grads"], warm["error"]) == (
+        cold["value"], cold["grads"], cold["error"])
+
+
+def test_a_launch_record_not_in_the_shape_written_is_ignored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVERIE_CACHE_DIR", str(tmp_path))
+    source = "fn f(x: f64[N]) -> f64 { return sum(x * x); }"
+    x = np.arange(3.0)
+    kernel = rv.compile(source).f
+    assert kernel(x) == 5.0  # writes the launch record
+    ir_key = artifacts.artifact_key("ir", *kernel.identity, kernel.dtype_key("f64"))
+    assert launch.native_entry(ir_key, kernel, False, str) is not None
+    symbol, name, params, outputs, helpers, object_key = artifacts.load(launch.launch_key(ir_key))
+    for forged in [(symbol, name), (symbol, name, params, ("f128",), helpers, object_key),
+                   (symbol, name, params, outputs, ("rv_system",), object_key),
+                   [symbol, name, params, outputs, helpers, object_key], "not a record"]:
+        artifacts.store(launch.launch_key(ir_key), forged)
+        assert launch.native_entry(ir_key, kernel, False, str) is None, forged
+        assert rv.compile(source).f(x) == 5.0  # a new module's kernel: through the IR
 
 
 def test_parsing_never_imports_lark() -> None:

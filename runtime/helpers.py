@@ -1,0 +1,110 @@
+"""The run-time helpers native kernels call, and the helper table every kernel receives.
+
+Consumes helper names (`codegen/abi.py` HELPERS: the matrix-product kernels of
+`codegen/gemm.py`); produces the process's helper table, an int64 array holding each loaded
+helper's address (in HELPERS order), then the thread count and the worker pool's entry
+(`runtime/pool.py`). A helper is compiled once per process at HELPER_PIPELINE, or loaded
+from the disk cache without generating its IR (from a shared object, without LLVM, where
+there is one: `runtime/remembered.py`), and is told which BLAS `?gemm` to call: the
+OpenBLAS NumPy uses where the operands' layout allows (`runtime/blas.py`;
+`REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own kernel only).
+
+This module imports neither the IR nor the code generators, so a warm start
+(`runtime/launch.py`) fills the table without them; `runtime/native.py` uses it too.
+
+    table = load_helpers(frozenset({"rv_gemm_f64"}))    # what a kernel is passed
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import threading
+
+import numpy as np
+
+from reverie.compiler.codegen.abi import HELPERS, POOL_SLOT
+
+from .artifacts import artifact_key
+from .blas import blas_requested, find_blas
+from .jit import JitModule, Pipeline
+from .pool import pool_entry, pool_threads
+from .remembered import host_description, remembered_module
+
+LOCK = threading.RLock()  # loading helpers, and everything native.py compiles
+
+# The helpers' inner loops are written with explicit vector FMAs: O2 without the SLP
+# vectoriser and unrolling runs them as fast as O3 (256^3 and matrix-vector products,
+# measured) and compiles in about half the time (0.4 s -> 0.2 s per helper).
+HELPER_PIPELINE = Pipeline(speed_level=2, slp_vectorization=False)
+
+
+@functools.cache
+def _helper(name: str) -> JitModule:
+    """The compiled module of the run-time helper `name` (once per process; a process that
+    finds it in the disk cache loads it without generating its IR)."""
+    def make_ir() -> str:
+        # the generator, and llvmlite.ir with it, is imported only when the IR is made
+        from reverie.compiler.codegen.gemm import helper_module
+
+        return helper_module(name)
+
+    key = artifact_key("helper", name, HELPER_PIPELINE, host_description())
+    return remembered_module(key, make_ir, name=name, pipeline=HELPER_PIPELINE)
+
+
+@functools.cache
+def helper_table() -> np.ndarray:
+    """The table passed to every kernel: addresses of the run-time helpers in `gemm.HELPERS`
+    order (0 until a kernel calling that helper is compiled), then the thread count and the
+    worker pool's entry (`runtime/pool.py`; see `codegen/abi.py`). A child process made by
+    `fork` runs its kernels on one thread: the pool's threads were not copied into it, and
+    libgomp would wait for them for ever."""
+    table = np.array([0] * len(HELPERS) + [pool_threads(), pool_entry()], dtype=np.int64)
+    os.register_at_fork(after_in_child=lambda: table.__setitem__(POOL_SLOT, 0))
+    return table
+
+
+def load_helpers(names: frozenset[str]) -> np.ndarray:
+    """Compile the helpers `names` not yet loaded, hand each the BLAS it may call, and enter
+    them in the helper table."""
+    table = helper_table()
+    with LOCK:
+        for name in names:
+            slot = HELPERS.index(name)
+            if not table[slot]:
+                _give_blas(name, _blas_wanted[0])
+                table[slot] = _helper(name).address(name)
+    return table
+
+
+# Matrix products call OpenBLAS (the one NumPy uses, `runtime/blas.py`) where the layout
+# allows, and the own kernel (`gemm.py`) otherwise. Measured on the 2-core AVX2 machine,
+# one thread each (`OPENBLAS_NUM_THREADS=1 REVERIE_NUM_THREADS=1`), own kernel ÷ OpenBLAS:
+# W2's 4096x512 @ 512x10 1.07 (f32) / 1.02 (f64), its X^T @ G 1.46 / 1.97, W3's
+# x^T @ d_pre 1.22 / 1.40, h^T @ d_out 1.60 / 1.76, 256^3 1.06 / 1.07: OpenBLAS's
+# edge kernels for narrow N and its vectorised packing of transposed operands are what
+# the own kernel lacks. Through BLAS the same kernels take 1.01-1.06x NumPy's `@` (the
+# difference is Reverie's call path) and give NumPy's bits (see benchmarks/README.md).
+_blas_wanted = [blas_requested()]  # REVERIE_BLAS=0: own kernel only; `use_blas` changes it
+_SET_BLAS = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _give_blas(name: str, enabled: bool) -> None:
+    """Tell the helper `name` which BLAS `?gemm` to call (none: its own kernel)."""
+    library = find_blas() if enabled else None
+    address = library.gemm[name.removeprefix("rv_gemm_")] if library else None
+    _SET_BLAS(_helper(name).address(name + "_use_blas"))(address)
+
+
+def use_blas(enabled: bool) -> bool:
+    """Let matrix products call BLAS (when one was found) or only the own kernel, from now
+    on, in this process; returns the previous setting. (Tests compare the two paths.)"""
+    with LOCK:
+        previous, _blas_wanted[0] = _blas_wanted[0], enabled
+        table = helper_table()
+        for slot, name in enumerate(HELPERS):
+            if table[slot]:
+                _give_blas(name, enabled)
+    return previous
