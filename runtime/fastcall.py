@@ -6,8 +6,8 @@ the tuple of objects the entry compares against and calls: the fallback (the Pyt
 path), `numpy.ndarray`, `float`, `int`, `numpy.empty`, the helper table, the cell holding
 the entry's spare workspace block (`codegen/workspace_cache.py`; freed when the callable
 goes), whether one result comes back as a 1-tuple, then the dtype descriptors of the
-parameters and outputs and the scalar types of the outputs. The tuple also keeps the method definition and the
-JIT module alive as long as the callable is.
+parameters and outputs and the scalar types of the outputs. The tuple also keeps the
+method definition and the JIT module alive as long as the callable is.
 
 `LAYOUT_OK` says whether this interpreter's objects have the layout the entry reads
 (checked once on real objects); where they do not, no entry is made and kernels keep the
