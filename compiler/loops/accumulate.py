@@ -16,8 +16,11 @@ before the loop), and each iteration adds the row in place:
     check 0 <= %i < T else error k      # the scatter's own bounds check, as before
     for %j in 0..H { acc[%i, %j] = acc[%i, %j] + v[%j] }
 
-(v is first written to a temporary of its row's shape, like any block result). The sums
-are the same, in the same order, so the results are bitwise those of the carried state.
+(v is first written to a temporary of its row's shape, like any block result). A sum of
+several scatters (`xs[t] - xs[t - 1]` in the body) adds each row in turn. Where one
+scatter hits a row per step, the sums are the carried state's (bitwise, up to the sign of
+a zero that it would have added 0.0 to); two scatters hitting one row in the same step
+are added one after the other rather than summed first (a last-bit difference).
 Only `for` loops are rewritten: a `for_history` also records its states row by row.
 """
 
@@ -44,8 +47,20 @@ def _uses(block: Block) -> dict[Value, int]:
     return uses
 
 
-def _accumulated_scatter(param: Value, result: Value, uses: dict[Value, int]) -> Op | None:
-    """The dynamic_scatter whose value the body adds to state `param` to make `result`,
+def _scatters(value: Value, uses: dict[Value, int]) -> list[Op] | None:
+    """The dynamic_scatter ops whose sum `value` is (a tree of single-use adds), or None."""
+    op = value.op
+    if op is None or uses[value] != 1 or op.name not in ("add", "dynamic_scatter"):
+        return None
+    if op.name == "dynamic_scatter":
+        return [op]
+    terms = [_scatters(v, uses) for v in op.operands]
+    return None if None in terms else [t for term in terms for t in term]
+
+
+def _accumulated_scatters(param: Value, result: Value, uses: dict[Value, int]
+                          ) -> list[Op] | None:
+    """The dynamic_scatters whose values the body adds to state `param` to make `result`,
     when that is all the body does with the state (else None)."""
     add = result.op
     if add is None or add.name != "add" or result.type != param.type or \
@@ -53,9 +68,7 @@ def _accumulated_scatter(param: Value, result: Value, uses: dict[Value, int]) ->
         return None
     a, b = add.operands
     scattered = b if a is param else a if b is param else None
-    if scattered is None or scattered.op is None or scattered.op.name != "dynamic_scatter":
-        return None
-    return scattered.op if uses[scattered] == 1 else None
+    return None if scattered is None else _scatters(scattered, uses)
 
 
 class Accumulators:
@@ -64,14 +77,14 @@ class Accumulators:
 
     def __init__(self, lowering: BlockLowering, op: Op, em: Emitter) -> None:
         loop = ForOp(op)
-        self.scatters: dict[int, Op] = {}
+        self.scatters: dict[int, list[Op]] = {}
         if op.name == "for":
             uses = _uses(loop.body)
             for k, (param, result) in enumerate(zip(loop.state_params, loop.body.results,
                                                     strict=True)):
-                scatter = _accumulated_scatter(param, result, uses)
-                if scatter is not None:
-                    self.scatters[k] = scatter
+                scatters = _accumulated_scatters(param, result, uses)
+                if scatters is not None:
+                    self.scatters[k] = scatters
         self.totals: dict[int, View] = {}
         for k in self.scatters:
             init = loop.inits[k]
@@ -91,12 +104,13 @@ class Accumulators:
             nested.lower(block, targets, em)
             return
         sums = {block.results[k].op for k in self.scatters}
-        rows = [scatter.operands[0] for scatter in self.scatters.values()]
+        updates = [(k, scatter) for k, scatters in self.scatters.items() for scatter in scatters]
+        rows = [scatter.operands[0] for _, scatter in updates]
         row_buffers = [nested.ctx.temp(v.type.dtype, v.type.shape) for v in rows]
         reduced = Block(block.params, [op for op in block.ops if op not in sums],
                         self.carried(block.results) + rows)
         nested.lower(reduced, targets + row_buffers, em)
-        for (k, scatter), row in zip(self.scatters.items(), row_buffers, strict=True):
+        for (k, scatter), row in zip(updates, row_buffers, strict=True):
             self._add_row(nested, scatter, self.totals[k], View.of(row), em)
 
     @staticmethod
