@@ -303,8 +303,10 @@ class NativeKernel:
         the native entry, `abi.workspace_fits`), else a new one."""
         if not size:
             return _NO_WORKSPACE
-        workspace = _pop_or(self._spare, lambda: _NO_WORKSPACE)
-        return workspace if workspace_fits(workspace.nbytes, size) else np.empty(size, np.uint8)
+        spare = _pop_or(self._spare, lambda: None)
+        if spare is not None and workspace_fits(spare.nbytes, size):
+            return spare
+        return np.empty(size, np.uint8)
 
     def _give_back_workspace(self, workspace: np.ndarray) -> None:
         """Keep `workspace` as the spare unless it is too large or there is one already."""
