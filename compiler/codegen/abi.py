@@ -4,8 +4,8 @@ The native kernels' calling convention is described in `llvm.py`; the facts a ca
 are here so that `runtime/native.py` can load and call cached code without importing the
 code generators: entry symbol names, where an ndarray keeps its data pointer, element
 sizes, the run-time helpers a kernel may call (the helper table's order), where the table
-keeps the thread count and the worker pool's entry, and the most threads a matrix product
-uses.
+keeps the thread count and the worker pool's entry, the most threads a matrix product
+uses, and how the call paths keep a kernel's workspace between calls.
 """
 
 from __future__ import annotations
