@@ -3,10 +3,11 @@
 `native_entry` wraps a kernel module's `<name>_vectorcall` function in a CPython builtin
 function object (`PyCFunction_NewEx` with METH_FASTCALL | METH_KEYWORDS), whose `self` is
 the tuple of objects the entry compares against and calls: the fallback (the Python call
-path), `numpy.ndarray`, `float`, `int`, `numpy.empty`, the helper table, whether one
-result comes back as a 1-tuple, then the dtype descriptors of the parameters and outputs
-and the scalar types of the outputs. The tuple also keeps the method definition and the
-JIT module alive as long as the callable is.
+path), `numpy.ndarray`, `float`, `int`, `numpy.empty`, the helper table, the cell holding
+the entry's spare workspace block (`codegen/workspace_cache.py`; freed when the callable
+goes), whether one result comes back as a 1-tuple, then the dtype descriptors of the
+parameters and outputs and the scalar types of the outputs. The tuple also keeps the
+method definition and the JIT module alive as long as the callable is.
 
 `LAYOUT_OK` says whether this interpreter's objects have the layout the entry reads
 (checked once on real objects); where they do not, no entry is made and kernels keep the
@@ -16,6 +17,7 @@ Python path.
 from __future__ import annotations
 
 import ctypes
+import weakref
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -30,6 +32,7 @@ from reverie.compiler.codegen.abi import (
     FIRST_DESCRIPTOR,
     FLOAT_VALUE,
     OB_TYPE,
+    SPARE_WORKSPACE,
     TUPLE_ITEMS,
 )
 from reverie.compiler.ir.dtypes import NUMPY_DTYPES
@@ -47,6 +50,9 @@ class MethodDef(ctypes.Structure):
 _new_function = ctypes.pythonapi.PyCFunction_NewEx
 _new_function.restype = ctypes.py_object
 _new_function.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
+_free_block = ctypes.pythonapi.PyMem_RawFree
+_free_block.restype = None
+_free_block.argtypes = [ctypes.c_void_p]
 
 
 def _word(address: int, offset: int, kind: type = ctypes.c_void_p) -> int | None:
@@ -82,10 +88,20 @@ def native_entry(address: int, name: str, fallback: Callable[..., object],
     """A Python callable running the vectorcall entry at `address`; arguments it does not
     take natively go to `fallback` unchanged."""
     definition = MethodDef(name.encode(), address, METH_FASTCALL_KEYWORDS, None)
-    slots = [fallback, np.ndarray, float, int, np.empty, helpers, tuple_result]
-    assert len(slots) == FIRST_DESCRIPTOR
+    spare_workspace = np.zeros(1, np.int64)
+    slots = [fallback, np.ndarray, float, int, np.empty, helpers, spare_workspace, tuple_result]
+    assert len(slots) == FIRST_DESCRIPTOR and slots[SPARE_WORKSPACE] is spare_workspace
     slots += [np.dtype(NUMPY_DTYPES[d]) for d in param_dtypes]
     slots += [np.dtype(NUMPY_DTYPES[d]) for d in output_dtypes]
     slots += [np.dtype(NUMPY_DTYPES[d]).type for d in output_dtypes]
     slots += [definition, keep_alive]
-    return _new_function(ctypes.addressof(definition), tuple(slots), None)
+    function = _new_function(ctypes.addressof(definition), tuple(slots), None)
+    weakref.finalize(function, free_spare_workspace, spare_workspace)
+    return function
+
+
+def free_spare_workspace(cell: np.ndarray) -> None:
+    """Free the spare workspace block an entry left in `cell` (when the entry goes)."""
+    block, cell[0] = int(cell[0]), 0
+    if block:
+        _free_block(block)

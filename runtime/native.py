@@ -11,7 +11,8 @@ sizes from `runtime/call.py`):
 
 1. evaluates output shapes and the workspace size from the dimension sizes (a small
    Python function generated once from the symbolic shapes);
-2. allocates the outputs with `np.empty` and reuses a spare workspace when one is free;
+2. allocates the outputs with `np.empty` and reuses the spare workspace when it is free and
+   fits (`abi.workspace_fits`; the native entry keeps its own, `codegen/workspace_cache.py`);
 3. calls the kernel through ctypes with one frame: the ids of the arrays (the `_objects`
    entry reads their data pointers) then the sizes (see the ABI in
    `compiler/codegen/llvm.py`); other Python implementations get data pointers instead;
@@ -30,7 +31,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from reverie.compiler.codegen.abi import ARRAY_DATA_OFFSET, ITEMSIZE, entry_symbol, helpers_called
+from reverie.compiler.codegen.abi import (
+    ARRAY_DATA_OFFSET,
+    ITEMSIZE,
+    KEEP_WORKSPACE_BYTES,
+    entry_symbol,
+    helpers_called,
+    workspace_fits,
+)
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import python_expr
 from reverie.compiler.ir.types import NUMPY_DTYPES
@@ -67,7 +75,6 @@ def _object_layout_ok() -> bool:
 
 OBJECT_LAYOUT_OK = _object_layout_ok()
 ERROR_SLOTS = 3
-KEEP_WORKSPACE_BYTES = 1 << 28
 
 
 def layout_function(program: Program) -> Callable[..., tuple]:
@@ -242,13 +249,17 @@ class NativeKernel:
         return outputs
 
     def _take_workspace(self, size: int) -> np.ndarray:
-        """A workspace of at least `size` bytes (a spare one when free)."""
+        """A workspace of at least `size` bytes: the spare one when it fits (the policy of
+        the native entry, `abi.workspace_fits`), else a new one."""
         if not size:
             return _NO_WORKSPACE
-        workspace = _pop_or(self._spare, lambda: _NO_WORKSPACE)
-        return workspace if workspace.nbytes >= size else np.empty(size, np.uint8)
+        spare = _pop_or(self._spare, lambda: None)
+        if spare is not None and workspace_fits(spare.nbytes, size):
+            return spare
+        return np.empty(size, np.uint8)
 
     def _give_back_workspace(self, workspace: np.ndarray) -> None:
+        """Keep `workspace` as the spare unless it is too large or there is one already."""
         if workspace.nbytes <= KEEP_WORKSPACE_BYTES and not self._spare:
             self._spare.append(workspace)
 

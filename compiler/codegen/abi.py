@@ -4,9 +4,14 @@ The native kernels' calling convention is described in `llvm.py`; the facts a ca
 are here so that `runtime/native.py` can load and call cached code without importing the
 code generators: entry symbol names, where an ndarray keeps its data pointer, element
 sizes, the run-time helpers a kernel may call (the helper table's order), where the table
+<<<<<<< HEAD
 keeps the thread count and the worker pool's entry, and the most threads a matrix product
 uses. It imports nothing at module level, so a warm start reads these facts without
 loading the loop IR (`helpers_called` imports it when a program is at hand).
+=======
+keeps the thread count and the worker pool's entry, the most threads a matrix product
+uses, and how the call paths keep a kernel's workspace between calls.
+>>>>>>> s4-mem
 """
 
 from __future__ import annotations
@@ -37,8 +42,24 @@ ARGUMENTS_OFFSET = 1 << 63  # PY_VECTORCALL_ARGUMENTS_OFFSET, a flag bit in narg
 
 # slots of the entry's `self` tuple; then one descriptor per parameter, one dtype per output and
 # one scalar type (numpy.float64, ...) per output
-FALLBACK, NDARRAY, FLOAT, INT, EMPTY, HELPER_TABLE, TUPLE_RESULT, FIRST_DESCRIPTOR = range(8)
+(FALLBACK, NDARRAY, FLOAT, INT, EMPTY, HELPER_TABLE, SPARE_WORKSPACE, TUPLE_RESULT,
+ FIRST_DESCRIPTOR) = range(9)
 
+# Workspace reuse between calls (both call paths). The native entry's SPARE_WORKSPACE slot is
+# an int64[1] array holding the address of one spare block (0: none); a block is
+# WORKSPACE_HEADER bytes (its capacity in bytes, as an i64, first) then the workspace. A
+# call takes the spare (an atomic exchange with 0, so two threads never share a block) when
+# it needs between capacity / WORKSPACE_SLACK and capacity bytes, and offers its block back
+# when that holds at most KEEP_WORKSPACE_BYTES, freeing the spare it displaces.
+WORKSPACE_HEADER = 64  # keeps the workspace's alignment (mod 64) that of the malloc'd block
+WORKSPACE_SLACK = 4
+KEEP_WORKSPACE_BYTES = 1 << 28
+
+
+def workspace_fits(capacity: int, needed: int) -> bool:
+    """Whether a spare workspace of `capacity` bytes serves a call needing `needed` bytes:
+    large enough, and not so large that a small call would keep a huge block alive."""
+    return needed <= capacity <= WORKSPACE_SLACK * needed
 
 
 def entry_symbol(program: Program) -> str:

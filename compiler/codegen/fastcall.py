@@ -13,10 +13,10 @@ This entry does the whole common call in native code, in the same module as the 
 2. binds every dimension from the shapes (and from the values of integer parameters that
    size a `for` loop), checks constant sizes, repeated names and the size constraints;
 3. allocates the outputs with `numpy.empty` (called through `PyObject_Vectorcall`) and
-   the workspace with `PyMem_RawMalloc`, calls the kernel (without the GIL when the call
-   moves many elements or loops), and returns the outputs as the Python path would: 0-d
-   results as NumPy scalars, several results (or a kernel that always returns a tuple)
-   as a tuple.
+   the workspace (the entry's spare block from the last call when it fits, see
+   `workspace_cache.py`), calls the kernel (without the GIL when the call moves many
+   elements or loops), and returns the outputs as the Python path would: 0-d results as
+   NumPy scalars, several results (or a kernel that always returns a tuple) as a tuple.
 
 Anything else — another type, dtype or layout, keyword arguments, a size that does not
 bind, a failed bounds check — goes to the *fallback*: the Python call path, called with
@@ -25,11 +25,11 @@ nothing the Python path would decide differently, so errors are identical by
 construction (the tests run every bad-argument case through both).
 
 `self` is a tuple built by `runtime/fastcall.py` (slots below): the fallback, the type
-objects and dtype descriptors to compare against, `numpy.empty`, the helper table, and
-whether one result is returned as a 1-tuple. The code holds no process addresses, so it
-is cached on disk like the kernel; CPython's functions resolve when the module is linked.
-The object layouts it reads are in `abi.py` (CPython 3.11+, NumPy 1.x/2.x; `runtime/fastcall.py`
-checks them before it installs any entry).
+objects and dtype descriptors to compare against, `numpy.empty`, the helper table, the
+spare-workspace cell, and whether one result is returned as a 1-tuple. The code holds no
+process addresses, so it is cached on disk like the kernel; CPython's functions resolve
+when the module is linked. The object layouts it reads are in `abi.py` (CPython 3.11+,
+NumPy 1.x/2.x; `runtime/fastcall.py` checks them before it installs any entry).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from .abi import (
     INT,
     NDARRAY,
     OB_TYPE,
+    SPARE_WORKSPACE,
     TUPLE_ITEMS,
     TUPLE_RESULT,
 )
@@ -74,6 +75,7 @@ from .irutil import (
     i64,
     index_value,
 )
+from .workspace_cache import give_back_workspace, take_workspace, workspace_of
 
 GIL_FREE_ELEMENTS = 1 << 14  # calls moving at least this many elements release the GIL
 # the Python ints a scalar parameter takes natively (i64: whatever fits; others exactly)
@@ -184,13 +186,15 @@ class _VectorcallEntry:
         total = workspace_offsets(program.temps, ITEMSIZE)[-1]
         uses_workspace = not (total.is_const and total.value == 0)
         workspace = ir.Constant(PTR, None)
-        if uses_workspace:  # malloc(0) may return NULL: ask for one byte more
-            workspace = self._c("PyMem_RawMalloc", b.add(self._size(total), i64(1)))
-            self._fall_back_releasing(b.icmp_unsigned("==", workspace, ir.Constant(PTR, None)))
+        if uses_workspace:
+            cell = self._field(self._slot(SPARE_WORKSPACE), ARRAY_DATA, PTR)
+            block = take_workspace(b, self._c, cell, self._size(total))
+            self._fall_back_releasing(b.icmp_unsigned("==", block, i64(0)))
+            workspace = workspace_of(b, block)
         helpers = self._field(self._slot(HELPER_TABLE), ARRAY_DATA, PTR)
         status = self._call_kernel(entry, data + outputs + [workspace, helpers])
         if uses_workspace:
-            self._c("PyMem_RawFree", workspace)
+            give_back_workspace(b, self._c, cell, block)
         self._fall_back_releasing(b.icmp_signed("!=", status, ir.Constant(I32, 0)))
         b.ret(self._results(outputs))
         self._define_exits()

@@ -5,7 +5,8 @@ the first; inside the loop the body reads `s.cur` and its results are written st
 `s.next`; the pointers swap after every iteration, so `s.cur` holds the result when the loop
 ends (also after zero iterations). `for_history` also copies the state into row
 `(t - lo) // stride` of each history at the start of every `stride`-th iteration, and zeroes
-the rows no iteration reached.
+the rows no iteration reached. A state that only adds a scattered row to itself (the
+adjoint of `xs[t]` in a reverse sweep) lives in one temporary instead (`accumulate.py`).
 
     for %i1 in 0..200 carry s0.cur/s0.next in (t0, t1) {
       ... store s0.next[%i6] = %14
@@ -27,6 +28,7 @@ from reverie.compiler.ir.core import Block, Op, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.views import ForHistoryOp, ForOp, IfOp, WhileOp
 
+from .accumulate import Accumulators
 from .emitter import Binding, Emitter, zero
 from .ir import Buffer, Const, ExitUnless, ForLoop, If, LoopState, Store, Var, View, WhileLoop
 
@@ -39,19 +41,21 @@ def lower_for(lowering: BlockLowering, op: Op, em: Emitter) -> None:
     ctx, loop = lowering.ctx, ForOp(op)
     lo = em.index(lowering.scalar(loop.lo, em))
     hi = em.index(lowering.scalar(loop.hi, em))
-    states = _carried_states(lowering, loop.inits, em)
+    accumulators = Accumulators(lowering, op, em)  # states updated one row in place
+    states = _carried_states(lowering, accumulators.carried(loop.inits), em)
     var = ctx.fresh("%i")
     body = Emitter(ctx, [])
     histories = [lowering.buffer_for(r) for r in loop.histories]
     if histories:
         _record_history(ForHistoryOp(op), Dim.sym(var) - lo, states, histories, body)
     block: Block = loop.body
-    env = _state_env(loop.state_params, states, body)
+    env = _state_env(accumulators.carried(loop.state_params), states, body)
     env[loop.index_param] = Dim.sym(var)
     env.update(_outer_env(lowering, loop.invariant_params, loop.invariants, em))
-    lowering.nested(env).lower(block, [s.next for s in states], body)
+    accumulators.lower_body(lowering.nested(env), block, [s.next for s in states], body)
     em.stmts.append(ForLoop(var, lo, hi, states, body.stmts))
-    _bind_final_states(lowering, loop.final_states, states, em)
+    _bind_final_states(lowering, accumulators.carried(loop.final_states), states, em)
+    accumulators.bind_results(lowering, loop.final_states)
     if histories:
         _clear_unused_rows(ForHistoryOp(op).stride, hi - lo, histories, em)
         lowering.env.update(zip(loop.histories, histories, strict=True))
