@@ -62,6 +62,7 @@ from reverie.compiler.loops.ir import (
     all_dims,
     row_major_strides,
 )
+from reverie.compiler.loops.peeling import split_guarded_loops
 from reverie.compiler.loops.printer import format_program
 from reverie.compiler.loops.reductions import (
     accumulator_dtype,
@@ -71,7 +72,6 @@ from reverie.compiler.loops.reductions import (
     lower_reduce,
 )
 from reverie.compiler.loops.scans import lower_scan
-from reverie.compiler.loops.peeling import split_guarded_loops
 from reverie.compiler.loops.splitting import split_wrapping_loops
 from reverie.compiler.loops.verifier import verify_program
 from reverie.compiler.print_ir import show
