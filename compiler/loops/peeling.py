@@ -29,28 +29,9 @@ from dataclasses import replace
 from reverie.compiler.ir.dims import Dim
 
 from .emitter import Context
-from .ir import (
-    BLOCK_STMTS,
-    Accumulate,
-    Accumulator,
-    ArgUpdate,
-    Check,
-    Const,
-    ForLoop,
-    Guarded,
-    If,
-    Let,
-    Load,
-    Loop,
-    Operand,
-    Stmt,
-    Store,
-    Var,
-    WhileLoop,
-    as_index,
-)
+from .ir import BLOCK_STMTS, Guarded, If, Let, Loop, Operand, Stmt
+from .splitting import TRUE, defined_names, rewritten, substituted
 
-TRUE = Const(True, "bool")
 MIN_TRIPS = 16  # a loop of fewer (constant) iterations is left whole: too short to gain
 
 
@@ -101,7 +82,7 @@ def _bounds_tests(loop: Loop) -> list[tuple[Let, Dim, Dim]]:
     `hi - (n - c)` are constants), as (statement, c, n). A test that holds only on a short
     stretch (`in_bounds(%iK, 1)` in `0..N`) would leave no interior; it stays a test."""
     variable = Dim.sym(loop.var)
-    defined = _defined(loop.body) | {loop.var}
+    defined = defined_names(loop.body) | {loop.var}
     tests = []
     for stmt in loop.body:
         if not (isinstance(stmt, Let) and stmt.op == "in_bounds"
@@ -134,21 +115,6 @@ def _beats(kind: str, a: Dim, b: Dim) -> bool:
     return difference.value >= 0 if kind == "maximum" else difference.value <= 0
 
 
-def _defined(stmts: list[Stmt]) -> set[str]:
-    """Names of the variables (scalars and loop variables) defined in `stmts`, nested too."""
-    names: set[str] = set()
-    for stmt in stmts:
-        if isinstance(stmt, Let | Load | Guarded | Accumulator):
-            names.add(stmt.var.name)
-        elif isinstance(stmt, ArgUpdate):
-            names |= {stmt.best.name, stmt.best_index.name}
-        if isinstance(stmt, Loop | ForLoop | WhileLoop):
-            names.add(stmt.var)
-        if isinstance(stmt, BLOCK_STMTS):
-            names |= _defined(stmt.body)
-    return names
-
-
 def _holding(stmts: list[Stmt], values: dict[str, Operand]) -> list[Stmt]:
     """A copy of `stmts` where the variables of `values` are those operands (the tests:
     `true`), with what a true condition decides resolved."""
@@ -157,61 +123,16 @@ def _holding(stmts: list[Stmt], values: dict[str, Operand]) -> list[Stmt]:
         if isinstance(stmt, Let) and stmt.var.name in values:
             continue
         if isinstance(stmt, Let) and stmt.op == "and":
-            args = [_operand(a, values) for a in stmt.args]
+            args = [substituted(a, values) for a in stmt.args]
             if TRUE in args:
                 values[stmt.var.name] = args[1] if args[0] == TRUE else args[0]
                 continue
-        if isinstance(stmt, Guarded) and _operand(stmt.cond, values) == TRUE:
+        if isinstance(stmt, Guarded) and substituted(stmt.cond, values) == TRUE:
             out += _holding(stmt.body, values)
-            values[stmt.var.name] = _operand(stmt.value, values)
+            values[stmt.var.name] = substituted(stmt.value, values)
             continue
-        if isinstance(stmt, If) and _operand(stmt.cond, values) == TRUE:
+        if isinstance(stmt, If) and substituted(stmt.cond, values) == TRUE:
             out += _holding(stmt.body, values)
             continue
-        out.append(_rewritten(stmt, values))
+        out.append(rewritten(stmt, values, lambda body: _holding(body, values)))
     return out
-
-
-def _operand(value: Operand, values: dict[str, Operand]) -> Operand:
-    """`value` with the variables fixed so far replaced."""
-    if isinstance(value, Var):
-        return values.get(value.name, value)
-    if isinstance(value, Dim):
-        return _index(value, values)
-    return value
-
-
-def _index(dim: Dim, values: dict[str, Operand]) -> Dim:
-    return dim.substitute({name: as_index(v) for name, v in values.items()
-                           if name in dim.symbols()})
-
-
-def _rewritten(stmt: Stmt, values: dict[str, Operand]) -> Stmt:
-    """One statement (and its body) with the variables fixed so far replaced."""
-    def index(dims: tuple[Dim, ...]) -> tuple[Dim, ...]:
-        return tuple(_index(d, values) for d in dims)
-
-    if isinstance(stmt, Let):
-        return replace(stmt, args=tuple(_operand(a, values) for a in stmt.args))
-    if isinstance(stmt, Load):
-        guard = None if stmt.guard is None else _operand(stmt.guard, values)
-        return replace(stmt, index=index(stmt.index), guard=None if guard == TRUE else guard)
-    if isinstance(stmt, Store):
-        return replace(stmt, index=index(stmt.index), value=_operand(stmt.value, values))
-    if isinstance(stmt, Accumulate):
-        return replace(stmt, value=_operand(stmt.value, values))
-    if isinstance(stmt, ArgUpdate):
-        return replace(stmt, value=_operand(stmt.value, values), index=_index(stmt.index, values))
-    if isinstance(stmt, Check):
-        return replace(stmt, index=_index(stmt.index, values), size=_index(stmt.size, values))
-    if isinstance(stmt, Guarded | If):
-        return replace(stmt, cond=_operand(stmt.cond, values),
-                       body=_holding(stmt.body, values),
-                       **({"value": _operand(stmt.value, values)}
-                          if isinstance(stmt, Guarded) else {}))
-    if isinstance(stmt, Loop | ForLoop):
-        return replace(stmt, lo=_index(stmt.lo, values), hi=_index(stmt.hi, values),
-                       body=_holding(stmt.body, values))
-    if isinstance(stmt, WhileLoop):
-        return replace(stmt, body=_holding(stmt.body, values))
-    return stmt
