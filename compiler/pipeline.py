@@ -268,7 +268,8 @@ BATCH = Stage("batch", "Function: over a leading batch axis of the wrt parameter
 FUSE = Stage("fuse", "Fused: the function, its contractions made matrix products, and "
              "the fusion plan of its body", ("contract", "fuse"), _fuse, format_fusion)
 TO_LOOPS = Stage("to_loops", "loops.ir.Program: loop nests over buffers",
-                 ("to_loops", "split_wrapping_loops", "interchange"),
+                 ("to_loops", "split_wrapping_loops", "split_guarded_loops",
+                  "interchange"),
                  _to_loops, _format_program)
 CODEGEN = Stage("codegen", "str: LLVM IR text, before LLVM's optimiser",
                 ("codegen",), _codegen, str)

@@ -30,6 +30,7 @@ The passes, in the order a kernel meets them (`compiler/pipeline.py` runs them):
     fuse                  fusion plan  each body op's fusion decision (loops/fusion.py)
     to_loops              loop IR      the loop nests as lowered (transforms/to_loops.py)
     split_wrapping_loops  loop IR      after splitting loops at index wrap-arounds
+    split_guarded_loops   loop IR      loops' interiors split from their bounds-tested edges
     interchange           loop IR      reductions over a strided axis made outermost
     codegen               LLVM IR      as generated, before LLVM's optimiser (stage "llvm-raw")
     llvm-opt              LLVM IR      after LLVM's optimiser (stage "llvm"; runtime/jit.py)
@@ -64,6 +65,7 @@ PASSES: dict[str, str] = {  # pass name -> the level its result is at
     "fuse": "fusion plan",
     "to_loops": "loop IR",
     "split_wrapping_loops": "loop IR",
+    "split_guarded_loops": "loop IR",
     "interchange": "loop IR",
     "codegen": "LLVM IR",
     "llvm-opt": "LLVM IR",

@@ -1,18 +1,23 @@
 """sin, cos and tan over the whole float range, as scalar and vector LLVM IR functions.
 
-`call(builder, name, fmt, x)` emits a call to `rv.<name>.<f32|f64>`, defined once per module
-together with vector versions `rv.<name>.<fmt>.v<lanes>` (one f64 and one f32 register wide). The
-call carries LLVM's `vector-function-abi-variant` attribute naming them, so the loop
-vectoriser replaces it by a call to the version of its vector width; the versions are listed
-in `@llvm.compiler.used` so that they survive until then.
+`call(builder, name, fmt, x)` emits a call to `rv.sincos.<f32|f64>`, which returns the pair
+(sin x, cos x), and takes sin, cos or their quotient, tan. The function is defined once per
+module together with vector versions `rv.sincos.<fmt>.v<lanes>` (one f64 and one f32
+register wide), which return a pair of vectors. The call carries LLVM's
+`vector-function-abi-variant` attribute naming them, so the loop vectoriser replaces it by a
+call to the version of its vector width; the versions are listed in `@llvm.compiler.used`
+so that they survive until then (the scalar one too, so that its type stays). The call
+reads no memory, so `sin x` and `cos x` of one `x` in a loop (every gradient of sin or cos,
+W1's) are one call: one reduction, one pair of polynomials.
 
-Each version reduces x = k pi/2 + r with an exact Cody-Waite step (the f64 reduction that
-`mathlib.py` always used, also for f32), which covers |x| < 2**26. If any lane is larger
+Each version reduces x = k pi/2 + r. f32 arguments below F32_SHORT in magnitude (in every
+lane) are reduced in f32 with three pieces of pi/2 (`_cody_waite_f32`); the others, and every
+f64, with the exact Cody-Waite step in f64, which covers |x| < 2**26. If any lane is larger
 (and finite), a branch taken once per vector, not per lane, sends those lanes through the
 scalar Payne-Hanek reduction of `payne_hanek.py`. Then `sin r = r + r^3 S(r^2)` and
-`cos r = 1 - r^2/2 + r^4 C(r^2)` are combined by quadrant. Ordinary inputs thus run the same
-branch-free SIMD code as before plus one compare and one (predicted) branch per vector, at
-the price of a call per vector (the variants are not inlined after vectorisation).
+`cos r = 1 - r^2/2 + r^4 C(r^2)` are combined by quadrant. Ordinary inputs thus run
+branch-free SIMD code plus one compare and one (predicted) branch per vector, at the price
+of a call per vector (the variants are not inlined after vectorisation).
 """
 
 from __future__ import annotations
@@ -29,6 +34,13 @@ from .payne_hanek import rem_pio2_large
 
 NAMES = frozenset({"sin", "cos", "tan"})
 LARGE = 2.0**26     # Cody-Waite is exact for |k| < 2**26; from here on, Payne-Hanek
+F32_SHORT = 1024.0  # below, f32 arguments are reduced in f32 (`_cody_waite_f32`)
+TWO_OVER_PI_F32 = 0.6366197466850281
+# pi/2 as three f32 numbers, each the f32 nearest what the previous ones leave (1e-23 over)
+PIO2_F32 = (1.5707963705062866, -4.371138828673793e-08, -1.7151245100058819e-15)
+# |r| is at most pi/4 = 0.785398..., plus up to 5e-5 where the f32 product x * 2/pi (error
+# up to half an ulp of 652) rounds to the wrong side of a tie
+REACH = {"f32": 0.7855, "f64": 0.7854}
 
 
 @functools.cache
@@ -40,37 +52,88 @@ def vector_widths() -> tuple[int, ...]:
 
 def call(builder: ir.IRBuilder, name: str, fmt: Format, x: Value) -> Value:
     """Emit `name(x)` for x of the format `fmt`, vectorisable through the vector versions."""
-    symbol = f"rv.{name}.{fmt.name}"
+    symbol = f"rv.sincos.{fmt.name}"
     scalar = builder.module.globals.get(symbol)
     if scalar is None:
-        scalar = _define(builder.module, name, fmt, 1, symbol)
-        _keep_alive(builder.module, [_define(builder.module, name, fmt, lanes, symbol)
-                                     for lanes in vector_widths()])
+        scalar = _define(builder.module, fmt, 1, symbol)
+        # the scalar function too: else LLVM drops the half of its result a module never
+        # uses (dead-argument elimination), and its type no longer matches the versions'
+        _keep_alive(builder.module, [scalar, *(_define(builder.module, fmt, lanes, symbol)
+                                               for lanes in vector_widths())])
     instruction = builder.call(scalar, [x])
     mapping = ",".join(f"_ZGV_LLVM_N{lanes}v_{symbol}({symbol}.v{lanes})"
                        for lanes in vector_widths())
     # llvmlite only accepts a fixed list of attribute names; this one is a string attribute
     set.add(instruction.attributes, f'"vector-function-abi-variant"="{mapping}"')
-    return instruction
+    if name == "tan":  # sin x / cos x = ±sin r / ±cos r (or ±cos r / ±sin r), as before
+        return builder.fdiv(builder.extract_value(instruction, 0),
+                            builder.extract_value(instruction, 1))
+    return builder.extract_value(instruction, 0 if name == "sin" else 1)
 
 
-def _define(module: ir.Module, name: str, fmt: Format, lanes: int, symbol: str) -> ir.Function:
-    """The version of `name` for `lanes` lanes (1: the scalar function)."""
+def _define(module: ir.Module, fmt: Format, lanes: int, symbol: str) -> ir.Function:
+    """The version of sincos for `lanes` lanes (1: the scalar function)."""
     ty = fmt.float_type if lanes == 1 else ir.VectorType(fmt.float_type, lanes)
-    fn = ir.Function(module, ir.FunctionType(ty, [ty]),
+    fn = ir.Function(module, ir.FunctionType(ir.LiteralStructType([ty, ty]), [ty]),
                      name=symbol if lanes == 1 else f"{symbol}.v{lanes}")
     fn.linkage = "internal"
     for attribute in ("nounwind", "readnone", "noinline"):
         fn.attributes.add(attribute)
-    entry, large_block, join = (fn.append_basic_block(s) for s in ("entry", "large", "join"))
-    b = ir.IRBuilder(entry)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
     e = Emitter(b, fmt, lanes)
     x = fn.args[0]
+    if fmt is F64:
+        quadrant, r = _reduce_wide(e, x)
+    else:  # f32: the f32 reduction where every lane allows it, else the f64 one
+        short = fn.append_basic_block("short")
+        wide = fn.append_basic_block("wide")
+        join = fn.append_basic_block("join")
+        b.cbranch(_every_lane(b, e.cmp("<", e.fabs(x), F32_SHORT), lanes),
+                  short, wide).set_weights([1000, 1])
+        b.position_at_end(short)
+        reduced = [(_cody_waite_f32(e, x), b.block)]
+        b.branch(join)
+        b.position_at_end(wide)
+        reduced.append((_reduce_wide(e, x), b.block))
+        b.branch(join)
+        b.position_at_end(join)
+        quadrant, r = (_phi(b, [(pair[k], block) for pair, block in reduced]) for k in (0, 1))
+    pair = ir.Constant(fn.return_value.type, ir.Undefined)
+    for k, value in enumerate(_finish(e, x, quadrant, r)):
+        pair = b.insert_value(pair, value, k)
+    b.ret(pair)
+    return fn
+
+
+def _every_lane(b: ir.IRBuilder, condition: Value, lanes: int) -> Value:
+    """Whether `condition` holds in every lane (an i1)."""
+    if lanes == 1:
+        return condition
+    mask = ir.IntType(lanes)
+    return b.icmp_unsigned("==", b.bitcast(condition, mask), ir.Constant(mask, (1 << lanes) - 1))
+
+
+def _phi(b: ir.IRBuilder, incoming: list[tuple[Value, ir.Block]]) -> Value:
+    """The value that arrived from whichever block branched here."""
+    phi = b.phi(incoming[0][0].type)
+    for value, block in incoming:
+        phi.add_incoming(value, block)
+    return phi
+
+
+def _reduce_wide(e: Emitter, x: Value) -> tuple[Value, Value]:
+    """(quadrant in x's format, r) for any x: Cody-Waite in f64, and if some lane is finite
+    with |x| >= 2**26, a branch (once per vector) to Payne-Hanek for those lanes."""
+    b, fmt, lanes = e.b, e.fmt, e.lanes
+    function = b.function
+    large_block = function.append_basic_block("large")
+    join = function.append_basic_block("reduced")
     finite = e.isfinite(x)
     quadrant, r = _cody_waite(e, e.select(finite, x, 0.0))
     large = e.both(finite, e.cmp(">=", e.fabs(x), LARGE))
     any_large = large if lanes == 1 else b.icmp_unsigned(
         "!=", b.bitcast(large, ir.IntType(lanes)), ir.Constant(ir.IntType(lanes), 0))
+    fast = b.block
     b.cbranch(any_large, large_block, join).set_weights([1, 1000])
     b.position_at_end(large_block)
     large_quadrant, large_r = _payne_hanek_lanes(b, fmt, lanes, x, quadrant, r)
@@ -78,14 +141,20 @@ def _define(module: ir.Module, name: str, fmt: Format, lanes: int, symbol: str) 
     large_r = b.select(large, large_r, r)
     b.branch(join)
     b.position_at_end(join)
-    merged = []
-    for fast, slow in ((quadrant, large_quadrant), (r, large_r)):
-        phi = b.phi(fast.type)
-        phi.add_incoming(fast, entry)
-        phi.add_incoming(slow, large_block)
-        merged.append(phi)
-    b.ret(_finish(e, name, x, *merged))
-    return fn
+    quadrant = _phi(b, [(quadrant, fast), (large_quadrant, large_block)])
+    r = _phi(b, [(r, fast), (large_r, large_block)])
+    return e.narrow(quadrant, fmt), r
+
+
+def _cody_waite_f32(e: Emitter, x: Value) -> tuple[Value, Value]:
+    """(quadrant q in 0..3, r) with x = k pi/2 + r in f32 arithmetic, for |x| < F32_SHORT:
+    pi/2 = P1 + P2 + P3 (+ 1e-23); x - k P1 is exact (a multiple of ulp(P1) below 1), and
+    fused multiply-adds take off k P2 and k P3 with one rounding each."""
+    k = e.rint(e.mul(x, TWO_OVER_PI_F32))
+    r = x
+    for piece in PIO2_F32:
+        r = e.exact_fma(k, -piece, r)
+    return e.sub(k, e.mul(4.0, e.floor(e.mul(k, 0.25)))), r
 
 
 def _payne_hanek_lanes(b: ir.IRBuilder, fmt: Format, lanes: int, x: Value, quadrant: Value,
@@ -127,29 +196,25 @@ def _cody_waite(e: Emitter, x: Value) -> tuple[Value, Value]:
     return quadrant, e.narrow(r, e.fmt)
 
 
-def _finish(e: Emitter, name: str, x: Value, quadrant: Value, r: Value) -> Value:
-    """sin, cos or tan of x from its quadrant and reduced argument r, special values patched."""
-    d = e.wide()
-    r = e.clamp(r, -0.7854, 0.7854)
+def _finish(e: Emitter, x: Value, quadrant: Value, r: Value) -> tuple[Value, Value]:
+    """(sin x, cos x) from x's quadrant and reduced argument r, special values patched."""
+    reach = REACH[e.fmt.name]
+    r = e.clamp(r, -reach, reach)
     z = e.mul(r, r)
     sin_r = e.fma(e.mul(r, z), e.poly(z, e.fmt.sin_poly), r)
     half_z = e.mul(0.5, z)
     w = e.sub(1.0, half_z)
     cos_r = e.add(w, e.fma(e.mul(z, z), e.poly(z, e.fmt.cos_poly),
                            e.sub(e.sub(1.0, w), half_z)))
-    odd = d.either(d.cmp("==", quadrant, 1.0), d.cmp("==", quadrant, 3.0))
-    if name == "sin":
-        result = e.select(odd, cos_r, sin_r)
-        result = e.select(d.cmp(">=", quadrant, 2.0), e.neg(result), result)
-    elif name == "cos":
-        result = e.select(odd, sin_r, cos_r)
-        flip = d.either(d.cmp("==", quadrant, 1.0), d.cmp("==", quadrant, 2.0))
-        result = e.select(flip, e.neg(result), result)
-    else:
-        result = e.div(e.select(odd, e.neg(cos_r), sin_r), e.select(odd, sin_r, cos_r))
-    if name != "cos":
-        result = e.select(e.cmp("==", x, 0.0), x, result)
-    return e.select(e.isfinite(x), result, math.nan)
+    odd = e.either(e.cmp("==", quadrant, 1.0), e.cmp("==", quadrant, 3.0))
+    sin_x = e.select(odd, cos_r, sin_r)
+    sin_x = e.select(e.cmp(">=", quadrant, 2.0), e.neg(sin_x), sin_x)
+    sin_x = e.select(e.cmp("==", x, 0.0), x, sin_x)
+    cos_x = e.select(odd, sin_r, cos_r)
+    flip = e.either(e.cmp("==", quadrant, 1.0), e.cmp("==", quadrant, 2.0))
+    cos_x = e.select(flip, e.neg(cos_x), cos_x)
+    finite = e.isfinite(x)
+    return e.select(finite, sin_x, math.nan), e.select(finite, cos_x, math.nan)
 
 
 def _keep_alive(module: ir.Module, functions: list[ir.Function]) -> None:

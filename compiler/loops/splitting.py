@@ -17,6 +17,7 @@ times (W7's stencil, two rolls, becomes four loops).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from reverie.compiler.ir.dims import Dim
@@ -46,6 +47,7 @@ from .ir import (
 
 MAX_SPLITS = 3
 ZERO = Dim.const(0)
+TRUE = Const(True, "bool")
 
 
 def split_wrapping_loops(stmts: list[Stmt], ctx: Context) -> list[Stmt]:
@@ -77,7 +79,7 @@ def _split(loop: Loop, ctx: Context, budget: int) -> list[Stmt]:
 def _wrap_test(loop: Loop) -> tuple[Let, Dim] | None:
     """The first `lt %iK + rest, 0` in the loop's own body with `rest` fixed for the loop
     (and the test's result never a condition), with `rest`; else None."""
-    defined = _defined(loop.body) | {loop.var}
+    defined = defined_names(loop.body) | {loop.var}
     for stmt in loop.body:
         if not (isinstance(stmt, Let) and stmt.op == "lt" and stmt.args[1] == ZERO and
                 isinstance(stmt.args[0], Dim)):
@@ -88,7 +90,7 @@ def _wrap_test(loop: Loop) -> tuple[Let, Dim] | None:
     return None
 
 
-def _defined(stmts: list[Stmt]) -> set[str]:
+def defined_names(stmts: list[Stmt]) -> set[str]:
     """Names of the variables (scalars and loop variables) defined in `stmts`, nested too."""
     names: set[str] = set()
     for stmt in stmts:
@@ -99,7 +101,7 @@ def _defined(stmts: list[Stmt]) -> set[str]:
         if isinstance(stmt, Loop | ForLoop | WhileLoop):
             names.add(stmt.var)
         if isinstance(stmt, BLOCK_STMTS):
-            names |= _defined(stmt.body)
+            names |= defined_names(stmt.body)
     return names
 
 
@@ -125,49 +127,57 @@ def _fixed(stmts: list[Stmt], test: Let, holds: bool,
         if stmt is test:
             continue
         if isinstance(stmt, Let) and stmt.op == "select" and stmt.args[0] == test.var:
-            values[stmt.var.name] = _operand(stmt.args[1 if holds else 2], values)
+            values[stmt.var.name] = substituted(stmt.args[1 if holds else 2], values)
             continue
-        out.append(_rewritten(stmt, test, holds, values))
+        out.append(rewritten(stmt, values, lambda body: _fixed(body, test, holds, values)))
     return out
 
 
-def _operand(value: Operand, values: dict[str, Operand]) -> Operand:
+def substituted(value: Operand, values: dict[str, Operand]) -> Operand:
     """`value` with the variables fixed so far replaced."""
     if isinstance(value, Var):
         return values.get(value.name, value)
     if isinstance(value, Dim):
-        return _index(value, values)
+        return substituted_index(value, values)
     return value
 
 
-def _index(dim: Dim, values: dict[str, Operand]) -> Dim:
+def substituted_index(dim: Dim, values: dict[str, Operand]) -> Dim:
+    """`dim` with the variables fixed so far replaced by their values as indices."""
     return dim.substitute({name: as_index(v) for name, v in values.items()
                            if name in dim.symbols()})
 
 
-def _rewritten(stmt: Stmt, test: Let, holds: bool, values: dict[str, Operand]) -> Stmt:
-    """One statement (and its body) with the variables fixed so far replaced."""
+def rewritten(stmt: Stmt, values: dict[str, Operand],
+              body: Callable[[list[Stmt]], list[Stmt]]) -> Stmt:
+    """One statement with the variables of `values` replaced (a guard that became `true`
+    dropped) and its body, if it has one, made by `body` (shared with `peeling.py`)."""
     def index(dims: tuple[Dim, ...]) -> tuple[Dim, ...]:
-        return tuple(_index(d, values) for d in dims)
+        return tuple(substituted_index(d, values) for d in dims)
 
     if isinstance(stmt, Let):
-        return replace(stmt, args=tuple(_operand(a, values) for a in stmt.args))
+        return replace(stmt, args=tuple(substituted(a, values) for a in stmt.args))
     if isinstance(stmt, Load):
-        return replace(stmt, index=index(stmt.index))
+        guard = None if stmt.guard is None else substituted(stmt.guard, values)
+        return replace(stmt, index=index(stmt.index), guard=None if guard == TRUE else guard)
     if isinstance(stmt, Store):
-        return replace(stmt, index=index(stmt.index), value=_operand(stmt.value, values))
+        return replace(stmt, index=index(stmt.index), value=substituted(stmt.value, values))
     if isinstance(stmt, Accumulate):
-        return replace(stmt, value=_operand(stmt.value, values))
+        return replace(stmt, value=substituted(stmt.value, values))
     if isinstance(stmt, ArgUpdate):
-        return replace(stmt, value=_operand(stmt.value, values), index=_index(stmt.index, values))
+        return replace(stmt, value=substituted(stmt.value, values),
+                       index=substituted_index(stmt.index, values))
     if isinstance(stmt, Check):
-        return replace(stmt, index=_index(stmt.index, values), size=_index(stmt.size, values))
+        return replace(stmt, index=substituted_index(stmt.index, values),
+                       size=substituted_index(stmt.size, values))
     if isinstance(stmt, Guarded):
-        return replace(stmt, body=_fixed(stmt.body, test, holds, values),
-                       value=_operand(stmt.value, values))
+        return replace(stmt, cond=substituted(stmt.cond, values), body=body(stmt.body),
+                       value=substituted(stmt.value, values))
+    if isinstance(stmt, If):
+        return replace(stmt, cond=substituted(stmt.cond, values), body=body(stmt.body))
     if isinstance(stmt, Loop | ForLoop):
-        return replace(stmt, lo=_index(stmt.lo, values), hi=_index(stmt.hi, values),
-                       body=_fixed(stmt.body, test, holds, values))
-    if isinstance(stmt, If | WhileLoop):
-        return replace(stmt, body=_fixed(stmt.body, test, holds, values))
+        return replace(stmt, lo=substituted_index(stmt.lo, values),
+                       hi=substituted_index(stmt.hi, values), body=body(stmt.body))
+    if isinstance(stmt, WhileLoop):
+        return replace(stmt, body=body(stmt.body))
     return stmt

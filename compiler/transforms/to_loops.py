@@ -62,6 +62,7 @@ from reverie.compiler.loops.ir import (
     all_dims,
     row_major_strides,
 )
+from reverie.compiler.loops.peeling import split_guarded_loops
 from reverie.compiler.loops.printer import format_program
 from reverie.compiler.loops.reductions import (
     accumulator_dtype,
@@ -99,6 +100,8 @@ def lower_to_loops(fn: Function, plan: Plan | None = None) -> Program:
     program.body = split_wrapping_loops(program.body, ctx)
     program.symbols = _size_symbols(program, fn)
     after_loop_pass(program, "split_wrapping_loops")
+    program.body = split_guarded_loops(program.body, ctx)
+    after_loop_pass(program, "split_guarded_loops")
     program.body = interchange_reductions(program.body, ctx)
     after_loop_pass(program, "interchange")
     program.boundary = CallBoundary.of(fn, program)

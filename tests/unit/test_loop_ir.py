@@ -75,9 +75,11 @@ def level_functions(module: rv.Module, name: str, dtype: str) -> list[Function]:
 
 
 def lower_unsplit(fn: Function) -> Program:
-    """The program as lowering leaves it, before `split_wrapping_loops`."""
+    """The program as lowering leaves it, before `split_wrapping_loops` and
+    `split_guarded_loops`."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(to_loops, "split_wrapping_loops", lambda body, ctx: body)
+        patch.setattr(to_loops, "split_guarded_loops", lambda body, ctx: body)
         return lower_to_loops(fn)
 
 
