@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..ir.core import Block, Op, Value
+from ..ir.capacity import fresh_trip_symbol, is_trip_symbol
 from ..ir.dims import Dim, ceil_sqrt, nonnegative
 from ..ir.scope import Scope, copy_block
 from ..ir.types import scalar
@@ -52,7 +53,7 @@ def static_int(value: Value) -> Dim | None:
         return None
     if op.name == "const":
         return Dim.const(op.attrs["value"])
-    if op.name == "dim":
+    if op.name in ("dim", "trip_dim"):
         return op.attrs["dim"]
     if op.name == "cast":
         return static_int(op.operands[0])
@@ -76,15 +77,44 @@ def _axis_names(scope: Scope) -> set[str]:
 
 def _static_trip(scope: Scope, lo: Value, hi: Value) -> Dim | None:
     """The trip count max(hi − lo, 0) as a Dim, or None."""
+    if hi.op is not None and hi.op.name == "add" and hi.op.operands[0] is lo and \
+            hi.op.operands[1].op is not None and hi.op.operands[1].op.name == "trip_dim":
+        return hi.op.operands[1].op.attrs["dim"]  # hi = lo + T, T given a trip dimension
     a, b = static_int(lo), static_int(hi)
     if a is None or b is None:
         return None
-    return nonnegative(b - a, _axis_names(scope))
+    trips = {symbol for symbol in b.symbols() if is_trip_symbol(symbol)}
+    return nonnegative(b - a, _axis_names(scope) | trips)
+
+
+def _taken_trip_symbols(scope: Scope) -> set[str]:
+    """The trip dimensions the function being built already uses (its ops so far, their
+    regions included, and every type they mention)."""
+    while scope.parent is not None:
+        scope = scope.parent
+    taken = set()
+    for op in scope.block.walk():
+        dims = [op.attrs["dim"]] if op.name == "trip_dim" else []
+        dims += [d for v in op.results for d in v.type.shape]
+        taken.update(s for d in dims for s in d.symbols() if is_trip_symbol(s))
+    return taken
+
+
+def trip_count(scope: Scope, count: Value) -> Value:
+    """`count` (an i64 ≥ 0 known only at run time) as `trip_dim` of a fresh trip dimension,
+    so a history can be sized by it (`ir/capacity.py`)."""
+    symbol = fresh_trip_symbol(_taken_trip_symbols(scope))
+    return scope.op("trip_dim", [count], {"dim": Dim.sym(symbol)})
 
 
 def loop_forward(scope: Scope, op: Op, operands: list[Value], checkpoint: bool) -> Op:
     """Emit an active primal loop so the reverse sweep finds its states (module docstring)."""
     trip = _static_trip(scope, operands[0], operands[1])
+    if trip is None:  # a run-time count: hi = lo + T with T given a trip dimension
+        lo, hi = operands[:2]
+        counted = trip_count(scope, scope.op("maximum", [scope.sub(hi, lo), scope.zeros(I64)]))
+        operands = [lo, scope.add(lo, counted), *operands[2:]]
+        trip = _static_trip(scope, *operands[:2])
     body = [copy_block(ForOp(op).body)]
     if trip is not None and not checkpoint:
         return scope.emit("for_history", operands, {**op.attrs, "rows": trip, "stride": 1}, body)
