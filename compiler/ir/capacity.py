@@ -17,10 +17,16 @@ depend on the capacity: rows past the count are never read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from .core import Block
 
 PREFIX = "#T"
+MESSAGE = "trip count {needed} exceeds the capacity of {symbol}"
+_MESSAGE_PATTERN = re.compile(r"trip count (-?\d+) exceeds the capacity of (#T\d+)")
 Result = TypeVar("Result")
 
 
@@ -38,13 +44,25 @@ def fresh_trip_symbol(taken: Iterable[str]) -> str:
     return f"{PREFIX}{k}"
 
 
+def trip_symbols(body: Block) -> list[str]:
+    """The trip dimensions the `trip_dim` ops of `body` (regions included) check, sorted."""
+    return sorted({str(op.attrs["dim"]) for op in body.walk() if op.name == "trip_dim"})
+
+
 class CapacityError(IndexError):
     """A run-time trip count exceeded its trip dimension's capacity (retried, never shown)."""
 
     def __init__(self, symbol: str, needed: int) -> None:
-        super().__init__(f"trip count {needed} exceeds the capacity of {symbol}")
+        super().__init__(MESSAGE.format(needed=needed, symbol=symbol))
         self.symbol = symbol
         self.needed = needed
+
+    @staticmethod
+    def parse(message: str) -> CapacityError | None:
+        """The error whose message is `message`, if it is one (for runners that report
+        errors as text)."""
+        match = _MESSAGE_PATTERN.fullmatch(message)
+        return CapacityError(match[2], int(match[1])) if match else None
 
 
 def run_with_capacity(run: Callable[[dict[str, int]], Result], dims: Mapping[str, int],

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .capacity import run_with_capacity
+from .capacity import run_with_capacity, trip_symbols
 from .core import Block, Function, Value
 from .ops import OPS
 from .types import NUMPY_DTYPES
@@ -41,7 +41,7 @@ def interpret(
     i64 scalar argument are taken from that argument when `dims` lacks them)."""
     sizes = {symbol: int(args[index]) for symbol, index in fn.value_dims}
     sizes.update(dims)
-    trips = {str(op.attrs["dim"]) for op in fn.body.walk() if op.name == "trip_dim"}
+    trips = trip_symbols(fn.body)
 
     def run(bound: dict[str, int]) -> list[np.ndarray]:
         with np.errstate(all="ignore"):

@@ -196,9 +196,21 @@ def _history_rows(s: Scope, histories: list[Value], row: Value) -> list[Value]:
     return [s.op("dynamic_index", [h, row], {"axis": 0, "label": "history"}) for h in histories]
 
 
+def _row(s: Scope, t: Value, lo: Value, history: Value) -> Value:
+    """The row of iteration t in `history`, t − lo. A history sized by a trip dimension
+    (a count that batching may make per element) is read at max(t − lo, 0), so a batch
+    element whose loop already ended (its step masked, `batch_rules.py`) reads row 0."""
+    row = s.sub(t, lo)
+    if any(is_trip_symbol(symbol) for symbol in history.type.shape[0].symbols()):
+        row = s.op("maximum", [row, s.zeros(I64)])
+    return row
+
+
 def _rows(histories: list[Value], lo: Value) -> Callable[[Scope, Value], list[Value]]:
     """States at iteration t read from histories whose row 0 is iteration `lo`."""
-    return lambda s, t: _history_rows(s, histories, s.sub(t, lo))
+    if not histories:
+        return lambda s, t: []
+    return lambda s, t: _history_rows(s, histories, _row(s, t, lo, histories[0]))
 
 
 @rule("for", "for_history")
@@ -249,7 +261,8 @@ def _reverse_steps(ctx: RuleContext, loop: Loop, lo: Value, hi: Value, carry: Lo
         if bar is not None:
             bar = vjp.adjoint(param) or inner.zeros(param.type)
             if history_bars and history_bars[j] is not None:
-                (row,) = _history_rows(inner, [history_bars[j]], inner.sub(t, lo))
+                (row,) = _history_rows(inner, [history_bars[j]],
+                                       _row(inner, t, lo, history_bars[j]))
                 bar = inner.add(bar, row)
         states.append(bar)
     invariants: Bars = []
