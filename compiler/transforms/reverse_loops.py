@@ -19,11 +19,13 @@ Where the starting states come from (T = max(hi − lo, 0), the trip count):
   (`for_history` with `stride = S`); otherwise S is the dimension `ceil_sqrt(T)`,
   computed at call time, and the sweep first runs the loop once more, as a
   `for_history` over its segments, to store the checkpoints;
-- recomputed (any other trip count: an i32 argument, a computed integer, a `while`'s):
-  the IR cannot size a history whose length is not a dimension expression, so states
-  are recomputed instead: segments of S = ⌈√T⌉ (a run-time value), each segment's start
-  re-run from the initial state and each step's state from its segment's start. No
-  stored states, O(T^1.5) body evaluations, the same gradients.
+- any other trip count (an i32 argument, a computed integer, a `while`'s): the count
+  T = max(hi − lo, 0) gets a trip dimension (`trip_dim`, `ir/capacity.py`: a dimension
+  no argument binds, whose size the runner grows until T fits) and hi becomes lo + T, so
+  T is a dimension expression and the two strategies above apply as they are.
+
+So every loop the reverse sweep meets has a dimension trip count (`loop_forward` gives
+one to the loops it emits), and no state is ever recomputed from the loop's start.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..ir.core import Block, Op, Value
 from ..ir.capacity import fresh_trip_symbol, is_trip_symbol
+from ..ir.core import Block, Op, Value
 from ..ir.dims import Dim, ceil_sqrt, nonnegative
 from ..ir.scope import Scope, copy_block
 from ..ir.types import scalar
@@ -279,13 +281,13 @@ def _reverse_steps(ctx: RuleContext, loop: Loop, lo: Value, hi: Value, carry: Lo
 @dataclass
 class Segments:
     """How a reverse sweep walks a loop in segments: `count` segments of `length` iterations
-    (the last may be shorter), row r of `checkpoints` the state segment r starts from (None:
-    recomputed from the initial state), and `rows`, the capacity of one segment's history."""
+    (the last may be shorter), row r of `checkpoints` the state segment r starts from, and
+    `rows`, the capacity of one segment's history."""
 
     length: Value
     count: Value
-    checkpoints: list[Value] | None
-    rows: Dim | None
+    checkpoints: list[Value]
+    rows: Dim
 
 
 def _segment_count(s: Scope, loop: Loop, length: Value) -> Value:
@@ -295,7 +297,7 @@ def _segment_count(s: Scope, loop: Loop, length: Value) -> Value:
 
 
 def _segments(ctx: RuleContext, loop: Loop) -> Segments:
-    """The segments of a checkpointed loop, or of one whose states are recomputed."""
+    """The segments of a checkpointed loop."""
     s, op, one = ctx.scope, loop.op, ctx.scope.const(1, I64)
     if op.name == "for_history":  # constant trip count: stride-S checkpoints stored forward
         stride = ForHistoryOp(op).stride
@@ -303,21 +305,17 @@ def _segments(ctx: RuleContext, loop: Loop) -> Segments:
         return Segments(length, _segment_count(s, loop, length), ForOp(op).histories,
                         Dim.const(stride))
     trip = _static_trip(s, loop.lo, loop.hi)
-    if trip is not None:  # a dimension: S = ⌈√T⌉ at call time, checkpoints stored now
-        rows = ceil_sqrt(trip)
-        length = s.op("maximum", [s.op("dim", [], {"dim": rows}), one])
-        count = _segment_count(s, loop, length)
-        return Segments(length, count, loop.checkpoints(s, length, count, rows), rows)
-    trip_value = s.op("maximum", [s.sub(loop.hi, loop.lo), s.zeros(I64)])
-    root = s.op("ceil", [s.op("sqrt", [s.op("cast", [trip_value], {"dtype": "f64"})])])
-    length = s.op("maximum", [s.op("cast", [root], {"dtype": "i64"}), one])
-    return Segments(length, _segment_count(s, loop, length), None, None)
+    assert trip is not None, "loop_forward gives every reversed loop a dimension trip count"
+    rows = ceil_sqrt(trip)  # S = ⌈√T⌉ at call time, checkpoints stored now
+    length = s.op("maximum", [s.op("dim", [], {"dim": rows}), one])
+    count = _segment_count(s, loop, length)
+    return Segments(length, count, loop.checkpoints(s, length, count, rows), rows)
 
 
 def _reverse_segments(ctx: RuleContext, loop: Loop, carry: LoopBars,
                       history_bars: Bars) -> LoopBars:
     """Reverse the loop segment by segment, last segment first: each segment re-runs from
-    its checkpoint as a history of its states (or recomputes them), then is reversed."""
+    its checkpoint as a history of its states, then is reversed."""
     s = ctx.scope
     plan = _segments(ctx, loop)
     length, count = plan.length, plan.count
@@ -328,17 +326,10 @@ def _reverse_segments(ctx: RuleContext, loop: Loop, carry: LoopBars,
     row = inner.sub(inner.sub(count, inner.const(1, I64)), segment)
     start = inner.add(loop.lo, inner.mul(row, length))
     stop = inner.op("minimum", [inner.add(start, length), loop.hi])
-    if plan.checkpoints is not None and plan.rows is not None:
-        states = _history_rows(inner, plan.checkpoints, row)
-        histories = loop.history(inner, start, stop, states, plan.rows)
-        state_at = _rows(histories, start)
-    else:
-        states = loop.run(inner, loop.lo, start, loop.inits)
-
-        def state_at(scope: Scope, t: Value) -> list[Value]:
-            return loop.run(scope, start, t, states)
-
-    bars = _reverse_steps(replace(ctx, scope=inner), loop, start, stop, bars, state_at)
+    states = _history_rows(inner, plan.checkpoints, row)
+    histories = loop.history(inner, start, stop, states, plan.rows)
+    bars = _reverse_steps(replace(ctx, scope=inner), loop, start, stop, bars,
+                          _rows(histories, start))
     for j, history_bar in enumerate(history_bars):
         if history_bar is not None and bars.states[j] is not None:
             (checkpoint,) = _history_rows(inner, [history_bar], row)
