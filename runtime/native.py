@@ -253,7 +253,8 @@ class NativeKernel:
 
     def workspace_bytes(self, dims: dict[str, int]) -> int:
         """Scratch memory of one call with these dimension sizes: every temporary (loop
-        state histories included) lives in this one workspace, so it is the peak."""
+        state histories included) lives in this one workspace, so it is the peak. A trip
+        dimension that `dims` lacks is at the capacity the kernel's calls grew it to."""
         return self._layout(*(dims.get(s, self._capacity.get(s, 0)) for s in self._symbols))[1]
 
     @property
