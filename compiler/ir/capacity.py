@@ -12,7 +12,9 @@ goes through `run_with_capacity`: it starts each trip dimension at the capacity 
 runner remembers (0 at first), and when a call reports that a count did not fit, grows
 that capacity to max(T, 2 · old) and calls again. The first call of a kernel therefore
 runs its forward loop twice; later calls with counts no larger run once. Results do not
-depend on the capacity: rows past the count are never read.
+depend on the capacity: rows past the count are never read. Two counts may share a trip
+dimension (each is checked against it, so it grows to the larger): reverse mode gives each
+loop its own where it can, which only saves memory.
 """
 
 from __future__ import annotations

@@ -91,7 +91,8 @@ def _static_trip(scope: Scope, lo: Value, hi: Value) -> Dim | None:
 
 def _taken_trip_symbols(scope: Scope) -> set[str]:
     """The trip dimensions the function being built already uses (its ops so far, their
-    regions included, and every type they mention)."""
+    regions included, and every type they mention). A region still being built is not
+    seen, so two loops there may share one, which is correct (`ir/capacity.py`)."""
     while scope.parent is not None:
         scope = scope.parent
     taken = set()
@@ -105,8 +106,12 @@ def _taken_trip_symbols(scope: Scope) -> set[str]:
 def trip_count(scope: Scope, count: Value) -> Value:
     """`count` (an i64 ≥ 0 known only at run time) as `trip_dim` of a fresh trip dimension,
     so a history can be sized by it (`ir/capacity.py`)."""
-    symbol = fresh_trip_symbol(_taken_trip_symbols(scope))
-    return scope.op("trip_dim", [count], {"dim": Dim.sym(symbol)})
+    return scope.op("trip_dim", [count], {"dim": _fresh_trip_dim(scope)})
+
+
+def _fresh_trip_dim(scope: Scope) -> Dim:
+    """A trip dimension the function being built does not use yet."""
+    return Dim.sym(fresh_trip_symbol(_taken_trip_symbols(scope)))
 
 
 def loop_forward(scope: Scope, op: Op, operands: list[Value], checkpoint: bool) -> Op:
@@ -114,13 +119,14 @@ def loop_forward(scope: Scope, op: Op, operands: list[Value], checkpoint: bool) 
     trip = _static_trip(scope, operands[0], operands[1])
     if trip is None:  # a run-time count: hi = lo + T with T given a trip dimension
         lo, hi = operands[:2]
-        counted = trip_count(scope, scope.op("maximum", [scope.sub(hi, lo), scope.zeros(I64)]))
+        trip = _fresh_trip_dim(scope)
+        count = scope.op("maximum", [scope.sub(hi, lo), scope.zeros(I64)])
+        counted = scope.op("trip_dim", [count], {"dim": trip})
         operands = [lo, scope.add(lo, counted), *operands[2:]]
-        trip = _static_trip(scope, *operands[:2])
     body = [copy_block(ForOp(op).body)]
-    if trip is not None and not checkpoint:
+    if not checkpoint:
         return scope.emit("for_history", operands, {**op.attrs, "rows": trip, "stride": 1}, body)
-    if trip is not None and trip.is_const and trip.value > 0:
+    if trip.is_const and trip.value > 0:
         stride = math.isqrt(trip.value - 1) + 1
         rows = Dim.const(-(-trip.value // stride))
         return scope.emit("for_history", operands, {**op.attrs, "rows": rows, "stride": stride},
