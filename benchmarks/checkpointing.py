@@ -7,6 +7,7 @@ respect to xs, w and h0, for each way of giving the trip count T:
 - `dimension`: `for t in 0..L - 1` (C, the length of xs, fixed at call time);
 - `literal`: `for t in 0..T` with T written in the source;
 - `i64 argument`: `for t in 0..steps`;
+- `i32 argument`: `for t in 0..steps` with `steps: i32` (no dimension: a trip dimension);
 - `while`: `while t < steps` (its trip count is known only once the loop has run).
 Each round times one call of every variant in turn (a sample repeats the call until it lasts
 about 20 ms), so the machine's load hits stored and checkpointed alike; the report gives
@@ -35,6 +36,7 @@ LOOPS = {  # kind: (extra parameters, the loop)
     "dimension": (", marks: f64[L]", f"for t in 0..L - 1 {{ {BODY} }}"),
     "literal": ("", f"for t in 0..STEPS {{ {BODY} }}"),
     "i64 argument": (", steps: i64", f"for t in 0..steps {{ {BODY} }}"),
+    "i32 argument": (", steps: i32", f"for t in 0..steps {{ {BODY} }}"),
     "while": (", steps: i64", f"var t = 0; while t < steps {{ {BODY} t = t + 1; }}"),
 }
 
@@ -61,7 +63,8 @@ def gradient_calls(kind: str, steps: int, width: int) -> dict[bool, Callable[[],
     rng = np.random.default_rng(0)
     u, w, h0 = (rng.standard_normal(width), rng.uniform(0.5, 1.0, width),
                 rng.standard_normal(width))
-    extra = {"dimension": (np.zeros(steps + 1),), "literal": ()}.get(kind, (np.int64(steps),))
+    extra = {"dimension": (np.zeros(steps + 1),), "literal": (),
+             "i32 argument": (np.int32(steps),)}.get(kind, (np.int64(steps),))
     args = (u, w, h0, *extra)
     calls = {}
     for checkpoint in (False, True):

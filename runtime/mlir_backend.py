@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from reverie.compiler.ir.capacity import CapacityError, run_with_capacity, trip_symbols
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import evaluate_shape
 from reverie.compiler.ir.iteration_limit import error_for
@@ -145,20 +146,32 @@ class MlirKernel:
         self.fn = fn
         self.program = program or MlirProgram([fn])
         self.part = self.program.parts[index]
-        arity = len(fn.params) + len(fn.result_types) + 1
+        self.trips = trip_symbols(fn.body)
+        self.capacity: dict[str, int] = {}  # of each trip dimension (`ir/capacity.py`)
+        arity = len(fn.params) + len(fn.result_types) + 1 + bool(self.trips)
         prototype = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * arity)
         address = self.program.engine.address(f"_mlir_ciface_{self.part.symbol}")
         self.entry = prototype(address)
 
     def __call__(self, bound: BoundCall) -> list[np.ndarray]:
         """Run on checked arguments; IndexError for a subscript the code found out of range
-        (RuntimeError for a `while` past its iteration limit)."""
-        results = [np.empty(evaluate_shape(t.shape, bound.dims), dtype=NUMPY_DTYPES[t.dtype])
+        (RuntimeError for a `while` past its iteration limit). Trip dimensions start at the
+        capacity this kernel remembers and grow until every count fits."""
+        if not self.trips:
+            return self._run(bound, bound.dims)
+        return run_with_capacity(lambda dims: self._run(bound, dims), bound.dims, self.trips,
+                                 self.capacity)
+
+    def _run(self, bound: BoundCall, dims: dict[str, int]) -> list[np.ndarray]:
+        """One call with every dimension sized by `dims`."""
+        results = [np.empty(evaluate_shape(t.shape, dims), dtype=NUMPY_DTYPES[t.dtype])
                    for t in self.fn.result_types]
         status = np.zeros(4, dtype=np.int64)
-        descriptors = [describe(a) for a in [*bound.arrays, *results, status]]
+        trips = [np.array([dims[s] for s in self.trips], dtype=np.int64)] if self.trips else []
+        descriptors = [describe(a) for a in [*bound.arrays, *results, status, *trips]]
         self.entry(*[ctypes.addressof(d) for d in descriptors])
         if status[0]:
             _, value, size, site = (int(v) for v in status)
-            raise error_for(self.part.errors[site].format(value=value, bound=size))
+            message = self.part.errors[site].format(value=value, bound=size)
+            raise CapacityError.parse(message) or error_for(message)
         return results

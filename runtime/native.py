@@ -39,6 +39,7 @@ from reverie.compiler.codegen.abi import (
     helpers_called,
     workspace_fits,
 )
+from reverie.compiler.ir.capacity import is_trip_symbol, run_with_capacity
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import python_expr
 from reverie.compiler.ir.types import NUMPY_DTYPES
@@ -164,6 +165,8 @@ class NativeKernel:
         self._layout = layout_function(self.program)
         self._dtypes = [NUMPY_DTYPES[b.dtype] for b in self.program.outputs]
         self._symbols = self.program.symbols
+        self._trips = [s for s in self._symbols if is_trip_symbol(s)]
+        self._capacity: dict[str, int] = {}  # of each trip dimension (`ir/capacity.py`)
         buffers = len(self.program.inputs) + len(self.program.outputs) + 2
         self._filled = buffers + len(self._symbols)
         self._frame = ctypes.c_int64 * (self._filled + ERROR_SLOTS)
@@ -202,8 +205,9 @@ class NativeKernel:
 
     def workspace_bytes(self, dims: dict[str, int]) -> int:
         """Scratch memory of one call with these dimension sizes: every temporary (loop
-        state histories included) lives in this one workspace, so it is the peak."""
-        return self._layout(*(dims[s] for s in self._symbols))[1]
+        state histories included) lives in this one workspace, so it is the peak. A trip
+        dimension that `dims` lacks is at the capacity the kernel's calls grew it to."""
+        return self._layout(*(dims.get(s, self._capacity.get(s, 0)) for s in self._symbols))[1]
 
     @property
     def loop_ir(self) -> str:
@@ -226,8 +230,16 @@ class NativeKernel:
         return self._jit.asm
 
     def __call__(self, bound: BoundCall) -> list[np.ndarray]:
-        """Run on converted arguments; fresh output arrays in result order."""
-        sizes = [bound.dims[s] for s in self._symbols]
+        """Run on converted arguments; fresh output arrays in result order (trip dimensions
+        at the capacity this kernel remembers, grown when a count does not fit)."""
+        if not self._trips:
+            return self._run(bound, bound.dims)
+        return run_with_capacity(lambda dims: self._run(bound, dims), bound.dims, self._trips,
+                                 self._capacity)
+
+    def _run(self, bound: BoundCall, dims: dict[str, int]) -> list[np.ndarray]:
+        """One call of the kernel with every dimension sized by `dims`."""
+        sizes = [dims[s] for s in self._symbols]
         shapes, workspace_bytes = self._layout(*sizes)
         outputs = [np.empty(shape, dtype) for shape, dtype in zip(shapes, self._dtypes,
                                                                    strict=True)]

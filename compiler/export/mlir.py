@@ -9,13 +9,16 @@ Calling convention (destination passing, `llvm.emit_c_interface`):
 
     func.func @f(%x: memref<?xf32, strided<[?], offset: ?>>,   // inputs, any NumPy layout
                  %result0: memref<f32>,                        // one buffer per result
-                 %status: memref<4xi64>)                       // {failed, value, bound, site}
+                 %status: memref<4xi64>,                       // {failed, value, bound, site}
+                 %trips: memref<2xi64>)                        // only with trip dimensions
 
 Inputs of rank 0 are rank-0 memrefs too. Dimension sizes are read from the arguments
 (`memref.dim`); the caller has checked that they agree (`runtime/call.py`). Run-time
 errors (an integer subscript out of range, `argmax` of an empty tensor) never touch
 memory outside a buffer: the faulty access is skipped and the first error is written to
 `%status`; `MlirFunction.errors[site]` is its message, with `{value}` and `{bound}` to fill.
+A function with trip dimensions (`ir/capacity.py`) reads their capacities from `%trips`,
+in sorted order; a count past its capacity is one of those errors.
 
 Inside, rank-0 values are SSA scalars and every other value is a buffer that one op
 allocates and the block frees after its last use (see `Exporter.block`). The per-op rules
@@ -28,6 +31,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from reverie.compiler.ir.capacity import trip_symbols
 from reverie.compiler.ir.core import Block, Function, Op
 from reverie.compiler.ir.dims import Dim
 from reverie.dsl.ast import NO_SPAN
@@ -148,12 +152,17 @@ class Exporter:
         w.span = fn.span
         names = _argument_names(fn)
         w.taken.update(name[1:] for name in names)
+        trips = trip_symbols(fn.body)
+        trips_arg, trips_type = f"{names[-1]}_trips", f"memref<{len(trips)}xi64>"
         self.status = names[-1]
         inputs = [Tensor(name, v.type, memref_type(v.type, strided=True))
                   for name, v in zip(names, fn.params, strict=False)]
         outputs = [Tensor(name, t, memref_type(t))
                    for name, t in zip(names[len(inputs):-1], fn.result_types, strict=True)]
         _bind_dimensions(w, inputs, fn.value_dims)
+        for k, trip in enumerate(trips):
+            w.bind_symbol(trip, w.prologue_op(
+                f"memref.load {trips_arg}[{w.index(k)}] : {trips_type}", "trip"))
         args = [Tensor(w.load(t, []), t.type) if t.type.rank == 0 else t for t in inputs]
         results = self.block(fn.body, args)
         w.span = fn.span
@@ -162,6 +171,7 @@ class Exporter:
         self.release(results)
         signature = ", ".join(f"{t.ssa}: {t.memref}" for t in inputs + outputs)
         signature += f", {self.status}: {STATUS_TYPE}"
+        signature += f", {trips_arg}: {trips_type}" if trips else ""
         head = f"func.func @{symbol}({signature}) attributes {{llvm.emit_c_interface}} {{"
         return "\n".join([head, *w.prologue, *w.lines, "  return", "}" + w.loc()])
 

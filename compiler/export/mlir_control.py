@@ -11,12 +11,15 @@ rules of `mlir_regions.py` do:
   while it holds and the count is below the op's `limit`; it forwards the condition too,
   so a loop stopped by the limit (its condition still true) reports the iteration-limit
   error through the status buffer (a RuntimeError), never running on.
+- `trip_dim`: its count, with an error (a `CapacityError`, `ir/capacity.py`) unless the
+  count fits its trip dimension.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from reverie.compiler.ir.capacity import MESSAGE
 from reverie.compiler.ir.core import Block, Op
 from reverie.compiler.ir.iteration_limit import limit_error
 from reverie.compiler.ir.types import scalar
@@ -85,3 +88,12 @@ def _while(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     out = [b if b else Tensor(next(scalars), init.type)
            for b, init in zip(buffers, initial, strict=True)]
     return out + ([Tensor(count, scalar("i64"))] if loop.counted else [])
+
+
+@lowering("trip_dim")
+def _trip_dim(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
+    w, (count,), dim = ex.w, args, op.attrs["dim"]
+    capacity = w.dim(dim)
+    fits = w.assign(f"arith.cmpi sle, {count.ssa}, {capacity} : i64")
+    ex.fail_unless(fits, count.ssa, capacity, MESSAGE.format(needed="{value}", symbol=dim))
+    return [Tensor(count.ssa, op.result.type)]

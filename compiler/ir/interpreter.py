@@ -2,7 +2,8 @@
 
 Consumes a `Function`, concrete dimension bindings and NumPy arguments; produces NumPy
 results by walking the ops in order and calling each op's `evaluate` from the op table.
-Results are cast to the dtype the IR says, so f32 programs stay f32.
+Results are cast to the dtype the IR says, so f32 programs stay f32. Trip dimensions
+(`capacity.py`) start at 0 and grow until every run-time count fits.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .capacity import run_with_capacity, trip_symbols
 from .core import Block, Function, Value
 from .ops import OPS
 from .types import NUMPY_DTYPES
@@ -39,5 +41,10 @@ def interpret(
     i64 scalar argument are taken from that argument when `dims` lacks them)."""
     sizes = {symbol: int(args[index]) for symbol, index in fn.value_dims}
     sizes.update(dims)
-    with np.errstate(all="ignore"):
-        return Interpreter(sizes).run_block(fn.body, args)
+    trips = trip_symbols(fn.body)
+
+    def run(bound: dict[str, int]) -> list[np.ndarray]:
+        with np.errstate(all="ignore"):
+            return Interpreter(bound).run_block(fn.body, args)
+
+    return run_with_capacity(run, sizes, trips)

@@ -24,7 +24,7 @@ Groups, with an IR example each:
 - linear algebra    `%6 = matmul %a, %b : f32[N, M]` (2-D only; the front end reshapes 1-D)
 - shape ops         in `ops_shape.py`: transpose, reshape, slice, pad, concat, roll, ...
 - structured/loops  in `ops_structured.py`: generic (index notation), read, for
-- adjoint-only      in `ops_adjoint.py`: generic_scatter, for_history
+- adjoint-only      in `ops_adjoint.py`: generic_scatter, for_history, trip_dim
 - control flow      in `ops_control.py`: if, while
 - scans             in `ops_scan.py`: scan (cumulative sum and product)
 """

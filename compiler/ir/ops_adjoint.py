@@ -1,4 +1,5 @@
-"""Ops that only reverse mode creates: `generic_scatter` (scatter-add) and `for_history`.
+"""Ops that only reverse mode creates: `generic_scatter` (scatter-add), `for_history` and
+`trip_dim`.
 
 `generic_scatter` is the adjoint of a `read` that is not a plain permutation of the loop
 indices (a gather with an integer tensor, a stencil `x[i + j - 1]`, a diagonal `A[i, i]`).
@@ -30,6 +31,12 @@ Row `r` of a history holds the state at the start of iteration `lo + r * stride`
 such iteration before `hi`; rows past those are zero. `rows` (a Dim) is the capacity:
 needing more rows than that raises IndexError. `stride = 1` stores every state;
 checkpointing stores one state every `stride` iterations.
+
+`trip_dim` gives a run-time trip count T (an i64 scalar, T ≥ 0) a dimension that a history
+can be sized by, a trip dimension of `capacity.py`; its result is T, and it fails with
+`CapacityError` (the caller retries with more capacity) unless T ≤ the dimension:
+
+    %n1 = trip_dim %n {dim = #T0} : i64
 """
 
 from __future__ import annotations
@@ -40,8 +47,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .attr_types import Label, Mode, Range
+from .capacity import CapacityError
 from .dims import Dim
-from .ops import OPS, ROOT, register
+from .ops import JVP, OPS, ROOT, VJP, expect_arity, register
 from .types import ShapeError, TensorType, scalar
 from .views import ForHistoryOp, GenericScatterOp
 
@@ -141,3 +149,30 @@ register("for_history", "control", _infer_for_history, _eval_for_history,
          "`%u, %us = for_history %lo, %hi, %u0 {carried = 1, rows = T, stride = 1} "
          "^(%t: i64, %u1: f64[N]) {...} : f64[N], f64[T, N]`.",
          attrs={"carried": int, "rows": Dim, "stride": int}, fusion=ROOT)
+
+
+# ---------------------------------------------------------------- trip_dim
+
+
+def _infer_trip_dim(ops: list[TensorType], attrs: dict, regions: list) -> list[TensorType]:
+    expect_arity("trip_dim", ops, 1)
+    if ops[0] != scalar("i64"):
+        raise ShapeError(f"trip_dim takes an i64 scalar count, got {ops[0]}")
+    if len(attrs["dim"].symbols()) != 1 or attrs["dim"] != Dim.sym(*attrs["dim"].symbols()):
+        raise ShapeError(f"trip_dim needs one dimension name, got {attrs['dim']}")
+    return [scalar("i64")]
+
+
+def _eval_trip_dim(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
+    dim: Dim = op.attrs["dim"]
+    count, capacity = int(args[0]), dim.evaluate(ctx.dims)
+    if count > capacity:
+        raise CapacityError(str(dim), count)
+    return [np.array(count, dtype=np.int64)]
+
+
+_INTEGER = "an integer count carries no derivative"
+register("trip_dim", "control", _infer_trip_dim, _eval_trip_dim,
+         "A run-time trip count given a dimension to size a history by (`capacity.py`): "
+         "`%n1 = trip_dim %n {dim = #T0} : i64` is %n, checked to be at most #T0.",
+         attrs={"dim": Dim}, exempt={VJP: _INTEGER, JVP: _INTEGER}, fusion=ROOT)

@@ -17,7 +17,8 @@ A `while` carries its states the same way in a `WhileLoop`: each iteration compu
 condition region into a bool temporary, leaves unless it holds, checks the iteration count
 against the op's `limit` (error site `iterations`: a RuntimeError), then runs the body. An
 `if` writes each state into a temporary of its own from one of two `If`s (the condition and
-its negation), which keeps the states it reads and the ones it writes apart.
+its negation), which keeps the states it reads and the ones it writes apart. A `trip_dim`
+is its count after a check that the count fits its trip dimension (error site `capacity`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,19 @@ from reverie.compiler.ir.views import ForHistoryOp, ForOp, IfOp, WhileOp
 
 from .accumulate import Accumulators
 from .emitter import Binding, Emitter, zero
-from .ir import Buffer, Const, ExitUnless, ForLoop, If, LoopState, Store, Var, View, WhileLoop
+from .ir import (
+    Buffer,
+    Const,
+    ExitUnless,
+    ForLoop,
+    If,
+    LoopState,
+    Store,
+    Var,
+    View,
+    WhileLoop,
+    as_index,
+)
 
 if TYPE_CHECKING:
     from reverie.compiler.transforms.to_loops import BlockLowering
@@ -84,6 +97,14 @@ def lower_while(lowering: BlockLowering, op: Op, em: Emitter) -> None:
     _bind_final_states(lowering, loop.final_states, states, em)
     if count is not None:
         lowering.env[op.results[-1]] = em.load(View.of(count), ())
+
+
+def lower_trip_dim(lowering: BlockLowering, op: Op, em: Emitter) -> None:
+    """A `trip_dim` op: its count, once 0 <= count <= its trip dimension is checked."""
+    count = lowering.scalar(op.operands[0], em)
+    dim: Dim = op.attrs["dim"]
+    em.check(as_index(count), dim + 1, lowering.ctx.site("capacity", str(dim)))
+    lowering.env[op.result] = count
 
 
 def lower_if(lowering: BlockLowering, op: Op, em: Emitter) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from reverie.compiler.ir.capacity import is_trip_symbol, run_with_capacity
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.ops import OPS
@@ -69,9 +70,13 @@ class LoopMemoryError(Exception):
 
 def run_program(program: Program, arrays: Sequence[np.ndarray],
                 dims: Mapping[str, int]) -> list[np.ndarray]:
-    """The outputs of `program` on `arrays` with dimension symbols sized by `dims`."""
-    with np.errstate(all="ignore"):
-        return LoopInterpreter(program, dims).run(arrays)
+    """The outputs of `program` on `arrays` with dimension symbols sized by `dims` (trip
+    dimensions grown until every count fits, `ir/capacity.py`)."""
+    def run(sizes: dict[str, int]) -> list[np.ndarray]:
+        with np.errstate(all="ignore"):
+            return LoopInterpreter(program, sizes).run(arrays)
+
+    return run_with_capacity(run, dims, [s for s in program.symbols if is_trip_symbol(s)])
 
 
 def scalar_op(op: str, args: list[Scalar], dtype: str) -> Scalar:

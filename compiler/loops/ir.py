@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from reverie.compiler.ir.capacity import CapacityError
 from reverie.compiler.ir.dims import Dim, Shape, num_elements
 from reverie.compiler.ir.iteration_limit import limit_error
 
@@ -289,8 +290,9 @@ BLOCK_STMTS = (Loop, ForLoop, WhileLoop, If, Guarded)
 @dataclass(frozen=True)
 class ErrorSite:
     """What a failing `Check` reports: an index error on `label` axis `axis`, `empty` (an
-    argmax of nothing), `rows` (a loop history with too few rows) or `iterations` (a
-    `while` past its iteration limit, the `size` of the check)."""
+    argmax of nothing), `rows` (a loop history with too few rows), `iterations` (a
+    `while` past its iteration limit, the `size` of the check) or `capacity` (a trip
+    count, the `index`, past its trip dimension `label`: the caller retries)."""
 
     kind: str
     label: str = ""
@@ -304,12 +306,16 @@ class ErrorSite:
             return f"for_history needs more than its {size} rows"
         if self.kind == "iterations":
             return limit_error(size)
+        if self.kind == "capacity":
+            return str(CapacityError(self.label, index))
         return (f"index {index} is out of bounds for axis {self.axis} of '{self.label}' "
                 f"with size {size}")
 
     def error(self, index: int, size: int) -> Exception:
         """The exception for this failed check: RuntimeError for `iterations`, else
-        IndexError (both as the tensor interpreter raises them)."""
+        IndexError (both as the tensor interpreter raises them; `CapacityError` is one)."""
+        if self.kind == "capacity":
+            return CapacityError(self.label, index)
         kind = RuntimeError if self.kind == "iterations" else IndexError
         return kind(self.message(index, size))
 

@@ -61,7 +61,7 @@ from .ir import (
 )
 from .printer import format_access, format_head
 
-ERROR_KINDS = ("index", "empty", "rows", "iterations")
+ERROR_KINDS = ("index", "empty", "rows", "iterations", "capacity")
 ARG_KINDS = ("argmax", "argmin")
 
 

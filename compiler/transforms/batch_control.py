@@ -18,6 +18,9 @@ so each element ends in the state its own loop ends in. A counted `while` (rever
 `reverse_control.py`) then counts each element's iterations: its count becomes [B].
 Running both branches (and idle elements of a loop) evaluates code whose results are
 discarded: a bounds-checked subscript there still raises, as under JAX.
+
+A `trip_dim` of a batched count n: [B] gives the largest count the trip dimension, so one
+history of that many rows holds every element's states: n' = minimum(n, trip_dim(max n)).
 """
 
 from __future__ import annotations
@@ -137,3 +140,13 @@ def _masked_while(ctx: BatchContext, op: Op, operands: list[Value], before: Bloc
                           for v, old in zip(new, values[:carried + counted], strict=True)]
     attrs = {"carried": carried + counted, "limit": loop.limit}
     return list(s.emit("while", operands, attrs, [check.block, step.block]).results)
+
+
+@rule("trip_dim")
+def _trip_dim(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
+    """trip_dim n with n: [B]: the dimension holds the largest count, each element keeps
+    its own: minimum(n, broadcast(trip_dim(max(max_b n_b, 0))))"""
+    s, (counts,) = ctx.scope, xs
+    largest = s.op("maximum", [s.op("reduce_max", [counts], {"axes": [0]}), s.zeros(I64)])
+    bound = s.op("trip_dim", [largest], dict(op.attrs))
+    return [s.op("minimum", [counts, lift(s, ctx.size, bound, False)])]

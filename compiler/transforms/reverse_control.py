@@ -12,10 +12,10 @@ by the `for` rule (`reverse_loops.loop_vjp`) with the while body as the loop bod
 
     x̄_{k} = (∂ body/∂x)ᵀ x̄_{k+1}  for k = T − 1 … 0,  ū0 = x̄_0.
 
-T is a run-time value, and the tensor IR sizes a history by a dimension expression, so the
-states the reverse sweep needs are recomputed from the initial state in segments of
-⌈√T⌉ (the `for` rule's recomputed strategy): no stored states, O(T^1.5) body evaluations,
-with or without `checkpoint=True`.
+T gets a trip dimension (`trip_dim`, `ir/capacity.py`), so the `for` rule treats it as a
+dimension count: by default the loop runs once more as a `for_history` of T rows, storing
+every state (2T body evaluations forward, T transposed); with `checkpoint=True` it keeps
+⌈√T⌉ checkpoints and re-runs one segment at a time (about 3T body evaluations forward).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..ir.core import Block, Op, Value
 from ..ir.scope import Scope, copy_block, share_captures
 from ..ir.types import scalar
 from ..ir.views import IfOp, WhileOp
-from .reverse_loops import loop_vjp
+from .reverse_loops import loop_forward, loop_vjp, trip_count
 from .reverse_rules import Bars, RuleContext, rule
 
 I64 = scalar("i64")
@@ -69,12 +69,14 @@ def _if(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
 def _while(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d while: with T its trip count the loop is `for t in 0..T { body }`, reversed as that
     loop: x̄_k = (∂ body/∂x)ᵀ x̄_{k+1} for k = T − 1 … 0"""
-    view = WhileOp(op)
+    view, s = WhileOp(op), ctx.scope
     assert view.counted, "reverse mode emits an active while with its trip count"
     body = copy_block(view.body)
     body.params.insert(0, Value(I64, name="t"))
-    count = op.results[-1]
-    loop = Op("for", [ctx.scope.zeros(I64), count, *op.operands], {"carried": view.carried},
-              list(view.final_states), [body], op.span)
+    operands = [s.zeros(I64), trip_count(s, op.results[-1]), *op.operands]
+    loop = Op("for", operands, {"carried": view.carried}, list(view.final_states), [body],
+              op.span)
+    if not ctx.checkpoint:  # run again, storing every state
+        loop = loop_forward(s, loop, operands, checkpoint=False)
     return loop_vjp(replace(ctx, wants=[False, False, *ctx.wants]), loop,
                     bars[:view.carried])[2:]

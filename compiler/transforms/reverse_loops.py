@@ -19,11 +19,13 @@ Where the starting states come from (T = max(hi − lo, 0), the trip count):
   (`for_history` with `stride = S`); otherwise S is the dimension `ceil_sqrt(T)`,
   computed at call time, and the sweep first runs the loop once more, as a
   `for_history` over its segments, to store the checkpoints;
-- recomputed (any other trip count: an i32 argument, a computed integer, a `while`'s):
-  the IR cannot size a history whose length is not a dimension expression, so states
-  are recomputed instead: segments of S = ⌈√T⌉ (a run-time value), each segment's start
-  re-run from the initial state and each step's state from its segment's start. No
-  stored states, O(T^1.5) body evaluations, the same gradients.
+- any other trip count (an i32 argument, a computed integer, a `while`'s): the count
+  T = max(hi − lo, 0) gets a trip dimension (`trip_dim`, `ir/capacity.py`: a dimension
+  no argument binds, whose size the runner grows until T fits) and hi becomes lo + T, so
+  T is a dimension expression and the two strategies above apply as they are.
+
+So every loop the reverse sweep meets has a dimension trip count (`loop_forward` gives
+one to the loops it emits), and no state is ever recomputed from the loop's start.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from ..ir.capacity import fresh_trip_symbol, is_trip_symbol
 from ..ir.core import Block, Op, Value
 from ..ir.dims import Dim, ceil_sqrt, nonnegative
 from ..ir.scope import Scope, copy_block
@@ -52,7 +55,7 @@ def static_int(value: Value) -> Dim | None:
         return None
     if op.name == "const":
         return Dim.const(op.attrs["value"])
-    if op.name == "dim":
+    if op.name in ("dim", "trip_dim"):
         return op.attrs["dim"]
     if op.name == "cast":
         return static_int(op.operands[0])
@@ -76,19 +79,54 @@ def _axis_names(scope: Scope) -> set[str]:
 
 def _static_trip(scope: Scope, lo: Value, hi: Value) -> Dim | None:
     """The trip count max(hi − lo, 0) as a Dim, or None."""
+    if hi.op is not None and hi.op.name == "add" and hi.op.operands[0] is lo and \
+            hi.op.operands[1].op is not None and hi.op.operands[1].op.name == "trip_dim":
+        return hi.op.operands[1].op.attrs["dim"]  # hi = lo + T, T given a trip dimension
     a, b = static_int(lo), static_int(hi)
     if a is None or b is None:
         return None
-    return nonnegative(b - a, _axis_names(scope))
+    trips = {symbol for symbol in b.symbols() if is_trip_symbol(symbol)}
+    return nonnegative(b - a, _axis_names(scope) | trips)
+
+
+def _taken_trip_symbols(scope: Scope) -> set[str]:
+    """The trip dimensions the function being built already uses (its ops so far, their
+    regions included, and every type they mention). A region still being built is not
+    seen, so two loops there may share one, which is correct (`ir/capacity.py`)."""
+    while scope.parent is not None:
+        scope = scope.parent
+    taken = set()
+    for op in scope.block.walk():
+        dims = [op.attrs["dim"]] if op.name == "trip_dim" else []
+        dims += [d for v in op.results for d in v.type.shape]
+        taken.update(s for d in dims for s in d.symbols() if is_trip_symbol(s))
+    return taken
+
+
+def trip_count(scope: Scope, count: Value) -> Value:
+    """`count` (an i64 ≥ 0 known only at run time) as `trip_dim` of a fresh trip dimension,
+    so a history can be sized by it (`ir/capacity.py`)."""
+    return scope.op("trip_dim", [count], {"dim": _fresh_trip_dim(scope)})
+
+
+def _fresh_trip_dim(scope: Scope) -> Dim:
+    """A trip dimension the function being built does not use yet."""
+    return Dim.sym(fresh_trip_symbol(_taken_trip_symbols(scope)))
 
 
 def loop_forward(scope: Scope, op: Op, operands: list[Value], checkpoint: bool) -> Op:
     """Emit an active primal loop so the reverse sweep finds its states (module docstring)."""
     trip = _static_trip(scope, operands[0], operands[1])
+    if trip is None:  # a run-time count: hi = lo + T with T given a trip dimension
+        lo, hi = operands[:2]
+        trip = _fresh_trip_dim(scope)
+        count = scope.op("maximum", [scope.sub(hi, lo), scope.zeros(I64)])
+        counted = scope.op("trip_dim", [count], {"dim": trip})
+        operands = [lo, scope.add(lo, counted), *operands[2:]]
     body = [copy_block(ForOp(op).body)]
-    if trip is not None and not checkpoint:
+    if not checkpoint:
         return scope.emit("for_history", operands, {**op.attrs, "rows": trip, "stride": 1}, body)
-    if trip is not None and trip.is_const and trip.value > 0:
+    if trip.is_const and trip.value > 0:
         stride = math.isqrt(trip.value - 1) + 1
         rows = Dim.const(-(-trip.value // stride))
         return scope.emit("for_history", operands, {**op.attrs, "rows": rows, "stride": stride},
@@ -166,9 +204,21 @@ def _history_rows(s: Scope, histories: list[Value], row: Value) -> list[Value]:
     return [s.op("dynamic_index", [h, row], {"axis": 0, "label": "history"}) for h in histories]
 
 
+def _row(s: Scope, t: Value, lo: Value, history: Value) -> Value:
+    """The row of iteration t in `history`, t − lo. A history sized by a trip dimension
+    (a count that batching may make per element) is read at max(t − lo, 0), so a batch
+    element whose loop already ended (its step masked, `batch_rules.py`) reads row 0."""
+    row = s.sub(t, lo)
+    if any(is_trip_symbol(symbol) for symbol in history.type.shape[0].symbols()):
+        row = s.op("maximum", [row, s.zeros(I64)])
+    return row
+
+
 def _rows(histories: list[Value], lo: Value) -> Callable[[Scope, Value], list[Value]]:
     """States at iteration t read from histories whose row 0 is iteration `lo`."""
-    return lambda s, t: _history_rows(s, histories, s.sub(t, lo))
+    if not histories:
+        return lambda s, t: []
+    return lambda s, t: _history_rows(s, histories, _row(s, t, lo, histories[0]))
 
 
 @rule("for", "for_history")
@@ -219,7 +269,8 @@ def _reverse_steps(ctx: RuleContext, loop: Loop, lo: Value, hi: Value, carry: Lo
         if bar is not None:
             bar = vjp.adjoint(param) or inner.zeros(param.type)
             if history_bars and history_bars[j] is not None:
-                (row,) = _history_rows(inner, [history_bars[j]], inner.sub(t, lo))
+                (row,) = _history_rows(inner, [history_bars[j]],
+                                       _row(inner, t, lo, history_bars[j]))
                 bar = inner.add(bar, row)
         states.append(bar)
     invariants: Bars = []
@@ -236,13 +287,13 @@ def _reverse_steps(ctx: RuleContext, loop: Loop, lo: Value, hi: Value, carry: Lo
 @dataclass
 class Segments:
     """How a reverse sweep walks a loop in segments: `count` segments of `length` iterations
-    (the last may be shorter), row r of `checkpoints` the state segment r starts from (None:
-    recomputed from the initial state), and `rows`, the capacity of one segment's history."""
+    (the last may be shorter), row r of `checkpoints` the state segment r starts from, and
+    `rows`, the capacity of one segment's history."""
 
     length: Value
     count: Value
-    checkpoints: list[Value] | None
-    rows: Dim | None
+    checkpoints: list[Value]
+    rows: Dim
 
 
 def _segment_count(s: Scope, loop: Loop, length: Value) -> Value:
@@ -252,7 +303,7 @@ def _segment_count(s: Scope, loop: Loop, length: Value) -> Value:
 
 
 def _segments(ctx: RuleContext, loop: Loop) -> Segments:
-    """The segments of a checkpointed loop, or of one whose states are recomputed."""
+    """The segments of a checkpointed loop."""
     s, op, one = ctx.scope, loop.op, ctx.scope.const(1, I64)
     if op.name == "for_history":  # constant trip count: stride-S checkpoints stored forward
         stride = ForHistoryOp(op).stride
@@ -260,21 +311,17 @@ def _segments(ctx: RuleContext, loop: Loop) -> Segments:
         return Segments(length, _segment_count(s, loop, length), ForOp(op).histories,
                         Dim.const(stride))
     trip = _static_trip(s, loop.lo, loop.hi)
-    if trip is not None:  # a dimension: S = ⌈√T⌉ at call time, checkpoints stored now
-        rows = ceil_sqrt(trip)
-        length = s.op("maximum", [s.op("dim", [], {"dim": rows}), one])
-        count = _segment_count(s, loop, length)
-        return Segments(length, count, loop.checkpoints(s, length, count, rows), rows)
-    trip_value = s.op("maximum", [s.sub(loop.hi, loop.lo), s.zeros(I64)])
-    root = s.op("ceil", [s.op("sqrt", [s.op("cast", [trip_value], {"dtype": "f64"})])])
-    length = s.op("maximum", [s.op("cast", [root], {"dtype": "i64"}), one])
-    return Segments(length, _segment_count(s, loop, length), None, None)
+    assert trip is not None, "loop_forward gives every reversed loop a dimension trip count"
+    rows = ceil_sqrt(trip)  # S = ⌈√T⌉ at call time, checkpoints stored now
+    length = s.op("maximum", [s.op("dim", [], {"dim": rows}), one])
+    count = _segment_count(s, loop, length)
+    return Segments(length, count, loop.checkpoints(s, length, count, rows), rows)
 
 
 def _reverse_segments(ctx: RuleContext, loop: Loop, carry: LoopBars,
                       history_bars: Bars) -> LoopBars:
     """Reverse the loop segment by segment, last segment first: each segment re-runs from
-    its checkpoint as a history of its states (or recomputes them), then is reversed."""
+    its checkpoint as a history of its states, then is reversed."""
     s = ctx.scope
     plan = _segments(ctx, loop)
     length, count = plan.length, plan.count
@@ -285,17 +332,10 @@ def _reverse_segments(ctx: RuleContext, loop: Loop, carry: LoopBars,
     row = inner.sub(inner.sub(count, inner.const(1, I64)), segment)
     start = inner.add(loop.lo, inner.mul(row, length))
     stop = inner.op("minimum", [inner.add(start, length), loop.hi])
-    if plan.checkpoints is not None and plan.rows is not None:
-        states = _history_rows(inner, plan.checkpoints, row)
-        histories = loop.history(inner, start, stop, states, plan.rows)
-        state_at = _rows(histories, start)
-    else:
-        states = loop.run(inner, loop.lo, start, loop.inits)
-
-        def state_at(scope: Scope, t: Value) -> list[Value]:
-            return loop.run(scope, start, t, states)
-
-    bars = _reverse_steps(replace(ctx, scope=inner), loop, start, stop, bars, state_at)
+    states = _history_rows(inner, plan.checkpoints, row)
+    histories = loop.history(inner, start, stop, states, plan.rows)
+    bars = _reverse_steps(replace(ctx, scope=inner), loop, start, stop, bars,
+                          _rows(histories, start))
     for j, history_bar in enumerate(history_bars):
         if history_bar is not None and bars.states[j] is not None:
             (checkpoint,) = _history_rows(inner, [history_bar], row)

@@ -28,7 +28,7 @@ from reverie.compiler.ir.reduce_kinds import REDUCE_OPS
 from reverie.compiler.ir.views import GenericOp, GenericScatterOp
 from reverie.compiler.loops.batched_matmul import emit_matmul
 from reverie.compiler.loops.boundary import CallBoundary
-from reverie.compiler.loops.control import lower_for, lower_if, lower_while
+from reverie.compiler.loops.control import lower_for, lower_if, lower_trip_dim, lower_while
 from reverie.compiler.loops.emitter import (
     Binding,
     Context,
@@ -376,6 +376,7 @@ ROOT_LOWERINGS: dict[str, RootLowering] = {
     "argmax": lower_arg_reduce, "argmin": lower_arg_reduce,
     "matmul": BlockLowering._matmul, "concat": BlockLowering._concat,
     "for": lower_for, "for_history": lower_for, "if": lower_if, "while": lower_while,
+    "trip_dim": lower_trip_dim,
     "generic": BlockLowering._generic, "generic_scatter": BlockLowering._generic_scatter,
     "roll": BlockLowering._roll, "scan": lower_scan,
 }

@@ -258,8 +258,10 @@ def _generic_scatter_function() -> Function:
     return ir_function([("v", tensor_type(F, "N")), ("labels", tensor_type(I64, "N"))], build)
 
 
-def _history_function(stride: int) -> Function:
-    """for_history of h ← sin(h) · w + h over t in 0..steps (rows = 6)."""
+def _history_function(stride: int, trip: bool = False) -> Function:
+    """for_history of h ← sin(h) · w + h over t in 0..steps (rows = 6; with `trip`, the
+    trip dimension of `trip_dim steps`, and the history summed over its rows, which does
+    not depend on the capacity the call chose)."""
     from reverie.compiler.ir.core import Block, Value
     from reverie.compiler.ir.scope import Scope
     from reverie.compiler.ir.types import scalar
@@ -271,8 +273,13 @@ def _history_function(stride: int) -> Function:
         _, h, w1 = params
         body.block.results = [body.add(body.mul(body.op("sin", [h]), w1), h)]
         zero = s.const(0, scalar(I64))
-        attrs = {"carried": 1, "rows": Dim.const(6), "stride": stride}
-        return s.emit("for_history", [zero, steps, h0, w], attrs, [body.block]).results
+        rows = Dim.sym("#T0") if trip else Dim.const(6)
+        if trip:
+            steps = s.op("trip_dim", [steps], {"dim": rows})
+        attrs = {"carried": 1, "rows": rows, "stride": stride}
+        final, history = s.emit("for_history", [zero, steps, h0, w], attrs,
+                                [body.block]).results
+        return [final, s.op("reduce_sum", [history], {"axes": [0]}) if trip else history]
 
     return ir_function([("h0", tensor_type(F, "N")), ("w", tensor_type(F, "N")),
                         ("steps", tensor_type(I64))], build)
@@ -294,6 +301,8 @@ CASES += [
                                                                       index(6))),
     Case("for_history", "stride2", lambda: _history_function(2), args(small(N), small(N),
                                                                       index(6))),
+    Case("trip_dim", "history", lambda: _history_function(1, trip=True),
+         args(small(N), small(N), index(6))),
     Case("generic", "matmul", source("fn f(A: f64[N, K], B: f64[K, M]) -> f64[N, M] "
                                      "{ let C[i, j] = sum[k](A[i, k] * B[k, j]); return C; }"),
          args(normal(N, K), normal(K, M))),
