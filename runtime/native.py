@@ -2,11 +2,12 @@
 
 Compiling climbs the ladder of `compiler/pipeline.py` from the function: fuse → to_loops →
 codegen → llvm-opt → jit (LLVM O3 with the vectorisers, disk object cache; see
-`runtime/jit.py`). A kernel that multiplies matrices first compiles the
-run-time helper it calls (`gemm.helper_module`, once per process per element type, at
-HELPER_PIPELINE) and enters its address in the helper table every kernel receives; the
-helper calls the OpenBLAS NumPy uses where the operands' layout allows (`runtime/blas.py`;
-`REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own kernel only).
+`runtime/jit.py`). A kernel that multiplies matrices or sorts first compiles the
+run-time helper it calls (`gemm.helper_module`, once per process per element type, or
+`sort.helper_module`, at HELPER_PIPELINE) and enters its address in the helper table every
+kernel receives; the matrix helper calls the OpenBLAS NumPy uses where the operands'
+layout allows (`runtime/blas.py`; `REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own
+kernel only).
 
 Calling a `NativeKernel` on a `BoundCall` (the checked, converted arguments and dimension
 sizes from `runtime/call.py`):
@@ -37,6 +38,7 @@ import numpy as np
 
 from reverie.compiler.codegen.abi import (
     ARRAY_DATA_OFFSET,
+    GEMM_HELPERS,
     HELPERS,
     ITEMSIZE,
     POOL_SLOT,
@@ -114,9 +116,9 @@ def _helper(name: str) -> JitModule:
     finds it in the disk cache loads it without generating its IR)."""
     def make_ir() -> str:
         # the generator, and llvmlite.ir with it, is imported only when the IR is made
-        from reverie.compiler.codegen.gemm import helper_module
+        from reverie.compiler.codegen import gemm, sort
 
-        return helper_module(name)
+        return (gemm if name in GEMM_HELPERS else sort).helper_module(name)
 
     key = artifact_key("helper", name, HELPER_PIPELINE, host_description())
     return remembered_module(key, make_ir, name=name, pipeline=HELPER_PIPELINE)
@@ -124,7 +126,7 @@ def _helper(name: str) -> JitModule:
 
 @functools.cache
 def helper_table() -> np.ndarray:
-    """The table passed to every kernel: addresses of the run-time helpers in `gemm.HELPERS`
+    """The table passed to every kernel: addresses of the run-time helpers in `abi.HELPERS`
     order (0 until a kernel calling that helper is compiled), then the thread count and the
     worker pool's entry (`runtime/pool.py`; see `codegen/abi.py`). A child process made by
     `fork` runs its kernels on one thread: the pool's threads were not copied into it, and
@@ -142,7 +144,8 @@ def load_helpers(names: frozenset[str]) -> np.ndarray:
         for name in names:
             slot = HELPERS.index(name)
             if not table[slot]:
-                _give_blas(name, _blas_wanted[0])
+                if name in GEMM_HELPERS:
+                    _give_blas(name, _blas_wanted[0])
                 table[slot] = _helper(name).address(name)
     return table
 
@@ -173,7 +176,7 @@ def use_blas(enabled: bool) -> bool:
         previous, _blas_wanted[0] = _blas_wanted[0], enabled
         table = helper_table()
         for slot, name in enumerate(HELPERS):
-            if table[slot]:
+            if table[slot] and name in GEMM_HELPERS:
                 _give_blas(name, enabled)
     return previous
 
