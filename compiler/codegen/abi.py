@@ -3,10 +3,9 @@
 The native kernels' calling convention is described in `llvm.py`; the facts a caller needs
 are here so that `runtime/native.py` can load and call cached code without importing the
 code generators: entry symbol names, where an ndarray keeps its data pointer, element
-sizes, the run-time helpers a kernel may call (the helper table's order: matrix products
-and the sort), where the table
-keeps the thread count and the worker pool's entry, and the most threads a matrix product
-uses.
+sizes, the run-time helpers a kernel may call (the helper table's order: the matrix
+products, then the sort), where the table keeps the thread count and the worker pool's
+entry, and the most threads a matrix product uses.
 """
 
 from __future__ import annotations
