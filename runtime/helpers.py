@@ -1,13 +1,14 @@
 """The run-time helpers native kernels call, and the helper table every kernel receives.
 
 Consumes helper names (`codegen/abi.py` HELPERS: the matrix-product kernels of
-`codegen/gemm.py`); produces the process's helper table, an int64 array holding each loaded
-helper's address (in HELPERS order), then the thread count and the worker pool's entry
-(`runtime/pool.py`). A helper is compiled once per process at HELPER_PIPELINE, or loaded
-from the disk cache without generating its IR (from a shared object, without LLVM, where
-there is one: `runtime/remembered.py`), and is told which BLAS `?gemm` to call: the
-OpenBLAS NumPy uses where the operands' layout allows (`runtime/blas.py`;
-`REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own kernel only).
+`codegen/gemm.py`, then the stable sort of `codegen/sort.py`); produces the process's
+helper table, an int64 array holding each loaded helper's address (in HELPERS order), then
+the thread count and the worker pool's entry (`runtime/pool.py`). A helper is compiled once
+per process at HELPER_PIPELINE, or loaded from the disk cache without generating its IR
+(from a shared object, without LLVM, where there is one: `runtime/remembered.py`); a matrix
+helper is told which BLAS `?gemm` to call: the OpenBLAS NumPy uses where the operands'
+layout allows (`runtime/blas.py`; `REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own
+kernel only).
 
 This module imports neither the IR nor the code generators, so a warm start
 (`runtime/launch.py`) fills the table without them; `runtime/native.py` uses it too.
@@ -24,7 +25,7 @@ import threading
 
 import numpy as np
 
-from reverie.compiler.codegen.abi import HELPERS, POOL_SLOT
+from reverie.compiler.codegen.abi import GEMM_HELPERS, HELPERS, POOL_SLOT
 
 from .artifacts import artifact_key
 from .blas import blas_requested, find_blas
@@ -46,9 +47,9 @@ def _helper(name: str) -> JitModule:
     finds it in the disk cache loads it without generating its IR)."""
     def make_ir() -> str:
         # the generator, and llvmlite.ir with it, is imported only when the IR is made
-        from reverie.compiler.codegen.gemm import helper_module
+        from reverie.compiler.codegen import gemm, sort
 
-        return helper_module(name)
+        return (gemm if name in GEMM_HELPERS else sort).helper_module(name)
 
     key = artifact_key("helper", name, HELPER_PIPELINE, host_description())
     return remembered_module(key, make_ir, name=name, pipeline=HELPER_PIPELINE)
@@ -56,7 +57,7 @@ def _helper(name: str) -> JitModule:
 
 @functools.cache
 def helper_table() -> np.ndarray:
-    """The table passed to every kernel: addresses of the run-time helpers in `gemm.HELPERS`
+    """The table passed to every kernel: addresses of the run-time helpers in `abi.HELPERS`
     order (0 until a kernel calling that helper is compiled), then the thread count and the
     worker pool's entry (`runtime/pool.py`; see `codegen/abi.py`). A child process made by
     `fork` runs its kernels on one thread: the pool's threads were not copied into it, and
@@ -74,7 +75,8 @@ def load_helpers(names: frozenset[str]) -> np.ndarray:
         for name in names:
             slot = HELPERS.index(name)
             if not table[slot]:
-                _give_blas(name, _blas_wanted[0])
+                if name in GEMM_HELPERS:
+                    _give_blas(name, _blas_wanted[0])
                 table[slot] = _helper(name).address(name)
     return table
 
@@ -105,6 +107,6 @@ def use_blas(enabled: bool) -> bool:
         previous, _blas_wanted[0] = _blas_wanted[0], enabled
         table = helper_table()
         for slot, name in enumerate(HELPERS):
-            if table[slot]:
+            if table[slot] and name in GEMM_HELPERS:
                 _give_blas(name, enabled)
     return previous

@@ -2,8 +2,8 @@
 
 Compiling climbs the ladder of `compiler/pipeline.py` from the function: fuse → to_loops →
 codegen → llvm-opt → jit (LLVM O3 with the vectorisers, disk object cache; see
-`runtime/jit.py`). A kernel that multiplies matrices first loads the run-time helper it
-calls and enters its address in the helper table every kernel receives
+`runtime/jit.py`). A kernel that multiplies matrices or sorts first loads the run-time
+helper it calls and enters its address in the helper table every kernel receives
 (`runtime/helpers.py`, whose names are re-exported here).
 
 Calling a `NativeKernel` on a `BoundCall` (the checked, converted arguments and dimension

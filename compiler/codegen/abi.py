@@ -3,15 +3,11 @@
 The native kernels' calling convention is described in `llvm.py`; the facts a caller needs
 are here so that `runtime/native.py` can load and call cached code without importing the
 code generators: entry symbol names, where an ndarray keeps its data pointer, element
-sizes, the run-time helpers a kernel may call (the helper table's order), where the table
-<<<<<<< HEAD
-keeps the thread count and the worker pool's entry, and the most threads a matrix product
-uses. It imports nothing at module level, so a warm start reads these facts without
-loading the loop IR (`helpers_called` imports it when a program is at hand).
-=======
-keeps the thread count and the worker pool's entry, the most threads a matrix product
-uses, and how the call paths keep a kernel's workspace between calls.
->>>>>>> s4-mem
+sizes, the run-time helpers a kernel may call (the helper table's order: the matrix
+products, then the sort), where the table keeps the thread count and the worker pool's
+entry, the most threads a matrix product uses, and how the call paths keep a kernel's
+workspace between calls. It imports nothing at module level, so a warm start reads these
+facts without loading the loop IR (`helpers_called` imports it when a program is at hand).
 """
 
 from __future__ import annotations
@@ -26,7 +22,10 @@ ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
 # the run-time helper table passed to every kernel holds these functions, in this order,
 # then the number of threads the kernel may use, then the address of the worker pool's
 # entry (`runtime/pool.py`; 0 when there is none)
-HELPERS = ("rv_gemm_f32", "rv_gemm_f64")
+GEMM_HELPERS = ("rv_gemm_f32", "rv_gemm_f64")    # matrix products (`gemm.py`)
+SORT_HELPERS = ("rv_argsort",)                   # the stable merge sort (`sort.py`)
+HELPERS = GEMM_HELPERS + SORT_HELPERS
+SORT_DTYPES = ("f32", "f64", "i32", "i64")       # rv_argsort's `dtype` argument indexes this
 THREADS_SLOT, POOL_SLOT = len(HELPERS), len(HELPERS) + 1
 MAX_TASKS = 4  # threads one matrix product may use at most
 
@@ -69,7 +68,12 @@ def entry_symbol(program: Program) -> str:
 
 def helpers_called(program: Program) -> frozenset[str]:
     """The helpers (names in HELPERS) that the kernel of `program` calls."""
-    from reverie.compiler.loops.ir import Matmul
+    from reverie.compiler.loops.ir import Matmul, Sort
 
-    return frozenset(f"rv_gemm_{stmt.out.buffer.dtype}" for stmt in program.walk()
-                     if isinstance(stmt, Matmul))
+    called = set()
+    for stmt in program.walk():
+        if isinstance(stmt, Matmul):
+            called.add(f"rv_gemm_{stmt.out.buffer.dtype}")
+        elif isinstance(stmt, Sort):
+            called.add("rv_argsort")
+    return frozenset(called)

@@ -26,7 +26,7 @@ from llvmlite import ir
 
 from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
 
-from .abi import HELPERS, MAX_TASKS
+from .abi import GEMM_HELPERS, MAX_TASKS
 from .gemm_blas import define_blas_dispatch
 from .irutil import I64, PTR, REGISTER, alloca, counted_loop, i64, intrinsic, vector_lanes
 from .threads import define_parallel_gemm
@@ -40,9 +40,9 @@ GEMM_TYPE = ir.FunctionType(ir.VoidType(), [*SERIAL_TYPE.args, I64, I64])  # pac
 
 
 def helper_module(name: str) -> str:
-    """LLVM IR of the module defining the helper `name` (one of HELPERS)."""
-    if name not in HELPERS:
-        raise ValueError(f"no run-time helper named {name!r}; expected one of {HELPERS}")
+    """LLVM IR of the module defining the helper `name` (one of GEMM_HELPERS)."""
+    if name not in GEMM_HELPERS:
+        raise ValueError(f"no gemm helper named {name!r}; expected one of {GEMM_HELPERS}")
     dtype = name.removeprefix("rv_gemm_")
     module = ir.Module(name=name)
     serial = ir.Function(module, SERIAL_TYPE, name=f"rv_gemm_serial_{dtype}")

@@ -7,7 +7,7 @@ ABI of the entry function (what `runtime/native.py` calls through ctypes):
 - `buffers[k]` is the data pointer of input k (k < n_in), then of output k, then of the
   workspace holding every temporary (at the 64-byte aligned offsets of
   `workspace_offsets`), then of the helper table (addresses of the functions named in
-  `gemm.HELPERS`, then the number of threads, then the worker pool's entry; see
+  `abi.HELPERS`, then the number of threads, then the worker pool's entry; see
   `abi.py`). Pointers are stored as
   8-byte integers.
 - `dims[k]` is the size of dimension `program.symbols[k]`; the three i64 slots after the
@@ -53,6 +53,7 @@ from reverie.compiler.loops.ir import (
     Matmul,
     Operand,
     Program,
+    Sort,
     Stmt,
     Store,
     Var,
@@ -62,9 +63,9 @@ from reverie.compiler.loops.ir import (
 )
 from reverie.compiler.loops.parallel import parallel_plans
 
-from .abi import ARRAY_DATA_OFFSET, POOL_SLOT, THREADS_SLOT, entry_symbol
+from .abi import ARRAY_DATA_OFFSET, HELPERS, POOL_SLOT, SORT_DTYPES, THREADS_SLOT, entry_symbol
 from .fastcall import define_vectorcall_entry
-from .gemm import GEMM_TYPE, HELPERS
+from .gemm import GEMM_TYPE
 from .irutil import (
     FLOATS,
     I8,
@@ -88,6 +89,7 @@ from .irutil import (
 from .mathlib import MathLib
 from .parallel import emit_parallel_loop
 from .scalar_ops import ScalarOps
+from .sort import SORT_TYPE
 
 REDUCE_FLAGS = ("reassoc", "nsz", "contract")
 def generate_llvm(program: Program) -> str:
@@ -391,6 +393,19 @@ class ProgramCodegen:
         threads, pool = (self.b.load(self.b.gep(self.helpers, [i64(slot)], source_etype=I64),
                                      typ=I64) for slot in (THREADS_SLOT, POOL_SLOT))
         self.b.call(gemm, [*args, self.pointers[stmt.pack], threads, pool])
+
+    def _sort(self, stmt: Sort) -> None:
+        slot = HELPERS.index("rv_argsort")
+        sort = FunctionPointer(self.b.load(self.b.gep(self.helpers, [i64(slot)],
+                                                      source_etype=PTR), typ=PTR), SORT_TYPE)
+        (n,) = stmt.keys.shape
+        start = (Dim.const(0),)
+        self.b.call(sort, [self.index(n), self.pointer(stmt.keys, start),
+                           self.index(stmt.keys.strides[0]),
+                           i64(SORT_DTYPES.index(stmt.keys.buffer.dtype)),
+                           i64(int(stmt.descending)), self.pointer(stmt.out, start),
+                           self.index(stmt.out.strides[0]),
+                           self.pointer(View.of(stmt.scratch), start)])
 
 
 def _widens_f32(loop: Loop) -> bool:

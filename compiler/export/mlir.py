@@ -37,7 +37,7 @@ from reverie.compiler.ir.dims import Dim
 from reverie.dsl.ast import NO_SPAN
 from reverie.dsl.diagnostics import CompileError, error_at
 
-from . import mlir_control, mlir_regions, mlir_scan  # noqa: F401  (register their rules)
+from . import mlir_control, mlir_regions, mlir_scan, mlir_sort  # noqa: F401  (their rules)
 from .mlir_ops import LOWERINGS, identity_map
 from .mlir_writer import MlirWriter, Tensor, memref_type
 

@@ -27,6 +27,7 @@ Groups, with an IR example each:
 - adjoint-only      in `ops_adjoint.py`: generic_scatter, for_history, trip_dim
 - control flow      in `ops_control.py`: if, while
 - scans             in `ops_scan.py`: scan (cumulative sum and product)
+- orderings         in `ops_sort.py`: argsort (stable, O(n log n))
 """
 
 from __future__ import annotations
@@ -321,5 +322,6 @@ from . import (  # noqa: E402,F401
     ops_control,
     ops_scan,
     ops_shape,
+    ops_sort,
     ops_structured,
 )

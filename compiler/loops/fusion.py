@@ -22,7 +22,7 @@ view ops to the "sites" where a value is consumed:
 1. A computed value is inlined when every site is in the same loop nest (the nest of its
    consumer, of a root that consumes it, or the final copy of a block result).
 2. It is materialised (`root`) when its sites are in several nests, or when a site needs
-   memory: a matmul/generic operand, a `for` invariant, a general reshape; or when a site
+   memory: a matmul/generic/argsort operand, a `for` invariant, a general reshape; or when a site
    would recompute it many times: an expanding broadcast, the value of a dynamic_scatter.
 3. Sites in several nests over the same shape that do not depend on each other (a loss
    `sum(f(x))` and its gradient `g(x)`, two results of one shape) are merged into one
@@ -88,7 +88,7 @@ def reads_memory(user: Op, position: int) -> bool:
     buffer or a strided view of one)."""
     if not user.operands[position].type.rank:
         return False
-    if user.name in ("matmul", "generic", "generic_scatter"):
+    if user.name in ("matmul", "generic", "generic_scatter", "argsort"):
         return True
     if user.name in ("for", "for_history"):
         return position >= ForOp(user).first_invariant()

@@ -32,6 +32,7 @@ from reverie.compiler.ir.capacity import is_trip_symbol, run_with_capacity
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.ops import OPS
+from reverie.compiler.ir.ops_sort import stable_argsort
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import NUMPY_DTYPES
 
@@ -53,6 +54,7 @@ from .ir import (
     Matmul,
     Operand,
     Program,
+    Sort,
     Stmt,
     Store,
     Var,
@@ -289,3 +291,8 @@ class LoopInterpreter:
         a = self.memory[stmt.a.buffer].read(self.view_offsets(stmt.a))
         b = self.memory[stmt.b.buffer].read(self.view_offsets(stmt.b))
         self.memory[stmt.out.buffer].write(self.view_offsets(stmt.out), np.matmul(a, b))
+
+    def _sort(self, stmt: Sort) -> None:
+        keys = self.memory[stmt.keys.buffer].read(self.view_offsets(stmt.keys))
+        order = stable_argsort(keys, 0, stmt.descending)
+        self.memory[stmt.out.buffer].write(self.view_offsets(stmt.out), order)

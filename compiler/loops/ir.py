@@ -2,9 +2,9 @@
 
 A `Program` is one specialised function after fusion. It owns `Buffer`s (inputs, outputs,
 temporaries carved out of one workspace, and the double buffers of loop state) and a list of
-statements. Statements are structured (`Loop`, `ForLoop`, `WhileLoop`, `If`) or scalar
-(`Let`, `Load`, `Store`,
-`Accumulate`, ...). Scalar values are SSA variables named `%0`, `%1`, ...; loop variables
+statements. Statements are structured (`Loop`, `ForLoop`, `WhileLoop`, `If`), scalar
+(`Let`, `Load`, `Store`, `Accumulate`, ...) or calls of a run-time helper (`Matmul`,
+`Sort`). Scalar values are SSA variables named `%0`, `%1`, ...; loop variables
 are `%i0`, `%i1`, ... . Index arithmetic is carried by `Dim`s whose symbols are dimension
 names (`N`) or i64 variables (`%i0`, `%3`), so `x[%i0 * D + %i1]` is one `Dim`.
 `sum(tanh(x))` for an f32 `x` prints (`loops/printer.py`) as
@@ -281,8 +281,22 @@ class Matmul:
     pack: Buffer
 
 
+@dataclass
+class Sort:
+    """`out = argsort(keys)`: the stable sorting permutation (i64) of the 1-D view `keys`
+    (the order of `ir/ops_sort.py`), into the 1-D view `out`; `scratch` is an i64
+    temporary of `SORT_SCRATCH_PER_KEY` elements per key."""
+
+    out: View
+    keys: View
+    descending: bool
+    scratch: Buffer
+
+
+SORT_SCRATCH_PER_KEY = 4  # the merge sort's keys and indices, twice (codegen/sort.py)
+
 Stmt = Let | Load | Store | Accumulator | Accumulate | ArgUpdate | Check | If | Guarded | Loop | \
-    ForLoop | WhileLoop | ExitUnless | Matmul
+    ForLoop | WhileLoop | ExitUnless | Matmul | Sort
 # The statements with a nested body.
 BLOCK_STMTS = (Loop, ForLoop, WhileLoop, If, Guarded)
 
@@ -371,6 +385,8 @@ def statement_dims(stmt: Stmt) -> list[Dim]:
         return [stmt.lo, stmt.hi]
     if isinstance(stmt, Matmul):
         return view_dims(stmt.out) + view_dims(stmt.a) + view_dims(stmt.b)
+    if isinstance(stmt, Sort):
+        return view_dims(stmt.out) + view_dims(stmt.keys) + list(stmt.scratch.shape)
     return []
 
 

@@ -7,7 +7,8 @@ into chunks that the worker pool runs; every other loop runs as before.
 
 A loop qualifies when its body (nested loops included)
 
-- holds no bounds `Check`, `Matmul`, `for`/`while` loop, or `ArgUpdate` of an outer value;
+- holds no bounds `Check`, `Matmul`, `Sort` (its scratch is shared), `for`/`while` loop,
+  or `ArgUpdate` of an outer value;
 - uses no value defined outside it (only dimension sizes and its own values);
 - writes each buffer only through a view covering that whole buffer, at an index whose
   first component is the loop variable itself, and never reads a buffer it writes: so
@@ -39,6 +40,7 @@ from .ir import (
     Loop,
     Matmul,
     Program,
+    Sort,
     Stmt,
     Store,
     Var,
@@ -121,7 +123,8 @@ def _used(stmt: Stmt) -> list[str]:
 
 def _plan(loop: Loop, outer: dict[str, Var], known: set) -> ParallelPlan | None:
     body = _walk(loop.body)
-    if any(isinstance(s, Check | Matmul | ForLoop | WhileLoop | ExitUnless) for s in body):
+    if any(isinstance(s, Check | Matmul | Sort | ForLoop | WhileLoop | ExitUnless)
+           for s in body):
         return None
     defined = {loop.var} | {name for s in body for name in _defined(s)}
     if any(name not in defined for s in body for name in _used(s)):

@@ -34,6 +34,7 @@ from .ir import (
     Matmul,
     Operand,
     Program,
+    Sort,
     Stmt,
     Store,
     Var,
@@ -62,7 +63,7 @@ def format_access(view: View, index: tuple[Dim, ...]) -> str:
 
 
 def format_view(view: View) -> str:
-    """A view given whole to a statement (matmul operands)."""
+    """A view given whole to a statement (matmul and sort operands)."""
     if view.covers(view.buffer):
         return view.buffer.name
     strides = ", ".join(str(s) for s in view.strides)
@@ -104,6 +105,10 @@ def _line(stmt: Stmt, program: Program) -> str:
     if isinstance(stmt, Matmul):
         return (f"matmul {format_view(stmt.out)} = {format_view(stmt.a)} @ "
                 f"{format_view(stmt.b)}  # packing in {stmt.pack.name}")
+    if isinstance(stmt, Sort):
+        order = "descending" if stmt.descending else "ascending"
+        return (f"sort {format_view(stmt.out)} = argsort {format_view(stmt.keys)} {order}"
+                f"  # scratch {stmt.scratch.name}")
     raise TypeError(f"unknown loop statement {stmt!r}")
 
 

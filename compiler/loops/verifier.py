@@ -18,7 +18,8 @@ user error. It checks:
 - dtypes: each `Let` satisfies the op table's rule for its op (`infer_types` on scalars,
   plus the loop IR's own `in_bounds`), loads and stores match the buffer's dtype,
   accumulators are declared before `Accumulate`/`ArgUpdate` with the dtype they update;
-- `Check` sites exist; `Matmul` operands are float 2-D views of matching shapes.
+- `Check` sites exist; `Matmul` operands are float 2-D views of matching shapes; a `Sort`
+  writes an i64 line as long as its numeric keys, with an i64 scratch temporary to match.
 
     verify_program(lower_to_loops(fn))   # LoopVerifyError: kernel @f: in `for %i0 ...`: ...
 """
@@ -36,6 +37,7 @@ from reverie.compiler.ir.types import DTYPES, FLOAT_DTYPES, ShapeError, scalar
 
 from .ir import (
     MATMUL_PACK_ELEMENTS,
+    SORT_SCRATCH_PER_KEY,
     Accumulate,
     Accumulator,
     ArgUpdate,
@@ -53,6 +55,7 @@ from .ir import (
     Matmul,
     Operand,
     Program,
+    Sort,
     Stmt,
     Store,
     Var,
@@ -390,4 +393,22 @@ class _Verifier:
         if pack not in self.temps or pack.dtype != "f64" or \
                 pack.size != Dim.const(MATMUL_PACK_ELEMENTS):
             self.fail(f"matmul packs into {pack.name}, not the f64 packing temporary")
+        self.write(stmt.out)
+
+    def _sort(self, stmt: Sort, scope: _Scope) -> None:
+        for view in (stmt.out, stmt.keys):
+            self.view(view, scope)
+            if len(view.shape) != 1:
+                self.fail(f"sort operand {view.buffer.name} has rank {len(view.shape)}")
+        if stmt.out.buffer.dtype != "i64" or stmt.keys.buffer.dtype == "bool":
+            self.fail(f"sort writes i64 indices of numeric keys, not {stmt.out.buffer.dtype} "
+                      f"indices of {stmt.keys.buffer.dtype} keys")
+        (n,) = stmt.keys.shape
+        if stmt.out.shape != (n,):
+            self.fail(f"sort of {n} keys writes {stmt.out.shape[0]} indices")
+        scratch = stmt.scratch
+        if scratch not in self.temps or scratch.dtype != "i64" or \
+                scratch.size != n * SORT_SCRATCH_PER_KEY:
+            self.fail(f"sort's scratch {scratch.name} is not an i64 temporary of "
+                      f"{SORT_SCRATCH_PER_KEY} * {n} elements")
         self.write(stmt.out)

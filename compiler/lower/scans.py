@@ -2,21 +2,20 @@
 
 `cumsum(x, axis=a)` and `cumprod(x, axis=a)` become one `scan` op (`ir/ops_scan.py`),
 which every later stage runs in O(N) along the axis (a loop carrying the running value).
-The orderings are spelled out as index notation (`generic` ops), so every stage after
-lowering (reverse and forward mode, batching, loops, native code, MLIR) handles them with
-the rules it already has for `generic`. Along the chosen axis (written `a`, of length N;
-the other axes are carried along unchanged):
+The orderings rest on one `argsort` op (`ir/ops_sort.py`), the stable sorting permutation
+along the axis, which every later stage runs in O(N log N) (a merge sort in native code);
+the values are gathers, index notation (`generic` ops) that every later stage already
+handles. Along the chosen axis (written `a`; the other axes are carried along unchanged):
 
-    rank[i]       = sum[j](j comes before i ? 1 : 0)    (the position of x[i] once sorted)
-    argsort(x)[r] = sum[i](rank[i] == r ? i : 0)        (the inverse permutation)
+    argsort(x)[r] = argsort %x {axis = a}               (x's index that lands at r)
     sort(x)[r]    = x[argsort(x)[r]]                    (a gather)
     topk(x, k)    = x[argsort(x, descending)[:k]]
 
-"j comes before i" is the order of `torch.sort(stable=True)`: by value, NaN after every
-number (before, when descending), equal values in their original order. The ranking is
-all pairs, so the orderings cost O(N²) per line along the axis. Their gradients are those
-of the generics: a scatter of ȳ to the elements the gather read for sort and topk, so each
-cotangent goes to the element it came from (the scan's rules are `transforms/scan_rules.py`).
+The order is that of `torch.sort(stable=True)`: by value, NaN after every number (before,
+when descending), equal values in their original order. The permutation is an integer and
+carries no derivative, so the gradients are those of the gathers: a scatter of ȳ to the
+elements the gather read, so each cotangent goes to the element it came from (the scan's
+rules are `transforms/scan_rules.py`).
 """
 
 from __future__ import annotations
@@ -44,44 +43,21 @@ def _read(s: Scope, tensor: Value, indices: Sequence[Value], modes: Sequence[str
     return s.op("read", [tensor, *indices], {"modes": tuple(modes), "label": label})
 
 
-def _is_nan(s: Scope, v: Value) -> Value:
-    return s.op("ne", [v, v])
-
-
-def _key_less(s: Scope, p: Value, q: Value) -> Value:
-    """p < q in the sort order: by value, NaN after every number (floats only have NaN)."""
-    less = s.op("lt", [p, q])
-    if not p.type.is_float:
-        return less
-    return s.op("or", [less, s.op("and", [_is_nan(s, q), s.op("not", [_is_nan(s, p)])])])
-
-
-def _key_equal(s: Scope, p: Value, q: Value) -> Value:
-    """p and q tie in the sort order (NaN ties with NaN)."""
-    equal = s.eq(p, q)
-    if not p.type.is_float:
-        return equal
-    return s.op("or", [equal, s.op("and", [_is_nan(s, p), _is_nan(s, q)])])
-
-
 class ScanLowering(DtypeRules):
-    """`cumsum` and `cumprod` (a scan), `argsort`, `sort` and `topk` (generics)."""
+    """`cumsum` and `cumprod` (a scan), `argsort` (one op), `sort` and `topk` (its gathers)."""
 
-    def generic_nest(self, span: ast.Span, shape: Sequence[Dim], body: Body,
-                     reduce: tuple[str, Dim] | None = None) -> Value:
-        """A generic over `shape` (indices i0, i1, ...; then j in 0..n when `reduce` is
-        (kind, n)) yielding `body(scope, indices)`; its operands are what the body uses."""
-        out = [f"i{a}" for a in range(len(shape))]
-        names = out + (["j"] if reduce else [])
+    def generic_nest(self, span: ast.Span, shape: Sequence[Dim], body: Body) -> Value:
+        """A generic over `shape` (indices i0, i1, ...) yielding `body(scope, indices)`;
+        its operands are what the body uses."""
+        names = [f"i{a}" for a in range(len(shape))]
         params = [Value(I64, name=name) for name in names]
         block = Block(params=list(params))
         inner = self.builder.child(block)
         block.results = [body(inner, params)]
         zero = Dim.const(0)
-        attrs: dict = {"indices": tuple((n, zero, d) for n, d in zip(out, shape, strict=True))}
-        if reduce is not None:
-            attrs.update(reduce=reduce[0], over=(("j", zero, reduce[1]),))
-        return self.builder.op_at(span, "generic", inner.outer_operands(), attrs, [block])
+        indices = tuple((n, zero, d) for n, d in zip(names, shape, strict=True))
+        return self.builder.op_at(span, "generic", inner.outer_operands(),
+                                  {"indices": indices}, [block])
 
     def _ordered_operand(self, call: ast.Call, keywords: set[str],
                          positional: int = 1) -> tuple[ExprValue, int, dict[str, ast.Expr]]:
@@ -112,28 +88,8 @@ class ScanLowering(DtypeRules):
     def argsort_along(self, x: ExprValue, along: int, descending: bool,
                       span: ast.Span) -> Value:
         """The stable sorting permutation of `x` along axis `along` (i64, x's shape)."""
-        shape, direct = x.type.shape, ["direct"] * x.type.rank
-
-        def rank_body(s: Scope, p: list[Value]) -> Value:
-            out, j = p[:-1], p[-1]
-            other = list(out)
-            other[along] = j
-            mine, theirs = (_read(s, x.value, at, direct, "x") for at in (out, other))
-            first, second = (mine, theirs) if descending else (theirs, mine)
-            tie_first = s.op("and", [_key_equal(s, mine, theirs), s.op("lt", [j, out[along]])])
-            before = s.op("or", [_key_less(s, first, second), tie_first])
-            return s.select(before, s.const(1, I64), s.const(0, I64))
-
-        rank = self.generic_nest(span, shape, rank_body, ("sum", shape[along]))
-
-        def inverse_body(s: Scope, p: list[Value]) -> Value:
-            out, j = p[:-1], p[-1]
-            source = list(out)
-            source[along] = j
-            lands_here = s.eq(_read(s, rank, source, direct, "rank"), out[along])
-            return s.select(lands_here, j, s.const(0, I64))
-
-        return self.generic_nest(span, shape, inverse_body, ("sum", shape[along]))
+        return self.builder.op_at(span, "argsort", [x.value],
+                                  {"axis": along, "descending": descending})
 
     def gather_along(self, x: ExprValue, order: Value, along: int, span: ast.Span) -> Value:
         """y[..., r, ...] = x[..., order[..., r, ...], ...] (order: i64, y's shape)."""

@@ -112,6 +112,12 @@ def _arg(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value
     return [ctx.scope.op(op.name, [x], {**op.attrs, "axis": axis + 1})]
 
 
+@rule("argsort")
+def _argsort(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
+    """argsort(x: [B, …], axis) = argsort(x, axis + 1)"""
+    return [ctx.scope.op(op.name, xs, {**op.attrs, "axis": op.attrs["axis"] + 1})]
+
+
 # ---------------------------------------------------------------- linear algebra
 
 

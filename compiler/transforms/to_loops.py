@@ -11,7 +11,8 @@ which are strided views), then walked in order:
   buffer directly; inlined producers are evaluated inside that nest by `Evaluator.at`;
 - block results not yet in their target buffer are copied there by a final fused nest.
 
-Reductions are in `loops/reductions.py`, `for` loops in `loops/control.py`; the other roots
+Reductions are in `loops/reductions.py`, `for` loops in `loops/control.py`, scans and
+sorts in `loops/scans.py` and `loops/sorts.py`; the other roots
 (matmul, concat, generic_scatter, and a roll that fusion materialises) are here. A
 materialised pad is an ordinary fused nest (`Evaluator` selects its source or 0).
 """
@@ -72,6 +73,7 @@ from reverie.compiler.loops.reductions import (
     lower_reduce,
 )
 from reverie.compiler.loops.scans import lower_scan
+from reverie.compiler.loops.sorts import lower_argsort
 from reverie.compiler.loops.splitting import split_wrapping_loops
 from reverie.compiler.loops.verifier import verify_program
 from reverie.compiler.print_ir import show
@@ -378,5 +380,5 @@ ROOT_LOWERINGS: dict[str, RootLowering] = {
     "for": lower_for, "for_history": lower_for, "if": lower_if, "while": lower_while,
     "trip_dim": lower_trip_dim,
     "generic": BlockLowering._generic, "generic_scatter": BlockLowering._generic_scatter,
-    "roll": BlockLowering._roll, "scan": lower_scan,
+    "roll": BlockLowering._roll, "scan": lower_scan, "argsort": lower_argsort,
 }

@@ -147,3 +147,13 @@ def test_ch09_mlir() -> None:
     assert mlir.backends_agree(str(LINEAR))
     counts = mlir.generic_count(str(LOSS))
     assert counts["loss_grad"] > counts["loss"] > 0
+
+
+def test_ch10_control() -> None:
+    control = solution("ch10_control")
+    rng = np.random.default_rng(0)
+    assert control.sort_gradient_is_a_scatter(np.array([2.0, 5.0, 2.0, -1.0, 2.0]),
+                                              np.arange(5.0))
+    np.testing.assert_allclose(control.overwritten_entry(np.array([1.0, 2.0, 3.0])),
+                               [5.0, 11.0, 12.0])
+    assert control.running_rows(rng.standard_normal((6, 3)), rng.standard_normal((6, 3)))

@@ -21,8 +21,8 @@ NAMED_PATH = re.compile(r"`((?:compiler|dsl|runtime|reverie|tests|examples|docs|
                         r"/[\w./-]*\w)(?::(\w+))?`")
 
 
-def test_there_are_nine_chapters() -> None:
-    assert [p.name[:2] for p in CHAPTERS] == [f"{n:02d}" for n in range(1, 10)]
+def test_there_are_ten_chapters() -> None:
+    assert [p.name[:2] for p in CHAPTERS] == [f"{n:02d}" for n in range(1, 11)]
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)

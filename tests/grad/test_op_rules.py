@@ -181,6 +181,10 @@ CASES += [
     Case("scan", "cumprod_zeros", source("fn f(x: f64[N, M]) -> f64[N, M] "
                                          "{ return cumprod(x, axis=1); }"),
          args(with_zeros(N, M)), twice=False),
+    Case("argsort", "sort_topk", source(
+        "fn f(x: f64[N, M]) -> (f64[N, M], f64[N, 2], i64[N, M]) "
+        "{ return (sort(x, axis=0, descending=true), topk(x * x, 2), argsort(x)); }"),
+        args(normal(N, M))),
     Case("reduce_max", "axis", source("fn f(x: f64[N, M]) -> f64[N] "
                                       "{ return max(x, axis=1); }"), args(normal(N, M))),
     Case("reduce_min", "all", source("fn f(x: f64[N, M]) -> f64 { return min(x); }"),

@@ -99,6 +99,11 @@ PROGRAMS = {
     "scans": """fn f(x: float[N, M]) -> (float[N, M], float[N, M]) {
         return (cumsum(x, axis=0), cumprod(x, axis=1));
     }""",
+    "orderings": """fn f(x: float[N, M], i: i64[N])
+            -> (i64[N, M], float[N, M], float[N, 2], i64[N]) {
+        return (argsort(x, axis=0), sort(x, descending=true), topk(x, 2),
+                argsort(i, descending=true));
+    }""",
     "softmax": """fn f(x: float[N, M]) -> (float[N, M], float[N, M], float[N]) {
         return (softmax(x, axis=1), log_softmax(x, axis=0), logsumexp(x, axis=1));
     }""",
