@@ -6,7 +6,9 @@ codegen → llvm-opt → jit (LLVM O3 with the vectorisers, disk object cache; s
 run-time helper it calls (`gemm.helper_module`, once per process per element type, at
 HELPER_PIPELINE) and enters its address in the helper table every kernel receives; the
 helper calls the OpenBLAS NumPy uses where the operands' layout allows (`runtime/blas.py`;
-`REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own kernel only).
+`REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own kernel only). The own kernel is a
+module of its own, compiled and handed to the helper only when no BLAS is used or a kernel
+has a product whose layout BLAS may not express (`abi.needs_own_kernel`).
 
 Calling a `NativeKernel` on a `BoundCall` (the checked, converted arguments and dimension
 sizes from `runtime/call.py`):
@@ -42,6 +44,7 @@ from reverie.compiler.codegen.abi import (
     POOL_SLOT,
     entry_symbol,
     helpers_called,
+    needs_own_kernel,
 )
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import python_expr
@@ -134,9 +137,11 @@ def helper_table() -> np.ndarray:
     return table
 
 
-def load_helpers(names: frozenset[str]) -> np.ndarray:
+def load_helpers(names: frozenset[str], *, own_kernel: bool = True) -> np.ndarray:
     """Compile the helpers `names` not yet loaded, hand each the BLAS it may call, and enter
-    them in the helper table."""
+    them in the helper table; hand each its own kernel too when `own_kernel` asks for it
+    or no BLAS is in use (otherwise a kernel whose products BLAS always serves compiles no
+    own kernel: `abi.needs_own_kernel`)."""
     table = helper_table()
     with _LOCK:
         for name in names:
@@ -144,6 +149,8 @@ def load_helpers(names: frozenset[str]) -> np.ndarray:
             if not table[slot]:
                 _give_blas(name, _blas_wanted[0])
                 table[slot] = _helper(name).address(name)
+            if own_kernel or not _blas_in_use():
+                _give_own_kernel(name)
     return table
 
 
@@ -156,14 +163,26 @@ def load_helpers(names: frozenset[str]) -> np.ndarray:
 # the own kernel lacks. Through BLAS the same kernels take 1.01-1.06x NumPy's `@` (the
 # difference is Reverie's call path) and give NumPy's bits (see benchmarks/README.md).
 _blas_wanted = [blas_requested()]  # REVERIE_BLAS=0: own kernel only; `use_blas` changes it
-_SET_BLAS = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_SET_POINTER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _blas_in_use() -> bool:
+    """Whether matrix products may call BLAS now (wanted, and a library was found)."""
+    return _blas_wanted[0] and find_blas() is not None
 
 
 def _give_blas(name: str, enabled: bool) -> None:
     """Tell the helper `name` which BLAS `?gemm` to call (none: its own kernel)."""
     library = find_blas() if enabled else None
     address = library.gemm[name.removeprefix("rv_gemm_")] if library else None
-    _SET_BLAS(_helper(name).address(name + "_use_blas"))(address)
+    _SET_POINTER(_helper(name).address(name + "_use_blas"))(address)
+
+
+@functools.cache
+def _give_own_kernel(name: str) -> None:
+    """Compile the own kernel of the helper `name` and hand it over (once per process)."""
+    own = name.replace("rv_gemm_", "rv_gemm_own_", 1)
+    _SET_POINTER(_helper(name).address(name + "_use_own"))(_helper(own).address(own))
 
 
 def use_blas(enabled: bool) -> bool:
@@ -174,6 +193,8 @@ def use_blas(enabled: bool) -> bool:
         table = helper_table()
         for slot, name in enumerate(HELPERS):
             if table[slot]:
+                if not _blas_in_use():
+                    _give_own_kernel(name)
                 _give_blas(name, enabled)
     return previous
 
@@ -229,7 +250,8 @@ class NativeKernel:
         self._frame = ctypes.c_int64 * (self._filled + ERROR_SLOTS)
         self._frames: list[ctypes.Array] = []  # spare frames (one per concurrent call)
         self._spare: list[np.ndarray] = []
-        self._helpers = load_helpers(helpers_called(self.program))
+        self._helpers = load_helpers(helpers_called(self.program),
+                                     own_kernel=needs_own_kernel(self.program))
 
     def native_entry(self, fallback: Callable[..., object],
                      tuple_result: bool) -> Callable[..., object] | None:

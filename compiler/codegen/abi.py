@@ -10,7 +10,7 @@ uses.
 
 from __future__ import annotations
 
-from reverie.compiler.loops.ir import Matmul, Program
+from reverie.compiler.loops.ir import Matmul, Program, View, row_major_strides
 
 ARRAY_DATA_OFFSET = 16  # bytes from a CPython ndarray object to its data pointer field
 ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
@@ -18,6 +18,9 @@ ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
 # then the number of threads the kernel may use, then the address of the worker pool's
 # entry (`runtime/pool.py`; 0 when there is none)
 HELPERS = ("rv_gemm_f32", "rv_gemm_f64")
+# the own matrix kernels, modules of their own that the run time hands to the helpers
+# above only when a kernel may need them (`needs_own_kernel`; see `gemm.py`)
+OWN_KERNELS = ("rv_gemm_own_f32", "rv_gemm_own_f64")
 THREADS_SLOT, POOL_SLOT = len(HELPERS), len(HELPERS) + 1
 MAX_TASKS = 4  # threads one matrix product may use at most
 
@@ -46,3 +49,20 @@ def helpers_called(program: Program) -> frozenset[str]:
     """The helpers (names in HELPERS) that the kernel of `program` calls."""
     return frozenset(f"rv_gemm_{stmt.out.buffer.dtype}" for stmt in program.walk()
                      if isinstance(stmt, Matmul))
+
+
+def _blas_layout(view: View) -> bool:
+    """Whether a 2-D view is, whatever the sizes, a row-major block or its transpose (a
+    BLAS operand: `gemm_blas.py`'s *plain* or *transposed* with the tightest leading
+    dimension)."""
+    rows, columns = view.shape
+    return view.strides in (row_major_strides(view.shape), row_major_strides((columns, rows))[::-1])
+
+
+def needs_own_kernel(program: Program) -> bool:
+    """Whether a matrix product of `program` may reach the own kernel although BLAS was
+    found: one of its operands has a layout not known to suit BLAS for every size (an empty
+    product never needs it: the helpers' dot-product fallback zero-fills its output)."""
+    return any(isinstance(stmt, Matmul) and
+               not all(_blas_layout(view) for view in (stmt.out, stmt.a, stmt.b))
+               for stmt in program.walk())
