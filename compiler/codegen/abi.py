@@ -10,6 +10,7 @@ uses.
 
 from __future__ import annotations
 
+from reverie.compiler.ir.dims import Dim
 from reverie.compiler.loops.ir import Matmul, Program, View, row_major_strides
 
 ARRAY_DATA_OFFSET = 16  # bytes from a CPython ndarray object to its data pointer field
@@ -54,9 +55,13 @@ def helpers_called(program: Program) -> frozenset[str]:
 def _blas_layout(view: View) -> bool:
     """Whether a 2-D view is, whatever the sizes, a row-major block or its transpose (a
     BLAS operand: `gemm_blas.py`'s *plain* or *transposed* with the tightest leading
-    dimension)."""
+    dimension). The stride of an axis of size 1 never matters (a vector as a 1 x n view)."""
     rows, columns = view.shape
-    return view.strides in (row_major_strides(view.shape), row_major_strides((columns, rows))[::-1])
+    row_major = row_major_strides(view.shape)
+    column_major = row_major_strides((columns, rows))[::-1]
+    return any(all(stride == wanted or size == Dim.const(1)
+                   for stride, wanted, size in zip(view.strides, layout, view.shape, strict=True))
+               for layout in (row_major, column_major))
 
 
 def needs_own_kernel(program: Program) -> bool:
