@@ -10,16 +10,19 @@ Each case runs in a fresh process with an empty cache, so the module state is it
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from blas_cases import LAYOUTS
 
 from reverie.compiler.codegen.abi import needs_own_kernel
 from reverie.compiler.pipeline import Request, compile_function, compile_source
+from reverie.runtime import jit
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -154,3 +157,42 @@ def test_turning_blas_off_later_hands_over_the_own_kernel(tmp_path: Path) -> Non
 def test_the_fallback_before_the_own_kernel_is_right_for_every_layout(tmp_path: Path) -> None:
     assert len(LAYOUTS) == 4  # every layout of `blas_cases`, BLAS-able or not
     assert _run(FALLBACK_ANY_LAYOUT, tmp_path) == ["fallback ok"]
+
+
+LOOP_IR = """
+define double @total(ptr %x, ptr %y, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %next, %loop ]
+  %acc = phi double [ 0.0, %entry ], [ %sum, %loop ]
+  %px = getelementptr inbounds double, ptr %x, i64 %i
+  %py = getelementptr inbounds double, ptr %y, i64 %i
+  %vx = load double, ptr %px
+  %vy = load double, ptr %py
+  %product = fmul double %vx, %vy
+  %sum = fadd double %acc, %product
+  %next = add i64 %i, 1
+  %more = icmp slt i64 %next, %n
+  br i1 %more, label %loop, label %done
+done:
+  ret double %sum
+}
+"""
+
+
+def test_code_with_and_without_strength_reduction_computes_the_same() -> None:
+    """Kernels skip loop strength reduction, helpers keep it: the choice is part of the
+    object cache key, and either way (in any order) the code computes the same."""
+    with_it = jit.Pipeline(strength_reduction=True)
+    assert not jit.KERNEL_PIPELINE.strength_reduction
+    assert jit.object_cache_key(LOOP_IR, with_it) != jit.object_cache_key(LOOP_IR)
+    x, y = np.arange(1.0, 101.0), np.linspace(0.0, 1.0, 100)
+    signature = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p,
+                                 ctypes.c_int64)
+    results = []
+    for pipeline in (jit.KERNEL_PIPELINE, with_it, jit.KERNEL_PIPELINE):
+        module = jit.compile_module(LOOP_IR, name="total", pipeline=pipeline)
+        results.append(signature(module.address("total"))(x.ctypes.data, y.ctypes.data, 100))
+    assert results[0] == results[1] == results[2]
+    np.testing.assert_allclose(results[0], x @ y, rtol=1e-13)
