@@ -183,6 +183,8 @@ COLD_KERNELS = (  # (label, file, function, wrt or "-" for every float parameter
      {"N": 200, "D": 8, "K": 10}),
     ("RNN (examples/rnn.rv)", "examples/rnn.rv", "rnn_loss", "-",
      {"T": 16, "D": 8, "H": 16}),
+    ("LSTM (examples/lstm_update.rv)", "examples/lstm_update.rv", "lstm_loss", "-",
+     {"T": 16, "D": 8, "H": 16}),
 )
 
 

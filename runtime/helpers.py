@@ -25,7 +25,7 @@ import threading
 
 import numpy as np
 
-from reverie.compiler.codegen.abi import GEMM_HELPERS, HELPERS, POOL_SLOT
+from reverie.compiler.codegen.abi import GEMM_HELPERS, HELPERS, POOL_SLOT, SORT_HELPERS
 
 from .artifacts import artifact_key
 from .blas import blas_requested, find_blas
@@ -49,7 +49,7 @@ def _helper(name: str) -> JitModule:
         # the generator, and llvmlite.ir with it, is imported only when the IR is made
         from reverie.compiler.codegen import gemm, sort
 
-        return (gemm if name in GEMM_HELPERS else sort).helper_module(name)
+        return (sort if name in SORT_HELPERS else gemm).helper_module(name)
 
     key = artifact_key("helper", name, HELPER_PIPELINE, host_description())
     return remembered_module(key, make_ir, name=name, pipeline=HELPER_PIPELINE)
@@ -67,9 +67,11 @@ def helper_table() -> np.ndarray:
     return table
 
 
-def load_helpers(names: frozenset[str]) -> np.ndarray:
-    """Compile the helpers `names` not yet loaded, hand each the BLAS it may call, and enter
-    them in the helper table."""
+def load_helpers(names: frozenset[str], *, own_kernel: bool = True) -> np.ndarray:
+    """Compile the helpers `names` not yet loaded, hand each matrix helper the BLAS it may
+    call, and enter them in the helper table; hand each matrix helper its own kernel too
+    when `own_kernel` asks for it or no BLAS is in use (otherwise a kernel whose products
+    BLAS always serves compiles no own kernel: `abi.needs_own_kernel`)."""
     table = helper_table()
     with LOCK:
         for name in names:
@@ -78,6 +80,8 @@ def load_helpers(names: frozenset[str]) -> np.ndarray:
                 if name in GEMM_HELPERS:
                     _give_blas(name, _blas_wanted[0])
                 table[slot] = _helper(name).address(name)
+            if name in GEMM_HELPERS and (own_kernel or not _blas_in_use()):
+                _give_own_kernel(name)
     return table
 
 
@@ -90,14 +94,26 @@ def load_helpers(names: frozenset[str]) -> np.ndarray:
 # the own kernel lacks. Through BLAS the same kernels take 1.01-1.06x NumPy's `@` (the
 # difference is Reverie's call path) and give NumPy's bits (see benchmarks/README.md).
 _blas_wanted = [blas_requested()]  # REVERIE_BLAS=0: own kernel only; `use_blas` changes it
-_SET_BLAS = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_SET_POINTER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _blas_in_use() -> bool:
+    """Whether matrix products may call BLAS now (wanted, and a library was found)."""
+    return _blas_wanted[0] and find_blas() is not None
 
 
 def _give_blas(name: str, enabled: bool) -> None:
     """Tell the helper `name` which BLAS `?gemm` to call (none: its own kernel)."""
     library = find_blas() if enabled else None
     address = library.gemm[name.removeprefix("rv_gemm_")] if library else None
-    _SET_BLAS(_helper(name).address(name + "_use_blas"))(address)
+    _SET_POINTER(_helper(name).address(name + "_use_blas"))(address)
+
+
+@functools.cache
+def _give_own_kernel(name: str) -> None:
+    """Compile the own kernel of the helper `name` and hand it over (once per process)."""
+    own = name.replace("rv_gemm_", "rv_gemm_own_", 1)
+    _SET_POINTER(_helper(name).address(name + "_use_own"))(_helper(own).address(own))
 
 
 def use_blas(enabled: bool) -> bool:
@@ -108,5 +124,7 @@ def use_blas(enabled: bool) -> bool:
         table = helper_table()
         for slot, name in enumerate(HELPERS):
             if table[slot] and name in GEMM_HELPERS:
+                if not _blas_in_use():
+                    _give_own_kernel(name)
                 _give_blas(name, enabled)
     return previous

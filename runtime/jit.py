@@ -16,7 +16,8 @@ Pipeline of `compile_module`:
   3. miss: parse + verify, optimise with the module's `Pipeline` (kernels: O3 with the
      loop and SLP vectorisers, see `KERNEL_PIPELINE`), emit an object file for the host CPU
      (at codegen level 3, or 0 for a module with a basic block over HUGE_BLOCK
-     instructions: see `_code_generator`), store it, load it. The optimised IR goes to the
+     instructions: see `_code_generator`; loop strength reduction only where the pipeline
+     asks for it, not for kernels), store it, load it. The optimised IR goes to the
      printing hook as pass `llvm-opt` (REVERIE_PRINT_IR; on a hit it is recomputed for
      printing only).
 
@@ -102,18 +103,24 @@ class InternalCompilerError(RuntimeError):
 
 @dataclass(frozen=True)
 class Pipeline:
-    """An LLVM optimisation pipeline: the speed level (O1-O3) and which optional
-    transforms run (the loop vectoriser, with interleaving, always does)."""
+    """An LLVM optimisation pipeline: the speed level (O1-O3), which optional transforms
+    run (the loop vectoriser, with interleaving, always does), and whether the code
+    generator runs loop strength reduction."""
 
     speed_level: int = 3
     slp_vectorization: bool = True
     loop_unrolling: bool = False
+    strength_reduction: bool = True
 
 
 # Kernels: O3 with both vectorisers. Runtime unrolling is off: on the examples it tripled
 # machine-code generation time (the MLP gradient 0.54 s -> 0.18 s without it, a mixture
 # model's 1.63 s -> 0.47 s) and the interleaved vector loops gain nothing measurable from it.
-KERNEL_PIPELINE = Pipeline()
+# Loop strength reduction is off too: it took 50-80 % of machine-code generation (the MLP
+# gradient 0.26 s -> 0.13 s without it, a mixture model's 0.70 -> 0.29 s, an LSTM
+# gradient's 3.7 -> 0.5 s), and the kernels ran as fast without it (benchmarks/README.md,
+# "Latency"; x86's addressing modes do most of what it would).
+KERNEL_PIPELINE = Pipeline(strength_reduction=False)
 
 
 class LlvmModule:
@@ -145,7 +152,7 @@ class LlvmModule:
     @property
     def asm(self) -> str:
         """The host assembly of the optimised IR."""
-        return assembly(self.optimized_ir, self.name)
+        return assembly(self.optimized_ir, self.name, self.pipeline)
 
     def load(self) -> JitModule:
         """The module compiled and loaded into the JIT (`shared_module`)."""
@@ -214,6 +221,14 @@ def _code_generator(optimized_ir: str) -> llvm.TargetMachine:
     return host_target().target_machine
 
 
+def _set_strength_reduction(pipeline: Pipeline | None) -> None:
+    """Turn LLVM's loop strength reduction on or off for the next code generation, as
+    `pipeline` says (a process-wide LLVM option, read when a code generator sets up its
+    passes; callers hold the lock)."""
+    enabled = pipeline is None or pipeline.strength_reduction
+    llvm.set_option("", f"-disable-lsr={'false' if enabled else 'true'}")
+
+
 @functools.cache
 def _process_jit() -> llvm.LLJIT:
     """The process-wide ORC JIT; it is never disposed, so libraries can outlive it safely."""
@@ -272,9 +287,11 @@ def optimize(llvm_ir: str, *, name: str = "module",
         return str(module)
 
 
-def assembly(optimized_ir: str, name: str = "module") -> str:
-    """The host assembly for (already optimised) IR text."""
+def assembly(optimized_ir: str, name: str = "module",
+             pipeline: Pipeline | None = KERNEL_PIPELINE) -> str:
+    """The host assembly for IR text already optimised by `pipeline`."""
     with _LLVM_LOCK, _parsed(optimized_ir, name) as module:
+        _set_strength_reduction(pipeline)
         return _code_generator(optimized_ir).emit_assembly(module)
 
 
@@ -382,7 +399,7 @@ class JitModule:
     def asm(self) -> str:
         """The host assembly for the optimised IR, generated on first use."""
         if self._asm is None:
-            self._asm = assembly(self.llvm_ir, self.name)
+            self._asm = assembly(self.llvm_ir, self.name, self.pipeline)
         return self._asm
 
 
@@ -470,6 +487,7 @@ def compile_module(llvm_ir: str, *, name: str,
             optimized_ir = str(module)
             if pipeline is not None:
                 show("llvm-opt", name, lambda: optimized_ir)
+            _set_strength_reduction(pipeline)
             object_code = _code_generator(optimized_ir).emit_object(module)
         module_handle = JitModule(name, llvm_ir, object_code, optimized_ir=optimized_ir,
                                   from_cache=False, pipeline=pipeline)

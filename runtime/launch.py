@@ -31,7 +31,7 @@ from . import artifacts, fastcall
 from .helpers import load_helpers
 from .remembered import host_description, remembered_module
 
-RECORD_FIELDS = 6  # symbol, name, parameter dtypes, output dtypes, helpers, object key
+RECORD_FIELDS = 7  # symbol, name, parameter and output dtypes, helpers, own kernel?, object key
 
 
 def launch_key(ir_key: str) -> str:
@@ -50,8 +50,9 @@ def _well_formed(record: object) -> bool:
     authenticated as this user's own, but may come from a different version's writer)."""
     if not isinstance(record, tuple) or len(record) != RECORD_FIELDS:
         return False
-    symbol, name, params, outputs, helpers, object_key = record
+    symbol, name, params, outputs, helpers, own_kernel, object_key = record
     return (all(isinstance(text, str) for text in (symbol, name, object_key))
+            and isinstance(own_kernel, bool)
             and all(isinstance(group, tuple) for group in (params, outputs, helpers))
             and all(dtype in NUMPY_DTYPES for dtype in (*params, *outputs))
             and all(helper in HELPERS for helper in helpers))
@@ -68,8 +69,8 @@ def native_entry(ir_key: str, fallback: Callable[..., object], tuple_result: boo
     record = artifacts.load(launch_key(ir_key))
     if not _well_formed(record):
         return None
-    symbol, name, params, outputs, helpers, object_key = record
+    symbol, name, params, outputs, helpers, own_kernel, object_key = record
     module = remembered_module(object_key, make_ir, name=symbol)
-    table = load_helpers(frozenset(helpers))
+    table = load_helpers(frozenset(helpers), own_kernel=own_kernel)
     return fastcall.native_entry(module.address(symbol + "_vectorcall"), name, fallback,
                                  params, outputs, tuple_result, table, keep_alive=module)

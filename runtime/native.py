@@ -4,7 +4,9 @@ Compiling climbs the ladder of `compiler/pipeline.py` from the function: fuse �
 codegen → llvm-opt → jit (LLVM O3 with the vectorisers, disk object cache; see
 `runtime/jit.py`). A kernel that multiplies matrices or sorts first loads the run-time
 helper it calls and enters its address in the helper table every kernel receives
-(`runtime/helpers.py`, whose names are re-exported here).
+(`runtime/helpers.py`, whose names are re-exported here); the own matrix kernel is loaded
+only when no BLAS is used or a kernel has a product whose layout BLAS may not express
+(`abi.needs_own_kernel`).
 
 Calling a `NativeKernel` on a `BoundCall` (the checked, converted arguments and dimension
 sizes from `runtime/call.py`):
@@ -37,6 +39,7 @@ from reverie.compiler.codegen.abi import (
     KEEP_WORKSPACE_BYTES,
     entry_symbol,
     helpers_called,
+    needs_own_kernel,
     workspace_fits,
 )
 from reverie.compiler.ir.capacity import is_trip_symbol, run_with_capacity
@@ -172,7 +175,8 @@ class NativeKernel:
         self._frame = ctypes.c_int64 * (self._filled + ERROR_SLOTS)
         self._frames: list[ctypes.Array] = []  # spare frames (one per concurrent call)
         self._spare: list[np.ndarray] = []
-        self._helpers = load_helpers(helpers_called(self.program))
+        self._helpers = load_helpers(helpers_called(self.program),
+                                     own_kernel=needs_own_kernel(self.program))
 
     def native_entry(self, fallback: Callable[..., object],
                      tuple_result: bool) -> Callable[..., object] | None:
@@ -188,14 +192,16 @@ class NativeKernel:
     def launch_record(self) -> tuple | None:
         """What `runtime/launch.py` needs to make this kernel's native entry in a later
         process without its IR: the entry's symbol and name, the parameter and output
-        dtypes, the helpers it calls and its object code's key (None: no native entry, or
-        code the whole-pipeline cache does not remember)."""
+        dtypes, the helpers it calls, whether they need the own matrix kernel, and its
+        object code's key (None: no native entry, or code the whole-pipeline cache does not
+        remember)."""
         if self._vectorcall is None or not self._object_key:
             return None
         return (entry_symbol(self.program), self.program.name,
                 tuple(self.program.boundary.dtypes),
                 tuple(b.dtype for b in self.program.outputs),
-                tuple(sorted(helpers_called(self.program))), self._object_key)
+                tuple(sorted(helpers_called(self.program))), needs_own_kernel(self.program),
+                self._object_key)
 
     @property
     def c_entry(self) -> tuple[int, np.ndarray]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reverie.compiler.loops.ir import Program
+    from reverie.compiler.loops.ir import Program, View
 
 ARRAY_DATA_OFFSET = 16  # bytes from a CPython ndarray object to its data pointer field
 ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
@@ -26,6 +26,9 @@ GEMM_HELPERS = ("rv_gemm_f32", "rv_gemm_f64")    # matrix products (`gemm.py`)
 SORT_HELPERS = ("rv_argsort",)                   # the stable merge sort (`sort.py`)
 HELPERS = GEMM_HELPERS + SORT_HELPERS
 SORT_DTYPES = ("f32", "f64", "i32", "i64")       # rv_argsort's `dtype` argument indexes this
+# the own matrix kernels, modules of their own that the run time hands to the gemm helpers
+# only when a kernel may need them (`needs_own_kernel`; see `gemm.py`)
+OWN_KERNELS = ("rv_gemm_own_f32", "rv_gemm_own_f64")
 THREADS_SLOT, POOL_SLOT = len(HELPERS), len(HELPERS) + 1
 MAX_TASKS = 4  # threads one matrix product may use at most
 
@@ -77,3 +80,29 @@ def helpers_called(program: Program) -> frozenset[str]:
         elif isinstance(stmt, Sort):
             called.add("rv_argsort")
     return frozenset(called)
+
+
+def _blas_layout(view: View) -> bool:
+    """Whether a 2-D view is, whatever the sizes, a row-major block or its transpose (a
+    BLAS operand: `gemm_blas.py`'s *plain* or *transposed* with the tightest leading
+    dimension). The stride of an axis of size 1 never matters (a vector as a 1 x n view)."""
+    from reverie.compiler.ir.dims import Dim
+    from reverie.compiler.loops.ir import row_major_strides
+
+    rows, columns = view.shape
+    row_major = row_major_strides(view.shape)
+    column_major = row_major_strides((columns, rows))[::-1]
+    return any(all(stride == wanted or size == Dim.const(1)
+                   for stride, wanted, size in zip(view.strides, layout, view.shape, strict=True))
+               for layout in (row_major, column_major))
+
+
+def needs_own_kernel(program: Program) -> bool:
+    """Whether a matrix product of `program` may reach the own kernel although BLAS was
+    found: one of its operands has a layout not known to suit BLAS for every size (an empty
+    product never needs it: the helpers' dot-product fallback zero-fills its output)."""
+    from reverie.compiler.loops.ir import Matmul
+
+    return any(isinstance(stmt, Matmul) and
+               not all(_blas_layout(view) for view in (stmt.out, stmt.a, stmt.b))
+               for stmt in program.walk())

@@ -12,7 +12,8 @@ and stays valid in the disk cache.
             if C is not row-major: swap the roles: C^T = B^T @ A^T (M <-> N, A <-> B^T)
             if C row-major and A, B each plain or transposed:
                 blas(RowMajor, transA, transB, M, N, K, 1, A, lda, B, ldb, 0, C, ldc); return
-        rv_gemm_own(...)          # layouts BLAS cannot express (e.g. two non-unit strides)
+        fallback(...)             # layouts BLAS cannot express (e.g. two non-unit strides):
+                                  # the own kernel, or dot products until it is handed over
 
 An operand of r rows and c columns with strides (s0, s1) is *plain* for BLAS when its
 rows are contiguous (s1 = 1, or c <= 1) with a leading dimension ld = s0 >= max(1, c)
@@ -60,19 +61,24 @@ class _Layout:
         self.flag = b.select(self.plain, ir.Constant(I32, NO_TRANS), ir.Constant(I32, TRANS))
 
 
-def define_blas_dispatch(function: ir.Function, own: ir.Function, dtype: str) -> None:
-    """Body of `function` (the public helper) calling BLAS or `own`; also defines the
-    `<function>_use_blas` setter and the global it sets."""
-    module = function.module
-    slot = ir.GlobalVariable(module, PTR, name=f"{function.name}_blas")
+def define_pointer_slot(module: ir.Module, name: str, setter_name: str) -> ir.GlobalVariable:
+    """An internal pointer global `name` (null at first) and `void @<setter_name>(ptr)`, the
+    exported function through which the run time sets it (an atomic store)."""
+    slot = ir.GlobalVariable(module, PTR, name=name)
     slot.linkage = "internal"
     slot.initializer = ir.Constant(PTR, None)
-    setter = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]),
-                         name=f"{function.name}_use_blas")
-    sb = ir.IRBuilder(setter.append_basic_block("entry"))
-    sb.atomic_rmw("xchg", slot, setter.args[0], "monotonic")  # an atomic store
-    sb.ret_void()
+    setter = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=setter_name)
+    b = ir.IRBuilder(setter.append_basic_block("entry"))
+    b.atomic_rmw("xchg", slot, setter.args[0], "monotonic")
+    b.ret_void()
+    return slot
 
+
+def define_blas_dispatch(function: ir.Function, own: ir.Function, dtype: str) -> None:
+    """Body of `function` (the public helper) calling BLAS or `own` (the fallback); also
+    defines the `<function>_use_blas` setter and the global it sets."""
+    slot = define_pointer_slot(function.module, f"{function.name}_blas",
+                               f"{function.name}_use_blas")
     function.attributes.add("nounwind")
     m, n, k, a, sa0, sa1, bm, sb0, sb1, c, sc0, sc1 = function.args[:12]
     b = ir.IRBuilder(function.append_basic_block("entry"))
