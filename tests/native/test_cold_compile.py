@@ -31,10 +31,10 @@ STRIDED_PRODUCT = "fn f(a: f64[M, K], b: f64[K, N]) -> f64[M, N] { return a[:, :
 PRELUDE = """
 import numpy as np
 import reverie as rv
-from reverie.runtime import native
+from reverie.runtime import helpers, native
 def own_kernels():
-    return native._give_own_kernel.cache_info().currsize
-LAZY = 0 if native._blas_in_use() else 1  # own kernels compiled before one is needed
+    return helpers._give_own_kernel.cache_info().currsize
+LAZY = 0 if helpers._blas_in_use() else 1  # own kernels compiled before one is needed
 rng = np.random.default_rng(3)
 """
 

@@ -158,10 +158,13 @@ def test_a_launch_record_not_in_the_shape_written_is_ignored(
     assert kernel(x) == 5.0  # writes the launch record
     ir_key = artifacts.artifact_key("ir", *kernel.identity, kernel.dtype_key("f64"))
     assert launch.native_entry(ir_key, kernel, False, str) is not None
-    symbol, name, params, outputs, helpers, object_key = artifacts.load(launch.launch_key(ir_key))
-    for forged in [(symbol, name), (symbol, name, params, ("f128",), helpers, object_key),
-                   (symbol, name, params, outputs, ("rv_system",), object_key),
-                   [symbol, name, params, outputs, helpers, object_key], "not a record"]:
+    record = artifacts.load(launch.launch_key(ir_key))
+    symbol, name, params, outputs, helpers, own_kernel, object_key = record
+    for forged in [(symbol, name),
+                   (symbol, name, params, ("f128",), helpers, own_kernel, object_key),
+                   (symbol, name, params, outputs, ("rv_system",), own_kernel, object_key),
+                   (symbol, name, params, outputs, helpers, "yes", object_key),
+                   [*record], "not a record"]:
         artifacts.store(launch.launch_key(ir_key), forged)
         assert launch.native_entry(ir_key, kernel, False, str) is None, forged
         assert rv.compile(source).f(x) == 5.0  # a new module's kernel: through the IR
