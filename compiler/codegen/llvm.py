@@ -161,10 +161,13 @@ class ProgramCodegen:
         workspace = self._table_entry(len(program.inputs) + len(program.outputs), "workspace")
         self.helpers = self._table_entry(len(program.inputs) + len(program.outputs) + 1,
                                          "helpers")
-        offsets = workspace_offsets(program.temps, ITEMSIZE)
-        for temp, offset in zip(program.temps, offsets, strict=False):
-            self.pointers[temp] = b.gep(workspace, [self.index(offset)], source_etype=I8,
+        # each temporary starts where the previous one ends (`workspace_offsets`' layout),
+        # one add per temporary rather than each offset's whole sum again
+        offset: ir.Value = i64(0)
+        for temp in program.temps:
+            self.pointers[temp] = b.gep(workspace, [offset], source_etype=I8,
                                         inbounds=True, name=value_name(temp.name))
+            offset = b.add(offset, self.index(workspace_offsets([temp], ITEMSIZE)[1]))
 
     def _table_entry(self, slot: int, name: str) -> ir.Value:
         entry = self.b.gep(self.buffers_arg, [i64(slot)], source_etype=PTR)
