@@ -39,6 +39,7 @@ from reverie.compiler.codegen.abi import (
     ARRAY_DATA_OFFSET,
     HELPERS,
     ITEMSIZE,
+    KEEP_WORKSPACE_BYTES,
     POOL_SLOT,
     entry_symbol,
     helpers_called,
@@ -77,7 +78,6 @@ def _object_layout_ok() -> bool:
 
 OBJECT_LAYOUT_OK = _object_layout_ok()
 ERROR_SLOTS = 3
-KEEP_WORKSPACE_BYTES = 1 << 28
 
 
 def layout_function(program: Program) -> Callable[..., tuple]:

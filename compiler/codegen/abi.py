@@ -20,6 +20,8 @@ ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
 HELPERS = ("rv_gemm_f32", "rv_gemm_f64")
 THREADS_SLOT, POOL_SLOT = len(HELPERS), len(HELPERS) + 1
 MAX_TASKS = 4  # threads one matrix product may use at most
+# the largest workspace a kernel keeps for its next call (`runtime/native.py`, `workspace.py`)
+KEEP_WORKSPACE_BYTES = 1 << 30
 
 
 # The native Python entry (`fastcall.py`) reads CPython and NumPy objects at these byte

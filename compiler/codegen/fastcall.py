@@ -13,10 +13,10 @@ This entry does the whole common call in native code, in the same module as the 
 2. binds every dimension from the shapes (and from the values of integer parameters that
    size a `for` loop), checks constant sizes, repeated names and the size constraints;
 3. allocates the outputs with `numpy.empty` (called through `PyObject_Vectorcall`) and
-   the workspace with `PyMem_RawMalloc`, calls the kernel (without the GIL when the call
-   moves many elements or loops), and returns the outputs as the Python path would: 0-d
-   results as NumPy scalars, several results (or a kernel that always returns a tuple)
-   as a tuple.
+   takes the workspace (the previous call's when large enough: `workspace.py`), calls the
+   kernel (without the GIL when the call moves many elements or loops), and returns the
+   outputs as the Python path would: 0-d results as NumPy scalars, several results (or a
+   kernel that always returns a tuple) as a tuple.
 
 Anything else — another type, dtype or layout, keyword arguments, a size that does not
 bind, a failed bounds check — goes to the *fallback*: the Python call path, called with
@@ -74,6 +74,7 @@ from .irutil import (
     i64,
     index_value,
 )
+from .workspace import give_back_workspace, take_workspace
 
 GIL_FREE_ELEMENTS = 1 << 14  # calls moving at least this many elements release the GIL
 # the Python ints a scalar parameter takes natively (i64: whatever fits; others exactly)
@@ -184,13 +185,14 @@ class _VectorcallEntry:
         total = workspace_offsets(program.temps, ITEMSIZE)[-1]
         uses_workspace = not (total.is_const and total.value == 0)
         workspace = ir.Constant(PTR, None)
-        if uses_workspace:  # malloc(0) may return NULL: ask for one byte more
-            workspace = self._c("PyMem_RawMalloc", b.add(self._size(total), i64(1)))
-            self._fall_back_releasing(b.icmp_unsigned("==", workspace, ir.Constant(PTR, None)))
+        if uses_workspace:  # the spare from the last call when it is large enough
+            need = self._size(total)
+            block, workspace = take_workspace(b, self.module, need, self._c)
+            self._fall_back_releasing(b.icmp_unsigned("==", block, ir.Constant(PTR, None)))
         helpers = self._field(self._slot(HELPER_TABLE), ARRAY_DATA, PTR)
         status = self._call_kernel(entry, data + outputs + [workspace, helpers])
         if uses_workspace:
-            self._c("PyMem_RawFree", workspace)
+            give_back_workspace(b, self.module, block, need, self._c)
         self._fall_back_releasing(b.icmp_signed("!=", status, ir.Constant(I32, 0)))
         b.ret(self._results(outputs))
         self._define_exits()
