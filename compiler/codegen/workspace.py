@@ -48,11 +48,13 @@ def take_workspace(b: ir.IRBuilder, module: ir.Module, need: ir.Value,
                    call: CallC) -> tuple[ir.Value, ir.Value]:
     """(block, workspace) for a workspace of `need` bytes: the spare when it is large
     enough, else a fresh block (null when malloc failed: the caller falls back)."""
-    block = alloca(b, PTR, "block")
+    block, have = alloca(b, PTR, "block"), alloca(b, I64, "have")
     spare = b.atomic_rmw("xchg", _spare_slot(module), NULL, "acquire")
     b.store(spare, block)
-    have = b.select(b.icmp_unsigned("==", spare, NULL), i64(0), b.load(spare, typ=I64))
-    with b.if_then(b.icmp_signed("<", have, need)):
+    b.store(i64(0), have)
+    with b.if_then(b.icmp_unsigned("!=", spare, NULL)):  # its size, in its header
+        b.store(b.load(spare, typ=I64), have)
+    with b.if_then(b.icmp_signed("<", b.load(have, typ=I64), need)):
         call("PyMem_RawFree", spare)  # no-op on null
         fresh = call("PyMem_RawMalloc", b.add(need, i64(HEADER)))
         b.store(fresh, block)
