@@ -66,10 +66,13 @@ class _Plan:
 
 
 def contract_function(fn: Function) -> Function:
-    """`fn` with its body's contractions rewritten as matrix products (itself when none)."""
+    """`fn` with its body's contractions rewritten as matrix products and its identity
+    generics replaced by their operand (itself when there are neither)."""
+    copies = {op: source for op in fn.body.ops if op.name == "generic"
+              and (source := _identity_source(GenericOp(op))) is not None}
     plans = {op: plan for op in fn.body.ops if op.name == "generic"
              and (plan := _plan(GenericOp(op))) is not None}
-    if not plans:
+    if not plans and not copies:
         show(PASS_NAME, f"@{fn.name}", lambda: format_function(fn))
         return fn
     params = [Value(p.type, name=p.name) for p in fn.params]
@@ -77,6 +80,9 @@ def contract_function(fn: Function) -> Function:
     scope = Scope(block)
     values: dict[Value, Value] = dict(zip(fn.params, params, strict=True))
     for op in fn.body.ops:
+        if op in copies:
+            values[op.result] = values[op.operands[copies[op]]]
+            continue
         if op in plans:
             values[op.result] = _rewrite(scope, GenericOp(op), plans[op], values)
             continue
@@ -159,6 +165,21 @@ def _plan(generic: GenericOp) -> _Plan | None:
                                tuple(sorted(a & b & outputs)), tuple(rows), tuple(cols),
                                tuple(sorted(reductions)))
     return best[1] if best else None
+
+
+def _identity_source(generic: GenericOp) -> int | None:
+    """The operand position when `generic` is a copy of one operand (it yields the operand
+    read at its own indices, in order, over its whole shape), else None. Reverse mode makes
+    such copies (a cotangent passed through unchanged); as an operand of a matrix product
+    or another generic each would be materialised, a whole extra pass over memory."""
+    ops = generic.body.ops
+    if generic.reduce or len(ops) != 1 or generic.body.results[0] is not ops[0].result:
+        return None
+    whole = _whole_read(generic, (_Factor(ops[0].result, frozenset()),))
+    if whole is None or whole[1] != list(range(len(generic.indices))):
+        return None
+    operand, _ = whole
+    return operand if generic.op.operands[operand].type == generic.op.result.type else None
 
 
 # ---------------------------------------------------------------- rewriting
