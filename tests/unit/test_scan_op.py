@@ -14,22 +14,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from level_helpers import every_level
 
 import reverie as rv
 from reverie.compiler.export.mlir import export_mlir
 from reverie.compiler.ir.core import Block, Function, Value
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.ops_scan import scan_array
 from reverie.compiler.ir.scope import Scope
 from reverie.compiler.ir.types import TensorType
 from reverie.compiler.ir.verifier import verify_function
-from reverie.compiler.loops.interpreter import run_program
-from reverie.compiler.loops.verifier import verify_program
-from reverie.compiler.transforms.to_loops import lower_to_loops
-from reverie.runtime.call import bind_arguments
 from reverie.runtime.mlir_backend import mlir_tools
-from reverie.runtime.native import native_kernel
 
 SHAPE = (3, 4, 5)
 CASES = [(kind, axis, reverse) for kind in ("sum", "prod") for axis in range(3)
@@ -68,12 +63,7 @@ def test_every_level_agrees_with_numpy(dtype: str, kind: str, axis: int, reverse
     fn = scan_function(dtype, kind, axis, reverse)
     x = operand(dtype, kind)
     want = numpy_scan(x, kind, axis, reverse)
-    bound = bind_arguments(fn, [x])
-    program = lower_to_loops(fn)
-    verify_program(program)
-    (interpreted,) = interpret(fn, bound.arrays, bound.dims)
-    (looped,) = run_program(program, bound.arrays, bound.dims)
-    (native,) = native_kernel(fn)(bound)
+    interpreted, looped, native = every_level(fn, [x])
     for got in (interpreted, looped, native):
         assert got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=1e-6)

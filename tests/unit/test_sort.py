@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from level_helpers import every_level
 
 import reverie as rv
 from reverie.compiler.ir.core import Block, Function, Value
@@ -26,10 +27,8 @@ from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.scope import Scope
 from reverie.compiler.ir.types import NUMPY_DTYPES, ShapeError, TensorType
 from reverie.compiler.ir.verifier import verify_function
-from reverie.compiler.loops.interpreter import run_program
 from reverie.compiler.loops.ir import Loop, Sort
 from reverie.compiler.loops.printer import format_program
-from reverie.compiler.loops.verifier import verify_program
 from reverie.compiler.transforms.batch import batch_function
 from reverie.compiler.transforms.to_loops import lower_to_loops
 from reverie.runtime.call import bind_arguments
@@ -77,12 +76,7 @@ def test_every_level_agrees_with_torch(dtype: str, axis: int, descending: bool) 
     fn = argsort_function(dtype, tuple(shape), axis, descending)
     x = tied(tuple(shape), dtype)
     want = torch_argsort(x, axis, descending)
-    bound = bind_arguments(fn, [x])
-    program = lower_to_loops(fn)
-    verify_program(program)
-    (interpreted,) = interpret(fn, bound.arrays, bound.dims)
-    (looped,) = run_program(program, bound.arrays, bound.dims)
-    (native,) = native_kernel(fn)(bound)
+    interpreted, looped, native = every_level(fn, [x])
     for got in (interpreted, looped, native):
         assert got.dtype == np.int64
         np.testing.assert_array_equal(got, want)
