@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scans import sample
+from scans import interleaved_medians
 
 import reverie as rv
 
@@ -118,11 +117,7 @@ def main() -> None:
                 error = np.max(np.abs(np.asarray(fn(*args)) - want)) / np.max(np.abs(want))
                 if error > 1e-10:
                     print(f"  MISMATCH {name} {variant}: relative error {error:.1e}")
-            times: dict[str, list[float]] = {v: [] for v in variants}
-            for _ in range(options.rounds):
-                for variant, (fn, args) in variants.items():
-                    times[variant].append(sample(fn, args))
-            median = {v: statistics.median(t) for v, t in times.items()}
+            median = interleaved_medians(variants, options.rounds)
             print(f"{name:<18}" + "".join(f"{median[v] * 1e3:>10.3f}ms" for v in variants) +
                   f"{median['reverie'] / median['numpy']:>10.2f}"
                   f"{median['reverie'] / median['jax']:>10.2f}")

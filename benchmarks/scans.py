@@ -126,6 +126,17 @@ def sample(fn: Callable, args: tuple, budget: float = 0.02) -> float:
             return elapsed / calls
 
 
+def interleaved_medians(variants: dict[str, tuple[Callable, tuple]],
+                        rounds: int) -> dict[str, float]:
+    """The median `sample` time of each variant over `rounds` rounds, the variants taken
+    in turn within a round (so a change in the machine's load hits them alike)."""
+    times: dict[str, list[float]] = {v: [] for v in variants}
+    for _ in range(rounds):
+        for variant, (fn, args) in variants.items():
+            times[variant].append(sample(fn, args))
+    return {v: statistics.median(t) for v, t in times.items()}
+
+
 def report(label: str, variants: dict[str, tuple[Callable, tuple]], dtype: type,
            rounds: int) -> None:
     """Check every variant against NumPy in f64, then print the medians of `rounds`."""
@@ -136,11 +147,7 @@ def report(label: str, variants: dict[str, tuple[Callable, tuple]], dtype: type,
         error = np.max(np.abs(got - want), initial=0.0) / max(np.max(np.abs(want)), 1e-30)
         if error > (5e-3 if dtype == np.float32 else 1e-10):
             print(f"  MISMATCH {label} {variant}: relative error {error:.1e}")
-    times: dict[str, list[float]] = {v: [] for v in variants}
-    for _ in range(rounds):
-        for variant, (fn, args) in variants.items():
-            times[variant].append(sample(fn, args))
-    median = {v: statistics.median(t) for v, t in times.items()}
+    median = interleaved_medians(variants, rounds)
     print(f"{label:<22}" + "".join(f"{median[v] * 1e3:>10.3f}ms" for v in variants) +
           f"{median['reverie'] / median['numpy']:>10.2f}"
           f"{median['reverie'] / median['torch']:>10.2f}")
