@@ -49,7 +49,7 @@ from reverie.compiler.ir.types import FLOAT_DTYPES
 from reverie.runtime import artifacts
 from reverie.runtime.call import bind_arguments, check_arity, finish_results, float_dtype_of
 from reverie.runtime.lru import LruCache
-from reverie.runtime.tape import record_call, records_call
+from reverie.runtime.tape import python_call_path
 
 if TYPE_CHECKING:
     from .module import Module
@@ -83,8 +83,10 @@ class Kernel:
         self._transforms: LruCache[tuple, Kernel] = LruCache(TRANSFORM_CACHE_SIZE)
         # what the tape and the interop layers derive from this kernel (VJP plans, ...)
         self.autograd_cache: LruCache[object, object] = LruCache(TRANSFORM_CACHE_SIZE)
-        # what a call runs: the Python path, until native entries (one per compiled
-        # specialisation, each falling back to the one before) take the common calls
+        # what a call runs: the Python path (recording calls on Tensors that require grad,
+        # running any other), until native entries (one per compiled specialisation, each
+        # falling back to the one before) take the common calls
+        self._call_python: Callable[..., object] = python_call_path(self, self.run)
         self._call: Callable[..., object] = self._call_python
         self._native: set[Function] = set()
         self.identity: tuple | None = None  # what the kernel is, for the disk cache
@@ -130,12 +132,6 @@ class Kernel:
 
     def __call__(self, *args: object) -> object:
         return self._call(*args)
-
-    def _call_python(self, *args: object) -> object:
-        """A call on the Python path: Tensors are recorded, anything else is run."""
-        if records_call(args):
-            return record_call(self, args)
-        return self.run(*args)
 
     def enter_native(self, fn: Function) -> None:
         """Put the native entry of specialisation `fn` in front of the call path (once;

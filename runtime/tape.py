@@ -27,7 +27,7 @@ the run time: its IR, running it, its VJP kernels), never through the public `Ke
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -131,15 +131,15 @@ class Node:
             self.release(not plan.reads_any)
         gradients: list[Gradient | None] = []
         for g, edge, zero in zip(grads, edges, plan.zero, strict=True):
-            gradients.append(None if zero else _as_gradient(g, edge._data.dtype))
+            if zero:
+                gradients.append(None)
+                continue
+            # an array (or Tensor) of the dtype of the input it flows into
+            if not isinstance(g, TENSOR_OR_ARRAY):
+                g = np.asarray(g)
+            dtype = edge._data.dtype
+            gradients.append(g if g.dtype is dtype or g.dtype == dtype else g.astype(dtype))
         return gradients
-
-
-def _as_gradient(value: object, dtype: np.dtype) -> Gradient:
-    """A VJP result as an array (or Tensor) of the dtype of the input it flows into."""
-    if not isinstance(value, TENSOR_OR_ARRAY):
-        value = np.asarray(value)
-    return value if value.dtype == dtype else value.astype(dtype)
 
 
 TENSOR_OR_ARRAY = (Tensor, np.ndarray)
@@ -168,6 +168,28 @@ def records_call(args: Sequence[object]) -> bool:
     return False
 
 
+def python_call_path(kernel: CompiledKernel, run: Callable[..., object]
+                     ) -> Callable[..., object]:
+    """`kernel`'s Python call path (what its native entry hands every call it does not
+    take): a call that `records_call` is recorded (`record_call`, with the kernel's
+    RecordPlan, looked up on the first such call and kept here), any other is `run(*args)`.
+    (`records_call` written out: this is every recorded call's first Python step.)"""
+    plan: RecordPlan | None = None
+    mode = GRAD_MODE
+
+    def call(*args: object) -> object:
+        nonlocal plan
+        if mode.enabled:
+            for a in args:
+                if isinstance(a, Tensor) and a._requires_grad:
+                    if plan is None:
+                        plan = record_plan(kernel)
+                    return record_call(kernel, args, plan)
+        return run(*args)
+
+    return call
+
+
 def call_flat(kernel: CompiledKernel, args: Sequence[object]) -> object:
     """Call `kernel` with one argument per parameter (a VJP kernel's grouped cotangents
     ungrouped), recording the call when a Tensor argument requires grad."""
@@ -176,39 +198,39 @@ def call_flat(kernel: CompiledKernel, args: Sequence[object]) -> object:
     return kernel.execute(kernel.specialisation_for(args), args)
 
 
-def record_call(kernel: CompiledKernel, args: Sequence[object]
-                ) -> Tensor | tuple[Tensor, ...]:
-    """Run `kernel` on the arrays behind `args`; return Tensors that record the call.
-    (One pass over the arguments and no re-checking: running the call checks them.)"""
-    plan = record_plan(kernel)
+def record_call(kernel: CompiledKernel, args: Sequence[object],
+                plan: RecordPlan | None = None) -> Tensor | tuple[Tensor, ...]:
+    """Run `kernel` on the arrays behind `args`; return Tensors that record the call
+    (`plan`: the kernel's RecordPlan, looked up when not given). One pass over the
+    arguments and no re-checking: running the call checks them."""
+    if plan is None:
+        plan = record_plan(kernel)
     differentiable = plan.differentiable
     arrays = list(args)
-    wrt = []
+    wrt: list[int] = []
+    edges: list[Tensor] = []
     if len(args) == len(differentiable):  # else the call below raises the arity error
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
                 arrays[i] = a._data
                 if a._requires_grad and differentiable[i]:
                     wrt.append(i)
+                    edges.append(a)
     results = kernel.run_arrays(arrays)
     if not isinstance(results, tuple):
         result = np.asarray(results)
-        node = _node(kernel, plan, wrt, args, arrays, [(result.shape, result.dtype)])
-        return wrap(result, node if result.dtype in FLOAT_KINDS else None)
+        if not wrt or result.dtype not in FLOAT_KINDS:
+            return wrap(result)
+        node = Node(kernel, plan, tuple(wrt), tuple(edges), args, arrays,
+                    plan.fixed_dtype or plan.float_dtype(arrays),
+                    [(result.shape, result.dtype)])
+        return wrap(result, node)
     outputs = [np.asarray(r) for r in results]
-    node = _node(kernel, plan, wrt, args, arrays, [(r.shape, r.dtype) for r in outputs])
+    node = None if not wrt else Node(
+        kernel, plan, tuple(wrt), tuple(edges), args, arrays,
+        plan.fixed_dtype or plan.float_dtype(arrays), [(r.shape, r.dtype) for r in outputs])
     return tuple([wrap(r, node if r.dtype in FLOAT_KINDS else None, i)
                   for i, r in enumerate(outputs)])
-
-
-def _node(kernel: CompiledKernel, plan: RecordPlan, wrt: list[int], args: Sequence[object],
-          arrays: list[object], outputs: list[tuple[tuple[int, ...], np.dtype]]
-          ) -> Node | None:
-    """The node recording a call whose arguments at `wrt` carry gradients (None if none)."""
-    if not wrt:
-        return None
-    edges = tuple([args[i] for i in wrt])
-    return Node(kernel, plan, tuple(wrt), edges, args, arrays, plan.float_dtype(arrays), outputs)
 
 
 # ---------------------------------------------------------------- the tape walk
@@ -285,8 +307,9 @@ def one_call_gradients(output: Tensor, seed: Gradient, inputs: Sequence[Tensor],
     cotangents: list[Gradient | None] = [None] * len(node.outputs)
     cotangents[output._output_index] = seed
     grads = node.vjp(cotangents, create_graph, None, retain_graph)
-    if len(edges) == 1:
-        return [grads[0] if tensor is edges[0] else None for tensor in inputs]
+    if len(edges) == 1:  # one of the inputs, as `used` says
+        g = grads[0]
+        return [g] if len(inputs) == 1 else [g if t is edges[0] else None for t in inputs]
     totals: dict[int, Gradient] = {}
     for edge, g in zip(edges, grads, strict=True):
         if g is not None:

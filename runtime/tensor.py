@@ -300,15 +300,20 @@ def _check_can_require_grad(dtype: np.dtype) -> None:
 
 def tensor(data: object, dtype: object = None, requires_grad: bool = False) -> Tensor:
     """A new Tensor holding a copy of `data` (NumPy dtype rules: Python floats → float64)."""
-    if isinstance(dtype, str):
-        dtype = DTYPE_NAMES.get(dtype, dtype)
-    array = np.array(data._data if isinstance(data, Tensor) else data, dtype=dtype)
+    if isinstance(data, Tensor):
+        data = data._data
+    if dtype is None:
+        array = np.array(data)
+    else:
+        array = np.array(data, dtype=DTYPE_NAMES.get(dtype, dtype) if isinstance(dtype, str)
+                         else dtype)
+    result = wrap(array)
     if requires_grad:
-        _check_can_require_grad(array.dtype)
+        if array.dtype not in FLOAT_KINDS:
+            _check_can_require_grad(array.dtype)  # the RuntimeError
+        result._requires_grad = True
     elif array.dtype not in REVERIE_DTYPES:
         reverie_dtype(array.dtype)  # the TypeError that names the dtypes
-    result = wrap(array)
-    result._requires_grad = bool(requires_grad)
     return result
 
 
