@@ -130,14 +130,15 @@ class Node:
         if not retain_graph:
             self.release(not plan.reads_any)
         gradients: list[Gradient | None] = []
-        for g, edge, zero in zip(grads, edges, plan.zero, strict=True):
-            if zero:
+        zero = plan.zero  # one flag per edge, as `grads` has one gradient per edge
+        for i, g in enumerate(grads):
+            if zero[i]:
                 gradients.append(None)
                 continue
             # an array (or Tensor) of the dtype of the input it flows into
             if not isinstance(g, TENSOR_OR_ARRAY):
                 g = np.asarray(g)
-            dtype = edge._data.dtype
+            dtype = edges[i]._data.dtype
             gradients.append(g if g.dtype is dtype or g.dtype == dtype else g.astype(dtype))
         return gradients
 

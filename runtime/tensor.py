@@ -31,7 +31,8 @@ from .ops_kernels import REVERIE_DTYPES, reverie_dtype
 if TYPE_CHECKING:
     from .tape import Node
 
-FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
+# float64 first: `dtype in FLOAT_KINDS` is then one identity check in the common case
+FLOAT_KINDS = (np.dtype(np.float64), np.dtype(np.float32))
 DTYPE_NAMES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64,
                "bool": np.bool_}
 
@@ -274,9 +275,12 @@ class Tensor:
         return tensor_ops.apply_ufunc(ufunc, method, inputs, kwargs)
 
 
+_new_object = object.__new__  # what `Tensor.__new__` is, without looking it up
+
+
 def wrap(array: np.ndarray, grad_fn: Node | None = None, index: int = 0) -> Tensor:
     """A Tensor around `array` without copying or checks (requires grad iff `grad_fn`)."""
-    tensor = Tensor.__new__(Tensor)
+    tensor = _new_object(Tensor)
     tensor._data = array
     tensor._requires_grad = grad_fn is not None
     tensor._grad = None
