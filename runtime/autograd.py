@@ -143,9 +143,7 @@ def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor] |
         gradients = one_call_gradients(outputs[0], seeds[0], inputs_tuple, retain_graph,
                                        create_graph)
     if gradients is None:
-        graph = Pass(outputs, seeds, inputs_tuple)
-        graph.run(retain_graph, create_graph, batch)
-        gradients = [graph.gradient(t) for t in inputs_tuple]
+        gradients = _walk(outputs, seeds, inputs_tuple, retain_graph, create_graph, batch)
     result: list[Tensor | None] = []
     complete = True
     for g in gradients:
@@ -156,6 +154,15 @@ def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor] |
     if type(inputs) is dict:
         return dict(zip(inputs.keys(), result, strict=True))
     return tuple(result)
+
+
+def _walk(outputs: tuple[Tensor, ...], seeds: list[Gradient | None],
+          inputs: tuple[Tensor, ...], retain_graph: bool, create_graph: bool,
+          batch: int | None) -> list[Gradient | None]:
+    """The gradient flowing into each of `inputs`, from one backward `Pass` over the graph."""
+    graph = Pass(outputs, seeds, inputs)
+    graph.run(retain_graph, create_graph, batch)
+    return [graph.gradient(t) for t in inputs]
 
 
 def _arguments(outputs: object, inputs: object, grad_outputs: object, only_inputs: bool,

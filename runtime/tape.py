@@ -138,8 +138,8 @@ class Node:
             # an array (or Tensor) of the dtype of the input it flows into
             if not isinstance(g, TENSOR_OR_ARRAY):
                 g = np.asarray(g)
-            dtype = edges[i]._data.dtype
-            gradients.append(g if g.dtype is dtype or g.dtype == dtype else g.astype(dtype))
+            dtype, kind = edges[i]._data.dtype, g.dtype
+            gradients.append(g if kind is dtype or kind == dtype else g.astype(dtype))
         return gradients
 
 
@@ -158,13 +158,17 @@ def batched_vjp(kernel: CompiledKernel, wrt: tuple[int, ...], args: Sequence[obj
 # ---------------------------------------------------------------- recording
 
 
+ndarray = np.ndarray  # most arguments are plain arrays: `type(a) is not ndarray` skips
+# them before `isinstance(a, Tensor)`, which costs more when it fails
+
+
 def records_call(args: Sequence[object]) -> bool:
     """True when a kernel call has a Tensor argument that requires grad (and grad mode is
     on: no `rv.no_grad` block is active)."""
     if not GRAD_MODE.enabled:
         return False
     for a in args:
-        if isinstance(a, Tensor) and a._requires_grad:
+        if type(a) is not ndarray and isinstance(a, Tensor) and a._requires_grad:
             return True
     return False
 
@@ -182,7 +186,7 @@ def python_call_path(kernel: CompiledKernel, run: Callable[..., object]
         nonlocal plan
         if mode.enabled:
             for a in args:
-                if isinstance(a, Tensor) and a._requires_grad:
+                if type(a) is not ndarray and isinstance(a, Tensor) and a._requires_grad:
                     if plan is None:
                         plan = record_plan(kernel)
                     return record_call(kernel, args, plan)
@@ -212,24 +216,30 @@ def record_call(kernel: CompiledKernel, args: Sequence[object],
     edges: list[Tensor] = []
     if len(args) == len(differentiable):  # else the call below raises the arity error
         for i, a in enumerate(args):
-            if isinstance(a, Tensor):
+            if type(a) is not ndarray and isinstance(a, Tensor):
                 arrays[i] = a._data
                 if a._requires_grad and differentiable[i]:
                     wrt.append(i)
                     edges.append(a)
     results = kernel.run_arrays(arrays)
-    if not isinstance(results, tuple):
-        result = np.asarray(results)
-        if not wrt or result.dtype not in FLOAT_KINDS:
-            return wrap(result)
-        node = Node(kernel, plan, tuple(wrt), tuple(edges), args, arrays,
-                    plan.fixed_dtype or plan.float_dtype(arrays),
-                    [(result.shape, result.dtype)])
-        return wrap(result, node)
+    dtype = plan.fixed_dtype or plan.float_dtype(arrays)
+    if isinstance(results, tuple):
+        return _record_results(kernel, plan, wrt, edges, args, arrays, dtype, results)
+    result = np.asarray(results)
+    kind = result.dtype
+    if not wrt or kind not in FLOAT_KINDS:
+        return wrap(result)
+    return wrap(result, Node(kernel, plan, tuple(wrt), tuple(edges), args, arrays, dtype,
+                             [(result.shape, kind)]))
+
+
+def _record_results(kernel: CompiledKernel, plan: RecordPlan, wrt: list[int],
+                    edges: list[Tensor], args: Sequence[object], arrays: list[object],
+                    dtype: str, results: tuple) -> tuple[Tensor, ...]:
+    """`record_call` for a kernel returning a tuple: one node, its float results on it."""
     outputs = [np.asarray(r) for r in results]
-    node = None if not wrt else Node(
-        kernel, plan, tuple(wrt), tuple(edges), args, arrays,
-        plan.fixed_dtype or plan.float_dtype(arrays), [(r.shape, r.dtype) for r in outputs])
+    node = None if not wrt else Node(kernel, plan, tuple(wrt), tuple(edges), args, arrays,
+                                     dtype, [(r.shape, r.dtype) for r in outputs])
     return tuple([wrap(r, node if r.dtype in FLOAT_KINDS else None, i)
                   for i, r in enumerate(outputs)])
 
@@ -308,9 +318,15 @@ def one_call_gradients(output: Tensor, seed: Gradient, inputs: Sequence[Tensor],
     cotangents: list[Gradient | None] = [None] * len(node.outputs)
     cotangents[output._output_index] = seed
     grads = node.vjp(cotangents, create_graph, None, retain_graph)
-    if len(edges) == 1:  # one of the inputs, as `used` says
-        g = grads[0]
-        return [g] if len(inputs) == 1 else [g if t is edges[0] else None for t in inputs]
+    if len(edges) == 1 and len(inputs) == 1:  # the input is the edge, as `used` says
+        return grads
+    return _per_input(edges, grads, inputs)
+
+
+def _per_input(edges: Sequence[Tensor], grads: list[Gradient | None],
+               inputs: Sequence[Tensor]) -> list[Gradient | None]:
+    """The gradient of each of `inputs` from those of a node's `edges` (summed over the
+    edges that are the same tensor; None for an input that is no edge)."""
     totals: dict[int, Gradient] = {}
     for edge, g in zip(edges, grads, strict=True):
         if g is not None:
