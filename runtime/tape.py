@@ -1,7 +1,7 @@
 """The tape: recorded kernel calls (graph nodes) and the walk that runs their compiled VJPs.
 
-Consumes kernel calls with Tensor arguments that require grad (`Kernel.__call__` hands them
-to `record_call`); produces, in a `Pass`, the gradient flowing into every tensor of the
+Consumes kernel calls with Tensor arguments that require grad (each kernel's Python call
+path, `python_call_path`, behind its native entry, hands them to `record_call`); produces, in a `Pass`, the gradient flowing into every tensor of the
 graph by running each call's compiled VJP kernel (`kernel.vjp(wrt)`) from the outputs back
 to the inputs. Every backward step is an ordinary kernel call, so with `create_graph=True`
 it is recorded too and its own VJP is compiled from the adjoint IR: that is how derivatives
