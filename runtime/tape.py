@@ -1,11 +1,11 @@
 """The tape: recorded kernel calls (graph nodes) and the walk that runs their compiled VJPs.
 
 Consumes kernel calls with Tensor arguments that require grad (each kernel's Python call
-path, `python_call_path`, behind its native entry, hands them to `record_call`); produces, in a `Pass`, the gradient flowing into every tensor of the
-graph by running each call's compiled VJP kernel (`kernel.vjp(wrt)`) from the outputs back
-to the inputs. Every backward step is an ordinary kernel call, so with `create_graph=True`
-it is recorded too and its own VJP is compiled from the adjoint IR: that is how derivatives
-of any order work.
+path, `python_call_path`, behind its native entry, hands them to `record_call`); produces,
+in a `Pass`, the gradient flowing into every tensor of the graph by running each call's
+compiled VJP kernel (`kernel.vjp(wrt)`) from the outputs back to the inputs. Every backward
+step is an ordinary kernel call, so with `create_graph=True` it is recorded too and its own
+VJP is compiled from the adjoint IR: that is how derivatives of any order work.
 
     y = m.f(x)              # Node(kernel f, wrt=(0,)), edge x; y.grad_fn is the node
     Pass([y], [1.0], [x])   # runs f_vjp(x, 1.0); .gradient(x) is the result
