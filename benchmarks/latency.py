@@ -93,20 +93,22 @@ def call_overhead(rounds: int, with_jax: bool) -> list[dict]:
             leaf = rv.tensor(args[0], requires_grad=True)
             return rv.grad(kernel(leaf, *args[1:]), leaf)
 
-        row = {"parameters": count,
-               "forward": per_call_us(lambda kernel=kernel, args=args: kernel(*args), rounds),
-               "grad": per_call_us(lambda grad=grad, args=args: grad(*args), rounds),
-               "recorded": per_call_us(recorded, rounds),
-               "numpy": per_call_us(lambda x=args[0]: 2 * x, rounds)}
-        if with_jax:
-            import jax
+        rows.append({"parameters": count,
+                     "forward": per_call_us(lambda kernel=kernel, args=args: kernel(*args),
+                                            rounds),
+                     "grad": per_call_us(lambda grad=grad, args=args: grad(*args), rounds),
+                     "recorded": per_call_us(recorded, rounds),
+                     "numpy": per_call_us(lambda x=args[0]: 2 * x, rounds)})
+    if with_jax:  # after every Reverie figure: JAX's threads then never share their CPU time
+        import jax
 
-            jax.config.update("jax_enable_x64", True)
+        jax.config.update("jax_enable_x64", True)
+        for row in rows:
+            args = [rng.standard_normal(16) for _ in range(row["parameters"])]
             jitted = jax.jit(jax.grad(lambda *xs: sum((x * x).sum() for x in xs)))
             device_args = [jax.device_put(a) for a in args]
             row["jax"] = per_call_us(
                 lambda f=jitted, a=device_args: jax.block_until_ready(f(*a)), rounds)
-        rows.append(row)
     return rows
 
 

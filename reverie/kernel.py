@@ -62,27 +62,25 @@ Wrt = str | int | Sequence[str | int] | None
 TRANSFORM_CACHE_SIZE = 64
 
 
-def records_call(args: Sequence[object]) -> bool:
-    """Whether a call must be recorded. No argument can be a Tensor before
-    `runtime/tensor.py` is imported (so a warm start need not import the tape); once it is,
-    the tape's own `records_call` and `record_call` take the place of these stand-ins."""
-    if "reverie.runtime.tensor" not in sys.modules:
-        return False
-    _use_tape()
-    return records_call(args)
+def python_call_path(kernel: Kernel) -> Callable[..., object]:
+    """`kernel`'s Python call path: the tape's (`tape.python_call_path`: Tensors that
+    require grad are recorded, other calls run). No argument can be a Tensor before
+    `runtime/tensor.py` is imported, so until then the path runs every call without
+    importing the tape (a warm start need not), and takes the tape's path on the first call
+    after that import."""
+    tape_path: Callable[..., object] | None = None
 
+    def call(*args: object) -> object:
+        nonlocal tape_path
+        if tape_path is None:
+            if "reverie.runtime.tensor" not in sys.modules:
+                return kernel.run(*args)
+            from reverie.runtime.tape import python_call_path as tape_call_path
 
-def record_call(kernel: Kernel, args: Sequence[object]) -> object:
-    """The tape's `record_call` (a stand-in until `_use_tape`)."""
-    _use_tape()
-    return record_call(kernel, args)
+            tape_path = tape_call_path(kernel, kernel.run)
+        return tape_path(*args)
 
-
-def _use_tape() -> None:
-    """Put the tape's `records_call` and `record_call` in place of the stand-ins above."""
-    from reverie.runtime import tape
-
-    globals().update(records_call=tape.records_call, record_call=tape.record_call)
+    return call
 
 
 def is_plain(value: object) -> bool:
@@ -110,8 +108,10 @@ class Kernel:
         self._transforms: LruCache[tuple, Kernel] = LruCache(TRANSFORM_CACHE_SIZE)
         # what the tape and the interop layers derive from this kernel (VJP plans, ...)
         self.autograd_cache: LruCache[object, object] = LruCache(TRANSFORM_CACHE_SIZE)
-        # what a call runs: the Python path, until native entries (one per compiled
-        # specialisation, each falling back to the one before) take the common calls
+        # what a call runs: the Python path (recording calls on Tensors that require grad,
+        # running any other), until native entries (one per compiled specialisation, each
+        # falling back to the one before) take the common calls
+        self._call_python: Callable[..., object] = python_call_path(self)
         self._call: Callable[..., object] = self._call_python
         self._entered: set[str] = set()  # dtypes whose native entry is in the call path
         self.identity: tuple | None = None  # what the kernel is, for the disk cache
@@ -170,12 +170,6 @@ class Kernel:
 
     def __call__(self, *args: object) -> object:
         return self._call(*args)
-
-    def _call_python(self, *args: object) -> object:
-        """A call on the Python path: Tensors are recorded, anything else is run."""
-        if records_call(args):
-            return record_call(self, args)
-        return self.run(*args)
 
     def enter_native(self, fn: Function) -> None:
         """Put the native entry of specialisation `fn` in front of the call path (nothing

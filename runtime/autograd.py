@@ -126,33 +126,24 @@ def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor] |
                          "contradicts allow_unused=False; drop allow_unused")
     if allow_unused is None:
         allow_unused = materialize_grads
-    outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
-    inputs_tuple = (inputs,) if isinstance(inputs, Tensor) else _inputs(inputs, "grad")
-    if not inputs_tuple:
-        raise RuntimeError("`inputs` of grad() is empty; pass the tensors to differentiate "
-                           "with respect to")
-    if not only_inputs:
-        warnings.warn("only_inputs is deprecated and ignored; use rv.backward to accumulate "
-                      "gradients into other parts of the graph", FutureWarning, stacklevel=2)
-    seeds = _seeds(outputs, grad_outputs, is_grads_batched, create_graph)
     if retain_graph is None:
         retain_graph = create_graph
-    batch = None
-    if is_grads_batched:
-        sizes = {s.shape[0] for s in seeds if s is not None}
-        if len(sizes) > 1:
-            raise ValueError(f"grad_outputs have different batch sizes {sorted(sizes)}; with "
-                             "is_grads_batched=True their first dimensions must agree")
-        batch = sizes.pop() if sizes else None
-    _check_graph_ends(outputs, seeds, inputs_tuple)
+    if (grad_outputs is None and only_inputs and not is_grads_batched
+            and isinstance(outputs, Tensor) and isinstance(inputs, Tensor)
+            and outputs._requires_grad and inputs._requires_grad and outputs._data.size == 1):
+        # the common `rv.grad(y, x)`: every check of `_arguments` holds, the seed is a one
+        outputs, inputs_tuple = (outputs,), (inputs,)
+        seeds: list[Gradient | None] = [_unit_seed(outputs[0]._data)]
+        batch = None
+    else:
+        outputs, inputs_tuple, seeds, batch = _arguments(
+            outputs, inputs, grad_outputs, only_inputs, is_grads_batched, create_graph)
     gradients = None
     if len(outputs) == 1 and batch is None:
         gradients = one_call_gradients(outputs[0], seeds[0], inputs_tuple, retain_graph,
                                        create_graph)
     if gradients is None:
-        graph = Pass(outputs, seeds, inputs_tuple)
-        graph.run(retain_graph, create_graph, batch)
-        gradients = [graph.gradient(t) for t in inputs_tuple]
+        gradients = _walk(outputs, seeds, inputs_tuple, retain_graph, create_graph, batch)
     result: list[Tensor | None] = []
     complete = True
     for g in gradients:
@@ -163,6 +154,41 @@ def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor] |
     if type(inputs) is dict:
         return dict(zip(inputs.keys(), result, strict=True))
     return tuple(result)
+
+
+def _walk(outputs: tuple[Tensor, ...], seeds: list[Gradient | None],
+          inputs: tuple[Tensor, ...], retain_graph: bool, create_graph: bool,
+          batch: int | None) -> list[Gradient | None]:
+    """The gradient flowing into each of `inputs`, from one backward `Pass` over the graph."""
+    graph = Pass(outputs, seeds, inputs)
+    graph.run(retain_graph, create_graph, batch)
+    return [graph.gradient(t) for t in inputs]
+
+
+def _arguments(outputs: object, inputs: object, grad_outputs: object, only_inputs: bool,
+               batched: bool, create_graph: bool
+               ) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...], list[Gradient | None],
+                          int | None]:
+    """`grad`'s arguments checked and normalised: the outputs and inputs as tuples, the
+    seed of each output, and the batch size of batched grad_outputs (else None)."""
+    outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
+    inputs_tuple = (inputs,) if isinstance(inputs, Tensor) else _inputs(inputs, "grad")
+    if not inputs_tuple:
+        raise RuntimeError("`inputs` of grad() is empty; pass the tensors to differentiate "
+                           "with respect to")
+    if not only_inputs:
+        warnings.warn("only_inputs is deprecated and ignored; use rv.backward to accumulate "
+                      "gradients into other parts of the graph", FutureWarning, stacklevel=3)
+    seeds = _seeds(outputs, grad_outputs, batched, create_graph)
+    batch = None
+    if batched:
+        sizes = {s.shape[0] for s in seeds if s is not None}
+        if len(sizes) > 1:
+            raise ValueError(f"grad_outputs have different batch sizes {sorted(sizes)}; with "
+                             "is_grads_batched=True their first dimensions must agree")
+        batch = sizes.pop() if sizes else None
+    _check_graph_ends(outputs, seeds, inputs_tuple)
+    return outputs, inputs_tuple, seeds, batch
 
 
 def _unused(result: list[Tensor | None], inputs: tuple[Tensor, ...], allow_unused: bool,

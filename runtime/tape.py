@@ -1,11 +1,11 @@
 """The tape: recorded kernel calls (graph nodes) and the walk that runs their compiled VJPs.
 
-Consumes kernel calls with Tensor arguments that require grad (`Kernel.__call__` hands them
-to `record_call`); produces, in a `Pass`, the gradient flowing into every tensor of the
-graph by running each call's compiled VJP kernel (`kernel.vjp(wrt)`) from the outputs back
-to the inputs. Every backward step is an ordinary kernel call, so with `create_graph=True`
-it is recorded too and its own VJP is compiled from the adjoint IR: that is how derivatives
-of any order work.
+Consumes kernel calls with Tensor arguments that require grad (each kernel's Python call
+path, `python_call_path`, behind its native entry, hands them to `record_call`); produces,
+in a `Pass`, the gradient flowing into every tensor of the graph by running each call's
+compiled VJP kernel (`kernel.vjp(wrt)`) from the outputs back to the inputs. Every backward
+step is an ordinary kernel call, so with `create_graph=True` it is recorded too and its own
+VJP is compiled from the adjoint IR: that is how derivatives of any order work.
 
     y = m.f(x)              # Node(kernel f, wrt=(0,)), edge x; y.grad_fn is the node
     Pass([y], [1.0], [x])   # runs f_vjp(x, 1.0); .gradient(x) is the result
@@ -27,7 +27,7 @@ the run time: its IR, running it, its VJP kernels), never through the public `Ke
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -130,16 +130,17 @@ class Node:
         if not retain_graph:
             self.release(not plan.reads_any)
         gradients: list[Gradient | None] = []
-        for g, edge, zero in zip(grads, edges, plan.zero, strict=True):
-            gradients.append(None if zero else _as_gradient(g, edge._data.dtype))
+        zero = plan.zero  # one flag per edge, as `grads` has one gradient per edge
+        for i, g in enumerate(grads):
+            if zero[i]:
+                gradients.append(None)
+                continue
+            # an array (or Tensor) of the dtype of the input it flows into
+            if not isinstance(g, TENSOR_OR_ARRAY):
+                g = np.asarray(g)
+            dtype, kind = edges[i]._data.dtype, g.dtype
+            gradients.append(g if kind is dtype or kind == dtype else g.astype(dtype))
         return gradients
-
-
-def _as_gradient(value: object, dtype: np.dtype) -> Gradient:
-    """A VJP result as an array (or Tensor) of the dtype of the input it flows into."""
-    if not isinstance(value, TENSOR_OR_ARRAY):
-        value = np.asarray(value)
-    return value if value.dtype == dtype else value.astype(dtype)
 
 
 TENSOR_OR_ARRAY = (Tensor, np.ndarray)
@@ -157,15 +158,41 @@ def batched_vjp(kernel: CompiledKernel, wrt: tuple[int, ...], args: Sequence[obj
 # ---------------------------------------------------------------- recording
 
 
+ndarray = np.ndarray  # most arguments are plain arrays: `type(a) is not ndarray` skips
+# them before `isinstance(a, Tensor)`, which costs more when it fails
+
+
 def records_call(args: Sequence[object]) -> bool:
     """True when a kernel call has a Tensor argument that requires grad (and grad mode is
     on: no `rv.no_grad` block is active)."""
     if not GRAD_MODE.enabled:
         return False
     for a in args:
-        if isinstance(a, Tensor) and a._requires_grad:
+        if type(a) is not ndarray and isinstance(a, Tensor) and a._requires_grad:
             return True
     return False
+
+
+def python_call_path(kernel: CompiledKernel, run: Callable[..., object]
+                     ) -> Callable[..., object]:
+    """`kernel`'s Python call path (what its native entry hands every call it does not
+    take): a call that `records_call` is recorded (`record_call`, with the kernel's
+    RecordPlan, looked up on the first such call and kept here), any other is `run(*args)`.
+    (`records_call` written out: this is every recorded call's first Python step.)"""
+    plan: RecordPlan | None = None
+    mode = GRAD_MODE
+
+    def call(*args: object) -> object:
+        nonlocal plan
+        if mode.enabled:
+            for a in args:
+                if type(a) is not ndarray and isinstance(a, Tensor) and a._requires_grad:
+                    if plan is None:
+                        plan = record_plan(kernel)
+                    return record_call(kernel, args, plan)
+        return run(*args)
+
+    return call
 
 
 def call_flat(kernel: CompiledKernel, args: Sequence[object]) -> object:
@@ -176,39 +203,45 @@ def call_flat(kernel: CompiledKernel, args: Sequence[object]) -> object:
     return kernel.execute(kernel.specialisation_for(args), args)
 
 
-def record_call(kernel: CompiledKernel, args: Sequence[object]
-                ) -> Tensor | tuple[Tensor, ...]:
-    """Run `kernel` on the arrays behind `args`; return Tensors that record the call.
-    (One pass over the arguments and no re-checking: running the call checks them.)"""
-    plan = record_plan(kernel)
+def record_call(kernel: CompiledKernel, args: Sequence[object],
+                plan: RecordPlan | None = None) -> Tensor | tuple[Tensor, ...]:
+    """Run `kernel` on the arrays behind `args`; return Tensors that record the call
+    (`plan`: the kernel's RecordPlan, looked up when not given). One pass over the
+    arguments and no re-checking: running the call checks them."""
+    if plan is None:
+        plan = record_plan(kernel)
     differentiable = plan.differentiable
     arrays = list(args)
-    wrt = []
+    wrt: list[int] = []
+    edges: list[Tensor] = []
     if len(args) == len(differentiable):  # else the call below raises the arity error
         for i, a in enumerate(args):
-            if isinstance(a, Tensor):
+            if type(a) is not ndarray and isinstance(a, Tensor):
                 arrays[i] = a._data
                 if a._requires_grad and differentiable[i]:
                     wrt.append(i)
+                    edges.append(a)
     results = kernel.run_arrays(arrays)
-    if not isinstance(results, tuple):
-        result = np.asarray(results)
-        node = _node(kernel, plan, wrt, args, arrays, [(result.shape, result.dtype)])
-        return wrap(result, node if result.dtype in FLOAT_KINDS else None)
+    dtype = plan.fixed_dtype or plan.float_dtype(arrays)
+    if isinstance(results, tuple):
+        return _record_results(kernel, plan, wrt, edges, args, arrays, dtype, results)
+    result = np.asarray(results)
+    kind = result.dtype
+    if not wrt or kind not in FLOAT_KINDS:
+        return wrap(result)
+    return wrap(result, Node(kernel, plan, tuple(wrt), tuple(edges), args, arrays, dtype,
+                             [(result.shape, kind)]))
+
+
+def _record_results(kernel: CompiledKernel, plan: RecordPlan, wrt: list[int],
+                    edges: list[Tensor], args: Sequence[object], arrays: list[object],
+                    dtype: str, results: tuple) -> tuple[Tensor, ...]:
+    """`record_call` for a kernel returning a tuple: one node, its float results on it."""
     outputs = [np.asarray(r) for r in results]
-    node = _node(kernel, plan, wrt, args, arrays, [(r.shape, r.dtype) for r in outputs])
+    node = None if not wrt else Node(kernel, plan, tuple(wrt), tuple(edges), args, arrays,
+                                     dtype, [(r.shape, r.dtype) for r in outputs])
     return tuple([wrap(r, node if r.dtype in FLOAT_KINDS else None, i)
                   for i, r in enumerate(outputs)])
-
-
-def _node(kernel: CompiledKernel, plan: RecordPlan, wrt: list[int], args: Sequence[object],
-          arrays: list[object], outputs: list[tuple[tuple[int, ...], np.dtype]]
-          ) -> Node | None:
-    """The node recording a call whose arguments at `wrt` carry gradients (None if none)."""
-    if not wrt:
-        return None
-    edges = tuple([args[i] for i in wrt])
-    return Node(kernel, plan, tuple(wrt), edges, args, arrays, plan.float_dtype(arrays), outputs)
 
 
 # ---------------------------------------------------------------- the tape walk
@@ -285,8 +318,15 @@ def one_call_gradients(output: Tensor, seed: Gradient, inputs: Sequence[Tensor],
     cotangents: list[Gradient | None] = [None] * len(node.outputs)
     cotangents[output._output_index] = seed
     grads = node.vjp(cotangents, create_graph, None, retain_graph)
-    if len(edges) == 1:
-        return [grads[0] if tensor is edges[0] else None for tensor in inputs]
+    if len(edges) == 1 and len(inputs) == 1:  # the input is the edge, as `used` says
+        return grads
+    return _per_input(edges, grads, inputs)
+
+
+def _per_input(edges: Sequence[Tensor], grads: list[Gradient | None],
+               inputs: Sequence[Tensor]) -> list[Gradient | None]:
+    """The gradient of each of `inputs` from those of a node's `edges` (summed over the
+    edges that are the same tensor; None for an input that is no edge)."""
     totals: dict[int, Gradient] = {}
     for edge, g in zip(edges, grads, strict=True):
         if g is not None:

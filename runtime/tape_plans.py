@@ -52,13 +52,15 @@ RECORD_PLAN = "tape.record"  # where a kernel keeps its RecordPlan (kernel.autog
 class RecordPlan:
     """What recording a call of one kernel needs, derived once from its signature: whether
     each parameter can carry a gradient, the parameters declared `float` (whose arrays say
-    which specialisation ran), and the kernel's VjpPlans by (wrt, dtype), filled on use."""
+    which specialisation ran; `fixed_dtype`, the dtype of every call's VJP when there are
+    none, else None), and the kernel's VjpPlans by (wrt, dtype), filled on use."""
 
-    __slots__ = ("differentiable", "float_params", "vjps")
+    __slots__ = ("differentiable", "fixed_dtype", "float_params", "vjps")
 
     def __init__(self, declared_dtypes: Sequence[str]) -> None:
         self.differentiable = tuple(d in DIFFERENTIABLE for d in declared_dtypes)
         self.float_params = tuple(i for i, d in enumerate(declared_dtypes) if d == "float")
+        self.fixed_dtype = None if self.float_params else "f32"
         self.vjps: dict[tuple[tuple[int, ...], str], VjpPlan] = {}
 
     def float_dtype(self, arrays: Sequence[object]) -> str:

@@ -31,7 +31,8 @@ from .ops_kernels import REVERIE_DTYPES, reverie_dtype
 if TYPE_CHECKING:
     from .tape import Node
 
-FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
+# float64 first: `dtype in FLOAT_KINDS` is then one identity check in the common case
+FLOAT_KINDS = (np.dtype(np.float64), np.dtype(np.float32))
 DTYPE_NAMES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64,
                "bool": np.bool_}
 
@@ -274,9 +275,12 @@ class Tensor:
         return tensor_ops.apply_ufunc(ufunc, method, inputs, kwargs)
 
 
+_new_object = object.__new__  # what `Tensor.__new__` is, without looking it up
+
+
 def wrap(array: np.ndarray, grad_fn: Node | None = None, index: int = 0) -> Tensor:
     """A Tensor around `array` without copying or checks (requires grad iff `grad_fn`)."""
-    tensor = Tensor.__new__(Tensor)
+    tensor = _new_object(Tensor)
     tensor._data = array
     tensor._requires_grad = grad_fn is not None
     tensor._grad = None
@@ -300,15 +304,20 @@ def _check_can_require_grad(dtype: np.dtype) -> None:
 
 def tensor(data: object, dtype: object = None, requires_grad: bool = False) -> Tensor:
     """A new Tensor holding a copy of `data` (NumPy dtype rules: Python floats → float64)."""
-    if isinstance(dtype, str):
-        dtype = DTYPE_NAMES.get(dtype, dtype)
-    array = np.array(data._data if isinstance(data, Tensor) else data, dtype=dtype)
+    if isinstance(data, Tensor):
+        data = data._data
+    if dtype is None:
+        array = np.array(data)
+    else:
+        array = np.array(data, dtype=DTYPE_NAMES.get(dtype, dtype) if isinstance(dtype, str)
+                         else dtype)
+    result = wrap(array)
     if requires_grad:
-        _check_can_require_grad(array.dtype)
+        if array.dtype not in FLOAT_KINDS:
+            _check_can_require_grad(array.dtype)  # the RuntimeError
+        result._requires_grad = True
     elif array.dtype not in REVERIE_DTYPES:
         reverie_dtype(array.dtype)  # the TypeError that names the dtypes
-    result = wrap(array)
-    result._requires_grad = bool(requires_grad)
     return result
 
 

@@ -1,0 +1,94 @@
+"""The recorded path's short cuts (`tape.python_call_path`, `rv.grad`'s common case) give
+exactly what the general path gives: the same gradients, the same errors, the same nodes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reverie as rv
+
+SOURCE = """
+fn dot(x: f64[N], y: f64[N]) -> f64 { return sum(x * y); }
+fn sq(x: f64[N]) -> f64[N] { return x * x; }
+fn many(a: f64[N], b: f64[N], c: f64[N], d: f64[N]) -> f64 { return sum(a * b + c * d); }
+"""
+
+
+@pytest.fixture(scope="module")
+def m() -> rv.Module:
+    return rv.compile(SOURCE)
+
+
+def leaf(values: list[float]) -> rv.Tensor:
+    return rv.tensor(values, requires_grad=True)
+
+
+def test_the_common_case_matches_the_general_path(m: rv.Module) -> None:
+    x, y = leaf([1.0, 2.0]), leaf([3.0, -4.0])
+    (fast,) = rv.grad(m.dot(x, y), x)
+    general = rv.grad([m.dot(x, y)], [x, y])
+    np.testing.assert_array_equal(fast.numpy(), general[0].numpy())
+    np.testing.assert_array_equal(fast.numpy(), [3.0, -4.0])
+
+
+@pytest.mark.parametrize("position", [0, 1, 2, 3])
+def test_a_tensor_at_any_position_is_recorded_alone(m: rv.Module, position: int) -> None:
+    arrays = [np.arange(3.0) + i for i in range(4)]
+    t = leaf(list(arrays[position]))
+    args = [t if i == position else a for i, a in enumerate(arrays)]
+    out = m.many(*args)
+    assert out.grad_fn is not None and out.grad_fn.wrt == (position,)
+    partner = arrays[position ^ 1]  # a*b + c*d: the partner of a is b, of c is d
+    np.testing.assert_array_equal(rv.grad(out, t)[0].numpy(), partner)
+
+
+def test_a_tensor_that_does_not_require_grad_is_unwrapped_not_recorded(m: rv.Module) -> None:
+    x, y = leaf([1.0, 2.0]), rv.tensor([5.0, 7.0])
+    out = m.dot(y, x)
+    assert out.grad_fn.wrt == (1,)
+    plain = m.dot(y, y)  # nothing requires grad: a plain run, NumPy's result
+    assert not isinstance(plain, rv.Tensor) and plain == 74.0
+
+
+def test_nothing_is_recorded_under_no_grad(m: rv.Module) -> None:
+    x = leaf([1.0, 2.0])
+    with rv.no_grad():
+        out = m.dot(x, x)
+    assert not isinstance(out, rv.Tensor)  # a plain run: nothing recorded
+
+
+def test_an_unused_input_gives_the_general_paths_answers(m: rv.Module) -> None:
+    x, unused = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    with pytest.raises(RuntimeError, match="was not used"):
+        rv.grad(m.dot(x, x), unused)
+    assert rv.grad(m.dot(x, x), unused, allow_unused=True) == (None,)
+    (zeros,) = rv.grad(m.dot(x, x), unused, materialize_grads=True)
+    np.testing.assert_array_equal(zeros.numpy(), [0.0, 0.0])
+
+
+def test_the_cases_the_short_cut_leaves_raise_as_before(m: rv.Module) -> None:
+    x = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="implicit gradient"):
+        rv.grad(m.sq(x), x)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        rv.grad(m.dot(x, x), rv.tensor([1.0, 2.0]))
+    with pytest.raises(RuntimeError, match="output 0 does not require grad"):
+        rv.grad(rv.tensor(1.0), x)
+    with pytest.raises(ValueError, match="contradicts"):
+        rv.grad(m.dot(x, x), x, allow_unused=False, materialize_grads=True)
+
+
+def test_a_graph_released_by_the_short_cut_says_so(m: rv.Module) -> None:
+    x = leaf([1.0, 2.0])
+    out = m.dot(x, x)
+    rv.grad(out, x)
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        rv.grad(out, x)
+
+
+def test_grad_of_a_leaf_itself_is_a_fresh_one(m: rv.Module) -> None:
+    x = rv.tensor(2.0, requires_grad=True)
+    (g,) = rv.grad(x, x)
+    g.numpy()[()] = 5.0  # the caller's to change: it must not be a shared seed
+    assert rv.grad(x, x)[0].item() == 1.0
