@@ -175,8 +175,9 @@ class NativeKernel:
         self._frame = ctypes.c_int64 * (self._filled + ERROR_SLOTS)
         self._frames: list[ctypes.Array] = []  # spare frames (one per concurrent call)
         self._spare: list[np.ndarray] = []
-        self._helpers = load_helpers(helpers_called(self.program),
-                                     own_kernel=needs_own_kernel(self.program))
+        self._helper_names = helpers_called(self.program)
+        self._own_kernel = needs_own_kernel(self.program)
+        self._helpers = load_helpers(self._helper_names, own_kernel=self._own_kernel)
 
     def native_entry(self, fallback: Callable[..., object],
                      tuple_result: bool) -> Callable[..., object] | None:
@@ -200,8 +201,7 @@ class NativeKernel:
         return (entry_symbol(self.program), self.program.name,
                 tuple(self.program.boundary.dtypes),
                 tuple(b.dtype for b in self.program.outputs),
-                tuple(sorted(helpers_called(self.program))), needs_own_kernel(self.program),
-                self._object_key)
+                tuple(sorted(self._helper_names)), self._own_kernel, self._object_key)
 
     @property
     def c_entry(self) -> tuple[int, np.ndarray]:

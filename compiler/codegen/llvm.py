@@ -383,10 +383,13 @@ class ProgramCodegen:
             self.b.store(following, self.slots[state.current])
             self.b.store(current, self.slots[state.next])
 
+    def _helper(self, name: str, type_: ir.FunctionType) -> FunctionPointer:
+        """The run-time helper `name`, read from the helper table (`abi.HELPERS` order)."""
+        entry = self.b.gep(self.helpers, [i64(HELPERS.index(name))], source_etype=PTR)
+        return FunctionPointer(self.b.load(entry, typ=PTR), type_)
+
     def _matmul(self, stmt: Matmul) -> None:
-        slot = HELPERS.index(f"rv_gemm_{stmt.out.buffer.dtype}")
-        gemm = FunctionPointer(self.b.load(self.b.gep(self.helpers, [i64(slot)],
-                                                      source_etype=PTR), typ=PTR), GEMM_TYPE)
+        gemm = self._helper(f"rv_gemm_{stmt.out.buffer.dtype}", GEMM_TYPE)
         m, k = stmt.a.shape
         n = stmt.b.shape[1]
         args = [self.index(m), self.index(n), self.index(k)]
@@ -398,9 +401,7 @@ class ProgramCodegen:
         self.b.call(gemm, [*args, self.pointers[stmt.pack], threads, pool])
 
     def _sort(self, stmt: Sort) -> None:
-        slot = HELPERS.index("rv_argsort")
-        sort = FunctionPointer(self.b.load(self.b.gep(self.helpers, [i64(slot)],
-                                                      source_etype=PTR), typ=PTR), SORT_TYPE)
+        sort = self._helper("rv_argsort", SORT_TYPE)
         (n,) = stmt.keys.shape
         start = (Dim.const(0),)
         self.b.call(sort, [self.index(n), self.pointer(stmt.keys, start),
