@@ -16,6 +16,11 @@ every input, including inf and NaN. So `x * 1`, `x / 1`, `x - 0`, `--x`, `max(x,
 chains of reshapes, broadcasts or transposes are simplified, but `x * 0` is not (inf · 0
 is NaN) and neither is `x - x`. `x + 0` → `x` is the one exception: it is exact except that
 −0 + 0 is +0, a difference only the sign of a zero can see.
+
+A matrix product with an identity or diagonal operand (`X @ I`, `diag(s) @ Y`, the seeds of
+a Jacobian) becomes the other operand, scaled by `s` (compiler/transforms/
+identity_products.py): bitwise equal to the product for finite operands; an inf or NaN
+entry stays itself where the product would spread NaN (inf · 0) over its row.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from ..ir.ops import OPS
 from ..ir.reduce_kinds import REDUCE_OPS
 from ..ir.types import NUMPY_DTYPES
 from ..ir.views import ForOp, LoopNestOp, WhileOp
+from .identity_products import identity_product
 
 
 def constant_value(value: Value) -> Any:
@@ -140,6 +146,11 @@ def _simplify_block(block: Block) -> None:
         same = _identity(op)
         if same is not None:
             replace[op.results[0]] = same
+            continue
+        product = identity_product(op)
+        if product is not None:
+            new_ops, replace[op.results[0]] = product
+            kept += new_ops
             continue
         key = (op.name, tuple(id(v) for v in op.operands), repr(sorted(op.attrs.items())))
         if key in seen:
