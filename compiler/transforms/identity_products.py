@@ -13,11 +13,11 @@ compiler/transforms/jacobian.py), so the tangent of `A @ x` becomes `A @ I`, an 
 where n² multiplications do; a batched VJP over an identity meets `diag(1 - tanh²) @ A`.
 
 An operand is diagonal when it is built from an "eye" `generic` (`select(i == j, 1, 0)`
-over two index ranges of equal size, no operands), through reshapes that only add or drop
-size-1 axes, transposes, broadcasts, casts, and a multiplication by a vector broadcast
-along one of the two diagonal axes (`diag(s) = I · s`). A `Diagonal` records which two axes
-carry the diagonal and the vector `s` (None for the identity); every other axis is one the
-value does not depend on.
+over two index ranges of equal size, or `select(i == j, s[i], 0)`), through reshapes that
+only add or drop size-1 axes, transposes, broadcasts, casts, and a multiplication by a
+vector broadcast along one of the two diagonal axes (`diag(s) = I · s`). A `Diagonal`
+records which two axes carry the diagonal and the vector `s` (None for the identity);
+every other axis is one the value does not depend on.
 
 Exactness: for finite operands the product with I or diag(s) adds only zeros to the one
 term `x · 1` or `x · s`, so the rewrite is bitwise equal to the product, except that a −0
@@ -103,25 +103,42 @@ def diagonal_of(value: Value) -> Diagonal | None:
 
 
 def _eye(generic: GenericOp) -> Diagonal | None:
-    """The diagonal of an operand-less generic yielding `select(i == j, 1, 0)`."""
-    if generic.reduce or generic.op.operands or any(lo != Dim.const(0)
-                                                    for _, lo, _ in generic.ranges):
+    """The diagonal of a generic yielding `select(i == j, v, 0)`, with v the constant 1 (the
+    identity) or `s[i]` / `s[j]` for a vector operand s (diag(s))."""
+    if generic.reduce or any(lo != Dim.const(0) for _, lo, _ in generic.ranges):
         return None
     defining = {r: op for op in generic.body.ops for r in op.results}
     choice = defining.get(generic.body.results[0])
     if choice is None or choice.name != "select":
         return None
-    condition, one, zero = (defining.get(v) for v in choice.operands)
-    if condition is None or condition.name != "eq" or not (_is_const(one, 1)
-                                                          and _is_const(zero, 0)):
+    condition, value, zero = (defining.get(v) for v in choice.operands)
+    if condition is None or condition.name != "eq" or not _is_const(zero, 0):
         return None
-    position = {p: k for k, p in enumerate(generic.index_params)}
-    axes = [position.get(v) for v in condition.operands]
-    if None in axes or axes[0] == axes[1]:
+    indices = generic.index_params
+    first, second = condition.operands
+    if first not in indices or second not in indices or first is second:
         return None
-    row, col = axes
-    sizes = [hi for _, _, hi in generic.ranges]
-    return Diagonal(row, col) if sizes[row] == sizes[col] else None  # type: ignore[index]
+    row, col = indices.index(first), indices.index(second)
+    size = generic.ranges[row][2]
+    if generic.ranges[col][2] != size:
+        return None
+    if _is_const(value, 1):
+        return Diagonal(row, col)
+    scale = _diagonal_read(generic, value, {row, col}, size)
+    return None if scale is None else Diagonal(row, col, scale)
+
+
+def _diagonal_read(generic: GenericOp, read: Op | None, axes: set[int],
+                   size: Dim) -> Value | None:
+    """The vector operand s when `read` is `s[i]` with i one of the diagonal's indices."""
+    if read is None or read.name != "read" or len(read.operands) != 2 \
+            or read.operands[0] not in generic.operand_params:
+        return None
+    tensor, index = read.operands
+    if index not in generic.index_params or generic.index_params.index(index) not in axes:
+        return None
+    vector = generic.op.operands[generic.operand_params.index(tensor)]
+    return vector if vector.type.shape == (size,) else None
 
 
 def _is_const(op: Op | None, number: int) -> bool:
