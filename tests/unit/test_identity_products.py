@@ -3,13 +3,16 @@
 A matrix product with an identity or diagonal operand leaves the IR: `X @ I` is `X`,
 `X @ diag(s)` is `X · s`. The rewritten function must be bitwise equal to the product on
 finite inputs, at every level (tensor-IR interpreter, loop-IR interpreter, native code),
-and products whose operand is not provably diagonal must stay matrix products.
+and products whose operand is not provably diagonal must stay matrix products. Last, the
+Jacobian of W6's `tanh(A @ x)` at every level (tests/grad/test_jacobian_identity.py
+checks its IR, MLIR export and kernels).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from level_helpers import every_level
 
 import reverie as rv
@@ -20,6 +23,7 @@ from reverie.compiler.ir.scope import Scope
 from reverie.compiler.ir.types import TensorType, scalar
 from reverie.compiler.ir.verifier import verify_function
 from reverie.compiler.transforms import simplify as simplify_module
+from reverie.compiler.transforms.jacobian import MODES, jacobian_function
 from reverie.compiler.transforms.simplify import simplify
 
 M, N, B = 3, 4, 2
@@ -162,3 +166,25 @@ def test_a_diagonal_off_the_matrix_axes_stays() -> None:
     b, i, _ = np.indices((B, N, N))
     (got,) = interpret(fn, [X, v], {})
     np.testing.assert_allclose(got, X @ (b == i).astype(float), rtol=1e-13)
+
+
+# ---------------------------------------------------------------- the Jacobian of W6
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("m", "n"), [(5, 5), (3, 7), (7, 3)])
+def test_jacobian_of_a_tanh_layer_at_every_level(mode: str, m: int, n: int) -> None:
+    """d tanh(A x) / dx without a product: against torch.func.jacrev and differences."""
+    text = "fn f(A: f64[M, N], x: f64[N]) -> f64[M] { return tanh(A @ x); }"
+    jacobian = jacobian_function(specialise(text), [1], mode)
+    assert names(jacobian).count("matmul") == 1
+    rng = np.random.default_rng(m * 10 + n)
+    A, x = rng.standard_normal((m, n)) / np.sqrt(n), rng.standard_normal(n)
+    want = torch.func.jacrev(lambda v: torch.tanh(torch.from_numpy(A) @ v))(
+        torch.from_numpy(x)).numpy()
+    h = 1e-6
+    differences = np.stack([(np.tanh(A @ (x + h * e)) - np.tanh(A @ (x - h * e))) / (2 * h)
+                            for e in np.eye(n)], axis=1)
+    np.testing.assert_allclose(differences, want, rtol=1e-6, atol=1e-9)
+    for got in every_level(jacobian, [A, x]):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
