@@ -29,7 +29,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,13 +40,16 @@ GEMM_SYMBOLS = (
 )
 
 
-@dataclass(frozen=True)
 class Blas:
-    """A loaded BLAS: its file and the addresses of its `?gemm` by element type."""
+    """A loaded BLAS: its file and the addresses of its `?gemm` by element type. (A plain
+    class: `dataclasses` costs a warm start ~2 ms to import.)"""
 
-    path: str
-    gemm: dict[str, int]
-    library: ctypes.CDLL  # kept so the library stays loaded
+    __slots__ = ("path", "gemm", "library")
+
+    def __init__(self, path: str, gemm: dict[str, int], library: ctypes.CDLL) -> None:
+        self.path = path
+        self.gemm = gemm
+        self.library = library  # kept so the library stays loaded
 
 
 def blas_requested() -> bool:

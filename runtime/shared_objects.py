@@ -31,7 +31,6 @@ import ctypes
 import functools
 import itertools
 import os
-import secrets
 import threading
 from collections.abc import Callable
 
@@ -130,7 +129,7 @@ def _private_directory() -> str:
     """A new directory (mode 0700, a random name: `mkdir` fails rather than reuse anything)
     for this process's library files, in $TMPDIR (else /tmp), removed at exit."""
     base = os.environ.get("TMPDIR") or "/tmp"
-    directory = os.path.join(base, f"reverie-so-{os.getpid()}-{secrets.token_hex(8)}")
+    directory = os.path.join(base, f"reverie-so-{os.getpid()}-{os.urandom(8).hex()}")
     os.mkdir(directory, 0o700)
     atexit.register(_remove_directory, directory)
     return directory
