@@ -38,9 +38,10 @@ class Pipeline:
 
     def __init__(self, speed_level: int = 3, slp_vectorization: bool = True,
                  loop_unrolling: bool = False, strength_reduction: bool = True) -> None:
-        for name, value in zip(self.__slots__, (speed_level, slp_vectorization,
-                                                loop_unrolling, strength_reduction)):
-            object.__setattr__(self, name, value)
+        object.__setattr__(self, "speed_level", speed_level)
+        object.__setattr__(self, "slp_vectorization", slp_vectorization)
+        object.__setattr__(self, "loop_unrolling", loop_unrolling)
+        object.__setattr__(self, "strength_reduction", strength_reduction)
 
     def settings(self) -> tuple[int, bool, bool, bool]:
         """The four settings, in the order of `__slots__`."""
@@ -57,8 +58,8 @@ class Pipeline:
         return hash(self.settings())
 
     def __repr__(self) -> str:
-        settings = ", ".join(f"{name}={value!r}"
-                             for name, value in zip(self.__slots__, self.settings()))
+        settings = ", ".join(f"{name}={value!r}" for name, value
+                             in zip(self.__slots__, self.settings(), strict=True))
         return f"Pipeline({settings})"
 
 
