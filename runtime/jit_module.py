@@ -21,7 +21,14 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (a Protocol class would cost a warm start ~0.1 ms to create)
+    from llvmlite.binding import ResourceTracker
+
+    from .shared_objects import SharedLibrary
+
+    Library = ResourceTracker | SharedLibrary  # `library[symbol]`: an exported address
 
 
 class Pipeline:
@@ -71,12 +78,6 @@ class Pipeline:
 # gradient's 3.7 -> 0.5 s), and the kernels ran as fast without it (benchmarks/README.md,
 # "Latency"; x86's addressing modes do most of what it would).
 KERNEL_PIPELINE = Pipeline(strength_reduction=False)
-
-
-class Library(Protocol):
-    """Loaded native code: `library[symbol]` is the address of an exported function."""
-
-    def __getitem__(self, symbol: str) -> int: ...
 
 
 class JitModule:

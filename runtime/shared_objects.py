@@ -8,7 +8,7 @@ the bytes of a shared object, and later loads such bytes with `dlopen` (`ctypes.
 a process whose modules all come from shared objects never does (issue 10's warm start).
 
 - Security: bytes are only ever loaded after `runtime/cache.py` returned them, i.e. after
-  their HMAC under the user's secret verified (nothing another user planted, nothing
+  their MAC under the user's secret verified (nothing another user planted, nothing
   truncated or copied from another key). `load` writes the verified bytes to a fresh file
   (O_EXCL, mode 0600) in a private per-process directory (mode 0700), opens that and
   unlinks it at once: what `dlopen` maps is exactly what was verified.
