@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,18 +44,22 @@ EXECUTABLE_CACHE_SIZE = 256
 UNPICKLED_MODULES = 16
 
 
-@dataclass(frozen=True)
 class IrStage:
     """A stage of `Module.ir`: which tensor functions it shows (`shows`, below), the ladder
     stage whose result it prints (None: the tensor IR itself) and on which backend's
     ladder, how that result prints (default: the stage's own `text`), and `raw`: print what
-    the reverse pass hands to simplify instead (pass `reverse` of compiler/print_ir.py)."""
+    the reverse pass hands to simplify instead (pass `reverse` of compiler/print_ir.py).
+    (A plain class: `dataclasses` costs a warm start ~2 ms to import.)"""
 
-    shows: str
-    stop: str | None = None
-    backend: str = "native"
-    text: Callable[[Any], str] | None = None
-    raw: bool = False
+    __slots__ = ("shows", "stop", "backend", "text", "raw")
+
+    def __init__(self, shows: str, stop: str | None = None, backend: str = "native",
+                 text: Callable[[Any], str] | None = None, raw: bool = False) -> None:
+        self.shows = shows
+        self.stop = stop
+        self.backend = backend
+        self.text = text
+        self.raw = raw
 
 
 # `shows`: the syntax tree; the program; its adjoint; the program, or its adjoint when

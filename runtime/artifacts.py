@@ -32,7 +32,6 @@ is simply not cached.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import pickle
 from collections.abc import Iterator
@@ -52,11 +51,10 @@ def code_fingerprint() -> str:
     public package, the front end, the compiler and the run time)."""
     packages = (reverie, reverie.compiler, reverie.dsl)  # reverie: the public package
     roots = [os.path.dirname(__file__), *(p for package in packages for p in package.__path__)]
-    digest = hashlib.sha256()
-    for root in sorted({os.path.realpath(r) for r in roots if os.path.isdir(r)}):
-        for path, info in sorted(_source_files(root)):
-            digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
+    lines = [f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n"
+             for root in sorted({os.path.realpath(r) for r in roots if os.path.isdir(r)})
+             for path, info in sorted(_source_files(root))]
+    return cache.digest("".join(lines))
 
 
 def _source_files(root: str) -> Iterator[tuple[str, os.stat_result]]:
@@ -72,8 +70,8 @@ def _source_files(root: str) -> Iterator[tuple[str, os.stat_result]]:
 
 def artifact_key(kind: str, *parts: object) -> str:
     """The cache key of an artifact of `kind` determined by `parts` (reprs of plain data)."""
-    text = "\0".join(["reverie-artifact-1", kind, code_fingerprint(), *map(repr, parts)])
-    return hashlib.sha256(text.encode()).hexdigest()
+    return cache.digest("\0".join(["reverie-artifact-1", kind, code_fingerprint(),
+                                    *map(repr, parts)]))
 
 
 def in_use() -> bool:

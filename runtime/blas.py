@@ -4,10 +4,13 @@
 `compiler/codegen/gemm_blas.py`), or None; nothing here imports SciPy or needs a compiler.
 Where it looks, in order:
 
-1. shared libraries already mapped into this process whose name contains "blas"
-   (`/proc/self/maps`; importing NumPy has loaded the BLAS its `_multiarray_umath` links);
-2. the libraries NumPy's wheels ship beside the package (`numpy.libs/` on Linux and
-   Windows, `numpy/.dylibs/` on macOS).
+1. the libraries NumPy's wheels ship beside the package (`numpy.libs/` on Linux and
+   Windows, `numpy/.dylibs/` on macOS) that this process has already loaded (`dlopen`
+   with RTLD_NOLOAD): importing NumPy loaded the one its `_multiarray_umath` links, so
+   this is the usual find, and needs no read of `/proc/self/maps` (~0.5–1 ms);
+2. shared libraries already mapped into this process whose name contains "blas"
+   (`/proc/self/maps`);
+3. NumPy's bundled libraries, loaded now.
 
 A library qualifies when it exports CBLAS `sgemm` and `dgemm` with 64-bit integers (ILP64)
 under one of the names in GEMM_SYMBOLS: `scipy_cblas_?gemm64_` (the scipy-openblas of
@@ -29,8 +32,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -41,13 +43,16 @@ GEMM_SYMBOLS = (
 )
 
 
-@dataclass(frozen=True)
 class Blas:
-    """A loaded BLAS: its file and the addresses of its `?gemm` by element type."""
+    """A loaded BLAS: its file and the addresses of its `?gemm` by element type. (A plain
+    class: `dataclasses` costs a warm start ~2 ms to import.)"""
 
-    path: str
-    gemm: dict[str, int]
-    library: ctypes.CDLL  # kept so the library stays loaded
+    __slots__ = ("path", "gemm", "library")
+
+    def __init__(self, path: str, gemm: dict[str, int], library: ctypes.CDLL) -> None:
+        self.path = path
+        self.gemm = gemm
+        self.library = library  # kept so the library stays loaded
 
 
 def blas_requested() -> bool:
@@ -58,21 +63,43 @@ def blas_requested() -> bool:
 def _mapped_libraries() -> list[str]:
     """Files of the BLAS-like shared libraries mapped into this process (Linux)."""
     try:
-        maps = Path("/proc/self/maps").read_text()
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as file:
+            maps = file.read()
     except OSError:
         return []
-    paths = (line.split(maxsplit=5)[-1] for line in maps.splitlines() if line.count(" ") >= 5)
-    # os.path, not pathlib: a process maps hundreds of files, and a warm start reads this
+    # a process maps hundreds of files, and a warm start reads this: only the few lines
+    # naming "blas" anywhere are split (os.path, not pathlib)
+    paths = (line.split(maxsplit=5)[-1] for line in maps.splitlines()
+             if "blas" in line.lower() and line.count(" ") >= 5)
     return list(dict.fromkeys(p for p in paths if p.startswith("/") and
                               "blas" in os.path.basename(p).lower()))
 
 
 def _bundled_libraries() -> list[str]:
     """BLAS libraries shipped inside NumPy's wheel."""
-    package = Path(np.__file__).parent
-    folders = (package.parent / "numpy.libs", package / ".dylibs")
-    return [str(p) for folder in folders if folder.is_dir()
-            for p in sorted(folder.iterdir()) if "blas" in p.name.lower()]
+    package = os.path.dirname(np.__file__)  # (os.path, not pathlib: on every warm start)
+    folders = (os.path.join(os.path.dirname(package), "numpy.libs"),
+               os.path.join(package, ".dylibs"))
+    return [os.path.join(folder, name) for folder in folders if os.path.isdir(folder)
+            for name in sorted(os.listdir(folder)) if "blas" in name.lower()]
+
+
+def _is_loaded(path: str) -> bool:
+    """Whether the library at `path` is loaded in this process already."""
+    try:
+        ctypes.CDLL(path, mode=os.RTLD_NOLOAD)
+    except OSError:
+        return False
+    return True
+
+
+def _candidates() -> Iterator[str]:
+    """The libraries to try, in the order of the module docstring (each step only when
+    the ones before found nothing)."""
+    bundled = _bundled_libraries()
+    yield from filter(_is_loaded, bundled)
+    yield from _mapped_libraries()
+    yield from bundled
 
 
 def _open(path: str) -> Blas | None:
@@ -102,7 +129,7 @@ def _follow_thread_setting(library: ctypes.CDLL, set_threads: str) -> None:
 @functools.cache
 def find_blas() -> Blas | None:
     """The BLAS kernels call (see the module docstring), or None when there is none."""
-    for path in (*_mapped_libraries(), *_bundled_libraries()):
+    for path in _candidates():
         found = _open(path)
         if found is not None:
             return found

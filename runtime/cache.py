@@ -11,14 +11,17 @@ another process of the same user. It trusts nothing it did not write for that ke
   (compilation still works) and one `CacheBypassWarning` per root and process says why.
   The same holds for `secret`, a random per-user key in the root (mode 0600, no group or
   other access), created atomically on first store.
-- Entries: `RVC2`, key length, data length, the full key, an HMAC-SHA256 tag over all of
-  these and the data under the secret, then the data. An entry is used only when its file
-  is a regular file (never a link, FIFO or device: opened with O_NOFOLLOW | O_NONBLOCK)
-  owned by the user and not writable by group or others, its size is exactly the recorded
-  one (at most `MAX_ENTRY_BYTES`, nothing more is read), its key is the requested key and
-  its tag verifies; anything else counts as missing and the next `store` replaces it.
-  So an entry copied onto another key's path, planted by someone else, truncated, or in
-  an old format is never returned.
+- Entries: `RVC3`, key length, data length, the full key, a 32-byte tag over all of these
+  and the data, then the data. The tag is BLAKE2b keyed with the secret (a MAC by design,
+  as strong as HMAC-SHA256, and built into CPython without OpenSSL: `import hashlib` or
+  `hmac` loads libcrypto, ~4 ms of a warm start, so `_blake2` and the constant-time
+  comparison are imported directly). An entry is used only when its file is a regular
+  file (never a link, FIFO or device: opened with O_NOFOLLOW | O_NONBLOCK) owned by the
+  user and not writable by group or others, its size is exactly the recorded one (at most
+  `MAX_ENTRY_BYTES`, nothing more is read), its key is the requested key and its tag
+  verifies; anything else counts as missing and the next `store` replaces it. So an entry
+  copied onto another key's path, planted by someone else, truncated, or in an old format
+  (`RVC2`'s HMAC-SHA256 among them) is never returned.
 - Directories are created 0700 and files 0600, whatever the umask. Writes are atomic
   (temporary file in the same directory, then `os.replace`), so a reader never sees half
   a file.
@@ -28,10 +31,7 @@ another process of the same user. It trusts nothing it did not write for that ke
 from __future__ import annotations
 
 import errno
-import hashlib
-import hmac
 import os
-import secrets
 import stat
 import struct
 import threading
@@ -40,8 +40,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+try:  # CPython's own BLAKE2 and constant-time comparison (what hashlib and hmac re-export)
+    from _blake2 import blake2b
+    from _operator import _compare_digest as compare_digest
+except ImportError:  # another interpreter: the public modules
+    from hashlib import blake2b
+    from hmac import compare_digest
+
 MAX_ENTRY_BYTES = 1 << 28
-_MAGIC = b"RVC2"
+_MAGIC = b"RVC3"
 _HEADER = struct.Struct("<4sIQ")
 _TAG_BYTES = 32
 _SECRET_NAME = "secret"
@@ -77,10 +84,16 @@ def cache_dir() -> Path:
     return base / "reverie"
 
 
+def digest(text: str) -> str:
+    """A 256-bit BLAKE2b hash of `text` in hex (no secret): what callers make keys of,
+    without importing hashlib (see the module docstring)."""
+    return blake2b(text.encode("utf-8"), digest_size=32).hexdigest()
+
+
 def _entry_location(key: str) -> tuple[str, str]:
     """The shard directory and file name (inside the cache root) of the entry for `key`."""
-    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
-    return digest[:2], f"{digest[2:]}.bin"
+    hashed = digest(key)
+    return hashed[:2], f"{hashed[2:]}.bin"
 
 
 def entry_path(key: str) -> Path:
@@ -186,7 +199,7 @@ def _read_secret(root_fd: int, root: Path) -> bytes | None:
 
 def _write_new_file(dir_fd: int, data: bytes) -> str:
     """Write `data` to a fresh temporary file (mode 0600) in the directory; its name."""
-    name = f".tmp-{secrets.token_hex(8)}"
+    name = f".tmp-{os.urandom(8).hex()}"
     fd = os.open(name, _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as file:
@@ -203,7 +216,7 @@ def _create_secret(root_fd: int, root: Path) -> bytes:
     secret = _read_secret(root_fd, root)
     if secret is not None:
         return secret
-    temporary = _write_new_file(root_fd, secrets.token_bytes(_SECRET_BYTES))
+    temporary = _write_new_file(root_fd, os.urandom(_SECRET_BYTES))
     try:
         os.link(temporary, _SECRET_NAME, src_dir_fd=root_fd, dst_dir_fd=root_fd)
     except FileExistsError:
@@ -217,8 +230,9 @@ def _create_secret(root_fd: int, root: Path) -> bytes:
 
 
 def _tag(secret: bytes, header: bytes, key: bytes, data: bytes | memoryview) -> bytes:
-    """The HMAC-SHA256 that authenticates an entry's header, key and data."""
-    mac = hmac.new(secret, header, hashlib.sha256)
+    """The MAC (BLAKE2b keyed with the secret) that authenticates an entry's header, key
+    and data."""
+    mac = blake2b(header, digest_size=_TAG_BYTES, key=secret)
     mac.update(key)
     mac.update(data)
     return mac.digest()
@@ -292,8 +306,8 @@ def _read_entry(shard_fd: int, name: str, key: bytes, secret: bytes) -> bytes | 
         return None
     stored_key, tag = body[:key_length], body[key_length : key_length + _TAG_BYTES]
     data = memoryview(body)[key_length + _TAG_BYTES :]
-    authentic = hmac.compare_digest(tag, _tag(secret, header, key, data))
-    return bytes(data) if authentic and hmac.compare_digest(stored_key, key) else None
+    authentic = compare_digest(tag, _tag(secret, header, key, data))
+    return bytes(data) if authentic and compare_digest(stored_key, key) else None
 
 
 def _write_entry(shard_fd: int, name: str, key: bytes, secret: bytes, data: bytes) -> bool:

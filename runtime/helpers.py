@@ -29,7 +29,7 @@ from reverie.compiler.codegen.abi import GEMM_HELPERS, HELPERS, POOL_SLOT, SORT_
 
 from .artifacts import artifact_key
 from .blas import blas_requested, find_blas
-from .jit import JitModule, Pipeline
+from .jit_module import JitModule, Pipeline
 from .pool import pool_entry, pool_threads
 from .remembered import host_description, remembered_module
 

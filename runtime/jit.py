@@ -1,14 +1,15 @@
 """JIT compilation of LLVM IR text to native code for the host CPU, with an object cache.
 
-Consumes LLVM IR text (as printed by `llvmlite.ir.Module`); produces a `JitModule` whose
-`address(symbol)` is a callable native function pointer for each externally visible
+Consumes LLVM IR text (as printed by `llvmlite.ir.Module`); produces a `JitModule`
+(`runtime/jit_module.py`, with `Pipeline`: what a warm start needs without this module)
+whose `address(symbol)` is a callable native function pointer for each externally visible
 function defined in the IR. The last two stages of the ladder (`compiler/pipeline.py`) are
 here: `llvm-opt` makes an `LlvmModule` (IR with its optimisation pipeline, optimised text
 and assembly on request, no JIT), `jit` loads it (`LlvmModule.load`, `shared_module`).
 
 Pipeline of `compile_module`:
-  1. key = sha256(IR text, optimisation pipeline, Reverie and llvmlite/LLVM versions,
-     triple, host CPU name and features);
+  1. key = BLAKE2b-256 (`cache.digest`) of the IR text, optimisation pipeline, Reverie
+     and llvmlite/LLVM versions, triple, host CPU name and features;
   2. cache hit (an entry this user wrote for this key, see runtime/cache.py): if its ELF
      header (class, byte order, type ET_REL, machine, flags) is the one this process emits,
      load the object code straight into the JIT (no optimisation, no code generation);
@@ -51,20 +52,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import itertools
 import re
 import struct
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 import llvmlite
 
 from reverie.compiler.print_ir import show
 
-from . import cache, shared_objects
+from . import cache
+from .jit_module import KERNEL_PIPELINE, LIVE_MODULES, JitModule, Pipeline
 
 
 class _LazyBinding:
@@ -85,9 +85,6 @@ _library_numbers = itertools.count()
 _EXTERNAL_DEFINE = re.compile(r'^define\s+([^@\n]*)@("?)([^"(\s]+)\2\(', re.MULTILINE)
 _LOCAL_LINKAGES = frozenset({"internal", "private", "available_externally"})
 _LIBRARIES: weakref.WeakSet[llvm.ResourceTracker] = weakref.WeakSet()
-# loaded modules by (pipeline, IR text) or, for `remembered_module`, (pipeline, its key)
-_LIVE_MODULES: weakref.WeakValueDictionary[tuple[Pipeline | None, str], JitModule] = \
-    weakref.WeakValueDictionary()
 
 
 class InternalCompilerError(RuntimeError):
@@ -99,28 +96,6 @@ class InternalCompilerError(RuntimeError):
         super().__init__(f"internal compiler error: LLVM could not compile the code Reverie "
                          f"generated for '{module}'. This is a bug in Reverie, not in your "
                          "program; please report it with the source that triggered it.")
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """An LLVM optimisation pipeline: the speed level (O1-O3), which optional transforms
-    run (the loop vectoriser, with interleaving, always does), and whether the code
-    generator runs loop strength reduction."""
-
-    speed_level: int = 3
-    slp_vectorization: bool = True
-    loop_unrolling: bool = False
-    strength_reduction: bool = True
-
-
-# Kernels: O3 with both vectorisers. Runtime unrolling is off: on the examples it tripled
-# machine-code generation time (the MLP gradient 0.54 s -> 0.18 s without it, a mixture
-# model's 1.63 s -> 0.47 s) and the interleaved vector loops gain nothing measurable from it.
-# Loop strength reduction is off too: it took 50-80 % of machine-code generation (the MLP
-# gradient 0.26 s -> 0.13 s without it, a mixture model's 0.70 -> 0.29 s, an LSTM
-# gradient's 3.7 -> 0.5 s), and the kernels ran as fast without it (benchmarks/README.md,
-# "Latency"; x86's addressing modes do most of what it would).
-KERNEL_PIPELINE = Pipeline(strength_reduction=False)
 
 
 class LlvmModule:
@@ -159,14 +134,17 @@ class LlvmModule:
         return shared_module(self.source_ir, name=self.name, pipeline=self.pipeline)
 
 
-@dataclass(frozen=True)
 class HostTarget:
     """The host CPU as LLVM sees it, and a target machine generating code for it."""
 
-    target_machine: llvm.TargetMachine
-    triple: str
-    cpu_name: str
-    features: str
+    __slots__ = ("target_machine", "triple", "cpu_name", "features")
+
+    def __init__(self, target_machine: llvm.TargetMachine, triple: str, cpu_name: str,
+                 features: str) -> None:
+        self.target_machine = target_machine
+        self.triple = triple
+        self.cpu_name = cpu_name
+        self.features = features
 
 
 @functools.cache
@@ -340,67 +318,7 @@ def object_cache_key(llvm_ir: str, pipeline: Pipeline | None = KERNEL_PIPELINE) 
         host.features,
         llvm_ir,
     )
-    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
-
-
-class JitModule:
-    """Native code for one LLVM module, loaded into the process-wide JIT.
-
-    `source_ir` is the IR it was compiled from, or (for object code loaded by
-    `remembered_module`) a function that regenerates it when it is first asked for. The
-    code is `object_code` linked into the JIT, or (`object_code=None`) `library`, a
-    shared object already loaded (`runtime/shared_objects.py`)."""
-
-    def __init__(
-        self,
-        name: str,
-        source_ir: str | Callable[[], str],
-        object_code: bytes | None,
-        *,
-        optimized_ir: str | None,
-        from_cache: bool,
-        pipeline: Pipeline | None = KERNEL_PIPELINE,
-        symbols: tuple[str, ...] | None = None,
-        library: shared_objects.SharedLibrary | None = None,
-    ) -> None:
-        self.name = name
-        self._source_ir = source_ir
-        self.from_cache = from_cache
-        self.pipeline = pipeline
-        self.symbols = symbols if symbols is not None else exported_symbols(self.source_ir)
-        self._optimized_ir = optimized_ir
-        self._asm: str | None = None
-        self._library = library if object_code is None else \
-            _link(name, object_code, self.symbols)
-
-    @property
-    def source_ir(self) -> str:
-        """The LLVM IR as generated (regenerated on first use when loaded by key)."""
-        if callable(self._source_ir):
-            self._source_ir = self._source_ir()
-        return self._source_ir
-
-    def address(self, symbol: str) -> int:
-        """The native address of the exported function `symbol`."""
-        if symbol not in self.symbols:
-            raise KeyError(f"module {self.name!r} exports no function {symbol!r}")
-        return self._library[symbol]
-
-    @property
-    def llvm_ir(self) -> str:
-        """The optimised LLVM IR (recomputed on first use for modules loaded from cache)."""
-        if self._optimized_ir is None:
-            self._optimized_ir = (self.source_ir if self.pipeline is None else
-                                  optimize(self.source_ir, name=self.name,
-                                           pipeline=self.pipeline))
-        return self._optimized_ir
-
-    @property
-    def asm(self) -> str:
-        """The host assembly for the optimised IR, generated on first use."""
-        if self._asm is None:
-            self._asm = assembly(self.llvm_ir, self.name, self.pipeline)
-        return self._asm
+    return cache.digest("\0".join(parts))
 
 
 def _link(name: str, object_code: bytes, symbols: tuple[str, ...]) -> llvm.ResourceTracker:
@@ -424,10 +342,10 @@ def shared_module(llvm_ir: str, *, name: str,
     """`compile_module`, except that IR identical to a module still loaded (with the same
     pipeline) reuses that module (no compilation, no new JIT library)."""
     key = (pipeline, llvm_ir)
-    module = _LIVE_MODULES.get(key)
+    module = LIVE_MODULES.get(key)
     if module is None:
         module = compile_module(llvm_ir, name=name, pipeline=pipeline)
-        module = _LIVE_MODULES.setdefault(key, module)
+        module = LIVE_MODULES.setdefault(key, module)
     return module
 
 
@@ -457,11 +375,15 @@ def _jit_cached(name: str, llvm_ir: str | Callable[[], str], object_code: bytes,
     identity = _elf_identity(object_code)
     if identity is None or identity != _host_object_identity():
         return None
+    if symbols is None:
+        llvm_ir = llvm_ir if isinstance(llvm_ir, str) else llvm_ir()
+        symbols = exported_symbols(llvm_ir)
     try:
-        return JitModule(name, llvm_ir, object_code, optimized_ir=None, from_cache=True,
-                         pipeline=pipeline, symbols=symbols)
+        library = _link(name, object_code, symbols)
     except RuntimeError:
         return None
+    return JitModule(name, llvm_ir, library, optimized_ir=None, from_cache=True,
+                     pipeline=pipeline, symbols=symbols)
 
 
 def compile_module(llvm_ir: str, *, name: str,
@@ -489,8 +411,10 @@ def compile_module(llvm_ir: str, *, name: str,
                 show("llvm-opt", name, lambda: optimized_ir)
             _set_strength_reduction(pipeline)
             object_code = _code_generator(optimized_ir).emit_object(module)
-        module_handle = JitModule(name, llvm_ir, object_code, optimized_ir=optimized_ir,
-                                  from_cache=False, pipeline=pipeline)
+        symbols = exported_symbols(llvm_ir)
+        module_handle = JitModule(name, llvm_ir, _link(name, object_code, symbols),
+                                  optimized_ir=optimized_ir, from_cache=False,
+                                  pipeline=pipeline, symbols=symbols)
     except RuntimeError as error:  # LLVM rejected what codegen produced: Reverie's bug
         raise InternalCompilerError(name, str(error)) from None
     cache.store(key, object_code)

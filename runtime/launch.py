@@ -9,7 +9,7 @@ the parameter and output dtypes its boundary checks and allocates, the run-time 
 calls, the key of its object code — written by `remember` once a specialisation's native
 entry was made the usual way (`NativeKernel.launch_record`). A later process reads the
 record, opens the object code's shared object (`runtime/remembered.py`: verified by the
-disk cache's HMAC before `dlopen`, never LLVM when it is there), fills the helper table
+disk cache's MAC before `dlopen`, never LLVM when it is there), fills the helper table
 (`runtime/helpers.py`) and builds the entry; everything it reads came through
 `runtime/cache.py`, so only bytes this user's processes wrote for these keys.
 

@@ -18,13 +18,12 @@ the CPU's identity from /proc/cpuinfo, so that a warm start never asks LLVM for 
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Callable
 
 import llvmlite
 
-from . import artifacts, cache, jit, shared_objects
-from .jit import KERNEL_PIPELINE, JitModule, Pipeline
+from . import artifacts, cache, shared_objects
+from .jit_module import KERNEL_PIPELINE, LIVE_MODULES, JitModule, Pipeline
 
 
 def remembered_module(key: str, make_ir: Callable[[], str], *, name: str,
@@ -34,10 +33,9 @@ def remembered_module(key: str, make_ir: Callable[[], str], *, name: str,
     process finds the object code's key and symbols under `key` and loads the code without
     making the IR (`make_ir` runs only if the IR is asked for). Like `jit.shared_module`,
     a module still loaded under `key` is handed out again."""
-    live_modules = jit._LIVE_MODULES
-    live = live_modules.get((pipeline, key))
+    live = LIVE_MODULES.get((pipeline, key))
     if live is None:
-        live = live_modules.setdefault((pipeline, key), _remembered(key, make_ir, name, pipeline))
+        live = LIVE_MODULES.setdefault((pipeline, key), _remembered(key, make_ir, name, pipeline))
     return live
 
 
@@ -52,6 +50,8 @@ def _remembered(key: str, make_ir: Callable[[], str], name: str,
         if module is not None:
             return module
         cache.discard(key)
+    from . import jit  # LLVM: only when nothing loadable was remembered
+
     llvm_ir = make_ir()
     module = jit.compile_module(llvm_ir, name=name, pipeline=pipeline)
     object_key = jit.object_cache_key(llvm_ir, pipeline)
@@ -76,12 +76,16 @@ def _load_remembered(name: str, make_ir: Callable[[], str], object_key: str,
             library = shared_objects.SharedLibrary(image)
             for symbol in symbols:  # every exported function resolves, or none is used
                 library[symbol]
-            return JitModule(name, make_ir, None, optimized_ir=None, from_cache=True,
-                             pipeline=pipeline, symbols=symbols, library=library)
+            return JitModule(name, make_ir, library, optimized_ir=None, from_cache=True,
+                             pipeline=pipeline, symbols=symbols)
         except (OSError, AttributeError):
             cache.discard(_shared_object_key(object_key))
     code = cache.load(object_key)
-    module = None if code is None else jit._jit_cached(name, make_ir, code, pipeline, symbols)
+    if code is None:
+        return None
+    from . import jit
+
+    module = jit._jit_cached(name, make_ir, code, pipeline, symbols)
     if module is not None:
         _link_later(object_key)
     return module
@@ -127,11 +131,12 @@ def host_description() -> str:
     under the CPU's identity from /proc/cpuinfo and llvmlite's version, and a later
     process on the same CPU reads it from there without loading LLVM."""
     identity = _cpu_identity()
-    key = identity and hashlib.sha256(
-        f"reverie-host-1\0{llvmlite.__version__}\0{identity}".encode()).hexdigest()
+    key = identity and cache.digest(f"reverie-host-1\0{llvmlite.__version__}\0{identity}")
     remembered = cache.load(key) if key else None
     if remembered is not None:
         return remembered.decode("utf-8", "replace")
+    from . import jit
+
     host = jit.host_target()
     description = f"{host.triple} {host.cpu_name} {host.features}"
     if key:

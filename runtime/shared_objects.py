@@ -8,7 +8,7 @@ the bytes of a shared object, and later loads such bytes with `dlopen` (`ctypes.
 a process whose modules all come from shared objects never does (issue 10's warm start).
 
 - Security: bytes are only ever loaded after `runtime/cache.py` returned them, i.e. after
-  their HMAC under the user's secret verified (nothing another user planted, nothing
+  their MAC under the user's secret verified (nothing another user planted, nothing
   truncated or copied from another key). `load` writes the verified bytes to a fresh file
   (O_EXCL, mode 0600) in a private per-process directory (mode 0700), opens that and
   unlinks it at once: what `dlopen` maps is exactly what was verified.
@@ -31,7 +31,6 @@ import ctypes
 import functools
 import itertools
 import os
-import secrets
 import threading
 from collections.abc import Callable
 
@@ -130,7 +129,7 @@ def _private_directory() -> str:
     """A new directory (mode 0700, a random name: `mkdir` fails rather than reuse anything)
     for this process's library files, in $TMPDIR (else /tmp), removed at exit."""
     base = os.environ.get("TMPDIR") or "/tmp"
-    directory = os.path.join(base, f"reverie-so-{os.getpid()}-{secrets.token_hex(8)}")
+    directory = os.path.join(base, f"reverie-so-{os.getpid()}-{os.urandom(8).hex()}")
     os.mkdir(directory, 0o700)
     atexit.register(_remove_directory, directory)
     return directory

@@ -51,6 +51,12 @@ def test_numpys_ilp64_openblas_is_found() -> None:
         assert set(found.gemm) == {"f32", "f64"} and all(found.gemm.values())
 
 
+def test_the_first_library_tried_is_one_this_process_has_mapped() -> None:
+    first = next(blas._candidates(), None)  # NumPy's bundled one, found without the maps
+    mapped = blas._mapped_libraries()
+    assert (first is None) == (not mapped) and (first is None or first in mapped)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("a_layout", list(LAYOUTS))
 @pytest.mark.parametrize("b_layout", list(LAYOUTS))

@@ -8,6 +8,7 @@ reads) and checks that the answer is right and the tampered entry was not used.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import importlib.metadata
 import json
 import os
@@ -106,6 +107,15 @@ def old_format_entry(data: bytes) -> bytes:
     return b"RVC1" + hashlib.sha256(data).digest() + data
 
 
+def hmac_format_entry(root: Path, key: str, data: bytes) -> bytes:
+    """An entry for `key` in the previous format (`RVC2`, an HMAC-SHA256 tag), under this
+    cache's own secret: authentic once, but not in the format a reader now verifies."""
+    header = struct.pack("<4sIQ", b"RVC2", len(key.encode()), len(data))
+    tag = hmac.new((root / "secret").read_bytes(), header + key.encode() + data,
+                   hashlib.sha256).digest()
+    return header + key.encode() + tag + data
+
+
 def entry_under_another_secret(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: str, data: bytes
 ) -> bytes:
@@ -116,7 +126,8 @@ def entry_under_another_secret(
         return cache.entry_path(key).read_bytes()
 
 
-@pytest.mark.parametrize("forge", ["old checksum format", "another cache's secret"])
+@pytest.mark.parametrize("forge", ["old checksum format", "another cache's secret",
+                                   "previous HMAC format"])
 def test_planted_object_is_not_executed(
     cache_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forge: str
 ) -> None:
@@ -124,6 +135,8 @@ def test_planted_object_is_not_executed(
     target = cache.entry_path(key_of(2.0))
     if forge == "old checksum format":
         entry = old_format_entry(planted)
+    elif forge == "previous HMAC format":
+        entry = hmac_format_entry(cache_root, key_of(2.0), planted)
     else:
         entry = entry_under_another_secret(monkeypatch, tmp_path, key_of(2.0), planted)
     target.write_bytes(entry)

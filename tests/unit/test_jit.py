@@ -100,6 +100,16 @@ def test_each_pipeline_has_its_own_cache_entry(cache_root: Path) -> None:
     assert "call double @helper" in reloaded.llvm_ir  # unoptimised: nothing inlined
 
 
+def test_a_pipeline_is_an_immutable_value() -> None:
+    pipeline = jit.Pipeline(speed_level=2, slp_vectorization=False)
+    assert pipeline == jit.Pipeline(2, False) and hash(pipeline) == hash(jit.Pipeline(2, False))
+    assert pipeline != jit.KERNEL_PIPELINE and pipeline != (2, False, False, True)
+    assert repr(pipeline) == ("Pipeline(speed_level=2, slp_vectorization=False, "
+                              "loop_unrolling=False, strength_reduction=True)")
+    with pytest.raises(AttributeError, match="immutable"):
+        pipeline.speed_level = 3
+
+
 UNLOADABLE_OBJECTS = {
     "not ELF": lambda object_code: b"not an object file",
     "host ELF header, truncated": lambda object_code: object_code[:300],
