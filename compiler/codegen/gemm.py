@@ -37,6 +37,7 @@ from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
 
 from .abi import GEMM_HELPERS, MAX_TASKS, OWN_KERNELS
 from .gemm_blas import define_blas_dispatch, define_pointer_slot
+from .gemm_narrow import define_narrow_gemm, narrow_forms
 from .irutil import (
     I64,
     PTR,
@@ -70,10 +71,26 @@ def helper_module(name: str) -> str:
 
 
 def _public_helper_module(dtype: str) -> str:
-    """`rv_gemm_<dtype>`: BLAS where it serves, else the fallback (`_define_fallback`)."""
+    """`rv_gemm_<dtype>`: the narrow kernel where it applies (`gemm_narrow.py`), else BLAS
+    where it serves, else the fallback (`_define_fallback`)."""
     module = ir.Module(name=f"rv_gemm_{dtype}")
-    public = ir.Function(module, GEMM_TYPE, name=f"rv_gemm_{dtype}")
-    define_blas_dispatch(public, _define_fallback(module, dtype), dtype)
+    name = f"rv_gemm_{dtype}"
+    dispatch = ir.Function(module, GEMM_TYPE, name=f"rv_gemm_dispatch_{dtype}")
+    dispatch.linkage = "internal"
+    define_blas_dispatch(dispatch, _define_fallback(module, dtype), dtype, name)
+    narrow = ir.Function(module, GEMM_TYPE, name=f"rv_gemm_narrow_{dtype}")
+    narrow.linkage = "internal"
+    serial = ir.Function(module, SERIAL_TYPE, name=f"rv_gemm_narrow_serial_{dtype}")
+    define_narrow_gemm(narrow, serial, dtype, PACK_PER_TASK * 8)
+    public = ir.Function(module, GEMM_TYPE, name=name)
+    public.attributes.add("nounwind")
+    b = ir.IRBuilder(public.append_basic_block("entry"))
+    applies, _ = narrow_forms(b, public.args[:len(SERIAL_TYPE.args)], dtype, PACK_PER_TASK * 8)
+    with b.if_then(applies):
+        b.call(narrow, public.args)
+        b.ret_void()
+    b.call(dispatch, public.args)
+    b.ret_void()
     return str(module)
 
 
