@@ -29,8 +29,19 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .irutil import I1, I32, I64, PTR, REGISTER, alloca, counted_loop, i64, intrinsic, \
-    type_suffix, vector_lanes
+from .irutil import (
+    I1,
+    I32,
+    I64,
+    PTR,
+    REGISTER,
+    alloca,
+    counted_loop,
+    i64,
+    intrinsic,
+    type_suffix,
+    vector_lanes,
+)
 from .threads import define_parallel_gemm
 
 NARROW_COLUMNS = 16  # widest C the narrow kernel takes
@@ -242,9 +253,10 @@ class _NarrowBuilder:
         last_column = b.sub(self.n, i64(1))
         tile = alloca(self.allocas, ir.ArrayType(self.t, height * GROUP))
         tiles_across = b.sdiv(_ceil_to(b, self.n, GROUP), i64(GROUP))
+        ahead = b.mul(i64(BLOCK_K), self.sa1)  # from a row of A to that of the next block
         with counted_loop(b, i64(0), self.k, BLOCK_K) as p0, \
-                counted_loop(b, i64(0), self.m, height) as i0, \
-                counted_loop(b, i64(0), self.n, GROUP) as j0:
+                counted_loop(b, i64(0), self.n, GROUP) as j0, \
+                counted_loop(b, i64(0), self.m, height) as i0:
             p1 = _min(b, b.add(p0, i64(BLOCK_K)), self.k)
             tile_index = b.add(b.mul(b.sdiv(i0, i64(height)), tiles_across),
                                b.sdiv(j0, i64(GROUP)))
@@ -257,16 +269,14 @@ class _NarrowBuilder:
                     offset = b.add(partial, i64(index * lanes))
                     b.store(self.load(self.pack, offset, self.vec), slot)
             rows_left = b.sub(self.m, i0)
-            # where the next tile starts in A (this one at the bottom edge: prefetched again)
-            next_tile = b.select(b.icmp_signed(">", rows_left, i64(height)), i64(height),
-                                 i64(0))
 
             def sweep(a_vector: ir.Value | None) -> None:
                 """acc += A[i0:i0+height, p] B[p, columns] for p in the block;
                 `a_vector(v, offset)` loads A's v-th vector (None: plain loads)."""
                 with counted_loop(b, p0, p1) as p:
                     a_column = b.add(i0, b.mul(p, self.sa1))
-                    self.prefetch(self.a, b.add(a_column, next_tile))
+                    next_block = b.icmp_signed("<", b.add(p, i64(BLOCK_K)), self.k)
+                    self.prefetch(self.a, b.add(a_column, b.select(next_block, ahead, i64(0))))
                     a_vectors = [a_vector(v, a_column) if a_vector else
                                  self.load(self.a, b.add(a_column, i64(v * lanes)), self.vec)
                                  for v in range(VECTORS)]
