@@ -16,8 +16,10 @@ of k. Tiles at the matrix edges go through a small stack tile. Very narrow produ
 (N <= 4, e.g. matrix-vector) and empty ones (K = 0) use plain dot products instead.
 Large products are split over `threads` threads of the worker pool `pool` (`threads.py`).
 
-This own kernel is the fallback: the public `rv_gemm_<dtype>` calls an optimised BLAS found
-at run time when there is one and the operands' layout suits it (`gemm_blas.py`). So the own
+This own kernel is the fallback: the public `rv_gemm_<dtype>` calls the narrow kernel for
+products of at most 16 columns whose A is contiguous along an axis (`gemm_narrow.py`: A read
+in place, once), else an optimised BLAS found at run time when there is one and the
+operands' layout suits it (`gemm_blas.py`). So the own
 kernel is a module of its own (`helper_module("rv_gemm_own_<dtype>")`), compiled only when a
 kernel may need it (no BLAS, or a layout BLAS cannot express: `abi.needs_own_kernel`) and
 handed to the public helper through `void @rv_gemm_<dtype>_use_own(ptr own)`; until then the
@@ -25,7 +27,8 @@ public helper's fallback is plain dot products (any strides: what an empty produ
 BLAS is never asked for, needs). That saves compiling the own kernel (~0.25 s, a third of
 the MLP example's LLVM time before) wherever NumPy's OpenBLAS serves every product.
 
-    helper_module("rv_gemm_f64")       # BLAS dispatch + fallback (own kernel or dot products)
+    helper_module("rv_gemm_f64")       # narrow kernel, BLAS dispatch, fallback (own kernel
+                                       # or dot products)
     helper_module("rv_gemm_own_f64")   # the blocked, parallel own kernel
 """
 
