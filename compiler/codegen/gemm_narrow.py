@@ -91,7 +91,9 @@ def define_narrow_gemm(function: ir.Function, serial: ir.Function, dtype: str,
     """Bodies of `serial` (the serial kernel's signature) and `function` (the same plus
     `threads` and `pool`: `serial` split over the worker pool)."""
     _NarrowBuilder(serial, dtype, pack_bytes).build()
-    define_parallel_gemm(function, serial, dtype, VECTORS * vector_lanes(dtype), 1 << 40,
+    rows_per_slab_unit = VECTORS * vector_lanes(dtype)  # whole tiles of either form
+    never_by_columns = 1 << 40  # a slab's columns: more than any C here has
+    define_parallel_gemm(function, serial, dtype, rows_per_slab_unit, never_by_columns,
                          pack_bytes)
 
 
