@@ -1,8 +1,7 @@
-"""The matrix-product helper's dispatch: an optimised BLAS when one was found, else our own
-kernel (products of few columns go to `gemm_narrow.py` before this dispatch: `gemm.py`).
+"""The public matrix-product helper: an optimised BLAS when one was found, else our own kernel.
 
-`define_blas_dispatch` fills in the dispatch (the signature of `gemm.GEMM_TYPE`, the one
-kernels call as `rv_gemm_<dtype>`) and defines `void @rv_gemm_<dtype>_use_blas(ptr gemm)`, through which the run
+`define_blas_dispatch` fills in `rv_gemm_<dtype>` (the signature of `gemm.GEMM_TYPE`, the one
+kernels call) and defines `void @rv_gemm_<dtype>_use_blas(ptr gemm)`, through which the run
 time (`runtime/native.py`, with `runtime/blas.py` finding the library) hands the module the
 address of a CBLAS `?gemm` with 64-bit integers, or null to use the own kernel only. The
 address lives in an internal global, so the object code holds no process-specific address
