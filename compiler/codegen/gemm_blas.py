@@ -74,11 +74,13 @@ def define_pointer_slot(module: ir.Module, name: str, setter_name: str) -> ir.Gl
     return slot
 
 
-def define_blas_dispatch(function: ir.Function, own: ir.Function, dtype: str) -> None:
-    """Body of `function` (the public helper) calling BLAS or `own` (the fallback); also
-    defines the `<function>_use_blas` setter and the global it sets."""
-    slot = define_pointer_slot(function.module, f"{function.name}_blas",
-                               f"{function.name}_use_blas")
+def define_blas_dispatch(function: ir.Function, own: ir.Function, dtype: str,
+                         name: str | None = None) -> None:
+    """Body of `function` calling BLAS or `own` (the fallback); also defines the
+    `<name>_use_blas` setter and the global it sets (`name`: the public helper's, by default
+    `function`'s own)."""
+    name = name or function.name
+    slot = define_pointer_slot(function.module, f"{name}_blas", f"{name}_use_blas")
     function.attributes.add("nounwind")
     m, n, k, a, sa0, sa1, bm, sb0, sb1, c, sc0, sc1 = function.args[:12]
     b = ir.IRBuilder(function.append_basic_block("entry"))
