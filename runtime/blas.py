@@ -12,8 +12,10 @@ Where it looks, in order:
 A library qualifies when it exports CBLAS `sgemm` and `dgemm` with 64-bit integers (ILP64)
 under one of the names in GEMM_SYMBOLS: `scipy_cblas_?gemm64_` (the scipy-openblas of
 NumPy 2.x wheels), `cblas_?gemm64_` (the openblas64_ of NumPy 1.22+ wheels). Libraries with
-32-bit integers are not used (the own kernel serves them). Opening a library NumPy already
-loaded gives the same copy, so both share one thread pool.
+32-bit integers are not used (the own kernel serves them). Its `?gemm_batch` under the same
+suffix (BATCH_SYMBOLS; OpenBLAS 0.3.29+), when present, runs a batch of products as one
+call. Opening a library NumPy already loaded gives the same copy, so both share one thread
+pool.
 
 Threads: when `REVERIE_NUM_THREADS` is set, OpenBLAS is told to use that many
 (`openblas_set_num_threads`), which NumPy's products then use as well; otherwise its own
@@ -29,7 +31,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,14 +42,22 @@ GEMM_SYMBOLS = (
     ("cblas_sgemm64_", "cblas_dgemm64_", "openblas_set_num_threads64_"),
 )
 
+# (sgemm_batch, dgemm_batch) of the same flavours, in the same order
+BATCH_SYMBOLS = (
+    ("scipy_cblas_sgemm_batch64_", "scipy_cblas_dgemm_batch64_"),
+    ("cblas_sgemm_batch64_", "cblas_dgemm_batch64_"),
+)
+
 
 @dataclass(frozen=True)
 class Blas:
-    """A loaded BLAS: its file and the addresses of its `?gemm` by element type."""
+    """A loaded BLAS: its file and the addresses of its `?gemm` by element type, and of its
+    `?gemm_batch` (0 where the library has none)."""
 
     path: str
     gemm: dict[str, int]
     library: ctypes.CDLL  # kept so the library stays loaded
+    gemm_batch: dict[str, int] = field(default_factory=dict)
 
 
 def blas_requested() -> bool:
@@ -81,13 +91,19 @@ def _open(path: str) -> Blas | None:
         library = ctypes.CDLL(path)
     except OSError:
         return None
-    for sgemm, dgemm, set_threads in GEMM_SYMBOLS:
+    for (sgemm, dgemm, set_threads), batch in zip(GEMM_SYMBOLS, BATCH_SYMBOLS, strict=True):
         if hasattr(library, sgemm) and hasattr(library, dgemm):
             _follow_thread_setting(library, set_threads)
-            address = {name: ctypes.cast(getattr(library, name), ctypes.c_void_p).value
-                       for name in (sgemm, dgemm)}
-            return Blas(path, {"f32": address[sgemm], "f64": address[dgemm]}, library)
+            return Blas(path, _addresses(library, (sgemm, dgemm)), library,
+                        _addresses(library, batch))
     return None
+
+
+def _addresses(library: ctypes.CDLL, names: tuple[str, str]) -> dict[str, int]:
+    """The addresses of the f32 and f64 functions `names` (0 for one the library lacks)."""
+    return {dtype: ctypes.cast(getattr(library, name), ctypes.c_void_p).value
+            if hasattr(library, name) else 0
+            for dtype, name in zip(("f32", "f64"), names, strict=True)}
 
 
 def _follow_thread_setting(library: ctypes.CDLL, set_threads: str) -> None:
