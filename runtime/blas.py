@@ -15,8 +15,10 @@ Where it looks, in order:
 A library qualifies when it exports CBLAS `sgemm` and `dgemm` with 64-bit integers (ILP64)
 under one of the names in GEMM_SYMBOLS: `scipy_cblas_?gemm64_` (the scipy-openblas of
 NumPy 2.x wheels), `cblas_?gemm64_` (the openblas64_ of NumPy 1.22+ wheels). Libraries with
-32-bit integers are not used (the own kernel serves them). Opening a library NumPy already
-loaded gives the same copy, so both share one thread pool.
+32-bit integers are not used (the own kernel serves them). Its `?gemm_batch` under the same
+suffix (BATCH_SYMBOLS; OpenBLAS 0.3.29+), when present, runs a batch of products as one
+call. Opening a library NumPy already loaded gives the same copy, so both share one thread
+pool.
 
 Threads: when `REVERIE_NUM_THREADS` is set, OpenBLAS is told to use that many
 (`openblas_set_num_threads`), which NumPy's products then use as well; otherwise its own
@@ -42,17 +44,26 @@ GEMM_SYMBOLS = (
     ("cblas_sgemm64_", "cblas_dgemm64_", "openblas_set_num_threads64_"),
 )
 
+# (sgemm_batch, dgemm_batch) of the same flavours, in the same order
+BATCH_SYMBOLS = (
+    ("scipy_cblas_sgemm_batch64_", "scipy_cblas_dgemm_batch64_"),
+    ("cblas_sgemm_batch64_", "cblas_dgemm_batch64_"),
+)
+
 
 class Blas:
-    """A loaded BLAS: its file and the addresses of its `?gemm` by element type. (A plain
-    class: `dataclasses` costs a warm start ~2 ms to import.)"""
+    """A loaded BLAS: its file, the addresses of its `?gemm` by element type, and of its
+    `?gemm_batch` (absent where the library has none). (A plain class: `dataclasses` costs a
+    warm start ~2 ms to import.)"""
 
-    __slots__ = ("path", "gemm", "library")
+    __slots__ = ("path", "gemm", "library", "gemm_batch")
 
-    def __init__(self, path: str, gemm: dict[str, int], library: ctypes.CDLL) -> None:
+    def __init__(self, path: str, gemm: dict[str, int], library: ctypes.CDLL,
+                 gemm_batch: dict[str, int] | None = None) -> None:
         self.path = path
         self.gemm = gemm
         self.library = library  # kept so the library stays loaded
+        self.gemm_batch = gemm_batch or {}
 
 
 def blas_requested() -> bool:
@@ -108,13 +119,19 @@ def _open(path: str) -> Blas | None:
         library = ctypes.CDLL(path)
     except OSError:
         return None
-    for sgemm, dgemm, set_threads in GEMM_SYMBOLS:
+    for (sgemm, dgemm, set_threads), batch in zip(GEMM_SYMBOLS, BATCH_SYMBOLS, strict=True):
         if hasattr(library, sgemm) and hasattr(library, dgemm):
             _follow_thread_setting(library, set_threads)
-            address = {name: ctypes.cast(getattr(library, name), ctypes.c_void_p).value
-                       for name in (sgemm, dgemm)}
-            return Blas(path, {"f32": address[sgemm], "f64": address[dgemm]}, library)
+            return Blas(path, _addresses(library, (sgemm, dgemm)), library,
+                        _addresses(library, batch))
     return None
+
+
+def _addresses(library: ctypes.CDLL, names: tuple[str, str]) -> dict[str, int]:
+    """The addresses of the f32 and f64 functions `names` (0 for one the library lacks)."""
+    return {dtype: ctypes.cast(getattr(library, name), ctypes.c_void_p).value
+            if hasattr(library, name) else 0
+            for dtype, name in zip(("f32", "f64"), names, strict=True)}
 
 
 def _follow_thread_setting(library: ctypes.CDLL, set_threads: str) -> None:

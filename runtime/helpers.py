@@ -103,10 +103,14 @@ def _blas_in_use() -> bool:
 
 
 def _give_blas(name: str, enabled: bool) -> None:
-    """Tell the helper `name` which BLAS `?gemm` to call (none: its own kernel)."""
+    """Tell the helper `name` which BLAS `?gemm` and `?gemm_batch` to call (none: its own
+    kernel, one product at a time)."""
     library = find_blas() if enabled else None
-    address = library.gemm[name.removeprefix("rv_gemm_")] if library else None
-    _SET_POINTER(_helper(name).address(name + "_use_blas"))(address)
+    dtype = name.removeprefix("rv_gemm_")
+    gemm, gemm_batch = (library.gemm[dtype], library.gemm_batch.get(dtype)) if library else \
+        (None, None)
+    _SET_POINTER(_helper(name).address(name + "_use_blas"))(gemm)
+    _SET_POINTER(_helper(name).address(name + "_use_blas_batch"))(gemm_batch or None)
 
 
 @functools.cache

@@ -83,17 +83,19 @@ def helpers_called(program: Program) -> frozenset[str]:
 
 
 def _blas_layout(view: View) -> bool:
-    """Whether a 2-D view is, whatever the sizes, a row-major block or its transpose (a
-    BLAS operand: `gemm_blas.py`'s *plain* or *transposed* with the tightest leading
-    dimension). The stride of an axis of size 1 never matters (a vector as a 1 x n view)."""
+    """Whether a 2-D view (each matrix of a 3-D one) is, whatever the sizes, a row-major
+    block or its transpose (a BLAS operand: `gemm_blas.py`'s *plain* or *transposed* with
+    the tightest leading dimension). The stride of an axis of size 1 never matters (a
+    vector as a 1 x n view)."""
     from reverie.compiler.ir.dims import Dim
     from reverie.compiler.loops.ir import row_major_strides
 
-    rows, columns = view.shape
-    row_major = row_major_strides(view.shape)
+    shape, strides = view.shape[-2:], view.strides[-2:]  # a batched product's matrices
+    rows, columns = shape
+    row_major = row_major_strides(shape)
     column_major = row_major_strides((columns, rows))[::-1]
     return any(all(stride == wanted or size == Dim.const(1)
-                   for stride, wanted, size in zip(view.strides, layout, view.shape, strict=True))
+                   for stride, wanted, size in zip(strides, layout, shape, strict=True))
                for layout in (row_major, column_major))
 
 

@@ -5,21 +5,23 @@ only when a kernel first calls it (`runtime/native.py`); kernels call it through
 table they receive (see `compiler/codegen/llvm.py`), so a kernel with a matmul compiles as
 fast as any other.
 
-    void @rv_gemm_f32(i64 M, i64 N, i64 K, ptr A, i64 sa0, i64 sa1, ptr B, i64 sb0, i64 sb1,
-                      ptr C, i64 sc0, i64 sc1, ptr pack, i64 threads, i64 pool)
+    void @rv_gemm_product_f32(i64 M, i64 N, i64 K, ptr A, i64 sa0, i64 sa1, ptr B, i64 sb0,
+                              i64 sb1, ptr C, i64 sc0, i64 sc1, ptr pack, i64 threads, i64 pool)
 
-computes C = A @ B for strided operands (a transpose is just swapped strides), in the style
-of BLIS/GotoBLAS: blocks of B (KC x NC) and A (MC x KC) are packed into `pack` so the
-micro-kernel reads both contiguously; the micro-kernel keeps an MR x NR tile of C in
+computes C = A @ B for strided operands (a transpose is just swapped strides); kernels call
+`rv_gemm_f32`, which runs a batch of such products (`gemm_batch.py`). The own kernel works
+in the style of BLIS/GotoBLAS: blocks of B (KC x NC) and A (MC x KC) are packed into `pack`
+so the micro-kernel reads both contiguously; the micro-kernel keeps an MR x NR tile of C in
 2 * MR vector registers and updates it with one fused multiply-add per register per step
 of k. Tiles at the matrix edges go through a small stack tile. Very narrow products
 (N <= 4, e.g. matrix-vector) and empty ones (K = 0) use plain dot products instead.
 Large products are split over `threads` threads of the worker pool `pool` (`threads.py`).
 
-This own kernel is the fallback: the public `rv_gemm_<dtype>` calls the narrow kernel for
-products of at most 16 columns whose A is contiguous along an axis (`gemm_narrow.py`: A read
-in place, once), else an optimised BLAS found at run time when there is one and the
-operands' layout suits it (`gemm_blas.py`). So the own
+This own kernel is the fallback: each product of the public `rv_gemm_<dtype>` (a batch of
+products; a batch of large ones one `?gemm_batch`, `gemm_batch.py`) calls the narrow kernel
+when it has at most 16 columns and A is contiguous along an axis (`gemm_narrow.py`: A read in
+place, once), else an optimised BLAS found at run time when there is one and the operands'
+layout suits it (`gemm_blas.py`). So the own
 kernel is a module of its own (`helper_module("rv_gemm_own_<dtype>")`), compiled only when a
 kernel may need it (no BLAS, or a layout BLAS cannot express: `abi.needs_own_kernel`) and
 handed to the public helper through `void @rv_gemm_<dtype>_use_own(ptr own)`; until then the
@@ -27,8 +29,8 @@ public helper's fallback is plain dot products (any strides: what an empty produ
 BLAS is never asked for, needs). That saves compiling the own kernel (~0.25 s, a third of
 the MLP example's LLVM time before) wherever NumPy's OpenBLAS serves every product.
 
-    helper_module("rv_gemm_f64")       # narrow kernel, BLAS dispatch, fallback (own kernel
-                                       # or dot products)
+    helper_module("rv_gemm_f64")       # batch entry, narrow kernel, BLAS dispatch, fallback
+                                       # (own kernel or dot products)
     helper_module("rv_gemm_own_f64")   # the blocked, parallel own kernel
 """
 
@@ -39,6 +41,7 @@ from llvmlite import ir
 from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
 
 from .abi import GEMM_HELPERS, MAX_TASKS, OWN_KERNELS
+from .gemm_batch import define_batched_gemm
 from .gemm_blas import define_blas_dispatch, define_pointer_slot
 from .gemm_narrow import define_narrow_gemm, narrow_forms
 from .irutil import (
@@ -59,7 +62,9 @@ PACK_PER_TASK = MC * KC + KC * NC  # f64 elements of packing scratch per thread
 assert MAX_TASKS * PACK_PER_TASK <= MATMUL_PACK_ELEMENTS and MC % MR == 0
 
 SERIAL_TYPE = ir.FunctionType(ir.VoidType(), [I64] * 3 + [PTR, I64, I64] * 3 + [PTR])
-GEMM_TYPE = ir.FunctionType(ir.VoidType(), [*SERIAL_TYPE.args, I64, I64])  # pack, threads, pool
+PRODUCT_TYPE = ir.FunctionType(ir.VoidType(), [*SERIAL_TYPE.args, I64, I64])  # threads, pool
+# what kernels call: the batch size, then M, N, K, each operand with its batch stride first
+GEMM_TYPE = ir.FunctionType(ir.VoidType(), [I64] * 4 + [PTR, I64, I64, I64] * 3 + [PTR, I64, I64])
 
 
 def helper_module(name: str) -> str:
@@ -74,26 +79,30 @@ def helper_module(name: str) -> str:
 
 
 def _public_helper_module(dtype: str) -> str:
-    """`rv_gemm_<dtype>`: the narrow kernel where it applies (`gemm_narrow.py`), else BLAS
-    where it serves, else the fallback (`_define_fallback`)."""
+    """`rv_gemm_<dtype>`: a batch of products (`gemm_batch.py`), each by the narrow kernel
+    where it applies (`gemm_narrow.py`), else by BLAS where it serves, else by the fallback
+    (`_define_fallback`)."""
     module = ir.Module(name=f"rv_gemm_{dtype}")
     name = f"rv_gemm_{dtype}"
-    dispatch = ir.Function(module, GEMM_TYPE, name=f"rv_gemm_dispatch_{dtype}")
+    dispatch = ir.Function(module, PRODUCT_TYPE, name=f"rv_gemm_dispatch_{dtype}")
     dispatch.linkage = "internal"
     define_blas_dispatch(dispatch, _define_fallback(module, dtype), dtype, name)
-    narrow = ir.Function(module, GEMM_TYPE, name=f"rv_gemm_narrow_{dtype}")
+    narrow = ir.Function(module, PRODUCT_TYPE, name=f"rv_gemm_narrow_{dtype}")
     narrow.linkage = "internal"
     serial = ir.Function(module, SERIAL_TYPE, name=f"rv_gemm_narrow_serial_{dtype}")
     define_narrow_gemm(narrow, serial, dtype, PACK_PER_TASK * 8)
-    public = ir.Function(module, GEMM_TYPE, name=name)
-    public.attributes.add("nounwind")
-    b = ir.IRBuilder(public.append_basic_block("entry"))
-    applies, _ = narrow_forms(b, public.args[:len(SERIAL_TYPE.args)], dtype, PACK_PER_TASK * 8)
+    product = ir.Function(module, PRODUCT_TYPE, name=f"rv_gemm_product_{dtype}")
+    product.linkage = "internal"
+    product.attributes.add("nounwind")
+    b = ir.IRBuilder(product.append_basic_block("entry"))
+    applies, _ = narrow_forms(b, product.args[:len(SERIAL_TYPE.args)], dtype, PACK_PER_TASK * 8)
     with b.if_then(applies):
-        b.call(narrow, public.args)
+        b.call(narrow, product.args)
         b.ret_void()
-    b.call(dispatch, public.args)
+    b.call(dispatch, product.args)
     b.ret_void()
+    public = ir.Function(module, GEMM_TYPE, name=name)
+    define_batched_gemm(public, product, dtype)
     return str(module)
 
 
@@ -106,13 +115,13 @@ def _define_fallback(module: ir.Module, dtype: str) -> ir.Function:
     for attribute in ("nounwind", "noinline", "optnone"):  # only for empty products: not
         plain.attributes.add(attribute)                     # worth 90 % of the compile time
     _GemmBuilder(plain, dtype).build_dot_products()
-    fallback = ir.Function(module, GEMM_TYPE, name=f"rv_gemm_fallback_{dtype}")
+    fallback = ir.Function(module, PRODUCT_TYPE, name=f"rv_gemm_fallback_{dtype}")
     fallback.linkage = "internal"
     fallback.attributes.add("nounwind")
     b = ir.IRBuilder(fallback.append_basic_block("entry"))
     own = b.load_atomic(own_slot, "monotonic", 8, typ=PTR)
     with b.if_then(b.icmp_unsigned("!=", own, ir.Constant(PTR, None))):
-        b.call(FunctionPointer(own, GEMM_TYPE), fallback.args)
+        b.call(FunctionPointer(own, PRODUCT_TYPE), fallback.args)
         b.ret_void()
     b.call(plain, fallback.args[:len(SERIAL_TYPE.args)])
     b.ret_void()
@@ -126,7 +135,7 @@ def _own_kernel_module(dtype: str) -> str:
     serial.linkage = "internal"
     serial.attributes.add("nounwind")
     _GemmBuilder(serial, dtype).build()
-    own = ir.Function(module, GEMM_TYPE, name=f"rv_gemm_own_{dtype}")
+    own = ir.Function(module, PRODUCT_TYPE, name=f"rv_gemm_own_{dtype}")
     define_parallel_gemm(own, serial, dtype, MR, 2 * vector_lanes(dtype), PACK_PER_TASK * 8)
     return str(module)
 

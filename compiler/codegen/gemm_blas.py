@@ -1,13 +1,15 @@
 """The public matrix-product helper: an optimised BLAS when one was found, else our own kernel.
 
-`define_blas_dispatch` fills in `rv_gemm_<dtype>` (the signature of `gemm.GEMM_TYPE`, the one
-kernels call) and defines `void @rv_gemm_<dtype>_use_blas(ptr gemm)`, through which the run
-time (`runtime/native.py`, with `runtime/blas.py` finding the library) hands the module the
+`define_blas_dispatch` fills in the helper's one-product function (`gemm.PRODUCT_TYPE`:
+M, N, K, A, sa0, sa1, B, sb0, sb1, C, sc0, sc1, pack, threads, pool) and defines
+`void @rv_gemm_<dtype>_use_blas(ptr gemm)`, through which the run time
+(`runtime/helpers.py`, with `runtime/blas.py` finding the library) hands the module the
 address of a CBLAS `?gemm` with 64-bit integers, or null to use the own kernel only. The
 address lives in an internal global, so the object code holds no process-specific address
-and stays valid in the disk cache.
+and stays valid in the disk cache. (`gemm_batch.py` builds the batched entry kernels call
+on top of this one, with `BlasOperands` for its `?gemm_batch` calls.)
 
-    rv_gemm(M, N, K, A, sa0, sa1, B, sb0, sb1, C, sc0, sc1, pack, threads, pool):
+    product(M, N, K, A, sa0, sa1, B, sb0, sb1, C, sc0, sc1, pack, threads, pool):
         if blas and M*N*K > 0:
             if C is not row-major: swap the roles: C^T = B^T @ A^T (M <-> N, A <-> B^T)
             if C row-major and A, B each plain or transposed:
@@ -61,6 +63,31 @@ class _Layout:
         self.flag = b.select(self.plain, ir.Constant(I32, NO_TRANS), ir.Constant(I32, TRANS))
 
 
+class BlasOperands:
+    """How a row-major CBLAS call computes C = A @ B (M x K times K x N) for strided
+    operands: as is when C is row-major, else as C^T = B^T A^T (`swap`: M <-> N, A <-> B^T,
+    C's strides exchanged). `expressible` says whether BLAS can; `left`, `right` are the
+    call's first and second operands (A and B, or B and A), `rows` x `cols` its output."""
+
+    def __init__(self, b: ir.IRBuilder, m: ir.Value, n: ir.Value, k: ir.Value, a: ir.Value,
+                 sa0: ir.Value, sa1: ir.Value, bm: ir.Value, sb0: ir.Value, sb1: ir.Value,
+                 sc0: ir.Value, sc1: ir.Value) -> None:
+        self.b = b
+        self.swap = b.not_(_Layout(b, m, n, sc0, sc1).plain)
+        pick = self.pick
+        self.rows, self.cols, self.k = pick(n, m), pick(m, n), k
+        self.left, self.right = pick(bm, a), pick(a, bm)
+        self.left_layout = _Layout(b, self.rows, k, pick(sb1, sa0), pick(sb0, sa1))
+        self.right_layout = _Layout(b, k, self.cols, pick(sa1, sb0), pick(sa0, sb1))
+        self.out = _Layout(b, self.rows, self.cols, pick(sc1, sc0), pick(sc0, sc1))
+        self.expressible = b.and_(b.and_(self.out.plain, self.left_layout.ok),
+                                  self.right_layout.ok)
+
+    def pick(self, if_swapped: ir.Value, otherwise: ir.Value) -> ir.Value:
+        """`if_swapped` when the call computes C^T, else `otherwise`."""
+        return self.b.select(self.swap, if_swapped, otherwise)
+
+
 def define_pointer_slot(module: ir.Module, name: str, setter_name: str) -> ir.GlobalVariable:
     """An internal pointer global `name` (null at first) and `void @<setter_name>(ptr)`, the
     exported function through which the run time sets it (an atomic store)."""
@@ -75,12 +102,11 @@ def define_pointer_slot(module: ir.Module, name: str, setter_name: str) -> ir.Gl
 
 
 def define_blas_dispatch(function: ir.Function, own: ir.Function, dtype: str,
-                         name: str | None = None) -> None:
-    """Body of `function` calling BLAS or `own` (the fallback); also defines the
-    `<name>_use_blas` setter and the global it sets (`name`: the public helper's, by default
-    `function`'s own)."""
-    name = name or function.name
-    slot = define_pointer_slot(function.module, f"{name}_blas", f"{name}_use_blas")
+                         setter_prefix: str) -> None:
+    """Body of `function` (one product) calling BLAS or `own` (the fallback); also defines
+    the `<setter_prefix>_use_blas` setter and the global it sets."""
+    slot = define_pointer_slot(function.module, f"{setter_prefix}_blas",
+                               f"{setter_prefix}_use_blas")
     function.attributes.add("nounwind")
     m, n, k, a, sa0, sa1, bm, sb0, sb1, c, sc0, sc1 = function.args[:12]
     b = ir.IRBuilder(function.append_basic_block("entry"))
@@ -89,24 +115,14 @@ def define_blas_dispatch(function: ir.Function, own: ir.Function, dtype: str,
     with b.if_then(b.or_(b.icmp_unsigned("==", blas, ir.Constant(PTR, None)), empty)):
         b.call(own, function.args)
         b.ret_void()
-    # C^T = B^T A^T: when C is not row-major, swap M and N, A and B^T, and C's strides
-    swap = b.not_(_Layout(b, m, n, sc0, sc1).plain)
-
-    def pick(if_swapped: ir.Value, otherwise: ir.Value) -> ir.Value:
-        return b.select(swap, if_swapped, otherwise)
-
-    rows, cols = pick(n, m), pick(m, n)
-    left, right = pick(bm, a), pick(a, bm)
-    left_layout = _Layout(b, rows, k, pick(sb1, sa0), pick(sb0, sa1))
-    right_layout = _Layout(b, k, cols, pick(sa1, sb0), pick(sa0, sb1))
-    out = _Layout(b, rows, cols, pick(sc1, sc0), pick(sc0, sc1))
-    expressible = b.and_(b.and_(out.plain, left_layout.ok), right_layout.ok)
-    with b.if_then(expressible):
+    call = BlasOperands(b, m, n, k, a, sa0, sa1, bm, sb0, sb1, sc0, sc1)
+    with b.if_then(call.expressible):
         gemm = FunctionPointer(blas, blas_gemm_type(dtype))
         one, zero = ir.Constant(REGISTER[dtype], 1.0), ir.Constant(REGISTER[dtype], 0.0)
-        b.call(gemm, [ir.Constant(I32, ROW_MAJOR), left_layout.flag, right_layout.flag,
-                      rows, cols, k, one, left, left_layout.ld, right, right_layout.ld, zero,
-                      c, out.ld])
+        b.call(gemm, [ir.Constant(I32, ROW_MAJOR), call.left_layout.flag,
+                      call.right_layout.flag, call.rows, call.cols, k, one, call.left,
+                      call.left_layout.ld, call.right, call.right_layout.ld, zero, c,
+                      call.out.ld])
         b.ret_void()
     b.call(own, function.args)
     b.ret_void()

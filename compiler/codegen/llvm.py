@@ -389,13 +389,17 @@ class ProgramCodegen:
         return FunctionPointer(self.b.load(entry, typ=PTR), type_)
 
     def _matmul(self, stmt: Matmul) -> None:
+        """One call of the helper: a batch of one for 2-D views, else of the batch axis."""
         gemm = self._helper(f"rv_gemm_{stmt.out.buffer.dtype}", GEMM_TYPE)
-        m, k = stmt.a.shape
-        n = stmt.b.shape[1]
-        args = [self.index(m), self.index(n), self.index(k)]
+        batched = len(stmt.out.shape) == 3
+        *_, m, k = stmt.a.shape
+        n = stmt.b.shape[-1]
+        batch = stmt.out.shape[0] if batched else Dim.const(1)
+        args = [self.index(d) for d in (batch, m, n, k)]
         for view in (stmt.a, stmt.b, stmt.out):
-            origin = self.pointer(view, (Dim.const(0),) * 2)
-            args += [origin, self.index(view.strides[0]), self.index(view.strides[1])]
+            strides = view.strides if batched else (Dim.const(0), *view.strides)
+            origin = self.pointer(view, (Dim.const(0),) * len(view.shape))
+            args += [origin, *(self.index(stride) for stride in strides)]
         threads, pool = (self.b.load(self.b.gep(self.helpers, [i64(slot)], source_etype=I64),
                                      typ=I64) for slot in (THREADS_SLOT, POOL_SLOT))
         self.b.call(gemm, [*args, self.pointers[stmt.pack], threads, pool])

@@ -273,7 +273,9 @@ class ExitUnless:
 
 @dataclass
 class Matmul:
-    """`out = a @ b` for float 2-D views (any strides); `out` is a whole buffer."""
+    """`out = a @ b` for float 2-D views (any strides), or for 3-D views the products
+    `out[i] = a[i] @ b[i]` along a first, batch axis (one helper call: `codegen/gemm_batch.py`).
+    `out` is a whole buffer."""
 
     out: View
     a: View

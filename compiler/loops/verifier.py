@@ -18,7 +18,8 @@ user error. It checks:
 - dtypes: each `Let` satisfies the op table's rule for its op (`infer_types` on scalars,
   plus the loop IR's own `in_bounds`), loads and stores match the buffer's dtype,
   accumulators are declared before `Accumulate`/`ArgUpdate` with the dtype they update;
-- `Check` sites exist; `Matmul` operands are float 2-D views of matching shapes; a `Sort`
+- `Check` sites exist; `Matmul` operands are float 2-D views of matching shapes (or 3-D, one
+  batch axis first); a `Sort`
   writes an i64 line as long as its numeric keys, with an i64 scratch temporary to match.
 
     verify_program(lower_to_loops(fn))   # LoopVerifyError: kernel @f: in `for %i0 ...`: ...
@@ -380,14 +381,16 @@ class _Verifier:
     def _matmul(self, stmt: Matmul, scope: _Scope) -> None:
         for view in (stmt.out, stmt.a, stmt.b):
             self.view(view, scope)
-            if len(view.shape) != 2:
+            if len(view.shape) != len(stmt.out.shape) or len(view.shape) not in (2, 3):
                 self.fail(f"matmul operand {view.buffer.name} has rank {len(view.shape)}")
         dtypes = {v.buffer.dtype for v in (stmt.out, stmt.a, stmt.b)}
         if len(dtypes) != 1 or not dtypes <= set(FLOAT_DTYPES):
             self.fail(f"matmul needs one float dtype, got {sorted(dtypes)}")
-        (m, k), (k2, n) = stmt.a.shape, stmt.b.shape
-        if k != k2 or stmt.out.shape != (m, n):
-            self.fail(f"matmul shapes do not fit: [{m}, {k}] @ [{k2}, {n}] into "
+        *batch, m, k = stmt.a.shape
+        *batch2, k2, n = stmt.b.shape
+        if k != k2 or batch != batch2 or stmt.out.shape != (*batch, m, n):
+            self.fail(f"matmul shapes do not fit: [{', '.join(map(str, stmt.a.shape))}] @ "
+                      f"[{', '.join(map(str, stmt.b.shape))}] into "
                       f"[{', '.join(map(str, stmt.out.shape))}]")
         pack = stmt.pack
         if pack not in self.temps or pack.dtype != "f64" or \

@@ -1,7 +1,8 @@
 """Calling the matrix-product helper directly, on operands fenced by inaccessible pages.
 
 `call_gemm(a, b, c)` runs the loaded helper `rv_gemm_<dtype>` (as a kernel would: its
-address from the helper table) on NumPy views of any strides, writing `c`. `guarded(shape,
+address from the helper table) on NumPy views of any strides, writing `c`: 2-D views, or
+3-D ones for a batch of products (`codegen/gemm_batch.py`). `guarded(shape,
 dtype, at_end)` returns an array whose first or last byte touches a PROT_NONE page, so a
 read or write past the operand's elements kills the process (tests run such calls in a
 subprocess). `LAYOUTS` names operand layouts: those BLAS can express and those it cannot.
@@ -25,8 +26,8 @@ from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
 from reverie.runtime import native
 
 I64, PTR = ctypes.c_int64, ctypes.c_void_p
-GEMM = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64, I64,
-                        PTR, I64)
+# batch, M, N, K, then A, B, C each with its batch stride and two strides, pack, threads, pool
+GEMM = ctypes.CFUNCTYPE(None, I64, I64, I64, I64, *[PTR, I64, I64, I64] * 3, PTR, I64, I64)
 _PACK = np.empty(MATMUL_PACK_ELEMENTS, np.float64)
 _PAGE = mmap.PAGESIZE
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -37,12 +38,18 @@ def call_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, threads: int = 1) -> 
     """c = a @ b through the helper kernels call (strides in elements, any sign)."""
     name = f"rv_gemm_{'f32' if c.dtype == np.float32 else 'f64'}"
     table = native.load_helpers(frozenset({name}))
-    gemm = GEMM(int(table[HELPERS.index(name)]))
-    size = c.itemsize
-    m, k = a.shape
-    gemm(m, b.shape[1], k, a.ctypes.data, a.strides[0] // size, a.strides[1] // size,
-         b.ctypes.data, b.strides[0] // size, b.strides[1] // size,
-         c.ctypes.data, c.strides[0] // size, c.strides[1] // size, _PACK.ctypes.data, threads)
+    GEMM(int(table[HELPERS.index(name)]))(*gemm_arguments(a, b, c, threads))
+
+
+def gemm_arguments(a: np.ndarray, b: np.ndarray, c: np.ndarray, threads: int = 1) -> list:
+    """The helper's arguments for c = a @ b (2-D views: a batch of one; no worker pool)."""
+    batch = c.shape[0] if c.ndim == 3 else 1
+    *_, m, k = a.shape
+    operands = []
+    for view in (a, b, c):
+        strides = [s // view.itemsize for s in view.strides]
+        operands += [view.ctypes.data, *([0] * (3 - view.ndim)), *strides]
+    return [batch, m, b.shape[-1], k, *operands, _PACK.ctypes.data, threads, 0]
 
 
 def guarded(shape: tuple[int, ...], dtype: type, at_end: bool) -> np.ndarray:
@@ -123,12 +130,36 @@ def _check_guarded(dtype: type, m: int, k: int, n: int) -> None:
                 np.testing.assert_allclose(got, a_view @ b_view, rtol=1e-4, atol=1e-4)
 
 
+def _guarded_batch(batch: int, rows: int, cols: int, transposed: bool, dtype: type,
+                   at_end: bool) -> np.ndarray:
+    """A fenced batch of `rows` x `cols` matrices, each row-major or each transposed."""
+    if not transposed:
+        return guarded((batch, rows, cols), dtype, at_end)
+    return guarded((batch, cols, rows), dtype, at_end).transpose(0, 2, 1)
+
+
+def _check_guarded_batch(dtype: type, batch: int, m: int, k: int, n: int) -> None:
+    """Batched products (`gemm_batch.py`) of every BLAS layout on fenced operands."""
+    for at_end in (False, True):
+        for a_t in (False, True):
+            for b_t in (False, True):
+                a = _guarded_batch(batch, m, k, a_t, dtype, at_end)
+                b = _guarded_batch(batch, k, n, b_t, dtype, at_end)
+                for c_t in (False, True):
+                    c = _guarded_batch(batch, m, n, c_t, dtype, at_end)
+                    call_gemm(a, b, c)
+                    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
 def main() -> None:
     for enabled in (True, False):
         native.use_blas(enabled)
         for dtype in (np.float32, np.float64):
             for m, k, n in ((37, 29, 10), (1, 17, 9), (8, 1, 5), (12, 40, 1), (64, 64, 64)):
                 _check_guarded(dtype, m, k, n)
+            for batch, m, k, n in ((3, 37, 29, 10), (5, 1, 17, 9), (2, 8, 1, 5),
+                                   (2, 101, 100, 100)):  # the last: one ?gemm_batch call
+                _check_guarded_batch(dtype, batch, m, k, n)
     print("ok")
 
 

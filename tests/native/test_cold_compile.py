@@ -81,7 +81,7 @@ print("own kernel after use_blas(False)")
 
 FALLBACK_ANY_LAYOUT = PRELUDE + """
 import ctypes
-from blas_cases import GEMM, LAYOUTS, _PACK
+from blas_cases import GEMM, LAYOUTS, gemm_arguments
 from reverie.compiler.codegen.abi import HELPERS
 for dtype in ("f32", "f64"):
     name = f"rv_gemm_{dtype}"
@@ -91,11 +91,7 @@ for dtype in ("f32", "f64"):
             a = a_form(rng.standard_normal((13, 9)).astype(dtype.replace("f", "float")))
             b = b_form(rng.standard_normal((9, 6)).astype(a.dtype))
             c = np.full((6, 13), np.nan, a.dtype).T
-            size = a.itemsize
-            gemm(13, 6, 9, a.ctypes.data, a.strides[0] // size, a.strides[1] // size,
-                 b.ctypes.data, b.strides[0] // size, b.strides[1] // size,
-                 c.ctypes.data, c.strides[0] // size, c.strides[1] // size,
-                 _PACK.ctypes.data, 1)
+            gemm(*gemm_arguments(a, b, c))
             np.testing.assert_allclose(c, a @ b, rtol=1e-4)
 assert own_kernels() == 0
 print("fallback ok")

@@ -11,7 +11,6 @@ pages, in a subprocess).
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 import sys
@@ -20,35 +19,25 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from blas_cases import LAYOUTS
+from blas_cases import GEMM, LAYOUTS, gemm_arguments
 
 from reverie.compiler.codegen.abi import HELPERS, POOL_SLOT
 from reverie.compiler.codegen.gemm_narrow import BLOCK_K, NARROW_COLUMNS
-from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
 from reverie.runtime import native
 
 HERE = Path(__file__).resolve().parent
-I64, PTR = ctypes.c_int64, ctypes.c_void_p
-GEMM = ctypes.CFUNCTYPE(None, I64, I64, I64, PTR, I64, I64, PTR, I64, I64, PTR, I64, I64,
-                        PTR, I64, I64)
 # (M, K, N): one-element products, K below / at / past a vector and past a block of A's
 # rows, M past a tile of either form, N past a group of columns, N at the limit
 SHAPES = [(1, 1, 1), (3, 7, 5), (17, 9, 10), (33, BLOCK_K + 1, NARROW_COLUMNS),
           (2, 2 * BLOCK_K + 44, 3), (40, 33, 4), (16, 64, 13), (100, 257, 11)]
-_PACK = np.empty(MATMUL_PACK_ELEMENTS, np.float64)
 
 
 def call(a: np.ndarray, b: np.ndarray, c: np.ndarray, threads: int = 1) -> None:
     """c = a @ b through the helper kernels call, on `threads` threads of the pool."""
     name = f"rv_gemm_{'f32' if c.dtype == np.float32 else 'f64'}"
     table = native.load_helpers(frozenset({name}))
-    size = c.itemsize
-    (m, k), n = a.shape, b.shape[1]
-    GEMM(int(table[HELPERS.index(name)]))(
-        m, n, k, a.ctypes.data, a.strides[0] // size, a.strides[1] // size,
-        b.ctypes.data, b.strides[0] // size, b.strides[1] // size,
-        c.ctypes.data, c.strides[0] // size, c.strides[1] // size, _PACK.ctypes.data,
-        threads, int(table[POOL_SLOT]))
+    arguments = gemm_arguments(a, b, c, threads)[:-1]  # the pool: this process's
+    GEMM(int(table[HELPERS.index(name)]))(*arguments, int(table[POOL_SLOT]))
 
 
 @pytest.fixture(params=[True, False], ids=["blas", "own"])
