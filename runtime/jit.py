@@ -248,6 +248,10 @@ def _optimize_module(module: llvm.ModuleRef, pipeline: Pipeline) -> None:
     pass_manager = pass_builder.getModulePassManager()
     try:
         pass_manager.run(module, pass_builder)
+        # the vectoriser's calls to `alwaysinline` vector versions (sin and cos: trig.py)
+        inline_after_vectorising = llvm.create_new_module_pass_manager()
+        inline_after_vectorising.add_always_inliner_pass()
+        inline_after_vectorising.run(module, pass_builder)
     finally:
         from llvmlite.binding.newpassmanagers import NewPassManager
 

@@ -80,7 +80,9 @@ def _define(module: ir.Module, fmt: Format, lanes: int, symbol: str) -> ir.Funct
     fn = ir.Function(module, ir.FunctionType(ir.LiteralStructType([ty, ty]), [ty]),
                      name=symbol if lanes == 1 else f"{symbol}.v{lanes}")
     fn.linkage = "internal"
-    for attribute in ("nounwind", "readnone", "noinline"):
+    # the scalar function stays a call (the vectoriser widens calls, not branches); the
+    # vector versions, called only once the loop is vectorised, are inlined then (jit.py)
+    for attribute in ("nounwind", "readnone", "noinline" if lanes == 1 else "alwaysinline"):
         fn.attributes.add(attribute)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     e = Emitter(b, fmt, lanes)
