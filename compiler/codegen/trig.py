@@ -8,16 +8,21 @@ register wide), which return a pair of vectors. The call carries LLVM's
 call to the version of its vector width; the versions are listed in `@llvm.compiler.used`
 so that they survive until then (the scalar one too, so that its type stays). The call
 reads no memory, so `sin x` and `cos x` of one `x` in a loop (every gradient of sin or cos,
-W1's) are one call: one reduction, one pair of polynomials.
+W1's) are one call: one reduction, one pair of polynomials. The vector versions are
+`alwaysinline`: nothing calls them before vectorisation, and the always-inliner that
+`runtime/jit.py` runs after O3 puts their bodies into the vectorised loop (no call, spills
+or constant reloads per vector); the scalar one stays `noinline`, a call the vectoriser can
+widen where it could not widen the branches inside.
 
-Each version reduces x = k pi/2 + r. f32 arguments below F32_SHORT in magnitude (in every
-lane) are reduced in f32 with three pieces of pi/2 (`_cody_waite_f32`); the others, and every
-f64, with the exact Cody-Waite step in f64, which covers |x| < 2**26. If any lane is larger
-(and finite), a branch taken once per vector, not per lane, sends those lanes through the
-scalar Payne-Hanek reduction of `payne_hanek.py`. Then `sin r = r + r^3 S(r^2)` and
-`cos r = 1 - r^2/2 + r^4 C(r^2)` are combined by quadrant. Ordinary inputs thus run
-branch-free SIMD code plus one compare and one (predicted) branch per vector, at the price
-of a call per vector (the variants are not inlined after vectorisation).
+Each version reduces |x| = k pi/2 + r (sin x = sign(x) sin|x|, cos x = cos|x|). f32
+arguments below F32_SHORT in magnitude (in every lane) are reduced in f32 with three pieces
+of pi/2 (`_cody_waite_f32`); the others, and every f64, with the exact Cody-Waite step in
+f64, which covers |x| < 2**26. If any lane is larger (and finite), a branch taken once per
+vector, not per lane, sends those lanes through the scalar Payne-Hanek reduction of
+`payne_hanek.py`. Then `sin r = r + r^3 S(r^2)` and `cos r = 1 - r^2/2 + r^4 C(r^2)` are
+combined by the quadrant's two low bits: a select swaps them, xors of the sign bit negate
+them. Ordinary inputs thus run branch-free SIMD code plus one compare and one (predicted)
+branch per vector; NaN and inf take the wide path, whose r is NaN for them.
 """
 
 from __future__ import annotations
