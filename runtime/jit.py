@@ -15,7 +15,8 @@ Pipeline of `compile_module`:
      load the object code straight into the JIT (no optimisation, no code generation);
      otherwise, or if linking fails, delete the entry and go on as for a miss;
   3. miss: parse + verify, optimise with the module's `Pipeline` (kernels: O3 with the
-     loop and SLP vectorisers, see `KERNEL_PIPELINE`), emit an object file for the host CPU
+     loop and SLP vectorisers, see `KERNEL_PIPELINE`; then the always-inliner, for calls
+     the vectoriser made to `alwaysinline` vector versions), emit an object file for the host CPU
      (at codegen level 3, or 0 for a module with a basic block over HUGE_BLOCK
      instructions: see `_code_generator`; loop strength reduction only where the pipeline
      asks for it, not for kernels), store it, load it. The optimised IR goes to the
@@ -78,7 +79,7 @@ class _LazyBinding:
 
 
 llvm = _LazyBinding()
-_PIPELINE_VERSION = "reverie-jit-3"
+_PIPELINE_VERSION = "reverie-jit-4"  # 4: the always-inliner after O3
 HUGE_BLOCK = 2000
 _LLVM_LOCK = threading.RLock()
 _library_numbers = itertools.count()
@@ -226,6 +227,10 @@ def _optimize_module(module: llvm.ModuleRef, pipeline: Pipeline) -> None:
     pass_manager = pass_builder.getModulePassManager()
     try:
         pass_manager.run(module, pass_builder)
+        # the vectoriser's calls to `alwaysinline` vector versions (sin and cos: trig.py)
+        inline_after_vectorising = llvm.create_new_module_pass_manager()
+        inline_after_vectorising.add_always_inliner_pass()
+        inline_after_vectorising.run(module, pass_builder)
     finally:
         from llvmlite.binding.newpassmanagers import NewPassManager
 

@@ -41,9 +41,16 @@ def expm1_reduced(e: Emitter, r: Value) -> Value:
     return e.fma(e.mul(r, r), e.poly(r, e.fmt.expm1_poly), r)
 
 
+def limit(e: Emitter, x: Value, lo: float | None, hi: float) -> Value:
+    """x limited to [lo, hi] (no lower limit for lo None); NaN stays NaN, so that it runs
+    through the arithmetic into the result without a select to patch it."""
+    x = e.select(e.cmp(">", x, hi), hi, x)
+    return x if lo is None else e.select(e.cmp("<", x, lo), lo, x)
+
+
 def exp_core(e: Emitter, x: Value, lo: Value | None = None) -> Value:
-    """exp(x + lo) for any x that is not NaN (lo: a small correction, used by pow)."""
-    k, r = reduce_ln2(e, e.clamp(x, e.fmt.exp_min, e.fmt.exp_max))
+    """exp(x + lo) for any x; NaN for NaN (lo: a small correction, used by pow)."""
+    k, r = reduce_ln2(e, limit(e, x, e.fmt.exp_min, e.fmt.exp_max))
     if lo is not None:
         r = e.add(r, lo)
     return e.scale(e.add(1.0, expm1_reduced(e, r)), k)
@@ -51,7 +58,7 @@ def exp_core(e: Emitter, x: Value, lo: Value | None = None) -> Value:
 
 def _exp(e: Emitter, x: Value) -> Value:
     """e**x = 2**k * exp(r) with x = k ln2 + r."""
-    return e.select(e.isnan(x), x, exp_core(e, x))
+    return exp_core(e, x)
 
 
 def _expm1(e: Emitter, x: Value) -> Value:
@@ -116,15 +123,16 @@ def _log1p(e: Emitter, x: Value) -> Value:
 
 
 def _tanh(e: Emitter, x: Value) -> Value:
-    """tanh|x| = -t/(t+2) with t = expm1(-2|x|) below 1, else 1 - 2/(t+2) with t = expm1(2|x|)."""
-    ax = e.clamp(e.fabs(x), 0.0, e.fmt.tanh_max)
+    """tanh|x| = -t/(t+2) with t = expm1(-2|x|) below 1, else 1 - 2/(t+2) with t = expm1(2|x|),
+    as one quotient: q = (|t| or -2) / (t+2), plus 0 or 1; NaN runs through."""
+    ax = limit(e, e.fabs(x), None, e.fmt.tanh_max)
     small = e.cmp("<", ax, 1.0)
-    k, r = reduce_ln2(e, e.mul(e.select(small, -2.0, 2.0), ax))
+    two_ax = e.add(ax, ax)
+    k, r = reduce_ln2(e, e.select(small, e.neg(two_ax), two_ax))
     scale = e.pow2(k)
     t = e.fma(scale, expm1_reduced(e, r), e.sub(scale, 1.0))
-    quotient = e.div(e.select(small, e.neg(t), 2.0), e.add(t, 2.0))
-    result = e.copysign(e.select(small, quotient, e.sub(1.0, quotient)), x)
-    return e.select(e.isnan(x), x, result)
+    quotient = e.div(e.select(small, e.fabs(t), -2.0), e.add(t, 2.0))
+    return e.copysign(e.add(quotient, e.select(small, 0.0, 1.0)), x)
 
 
 def _sigmoid(e: Emitter, x: Value) -> Value:

@@ -8,16 +8,21 @@ register wide), which return a pair of vectors. The call carries LLVM's
 call to the version of its vector width; the versions are listed in `@llvm.compiler.used`
 so that they survive until then (the scalar one too, so that its type stays). The call
 reads no memory, so `sin x` and `cos x` of one `x` in a loop (every gradient of sin or cos,
-W1's) are one call: one reduction, one pair of polynomials.
+W1's) are one call: one reduction, one pair of polynomials. The vector versions are
+`alwaysinline`: nothing calls them before vectorisation, and the always-inliner that
+`runtime/jit.py` runs after O3 puts their bodies into the vectorised loop (no call, spills
+or constant reloads per vector); the scalar one stays `noinline`, a call the vectoriser can
+widen where it could not widen the branches inside.
 
-Each version reduces x = k pi/2 + r. f32 arguments below F32_SHORT in magnitude (in every
-lane) are reduced in f32 with three pieces of pi/2 (`_cody_waite_f32`); the others, and every
-f64, with the exact Cody-Waite step in f64, which covers |x| < 2**26. If any lane is larger
-(and finite), a branch taken once per vector, not per lane, sends those lanes through the
-scalar Payne-Hanek reduction of `payne_hanek.py`. Then `sin r = r + r^3 S(r^2)` and
-`cos r = 1 - r^2/2 + r^4 C(r^2)` are combined by quadrant. Ordinary inputs thus run
-branch-free SIMD code plus one compare and one (predicted) branch per vector, at the price
-of a call per vector (the variants are not inlined after vectorisation).
+Each version reduces |x| = k pi/2 + r (sin x = sign(x) sin|x|, cos x = cos|x|). f32
+arguments below F32_SHORT in magnitude (in every lane) are reduced in f32 with three pieces
+of pi/2 (`_cody_waite_f32`); the others, and every f64, with the exact Cody-Waite step in
+f64, which covers |x| < 2**26. If any lane is larger (and finite), a branch taken once per
+vector, not per lane, sends those lanes through the scalar Payne-Hanek reduction of
+`payne_hanek.py`. Then `sin r = r + r^3 S(r^2)` and `cos r = 1 - r^2/2 + r^4 C(r^2)` are
+combined by the quadrant's two low bits: a select swaps them, xors of the sign bit negate
+them. Ordinary inputs thus run branch-free SIMD code plus one compare and one (predicted)
+branch per vector; NaN and inf take the wide path, whose r is NaN for them.
 """
 
 from __future__ import annotations
@@ -72,29 +77,35 @@ def call(builder: ir.IRBuilder, name: str, fmt: Format, x: Value) -> Value:
 
 
 def _define(module: ir.Module, fmt: Format, lanes: int, symbol: str) -> ir.Function:
-    """The version of sincos for `lanes` lanes (1: the scalar function)."""
+    """The version of sincos for `lanes` lanes (1: the scalar function).
+
+    It works on |x| (sin x = sign(x) sin|x|, cos x = cos|x|), so the quadrant is never
+    negative and sin(-0) = -0 comes from the sign bit alone."""
     ty = fmt.float_type if lanes == 1 else ir.VectorType(fmt.float_type, lanes)
     fn = ir.Function(module, ir.FunctionType(ir.LiteralStructType([ty, ty]), [ty]),
                      name=symbol if lanes == 1 else f"{symbol}.v{lanes}")
     fn.linkage = "internal"
-    for attribute in ("nounwind", "readnone", "noinline"):
+    # the scalar function stays a call (the vectoriser widens calls, not branches); the
+    # vector versions, called only once the loop is vectorised, are inlined then (jit.py)
+    for attribute in ("nounwind", "readnone", "noinline" if lanes == 1 else "alwaysinline"):
         fn.attributes.add(attribute)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     e = Emitter(b, fmt, lanes)
     x = fn.args[0]
+    ax = e.fabs(x)
     if fmt is F64:
-        quadrant, r = _reduce_wide(e, x)
+        quadrant, r = _reduce_wide(e, ax)
     else:  # f32: the f32 reduction where every lane allows it, else the f64 one
         short = fn.append_basic_block("short")
         wide = fn.append_basic_block("wide")
         join = fn.append_basic_block("join")
-        b.cbranch(_every_lane(b, e.cmp("<", e.fabs(x), F32_SHORT), lanes),
+        b.cbranch(_every_lane(b, e.cmp("<", ax, F32_SHORT), lanes),
                   short, wide).set_weights([1000, 1])
         b.position_at_end(short)
-        reduced = [(_cody_waite_f32(e, x), b.block)]
+        reduced = [(_cody_waite_f32(e, ax), b.block)]
         b.branch(join)
         b.position_at_end(wide)
-        reduced.append((_reduce_wide(e, x), b.block))
+        reduced.append((_reduce_wide(e, ax), b.block))
         b.branch(join)
         b.position_at_end(join)
         quadrant, r = (_phi(b, [(pair[k], block) for pair, block in reduced]) for k in (0, 1))
@@ -121,40 +132,46 @@ def _phi(b: ir.IRBuilder, incoming: list[tuple[Value, ir.Block]]) -> Value:
     return phi
 
 
-def _reduce_wide(e: Emitter, x: Value) -> tuple[Value, Value]:
-    """(quadrant in x's format, r) for any x: Cody-Waite in f64, and if some lane is finite
-    with |x| >= 2**26, a branch (once per vector) to Payne-Hanek for those lanes."""
+def _reduce_wide(e: Emitter, ax: Value) -> tuple[Value, Value]:
+    """(quadrant bits, r) for any ax = |x| (NaN too): Cody-Waite in f64, and if some lane is
+    finite with ax >= 2**26, a branch (once per vector) to Payne-Hanek for those lanes.
+    r is clamped to the polynomials' range, and NaN where ax is inf or NaN (so are sin, cos)."""
     b, fmt, lanes = e.b, e.fmt, e.lanes
     function = b.function
     large_block = function.append_basic_block("large")
     join = function.append_basic_block("reduced")
-    finite = e.isfinite(x)
-    quadrant, r = _cody_waite(e, e.select(finite, x, 0.0))
-    large = e.both(finite, e.cmp(">=", e.fabs(x), LARGE))
+    finite = e.isfinite(ax)
+    quadrant, r = _cody_waite(e, e.select(finite, ax, 0.0))
+    large = e.both(finite, e.cmp(">=", ax, LARGE))
     any_large = large if lanes == 1 else b.icmp_unsigned(
         "!=", b.bitcast(large, ir.IntType(lanes)), ir.Constant(ir.IntType(lanes), 0))
     fast = b.block
     b.cbranch(any_large, large_block, join).set_weights([1, 1000])
     b.position_at_end(large_block)
-    large_quadrant, large_r = _payne_hanek_lanes(b, fmt, lanes, x, quadrant, r)
+    large_quadrant, large_r = _payne_hanek_lanes(b, fmt, lanes, ax, quadrant, r)
     large_quadrant = b.select(large, large_quadrant, quadrant)
     large_r = b.select(large, large_r, r)
     b.branch(join)
     b.position_at_end(join)
     quadrant = _phi(b, [(quadrant, fast), (large_quadrant, large_block)])
     r = _phi(b, [(r, fast), (large_r, large_block)])
-    return e.narrow(quadrant, fmt), r
+    quadrant = e.narrow(quadrant, fmt)
+    reach = REACH[fmt.name]
+    r = e.select(finite, e.clamp(r, -reach, reach), math.nan)
+    return _integer_bits(e, e.add(quadrant, fmt.magic)), r
 
 
-def _cody_waite_f32(e: Emitter, x: Value) -> tuple[Value, Value]:
-    """(quadrant q in 0..3, r) with x = k pi/2 + r in f32 arithmetic, for |x| < F32_SHORT:
-    pi/2 = P1 + P2 + P3 (+ 1e-23); x - k P1 is exact (a multiple of ulp(P1) below 1), and
-    fused multiply-adds take off k P2 and k P3 with one rounding each."""
-    k = e.rint(e.mul(x, TWO_OVER_PI_F32))
-    r = x
+def _cody_waite_f32(e: Emitter, ax: Value) -> tuple[Value, Value]:
+    """(quadrant bits, r) with ax = k pi/2 + r in f32 arithmetic, for 0 <= ax < F32_SHORT:
+    k = rint(ax 2/pi), by adding 1.5 * 2**23 (its low bits are then k's); pi/2 = P1 + P2 + P3
+    (+ 1e-23); ax - k P1 is exact (a multiple of ulp(P1) below 1), and fused multiply-adds
+    take off k P2 and k P3 with one rounding each. |r| <= REACH["f32"]: no clamp needed."""
+    shifted = e.add(e.mul(ax, TWO_OVER_PI_F32), e.fmt.magic)
+    k = e.sub(shifted, e.fmt.magic)
+    r = ax
     for piece in PIO2_F32:
         r = e.exact_fma(k, -piece, r)
-    return e.sub(k, e.mul(4.0, e.floor(e.mul(k, 0.25)))), r
+    return _integer_bits(e, shifted), r
 
 
 def _payne_hanek_lanes(b: ir.IRBuilder, fmt: Format, lanes: int, x: Value, quadrant: Value,
@@ -197,24 +214,35 @@ def _cody_waite(e: Emitter, x: Value) -> tuple[Value, Value]:
 
 
 def _finish(e: Emitter, x: Value, quadrant: Value, r: Value) -> tuple[Value, Value]:
-    """(sin x, cos x) from x's quadrant and reduced argument r, special values patched."""
-    reach = REACH[e.fmt.name]
-    r = e.clamp(r, -reach, reach)
+    """(sin x, cos x) from |x|'s reduced argument r and quadrant (its two low bits, q):
+    sin|x| = (sin r, cos r, -sin r, -cos r) for q = 0..3 and cos|x| = (cos r, -sin r, -cos r,
+    sin r): odd q swaps the two, bit 1 of q (of q + 1 for cos) flips the sign, and sin takes
+    x's sign. The swap is a select, the signs are xors of the sign bit."""
     z = e.mul(r, r)
     sin_r = e.fma(e.mul(r, z), e.poly(z, e.fmt.sin_poly), r)
     half_z = e.mul(0.5, z)
     w = e.sub(1.0, half_z)
     cos_r = e.add(w, e.fma(e.mul(z, z), e.poly(z, e.fmt.cos_poly),
                            e.sub(e.sub(1.0, w), half_z)))
-    odd = e.either(e.cmp("==", quadrant, 1.0), e.cmp("==", quadrant, 3.0))
-    sin_x = e.select(odd, cos_r, sin_r)
-    sin_x = e.select(e.cmp(">=", quadrant, 2.0), e.neg(sin_x), sin_x)
-    sin_x = e.select(e.cmp("==", x, 0.0), x, sin_x)
-    cos_x = e.select(odd, sin_r, cos_r)
-    flip = e.either(e.cmp("==", quadrant, 1.0), e.cmp("==", quadrant, 2.0))
-    cos_x = e.select(flip, e.neg(cos_x), cos_x)
-    finite = e.isfinite(x)
-    return e.select(finite, sin_x, math.nan), e.select(finite, cos_x, math.nan)
+    b, bits = e.b, e.fmt.int_type.width
+    odd = b.icmp_unsigned("!=", b.and_(quadrant, e.int_const(1)), e.int_const(0))
+    sign_bit = e.int_const(1 << (bits - 1))
+    sin_sign = b.xor(b.shl(b.and_(quadrant, e.int_const(2)), e.int_const(bits - 2)),
+                     b.and_(_integer_bits(e, x), sign_bit))
+    cos_sign = b.shl(b.and_(b.add(quadrant, e.int_const(1)), e.int_const(2)),
+                     e.int_const(bits - 2))
+    return (_flip_sign(e, e.select(odd, cos_r, sin_r), sin_sign),
+            _flip_sign(e, e.select(odd, sin_r, cos_r), cos_sign))
+
+
+def _integer_bits(e: Emitter, v: Value) -> Value:
+    """The bit pattern of the float v, as an integer of the same width."""
+    return e.b.bitcast(v, e.int_type)
+
+
+def _flip_sign(e: Emitter, v: Value, sign: Value) -> Value:
+    """v with its sign bit xor-ed with that of the integer `sign` (its other bits are 0)."""
+    return e.b.bitcast(e.b.xor(_integer_bits(e, v), sign), e.float_type)
 
 
 def _keep_alive(module: ir.Module, functions: list[ir.Function]) -> None:

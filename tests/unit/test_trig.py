@@ -1,5 +1,6 @@
 """sin, cos and tan through `compiler/codegen/trig.py`: the f32 reduction below F32_SHORT and
-the one call (sincos) that a sin and a cos of the same value share.
+the one sincos (a call, whose vector versions are inlined once the loop is vectorised) that a
+sin and a cos of the same value share.
 
 `test_mathlib.py` samples the whole float range; here the f32 reduction's hard cases are
 sampled densely: floats next to odd multiples of pi/4 (where x * 2/pi rounded in f32 can
@@ -69,15 +70,23 @@ def test_f32_reduction_agrees_with_the_f64_one_across_the_switch() -> None:
     assert np.all(_ulp_errors(kernel(mixed), np.sin(mixed.astype(np.float64))) <= 2.0)
 
 
-def _vector_calls(module: rv.Module, fn: str) -> int:
-    text = module.ir("llvm", fn=fn)
-    return len(re.findall(r"call \{ <\d+ x float>, <\d+ x float> \} @rv\.sincos\.f32\.v\d+\(",
-                          text))
+def _vector_reductions(module: rv.Module, fn: str) -> int:
+    """How many vector f32 reductions `k = x * 2/pi` the kernel of `fn` runs per iteration of
+    its loops: one per vector version of sincos inlined into the vectorised loop."""
+    functions = re.split(r"^define ", module.ir("llvm", fn=fn), flags=re.MULTILINE)
+    kernel = "".join(f for f in functions if re.match(rf"[^@]*@rv_{fn}(_chunks\d+)?\(", f))
+    return len(re.findall(r"fmul <\d+ x float> %[\w.]+, splat \(float 0x3FE45F3060000000\)",
+                          kernel))
 
 
-def test_sin_and_cos_of_one_value_share_one_call() -> None:
+def test_sin_and_cos_of_one_value_share_one_reduction() -> None:
     module = rv.compile(SOURCE)
-    assert _vector_calls(module, "sin_of") > 0
-    assert _vector_calls(module, "both") == _vector_calls(module, "sin_of")
+    assert _vector_reductions(module, "sin_of") > 0
+    assert _vector_reductions(module, "both") == _vector_reductions(module, "sin_of")
     x = np.linspace(-20, 20, 1001, dtype=np.float32)
     np.testing.assert_array_equal(module.both(x), module.sin_of(x) * module.cos_of(x))
+
+
+def test_vector_versions_are_inlined_into_the_vectorised_loop() -> None:
+    text = rv.compile(SOURCE).ir("llvm", fn="both")
+    assert not re.search(r"call \{ <\d+ x float>, <\d+ x float> \} @rv\.sincos", text)
