@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from reverie.compiler.collector import collector_paused
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.printer import format_function
 from reverie.compiler.ir.types import TensorType
@@ -313,11 +314,12 @@ def climb(value: Any, request: Request | None = None, *, start: str = "parse",
         raise ValueError(f"stage {stop!r} runs only when asked for: "
                          f"Request(transform={stop!r})")
     results: dict[str, Any] = {}
-    for rung in ladder[first:last + 1]:
-        if rung.transform and rung.name != request.transform:
-            continue
-        value = rung.run(value, request)
-        results[rung.name] = value
+    with collector_paused():  # (see compiler/collector.py: no collections mid-compile)
+        for rung in ladder[first:last + 1]:
+            if rung.transform and rung.name != request.transform:
+                continue
+            value = rung.run(value, request)
+            results[rung.name] = value
     return results
 
 
