@@ -5,8 +5,9 @@
     --llvm-opt--> LlvmModule --jit--> JitModule (native code in this process)
 
 `climb(value, request, start=..., stop=...)` runs the stages from `start` to `stop` on
-`value` (what `start` takes) and returns every stage's result by name; `compile_source`
-and `compile_function` return the last one. A `Request` says what to build: which
+`value` (what `start` takes), with the garbage collector paused (`compiler/collector.py`),
+and returns every stage's result by name; `compile_source` and `compile_function` return
+the last one. A `Request` says what to build: which
 function, at which float dtype, through which transform (at most one of reverse, forward,
 batch: the others are skipped) and for which backend. The MLIR backend's ladder has the
 same front and `mlir` (export), `mlir-to-llvm` (the upstream tools) where the native one
