@@ -5,8 +5,9 @@
     --llvm-opt--> LlvmModule --jit--> JitModule (native code in this process)
 
 `climb(value, request, start=..., stop=...)` runs the stages from `start` to `stop` on
-`value` (what `start` takes) and returns every stage's result by name; `compile_source`
-and `compile_function` return the last one. A `Request` says what to build: which
+`value` (what `start` takes), with the garbage collector paused (`compiler/collector.py`),
+and returns every stage's result by name; `compile_source` and `compile_function` return
+the last one. A `Request` says what to build: which
 function, at which float dtype, through which transform (at most one of reverse, forward,
 batch: the others are skipped) and for which backend. The MLIR backend's ladder has the
 same front and `mlir` (export), `mlir-to-llvm` (the upstream tools) where the native one
@@ -34,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from reverie.compiler.collector import collector_paused
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.printer import format_function
 from reverie.compiler.ir.types import TensorType
@@ -313,11 +315,12 @@ def climb(value: Any, request: Request | None = None, *, start: str = "parse",
         raise ValueError(f"stage {stop!r} runs only when asked for: "
                          f"Request(transform={stop!r})")
     results: dict[str, Any] = {}
-    for rung in ladder[first:last + 1]:
-        if rung.transform and rung.name != request.transform:
-            continue
-        value = rung.run(value, request)
-        results[rung.name] = value
+    with collector_paused():  # (see compiler/collector.py: no collections mid-compile)
+        for rung in ladder[first:last + 1]:
+            if rung.transform and rung.name != request.transform:
+                continue
+            value = rung.run(value, request)
+            results[rung.name] = value
     return results
 
 

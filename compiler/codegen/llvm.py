@@ -92,6 +92,19 @@ from .scalar_ops import ScalarOps
 from .sort import SORT_TYPE
 
 REDUCE_FLAGS = ("reassoc", "nsz", "contract")
+WORKSPACE = object()  # `pointers[WORKSPACE]`: the workspace's base address
+
+
+class _OnFirstUse(dict):
+    """A dict whose missing entries `make(key)` makes (once: they are kept)."""
+
+    def __init__(self, make: Callable[[object], ir.Value]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key: object) -> ir.Value:
+        value = self[key] = self._make(key)
+        return value
 def generate_llvm(program: Program) -> str:
     """The LLVM IR module (text) implementing `program`, with both entry points, and the
     native Python entry (`fastcall.py`) when the program has a call boundary for one."""
@@ -151,23 +164,51 @@ class ProgramCodegen:
     # ------------------------------------------------------------ prologue and helpers
 
     def _prologue(self) -> None:
+        """Make `dims`, `pointers` and `helpers` for the function being emitted. The
+        helper table is read at once; a dimension or buffer pointer is read from the
+        arguments when first used, at the end of this prologue (before its jump to the
+        `body` block, so it dominates every use): a parallel loop's chunk function reads
+        only what its loop touches, and LLVM gets no dead prologue code to delete."""
         b, program = self.b, self.program
-        for k, symbol in enumerate(program.symbols):
-            self.dims[symbol] = b.load(b.gep(self.dims_arg, [i64(k)], source_etype=I64),
-                                       typ=I64, name=value_name(symbol))
-        for buffer in program.inputs + program.outputs:
-            slot = buffer.slot + (len(program.inputs) if buffer.role == "output" else 0)
-            self.pointers[buffer] = self._table_entry(slot, buffer.name)
-        workspace = self._table_entry(len(program.inputs) + len(program.outputs), "workspace")
-        self.helpers = self._table_entry(len(program.inputs) + len(program.outputs) + 1,
-                                         "helpers")
-        # each temporary starts where the previous one ends (`workspace_offsets`' layout),
-        # one add per temporary rather than each offset's whole sum again
-        offset: ir.Value = i64(0)
-        for temp in program.temps:
-            self.pointers[temp] = b.gep(workspace, [offset], source_etype=I8,
-                                        inbounds=True, name=value_name(temp.name))
-            offset = b.add(offset, self.index(workspace_offsets([temp], ITEMSIZE)[1]))
+        n_io = len(program.inputs) + len(program.outputs)
+        self.helpers = self._table_entry(n_io + 1, "helpers")
+        body = self.function.append_basic_block("body")
+        at_prologue = ir.IRBuilder(b.block)
+        at_prologue.position_before(b.branch(body))
+        b.position_at_end(body)
+        buffers_arg, dims_arg = self.buffers_arg, self.dims_arg
+        symbols = {symbol: k for k, symbol in enumerate(program.symbols)}
+        slots = {buffer: buffer.slot + (len(program.inputs) if buffer.role == "output" else 0)
+                 for buffer in program.inputs + program.outputs}
+        temps = {temp: k for k, temp in enumerate(program.temps)}
+        offsets: list[ir.Value] = []  # where temporary k starts in the workspace
+
+        def table_entry(slot: int, name: str) -> ir.Value:
+            entry = at_prologue.gep(buffers_arg, [i64(slot)], source_etype=PTR)
+            return at_prologue.load(entry, typ=PTR, name=value_name(name))
+
+        def dim(symbol: str) -> ir.Value:
+            entry = at_prologue.gep(dims_arg, [i64(symbols[symbol])], source_etype=I64)
+            return at_prologue.load(entry, typ=I64, name=value_name(symbol))
+
+        def pointer(buffer: Buffer) -> ir.Value:
+            if buffer in slots:
+                return table_entry(slots[buffer], buffer.name)
+            k = temps[buffer]
+            # each temporary starts where the previous one ends (`workspace_offsets'
+            # layout), one add per temporary rather than each offset's whole sum again
+            while len(offsets) <= k:
+                previous = len(offsets) - 1
+                offsets.append(i64(0) if previous < 0 else at_prologue.add(
+                    offsets[previous], index_value(at_prologue, workspace_offsets(
+                        [program.temps[previous]], ITEMSIZE)[1], dims.__getitem__)))
+            return at_prologue.gep(pointers[WORKSPACE], [offsets[k]], source_etype=I8,
+                                   inbounds=True, name=value_name(buffer.name))
+
+        dims = self.dims = _OnFirstUse(dim)
+        pointers = self.pointers = _OnFirstUse(
+            lambda buffer: table_entry(n_io, "workspace") if buffer is WORKSPACE
+            else pointer(buffer))
 
     def _table_entry(self, slot: int, name: str) -> ir.Value:
         entry = self.b.gep(self.buffers_arg, [i64(slot)], source_etype=PTR)
@@ -198,9 +239,10 @@ class ProgramCodegen:
     def pointer(self, view: View, index: tuple[Dim, ...]) -> ir.Value:
         """Address of `view[index]`."""
         buffer = view.buffer
-        base = self.pointers.get(buffer)
-        if base is None:
+        if buffer in self.slots:  # a loop state's current or next buffer
             base = self.b.load(self.slots[buffer], typ=PTR, name=value_name(buffer.name))
+        else:
+            base = self.pointers[buffer]
         return self.b.gep(base, [self.index(view.flat(index))], source_etype=MEMORY[buffer.dtype],
                           inbounds=True)
 

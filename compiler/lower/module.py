@@ -12,6 +12,7 @@ from reverie.dsl import ast
 from reverie.dsl.check import check_module
 from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, error_at
 
+from ..collector import collector_paused
 from ..ir.core import Block, Function, Value
 from ..ir.dims import Dim
 from ..ir.iteration_limit import max_iterations as resolve_max_iterations
@@ -56,7 +57,8 @@ class ModuleLowering:
         key = (name, float_dtype)
         if key not in self._cache:
             try:
-                self._cache[key] = self._lower_entry(self.functions[name], float_dtype)
+                with collector_paused():
+                    self._cache[key] = self._lower_entry(self.functions[name], float_dtype)
             except TypeCheckError as e:
                 raise e.with_source(self.module.source, self.module.filename) from None
         return self._cache[key]
