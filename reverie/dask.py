@@ -33,13 +33,20 @@ the same exception. See docs/scaling.md for how this scales.
 from __future__ import annotations
 
 import functools
+import itertools
 import mmap
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import dask
 import dask.array as da
 import numpy as np
+from dask.core import flatten
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
+from dask.task_spec import List, Task, TaskRef
+from dask.typing import Key
 
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import evaluate_shape
@@ -110,11 +117,15 @@ class DataParallelGradient:
             raise ValueError(f"{self.kernel.name}: the batch parameters have no rows to "
                              "average over")
         program, values = call.shared_with_workers(self.value_and_grad)
-        parts = [dask.delayed(weighted_value_and_grad, pure=False)(
-                     program, self.single, self.weight(rows, call.rows), *chunk_args)
-                 for rows, chunk_args in zip(call.chunks, call.chunk_arguments(values),
-                                             strict=True)]
-        (value, grads), = dask.compute(tree_sum(parts, self.split_every))
+        arguments = call.chunk_arguments(values)
+        graph = TaskLayer()
+        parts = [graph.add("weighted_value_and_grad", weighted_value_and_grad, program,
+                           self.single,
+                           tuple(self.weight(call.chunks[c], call.rows) for c in group),
+                           List(*(List(*arguments[c]) for c in group)))
+                 for group in call.colocated_groups(self.split_every)]
+        root = tree_sum(graph, parts, self.split_every)
+        (value, grads), = dask.compute(graph.delayed(root, call.arrays()))
         grads = grads[0] if self.single else grads
         return (value, grads) if self.with_value else grads
 
@@ -131,12 +142,19 @@ class DataParallelGradient:
 Partial = tuple[np.ndarray, tuple[np.ndarray, ...]]
 
 
-def weighted_value_and_grad(program: Kernel, single: bool, weight: float,
-                            *args: object) -> Partial:
-    """Run on a worker: one chunk's `(weight * value, weight * grads)`."""
-    value, grads = program(*args)
+def weighted_value_and_grad(program: Kernel, single: bool, weights: Sequence[float],
+                            chunks: Sequence[Sequence[object]]) -> Partial:
+    """Run on a worker: `Σ_c (weight_c * value_c, weight_c * grads_c)` over a group of
+    chunks' arguments (rows that sit on this worker together)."""
+    return add_partials(*(weighted(program(*args), single, weight)
+                          for weight, args in zip(weights, chunks, strict=True)))
+
+
+def weighted(result: tuple[object, object], single: bool, weight: float) -> Partial:
+    """One chunk's `(weight * value, weight * grads)`, in the loss's dtype (f32 stays f32)."""
+    value, grads = result
     grads = (grads,) if single else grads
-    factor = np.asarray(value).dtype.type(weight)  # in the loss's dtype: f32 stays f32
+    factor = np.asarray(value).dtype.type(weight)
     return factor * value, tuple(factor * g for g in grads)
 
 
@@ -147,12 +165,37 @@ def add_partials(*partials: Partial) -> Partial:
             tuple(functools.reduce(np.add, terms) for terms in zip(*grads, strict=True)))
 
 
-def tree_sum(parts: list, split_every: int) -> object:
-    """The sum of delayed partials by a tree of `add_partials` tasks, `split_every` each."""
+def tree_sum(graph: TaskLayer, parts: list[TaskRef], split_every: int) -> TaskRef:
+    """The sum of the partials `parts` by a tree of `add_partials` tasks in `graph`,
+    `split_every` partials each."""
     while len(parts) > 1:
-        parts = [dask.delayed(add_partials, pure=False)(*parts[i:i + split_every])
+        parts = [graph.add("add_partials", add_partials, *parts[i:i + split_every])
                  for i in range(0, len(parts), split_every)]
     return parts[0]
+
+
+class TaskLayer:
+    """The tasks of one call, built directly as Dask task specs (`dask.task_spec`): one
+    `Task` per chunk group and per add, whose arguments name the batch arrays' blocks and
+    the scattered values by key. Building `dask.delayed` calls instead costs a graph merge
+    and optimisation per call of each (milliseconds each, on the client, every step)."""
+
+    def __init__(self) -> None:
+        self.token = uuid.uuid4().hex
+        self.tasks: dict[tuple[str, int], Task] = {}
+
+    def add(self, name: str, function: Callable[..., object], *args: object) -> TaskRef:
+        """A task running `function(*args)`, named `name` (unique to this call)."""
+        key = (f"{name}-{self.token}", len(self.tasks))
+        self.tasks[key] = Task(key, function, *args)
+        return TaskRef(key)
+
+    def delayed(self, result: TaskRef, arrays: Sequence[da.Array]) -> Delayed:
+        """The task `result` with the whole graph it needs: these tasks and the `arrays`'
+        (merged into one, so a task that several arrays share runs once)."""
+        name = f"rv-dask-{self.token}"
+        graph = HighLevelGraph.from_collections(name, self.tasks, dependencies=arrays)
+        return Delayed(result.key, graph, layer=name)
 
 
 # ---------------------------------------------------------------- mapping over chunks
@@ -176,8 +219,10 @@ def map_blocks(kernel: Kernel, *args: object,
                          "array chunked along axis 0")
     call = split_call(kernel, positions, args)
     program, values = call.shared_with_workers(kernel)
-    calls = [dask.delayed(run_kernel, pure=False)(program, *chunk_args)
-             for chunk_args in call.chunk_arguments(values)]
+    graph = TaskLayer()
+    keys = [graph.add("run_kernel", run_kernel, program, *chunk_args)
+            for chunk_args in call.chunk_arguments(values)]
+    calls = [graph.delayed(key, call.arrays()) for key in keys]
     types = call.fn.result_types
     row_dims = {str(call.fn.params[p].type.shape[0]) for p in positions}
     results = []
@@ -222,16 +267,50 @@ class SplitCall:
             values[p] = value
         return shared[0], values
 
+    def arrays(self) -> list[da.Array]:
+        """The batch arrays, with their rows aligned."""
+        return [self.args[p] for p in self.positions]
+
+    @functools.cached_property
+    def blocks(self) -> dict[int, list[Key]]:
+        """Per batch position, the keys of its array's blocks, one per chunk."""
+        return {p: list(flatten(self.args[p].__dask_keys__())) for p in self.positions}
+
     def chunk_arguments(self, values: Sequence[object]) -> list[list[object]]:
-        """Per chunk, the kernel's arguments: the chunk's block of each batch array, and
-        `values` (the call's arguments, or their scattered futures) elsewhere. The blocks
-        keep their arrays' graphs unoptimised: optimising each array's graph on its own
-        would copy a task that several batch arrays share (rows and labels made by one
-        task) into each of them, so it would run once per array."""
-        blocks = {p: self.args[p].to_delayed(optimize_graph=False).ravel()
-                  for p in self.positions}
-        return [[blocks[p][c] if p in blocks else value for p, value in enumerate(values)]
-                for c in range(len(self.chunks))]
+        """Per chunk, the kernel's arguments: a reference to the chunk's block of each batch
+        array, and `values` (the call's arguments, or their scattered futures) elsewhere."""
+        return [[TaskRef(self.blocks[p][c]) if p in self.blocks else value
+                 for p, value in enumerate(values)] for c in range(len(self.chunks))]
+
+    def colocated_groups(self, size: int) -> list[list[int]]:
+        """The chunks in groups that one task can take without moving rows: chunks whose
+        blocks are all in worker memory (persisted) grouped by the workers that hold them,
+        at most `size` a group; every other chunk alone (its blocks are still to be made,
+        so a task holds one chunk's rows at a time, as when streaming data larger than
+        memory)."""
+        places = self.placements()
+        placed = sorted((where, c) for c, where in enumerate(places) if where is not None)
+        groups = []
+        for _, run in itertools.groupby(placed, key=lambda pair: pair[0]):
+            chunks = [c for _, c in run]
+            groups += [chunks[i:i + size] for i in range(0, len(chunks), size)]
+        return groups + [[c] for c, where in enumerate(places) if where is None]
+
+    def placements(self) -> list[tuple[str, ...] | None]:
+        """Per chunk, a worker holding each of its blocks (one per batch array) when every
+        block is in the memory of the current client's cluster, else None."""
+        client = current_client()
+        futures = {}
+        for p in self.positions if client is not None else ():
+            graph = self.args[p].__dask_graph__()
+            futures.update((key, graph[key]) for key in self.blocks[p]
+                           if is_future(graph.get(key)))
+        holders = client.who_has(list(futures.values())) if futures else {}
+        places = []
+        for c in range(len(self.chunks)):
+            found = [holders.get(self.blocks[p][c]) for p in self.positions]
+            places.append(tuple(min(h) for h in found) if all(found) else None)
+        return places
 
 
 def split_call(kernel: Kernel, positions: Sequence[int], args: Sequence[object]) -> SplitCall:
@@ -332,6 +411,15 @@ def share(values: list[object]) -> list[object]:
     if client is None:
         return values
     return client.scatter(values, broadcast=True, hash=False)
+
+
+def is_future(value: object) -> bool:
+    """Whether `value` is a `distributed.Future` (a block already in worker memory)."""
+    try:
+        from distributed import Future
+    except ImportError:
+        return False
+    return isinstance(value, Future)
 
 
 def current_client() -> object | None:

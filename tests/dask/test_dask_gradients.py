@@ -22,6 +22,7 @@ from pathlib import Path
 import dask.array as da
 import numpy as np
 import pytest
+from dask.utils import key_split
 from dask_programs import SOURCE, UNEVEN, kernels_and_arguments, rows, split
 from distributed import Client, LocalCluster
 
@@ -136,7 +137,7 @@ def wait_for_a_worker_holding_partials(client: Client, timeout: float = 60) -> s
     """The address of a worker holding a finished chunk partial of the running call."""
     def holders(dask_scheduler: object) -> list[str]:
         return [ws.address for ts in dask_scheduler.tasks.values()
-                if str(ts.key).startswith("weighted_value_and_grad") and ts.state == "memory"
+                if key_split(ts.key) == "weighted_value_and_grad" and ts.state == "memory"
                 for ws in ts.who_has]
 
     deadline = time.monotonic() + timeout
