@@ -33,7 +33,6 @@ the same exception. See docs/scaling.md for how this scales.
 from __future__ import annotations
 
 import functools
-import itertools
 import mmap
 import uuid
 from collections.abc import Callable, Sequence
@@ -283,34 +282,40 @@ class SplitCall:
                  for p, value in enumerate(values)] for c in range(len(self.chunks))]
 
     def colocated_groups(self, size: int) -> list[list[int]]:
-        """The chunks in groups that one task can take without moving rows: chunks whose
-        blocks are all in worker memory (persisted) grouped by the workers that hold them,
-        at most `size` a group; every other chunk alone (its blocks are still to be made,
-        so a task holds one chunk's rows at a time, as when streaming data larger than
-        memory)."""
-        places = self.placements()
-        placed = sorted((where, c) for c, where in enumerate(places) if where is not None)
-        groups = []
-        for _, run in itertools.groupby(placed, key=lambda pair: pair[0]):
-            chunks = [c for _, c in run]
-            groups += [chunks[i:i + size] for i in range(0, len(chunks), size)]
-        return groups + [[c] for c, where in enumerate(places) if where is None]
-
-    def placements(self) -> list[tuple[str, ...] | None]:
-        """Per chunk, a worker holding each of its blocks (one per batch array) when every
-        block is in the memory of the current client's cluster, else None."""
+        """The chunks in groups that one task can take without moving rows. Chunks whose
+        blocks are all in worker memory (persisted) are grouped by the workers that hold
+        them: `n` of them on a worker of `t` threads make max(ceil(n / size), min(t, n))
+        groups of near-equal length, so that every thread has a task and no task takes
+        more than `size` chunks. Every other chunk is a group alone: its blocks are still
+        to be made, and a task then holds one chunk's rows at a time (as when streaming
+        data larger than memory)."""
         client = current_client()
+        holders = self.holders(client)
+        threads = client.nthreads() if any(holders) else {}
+        on_workers: dict[tuple[str, ...], list[int]] = {}
+        for c, where in enumerate(holders):
+            if where is not None:
+                on_workers.setdefault(where, []).append(c)
+        groups = []
+        for where, chunks in sorted(on_workers.items()):
+            count = max(-(-len(chunks) // size), min(threads.get(where[0], 1), len(chunks)))
+            groups += [chunks[len(chunks) * i // count:len(chunks) * (i + 1) // count]
+                       for i in range(count)]
+        return groups + [[c] for c, where in enumerate(holders) if where is None]
+
+    def holders(self, client: object | None) -> list[tuple[str, ...] | None]:
+        """Per chunk, a worker of `client`'s cluster holding each of its blocks (one per
+        batch array) when every block is in the memory of one, else None."""
         futures = {}
         for p in self.positions if client is not None else ():
             graph = self.args[p].__dask_graph__()
             futures.update((key, graph[key]) for key in self.blocks[p]
                            if is_future(graph.get(key)))
-        holders = client.who_has(list(futures.values())) if futures else {}
-        places = []
-        for c in range(len(self.chunks)):
-            found = [holders.get(self.blocks[p][c]) for p in self.positions]
-            places.append(tuple(min(h) for h in found) if all(found) else None)
-        return places
+        where = client.who_has(list(futures.values())) if futures else {}
+        found = [[where.get(self.blocks[p][c]) for p in self.positions]
+                 for c in range(len(self.chunks))]
+        return [tuple(min(workers) for workers in blocks) if all(blocks) else None
+                for blocks in found]
 
 
 def split_call(kernel: Kernel, positions: Sequence[int], args: Sequence[object]) -> SplitCall:
