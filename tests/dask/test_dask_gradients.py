@@ -29,6 +29,7 @@ from dask_programs import SOURCE, UNEVEN, kernels_and_arguments, rows, split
 from distributed import Client, LocalCluster, get_task_stream, wait
 
 import reverie as rv
+from reverie.dask_call import split_call
 
 F64, F32 = {"rtol": 1e-12, "atol": 1e-12}, {"rtol": 1e-5, "atol": 1e-6}
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dask_fit.py"
@@ -122,7 +123,7 @@ def test_persisted_chunks_are_summed_by_one_task_per_group_on_their_worker(
     chunks = (7, 13, 1, 20, 9, 30, 40, 2, 18, 60)
     xs, ys = client.persist([split(x, chunks), split(y, chunks)])
     wait([xs, ys])
-    groups = rv.dask.split_call(m.mse, [0, 1], (xs, ys, w, b)).colocated_groups(3)
+    groups = split_call(m.mse, [0, 1], (xs, ys, w, b)).colocated_groups(3)
     assert sorted(c for group in groups for c in group) == list(range(len(chunks)))
     assert all(1 <= len(group) <= 3 for group in groups)
     holders = client.who_has([xs, ys])
