@@ -92,11 +92,8 @@ class SplitCall:
         for c, where in enumerate(holders):
             if where is not None:
                 on_workers.setdefault(where, []).append(c)
-        groups = []
-        for where, chunks in sorted(on_workers.items()):
-            count = max(-(-len(chunks) // size), min(threads.get(where[0], 1), len(chunks)))
-            groups += [chunks[len(chunks) * i // count:len(chunks) * (i + 1) // count]
-                       for i in range(count)]
+        groups = [group for where, chunks in sorted(on_workers.items())
+                  for group in split_among_threads(chunks, threads.get(where[0], 1), size)]
         return groups + [[c] for c, where in enumerate(holders) if where is None]
 
     def holders(self, client: object | None) -> list[tuple[str, ...] | None]:
@@ -112,6 +109,14 @@ class SplitCall:
                  for c in range(len(self.chunks))]
         return [tuple(min(workers) for workers in blocks) if all(blocks) else None
                 for blocks in found]
+
+
+def split_among_threads(chunks: list[int], threads: int, size: int) -> list[list[int]]:
+    """One worker's `chunks` cut into max(ceil(n / size), min(threads, n)) runs of
+    near-equal length (n chunks): a task for every thread, at most `size` chunks a task."""
+    count = max(-(-len(chunks) // size), min(threads, len(chunks)))
+    return [chunks[len(chunks) * i // count:len(chunks) * (i + 1) // count]
+            for i in range(count)]
 
 
 def split_call(kernel: Kernel, positions: Sequence[int], args: Sequence[object]) -> SplitCall:

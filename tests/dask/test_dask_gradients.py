@@ -29,7 +29,7 @@ from dask_programs import SOURCE, UNEVEN, kernels_and_arguments, rows, split
 from distributed import Client, LocalCluster, get_task_stream, wait
 
 import reverie as rv
-from reverie.dask_call import split_call
+from reverie.dask_call import split_among_threads, split_call
 
 F64, F32 = {"rtol": 1e-12, "atol": 1e-12}, {"rtol": 1e-5, "atol": 1e-6}
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dask_fit.py"
@@ -137,6 +137,15 @@ def test_persisted_chunks_are_summed_by_one_task_per_group_on_their_worker(
     assert_same(got, m.mse.value_and_grad(("w", "b"))(x, y, w, b), F64)
     tasks = [task for task in stream.data if key_split(task["key"]) == "weighted_value_and_grad"]
     assert len(tasks) == len(groups) < len(chunks)
+
+
+def test_a_worker_s_chunks_are_cut_so_that_each_thread_has_a_task() -> None:
+    eight = list(range(8))
+    assert split_among_threads(eight, 1, 4) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert split_among_threads(eight, 4, 4) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert split_among_threads(eight, 16, 4) == [[c] for c in eight]
+    assert split_among_threads(list(range(10)), 2, 4) == [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
+    assert split_among_threads([5], 1, 4) == [[5]]
 
 
 @pytest.mark.parametrize("persisted", [False, True])
