@@ -17,12 +17,18 @@ How a call runs, on the current Dask scheduler (a `distributed.Client` if one ex
    those of SPEC §3.1 (`TypeError`/`ValueError` subclasses naming arguments and sizes).
 2. The kernel (it pickles as source, name and transform: `reverie/kernel.py`) and the
    non-batch values are scattered to every worker once per call, not embedded in each task.
-3. One task per chunk runs the compiled `value_and_grad` on the chunk's rows and weights it:
-   for `reduce="sum"` the loss is L = Σ_c L_c, so dL/dw = Σ_c dL_c/dw; for `"mean"`,
+3. Tasks run the compiled `value_and_grad` on chunks' rows and weight each chunk: for
+   `reduce="sum"` the loss is L = Σ_c L_c, so dL/dw = Σ_c dL_c/dw; for `"mean"`,
    L = Σ_c (n_c/N) L_c with n_c the chunk's rows and N all rows, so
-   dL/dw = Σ_c (n_c/N) dL_c/dw.
+   dL/dw = Σ_c (n_c/N) dL_c/dw. Chunks already in worker memory (persisted) are taken a
+   group at a time, up to `split_every` chunks that lie on one worker, by one task that
+   adds their weighted partials (the first level of the sum, fused with the gradients;
+   `dask_call.SplitCall.colocated_groups`); every other chunk is a task alone, so that
+   rows still to be made are held one chunk at a time.
 4. The weighted partials are summed by a tree of tasks, `split_every` at a time (depth
-   ceil(log_k(chunks))), on the workers; only the root's result reaches the client.
+   ceil(log_k(tasks))), on the workers; only the root's result reaches the client. The
+   tasks are built as Dask task specs (`TaskLayer`), not `dask.delayed` calls, whose graph
+   merging costs milliseconds a call each on the client.
 
 A worker that dies mid-call loses its partials; Dask recomputes them from the chunks' tasks
 (the scattered values live on every worker), so the result does not change. An error raised
@@ -33,29 +39,24 @@ the same exception. See docs/scaling.md for how this scales.
 from __future__ import annotations
 
 import functools
-import mmap
-from collections.abc import Sequence
-from dataclasses import dataclass
+import uuid
+from collections.abc import Callable, Sequence
 
 import dask
 import dask.array as da
 import numpy as np
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
+from dask.task_spec import List, Task, TaskRef
 
-from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import evaluate_shape
 from reverie.compiler.ir.types import NUMPY_DTYPES
-from reverie.runtime.call import (
-    ArgumentTypeError,
-    ShapeMismatchError,
-    bind_arguments,
-    check_arity,
-)
 
+from .dask_call import Batch, batch_positions, split_call
 from .kernel import Kernel, Wrt
 
 REDUCTIONS = ("sum", "mean")
-SPLIT_EVERY = 4  # partials summed per task of the reduction tree
-Batch = str | int | Sequence[str | int]
+SPLIT_EVERY = 4  # partials summed per task of the tree, persisted chunks per task
 
 
 # ---------------------------------------------------------------- gradients
@@ -110,11 +111,15 @@ class DataParallelGradient:
             raise ValueError(f"{self.kernel.name}: the batch parameters have no rows to "
                              "average over")
         program, values = call.shared_with_workers(self.value_and_grad)
-        parts = [dask.delayed(weighted_value_and_grad, pure=False)(
-                     program, self.single, self.weight(rows, call.rows), *chunk_args)
-                 for rows, chunk_args in zip(call.chunks, call.chunk_arguments(values),
-                                             strict=True)]
-        (value, grads), = dask.compute(tree_sum(parts, self.split_every))
+        arguments = call.chunk_arguments(values)
+        graph = TaskLayer()
+        parts = [graph.add("weighted_value_and_grad", weighted_value_and_grad, program,
+                           self.single,
+                           tuple(self.weight(call.chunks[c], call.rows) for c in group),
+                           List(*(List(*arguments[c]) for c in group)))
+                 for group in call.colocated_groups(self.split_every)]
+        root = tree_sum(graph, parts, self.split_every)
+        (value, grads), = dask.compute(graph.delayed(root, call.arrays()))
         grads = grads[0] if self.single else grads
         return (value, grads) if self.with_value else grads
 
@@ -131,12 +136,19 @@ class DataParallelGradient:
 Partial = tuple[np.ndarray, tuple[np.ndarray, ...]]
 
 
-def weighted_value_and_grad(program: Kernel, single: bool, weight: float,
-                            *args: object) -> Partial:
-    """Run on a worker: one chunk's `(weight * value, weight * grads)`."""
-    value, grads = program(*args)
+def weighted_value_and_grad(program: Kernel, single: bool, weights: Sequence[float],
+                            chunks: Sequence[Sequence[object]]) -> Partial:
+    """Run on a worker: `Σ_c (weight_c * value_c, weight_c * grads_c)` over a group of
+    chunks' arguments (rows that sit on this worker together)."""
+    return add_partials(*(weighted_partial(program(*args), single, weight)
+                          for weight, args in zip(weights, chunks, strict=True)))
+
+
+def weighted_partial(result: tuple[object, object], single: bool, weight: float) -> Partial:
+    """One chunk's `(weight * value, weight * grads)`, in the loss's dtype (f32 stays f32)."""
+    value, grads = result
     grads = (grads,) if single else grads
-    factor = np.asarray(value).dtype.type(weight)  # in the loss's dtype: f32 stays f32
+    factor = np.asarray(value).dtype.type(weight)
     return factor * value, tuple(factor * g for g in grads)
 
 
@@ -147,12 +159,37 @@ def add_partials(*partials: Partial) -> Partial:
             tuple(functools.reduce(np.add, terms) for terms in zip(*grads, strict=True)))
 
 
-def tree_sum(parts: list, split_every: int) -> object:
-    """The sum of delayed partials by a tree of `add_partials` tasks, `split_every` each."""
+def tree_sum(graph: TaskLayer, parts: list[TaskRef], split_every: int) -> TaskRef:
+    """The sum of the partials `parts` by a tree of `add_partials` tasks in `graph`,
+    `split_every` partials each."""
     while len(parts) > 1:
-        parts = [dask.delayed(add_partials, pure=False)(*parts[i:i + split_every])
+        parts = [graph.add("add_partials", add_partials, *parts[i:i + split_every])
                  for i in range(0, len(parts), split_every)]
     return parts[0]
+
+
+class TaskLayer:
+    """The tasks of one call, built directly as Dask task specs (`dask.task_spec`): one
+    `Task` per chunk group and per add, whose arguments name the batch arrays' blocks and
+    the scattered values by key. Building `dask.delayed` calls instead costs a graph merge
+    and optimisation per call of each (milliseconds each, on the client, every step)."""
+
+    def __init__(self) -> None:
+        self.token = uuid.uuid4().hex
+        self.tasks: dict[tuple[str, int], Task] = {}
+
+    def add(self, name: str, function: Callable[..., object], *args: object) -> TaskRef:
+        """A task running `function(*args)`, named `name` (unique to this call)."""
+        key = (f"{name}-{self.token}", len(self.tasks))
+        self.tasks[key] = Task(key, function, *args)
+        return TaskRef(key)
+
+    def delayed(self, result: TaskRef, arrays: Sequence[da.Array]) -> Delayed:
+        """The task `result` with the whole graph it needs: these tasks and the `arrays`'
+        (merged into one, so a task that several arrays share runs once)."""
+        name = f"rv-dask-{self.token}"
+        graph = HighLevelGraph.from_collections(name, self.tasks, dependencies=arrays)
+        return Delayed(result.key, graph, layer=name)
 
 
 # ---------------------------------------------------------------- mapping over chunks
@@ -176,8 +213,10 @@ def map_blocks(kernel: Kernel, *args: object,
                          "array chunked along axis 0")
     call = split_call(kernel, positions, args)
     program, values = call.shared_with_workers(kernel)
-    calls = [dask.delayed(run_kernel, pure=False)(program, *chunk_args)
-             for chunk_args in call.chunk_arguments(values)]
+    graph = TaskLayer()
+    keys = [graph.add("run_kernel", run_kernel, program, *chunk_args)
+            for chunk_args in call.chunk_arguments(values)]
+    calls = [graph.delayed(key, call.arrays()) for key in keys]
     types = call.fn.result_types
     row_dims = {str(call.fn.params[p].type.shape[0]) for p in positions}
     results = []
@@ -194,155 +233,3 @@ def map_blocks(kernel: Kernel, *args: object,
 def run_kernel(kernel: Kernel, *args: object) -> object:
     """Run on a worker: the kernel on one chunk's arguments."""
     return kernel(*args)
-
-
-# ---------------------------------------------------------------- one call's arguments
-
-
-@dataclass
-class SplitCall:
-    """One call's arguments, checked: the batch arrays (at `positions`) with their rows
-    aligned in `chunks` and every other axis whole (`rows` in all), the specialisation `fn`
-    the call runs, and its dimensions for each distinct chunk length."""
-
-    args: list[object]
-    positions: list[int]
-    chunks: tuple[int, ...]
-    rows: int
-    fn: Function
-    dims: dict[int, dict[str, int]]
-
-    def shared_with_workers(self, program: Kernel) -> tuple[object, list[object]]:
-        """`program` and the call's non-batch arguments sent to the workers once (`share`),
-        and the arguments with those replaced by what tasks take instead of them."""
-        others = [p for p in range(len(self.args)) if p not in self.positions]
-        shared = share([program, *(self.args[p] for p in others)])
-        values = list(self.args)
-        for p, value in zip(others, shared[1:], strict=True):
-            values[p] = value
-        return shared[0], values
-
-    def chunk_arguments(self, values: Sequence[object]) -> list[list[object]]:
-        """Per chunk, the kernel's arguments: the chunk's block of each batch array, and
-        `values` (the call's arguments, or their scattered futures) elsewhere. The blocks
-        keep their arrays' graphs unoptimised: optimising each array's graph on its own
-        would copy a task that several batch arrays share (rows and labels made by one
-        task) into each of them, so it would run once per array."""
-        blocks = {p: self.args[p].to_delayed(optimize_graph=False).ravel()
-                  for p in self.positions}
-        return [[blocks[p][c] if p in blocks else value for p, value in enumerate(values)]
-                for c in range(len(self.chunks))]
-
-
-def split_call(kernel: Kernel, positions: Sequence[int], args: Sequence[object]) -> SplitCall:
-    """Check a call of `kernel` whose `positions` take dask arrays chunked along axis 0 (on
-    stand-ins: nothing is computed) and align the chunks of its batch arrays."""
-    names = kernel.param_names
-    check_arity(kernel.name, names, args)
-    arrays = {p: batch_array(kernel, p, args[p]) for p in positions}
-    fn = kernel.specialisation_for(with_stand_ins(args, arrays, None, None))
-    bind_arguments(fn, with_stand_ins(args, arrays, None, fn))  # the call on all rows
-    rows = {p: array.shape[0] for p, array in arrays.items()}
-    if len(set(rows.values())) > 1:
-        shown = ", ".join(f"'{names[p]}' has {n}" for p, n in rows.items())
-        raise ShapeMismatchError(f"{kernel.name}(): batch parameters must have the same "
-                                 f"number of rows (axis 0): {shown}")
-    first = arrays[positions[0]]
-    aligned = {p: array.rechunk({0: first.chunks[0],
-                                 **{axis: -1 for axis in range(1, array.ndim)}})
-               for p, array in arrays.items()}
-    total, chunks = first.shape[0], first.chunks[0]
-    dims = {n: bind_arguments(fn, with_stand_ins(args, arrays, n, fn)).dims
-            for n in sorted(set(chunks))}  # the call on each chunk
-    merged = [aligned.get(p, arg) for p, arg in enumerate(args)]
-    return SplitCall(merged, list(positions), chunks, total, fn, dims)
-
-
-def batch_array(kernel: Kernel, position: int, value: object) -> da.Array:
-    """`value`, checked to be a dask array that a batch parameter can take."""
-    name = kernel.param_names[position]
-    if not isinstance(value, da.Array):
-        raise ArgumentTypeError(
-            f"{kernel.name}(): batch parameter '{name}' takes a dask array chunked along "
-            f"axis 0, got {type(value).__name__}; wrap it: dask.array.from_array(value, "
-            "chunks=(rows, ...))")
-    if value.ndim == 0:
-        raise ShapeMismatchError(f"{kernel.name}(): batch parameter '{name}' is a 0-d array; "
-                                 "it needs an axis 0 of rows to split")
-    if any(np.isnan(size) for size in value.shape):
-        raise ShapeMismatchError(f"{kernel.name}(): batch parameter '{name}' has unknown "
-                                 "chunk sizes; call its compute_chunk_sizes() first")
-    return value
-
-
-def with_stand_ins(args: Sequence[object], arrays: dict[int, da.Array], rows: int | None,
-                   fn: Function | None) -> list[object]:
-    """`args` with each batch array replaced by a stand-in with `rows` rows (None: its own
-    number of rows): of the array's
-    dtype, or of the declared dtype of `fn`'s parameter where the call would convert to it
-    (so binding it copies nothing; integer ranges are then checked on the workers)."""
-    standing = list(args)
-    for p, array in arrays.items():
-        dtype = array.dtype
-        if fn is not None:
-            declared = NUMPY_DTYPES[fn.params[p].type.dtype]
-            dtype = declared if np.can_cast(dtype, declared, casting="same_kind") else dtype
-        shape = array.shape if rows is None else (rows, *array.shape[1:])
-        standing[p] = stand_in(shape, dtype)
-    return standing
-
-
-def stand_in(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A read-only C-contiguous array of `shape` and `dtype` that owns no memory: it lies
-    on a private read-only mapping, whose pages the kernel is never charged for and which
-    nothing here reads (only shapes and dtypes are checked)."""
-    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    pages = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
-                      prot=mmap.PROT_READ)
-    return np.frombuffer(pages, dtype=dtype, count=size // np.dtype(dtype).itemsize) \
-        .reshape(shape)
-
-
-def batch_positions(kernel: Kernel, batch: Batch) -> list[int]:
-    """Parameter positions of `batch` (a name, an index, or a sequence of them), in order."""
-    entries = [batch] if isinstance(batch, str | int) else list(batch)
-    positions = set()
-    for entry in entries:
-        if isinstance(entry, bool) or not isinstance(entry, str | int):
-            raise TypeError(f"batch entries are parameter names or indices, got {entry!r}")
-        if isinstance(entry, str) and entry not in kernel.param_names:
-            raise ValueError(f"{kernel.name} has no parameter '{entry}' (parameters: "
-                             f"{', '.join(kernel.param_names)})")
-        if isinstance(entry, int) and not -len(kernel.param_names) <= entry \
-                < len(kernel.param_names):
-            raise ValueError(f"{kernel.name} has {len(kernel.param_names)} parameters; batch "
-                             f"index {entry} is out of range")
-        positions.add(kernel.param_names.index(entry) if isinstance(entry, str)
-                      else entry % len(kernel.param_names))
-    return sorted(positions)
-
-
-# ---------------------------------------------------------------- the scheduler
-
-
-def share(values: list[object]) -> list[object]:
-    """`values` sent once to every worker of the current distributed client (as futures
-    that tasks take as arguments), or `values` themselves on a local scheduler."""
-    client = current_client()
-    if client is None:
-        return values
-    return client.scatter(values, broadcast=True, hash=False)
-
-
-def current_client() -> object | None:
-    """The default `distributed.Client` when it is Dask's current scheduler, else None (no
-    client, distributed not installed, or another scheduler chosen with dask.config)."""
-    try:
-        from distributed import default_client
-    except ImportError:
-        return None
-    try:
-        client = default_client()
-    except ValueError:
-        return None
-    return client if dask.base.get_scheduler() == client.get else None

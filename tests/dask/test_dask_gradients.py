@@ -12,6 +12,7 @@ problems surface on the client as the exceptions, and messages, of a local call.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import signal
 import threading
@@ -22,10 +23,13 @@ from pathlib import Path
 import dask.array as da
 import numpy as np
 import pytest
+from dask.core import flatten
+from dask.utils import key_split
 from dask_programs import SOURCE, UNEVEN, kernels_and_arguments, rows, split
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, get_task_stream, wait
 
 import reverie as rv
+from reverie.dask_call import split_among_threads, split_call
 
 F64, F32 = {"rtol": 1e-12, "atol": 1e-12}, {"rtol": 1e-5, "atol": 1e-6}
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dask_fit.py"
@@ -113,10 +117,46 @@ def test_map_blocks(client: Client, m: rv.Module) -> None:
                 m.squared_sum.grad(("w", "b"))(x, y, w, b), F64)
 
 
-def test_a_worker_killed_mid_run_does_not_change_the_result(client: Client,
-                                                            m: rv.Module) -> None:
+def test_persisted_chunks_are_summed_by_one_task_per_group_on_their_worker(
+        client: Client, m: rv.Module) -> None:
+    x, y, w, b = rows(n=200)
+    chunks = (7, 13, 1, 20, 9, 30, 40, 2, 18, 60)
+    xs, ys = client.persist([split(x, chunks), split(y, chunks)])
+    wait([xs, ys])
+    groups = split_call(m.mse, [0, 1], (xs, ys, w, b)).colocated_groups(3)
+    assert sorted(c for group in groups for c in group) == list(range(len(chunks)))
+    assert all(1 <= len(group) <= 3 for group in groups)
+    holders = client.who_has([xs, ys])
+    for group, array in itertools.product(groups, (xs, ys)):  # on one worker (each array)
+        keys = list(flatten(array.__dask_keys__()))
+        assert set.intersection(*(set(holders[keys[c]]) for c in group))
+    parallel = rv.dask.value_and_grad(m.mse, ("w", "b"), batch=("x", "y"), reduce="mean",
+                                      split_every=3)
+    with get_task_stream(client) as stream:
+        got = parallel(xs, ys, w, b)
+    assert_same(got, m.mse.value_and_grad(("w", "b"))(x, y, w, b), F64)
+    tasks = [task for task in stream.data if key_split(task["key"]) == "weighted_value_and_grad"]
+    assert len(tasks) == len(groups) < len(chunks)
+
+
+def test_a_worker_s_chunks_are_cut_so_that_each_thread_has_a_task() -> None:
+    eight = list(range(8))
+    assert split_among_threads(eight, 1, 4) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert split_among_threads(eight, 4, 4) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert split_among_threads(eight, 16, 4) == [[c] for c in eight]
+    assert split_among_threads(list(range(10)), 2, 4) == [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
+    assert split_among_threads([5], 1, 4) == [[5]]
+
+
+@pytest.mark.parametrize("persisted", [False, True])
+def test_a_worker_killed_mid_run_does_not_change_the_result(client: Client, m: rv.Module,
+                                                            persisted: bool) -> None:
     x, _, w, _ = rows(n=24_000, d=8)
-    arguments = (split(x, (1000,) * 24), w, 0.5, 300)
+    xs = split(x, (1000,) * 24)
+    if persisted:  # the chunks on the killed worker are lost and made again
+        xs = client.persist(xs)
+        wait(xs)
+    arguments = (xs, w, 0.5, 300)
     parallel = rv.dask.value_and_grad(m.recurrent, ("w", "a"), batch="x")
     expected = m.recurrent.value_and_grad(("w", "a"))(x, *arguments[1:])
     results: dict[str, object] = {}
@@ -136,7 +176,7 @@ def wait_for_a_worker_holding_partials(client: Client, timeout: float = 60) -> s
     """The address of a worker holding a finished chunk partial of the running call."""
     def holders(dask_scheduler: object) -> list[str]:
         return [ws.address for ts in dask_scheduler.tasks.values()
-                if str(ts.key).startswith("weighted_value_and_grad") and ts.state == "memory"
+                if key_split(ts.key) == "weighted_value_and_grad" and ts.state == "memory"
                 for ws in ts.who_has]
 
     deadline = time.monotonic() + timeout

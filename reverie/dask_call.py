@@ -1,0 +1,242 @@
+"""One call of an `rv.dask` function: its arguments checked, its chunks aligned, and where
+its rows are (SPEC §3.6; used by `reverie/dask.py`).
+
+Consumes a kernel, the positions of its *batch* parameters and a call's arguments (dask
+arrays chunked along axis 0 at those positions). Produces a `SplitCall`: the batch arrays
+rechunked so that their rows are cut alike, the specialisation the call runs and its
+dimensions per chunk length, checked on the client before any task runs (on stand-ins of
+the batch arrays, which own no memory), so that errors are the kernel's own (SPEC §3.1).
+It also says what the tasks take: references to the chunks' blocks, the non-batch values
+scattered to the workers, and which chunks lie together on one worker (persisted rows),
+so that one task can take them without moving rows.
+"""
+
+from __future__ import annotations
+
+import functools
+import mmap
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.core import flatten
+from dask.task_spec import TaskRef
+from dask.typing import Key
+
+from reverie.compiler.ir.core import Function
+from reverie.compiler.ir.types import NUMPY_DTYPES
+from reverie.runtime.call import (
+    ArgumentTypeError,
+    ShapeMismatchError,
+    bind_arguments,
+    check_arity,
+)
+
+from .kernel import Kernel
+
+Batch = str | int | Sequence[str | int]
+
+
+@dataclass
+class SplitCall:
+    """One call's arguments, checked: the batch arrays (at `positions`) with their rows
+    aligned in `chunks` and every other axis whole (`rows` in all), the specialisation `fn`
+    the call runs, and its dimensions for each distinct chunk length."""
+
+    args: list[object]
+    positions: list[int]
+    chunks: tuple[int, ...]
+    rows: int
+    fn: Function
+    dims: dict[int, dict[str, int]]
+
+    def shared_with_workers(self, program: Kernel) -> tuple[object, list[object]]:
+        """`program` and the call's non-batch arguments sent to the workers once (`share`),
+        and the arguments with those replaced by what tasks take instead of them."""
+        others = [p for p in range(len(self.args)) if p not in self.positions]
+        shared = share([program, *(self.args[p] for p in others)])
+        values = list(self.args)
+        for p, value in zip(others, shared[1:], strict=True):
+            values[p] = value
+        return shared[0], values
+
+    def arrays(self) -> list[da.Array]:
+        """The batch arrays, with their rows aligned."""
+        return [self.args[p] for p in self.positions]
+
+    @functools.cached_property
+    def blocks(self) -> dict[int, list[Key]]:
+        """Per batch position, the keys of its array's blocks, one per chunk."""
+        return {p: list(flatten(self.args[p].__dask_keys__())) for p in self.positions}
+
+    def chunk_arguments(self, values: Sequence[object]) -> list[list[object]]:
+        """Per chunk, the kernel's arguments: a reference to the chunk's block of each batch
+        array, and `values` (the call's arguments, or their scattered futures) elsewhere."""
+        return [[TaskRef(self.blocks[p][c]) if p in self.blocks else value
+                 for p, value in enumerate(values)] for c in range(len(self.chunks))]
+
+    def colocated_groups(self, size: int) -> list[list[int]]:
+        """The chunks in groups that one task can take without moving rows. Chunks whose
+        blocks are all in worker memory (persisted) are grouped by the workers that hold
+        them: `n` of them on a worker of `t` threads make max(ceil(n / size), min(t, n))
+        groups of near-equal length, so that every thread has a task and no task takes
+        more than `size` chunks. Every other chunk is a group alone: its blocks are still
+        to be made, and a task then holds one chunk's rows at a time (as when streaming
+        data larger than memory)."""
+        client = current_client()
+        holders = self.holders(client)
+        threads = client.nthreads() if any(holders) else {}
+        on_workers: dict[tuple[str, ...], list[int]] = {}
+        for c, where in enumerate(holders):
+            if where is not None:
+                on_workers.setdefault(where, []).append(c)
+        groups = [group for where, chunks in sorted(on_workers.items())
+                  for group in split_among_threads(chunks, threads.get(where[0], 1), size)]
+        return groups + [[c] for c, where in enumerate(holders) if where is None]
+
+    def holders(self, client: object | None) -> list[tuple[str, ...] | None]:
+        """Per chunk, a worker of `client`'s cluster holding each of its blocks (one per
+        batch array) when every block is in the memory of one, else None."""
+        futures = {}
+        for p in self.positions if client is not None else ():
+            graph = self.args[p].__dask_graph__()
+            futures.update((key, graph[key]) for key in self.blocks[p]
+                           if is_future(graph.get(key)))
+        where = client.who_has(list(futures.values())) if futures else {}
+        found = [[where.get(self.blocks[p][c]) for p in self.positions]
+                 for c in range(len(self.chunks))]
+        return [tuple(min(workers) for workers in blocks) if all(blocks) else None
+                for blocks in found]
+
+
+def split_among_threads(chunks: list[int], threads: int, size: int) -> list[list[int]]:
+    """One worker's `chunks` cut into max(ceil(n / size), min(threads, n)) runs of
+    near-equal length (n chunks): a task for every thread, at most `size` chunks a task."""
+    count = max(-(-len(chunks) // size), min(threads, len(chunks)))
+    return [chunks[len(chunks) * i // count:len(chunks) * (i + 1) // count]
+            for i in range(count)]
+
+
+def split_call(kernel: Kernel, positions: Sequence[int], args: Sequence[object]) -> SplitCall:
+    """Check a call of `kernel` whose `positions` take dask arrays chunked along axis 0 (on
+    stand-ins: nothing is computed) and align the chunks of its batch arrays."""
+    names = kernel.param_names
+    check_arity(kernel.name, names, args)
+    arrays = {p: batch_array(kernel, p, args[p]) for p in positions}
+    fn = kernel.specialisation_for(with_stand_ins(args, arrays, None, None))
+    bind_arguments(fn, with_stand_ins(args, arrays, None, fn))  # the call on all rows
+    rows = {p: array.shape[0] for p, array in arrays.items()}
+    if len(set(rows.values())) > 1:
+        shown = ", ".join(f"'{names[p]}' has {n}" for p, n in rows.items())
+        raise ShapeMismatchError(f"{kernel.name}(): batch parameters must have the same "
+                                 f"number of rows (axis 0): {shown}")
+    first = arrays[positions[0]]
+    aligned = {p: array.rechunk({0: first.chunks[0],
+                                 **{axis: -1 for axis in range(1, array.ndim)}})
+               for p, array in arrays.items()}
+    total, chunks = first.shape[0], first.chunks[0]
+    dims = {n: bind_arguments(fn, with_stand_ins(args, arrays, n, fn)).dims
+            for n in sorted(set(chunks))}  # the call on each chunk
+    merged = [aligned.get(p, arg) for p, arg in enumerate(args)]
+    return SplitCall(merged, list(positions), chunks, total, fn, dims)
+
+
+def batch_array(kernel: Kernel, position: int, value: object) -> da.Array:
+    """`value`, checked to be a dask array that a batch parameter can take."""
+    name = kernel.param_names[position]
+    if not isinstance(value, da.Array):
+        raise ArgumentTypeError(
+            f"{kernel.name}(): batch parameter '{name}' takes a dask array chunked along "
+            f"axis 0, got {type(value).__name__}; wrap it: dask.array.from_array(value, "
+            "chunks=(rows, ...))")
+    if value.ndim == 0:
+        raise ShapeMismatchError(f"{kernel.name}(): batch parameter '{name}' is a 0-d array; "
+                                 "it needs an axis 0 of rows to split")
+    if any(np.isnan(size) for size in value.shape):
+        raise ShapeMismatchError(f"{kernel.name}(): batch parameter '{name}' has unknown "
+                                 "chunk sizes; call its compute_chunk_sizes() first")
+    return value
+
+
+def with_stand_ins(args: Sequence[object], arrays: dict[int, da.Array], rows: int | None,
+                   fn: Function | None) -> list[object]:
+    """`args` with each batch array replaced by a stand-in with `rows` rows (None: its own
+    number of rows): of the array's
+    dtype, or of the declared dtype of `fn`'s parameter where the call would convert to it
+    (so binding it copies nothing; integer ranges are then checked on the workers)."""
+    standing = list(args)
+    for p, array in arrays.items():
+        dtype = array.dtype
+        if fn is not None:
+            declared = NUMPY_DTYPES[fn.params[p].type.dtype]
+            dtype = declared if np.can_cast(dtype, declared, casting="same_kind") else dtype
+        shape = array.shape if rows is None else (rows, *array.shape[1:])
+        standing[p] = stand_in(shape, dtype)
+    return standing
+
+
+def stand_in(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A read-only C-contiguous array of `shape` and `dtype` that owns no memory: it lies
+    on a private read-only mapping, whose pages the kernel is never charged for and which
+    nothing here reads (only shapes and dtypes are checked)."""
+    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    pages = mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                      prot=mmap.PROT_READ)
+    return np.frombuffer(pages, dtype=dtype, count=size // np.dtype(dtype).itemsize) \
+        .reshape(shape)
+
+
+def batch_positions(kernel: Kernel, batch: Batch) -> list[int]:
+    """Parameter positions of `batch` (a name, an index, or a sequence of them), in order."""
+    entries = [batch] if isinstance(batch, str | int) else list(batch)
+    positions = set()
+    for entry in entries:
+        if isinstance(entry, bool) or not isinstance(entry, str | int):
+            raise TypeError(f"batch entries are parameter names or indices, got {entry!r}")
+        if isinstance(entry, str) and entry not in kernel.param_names:
+            raise ValueError(f"{kernel.name} has no parameter '{entry}' (parameters: "
+                             f"{', '.join(kernel.param_names)})")
+        if isinstance(entry, int) and not -len(kernel.param_names) <= entry \
+                < len(kernel.param_names):
+            raise ValueError(f"{kernel.name} has {len(kernel.param_names)} parameters; batch "
+                             f"index {entry} is out of range")
+        positions.add(kernel.param_names.index(entry) if isinstance(entry, str)
+                      else entry % len(kernel.param_names))
+    return sorted(positions)
+
+
+# ---------------------------------------------------------------- the scheduler
+
+
+def share(values: list[object]) -> list[object]:
+    """`values` sent once to every worker of the current distributed client (as futures
+    that tasks take as arguments), or `values` themselves on a local scheduler."""
+    client = current_client()
+    if client is None:
+        return values
+    return client.scatter(values, broadcast=True, hash=False)
+
+
+def is_future(value: object) -> bool:
+    """Whether `value` is a `distributed.Future` (a block already in worker memory)."""
+    try:
+        from distributed import Future
+    except ImportError:
+        return False
+    return isinstance(value, Future)
+
+
+def current_client() -> object | None:
+    """The default `distributed.Client` when it is Dask's current scheduler, else None (no
+    client, distributed not installed, or another scheduler chosen with dask.config)."""
+    try:
+        from distributed import default_client
+    except ImportError:
+        return None
+    try:
+        client = default_client()
+    except ValueError:
+        return None
+    return client if dask.base.get_scheduler() == client.get else None
