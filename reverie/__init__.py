@@ -20,6 +20,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from reverie.runtime import kernel_protocol as _kernel_protocol
+from reverie.runtime.version import VERSION as __version__  # noqa: F401 (public)
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from reverie.dsl.diagnostics import CompileError, Diagnostic, ParseError, TypeCheckError
@@ -73,7 +74,6 @@ __all__ = [
     "tensor",
     "trace",
 ]
-__version__ = "0.1.0"
 
 
 def _compile_source(source: str, function: str, module_name: str, backend: str) -> Kernel:

@@ -66,6 +66,7 @@ from reverie.compiler.print_ir import show
 
 from . import cache
 from .jit_module import KERNEL_PIPELINE, LIVE_MODULES, JitModule, Pipeline
+from .version import VERSION
 
 
 class _LazyBinding:
@@ -296,16 +297,9 @@ def first_exported_symbol(llvm_ir: str) -> str:
     return next(_exported(llvm_ir), "module")
 
 
-@functools.cache
 def reverie_version() -> str:
-    """The version of the installed Reverie distribution (read when first needed:
-    importlib.metadata takes ~60 ms to import, which a warm start does not pay)."""
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("reverie")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    """The version of this Reverie (`runtime/version.py`, pyproject.toml's)."""
+    return VERSION
 
 
 def object_cache_key(llvm_ir: str, pipeline: Pipeline | None = KERNEL_PIPELINE) -> str:
