@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .grad_mode import GRAD_MODE
+from .grad_mode import grad_enabled
 from .kernel_protocol import CompiledKernel
 from .tape_plans import DIFFERENTIABLE as DIFFERENTIABLE  # re-exported for the interop layers
 from .tape_plans import RecordPlan, record_plan, vjp_plan
@@ -63,23 +63,14 @@ def _placeholder(value: object) -> object:
 class Node:
     """One recorded kernel call: the kernel, its arguments (as given, and the arrays behind
     them), and the Tensors (edges) at the parameter positions `wrt` that gradients flow
-    back to."""
+    back to. Made by `record_call` alone, which sets every slot (no `__init__`: one Python
+    frame fewer per recorded call):
+
+    kernel, plan (its RecordPlan), wrt, edges, args, arrays, dtype (the call's float dtype),
+    outputs ((shape, dtype) of each result), freed (whether `release` ran)."""
 
     __slots__ = ("kernel", "plan", "wrt", "args", "arrays", "edges", "dtype", "outputs",
                  "freed")
-
-    def __init__(self, kernel: CompiledKernel, plan: RecordPlan, wrt: tuple[int, ...],
-                 edges: tuple[Tensor, ...], args: Sequence[object], arrays: list[object],
-                 dtype: str, outputs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> None:
-        self.kernel = kernel
-        self.plan = plan
-        self.wrt = wrt
-        self.args = args
-        self.arrays = arrays
-        self.edges = edges
-        self.dtype = dtype
-        self.outputs = outputs
-        self.freed = False
 
     @property
     def name(self) -> str:
@@ -125,7 +116,7 @@ class Node:
                     for a, read in zip(self.args, plan.reads_primal, strict=True)]
             grads = call_flat(plan.kernel, [*args, *cotangents])
         else:
-            grads = plan.kernel.run_arrays([*self.arrays, *cotangents])
+            grads = plan.kernel.array_call(*self.arrays, *cotangents)
         edges = self.edges
         if not retain_graph:
             self.release(not plan.reads_any)
@@ -162,29 +153,17 @@ ndarray = np.ndarray  # most arguments are plain arrays: `type(a) is not ndarray
 # them before `isinstance(a, Tensor)`, which costs more when it fails
 
 
-def records_call(args: Sequence[object]) -> bool:
-    """True when a kernel call has a Tensor argument that requires grad (and grad mode is
-    on: no `rv.no_grad` block is active)."""
-    if not GRAD_MODE.enabled:
-        return False
-    for a in args:
-        if type(a) is not ndarray and isinstance(a, Tensor) and a._requires_grad:
-            return True
-    return False
-
-
 def python_call_path(kernel: CompiledKernel, run: Callable[..., object]
                      ) -> Callable[..., object]:
     """`kernel`'s Python call path (what its native entry hands every call it does not
-    take): a call that `records_call` is recorded (`record_call`, with the kernel's
-    RecordPlan, looked up on the first such call and kept here), any other is `run(*args)`.
-    (`records_call` written out: this is every recorded call's first Python step.)"""
+    take): a call with a Tensor argument that requires grad, while grad mode is on (no
+    `rv.no_grad` block is active), is recorded (`record_call`, with the kernel's
+    RecordPlan, looked up on the first such call and kept here); any other is `run(*args)`."""
     plan: RecordPlan | None = None
-    mode = GRAD_MODE
 
     def call(*args: object) -> object:
         nonlocal plan
-        if mode.enabled:
+        if grad_enabled():
             for a in args:
                 if type(a) is not ndarray and isinstance(a, Tensor) and a._requires_grad:
                     if plan is None:
@@ -197,19 +176,19 @@ def python_call_path(kernel: CompiledKernel, run: Callable[..., object]
 
 def call_flat(kernel: CompiledKernel, args: Sequence[object]) -> object:
     """Call `kernel` with one argument per parameter (a VJP kernel's grouped cotangents
-    ungrouped), recording the call when a Tensor argument requires grad."""
-    if records_call(args):
-        return record_call(kernel, args)
-    return kernel.execute(kernel.specialisation_for(args), args)
+    ungrouped), recording the call when a Tensor argument requires grad (its call path
+    decides: `python_call_path`)."""
+    return kernel.array_call(*args)
+
+
+_new_node = object.__new__  # a Node without `__init__` (see `Node`)
 
 
 def record_call(kernel: CompiledKernel, args: Sequence[object],
-                plan: RecordPlan | None = None) -> Tensor | tuple[Tensor, ...]:
+                plan: RecordPlan) -> Tensor | tuple[Tensor, ...]:
     """Run `kernel` on the arrays behind `args`; return Tensors that record the call
-    (`plan`: the kernel's RecordPlan, looked up when not given). One pass over the
-    arguments and no re-checking: running the call checks them."""
-    if plan is None:
-        plan = record_plan(kernel)
+    (`plan`: the kernel's RecordPlan). One pass over the arguments and no re-checking:
+    running the call checks them."""
     differentiable = plan.differentiable
     arrays = list(args)
     wrt: list[int] = []
@@ -221,27 +200,32 @@ def record_call(kernel: CompiledKernel, args: Sequence[object],
                 if a._requires_grad and differentiable[i]:
                     wrt.append(i)
                     edges.append(a)
-    results = kernel.run_arrays(arrays)
-    dtype = plan.fixed_dtype or plan.float_dtype(arrays)
-    if isinstance(results, tuple):
-        return _record_results(kernel, plan, wrt, edges, args, arrays, dtype, results)
-    result = np.asarray(results)
-    kind = result.dtype
-    if not wrt or kind not in FLOAT_KINDS:
-        return wrap(result)
-    return wrap(result, Node(kernel, plan, tuple(wrt), tuple(edges), args, arrays, dtype,
-                             [(result.shape, kind)]))
-
-
-def _record_results(kernel: CompiledKernel, plan: RecordPlan, wrt: list[int],
-                    edges: list[Tensor], args: Sequence[object], arrays: list[object],
-                    dtype: str, results: tuple) -> tuple[Tensor, ...]:
-    """`record_call` for a kernel returning a tuple: one node, its float results on it."""
-    outputs = [np.asarray(r) for r in results]
-    node = None if not wrt else Node(kernel, plan, tuple(wrt), tuple(edges), args, arrays,
-                                     dtype, [(r.shape, r.dtype) for r in outputs])
+    results = kernel.array_call(*arrays)
+    single = not isinstance(results, tuple)
+    if single:
+        result = np.asarray(results)
+        outputs = [(result.shape, result.dtype)]
+        if not wrt or result.dtype not in FLOAT_KINDS:
+            return wrap(result)
+    else:
+        values = [np.asarray(r) for r in results]
+        outputs = [(r.shape, r.dtype) for r in values]
+        if not wrt:
+            return tuple([wrap(r, None, i) for i, r in enumerate(values)])
+    node = _new_node(Node)
+    node.kernel = kernel
+    node.plan = plan
+    node.wrt = tuple(wrt)
+    node.edges = tuple(edges)
+    node.args = args
+    node.arrays = arrays
+    node.dtype = plan.fixed_dtype or plan.float_dtype(arrays)
+    node.outputs = outputs
+    node.freed = False
+    if single:
+        return wrap(result, node)
     return tuple([wrap(r, node if r.dtype in FLOAT_KINDS else None, i)
-                  for i, r in enumerate(outputs)])
+                  for i, r in enumerate(values)])
 
 
 # ---------------------------------------------------------------- the tape walk
