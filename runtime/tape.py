@@ -135,7 +135,7 @@ class Node:
         return gradients
 
 
-TENSOR_OR_ARRAY = (Tensor, np.ndarray)
+TENSOR_OR_ARRAY = (np.ndarray, Tensor)  # ndarray first: most gradients are arrays
 
 
 def batched_vjp(kernel: CompiledKernel, wrt: tuple[int, ...], args: Sequence[object],
