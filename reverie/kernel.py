@@ -53,6 +53,8 @@ from reverie.runtime.call import bind_arguments, check_arity, finish_results, fl
 from reverie.runtime.lru import LruCache
 
 if TYPE_CHECKING:
+    import inspect
+
     import numpy as np
 
     from reverie.compiler.ir.core import Function
@@ -187,6 +189,13 @@ class Kernel:
     # subclass defines (`transforms.GroupedKernel` regroups arguments and results)
     array_call = property(attrgetter("_call"), doc="Run on arrays (one per parameter, "
                           "ungrouped, never recorded) through the call path.")
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """`(*args)`, what `inspect.signature(kernel)` gave while `__call__` was a method."""
+        import inspect  # (only when asked: `import reverie` stays light)
+
+        return inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
 
     def enter_native(self, fn: Function) -> None:
         """Put the native entry of specialisation `fn` in front of the call path (nothing

@@ -5,6 +5,7 @@ exist."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -159,3 +160,9 @@ def test_a_kernel_called_before_tensors_exist_records_after(tmp_path: Path) -> N
                             cwd=Path(__file__).parents[2],
                             env={**os.environ, "REVERIE_CACHE_DIR": str(tmp_path)})
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_a_kernel_still_has_the_signature_of_its_calls(m: rv.Module) -> None:
+    """`__call__` is a property (no Python frame per call); `inspect` still sees `(*args)`."""
+    assert str(inspect.signature(m.dot)) == "(*args)"
+    assert str(inspect.signature(m.dot.grad("x"))) == "(*args)"  # a transform, grouped or not
