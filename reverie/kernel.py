@@ -44,6 +44,7 @@ from __future__ import annotations
 import pickle
 import sys
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.dtypes import FLOAT_DTYPES
@@ -52,6 +53,8 @@ from reverie.runtime.call import bind_arguments, check_arity, finish_results, fl
 from reverie.runtime.lru import LruCache
 
 if TYPE_CHECKING:
+    import inspect
+
     import numpy as np
 
     from reverie.compiler.ir.core import Function
@@ -62,23 +65,32 @@ Wrt = str | int | Sequence[str | int] | None
 TRANSFORM_CACHE_SIZE = 64
 
 
-def python_call_path(kernel: Kernel) -> Callable[..., object]:
-    """`kernel`'s Python call path: the tape's (`tape.python_call_path`: Tensors that
-    require grad are recorded, other calls run). No argument can be a Tensor before
-    `runtime/tensor.py` is imported, so until then the path runs every call without
-    importing the tape (a warm start need not), and takes the tape's path on the first call
-    after that import."""
-    tape_path: Callable[..., object] | None = None
+class PythonCallPath:
+    """What a kernel's native entries fall back to (and what a kernel without one calls):
+    `kernel._call_python`, looked up at each call, so that the tape's path takes over once
+    Tensors exist. A property, not a method, so calling it adds no Python frame."""
+
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    __call__ = property(attrgetter("kernel._call_python"))
+
+
+def untaped_call_path(kernel: Kernel) -> Callable[..., object]:
+    """`kernel`'s Python call path until `runtime/tensor.py` is imported: no argument can
+    be a Tensor yet, so every call runs (without importing the tape: a warm start need
+    not). The first call after that import puts the tape's path in its place
+    (`tape.python_call_path`: Tensors that require grad are recorded, other calls run)."""
 
     def call(*args: object) -> object:
-        nonlocal tape_path
-        if tape_path is None:
-            if "reverie.runtime.tensor" not in sys.modules:
-                return kernel.run(*args)
-            from reverie.runtime.tape import python_call_path as tape_call_path
+        if "reverie.runtime.tensor" not in sys.modules:
+            return kernel.run(*args)
+        from reverie.runtime.tape import python_call_path as tape_call_path
 
-            tape_path = tape_call_path(kernel, kernel.run)
-        return tape_path(*args)
+        kernel._call_python = tape_call_path(kernel, kernel.run)
+        return kernel._call_python(*args)
 
     return call
 
@@ -110,9 +122,10 @@ class Kernel:
         self.autograd_cache: LruCache[object, object] = LruCache(TRANSFORM_CACHE_SIZE)
         # what a call runs: the Python path (recording calls on Tensors that require grad,
         # running any other), until native entries (one per compiled specialisation, each
-        # falling back to the one before) take the common calls
-        self._call_python: Callable[..., object] = python_call_path(self)
-        self._call: Callable[..., object] = self._call_python
+        # falling back to the one before, the first to the Python path) take the common
+        # calls
+        self._call_python: Callable[..., object] = untaped_call_path(self)
+        self._call: Callable[..., object] = PythonCallPath(self)
         self._entered: set[str] = set()  # dtypes whose native entry is in the call path
         self.identity: tuple | None = None  # what the kernel is, for the disk cache
         # whether it returns one float scalar, when known without the IR (a module's
@@ -168,8 +181,21 @@ class Kernel:
         """The IR matching the arguments of one call."""
         return self.ir_for(self.float_dtype_for(args))
 
-    def __call__(self, *args: object) -> object:
-        return self._call(*args)
+    # `kernel(*args)` calls the current call path (`_call`) itself: a property, not a
+    # method, so no Python frame lies between the caller and the native entry
+    __call__ = property(attrgetter("_call"), doc="Run on arrays (NumPy results), or record "
+                        "the call when a Tensor argument requires grad.")
+    # the same for arrays (one per parameter, never recorded), whatever `__call__` a
+    # subclass defines (`transforms.GroupedKernel` regroups arguments and results)
+    array_call = property(attrgetter("_call"), doc="Run on arrays (one per parameter, "
+                          "ungrouped, never recorded) through the call path.")
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """`(*args)`, what `inspect.signature(kernel)` gave while `__call__` was a method."""
+        import inspect  # (only when asked: `import reverie` stays light)
+
+        return inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
 
     def enter_native(self, fn: Function) -> None:
         """Put the native entry of specialisation `fn` in front of the call path (nothing
@@ -221,7 +247,7 @@ class Kernel:
 
     def run_arrays(self, args: Sequence[object]) -> object:
         """Run on `args` (arrays, never recorded; one per parameter, ungrouped) through
-        the call path: the native entry where there is one."""
+        the call path: the native entry where there is one (`array_call(*args)`)."""
         return self._call(*args)
 
     def execute(self, fn: Function, args: Sequence[object]) -> object:

@@ -42,6 +42,9 @@ class CompiledKernel(Protocol):
     param_names: list[str]
     declared_dtypes: list[str]  # one per parameter: "f32", "f64", "float", "i32", ...
     autograd_cache: LruCache[object, object]  # what the tape derives from the kernel
+    # runs a call on arrays (one per parameter, ungrouped, never recorded) by the fastest
+    # path, as `run_arrays` does, but called with the arrays themselves: `array_call(*arrays)`
+    array_call: Callable[..., object]
 
     def __call__(self, *args: object) -> object:
         """Run on arrays (NumPy results), or record the call when a Tensor requires grad."""

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .grad_mode import GRAD_MODE
+from .grad_mode import grad_enabled
 from .kernel_protocol import CompiledKernel
 from .tape_plans import DIFFERENTIABLE as DIFFERENTIABLE  # re-exported for the interop layers
 from .tape_plans import RecordPlan, record_plan, vjp_plan
@@ -63,23 +63,14 @@ def _placeholder(value: object) -> object:
 class Node:
     """One recorded kernel call: the kernel, its arguments (as given, and the arrays behind
     them), and the Tensors (edges) at the parameter positions `wrt` that gradients flow
-    back to."""
+    back to. Made by `record_call` alone, which sets every slot (no `__init__`: one Python
+    frame fewer per recorded call):
+
+    kernel, plan (its RecordPlan), wrt, edges, args, arrays, dtype (the call's float dtype),
+    outputs ((shape, dtype) of each result), freed (whether `release` ran)."""
 
     __slots__ = ("kernel", "plan", "wrt", "args", "arrays", "edges", "dtype", "outputs",
                  "freed")
-
-    def __init__(self, kernel: CompiledKernel, plan: RecordPlan, wrt: tuple[int, ...],
-                 edges: tuple[Tensor, ...], args: Sequence[object], arrays: list[object],
-                 dtype: str, outputs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> None:
-        self.kernel = kernel
-        self.plan = plan
-        self.wrt = wrt
-        self.args = args
-        self.arrays = arrays
-        self.edges = edges
-        self.dtype = dtype
-        self.outputs = outputs
-        self.freed = False
 
     @property
     def name(self) -> str:
@@ -114,24 +105,25 @@ class Node:
                 f"{self.kernel.name}: this part of the graph was already differentiated and "
                 "its saved arrays were released; pass retain_graph=True to the first "
                 "rv.grad/backward call to differentiate through it again")
-        for i, c in enumerate(cotangents):
-            if c is None:
+        for i in range(len(cotangents)):
+            if cotangents[i] is None:
                 shape, dtype = self.outputs[i]
                 cotangents[i] = np.zeros(shape if batch is None else (batch, *shape), dtype)
         if batch is not None:
             grads = batched_vjp(self.kernel, self.wrt, self.arrays, cotangents)
-        elif create_graph:
+        elif create_graph:  # the VJP call is recorded (its call path sees the Tensors)
             args = [a if read else plain(a)
                     for a, read in zip(self.args, plan.reads_primal, strict=True)]
-            grads = call_flat(plan.kernel, [*args, *cotangents])
+            grads = plan.kernel.array_call(*args, *cotangents)
         else:
-            grads = plan.kernel.run_arrays([*self.arrays, *cotangents])
+            grads = plan.kernel.array_call(*self.arrays, *cotangents)
         edges = self.edges
         if not retain_graph:
             self.release(not plan.reads_any)
         gradients: list[Gradient | None] = []
         zero = plan.zero  # one flag per edge, as `grads` has one gradient per edge
-        for i, g in enumerate(grads):
+        for i in range(len(grads)):
+            g = grads[i]
             if zero[i]:
                 gradients.append(None)
                 continue
@@ -143,7 +135,7 @@ class Node:
         return gradients
 
 
-TENSOR_OR_ARRAY = (Tensor, np.ndarray)
+TENSOR_OR_ARRAY = (np.ndarray, Tensor)  # ndarray first: most gradients are arrays
 
 
 def batched_vjp(kernel: CompiledKernel, wrt: tuple[int, ...], args: Sequence[object],
@@ -162,29 +154,17 @@ ndarray = np.ndarray  # most arguments are plain arrays: `type(a) is not ndarray
 # them before `isinstance(a, Tensor)`, which costs more when it fails
 
 
-def records_call(args: Sequence[object]) -> bool:
-    """True when a kernel call has a Tensor argument that requires grad (and grad mode is
-    on: no `rv.no_grad` block is active)."""
-    if not GRAD_MODE.enabled:
-        return False
-    for a in args:
-        if type(a) is not ndarray and isinstance(a, Tensor) and a._requires_grad:
-            return True
-    return False
-
-
 def python_call_path(kernel: CompiledKernel, run: Callable[..., object]
                      ) -> Callable[..., object]:
     """`kernel`'s Python call path (what its native entry hands every call it does not
-    take): a call that `records_call` is recorded (`record_call`, with the kernel's
-    RecordPlan, looked up on the first such call and kept here), any other is `run(*args)`.
-    (`records_call` written out: this is every recorded call's first Python step.)"""
+    take): a call with a Tensor argument that requires grad, while grad mode is on (no
+    `rv.no_grad` block is active), is recorded (`record_call`, with the kernel's
+    RecordPlan, looked up on the first such call and kept here); any other is `run(*args)`."""
     plan: RecordPlan | None = None
-    mode = GRAD_MODE
 
     def call(*args: object) -> object:
         nonlocal plan
-        if mode.enabled:
+        if grad_enabled():
             for a in args:
                 if type(a) is not ndarray and isinstance(a, Tensor) and a._requires_grad:
                     if plan is None:
@@ -195,53 +175,52 @@ def python_call_path(kernel: CompiledKernel, run: Callable[..., object]
     return call
 
 
-def call_flat(kernel: CompiledKernel, args: Sequence[object]) -> object:
-    """Call `kernel` with one argument per parameter (a VJP kernel's grouped cotangents
-    ungrouped), recording the call when a Tensor argument requires grad."""
-    if records_call(args):
-        return record_call(kernel, args)
-    return kernel.execute(kernel.specialisation_for(args), args)
+_new_node = object.__new__  # a Node without `__init__` (see `Node`)
 
 
 def record_call(kernel: CompiledKernel, args: Sequence[object],
-                plan: RecordPlan | None = None) -> Tensor | tuple[Tensor, ...]:
+                plan: RecordPlan) -> Tensor | tuple[Tensor, ...]:
     """Run `kernel` on the arrays behind `args`; return Tensors that record the call
-    (`plan`: the kernel's RecordPlan, looked up when not given). One pass over the
-    arguments and no re-checking: running the call checks them."""
-    if plan is None:
-        plan = record_plan(kernel)
+    (`plan`: the kernel's RecordPlan). One pass over the arguments and no re-checking:
+    running the call checks them."""
     differentiable = plan.differentiable
     arrays = list(args)
     wrt: list[int] = []
     edges: list[Tensor] = []
     if len(args) == len(differentiable):  # else the call below raises the arity error
-        for i, a in enumerate(args):
+        for i in range(len(args)):  # (an `enumerate` costs ~1,000 instructions more)
+            a = args[i]
             if type(a) is not ndarray and isinstance(a, Tensor):
                 arrays[i] = a._data
                 if a._requires_grad and differentiable[i]:
                     wrt.append(i)
                     edges.append(a)
-    results = kernel.run_arrays(arrays)
-    dtype = plan.fixed_dtype or plan.float_dtype(arrays)
-    if isinstance(results, tuple):
-        return _record_results(kernel, plan, wrt, edges, args, arrays, dtype, results)
-    result = np.asarray(results)
-    kind = result.dtype
-    if not wrt or kind not in FLOAT_KINDS:
-        return wrap(result)
-    return wrap(result, Node(kernel, plan, tuple(wrt), tuple(edges), args, arrays, dtype,
-                             [(result.shape, kind)]))
-
-
-def _record_results(kernel: CompiledKernel, plan: RecordPlan, wrt: list[int],
-                    edges: list[Tensor], args: Sequence[object], arrays: list[object],
-                    dtype: str, results: tuple) -> tuple[Tensor, ...]:
-    """`record_call` for a kernel returning a tuple: one node, its float results on it."""
-    outputs = [np.asarray(r) for r in results]
-    node = None if not wrt else Node(kernel, plan, tuple(wrt), tuple(edges), args, arrays,
-                                     dtype, [(r.shape, r.dtype) for r in outputs])
+    results = kernel.array_call(*arrays)
+    single = not isinstance(results, tuple)
+    if single:
+        result = np.asarray(results)
+        outputs = [(result.shape, result.dtype)]
+        if not wrt or result.dtype not in FLOAT_KINDS:
+            return wrap(result)
+    else:
+        values = [np.asarray(r) for r in results]
+        outputs = [(r.shape, r.dtype) for r in values]
+        if not wrt:
+            return tuple([wrap(r, None, i) for i, r in enumerate(values)])
+    node = _new_node(Node)
+    node.kernel = kernel
+    node.plan = plan
+    node.wrt = tuple(wrt)
+    node.edges = tuple(edges)
+    node.args = args
+    node.arrays = arrays
+    node.dtype = plan.fixed_dtype or plan.float_dtype(arrays)
+    node.outputs = outputs
+    node.freed = False
+    if single:
+        return wrap(result, node)
     return tuple([wrap(r, node if r.dtype in FLOAT_KINDS else None, i)
-                  for i, r in enumerate(outputs)])
+                  for i, r in enumerate(values)])
 
 
 # ---------------------------------------------------------------- the tape walk

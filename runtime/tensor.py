@@ -304,7 +304,8 @@ def _check_can_require_grad(dtype: np.dtype) -> None:
 
 def tensor(data: object, dtype: object = None, requires_grad: bool = False) -> Tensor:
     """A new Tensor holding a copy of `data` (NumPy dtype rules: Python floats → float64)."""
-    if isinstance(data, Tensor):
+    if type(data) is not np.ndarray and isinstance(data, Tensor):  # (a failing isinstance
+        # costs more than the type check that skips it for arrays)
         data = data._data
     if dtype is None:
         array = np.array(data)

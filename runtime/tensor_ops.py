@@ -28,7 +28,7 @@ import numpy as np
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 
 from . import ops_kernels, ops_shape
-from .grad_mode import GRAD_MODE
+from .grad_mode import grad_enabled
 from .indexing import index_plan
 from .tensor import Tensor, run_kernel, wrap
 
@@ -164,8 +164,8 @@ for _name, _function in FUNCTIONS.items():
 
 def _requires_grad(values: tuple[object, ...]) -> bool:
     """Whether a Tensor among `values` would be recorded."""
-    return GRAD_MODE.enabled and any(isinstance(v, Tensor) and v._requires_grad
-                                     for v in values)
+    return grad_enabled() and any(isinstance(v, Tensor) and v._requires_grad
+                                  for v in values)
 
 
 def apply_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[object, ...],

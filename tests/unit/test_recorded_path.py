@@ -1,7 +1,16 @@
 """The recorded path's short cuts (`tape.python_call_path`, `rv.grad`'s common case) give
-exactly what the general path gives: the same gradients, the same errors, the same nodes."""
+exactly what the general path gives: the same gradients, the same errors, the same nodes;
+the grad mode is each thread's own; a kernel's Python path takes the tape's once Tensors
+exist."""
 
 from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -92,3 +101,68 @@ def test_grad_of_a_leaf_itself_is_a_fresh_one(m: rv.Module) -> None:
     (g,) = rv.grad(x, x)
     g.numpy()[()] = 5.0  # the caller's to change: it must not be a shared seed
     assert rv.grad(x, x)[0].item() == 1.0
+
+
+def test_grad_mode_is_each_threads_own_while_threads_run_together(m: rv.Module) -> None:
+    """`rv.no_grad` in one thread never stops another from recording (the mode is a
+    ContextVar: every thread starts in its own context, recording)."""
+    threads, rounds = 8, 50
+    barrier = threading.Barrier(threads)
+    outcomes: dict[int, set[bool]] = {}
+
+    def work(index: int) -> None:
+        x = leaf([1.0, 2.0])
+        seen: set[bool] = set()
+        barrier.wait()
+        for _ in range(rounds):
+            if index % 2:
+                with rv.no_grad():
+                    seen.add(isinstance(m.dot(x, x), rv.Tensor))
+            else:
+                seen.add(isinstance(m.dot(x, x), rv.Tensor))
+        outcomes[index] = seen
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert outcomes == {i: {not i % 2} for i in range(threads)}
+
+
+FIRST_CALLS_BEFORE_TENSORS = """
+import sys
+import numpy as np
+import reverie as rv
+kernel = rv.compile("fn dot(x: f64[N], y: f64[N]) -> f64 { return sum(x * y); }").dot
+assert kernel(np.ones(3), np.ones(3)) == 3.0
+try:
+    kernel(np.ones(3), np.ones(2))
+except rv.ShapeMismatchError as error:
+    before = str(error)
+assert "reverie.runtime.tape" not in sys.modules
+x = rv.tensor([1.0, 2.0, 3.0], requires_grad=True)
+out = kernel(x, np.ones(3))
+assert out.grad_fn is not None and rv.grad(out, x)[0].numpy().tolist() == [1.0, 1.0, 1.0]
+try:
+    kernel(x, np.ones(2))
+except rv.ShapeMismatchError as error:
+    assert str(error) == before
+print("ok")
+"""
+
+
+def test_a_kernel_called_before_tensors_exist_records_after(tmp_path: Path) -> None:
+    """The Python path a native entry falls back to runs calls without the tape until
+    Tensors exist, then records (the same entry, the same errors)."""
+    result = subprocess.run([sys.executable, "-c", FIRST_CALLS_BEFORE_TENSORS],
+                            capture_output=True, text=True, timeout=300,
+                            cwd=Path(__file__).parents[2],
+                            env={**os.environ, "REVERIE_CACHE_DIR": str(tmp_path)})
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_a_kernel_still_has_the_signature_of_its_calls(m: rv.Module) -> None:
+    """`__call__` is a property (no Python frame per call); `inspect` still sees `(*args)`."""
+    assert str(inspect.signature(m.dot)) == "(*args)"
+    assert str(inspect.signature(m.dot.grad("x"))) == "(*args)"  # a transform, grouped or not
