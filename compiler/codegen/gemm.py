@@ -47,8 +47,8 @@ from .gemm_narrow import define_narrow_gemm, narrow_forms
 from .irutil import (
     I64,
     PTR,
-    REGISTER,
     FunctionPointer,
+    ProductBuilder,
     alloca,
     counted_loop,
     i64,
@@ -144,36 +144,15 @@ def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
-class _GemmBuilder:
+class _GemmBuilder(ProductBuilder):
     """Emits the body of one gemm function."""
 
     def __init__(self, function: ir.Function, dtype: str) -> None:
-        self.function = function
-        self.t = REGISTER[dtype]
-        self.lanes = vector_lanes(dtype)
+        super().__init__(function, dtype)
         self.nr = 2 * self.lanes
-        self.vec = ir.VectorType(self.t, self.lanes)
-        self.size = 4 if dtype == "f32" else 8
-        self.module = function.module
-        self.allocas = ir.IRBuilder(function.append_basic_block("entry"))
-        self.start = function.append_basic_block("start")
-        self.b = ir.IRBuilder(self.start)
-        (self.m, self.n, self.k, self.a, self.sa0, self.sa1, self.bm, self.sb0, self.sb1,
-         self.c, self.sc0, self.sc1, self.pack) = function.args
 
     def zero(self) -> ir.Constant:
         return ir.Constant(self.t, 0.0)
-
-    def at(self, base: ir.Value, offset: ir.Value) -> ir.Value:
-        return self.b.gep(base, [offset], source_etype=self.t, inbounds=True)
-
-    def load(self, base: ir.Value, offset: ir.Value, type_: ir.Type | None = None) -> ir.Value:
-        value = self.b.load(self.at(base, offset), typ=type_ or self.t)
-        value.align = self.size
-        return value
-
-    def store(self, value: ir.Value, base: ir.Value, offset: ir.Value) -> None:
-        self.b.store(value, self.at(base, offset)).align = self.size
 
     def offset2(self, i: ir.Value, si: ir.Value, j: ir.Value, sj: ir.Value) -> ir.Value:
         b = self.b

@@ -41,7 +41,7 @@ from .irutil import (
     I32,
     I64,
     PTR,
-    REGISTER,
+    ProductBuilder,
     alloca,
     counted_loop,
     i64,
@@ -97,24 +97,15 @@ def define_narrow_gemm(function: ir.Function, serial: ir.Function, dtype: str,
                          pack_bytes)
 
 
-class _NarrowBuilder:
+class _NarrowBuilder(ProductBuilder):
     """Emits the body of the serial narrow kernel."""
 
     def __init__(self, function: ir.Function, dtype: str, pack_bytes: int) -> None:
+        super().__init__(function, dtype)
         function.linkage = "internal"
         function.attributes.add("nounwind")
         self.dtype, self.pack_bytes = dtype, pack_bytes
-        self.t = REGISTER[dtype]
-        self.lanes = vector_lanes(dtype)
-        self.vec = ir.VectorType(self.t, self.lanes)
-        self.size = 4 if dtype == "f32" else 8
-        self.module = function.module
-        self.allocas = ir.IRBuilder(function.append_basic_block("entry"))
-        self.start = function.append_basic_block("start")
-        self.b = ir.IRBuilder(self.start)
         self.args = list(function.args)
-        (self.m, self.n, self.k, self.a, self.sa0, self.sa1, self.bm, self.sb0, self.sb1,
-         self.c, self.sc0, self.sc1, self.pack) = function.args
         self.fma = intrinsic(self.module, "llvm.fma", self.vec, [self.vec] * 3)
 
     def build(self) -> None:
@@ -129,17 +120,6 @@ class _NarrowBuilder:
         self.allocas.branch(self.start)
 
     # -- memory -----------------------------------------------------------------------------
-
-    def at(self, base: ir.Value, offset: ir.Value) -> ir.Value:
-        return self.b.gep(base, [offset], source_etype=self.t, inbounds=True)
-
-    def load(self, base: ir.Value, offset: ir.Value, type_: ir.Type | None = None) -> ir.Value:
-        value = self.b.load(self.at(base, offset), typ=type_ or self.t)
-        value.align = self.size
-        return value
-
-    def store(self, value: ir.Value, base: ir.Value, offset: ir.Value) -> None:
-        self.b.store(value, self.at(base, offset)).align = self.size
 
     def masked_load(self, base: ir.Value, offset: ir.Value, count: ir.Value) -> ir.Value:
         """The first `count` elements at base + offset as a vector, zeros after them (the

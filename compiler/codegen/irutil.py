@@ -168,3 +168,36 @@ def intrinsic(module: ir.Module, name: str, result: ir.Type, args: list[ir.Type]
     if full in module.globals:
         return module.globals[full]
     return ir.Function(module, ir.FunctionType(result, args), name=full)
+
+
+class ProductBuilder:
+    """What the matrix kernels' body builders share (gemm.py, gemm_narrow.py): the element
+    type and its vector, an `entry` block for stack slots and a `start` block where the body
+    begins, the product's 13 arguments by name (`M, N, K, A, sa0, sa1, B, sb0, sb1, C, sc0,
+    sc1, pack`: C = A @ B, strides in elements), and typed element access."""
+
+    def __init__(self, function: ir.Function, dtype: str) -> None:
+        self.function = function
+        self.t = REGISTER[dtype]
+        self.lanes = vector_lanes(dtype)
+        self.vec = ir.VectorType(self.t, self.lanes)
+        self.size = ITEMSIZE[dtype]
+        self.module = function.module
+        self.allocas = ir.IRBuilder(function.append_basic_block("entry"))
+        self.start = function.append_basic_block("start")
+        self.b = ir.IRBuilder(self.start)
+        (self.m, self.n, self.k, self.a, self.sa0, self.sa1, self.bm, self.sb0, self.sb1,
+         self.c, self.sc0, self.sc1, self.pack) = function.args
+
+    def at(self, base: ir.Value, offset: ir.Value) -> ir.Value:
+        """The address of element `offset` of `base`."""
+        return self.b.gep(base, [offset], source_etype=self.t, inbounds=True)
+
+    def load(self, base: ir.Value, offset: ir.Value, type_: ir.Type | None = None) -> ir.Value:
+        """Element `offset` of `base` (or a `type_` value there), aligned to the element."""
+        value = self.b.load(self.at(base, offset), typ=type_ or self.t)
+        value.align = self.size
+        return value
+
+    def store(self, value: ir.Value, base: ir.Value, offset: ir.Value) -> None:
+        self.b.store(value, self.at(base, offset)).align = self.size
