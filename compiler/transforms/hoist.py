@@ -4,10 +4,12 @@ indices moves into a `generic` of its own over just those indices; the body read
 Contract: `hoist_function(fn)` returns a function computing bitwise the same values as
 `fn` (every op applies to the same operands as before; an expensive one is evaluated once
 per point of its own indices instead of once per point of the loop nest), or `fn` itself
-when nothing is hoisted. `fn` is never modified. It runs on the function a back end is
-given, after every transform (pipeline stage `fuse`, after `contract`; stage `mlir`; the
-tensor interpreter), so reverse and forward mode always differentiate the program as
-written; REVERIE_PRINT_IR pass `hoist`.
+when nothing is hoisted. `fn` is never modified. (Native code sums a reduction with
+reassociable adds, and LLVM picks their vector order from the loop body, which hoisting
+changes: a reducing nest may round differently there.) It runs on the function a back end
+is given, after every transform (pipeline stage `fuse`, after `contract`; stage `mlir`;
+the `interp` backend), so reverse and forward mode differentiate the program as written;
+REVERIE_PRINT_IR pass `hoist`.
 
 A value of a body is hoisted when it is
 - expensive: a math-library function of the op table (`math`, not `cheap`: exp, log,
@@ -37,16 +39,17 @@ becomes
     } : f64[K]
     %y = generic %x, %exp {indices = [n in 0..N, k in 0..K]} (..., %x1: f64[N, K],
                                                                 %exp_1: f64[K]) {
-      %2 = read %exp_1, %k {modes = [direct], label = "exp"} : f64
+      %2 = read %exp_1, %k {modes = [direct]} : f64
       ...
 
 Values are taken last first (so `log(exp(a[k]))` moves as one), and repeatedly until none
-is left; each new generic is hoisted from in turn (`exp(a[k]) * b[j]` in a nest over
-[n, k, j] that hoists the product's logarithm to [k, j] then hoists `exp` to [k]).
+is left; each new generic is hoisted from in turn (`log(exp(a[k]) * b[j])` in a nest over
+[n, k, j] moves to a nest over [k, j], and `exp(a[k])` from there to one over [k]).
 Operands the body no longer reads are dropped. Two hoisted generics of one block with the
-same operands, ranges and body are one (W8's three loop nests over [n, k, j] share one
-`exp(s[k, j])` over [k, j]). Only generics directly in a block are rewritten (bodies of
-`for`, `while` and `if` included); `generic_scatter` bodies are left as they are.
+same operands, ranges (in the same order) and body are one (W8's three loop nests over
+[n, k, j] share one `exp(s[k, j])` over [k, j]). Only generics directly in a block are
+rewritten (bodies of `for`, `while` and `if` included); `generic_scatter` bodies are left
+as they are.
 """
 
 from __future__ import annotations

@@ -157,7 +157,7 @@ def test_nothing_is_hoisted_without_an_expensive_partial_value(name: str) -> Non
     assert hoist_function(fn) is fn
 
 
-def test_the_pass_prints_under_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pass_prints_under_its_name() -> None:
     with capture("hoist") as texts:
         compile_function(lowered(PROGRAMS["map"]), "fuse")
     (text,) = texts
