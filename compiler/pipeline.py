@@ -61,6 +61,7 @@ _vjp_function = lazy("reverie.compiler.transforms.reverse:vjp_function")
 _jvp_function = lazy("reverie.compiler.transforms.forward:jvp_function")
 _batch_function = lazy("reverie.compiler.transforms.batch:batch_function")
 _contract_function = lazy("reverie.compiler.transforms.contractions:contract_function")
+_hoist_function = lazy("reverie.compiler.transforms.hoist:hoist_function")
 _plan_block = lazy("reverie.compiler.loops.fusion:plan_block")
 _lower_to_loops = lazy("reverie.compiler.transforms.to_loops:lower_to_loops")
 _format_program = lazy("reverie.compiler.loops.printer:format_program")
@@ -180,7 +181,7 @@ def _batch(fn: Function, request: Request) -> Function:
 
 
 def _fuse(fn: Function, request: Request) -> Fused:
-    fn = _contract_function(fn)  # contractions become matrix products first
+    fn = _hoist_function(_contract_function(fn))  # matrix products first, then hoisting
     fused = Fused(fn, _plan_block(fn.body))
     show("fuse", f"@{fn.name}", lambda: format_fusion(fused))
     return fused
@@ -212,7 +213,7 @@ def _export_mlir(functions: Function | Sequence[Function], request: Request) -> 
     functions = [functions] if isinstance(functions, Function) else list(functions)
     names = [fn.name for fn in functions]
     symbols = [name if names.count(name) == 1 else f"{name}_{k}" for k, name in enumerate(names)]
-    parts = [_export_function(fn, request.filename, symbol)
+    parts = [_export_function(_hoist_function(fn), request.filename, symbol)
              for fn, symbol in zip(functions, symbols, strict=True)]
     export = MlirExport(parts, _mlir_module(parts))
     show("mlir", ", ".join(f"@{s}" for s in symbols), lambda: export.text)
@@ -267,8 +268,9 @@ FORWARD = Stage("forward", "Function: its results and their tangents (JVP)",
                 ("forward", "simplify"), _forward, format_function, transform=True)
 BATCH = Stage("batch", "Function: over a leading batch axis of the wrt parameters",
               ("batch", "simplify"), _batch, format_function, transform=True)
-FUSE = Stage("fuse", "Fused: the function, its contractions made matrix products, and "
-             "the fusion plan of its body", ("contract", "fuse"), _fuse, format_fusion)
+FUSE = Stage("fuse", "Fused: the function, its contractions made matrix products, "
+             "expensive partial-index work hoisted, and the fusion plan of its body",
+             ("contract", "hoist", "fuse"), _fuse, format_fusion)
 TO_LOOPS = Stage("to_loops", "loops.ir.Program: loop nests over buffers",
                  ("to_loops", "split_wrapping_loops", "split_guarded_loops",
                   "interchange"),
@@ -280,8 +282,9 @@ LLVM_OPT = Stage("llvm-opt", "runtime.jit.LlvmModule: the IR and its optimisatio
                  lambda module: module.optimized_ir)
 JIT = Stage("jit", "runtime.jit.JitModule: native code loaded into this process",
             (), _jit, lambda module: module.asm)
-EXPORT_MLIR = Stage("mlir", "MlirExport: one MLIR module in upstream dialects",
-                    ("mlir",), _export_mlir, lambda export: export.text)
+EXPORT_MLIR = Stage("mlir", "MlirExport: one MLIR module in upstream dialects (expensive "
+                    "partial-index work hoisted)", ("hoist", "mlir"), _export_mlir,
+                    lambda export: export.text)
 MLIR_TO_LLVM = Stage("mlir-to-llvm", "str: LLVM IR from mlir-opt and mlir-translate",
                      ("mlir-to-llvm",), _mlir_to_llvm, str)
 

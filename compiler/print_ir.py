@@ -27,6 +27,7 @@ The passes, in the order a kernel meets them (`compiler/pipeline.py` runs them):
     jacobian              tensor IR    the Jacobian as built (transforms/jacobian.py)
     simplify              tensor IR    after simplify, which ends lowering and every transform
     contract              tensor IR    contractions as matrix products (transforms/contractions.py)
+    hoist                 tensor IR    expensive work on fewer indices hoisted (transforms/hoist.py)
     fuse                  fusion plan  each body op's fusion decision (loops/fusion.py)
     to_loops              loop IR      the loop nests as lowered (transforms/to_loops.py)
     split_wrapping_loops  loop IR      after splitting loops at index wrap-arounds
@@ -62,6 +63,7 @@ PASSES: dict[str, str] = {  # pass name -> the level its result is at
     "jacobian": "tensor IR",
     "simplify": "tensor IR",
     "contract": "tensor IR",
+    "hoist": "tensor IR",
     "fuse": "fusion plan",
     "to_loops": "loop IR",
     "split_wrapping_loops": "loop IR",

@@ -92,6 +92,7 @@ capture = lazy("reverie.compiler.print_ir:capture")
 did_you_mean = lazy("reverie.dsl.diagnostics:did_you_mean")
 format_function = lazy("reverie.compiler.ir.printer:format_function")
 interpret = lazy("reverie.compiler.ir.interpreter:interpret")  # the "interp" backend only
+hoist_function = lazy("reverie.compiler.transforms.hoist:hoist_function")  # likewise
 format_ast = lazy("reverie.dsl.printer:format_ast")  # stage "ast" only
 format_ast_function = lazy("reverie.dsl.printer:format_function")
 format_dot = lazy("reverie.compiler.ir.dot:format_dot")
@@ -165,8 +166,9 @@ class Module:
     def _build_executable(self, fn: Function) -> Executable:
         """Compile `fn` for this module's backend (the native and MLIR kernels climb the
         ladder of compiler/pipeline.py; their modules load LLVM, so only when used)."""
-        if self.backend == "interp":
-            return lambda bound: interpret(fn, bound.arrays, bound.dims)
+        if self.backend == "interp":  # what the native and MLIR ladders run, hoisting too
+            hoisted = hoist_function(fn)
+            return lambda bound: interpret(hoisted, bound.arrays, bound.dims)
         if self.backend == "mlir":
             from reverie.runtime.mlir_backend import MlirKernel
 
