@@ -80,7 +80,7 @@ class _LazyBinding:
 
 
 llvm = _LazyBinding()
-_PIPELINE_VERSION = "reverie-jit-4"  # 4: the always-inliner after O3
+_PIPELINE_VERSION = "reverie-jit-5"  # 4: the always-inliner after O3; 5: the large code model
 HUGE_BLOCK = 2000
 _LLVM_LOCK = threading.RLock()
 _library_numbers = itertools.count()
@@ -163,9 +163,16 @@ def host_target() -> HostTarget:
 
 
 def _target_machine(triple: str, cpu_name: str, features: str, opt: int) -> llvm.TargetMachine:
-    """A target machine for the host CPU generating code at optimisation level `opt`."""
+    """A target machine for the host CPU generating code at optimisation level `opt`.
+
+    The large code model: LLVM's JIT linker (RuntimeDyld, behind llvmlite's LLJIT) maps a
+    module's code, constants and data in separate blocks, which in a process with large
+    mappings (workspaces, JAX, torch) can lie more than 2 GB apart, out of reach of the
+    small model's 32-bit PC-relative references (an assertion in LLVM, silent corruption
+    without one). With the large model every reference is 64-bit; run times are unchanged
+    within noise (W1, W3, W5, W7, W8, one thread, alternating processes)."""
     return llvm.Target.from_triple(triple).create_target_machine(
-        cpu=cpu_name, features=features, opt=opt, reloc="pic", codemodel="default"
+        cpu=cpu_name, features=features, opt=opt, reloc="pic", codemodel="large"
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
 from pathlib import Path
 
@@ -204,3 +205,54 @@ def test_llvm_rejection_is_an_internal_compiler_error_without_llvm_text(
     assert "multiple definition" not in message
     assert "multiple definition" in caught.value.llvm_message
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def relocation_types(object_code: bytes) -> set[int]:
+    """The x86-64 relocation types of an ELF64 relocatable object (its SHT_RELA sections)."""
+    section_offset, = struct.unpack_from("<Q", object_code, 0x28)
+    entry_size, count = struct.unpack_from("<HH", object_code, 0x3A)
+    types = set()
+    for index in range(count):
+        header = section_offset + index * entry_size
+        kind, = struct.unpack_from("<I", object_code, header + 4)
+        offset, size, _, _, _, rela_size = struct.unpack_from("<QQIIQQ", object_code,
+                                                              header + 0x18)
+        if kind == 4:  # SHT_RELA: r_offset, r_info (type in the low 32 bits), r_addend
+            types |= {struct.unpack_from("<Q", object_code, offset + at + 8)[0] & 0xFFFFFFFF
+                      for at in range(0, size, rela_size)}
+    return types
+
+
+def test_object_code_reaches_its_sections_from_anywhere(cache_root: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JIT (RuntimeDyld) maps a module's code, constants and data in separate blocks,
+    which may lie more than 2 GB apart in a process with large mappings (the suite once
+    aborted on `isInt<32>(RealOffset)`): objects use the large code model, so no reference
+    is a 32-bit PC-relative one (R_X86_64_PC32 = 2, PLT32 = 4, GOTPCREL = 9, 32 = 10,
+    32S = 11, GOTPCRELX = 41, REX_GOTPCRELX = 42)."""
+    objects = []
+    link = jit._link
+    monkeypatch.setattr(jit, "_link", lambda name, code, symbols:
+                        objects.append(code) or link(name, code, symbols))
+    module = jit.compile_module(VECTOR_CONSTANTS_IR, name="constants")
+    assert ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(module.address("scaled"))(2.0) \
+        == 2.0 * 1.5 + 2.0 * 2.5
+    assert objects and relocation_types(objects[0])
+    assert not relocation_types(objects[0]) & {2, 4, 9, 10, 11, 41, 42}
+
+
+VECTOR_CONSTANTS_IR = """
+@bias = internal global double 0.0
+
+define double @scaled(double %x) {
+  %v = insertelement <2 x double> undef, double %x, i32 0
+  %w = shufflevector <2 x double> %v, <2 x double> undef, <2 x i32> zeroinitializer
+  %m = fmul <2 x double> %w, <double 1.5, double 2.5>
+  %a = extractelement <2 x double> %m, i32 0
+  %b = extractelement <2 x double> %m, i32 1
+  %s = fadd double %a, %b
+  %bias = load volatile double, ptr @bias
+  %r = fadd double %s, %bias
+  ret double %r
+}
+"""
