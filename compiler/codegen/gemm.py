@@ -17,11 +17,9 @@ of k. Tiles at the matrix edges go through a small stack tile. Very narrow produ
 (N <= 4, e.g. matrix-vector) and empty ones (K = 0) use plain dot products instead.
 Large products are split over `threads` threads of the worker pool `pool` (`threads.py`).
 
-This own kernel is the fallback: each product of the public `rv_gemm_<dtype>` (a batch of
-products; a batch of large ones one `?gemm_batch`, `gemm_batch.py`) calls the narrow kernel
-when it has at most 16 columns and A is contiguous along an axis (`gemm_narrow.py`: A read in
-place, once), else an optimised BLAS found at run time when there is one and the operands'
-layout suits it (`gemm_blas.py`). So the own
+This own kernel is the fallback: each product of the public `rv_gemm_<dtype>` calls an
+optimised BLAS found at run time when there is one and the operands' layout suits it
+(`gemm_blas.py`; a batch of products one `?gemm_batch`, `gemm_batch.py`). So the own
 kernel is a module of its own (`helper_module("rv_gemm_own_<dtype>")`), compiled only when a
 kernel may need it (no BLAS, or a layout BLAS cannot express: `abi.needs_own_kernel`) and
 handed to the public helper through `void @rv_gemm_<dtype>_use_own(ptr own)`; until then the
@@ -29,8 +27,8 @@ public helper's fallback is plain dot products (any strides: what an empty produ
 BLAS is never asked for, needs). That saves compiling the own kernel (~0.25 s, a third of
 the MLP example's LLVM time before) wherever NumPy's OpenBLAS serves every product.
 
-    helper_module("rv_gemm_f64")       # batch entry, narrow kernel, BLAS dispatch, fallback
-                                       # (own kernel or dot products)
+    helper_module("rv_gemm_f64")       # batch entry, BLAS dispatch, fallback (own kernel or
+                                       # dot products)
     helper_module("rv_gemm_own_f64")   # the blocked, parallel own kernel
 """
 
@@ -43,7 +41,6 @@ from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
 from .abi import GEMM_HELPERS, MAX_TASKS, OWN_KERNELS
 from .gemm_batch import define_batched_gemm
 from .gemm_blas import define_blas_dispatch, define_pointer_slot
-from .gemm_narrow import define_narrow_gemm, narrow_forms
 from .irutil import (
     I64,
     PTR,
@@ -79,29 +76,13 @@ def helper_module(name: str) -> str:
 
 
 def _public_helper_module(dtype: str) -> str:
-    """`rv_gemm_<dtype>`: a batch of products (`gemm_batch.py`), each by the narrow kernel
-    where it applies (`gemm_narrow.py`), else by BLAS where it serves, else by the fallback
-    (`_define_fallback`)."""
+    """`rv_gemm_<dtype>`: a batch of products (`gemm_batch.py`), each by BLAS where it serves,
+    else by the fallback (`_define_fallback`)."""
     module = ir.Module(name=f"rv_gemm_{dtype}")
-    name = f"rv_gemm_{dtype}"
-    dispatch = ir.Function(module, PRODUCT_TYPE, name=f"rv_gemm_dispatch_{dtype}")
-    dispatch.linkage = "internal"
-    define_blas_dispatch(dispatch, _define_fallback(module, dtype), dtype, name)
-    narrow = ir.Function(module, PRODUCT_TYPE, name=f"rv_gemm_narrow_{dtype}")
-    narrow.linkage = "internal"
-    serial = ir.Function(module, SERIAL_TYPE, name=f"rv_gemm_narrow_serial_{dtype}")
-    define_narrow_gemm(narrow, serial, dtype, PACK_PER_TASK * 8)
     product = ir.Function(module, PRODUCT_TYPE, name=f"rv_gemm_product_{dtype}")
     product.linkage = "internal"
-    product.attributes.add("nounwind")
-    b = ir.IRBuilder(product.append_basic_block("entry"))
-    applies, _ = narrow_forms(b, product.args[:len(SERIAL_TYPE.args)], dtype, PACK_PER_TASK * 8)
-    with b.if_then(applies):
-        b.call(narrow, product.args)
-        b.ret_void()
-    b.call(dispatch, product.args)
-    b.ret_void()
-    public = ir.Function(module, GEMM_TYPE, name=name)
+    define_blas_dispatch(product, _define_fallback(module, dtype), dtype, f"rv_gemm_{dtype}")
+    public = ir.Function(module, GEMM_TYPE, name=f"rv_gemm_{dtype}")
     define_batched_gemm(public, product, dtype)
     return str(module)
 

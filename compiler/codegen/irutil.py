@@ -171,7 +171,7 @@ def intrinsic(module: ir.Module, name: str, result: ir.Type, args: list[ir.Type]
 
 
 class ProductBuilder:
-    """What the matrix kernels' body builders share (gemm.py, gemm_narrow.py): the element
+    """What a matrix kernel's body builder needs (gemm.py's `_GemmBuilder`): the element
     type and its vector, an `entry` block for stack slots and a `start` block where the body
     begins, the product's 13 arguments by name (`M, N, K, A, sa0, sa1, B, sb0, sb1, C, sc0,
     sc1, pack`: C = A @ B, strides in elements), and typed element access."""

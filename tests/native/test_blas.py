@@ -1,9 +1,8 @@
 """Matrix products through NumPy's OpenBLAS and through the own kernel.
 
 `runtime/blas.py` finds the BLAS; `compiler/codegen/gemm_blas.py` calls it for layouts it can
-express and the own kernel otherwise (products of at most NARROW_COLUMNS columns: the narrow
-kernel first, `gemm_narrow.py`). Both paths must give NumPy's results on every layout, the
-BLAS path NumPy's very bits (it makes the same call), neither may touch memory outside
+express and the own kernel otherwise. Both paths must give NumPy's results on every layout,
+the BLAS path NumPy's very bits (it makes the same call), neither may touch memory outside
 the operands (guard pages, in a subprocess), and results must not vary from call to call
 or between threads.
 """
@@ -21,7 +20,6 @@ import numpy as np
 import pytest
 from blas_cases import LAYOUTS, call_gemm, kernel
 
-from reverie.compiler.codegen.gemm_narrow import NARROW_COLUMNS
 from reverie.runtime import blas, native
 
 HERE = Path(__file__).resolve().parent
@@ -75,8 +73,7 @@ def test_every_layout_gives_numpys_product(use_blas: bool, dtype: type, a_layout
         call_gemm(a, b, c, threads=2)
         want = a @ b
         np.testing.assert_allclose(c, want, rtol=tolerance, atol=tolerance * np.sqrt(k))
-        if (use_blas and a_blas and b_blas and not c_transposed and min(m, n) > 1
-                and n > NARROW_COLUMNS):  # narrower products: the narrow kernel, not BLAS
+        if use_blas and a_blas and b_blas and not c_transposed and min(m, n) > 1:
             assert np.array_equal(c, want), "the BLAS path should make NumPy's own call"
 
 
