@@ -171,7 +171,6 @@ class ProgramCodegen:
         only what its loop touches, and LLVM gets no dead prologue code to delete."""
         b, program = self.b, self.program
         n_io = len(program.inputs) + len(program.outputs)
-        self.helpers = self._table_entry(n_io + 1, "helpers")
         body = self.function.append_basic_block("body")
         at_prologue = ir.IRBuilder(b.block)
         at_prologue.position_before(b.branch(body))
@@ -186,6 +185,8 @@ class ProgramCodegen:
         def table_entry(slot: int, name: str) -> ir.Value:
             entry = at_prologue.gep(buffers_arg, [i64(slot)], source_etype=PTR)
             return at_prologue.load(entry, typ=PTR, name=value_name(name))
+
+        self.helpers = table_entry(n_io + 1, "helpers")
 
         def dim(symbol: str) -> ir.Value:
             entry = at_prologue.gep(dims_arg, [i64(symbols[symbol])], source_etype=I64)
@@ -209,10 +210,6 @@ class ProgramCodegen:
         pointers = self.pointers = _OnFirstUse(
             lambda buffer: table_entry(n_io, "workspace") if buffer is WORKSPACE
             else pointer(buffer))
-
-    def _table_entry(self, slot: int, name: str) -> ir.Value:
-        entry = self.b.gep(self.buffers_arg, [i64(slot)], source_etype=PTR)
-        return self.b.load(entry, typ=PTR, name=value_name(name))
 
     def _alloca(self, type_: ir.Type, name: str) -> ir.Value:
         """A stack slot in the entry block (where mem2reg promotes it to registers)."""
