@@ -40,15 +40,20 @@ def numpy_grad(X: np.ndarray, W: np.ndarray, b: np.ndarray,
     return X.T @ p, p.sum(axis=0)
 
 
-def make(tiny: bool = False) -> Workload:
-    """W2 at the reference size or a tiny one (N=64, D=16, C=5) for tests."""
+def arguments(tiny: bool = False) -> list[np.ndarray]:
+    """[X, W, b, labels] at the reference size or a tiny one (N=64, D=16, C=5), the same
+    values on every call."""
     n, d, c = (64, 16, 5) if tiny else (4096, 512, 10)
     rng = random_generator("W2")
     X = rng.standard_normal((n, d)).astype(np.float32)
     W = (rng.standard_normal((d, c)) / np.sqrt(d)).astype(np.float32)
     b = (0.1 * rng.standard_normal(c)).astype(np.float32)
-    labels = rng.integers(0, c, n)
-    args = [X, W, b, labels]
+    return [X, W, b, rng.integers(0, c, n)]
+
+
+def make(tiny: bool = False) -> Workload:
+    """W2 at the reference size or a tiny one (N=64, D=16, C=5) for tests."""
+    args = arguments(tiny)
 
     def reverie() -> Thunk:
         grad = reverie_module(SOURCE).w2.grad(("W", "b"))
