@@ -1,6 +1,7 @@
 """Instructions per recorded-path iteration, counted by valgrind: the load-free measure.
 
     python benchmarks/instructions.py [--parameters 1 4 8] [--few 500] [--many 20500]
+                                      [--forward]
 
 The recorded path of benchmarks/latency.py (`rv.tensor` → a recorded call of
 `sum(x0*x0 + ...)` on `f64[16]` parameters → `rv.grad`) runs in a child under
@@ -14,6 +15,7 @@ freezes the heap before the loop (`gc.freeze`): a full collection of every objec
 process would otherwise land in one of the two runs and not the other; it runs with one
 thread everywhere (`child_environment`). The two native calls
 take ~5.4k of an iteration's instructions (valgrind on the forward and `f.grad` calls alone).
+`--forward` counts a plain forward call (`kernel(*args)` on arrays) instead.
 Needs valgrind on the PATH.
 """
 
@@ -37,17 +39,23 @@ import gc, sys
 import numpy as np
 import reverie as rv
 source, count, iterations = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+forward = sys.argv[4] == "forward"
 args = [np.random.default_rng(10).standard_normal(16) for _ in range(count)]
 kernel, first, rest = rv.compile(source).f, args[0], args[1:]
 tensor, grad = rv.tensor, rv.grad
 for _ in range(20):
+    kernel(*args)
     leaf = tensor(first, requires_grad=True)
     grad(kernel(leaf, *rest), leaf)
 gc.collect()
 gc.freeze()
-for _ in range(iterations):
-    leaf = tensor(first, requires_grad=True)
-    grad(kernel(leaf, *rest), leaf)
+if forward:  # (the loops written out: a function per iteration would count its frame)
+    for _ in range(iterations):
+        kernel(*args)
+else:
+    for _ in range(iterations):
+        leaf = tensor(first, requires_grad=True)
+        grad(kernel(leaf, *rest), leaf)
 """
 
 
@@ -60,11 +68,12 @@ def child_environment(cache: str) -> dict[str, str]:
     return {**os.environ, **threads, "REVERIE_CACHE_DIR": cache}
 
 
-def instructions(parameters: int, iterations: int, cache: str) -> int:
-    """Instructions of one child running `iterations` recorded-path iterations."""
+def instructions(parameters: int, iterations: int, cache: str, path: str) -> int:
+    """Instructions of one child running `iterations` iterations of `path` ("recorded"
+    or "forward")."""
     command = ["valgrind", "--tool=cachegrind", "--cache-sim=no",
                "--cachegrind-out-file=/dev/null", sys.executable, "-c", CHILD,
-               overhead_source(parameters), str(parameters), str(iterations)]
+               overhead_source(parameters), str(parameters), str(iterations), path]
     result = subprocess.run(command, capture_output=True, text=True, check=True,
                             env=child_environment(cache))
     found = re.search(r"I\s+refs:\s+([\d,]+)", result.stderr)
@@ -78,15 +87,18 @@ def main() -> None:
     parser.add_argument("--parameters", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--few", type=int, default=500)
     parser.add_argument("--many", type=int, default=20500)
+    parser.add_argument("--forward", action="store_true",
+                        help="a plain forward call instead of the recorded path")
     options = parser.parse_args()
+    path = "forward" if options.forward else "recorded"
     with tempfile.TemporaryDirectory(prefix="reverie-instructions-") as cache:
         for count in options.parameters:
             subprocess.run([sys.executable, "-c", CHILD, overhead_source(count), str(count),
-                            "1"], check=True, env=child_environment(cache))
-            few = instructions(count, options.few, cache)
-            many = instructions(count, options.many, cache)
+                            "1", path], check=True, env=child_environment(cache))
+            few = instructions(count, options.few, cache, path)
+            many = instructions(count, options.many, cache, path)
             per = (many - few) / (options.many - options.few)
-            print(f"{count} parameters: {per:,.0f} instructions per iteration", flush=True)
+            print(f"{count} parameters: {per:,.0f} instructions per {path} iteration", flush=True)
 
 
 if __name__ == "__main__":
