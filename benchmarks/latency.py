@@ -8,9 +8,10 @@ Three parts, each with its peer measured in the same run:
 1. **Call overhead** (in this process): a forward call, an `f.grad` call and the recorded
    path (`rv.tensor` → recorded call → `rv.grad`) of `sum(x0*x0 + ... )` with 1, 4 and 8
    parameters `f64[16]`, beside NumPy by hand (`2 * x`) and `jax.jit(jax.grad)`. Each
-   figure is the median over rounds of the mean of many calls, in microseconds (with
-   `--cpu-time`: the fastest round, in this process's CPU time, which a machine shared
-   with other work inflates far less than the wall clock).
+   figure is the fastest of rounds (each the mean of many calls, in microseconds) that
+   alternate the four calls of a row (`per_call_us`; with `--cpu-time`, rounds timed in
+   this process's CPU time, which a machine shared with other work inflates less than
+   the wall clock).
 2. **Cold compile** (a fresh subprocess per measurement, empty Reverie cache): the time of
    `import reverie`, then compiling `examples/mlp.rv` and getting the first value and
    gradient; and larger kernels' first gradients; beside `jax.jit(jax.grad)`'s first call
@@ -37,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,25 +59,33 @@ def overhead_source(parameters: int) -> str:
     return f"fn f({params}) -> f64 {{ return sum({body}); }}"
 
 
-CPU_TIME = False  # --cpu-time: process CPU time and the fastest round
+CPU_TIME = False  # --cpu-time: rounds timed in process CPU time, not the wall clock
 
 
-def per_call_us(call: Callable[[], object], rounds: int, min_round_s: float = 0.02) -> float:
-    """Median over `rounds` of the mean time per call of a batch lasting ~`min_round_s`
-    (the fastest round, in CPU time, with `CPU_TIME`)."""
+def per_call_us(calls: dict[str, Callable[[], object]], rounds: int,
+                min_round_s: float = 0.005) -> dict[str, float]:
+    """The fastest round's mean time per call of each of `calls`, in µs: every round runs
+    a batch (lasting ~`min_round_s`) of each call in turn, so the figures of one table row
+    share the machine's state. This shared 2-core machine switches between a quiet state
+    and a contended one in which every call, NumPy's `2*x` too, runs ~1.8 x slower (within
+    one process, round to round: benchmarks/README.md); a median over a few rounds measured
+    one figure after the other landed in either state, so the fastest round is the figure
+    of the quiet machine, as `timeit` advises."""
     clock = time.process_time if CPU_TIME else time.perf_counter
-    call()
-    start = time.perf_counter()
-    call()
-    once = max(time.perf_counter() - start, 1e-7)
-    batch = max(1, int(min_round_s / once))
-    samples = []
+    batches = {}
+    for name, call in calls.items():
+        call()
+        start = time.perf_counter()
+        call()
+        batches[name] = max(1, int(min_round_s / max(time.perf_counter() - start, 1e-7)))
+    fastest = dict.fromkeys(calls, float("inf"))
     for _ in range(rounds):
-        start = clock()
-        for _ in range(batch):
-            call()
-        samples.append((clock() - start) / batch)
-    return (min(samples) if CPU_TIME else statistics.median(samples)) * 1e6
+        for name, call in calls.items():
+            start = clock()
+            for _ in range(batches[name]):
+                call()
+            fastest[name] = min(fastest[name], (clock() - start) / batches[name])
+    return {name: seconds * 1e6 for name, seconds in fastest.items()}
 
 
 def call_overhead(rounds: int, with_jax: bool) -> list[dict]:
@@ -95,12 +103,11 @@ def call_overhead(rounds: int, with_jax: bool) -> list[dict]:
             leaf = rv.tensor(args[0], requires_grad=True)
             return rv.grad(kernel(leaf, *args[1:]), leaf)
 
-        rows.append({"parameters": count,
-                     "forward": per_call_us(lambda kernel=kernel, args=args: kernel(*args),
-                                            rounds),
-                     "grad": per_call_us(lambda grad=grad, args=args: grad(*args), rounds),
-                     "recorded": per_call_us(recorded, rounds),
-                     "numpy": per_call_us(lambda x=args[0]: 2 * x, rounds)})
+        rows.append({"parameters": count, **per_call_us({
+            "forward": lambda kernel=kernel, args=args: kernel(*args),
+            "grad": lambda grad=grad, args=args: grad(*args),
+            "recorded": recorded,
+            "numpy": lambda x=args[0]: 2 * x}, rounds)})
     if with_jax:  # after every Reverie figure: JAX's threads then never share their CPU time
         import jax
 
@@ -109,8 +116,8 @@ def call_overhead(rounds: int, with_jax: bool) -> list[dict]:
             args = [rng.standard_normal(16) for _ in range(row["parameters"])]
             jitted = jax.jit(jax.grad(lambda *xs: sum((x * x).sum() for x in xs)))
             device_args = [jax.device_put(a) for a in args]
-            row["jax"] = per_call_us(
-                lambda f=jitted, a=device_args: jax.block_until_ready(f(*a)), rounds)
+            row["jax"] = per_call_us({"jax": lambda f=jitted, a=device_args:
+                                      jax.block_until_ready(f(*a))}, rounds)["jax"]
     return rows
 
 
@@ -306,14 +313,14 @@ def main() -> None:
     parser.add_argument("--calls-only", action="store_true",
                         help="only the call overhead (part 1)")
     parser.add_argument("--cpu-time", action="store_true",
-                        help="part 1 in CPU time, fastest round (for a loaded machine)")
+                        help="part 1 timed in CPU time (for a loaded machine)")
     parser.add_argument("--warm-runs", type=int, default=1, metavar="N",
                         help="warm starts per kernel; the one of median CPU time is shown")
     options = parser.parse_args()
     global CPU_TIME, WARM_RUNS
     CPU_TIME = options.cpu_time
     WARM_RUNS = max(1, options.warm_runs)
-    calls = call_overhead(5 if options.quick else 15, not options.skip_jax)
+    calls = call_overhead(40 if options.quick else 120, not options.skip_jax)
     compiles, jax_row = ([], None) if options.calls_only else cold_and_warm(not options.skip_jax)
     print(report(calls, compiles, jax_row))
 

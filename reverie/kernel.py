@@ -65,19 +65,6 @@ Wrt = str | int | Sequence[str | int] | None
 TRANSFORM_CACHE_SIZE = 64
 
 
-class PythonCallPath:
-    """What a kernel's native entries fall back to (and what a kernel without one calls):
-    `kernel._call_python`, looked up at each call, so that the tape's path takes over once
-    Tensors exist. A property, not a method, so calling it adds no Python frame."""
-
-    __slots__ = ("kernel",)
-
-    def __init__(self, kernel: Kernel) -> None:
-        self.kernel = kernel
-
-    __call__ = property(attrgetter("kernel._call_python"))
-
-
 def untaped_call_path(kernel: Kernel) -> Callable[..., object]:
     """`kernel`'s Python call path until `runtime/tensor.py` is imported: no argument can
     be a Tensor yet, so every call runs (without importing the tape: a warm start need
@@ -125,7 +112,7 @@ class Kernel:
         # falling back to the one before, the first to the Python path) take the common
         # calls
         self._call_python: Callable[..., object] = untaped_call_path(self)
-        self._call: Callable[..., object] = PythonCallPath(self)
+        self._call: Callable[..., object] = self._python_path
         self._entered: set[str] = set()  # dtypes whose native entry is in the call path
         self.identity: tuple | None = None  # what the kernel is, for the disk cache
         # whether it returns one float scalar, when known without the IR (a module's
@@ -182,13 +169,22 @@ class Kernel:
         return self.ir_for(self.float_dtype_for(args))
 
     # `kernel(*args)` calls the current call path (`_call`) itself: a property, not a
-    # method, so no Python frame lies between the caller and the native entry
+    # method, so no Python frame lies between the caller and the native entry (valgrind,
+    # benchmarks/instructions.py, 1 parameter: a forward call 2.4k instructions against
+    # 2.9k through a method; the recorded path, which also calls `array_call` twice,
+    # 50.7k against 53.2k)
     __call__ = property(attrgetter("_call"), doc="Run on arrays (NumPy results), or record "
                         "the call when a Tensor argument requires grad.")
     # the same for arrays (one per parameter, never recorded), whatever `__call__` a
     # subclass defines (`transforms.GroupedKernel` regroups arguments and results)
     array_call = property(attrgetter("_call"), doc="Run on arrays (one per parameter, "
                           "ungrouped, never recorded) through the call path.")
+
+    def _python_path(self, *args: object) -> object:
+        """What the native entries fall back to (and what a kernel without one calls):
+        the current Python call path, looked up at each call, so that the tape's path
+        takes over once Tensors exist."""
+        return self._call_python(*args)
 
     @property
     def __signature__(self) -> inspect.Signature:

@@ -64,7 +64,7 @@ class Node:
     """One recorded kernel call: the kernel, its arguments (as given, and the arrays behind
     them), and the Tensors (edges) at the parameter positions `wrt` that gradients flow
     back to. Made by `record_call` alone, which sets every slot (no `__init__`: one Python
-    frame fewer per recorded call):
+    frame fewer per recorded call, 0.9k of its ~51k instructions, benchmarks/instructions.py):
 
     kernel, plan (its RecordPlan), wrt, edges, args, arrays, dtype (the call's float dtype),
     outputs ((shape, dtype) of each result), freed (whether `release` ran)."""

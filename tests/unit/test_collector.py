@@ -45,7 +45,8 @@ def test_a_collector_turned_off_stays_off(collector_on: None) -> None:
 
 
 def test_compiling_pauses_the_collector_and_leaves_it_on(
-        collector_on: None, monkeypatch: pytest.MonkeyPatch) -> None:
+        collector_on: None, uncached: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (uncached: a disk cache holding this source's function table would skip the parse)
     seen = []
     parse = pipeline._parse_text
     monkeypatch.setattr(pipeline, "_parse_text",

@@ -84,7 +84,10 @@ def test_identical_modules_share_their_native_code() -> None:
     assert NativeKernel(fn_first)._jit is NativeKernel(fn_second)._jit
 
 
-def test_evicted_kernels_release_their_jit_code(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_evicted_kernels_release_their_jit_code(uncached: None,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # (uncached: with launch records in the disk cache, gradients run from them and the
+    # module's executable cache stays empty)
     monkeypatch.setattr(kernel_module, "TRANSFORM_CACHE_SIZE", 2)
     monkeypatch.setattr(module_module, "EXECUTABLE_CACHE_SIZE", 2)
     module = rv.compile(FOUR)
