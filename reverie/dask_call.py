@@ -7,8 +7,9 @@ rechunked so that their rows are cut alike, the specialisation the call runs and
 dimensions per chunk length, checked on the client before any task runs (on stand-ins of
 the batch arrays, which own no memory), so that errors are the kernel's own (SPEC §3.1).
 It also says what the tasks take: references to the chunks' blocks, the non-batch values
-scattered to the workers, and which chunks lie together on one worker (persisted rows),
-so that one task can take them without moving rows.
+(embedded in the tasks when small, else scattered to the workers: `share`), and which
+chunks lie together on one worker (persisted rows), so that one task can take them
+without moving rows.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import dask
 import dask.array as da
 import numpy as np
 from dask.core import flatten
+from dask.sizeof import sizeof
 from dask.task_spec import TaskRef
 from dask.typing import Key
 
@@ -37,6 +39,7 @@ from reverie.runtime.call import (
 from .kernel import Kernel
 
 Batch = str | int | Sequence[str | int]
+INLINE_BYTES = 1 << 20  # the most bytes of shared values, over all their tasks, embedded
 
 
 @dataclass
@@ -52,11 +55,11 @@ class SplitCall:
     fn: Function
     dims: dict[int, dict[str, int]]
 
-    def shared_with_workers(self, program: Kernel) -> tuple[object, list[object]]:
-        """`program` and the call's non-batch arguments sent to the workers once (`share`),
+    def shared_with_workers(self, program: Kernel, tasks: int) -> tuple[object, list[object]]:
+        """`program` and the call's non-batch arguments as `tasks` tasks take them (`share`),
         and the arguments with those replaced by what tasks take instead of them."""
         others = [p for p in range(len(self.args)) if p not in self.positions]
-        shared = share([program, *(self.args[p] for p in others)])
+        shared = share([program, *(self.args[p] for p in others)], tasks)
         values = list(self.args)
         for p, value in zip(others, shared[1:], strict=True):
             values[p] = value
@@ -210,11 +213,15 @@ def batch_positions(kernel: Kernel, batch: Batch) -> list[int]:
 # ---------------------------------------------------------------- the scheduler
 
 
-def share(values: list[object]) -> list[object]:
-    """`values` sent once to every worker of the current distributed client (as futures
-    that tasks take as arguments), or `values` themselves on a local scheduler."""
+def share(values: list[object], tasks: int) -> list[object]:
+    """`values` as `tasks` tasks of the current distributed client take them: sent once to
+    every worker (futures of one `scatter(..., broadcast=True)`) when a copy per task
+    would come to more than `INLINE_BYTES`, else `values` themselves, embedded in each
+    task (and on a local scheduler). Embedded, they travel with the graph and its tasks:
+    no broadcast, whose round trips (client, scheduler, a worker, the copies to the others,
+    back) took a quarter of a small call, and nothing for a lost worker to take with it."""
     client = current_client()
-    if client is None:
+    if client is None or tasks * sum(map(sizeof, values)) <= INLINE_BYTES:
         return values
     return client.scatter(values, broadcast=True, hash=False)
 

@@ -26,9 +26,11 @@ import pytest
 from dask.core import flatten
 from dask.utils import key_split
 from dask_programs import SOURCE, UNEVEN, kernels_and_arguments, rows, split
-from distributed import Client, LocalCluster, get_task_stream, wait
+from distributed import Client, Future, LocalCluster, get_task_stream, wait
 
 import reverie as rv
+from reverie import dask_call
+from reverie.dask import TaskLayer, tree_below_root
 from reverie.dask_call import split_among_threads, split_call
 
 F64, F32 = {"rtol": 1e-12, "atol": 1e-12}, {"rtol": 1e-5, "atol": 1e-6}
@@ -148,9 +150,39 @@ def test_a_worker_s_chunks_are_cut_so_that_each_thread_has_a_task() -> None:
     assert split_among_threads([5], 1, 4) == [[5]]
 
 
-@pytest.mark.parametrize("persisted", [False, True])
-def test_a_worker_killed_mid_run_does_not_change_the_result(client: Client, m: rv.Module,
-                                                            persisted: bool) -> None:
+def test_small_shared_values_travel_in_the_tasks_and_large_ones_are_scattered(
+        client: Client, m: rv.Module, monkeypatch: pytest.MonkeyPatch) -> None:
+    x, y, w, b = rows()
+    call = split_call(m.mse, [0, 1], (split(x), split(y), w, b))
+    program, values = call.shared_with_workers(m.mse, tasks=4)
+    assert program is m.mse and values[2] is w and values[3] is b  # embedded
+    four_copies = 4 * sum(map(dask_call.sizeof, (m.mse, w, b)))
+    monkeypatch.setattr(dask_call, "INLINE_BYTES", four_copies)
+    assert call.shared_with_workers(m.mse, tasks=4)[1][2] is w
+    program, values = call.shared_with_workers(m.mse, tasks=5)  # a copy a task: too many
+    assert all(isinstance(value, Future) for value in (program, values[2], values[3]))
+    expected = m.mse.value_and_grad(("w", "b"))(x, y, w, b)
+    for limit in (0, 1 << 20):  # scattered, embedded
+        monkeypatch.setattr(dask_call, "INLINE_BYTES", limit)
+        parallel = rv.dask.value_and_grad(m.mse, ("w", "b"), batch=("x", "y"), reduce="mean")
+        assert_same(parallel(split(x), split(y), w, b), expected, F64)
+
+
+def test_the_client_adds_the_root_s_partials() -> None:
+    graph = TaskLayer()
+    parts = [graph.add("part", int, i) for i in range(10)]
+    last = tree_below_root(graph, parts, 3)  # 10 partials -> 4 adds -> 2 adds -> the client
+    assert len(last) == 2 and len(graph.tasks) == 10 + 4 + 2
+    assert tree_below_root(graph, parts[:3], 3) == parts[:3]
+
+
+@pytest.mark.parametrize("persisted, shared", [(False, "embedded"), (True, "embedded"),
+                                               (True, "scattered")])
+def test_a_worker_killed_mid_run_does_not_change_the_result(
+        client: Client, m: rv.Module, monkeypatch: pytest.MonkeyPatch, persisted: bool,
+        shared: str) -> None:
+    if shared == "scattered":  # every worker holds the values; the survivor still does
+        monkeypatch.setattr(dask_call, "INLINE_BYTES", 0)
     x, _, w, _ = rows(n=24_000, d=8)
     xs = split(x, (1000,) * 24)
     if persisted:  # the chunks on the killed worker are lost and made again
