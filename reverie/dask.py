@@ -22,8 +22,9 @@ How a call runs, on the current Dask scheduler (a `distributed.Client` if one ex
 3. Tasks run the compiled `value_and_grad` on chunks' rows and weight each chunk: for
    `reduce="sum"` the loss is L = Σ_c L_c, so dL/dw = Σ_c dL_c/dw; for `"mean"`,
    L = Σ_c (n_c/N) L_c with n_c the chunk's rows and N all rows, so
-   dL/dw = Σ_c (n_c/N) dL_c/dw. Chunks already in worker memory (persisted) are taken a
-   group at a time, up to `split_every` chunks that lie on one worker, by one task that
+   dL/dw = Σ_c (n_c/N) dL_c/dw. Chunks already in worker memory (persisted) are placed
+   on workers (where they lie, but for a few moved to balance the workers' rows) and
+   taken a group at a time, up to `split_every` chunks of one worker, by one task that
    adds their weighted partials (the first level of the sum, fused with the gradients;
    `dask_call.SplitCall.colocated_groups`); every other chunk is a task alone, so that
    rows still to be made are held one chunk at a time.
