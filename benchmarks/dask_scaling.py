@@ -2,36 +2,36 @@
 
 A compute-bound gradient — the two-layer perceptron of `examples/mlp.rv` (64 inputs, 256
 tanh units, 8 outputs, float32, gradients of all four weights) over `--chunks` chunks of
-`--chunk-rows` rows — timed three ways on the same data:
+`--chunk-rows` rows (default 32 of 25,000: 800,000 rows, about 0.1 s of compute per chunk
+and 3 s per call on one core, so that the fixed cost of a call is a few per cent of the
+2-worker call) — timed three ways on the same data:
 
 - `single`: `mlp_loss.value_and_grad()` in this process on the concatenated NumPy rows;
 - `dask, 1 worker` and `dask, 2 workers`: a `distributed.LocalCluster` of that many worker
   processes, one thread each, with the rows already in the workers' memory (persisted).
+  Both compute the same rows: 1 and 2 workers do identical total work.
 
 Every kernel runs on one thread (`REVERIE_NUM_THREADS=1`, inherited by the workers), so
 the figures compare processes, not threads. Only one cluster is alive at a time, as in use:
 on two cores an idle second cluster's scheduler and workers (heartbeats, memory monitors)
-took enough CPU to lower the 2-worker ratio from 1.9 to 1.5 in one measurement, and a
-single-process call over all rows between the samples (its workspace of gigabytes faulted
-in afresh) lowered it further. So each way is measured in phases: the single-process call
-alone, then `--rounds` rounds of one cluster of 1 worker and one of 2 (each started, warmed
-up by compiling, sampled `--repeats` times, closed), so that a change in the machine's
-load between rounds hits both. The median is reported as rows/s, with the two ratios the
-issue asks for: 2 workers / 1 worker (target >= 1.6) and dask with 1 worker / single
-(target <= 1.3); and the fixed cost of a call (chunks of 10 rows each: scatter,
-scheduling, the reduction, the result's round trip), sampled on the 2-worker clusters
-after their own samples.
+took enough CPU to lower the 2-worker ratio from 1.9 to 1.5 in one measurement. So the
+single-process call is measured alone first, then `--rounds` rounds, each of: the
+machine's ceiling (the same gradient over the same chunks in one plain process, then in
+two plain processes at once: no Dask; spawned, started together at a barrier; twice the
+rows in that time is the most any two workers could reach now), one cluster of 1 worker
+and one of 2 (each started, warmed up by compiling, sampled `--repeats` times, closed),
+so that a change in the machine's load between rounds hits all three. Each round prints
+its load average and figures; the summary gives medians over all samples (rows/s), the
+two ratios the issue asks for: 2 workers / 1 worker (target >= 1.6) beside the median
+ceiling, and dask with 1 worker / single (target <= 1.3); and the fixed cost of a call
+(the same chunks of 10 rows each: scheduling, the reduction, the result's round trip),
+sampled on the 2-worker clusters after their own samples.
 
-Before the clusters start, the machine's own ceiling is measured: the same gradient over the
-same chunks in one plain process, then in two plain processes at once (no Dask; spawned,
-started together at a barrier). Twice the rows in that time is the most any two workers
-could reach on this machine; the 2-worker ratio is read against it.
+    python benchmarks/dask_scaling.py                 # about 3 minutes on 2 idle cores
+    python benchmarks/dask_scaling.py --chunks 8 --chunk-rows 10000 --rounds 1  # quick
 
-    python benchmarks/dask_scaling.py                 # about a minute on 2 idle cores
-    python benchmarks/dask_scaling.py --chunks 8 --chunk-rows 10000 --repeats 3  # quick
-
-The machine's load average is printed before and after: on a shared machine, other jobs
-take cores from the workers and the ratio of 2 to 1 workers falls with them.
+On a shared machine, other jobs take cores from the workers and the ratio of 2 to 1
+workers falls with them; the ceiling of the same round says by how much.
 """
 
 from __future__ import annotations
@@ -84,21 +84,30 @@ def sample_times(run: Callable[[], object], repeats: int) -> list[float]:
     return times
 
 
-def cluster_times(loss: rv.Kernel, data: tuple, small: tuple, rounds: int,
-                  repeats: int) -> dict[str, list[float]]:
-    """Wall times of the data-parallel call on clusters of 1 and 2 workers (one alive at a
-    time, `rounds` rounds of each), and of the small call on the 2-worker ones."""
+def rounds_of_times(loss: rv.Kernel, data: tuple, small: tuple, chunks: int,
+                    chunk_rows: int, rounds: int, repeats: int) -> dict[str, list[float]]:
+    """Per round, the machine's ceiling (two plain processes / one), then wall times of the
+    data-parallel call on a cluster of 1 worker and one of 2 (one alive at a time), and of
+    the small call on the 2-worker one; each round's figures printed as it ends."""
     times: dict[str, list[float]] = {"dask, 1 worker": [], "dask, 2 workers": [],
-                                     "fixed cost": []}
-    for _ in range(rounds):
+                                     "fixed cost": [], "ceiling": []}
+    for round_number in range(1, rounds + 1):
+        load = os.getloadavg()[0]
+        ceiling = machine_ceiling(chunks, chunk_rows)
+        medians = []
         for workers in (1, 2):
             with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                               dashboard_address=None) as cluster, Client(cluster) as client:
-                name = f"dask, {workers} worker{'s' * (workers > 1)}"
-                times[name] += sample_times(on_cluster(client, loss, data), repeats)
+                samples = sample_times(on_cluster(client, loss, data), repeats)
+                times[f"dask, {workers} worker{'s' * (workers > 1)}"] += samples
+                medians.append(statistics.median(samples))
                 if workers == 2:
                     times["fixed cost"] += sample_times(on_cluster(client, loss, small),
                                                        repeats)
+        times["ceiling"].append(ceiling)
+        print(f"round {round_number} (load average {load:.2f} -> {os.getloadavg()[0]:.2f}): "
+              f"1 worker {medians[0] * 1e3:,.0f} ms, 2 workers {medians[1] * 1e3:,.0f} ms, "
+              f"{medians[0] / medians[1]:.2f}x; two plain processes / one {ceiling:.2f}x")
     return times
 
 
@@ -156,10 +165,10 @@ def machine_ceiling(chunks: int, chunk_rows: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--chunks", type=int, default=16)
+    parser.add_argument("--chunks", type=int, default=32)
     parser.add_argument("--chunk-rows", type=int, default=25_000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     os.environ.setdefault("REVERIE_NUM_THREADS", "1")  # before any kernel, here or there
     rows = args.chunks * args.chunk_rows
@@ -167,22 +176,22 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, load average before: {os.getloadavg()}")
     print(f"mlp_loss value_and_grad, {rows:,} rows ({args.chunks} chunks of "
           f"{args.chunk_rows:,}) x {FEATURES} -> {HIDDEN} -> {OUTPUTS}, float32")
-    ceiling = machine_ceiling(args.chunks, args.chunk_rows)
     loss = rv.load(MLP).mlp_loss
     data = problem(rows, args.chunk_rows)
     local = [a.compute(scheduler="sync") if isinstance(a, da.Array) else a for a in data]
     grad = loss.value_and_grad(WRT)
     times = {"single process": sample_times(lambda: grad(*local), args.repeats)}
-    times.update(cluster_times(loss, data, problem(args.chunks * 10, 10), args.rounds,
-                               args.repeats))
+    times.update(rounds_of_times(loss, data, problem(args.chunks * 10, 10), args.chunks,
+                                 args.chunk_rows, args.rounds, args.repeats))
     medians = {name: statistics.median(samples) for name, samples in times.items()}
-    single, one, two, fixed = medians.values()
+    single, one, two, fixed, ceiling = medians.values()
     for name, seconds in list(medians.items())[:3]:
-        print(f"{name:16} {seconds * 1e3:8.1f} ms  {rows / seconds:12,.0f} rows/s")
+        print(f"{name:16} {seconds * 1e3:8.1f} ms  {rows / seconds:12,.0f} rows/s "
+              f"(median of {len(times[name])})")
     print(f"fixed cost of a call (2 workers, {args.chunks} chunks of 10 rows): "
           f"{fixed * 1e3:.1f} ms")
     print(f"2 workers / 1 worker: {one / two:.2f}x the rows/s (target >= 1.6); "
-          f"2 plain processes / 1 on this machine: {ceiling:.2f}x")
+          f"2 plain processes / 1 on this machine: {ceiling:.2f}x (median of rounds)")
     print(f"dask (1 worker) / single process: {one / single:.2f}x the time (target <= 1.3)")
     print(f"load average after: {os.getloadavg()}")
 

@@ -16,24 +16,29 @@ How a call runs, on the current Dask scheduler (a `distributed.Client` if one ex
    own no memory), once for all the rows and once per distinct chunk length, so errors are
    those of SPEC §3.1 (`TypeError`/`ValueError` subclasses naming arguments and sizes).
 2. The kernel (it pickles as source, name and transform: `reverie/kernel.py`) and the
-   non-batch values are scattered to every worker once per call, not embedded in each task.
+   non-batch values are embedded in each task when a copy per task comes to at most
+   `dask_call.INLINE_BYTES` (1 MiB: the benchmark's 75 KB MLP on a few workers), and
+   otherwise scattered to every worker once per call (`dask_call.share`).
 3. Tasks run the compiled `value_and_grad` on chunks' rows and weight each chunk: for
    `reduce="sum"` the loss is L = Σ_c L_c, so dL/dw = Σ_c dL_c/dw; for `"mean"`,
    L = Σ_c (n_c/N) L_c with n_c the chunk's rows and N all rows, so
-   dL/dw = Σ_c (n_c/N) dL_c/dw. Chunks already in worker memory (persisted) are taken a
-   group at a time, up to `split_every` chunks that lie on one worker, by one task that
+   dL/dw = Σ_c (n_c/N) dL_c/dw. Chunks already in worker memory (persisted) are placed
+   on workers (where they lie, but for a few moved to balance the workers' rows) and
+   taken a group at a time, up to `split_every` chunks of one worker, by one task that
    adds their weighted partials (the first level of the sum, fused with the gradients;
    `dask_call.SplitCall.colocated_groups`); every other chunk is a task alone, so that
    rows still to be made are held one chunk at a time.
-4. The weighted partials are summed by a tree of tasks, `split_every` at a time (depth
-   ceil(log_k(tasks))), on the workers; only the root's result reaches the client. The
-   tasks are built as Dask task specs (`TaskLayer`), not `dask.delayed` calls, whose graph
-   merging costs milliseconds a call each on the client.
+4. The weighted partials are summed by a tree of tasks, `split_every` at a time, on the
+   workers, up to the root's inputs (at most `split_every` partials), which reach the
+   client and are added there (`tree_below_root`). The tasks are built as Dask task specs
+   (`TaskLayer`), not `dask.delayed` calls, whose graph merging costs milliseconds a call
+   each on the client.
 
 A worker that dies mid-call loses its partials; Dask recomputes them from the chunks' tasks
-(the scattered values live on every worker), so the result does not change. An error raised
-by the kernel on a worker (an out-of-range label: `IndexError`) is raised on the client as
-the same exception. See docs/scaling.md for how this scales.
+(embedded values travel with them; scattered ones live on every worker), so the result
+does not change. An error raised by the kernel on a worker (an out-of-range label:
+`IndexError`) is raised on the client as the same exception. See docs/scaling.md for how
+this scales.
 """
 
 from __future__ import annotations
@@ -110,16 +115,18 @@ class DataParallelGradient:
         if call.rows == 0 and self.reduce == "mean":
             raise ValueError(f"{self.kernel.name}: the batch parameters have no rows to "
                              "average over")
-        program, values = call.shared_with_workers(self.value_and_grad)
+        groups = call.colocated_groups(self.split_every)
+        program, values = call.shared_with_workers(self.value_and_grad, len(groups))
         arguments = call.chunk_arguments(values)
         graph = TaskLayer()
         parts = [graph.add("weighted_value_and_grad", weighted_value_and_grad, program,
                            self.single,
                            tuple(self.weight(call.chunks[c], call.rows) for c in group),
                            List(*(List(*arguments[c]) for c in group)))
-                 for group in call.colocated_groups(self.split_every)]
-        root = tree_sum(graph, parts, self.split_every)
-        (value, grads), = dask.compute(graph.delayed(root, call.arrays()))
+                 for group in groups]
+        last = tree_below_root(graph, parts, self.split_every)
+        value, grads = add_partials(*dask.compute(*(graph.delayed(part, call.arrays())
+                                                    for part in last)))
         grads = grads[0] if self.single else grads
         return (value, grads) if self.with_value else grads
 
@@ -159,13 +166,17 @@ def add_partials(*partials: Partial) -> Partial:
             tuple(functools.reduce(np.add, terms) for terms in zip(*grads, strict=True)))
 
 
-def tree_sum(graph: TaskLayer, parts: list[TaskRef], split_every: int) -> TaskRef:
-    """The sum of the partials `parts` by a tree of `add_partials` tasks in `graph`,
-    `split_every` partials each."""
-    while len(parts) > 1:
+def tree_below_root(graph: TaskLayer, parts: list[TaskRef],
+                    split_every: int) -> list[TaskRef]:
+    """The partials `parts` added by a tree of `add_partials` tasks in `graph`,
+    `split_every` partials each, down to the root's (at most `split_every`), which the
+    client adds: that saves a level of tasks (its messages through the scheduler, and the
+    transfer of partials between workers that its add needs) for at most `split_every`
+    partials, not one, reaching the client."""
+    while len(parts) > split_every:
         parts = [graph.add("add_partials", add_partials, *parts[i:i + split_every])
                  for i in range(0, len(parts), split_every)]
-    return parts[0]
+    return parts
 
 
 class TaskLayer:
@@ -202,8 +213,8 @@ def map_blocks(kernel: Kernel, *args: object,
     axis 0 is the batch's row dimension is the chunks' results concatenated along it; any
     other result gets one entry per chunk (stacked along a new axis 0). The kernel's
     results must be arrays or a flat tuple of them (a module's function, `grad`, `vjp`;
-    not `value_and_grad`'s nested pair). Non-batch values are scattered to the workers
-    now, when a distributed client exists."""
+    not `value_and_grad`'s nested pair). Non-batch values too large to embed in every
+    task are scattered to the workers now, when a distributed client exists."""
     if batch is None:
         positions = [i for i, arg in enumerate(args) if isinstance(arg, da.Array)]
     else:
@@ -212,7 +223,7 @@ def map_blocks(kernel: Kernel, *args: object,
         raise ValueError(f"{kernel.name}: map_blocks needs a batch parameter given a dask "
                          "array chunked along axis 0")
     call = split_call(kernel, positions, args)
-    program, values = call.shared_with_workers(kernel)
+    program, values = call.shared_with_workers(kernel, len(call.chunks))
     graph = TaskLayer()
     keys = [graph.add("run_kernel", run_kernel, program, *chunk_args)
             for chunk_args in call.chunk_arguments(values)]

@@ -12,7 +12,6 @@ problems surface on the client as the exceptions, and messages, of a local call.
 from __future__ import annotations
 
 import importlib.util
-import itertools
 import os
 import signal
 import threading
@@ -23,13 +22,14 @@ from pathlib import Path
 import dask.array as da
 import numpy as np
 import pytest
-from dask.core import flatten
 from dask.utils import key_split
 from dask_programs import SOURCE, UNEVEN, kernels_and_arguments, rows, split
-from distributed import Client, LocalCluster, get_task_stream, wait
+from distributed import Client, Future, LocalCluster, get_task_stream, wait
 
 import reverie as rv
-from reverie.dask_call import split_among_threads, split_call
+from reverie import dask_call
+from reverie.dask import TaskLayer, tree_below_root
+from reverie.dask_call import balanced_placement, split_among_threads, split_call
 
 F64, F32 = {"rtol": 1e-12, "atol": 1e-12}, {"rtol": 1e-5, "atol": 1e-6}
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dask_fit.py"
@@ -117,7 +117,7 @@ def test_map_blocks(client: Client, m: rv.Module) -> None:
                 m.squared_sum.grad(("w", "b"))(x, y, w, b), F64)
 
 
-def test_persisted_chunks_are_summed_by_one_task_per_group_on_their_worker(
+def test_persisted_chunks_are_summed_by_one_task_per_group_on_balanced_workers(
         client: Client, m: rv.Module) -> None:
     x, y, w, b = rows(n=200)
     chunks = (7, 13, 1, 20, 9, 30, 40, 2, 18, 60)
@@ -126,10 +126,6 @@ def test_persisted_chunks_are_summed_by_one_task_per_group_on_their_worker(
     groups = split_call(m.mse, [0, 1], (xs, ys, w, b)).colocated_groups(3)
     assert sorted(c for group in groups for c in group) == list(range(len(chunks)))
     assert all(1 <= len(group) <= 3 for group in groups)
-    holders = client.who_has([xs, ys])
-    for group, array in itertools.product(groups, (xs, ys)):  # on one worker (each array)
-        keys = list(flatten(array.__dask_keys__()))
-        assert set.intersection(*(set(holders[keys[c]]) for c in group))
     parallel = rv.dask.value_and_grad(m.mse, ("w", "b"), batch=("x", "y"), reduce="mean",
                                       split_every=3)
     with get_task_stream(client) as stream:
@@ -137,6 +133,24 @@ def test_persisted_chunks_are_summed_by_one_task_per_group_on_their_worker(
     assert_same(got, m.mse.value_and_grad(("w", "b"))(x, y, w, b), F64)
     tasks = [task for task in stream.data if key_split(task["key"]) == "weighted_value_and_grad"]
     assert len(tasks) == len(groups) < len(chunks)
+    rows_on = dict.fromkeys(client.nthreads(), 0)  # a task's key ends in its group's index
+    for task in tasks:
+        rows_on[task["worker"]] += sum(chunks[c] for c in groups[task["key"][1]])
+    assert max(rows_on.values()) - min(rows_on.values()) <= max(chunks)
+
+
+def test_chunks_stay_where_they_are_unless_a_worker_has_a_chunk_too_many() -> None:
+    nine_and_seven = [{"a"}] * 9 + [{"b"}] * 7
+    placed = balanced_placement(nine_and_seven, [10] * 16, {"a": 1, "b": 1})
+    assert placed.count("a") == placed.count("b") == 8
+    assert sum(worker not in where for worker, where in zip(placed, nine_and_seven,
+                                                            strict=True)) == 1
+    even = [{"a"}] * 8 + [{"b"}] * 8
+    assert balanced_placement(even, [10] * 16, {"a": 1, "b": 1}) == ["a"] * 8 + ["b"] * 8
+    copies = balanced_placement([{"a"}, {"a", "b"}, None], [5, 5, 5], {"a": 1, "b": 1})
+    assert copies == ["a", "b", None]  # a chunk on both goes to the idler; None: not in memory
+    on_two_threads = balanced_placement([{"a"}] * 6, [10] * 6, {"a": 2, "b": 1})
+    assert on_two_threads.count("a") == 4 and on_two_threads.count("b") == 2
 
 
 def test_a_worker_s_chunks_are_cut_so_that_each_thread_has_a_task() -> None:
@@ -148,9 +162,39 @@ def test_a_worker_s_chunks_are_cut_so_that_each_thread_has_a_task() -> None:
     assert split_among_threads([5], 1, 4) == [[5]]
 
 
-@pytest.mark.parametrize("persisted", [False, True])
-def test_a_worker_killed_mid_run_does_not_change_the_result(client: Client, m: rv.Module,
-                                                            persisted: bool) -> None:
+def test_small_shared_values_travel_in_the_tasks_and_large_ones_are_scattered(
+        client: Client, m: rv.Module, monkeypatch: pytest.MonkeyPatch) -> None:
+    x, y, w, b = rows()
+    call = split_call(m.mse, [0, 1], (split(x), split(y), w, b))
+    program, values = call.shared_with_workers(m.mse, tasks=4)
+    assert program is m.mse and values[2] is w and values[3] is b  # embedded
+    four_copies = 4 * sum(map(dask_call.sizeof, (m.mse, w, b)))
+    monkeypatch.setattr(dask_call, "INLINE_BYTES", four_copies)
+    assert call.shared_with_workers(m.mse, tasks=4)[1][2] is w
+    program, values = call.shared_with_workers(m.mse, tasks=5)  # a copy a task: too many
+    assert all(isinstance(value, Future) for value in (program, values[2], values[3]))
+    expected = m.mse.value_and_grad(("w", "b"))(x, y, w, b)
+    for limit in (0, 1 << 20):  # scattered, embedded
+        monkeypatch.setattr(dask_call, "INLINE_BYTES", limit)
+        parallel = rv.dask.value_and_grad(m.mse, ("w", "b"), batch=("x", "y"), reduce="mean")
+        assert_same(parallel(split(x), split(y), w, b), expected, F64)
+
+
+def test_the_client_adds_the_root_s_partials() -> None:
+    graph = TaskLayer()
+    parts = [graph.add("part", int, i) for i in range(10)]
+    last = tree_below_root(graph, parts, 3)  # 10 partials -> 4 adds -> 2 adds -> the client
+    assert len(last) == 2 and len(graph.tasks) == 10 + 4 + 2
+    assert tree_below_root(graph, parts[:3], 3) == parts[:3]
+
+
+@pytest.mark.parametrize("persisted, shared", [(False, "embedded"), (True, "embedded"),
+                                               (True, "scattered")])
+def test_a_worker_killed_mid_run_does_not_change_the_result(
+        client: Client, m: rv.Module, monkeypatch: pytest.MonkeyPatch, persisted: bool,
+        shared: str) -> None:
+    if shared == "scattered":  # every worker holds the values; the survivor still does
+        monkeypatch.setattr(dask_call, "INLINE_BYTES", 0)
     x, _, w, _ = rows(n=24_000, d=8)
     xs = split(x, (1000,) * 24)
     if persisted:  # the chunks on the killed worker are lost and made again
