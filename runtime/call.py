@@ -17,6 +17,8 @@ import numpy as np
 
 from reverie.compiler.ir.dtypes import NUMPY_DTYPES
 
+from . import output_pool
+
 if TYPE_CHECKING:  # (not imported: a warm start's first call checks arity without the IR)
     from reverie.compiler.ir.core import Function
     from reverie.compiler.ir.dims import Dim
@@ -249,7 +251,16 @@ def finish_results(fn: Function, results: Sequence[np.ndarray],
                    inputs: Sequence[np.ndarray]) -> object:
     """NumPy results as users expect: fresh arrays (never an input or a view of one), 0-d
     as NumPy scalars, and a tuple for tuple returns."""
-    fresh = [np.array(r) if r.base is not None or any(r is a for a in inputs) else r
-             for r in results]
+    fresh = [r if _fresh(r, results, inputs) else np.array(r) for r in results]
     out = [r[()] if r.ndim == 0 else r for r in fresh]
     return out[0] if len(out) == 1 else tuple(out)
+
+
+def _fresh(result: np.ndarray, results: Sequence[np.ndarray],
+           inputs: Sequence[np.ndarray]) -> bool:
+    """Whether `result` may be returned as it is: not an input, and owning its memory or a
+    view of an output pool block (`output_pool.py`) that no input or other result uses."""
+    if result.base is None:
+        return not any(result is a for a in inputs)
+    return output_pool.POOL.holds(result.base) and not any(
+        a.base is result.base for a in (*inputs, *results) if a is not result)

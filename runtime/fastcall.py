@@ -3,9 +3,10 @@
 `native_entry` wraps a kernel module's `<name>_vectorcall` function in a CPython builtin
 function object (`PyCFunction_NewEx` with METH_FASTCALL | METH_KEYWORDS), whose `self` is
 the tuple of objects the entry compares against and calls: the fallback (the Python call
-path), `numpy.ndarray`, `float`, `int`, `numpy.empty`, the helper table, the cell holding
-the entry's spare workspace block (`codegen/workspace_cache.py`; freed when the callable
-goes), whether one result comes back as a 1-tuple, then the dtype descriptors of the
+path), `numpy.ndarray`, `float`, `int`, `numpy.empty`, the output pool's `empty` (for
+outputs of `abi.POOLED_OUTPUT_BYTES` or more, `output_pool.py`), the helper table, the
+cell holding the entry's spare workspace block (`codegen/workspace_cache.py`; freed when
+the callable goes), whether one result comes back as a 1-tuple, then the dtype descriptors of the
 parameters and outputs and the scalar types of the outputs. The tuple also keeps the
 method definition and the JIT module alive as long as the callable is.
 
@@ -32,10 +33,13 @@ from reverie.compiler.codegen.abi import (
     FIRST_DESCRIPTOR,
     FLOAT_VALUE,
     OB_TYPE,
+    POOLED_EMPTY,
     SPARE_WORKSPACE,
     TUPLE_ITEMS,
 )
 from reverie.compiler.ir.dtypes import NUMPY_DTYPES
+
+from . import output_pool
 
 METH_FASTCALL_KEYWORDS = 0x0080 | 0x0002
 
@@ -89,8 +93,10 @@ def native_entry(address: int, name: str, fallback: Callable[..., object],
     take natively go to `fallback` unchanged."""
     definition = MethodDef(name.encode(), address, METH_FASTCALL_KEYWORDS, None)
     spare_workspace = np.zeros(1, np.int64)
-    slots = [fallback, np.ndarray, float, int, np.empty, helpers, spare_workspace, tuple_result]
-    assert len(slots) == FIRST_DESCRIPTOR and slots[SPARE_WORKSPACE] is spare_workspace
+    slots = [fallback, np.ndarray, float, int, np.empty, output_pool.empty, helpers,
+             spare_workspace, tuple_result]
+    assert len(slots) == FIRST_DESCRIPTOR and slots[SPARE_WORKSPACE] is spare_workspace \
+        and slots[POOLED_EMPTY] is output_pool.empty
     slots += [np.dtype(NUMPY_DTYPES[d]) for d in param_dtypes]
     slots += [np.dtype(NUMPY_DTYPES[d]) for d in output_dtypes]
     slots += [np.dtype(NUMPY_DTYPES[d]).type for d in output_dtypes]

@@ -80,7 +80,9 @@ class _LazyBinding:
 
 
 llvm = _LazyBinding()
-_PIPELINE_VERSION = "reverie-jit-5"  # 4: the always-inliner after O3; 5: the large code model
+# 4: the always-inliner after O3; 5: the large code model; 6: the native entry's `self`
+# tuple has the POOLED_EMPTY slot (`codegen/abi.py`)
+_PIPELINE_VERSION = "reverie-jit-6"
 HUGE_BLOCK = 2000
 _LLVM_LOCK = threading.RLock()
 _library_numbers = itertools.count()

@@ -13,7 +13,8 @@ sizes from `runtime/call.py`):
 
 1. evaluates output shapes and the workspace size from the dimension sizes (a small
    Python function generated once from the symbolic shapes);
-2. allocates the outputs with `np.empty` and reuses the spare workspace when it is free and
+2. allocates the outputs with `np.empty` (those of 32 MiB or more from the reuse pool of
+   `output_pool.py`) and reuses the spare workspace when it is free and
    fits (`abi.workspace_fits`; the native entry keeps its own, `codegen/workspace_cache.py`);
 3. calls the kernel through ctypes with one frame: the ids of the arrays (the `_objects`
    entry reads their data pointers) then the sizes (see the ABI in
@@ -50,7 +51,7 @@ from reverie.compiler.loops.ir import Program, workspace_offsets
 from reverie.compiler.loops.printer import format_program
 from reverie.compiler.pipeline import back_end_start, climb
 
-from . import artifacts, helpers
+from . import artifacts, helpers, output_pool
 from .artifacts import artifact_key
 from .call import BoundCall
 from .fastcall import LAYOUT_OK, native_entry
@@ -247,8 +248,8 @@ class NativeKernel:
         """One call of the kernel with every dimension sized by `dims`."""
         sizes = [dims[s] for s in self._symbols]
         shapes, workspace_bytes = self._layout(*sizes)
-        outputs = [np.empty(shape, dtype) for shape, dtype in zip(shapes, self._dtypes,
-                                                                   strict=True)]
+        outputs = [output_pool.empty(shape, dtype)
+                   for shape, dtype in zip(shapes, self._dtypes, strict=True)]
         workspace = self._take_workspace(workspace_bytes)
         arrays = [*bound.arrays, *outputs, workspace, self._helpers]
         frame = _pop_or(self._frames, self._frame)

@@ -43,9 +43,15 @@ C_CONTIGUOUS = 0x1
 ARGUMENTS_OFFSET = 1 << 63  # PY_VECTORCALL_ARGUMENTS_OFFSET, a flag bit in nargsf
 
 # slots of the entry's `self` tuple; then one descriptor per parameter, one dtype per output and
-# one scalar type (numpy.float64, ...) per output
-(FALLBACK, NDARRAY, FLOAT, INT, EMPTY, HELPER_TABLE, SPARE_WORKSPACE, TUPLE_RESULT,
- FIRST_DESCRIPTOR) = range(9)
+# one scalar type (numpy.float64, ...) per output. POOLED_EMPTY allocates, like EMPTY
+# (`numpy.empty(shape, dtype)`), the outputs of at least POOLED_OUTPUT_BYTES bytes from the
+# output pool (`runtime/output_pool.py`)
+(FALLBACK, NDARRAY, FLOAT, INT, EMPTY, POOLED_EMPTY, HELPER_TABLE, SPARE_WORKSPACE, TUPLE_RESULT,
+ FIRST_DESCRIPTOR) = range(10)
+# glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX): malloc
+# serves every block this large with a fresh mmap and unmaps it on free, so each call's
+# output of this size would page-fault (and the kernel zero) all of its memory again
+POOLED_OUTPUT_BYTES = 32 << 20
 
 # Workspace reuse between calls (both call paths). The native entry's SPARE_WORKSPACE slot is
 # an int64[1] array holding the address of one spare block (0: none); a block is

@@ -12,11 +12,13 @@ This entry does the whole common call in native code, in the same module as the 
    (float dtypes) or `int` (whose value the dtype holds exactly);
 2. binds every dimension from the shapes (and from the values of integer parameters that
    size a `for` loop), checks constant sizes, repeated names and the size constraints;
-3. allocates the outputs with `numpy.empty` (called through `PyObject_Vectorcall`) and
-   the workspace (the entry's spare block from the last call when it fits, see
-   `workspace_cache.py`), calls the kernel (without the GIL when the call moves many
-   elements or loops), and returns the outputs as the Python path would: 0-d results as
-   NumPy scalars, several results (or a kernel that always returns a tuple) as a tuple.
+3. allocates the outputs with `numpy.empty` (called through `PyObject_Vectorcall`; an
+   output of `abi.POOLED_OUTPUT_BYTES` or more with the reuse pool's `empty` instead,
+   `runtime/output_pool.py`) and the workspace (the entry's spare block from the last
+   call when it fits, see `workspace_cache.py`), calls the kernel (without the GIL when
+   the call moves many elements or loops), and returns the outputs as the Python path
+   would: 0-d results as NumPy scalars, several results (or a kernel that always returns
+   a tuple) as a tuple.
 
 Anything else — another type, dtype or layout, keyword arguments, a size that does not
 bind, a failed bounds check — goes to the *fallback*: the Python call path, called with
@@ -25,11 +27,12 @@ nothing the Python path would decide differently, so errors are identical by
 construction (the tests run every bad-argument case through both).
 
 `self` is a tuple built by `runtime/fastcall.py` (slots below): the fallback, the type
-objects and dtype descriptors to compare against, `numpy.empty`, the helper table, the
-spare-workspace cell, and whether one result is returned as a 1-tuple. The code holds no
-process addresses, so it is cached on disk like the kernel; CPython's functions resolve
-when the module is linked. The object layouts it reads are in `abi.py` (CPython 3.11+,
-NumPy 1.x/2.x; `runtime/fastcall.py` checks them before it installs any entry).
+objects and dtype descriptors to compare against, `numpy.empty` and the output pool's
+`empty`, the helper table, the spare-workspace cell, and whether one result is returned as
+a 1-tuple. The code holds no process addresses, so it is cached on disk like the kernel;
+CPython's functions resolve when the module is linked. The object layouts it reads are in
+`abi.py` (CPython 3.11+, NumPy 1.x/2.x; `runtime/fastcall.py` checks them before it
+installs any entry).
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ from .abi import (
     INT,
     NDARRAY,
     OB_TYPE,
+    POOLED_EMPTY,
+    POOLED_OUTPUT_BYTES,
     SPARE_WORKSPACE,
     TUPLE_ITEMS,
     TUPLE_RESULT,
@@ -298,10 +303,12 @@ class _VectorcallEntry:
                                    ir.Constant(F64, float("inf")))
 
     def _output(self, k: int) -> ir.Value:
-        """Allocate output `k` (numpy.empty; a stack slot for a 0-d one): its data."""
+        """Allocate output `k` (numpy.empty, or the output pool's `empty` from
+        POOLED_OUTPUT_BYTES up; a stack slot for a 0-d one): its data."""
         b, buffer = self.b, self.program.outputs[k]
         if not buffer.shape:
             return alloca(b, MEMORY[buffer.dtype], f"out{k}")
+        allocate = self._allocator(buffer.size, ITEMSIZE[buffer.dtype])
         shape = self._c("PyTuple_New", i64(len(buffer.shape)))
         self._check_new(shape)
         for axis, dim in enumerate(buffer.shape):
@@ -311,12 +318,20 @@ class _VectorcallEntry:
         arguments = alloca(b, ir.ArrayType(PTR, 2), "empty_args")
         b.store(shape, b.gep(arguments, [i64(0)], source_etype=PTR))
         b.store(self._slot(self._dtype_slot(k)), b.gep(arguments, [i64(1)], source_etype=PTR))
-        array = self._c("PyObject_Vectorcall", self._slot(EMPTY), arguments, i64(2),
+        array = self._c("PyObject_Vectorcall", allocate, arguments, i64(2),
                         ir.Constant(PTR, None))
         self._c("Py_DecRef", shape)
         self._check_new(array)
         b.store(array, b.gep(self.owned, [i64(0), i64(k)], source_etype=self.owned_type))
         return self._field(array, ARRAY_DATA, PTR)
+
+    def _allocator(self, elements: Dim, itemsize: int) -> ir.Value:
+        """The slot allocating an output of `elements` items: POOLED_EMPTY when it has
+        POOLED_OUTPUT_BYTES or more (also when the count wrapped around: the pool passes
+        what it does not take to numpy.empty, which reports it), else EMPTY."""
+        least = -(-POOLED_OUTPUT_BYTES // itemsize)
+        pooled = self.b.icmp_unsigned(">=", self._size(elements), i64(least))
+        return self.b.select(pooled, self._slot(POOLED_EMPTY), self._slot(EMPTY))
 
     def _dtype_slot(self, k: int) -> int:
         return FIRST_DESCRIPTOR + len(self.boundary.dtypes) + k
