@@ -30,6 +30,7 @@ SORT_DTYPES = ("f32", "f64", "i32", "i64")       # rv_argsort's `dtype` argument
 # only when a kernel may need them (`needs_own_kernel`; see `gemm.py`)
 OWN_KERNELS = ("rv_gemm_own_f32", "rv_gemm_own_f64")
 THREADS_SLOT, POOL_SLOT = len(HELPERS), len(HELPERS) + 1
+CALL_ENTRY = "rv_vectorcall"  # the native call entry every kernel shares (`fastcall.py`)
 MAX_TASKS = 4  # threads one matrix product may use at most
 
 
@@ -42,10 +43,12 @@ ARRAY_DATA, ARRAY_NDIM, ARRAY_SHAPE, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 
 C_CONTIGUOUS = 0x1
 ARGUMENTS_OFFSET = 1 << 63  # PY_VECTORCALL_ARGUMENTS_OFFSET, a flag bit in nargsf
 
-# slots of the entry's `self` tuple; then one descriptor per parameter, one dtype per output and
-# one scalar type (numpy.float64, ...) per output
-(FALLBACK, NDARRAY, FLOAT, INT, EMPTY, HELPER_TABLE, SPARE_WORKSPACE, TUPLE_RESULT,
- FIRST_DESCRIPTOR) = range(9)
+# slots of the entry's `self` tuple (`fastcall.py`): the fallback, the types it compares
+# against, numpy.empty, the helper table, the spare-workspace cell, the call descriptor
+# (`fastcall_descriptor.py`); then the dtype (numpy.dtype) of each parameter and of each
+# output, and the scalar type (numpy.float64, ...) of each output
+(FALLBACK, NDARRAY, FLOAT, INT, EMPTY, HELPER_TABLE, SPARE_WORKSPACE, CALL_DESCRIPTOR,
+ FIRST_DTYPE) = range(9)
 
 # Workspace reuse between calls (both call paths). The native entry's SPARE_WORKSPACE slot is
 # an int64[1] array holding the address of one spare block (0: none); a block is
