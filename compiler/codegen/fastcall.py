@@ -20,7 +20,7 @@ parameters, outputs and dimension sizes, flags, the addresses of the kernel and 
 the one piece of the call each kernel brings in its own module (`fastcall_bind.py`): a
 pure-integer function that binds the dimensions from the argument shapes and checks them.
 
-The entry, step by step (each `_` method of `_EntryBuilder` is one step):
+The entry, step by step (methods of `_EntryBuilder`, which builds it):
 
 1. `_take_argument`: each argument must be exactly what `runtime/call.py`'s `FastBinder`
    takes unconverted: an ndarray of exactly the declared dtype (its descriptor object is
@@ -29,11 +29,12 @@ The entry, step by step (each `_` method of `_EntryBuilder` is one step):
 2. `bind(shapes, buffers, dims, layout)` binds every dimension, checks constant sizes,
    repeated names, derived sizes (`N + 1`) and constraints, and writes the dimension
    sizes, the workspace size and the output shapes; 0 means bound, anything else: fall back;
-3. `_allocate_output` (an LLVM function of its own, `rv_entry_allocate_output`: where an
-   output's memory comes from) makes each output with `numpy.empty`; the workspace is the
-   spare block of this kernel's last call when it fits (`workspace_cache.py`);
-4. the kernel runs, without the GIL when the call moves GIL_FREE_ELEMENTS elements or
-   more, or the kernel is heavy (loops or multiplies matrices);
+3. `_make_outputs` makes each output with `numpy.empty`, in an LLVM function of its own
+   (`rv_entry_allocate_output`, `_define_allocate_output`: the one place an output's memory
+   comes from); `_take_workspace`: the spare block of this kernel's last call when it fits
+   (`workspace_cache.py`);
+4. `_call_kernel`: the kernel runs, without the GIL when the call moves GIL_FREE_ELEMENTS
+   elements or more, or the kernel is heavy (loops or multiplies matrices);
 5. `_results` returns the outputs as the Python path would: 0-d results as NumPy scalars,
    several results (or a kernel that always returns a tuple) as a tuple.
 
