@@ -6,8 +6,8 @@ fresh memory, so every call page-faults the whole workspace in again (a `cumprod
 gradient of 10⁶ elements, 73 MB of temporaries: 162 ms per call against 46 ms with the
 memory reused). The entry (`fastcall.py`) therefore keeps each kernel's last block in a
 cell, the int64 array in that kernel's `self` tuple's SPARE_WORKSPACE slot
-(`runtime/fastcall.py` makes it and frees what is left in it when the entry goes). The block layout and the policy are in
-`abi.py`:
+(`runtime/fastcall.py` makes it and frees what is left in it when the entry goes). The
+block layout and the policy are in `abi.py`:
 
     spare  = atomic_exchange(cell, 0)             # this call owns it now, or there is none
     block  = spare if workspace_fits(capacity(spare), needed) else malloc(HEADER + needed)
