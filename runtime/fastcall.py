@@ -1,14 +1,16 @@
 """Native call entries as Python callables (the other half of `codegen/fastcall.py`).
 
-`native_entry` wraps a kernel module's `<name>_vectorcall` function in a CPython builtin
-function object (`PyCFunction_NewEx` with METH_FASTCALL | METH_KEYWORDS), whose `self` is
-the tuple of objects the entry compares against and calls: the fallback (the Python call
-path), `numpy.ndarray`, `float`, `int`, `numpy.empty`, the output pool's `empty` (for
-outputs of `abi.POOLED_OUTPUT_BYTES` or more, `output_pool.py`), the helper table, the
-cell holding the entry's spare workspace block (`codegen/workspace_cache.py`; freed when
-the callable goes), whether one result comes back as a 1-tuple, then the dtype descriptors of the
-parameters and outputs and the scalar types of the outputs. The tuple also keeps the
-method definition and the JIT module alive as long as the callable is.
+`native_entry` wraps the one native call entry of the process (`rv_vectorcall`, loaded by
+`helpers.call_entry`) in a CPython builtin function object per kernel (`PyCFunction_NewEx`
+with METH_FASTCALL | METH_KEYWORDS), whose `self` is the tuple that tells the entry which
+kernel it calls and how: the fallback (the Python call path), `numpy.ndarray`, `float`,
+`int`, `numpy.empty`, the output pool's `empty` (for outputs of `abi.POOLED_OUTPUT_BYTES`
+or more, `output_pool.py`), the helper table, the cell holding the kernel's spare workspace
+block (`codegen/workspace_cache.py`; freed when the callable goes), the call descriptor
+(`codegen/fastcall_descriptor.py`: the signature, the kernel's and its `bind` function's
+addresses, whether one result comes back as a 1-tuple), then the dtypes of the parameters
+and outputs and the scalar types of the outputs. The tuple also keeps the method
+definition and the kernel's JIT module alive as long as the callable is.
 
 `LAYOUT_OK` says whether this interpreter's objects have the layout the entry reads
 (checked once on real objects); where they do not, no entry is made and kernels keep the
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -30,16 +32,19 @@ from reverie.compiler.codegen.abi import (
     ARRAY_NDIM,
     ARRAY_SHAPE,
     C_CONTIGUOUS,
-    FIRST_DESCRIPTOR,
+    CALL_DESCRIPTOR,
+    FIRST_DTYPE,
     FLOAT_VALUE,
     OB_TYPE,
     POOLED_EMPTY,
     SPARE_WORKSPACE,
     TUPLE_ITEMS,
 )
+from reverie.compiler.codegen.fastcall_descriptor import CallSignature, descriptor
 from reverie.compiler.ir.dtypes import NUMPY_DTYPES
 
 from . import output_pool
+from .helpers import call_entry
 
 METH_FASTCALL_KEYWORDS = 0x0080 | 0x0002
 
@@ -85,21 +90,22 @@ def _layout_ok() -> bool:
 LAYOUT_OK = _layout_ok()
 
 
-def native_entry(address: int, name: str, fallback: Callable[..., object],
-                 param_dtypes: Sequence[str], output_dtypes: Sequence[str],
-                 tuple_result: bool, helpers: np.ndarray,
+def native_entry(kernel: int, bind: int, name: str, fallback: Callable[..., object],
+                 signature: CallSignature, tuple_result: bool, helpers: np.ndarray,
                  keep_alive: object) -> Callable[..., object]:
-    """A Python callable running the vectorcall entry at `address`; arguments it does not
-    take natively go to `fallback` unchanged."""
-    definition = MethodDef(name.encode(), address, METH_FASTCALL_KEYWORDS, None)
+    """A Python callable named `name` running the native call entry on the kernel at
+    address `kernel`, whose `bind` function is at `bind`; arguments it does not take
+    natively go to `fallback` unchanged."""
+    definition = MethodDef(name.encode(), call_entry(), METH_FASTCALL_KEYWORDS, None)
     spare_workspace = np.zeros(1, np.int64)
+    words = np.array(descriptor(signature, kernel, bind, tuple_result), np.int64)
     slots = [fallback, np.ndarray, float, int, np.empty, output_pool.empty, helpers,
-             spare_workspace, tuple_result]
-    assert len(slots) == FIRST_DESCRIPTOR and slots[SPARE_WORKSPACE] is spare_workspace \
-        and slots[POOLED_EMPTY] is output_pool.empty
-    slots += [np.dtype(NUMPY_DTYPES[d]) for d in param_dtypes]
-    slots += [np.dtype(NUMPY_DTYPES[d]) for d in output_dtypes]
-    slots += [np.dtype(NUMPY_DTYPES[d]).type for d in output_dtypes]
+             spare_workspace, words]
+    assert len(slots) == FIRST_DTYPE and slots[SPARE_WORKSPACE] is spare_workspace
+    assert slots[POOLED_EMPTY] is output_pool.empty
+    assert slots[CALL_DESCRIPTOR] is words
+    dtypes = [np.dtype(NUMPY_DTYPES[d]) for d, _ in (*signature.params, *signature.outputs)]
+    slots += dtypes + [dtype.type for dtype in dtypes[len(signature.params):]]
     slots += [definition, keep_alive]
     function = _new_function(ctypes.addressof(definition), tuple(slots), None)
     weakref.finalize(function, free_spare_workspace, spare_workspace)

@@ -1,4 +1,5 @@
-"""The run-time helpers native kernels call, and the helper table every kernel receives.
+"""The run-time helpers native kernels call, the helper table every kernel receives, and
+the native call entry every kernel's Python callable runs.
 
 Consumes helper names (`codegen/abi.py` HELPERS: the matrix-product kernels of
 `codegen/gemm.py`, then the stable sort of `codegen/sort.py`); produces the process's
@@ -9,6 +10,10 @@ per process at HELPER_PIPELINE, or loaded from the disk cache without generating
 helper is told which BLAS `?gemm` to call: the OpenBLAS NumPy uses where the operands'
 layout allows (`runtime/blas.py`; `REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own
 kernel only).
+
+The native call entry (`codegen/fastcall.py`: one CPython vectorcall function, table-driven,
+for every kernel) is a module of the same kind: compiled once per process, or loaded from
+the disk cache (`call_entry`).
 
 This module imports neither the IR nor the code generators, so a warm start
 (`runtime/launch.py`) fills the table without them; `runtime/native.py` uses it too.
@@ -25,7 +30,13 @@ import threading
 
 import numpy as np
 
-from reverie.compiler.codegen.abi import GEMM_HELPERS, HELPERS, POOL_SLOT, SORT_HELPERS
+from reverie.compiler.codegen.abi import (
+    CALL_ENTRY,
+    GEMM_HELPERS,
+    HELPERS,
+    POOL_SLOT,
+    SORT_HELPERS,
+)
 
 from .artifacts import artifact_key
 from .blas import blas_requested, find_blas
@@ -39,6 +50,11 @@ LOCK = threading.RLock()  # loading helpers, and everything native.py compiles
 # vectoriser and unrolling runs them as fast as O3 (256^3 and matrix-vector products,
 # measured) and compiles in about half the time (0.4 s -> 0.2 s per helper).
 HELPER_PIPELINE = Pipeline(speed_level=2, slp_vectorization=False)
+# The native call entry is compiled without LLVM's optimiser: at O2 it took 4x as long
+# (valgrind: 287 M instructions against 72 M; the MLP's forward kernel module takes 328 M)
+# and its calls took as many instructions (2,605 against 2,601 per forward call of
+# benchmarks/latency.py's kernel): a call's work is CPython's and NumPy's functions.
+ENTRY_PIPELINE = None
 
 
 @functools.cache
@@ -53,6 +69,25 @@ def _helper(name: str) -> JitModule:
 
     key = artifact_key("helper", name, HELPER_PIPELINE, host_description())
     return remembered_module(key, make_ir, name=name, pipeline=HELPER_PIPELINE)
+
+
+@functools.cache
+def _call_entry_module() -> JitModule:
+    """The module of the native call entry (`codegen/fastcall.py`), compiled once per
+    process (a process that finds it in the disk cache loads it without generating its
+    IR); kept here, so its code stays loaded for the life of the process."""
+    def make_ir() -> str:
+        from reverie.compiler.codegen import fastcall
+
+        return fastcall.entry_module()
+
+    key = artifact_key("helper", CALL_ENTRY, ENTRY_PIPELINE, host_description())
+    return remembered_module(key, make_ir, name=CALL_ENTRY, pipeline=ENTRY_PIPELINE)
+
+
+def call_entry() -> int:
+    """The address of the native call entry `rv_vectorcall` every kernel's callable runs."""
+    return _call_entry_module().address(CALL_ENTRY)
 
 
 @functools.cache

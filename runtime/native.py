@@ -43,6 +43,7 @@ from reverie.compiler.codegen.abi import (
     needs_own_kernel,
     workspace_fits,
 )
+from reverie.compiler.codegen.fastcall_descriptor import BIND_SUFFIX, signature_of
 from reverie.compiler.ir.capacity import is_trip_symbol, run_with_capacity
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import python_expr
@@ -162,8 +163,8 @@ class NativeKernel:
                                           name=symbol)
         else:
             self._jit = climb(program, start="codegen", stop="jit")["jit"]
-        self._vectorcall = (self._jit.address(symbol + "_vectorcall")
-                            if self.program.boundary is not None and LAYOUT_OK else None)
+        self._bind = (self._jit.address(symbol + BIND_SUFFIX)
+                      if self.program.boundary is not None and LAYOUT_OK else None)
         self._entry = ENTRY(self._jit.address(symbol))
         self._object_entry = OBJECT_ENTRY(self._jit.address(symbol + "_objects"))
         self._layout = layout_function(self.program)
@@ -185,23 +186,21 @@ class NativeKernel:
         """A Python callable doing the whole call natively (`codegen/fastcall.py`) and
         passing every argument list it does not take to `fallback`; None for a function
         whose boundary needs the Python path."""
-        if self._vectorcall is None:
+        if self._bind is None:
             return None
-        return native_entry(self._vectorcall, self.program.name, fallback,
-                            self.program.boundary.dtypes, [b.dtype for b in self.program.outputs],
+        return native_entry(self._jit.address(entry_symbol(self.program)), self._bind,
+                            self.program.name, fallback, signature_of(self.program),
                             tuple_result, self._helpers, keep_alive=self)
 
     def launch_record(self) -> tuple | None:
         """What `runtime/launch.py` needs to make this kernel's native entry in a later
-        process without its IR: the entry's symbol and name, the parameter and output
-        dtypes, the helpers it calls, whether they need the own matrix kernel, and its
-        object code's key (None: no native entry, or code the whole-pipeline cache does not
-        remember)."""
-        if self._vectorcall is None or not self._object_key:
+        process without its IR: the entry's symbol and name, its call signature
+        (`fastcall_descriptor.CallSignature`), the helpers it calls, whether they need the
+        own matrix kernel, and its object code's key (None: no native entry, or code the
+        whole-pipeline cache does not remember)."""
+        if self._bind is None or not self._object_key:
             return None
-        return (entry_symbol(self.program), self.program.name,
-                tuple(self.program.boundary.dtypes),
-                tuple(b.dtype for b in self.program.outputs),
+        return (entry_symbol(self.program), self.program.name, signature_of(self.program),
                 tuple(sorted(self._helper_names)), self._own_kernel, self._object_key)
 
     @property

@@ -30,6 +30,7 @@ SORT_DTYPES = ("f32", "f64", "i32", "i64")       # rv_argsort's `dtype` argument
 # only when a kernel may need them (`needs_own_kernel`; see `gemm.py`)
 OWN_KERNELS = ("rv_gemm_own_f32", "rv_gemm_own_f64")
 THREADS_SLOT, POOL_SLOT = len(HELPERS), len(HELPERS) + 1
+CALL_ENTRY = "rv_vectorcall"  # the native call entry every kernel shares (`fastcall.py`)
 MAX_TASKS = 4  # threads one matrix product may use at most
 
 
@@ -42,12 +43,13 @@ ARRAY_DATA, ARRAY_NDIM, ARRAY_SHAPE, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 
 C_CONTIGUOUS = 0x1
 ARGUMENTS_OFFSET = 1 << 63  # PY_VECTORCALL_ARGUMENTS_OFFSET, a flag bit in nargsf
 
-# slots of the entry's `self` tuple; then one descriptor per parameter, one dtype per output and
-# one scalar type (numpy.float64, ...) per output. POOLED_EMPTY allocates, like EMPTY
-# (`numpy.empty(shape, dtype)`), the outputs of at least POOLED_OUTPUT_BYTES bytes from the
-# output pool (`runtime/output_pool.py`)
-(FALLBACK, NDARRAY, FLOAT, INT, EMPTY, POOLED_EMPTY, HELPER_TABLE, SPARE_WORKSPACE, TUPLE_RESULT,
- FIRST_DESCRIPTOR) = range(10)
+# slots of the entry's `self` tuple (`fastcall.py`): the fallback, the types it compares
+# against, numpy.empty and the output pool's `empty` (`runtime/output_pool.py`, for outputs
+# of POOLED_OUTPUT_BYTES or more), the helper table, the spare-workspace cell, the call
+# descriptor (`fastcall_descriptor.py`); then the dtype (numpy.dtype) of each parameter and
+# of each output, and the scalar type (numpy.float64, ...) of each output
+(FALLBACK, NDARRAY, FLOAT, INT, EMPTY, POOLED_EMPTY, HELPER_TABLE, SPARE_WORKSPACE,
+ CALL_DESCRIPTOR, FIRST_DTYPE) = range(10)
 # glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX): malloc
 # serves every block this large with a fresh mmap and unmaps it on free, so each call's
 # output of this size would page-fault (and the kernel zero) all of its memory again

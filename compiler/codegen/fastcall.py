@@ -1,24 +1,43 @@
-"""The native call entry: a CPython vectorcall function per kernel, written in LLVM IR.
+"""The native call entry: one CPython vectorcall function for every kernel, in LLVM IR.
 
 Calling a kernel from Python through ctypes costs ~10 µs; NumPy's `2 * x` costs ~1 µs.
-This entry does the whole common call in native code, in the same module as the kernel:
+This entry does the whole common call in native code. It is compiled once per process,
+in a small module of its own (`entry_module`; loaded from the disk cache like the
+run-time helpers, `runtime/helpers.py`), and is table-driven: what it knows of a kernel
+comes from the `self` tuple that `runtime/fastcall.py` builds for that kernel. In C:
 
-    PyObject *@<entry>_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
-                                  PyObject *kwnames)
+    PyObject *rv_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames);
 
-1. checks each argument exactly as `runtime/call.py`'s `FastBinder` accepts it: an
-   ndarray of exactly the declared dtype (its descriptor object is the one NumPy uses for
-   that dtype), rank and C-contiguity, or, for a scalar parameter, a Python `float`
-   (float dtypes) or `int` (whose value the dtype holds exactly);
-2. binds every dimension from the shapes (and from the values of integer parameters that
-   size a `for` loop), checks constant sizes, repeated names and the size constraints;
-3. allocates the outputs with `numpy.empty` (called through `PyObject_Vectorcall`; an
-   output of `abi.POOLED_OUTPUT_BYTES` or more with the reuse pool's `empty` instead,
-   `runtime/output_pool.py`) and the workspace (the entry's spare block from the last
-   call when it fits, see `workspace_cache.py`), calls the kernel (without the GIL when
-   the call moves many elements or loops), and returns the outputs as the Python path
-   would: 0-d results as NumPy scalars, several results (or a kernel that always returns
-   a tuple) as a tuple.
+    self = (fallback, numpy.ndarray, float, int, numpy.empty, pooled_empty,
+            helper_table, spare_workspace, descriptor,        # abi.py's slot numbers
+            dtype of each parameter, dtype of each output,    # numpy.dtype objects
+            scalar type of each output, ...)                  # numpy.float64, ...
+
+The descriptor is an int64 array (layout in `fastcall_descriptor.py`): the numbers of
+parameters, outputs and dimension sizes, flags, the addresses of the kernel and of its
+`bind` function, then a (dtype code, rank) pair per parameter and per output. `bind` is
+the one piece of the call each kernel brings in its own module (`fastcall_bind.py`): a
+pure-integer function that binds the dimensions from the argument shapes and checks them.
+
+The entry, step by step (methods of `_EntryBuilder`, which builds it):
+
+1. `_take_argument`: each argument must be exactly what `runtime/call.py`'s `FastBinder`
+   takes unconverted: an ndarray of exactly the declared dtype (its descriptor object is
+   the one in `self`), rank and C-contiguity, or, for a scalar parameter, a Python
+   `float` (float dtypes) or `int` (whose value the dtype holds exactly);
+2. `bind(shapes, buffers, dims, layout)` binds every dimension, checks constant sizes,
+   repeated names, derived sizes (`N + 1`) and constraints, and writes the dimension
+   sizes, the workspace size and the output shapes; 0 means bound, anything else: fall back;
+3. `_make_outputs` makes each output with `numpy.empty`, in an LLVM function of its own
+   (`rv_entry_allocate_output`, `_define_allocate_output`: the one place an output's memory
+   comes from; an output of `abi.POOLED_OUTPUT_BYTES` or more comes from the reuse pool's
+   `empty` instead, `runtime/output_pool.py`); `_take_workspace`: the spare block of this
+   kernel's last call when it fits (`workspace_cache.py`);
+4. `_call_kernel`: the kernel runs, without the GIL when the call moves GIL_FREE_ELEMENTS
+   elements or more, or the kernel is heavy (loops or multiplies matrices);
+5. `_results` returns the outputs as the Python path would: 0-d results as NumPy scalars,
+   several results (or a kernel that always returns a tuple) as a tuple.
 
 Anything else — another type, dtype or layout, keyword arguments, a size that does not
 bind, a failed bounds check — goes to the *fallback*: the Python call path, called with
@@ -26,22 +45,16 @@ the same arguments, which converts them or raises its usual error. The entry dec
 nothing the Python path would decide differently, so errors are identical by
 construction (the tests run every bad-argument case through both).
 
-`self` is a tuple built by `runtime/fastcall.py` (slots below): the fallback, the type
-objects and dtype descriptors to compare against, `numpy.empty` and the output pool's
-`empty`, the helper table, the spare-workspace cell, and whether one result is returned as
-a 1-tuple. The code holds no process addresses, so it is cached on disk like the kernel;
-CPython's functions resolve when the module is linked. The object layouts it reads are in
-`abi.py` (CPython 3.11+, NumPy 1.x/2.x; `runtime/fastcall.py` checks them before it
-installs any entry).
+The code holds no process addresses, so it is cached on disk; CPython's functions resolve
+when the module is linked. The object layouts it reads are in `abi.py` (CPython 3.11+,
+NumPy 1.x/2.x; `runtime/fastcall.py` checks them before it installs any entry).
 """
 
 from __future__ import annotations
 
-from llvmlite import ir
+from collections.abc import Callable
 
-from reverie.compiler.ir.dims import Dim
-from reverie.compiler.loops.boundary import CallBoundary
-from reverie.compiler.loops.ir import ForLoop, Matmul, Program, workspace_offsets
+from llvmlite import ir
 
 from .abi import (
     ARGUMENTS_OFFSET,
@@ -51,41 +64,53 @@ from .abi import (
     ARRAY_NDIM,
     ARRAY_SHAPE,
     C_CONTIGUOUS,
+    CALL_DESCRIPTOR,
+    CALL_ENTRY,
     EMPTY,
     FALLBACK,
-    FIRST_DESCRIPTOR,
+    FIRST_DTYPE,
     FLOAT,
     FLOAT_VALUE,
     HELPER_TABLE,
     INT,
+    ITEMSIZE,
     NDARRAY,
     OB_TYPE,
     POOLED_EMPTY,
     POOLED_OUTPUT_BYTES,
     SPARE_WORKSPACE,
     TUPLE_ITEMS,
+)
+from .fastcall_bind import BIND_TYPE
+from .fastcall_descriptor import (
+    BIND,
+    ENTRY_DTYPES,
+    FIRST_ARRAY,
+    FLAGS,
+    HEAVY,
+    KERNEL,
+    LAYOUT,
+    OUTPUTS,
+    PARAMETERS,
+    SYMBOLS,
     TUPLE_RESULT,
 )
-from .irutil import (
-    F32,
-    F64,
-    FLOATS,
-    I1,
-    I32,
-    I64,
-    ITEMSIZE,
-    MEMORY,
-    PTR,
-    alloca,
-    i64,
-    index_value,
-)
+from .irutil import F32, F64, I8, I32, I64, PTR, FunctionPointer, counted_loop, i64
 from .workspace_cache import give_back_workspace, take_workspace, workspace_of
 
+ALLOCATE_OUTPUT = "rv_entry_allocate_output"
+ERROR_SLOTS = 3  # after the dimension sizes: where the kernel reports a failed check
 GIL_FREE_ELEMENTS = 1 << 14  # calls moving at least this many elements release the GIL
-# the Python ints a scalar parameter takes natively (i64: whatever fits; others exactly)
+CODE = {dtype: code for code, dtype in enumerate(ENTRY_DTYPES)}
+# the Python ints a scalar parameter takes natively, per dtype code (i64: whatever fits;
+# others exactly; bool: none, a Python number for a bool parameter takes the Python path)
 EXACT_INTEGERS = {"f32": (-(1 << 24), 1 << 24), "f64": (-(1 << 53), 1 << 53),
-                  "i32": (-(1 << 31), (1 << 31) - 1)}
+                  "i32": (-(1 << 31), (1 << 31) - 1), "i64": (-(1 << 63), (1 << 63) - 1),
+                  "bool": (1, 0)}
+KERNEL_TYPE = ir.FunctionType(I32, [PTR, PTR])  # i32 kernel(ptr buffers, ptr dims)
+ENTRY_TYPE = ir.FunctionType(PTR, [PTR, PTR, I64, PTR])
+# (self, shape, rank, dtype, nbytes)
+ALLOCATE_TYPE = ir.FunctionType(PTR, [PTR, PTR, I64, PTR, I64])
 
 CPYTHON = {  # name: (result, parameters)
     "PyObject_Vectorcall": (PTR, [PTR, PTR, I64, PTR]),
@@ -95,42 +120,29 @@ CPYTHON = {  # name: (result, parameters)
     "PyLong_FromLongLong": (PTR, [I64]),
     "PyLong_AsLongLongAndOverflow": (I64, [PTR, PTR]),
     "PyFloat_FromDouble": (PTR, [F64]),
-    "PyObject_IsTrue": (I32, [PTR]),
     "Py_DecRef": (ir.VoidType(), [PTR]),
     "PyMem_RawMalloc": (PTR, [I64]),
     "PyMem_RawFree": (ir.VoidType(), [PTR]),
     "PyEval_SaveThread": (PTR, []),
     "PyEval_RestoreThread": (ir.VoidType(), [PTR]),
 }
+NULL = ir.Constant(PTR, None)
 
 
-def define_vectorcall_entry(module: ir.Module, entry: ir.Function, program: Program,
-                            boundary: CallBoundary) -> None:
-    """Add `@<entry>_vectorcall` (see the module docstring) calling `entry`, which is
-    kept out of line (inlined, it would double the code LLVM optimises and emits)."""
-    entry.attributes.add("noinline")
-    _VectorcallEntry(module, entry, program, boundary)
+def entry_module() -> str:
+    """LLVM IR of the module defining `rv_vectorcall` (see the module docstring)."""
+    module = ir.Module(name=CALL_ENTRY)
+    _define_allocate_output(module)
+    _EntryBuilder(module).build()
+    return str(module)
 
 
-class _VectorcallEntry:
-    """Builds the entry: checks, binding, allocation, the kernel call, the results."""
+class _Builder:
+    """What the entry's functions share: CPython calls, object fields, the `self` tuple."""
 
-    def __init__(self, module: ir.Module, entry: ir.Function, program: Program,
-                 boundary: CallBoundary) -> None:
-        self.module, self.program, self.boundary = module, program, boundary
-        signature = ir.FunctionType(PTR, [PTR, PTR, I64, PTR])
-        function = ir.Function(module, signature, name=entry.name + "_vectorcall")
-        self.self_, self.args, self.nargsf, self.kwnames = function.args
-        self.function = function
+    def __init__(self, function: ir.Function) -> None:
+        self.module, self.function = function.module, function
         self.b = ir.IRBuilder(function.append_basic_block("entry"))
-        self.fallback = function.append_basic_block("fallback")
-        self.failed = function.append_basic_block("failed")
-        self.sizes: dict[str, ir.Value] = {}
-        self.derived: list[tuple[ir.Value, Dim]] = []  # (size, expression) checked last
-        self.owned = alloca(self.b, ir.ArrayType(PTR, len(program.outputs)), "owned")
-        self._build(entry)
-
-    # ------------------------------------------------------------ small pieces
 
     def _c(self, name: str, *args: ir.Value) -> ir.Value:
         """Call CPython's function `name` (declared once per module)."""
@@ -140,311 +152,389 @@ class _VectorcallEntry:
             function = ir.Function(self.module, ir.FunctionType(result, params), name=name)
         return self.b.call(function, list(args))
 
+    def _at(self, pointer: ir.Value, index: ir.Value | int, type_: ir.Type) -> ir.Value:
+        """The address of item `index` of an array of `type_` at `pointer`."""
+        index = i64(index) if isinstance(index, int) else index
+        address = self.b.gep(pointer, [index], source_etype=type_)
+        address.type = PTR  # (an opaque pointer: llvmlite would type it `type_*`)
+        return address
+
+    def _stack(self, type_: ir.Type, name: str, count: ir.Value | None = None) -> ir.Value:
+        """A stack slot (an array of `count` when given), typed as an opaque `ptr`."""
+        slot = self.b.alloca(type_, count, name=name)
+        slot.type = PTR
+        return slot
+
+    def _load(self, pointer: ir.Value, index: ir.Value | int, type_: ir.Type) -> ir.Value:
+        return self.b.load(self._at(pointer, index, type_), typ=type_)
+
     def _field(self, pointer: ir.Value, offset: int, type_: ir.Type) -> ir.Value:
         """The `type_` value `offset` bytes into the object at `pointer`."""
-        address = self.b.gep(pointer, [i64(offset)], source_etype=ir.IntType(8))
-        return self.b.load(address, typ=type_)
+        return self.b.load(self._at(pointer, offset, I8), typ=type_)
 
-    def _slot(self, k: int) -> ir.Value:
+    def _slot(self, self_: ir.Value, k: ir.Value | int) -> ir.Value:
         """Item `k` of the `self` tuple (borrowed)."""
-        return self._field(self.self_, TUPLE_ITEMS + 8 * k, PTR)
-
-    def _require(self, condition: ir.Value) -> None:
-        """Go on if `condition` holds, else take the Python path."""
-        ok = self.function.append_basic_block("ok")
-        self.b.cbranch(condition, ok, self.fallback)
-        self.b.position_at_end(ok)
+        return self._load(self._at(self_, TUPLE_ITEMS, I8), k, PTR)
 
     def _same(self, a: ir.Value, b: ir.Value) -> ir.Value:
         return self.b.icmp_unsigned("==", a, b)
 
-    def _bind(self, name: str, size: ir.Value) -> None:
-        """Bind dimension `name`, or require it to have the size bound before."""
-        if name in self.sizes:
-            self._require(self._same(self.sizes[name], size))
-        else:
-            self.sizes[name] = size
+    def _block(self, name: str) -> ir.Block:
+        return self.function.append_basic_block(name)
 
-    def _size(self, dim: Dim) -> ir.Value:
-        return index_value(self.b, dim, self.sizes.__getitem__)
+
+def _define_allocate_output(module: ir.Module) -> None:
+    """`ptr rv_entry_allocate_output(self, shape, rank, dtype, nbytes)`: a new output array
+    of `rank` axes sized `shape[0..rank)` and numpy.dtype `dtype` (`nbytes` long), or NULL
+    with CPython's exception set. It is the one place where the entry gets an output's
+    memory: `numpy.empty(shape, dtype)`, or the output pool's `empty` (slot POOLED_EMPTY)
+    from POOLED_OUTPUT_BYTES up (also when the byte count wrapped around: the pool passes
+    what it does not take to numpy.empty, which reports it)."""
+    function = ir.Function(module, ALLOCATE_TYPE, name=ALLOCATE_OUTPUT)
+    function.linkage = "internal"
+    self_, shape, rank, dtype, nbytes = function.args
+    builder = _Builder(function)
+    b = builder.b
+    arguments = builder._stack(PTR, "empty_args", i64(2))
+    failed = builder._block("failed")
+    sizes = builder._c("PyTuple_New", rank)
+    made = builder._block("made")
+    b.cbranch(b.icmp_unsigned("==", sizes, NULL), failed, made)
+    b.position_at_end(made)
+    with counted_loop(b, i64(0), rank) as axis:
+        size = builder._c("PyLong_FromSsize_t", builder._load(shape, axis, I64))
+        release = builder._block("release")
+        stored = builder._block("stored")
+        b.cbranch(b.icmp_unsigned("==", size, NULL), release, stored)
+        b.position_at_end(release)
+        builder._c("Py_DecRef", sizes)
+        b.branch(failed)
+        b.position_at_end(stored)
+        builder._c("PyTuple_SetItem", sizes, axis, size)
+    b.store(sizes, builder._at(arguments, 0, PTR))
+    b.store(dtype, builder._at(arguments, 1, PTR))
+    pooled = b.icmp_unsigned(">=", nbytes, i64(POOLED_OUTPUT_BYTES))
+    allocate = b.select(pooled, builder._slot(self_, POOLED_EMPTY), builder._slot(self_, EMPTY))
+    array = builder._c("PyObject_Vectorcall", allocate, arguments, i64(2), NULL)
+    builder._c("Py_DecRef", sizes)
+    b.ret(array)
+    b.position_at_end(failed)
+    b.ret(NULL)
+
+
+class _EntryBuilder(_Builder):
+    """Builds `rv_vectorcall`: arguments, binding, outputs, the kernel call, results."""
+
+    def __init__(self, module: ir.Module) -> None:
+        super().__init__(ir.Function(module, ENTRY_TYPE, name=CALL_ENTRY))
+        self.self_, self.args, self.nargsf, self.kwnames = self.function.args
+        self.fallback = self._block("fallback")
+        self.failed = self._block("failed")
+        self.release = self._block("release")  # release the outputs, then the fallback
+        b = self.b
+        self.words = self._field(self._slot(self.self_, CALL_DESCRIPTOR), ARRAY_DATA, PTR)
+        self.params, self.outputs, symbols, layout = (
+            self._word(w) for w in (PARAMETERS, OUTPUTS, SYMBOLS, LAYOUT))
+        arrays = b.add(self.params, self.outputs)
+        # the call's arrays, on the stack: sized by the descriptor
+        self.shapes = self._stack(PTR, "shapes", self.params)      # each argument's shape
+        self.scalars = self._stack(I64, "scalars", self.params)    # Python numbers, converted
+        self.buffers = self._stack(PTR, "buffers", b.add(arrays, i64(2)))  # + workspace, helpers
+        self.dims = self._stack(I64, "dims", b.add(symbols, i64(ERROR_SLOTS)))
+        self.layout = self._stack(I64, "layout", layout)          # workspace bytes, shapes
+        self.owned = self._stack(PTR, "owned", self.outputs)      # new references
+        self.zero_d = self._stack(I64, "zero_d", self.outputs)    # 0-d outputs' values
+        self.elements = self._stack(I64, "elements")              # moved by the call
+        # scratch of the steps below (stack slots all in the entry block: none in a loop)
+        self.product = self._stack(I64, "product")
+        self.overflow = self._stack(I32, "overflow")
+        self.offset = self._stack(I64, "shape_offset")
+        self.block = self._stack(I64, "workspace_block")
+        self.thread = self._stack(PTR, "thread")
+        self.number = self._stack(PTR, "number")
+
+    # ------------------------------------------------------------ small pieces
+
+    def _word(self, index: ir.Value | int) -> ir.Value:
+        """Word `index` of the descriptor."""
+        return self._load(self.words, index, I64)
+
+    def _array_word(self, k: ir.Value, field: int) -> ir.Value:
+        """Field `field` (0: dtype code, 1: rank) of array `k` (parameters, then outputs)."""
+        return self._word(self.b.add(i64(FIRST_ARRAY + field), self.b.mul(k, i64(2))))
+
+    def _require(self, condition: ir.Value, otherwise: ir.Block | None = None) -> None:
+        """Go on if `condition` holds, else take the Python path (or `otherwise`)."""
+        ok = self._block("ok")
+        self.b.cbranch(condition, ok, otherwise or self.fallback)
+        self.b.position_at_end(ok)
+
+    def _check_new(self, obj: ir.Value) -> None:
+        """Go on if CPython returned an object, else fail with its exception set."""
+        self._require(self.b.icmp_unsigned("!=", obj, NULL), self.failed)
+
+    def _add_elements(self, count: ir.Value) -> None:
+        b = self.b
+        b.store(b.add(b.load(self.elements, typ=I64), count), self.elements)
+
+    def _product(self, shape: ir.Value, rank: ir.Value) -> ir.Value:
+        """The number of elements of an array of `rank` axes sized `shape[0..rank)`."""
+        b = self.b
+        b.store(i64(1), self.product)
+        with counted_loop(b, i64(0), rank) as axis:
+            b.store(b.mul(b.load(self.product, typ=I64), self._load(shape, axis, I64)),
+                    self.product)
+        return b.load(self.product, typ=I64)
+
+    def _itemsize(self, code: ir.Value) -> ir.Value:
+        """The bytes per element of the dtype whose code is `code`."""
+        size: ir.Value = i64(ITEMSIZE[ENTRY_DTYPES[-1]])
+        for dtype in ENTRY_DTYPES[:-1]:
+            size = self.b.select(self._same(code, i64(CODE[dtype])), i64(ITEMSIZE[dtype]), size)
+        return size
+
+    def _by_dtype(self, code: ir.Value, actions: dict[str, Callable[[], None]]) -> None:
+        """Emit `actions[dtype]()` for the dtype whose code is `code`, one of the keys (a
+        `switch`; the last key also takes any other code)."""
+        b = self.b
+        done = self._block("done")
+        cases = {dtype: self._block(f"as_{dtype}") for dtype in actions}
+        switch = b.switch(code, cases[next(reversed(cases))])
+        for dtype, case in cases.items():
+            switch.add_case(i64(CODE[dtype]), case)
+            b.position_at_end(case)
+            actions[dtype]()
+            b.branch(done)
+        b.position_at_end(done)
 
     # ------------------------------------------------------------ the entry
 
-    def _build(self, entry: ir.Function) -> None:
-        b, program, boundary = self.b, self.program, self.boundary
+    def build(self) -> None:
+        b = self.b
+        b.store(i64(0), self.elements)
         nargs = b.and_(self.nargsf, i64(ARGUMENTS_OFFSET - 1))
-        self._require(b.and_(self._same(nargs, i64(len(boundary.dtypes))),
-                             b.icmp_unsigned("==", self.kwnames, ir.Constant(PTR, None))))
-        data = [self._parameter(k) for k in range(len(boundary.dtypes))]
-        for name, k in boundary.value_dims:
-            dtype = boundary.dtypes[k]
-            value = b.load(data[k], typ=MEMORY[dtype])
-            self._bind(name, value if dtype == "i64" else b.sext(value, I64))
-        for size, dim in self.derived:
-            self._require(self._same(size, self._size(dim)))
-        for dim in boundary.constraints:
-            self._require(b.icmp_signed(">=", self._size(dim), i64(0)))
-        for k in range(len(program.outputs)):
-            b.store(ir.Constant(PTR, None), b.gep(self.owned, [i64(0), i64(k)],
-                                                  source_etype=self.owned_type))
-        outputs = [self._output(k) for k in range(len(program.outputs))]
-        total = workspace_offsets(program.temps, ITEMSIZE)[-1]
-        uses_workspace = not (total.is_const and total.value == 0)
-        workspace = ir.Constant(PTR, None)
-        if uses_workspace:
-            cell = self._field(self._slot(SPARE_WORKSPACE), ARRAY_DATA, PTR)
-            block = take_workspace(b, self._c, cell, self._size(total))
-            self._fall_back_releasing(b.icmp_unsigned("==", block, i64(0)))
-            workspace = workspace_of(b, block)
-        helpers = self._field(self._slot(HELPER_TABLE), ARRAY_DATA, PTR)
-        status = self._call_kernel(entry, data + outputs + [workspace, helpers])
-        if uses_workspace:
-            give_back_workspace(b, self._c, cell, block)
-        self._fall_back_releasing(b.icmp_signed("!=", status, ir.Constant(I32, 0)))
-        b.ret(self._results(outputs))
+        self._require(b.and_(self._same(nargs, self.params), self._same(self.kwnames, NULL)))
+        with counted_loop(b, i64(0), self.params) as k:
+            self._take_argument(k)
+        bind = FunctionPointer(b.inttoptr(self._word(BIND), PTR), BIND_TYPE)
+        status = b.call(bind, [self.shapes, self.buffers, self.dims, self.layout])
+        self._require(self._same(status, ir.Constant(I32, 0)))
+        with counted_loop(b, i64(0), self.outputs) as k:
+            b.store(NULL, self._at(self.owned, k, PTR))
+        self._make_outputs()
+        self._take_workspace()
+        status = self._call_kernel()
+        self._give_back_workspace()
+        self._require(self._same(status, ir.Constant(I32, 0)), self.release)
+        b.ret(self._results())
         self._define_exits()
 
-    @property
-    def owned_type(self) -> ir.Type:
-        return ir.ArrayType(PTR, len(self.program.outputs))
-
-    def _parameter(self, k: int) -> ir.Value:
-        """Check argument `k` and return a pointer to its data."""
-        b, dtype, shape = self.b, self.boundary.dtypes[k], self.boundary.shapes[k]
-        arg = b.load(b.gep(self.args, [i64(k)], source_etype=PTR), typ=PTR)
-        kind = self._field(arg, OB_TYPE, PTR)
-        if shape:
-            self._require(self._same(kind, self._slot(NDARRAY)))
-            return self._array(arg, k, shape)
-        # a scalar: a 0-d array, or a Python number stored in a stack slot
-        slot = alloca(b, MEMORY[dtype], f"arg{k}")
-        array = self.function.append_basic_block("array")
-        number = self.function.append_basic_block("number")
-        done = self.function.append_basic_block("scalar")
-        b.cbranch(self._same(kind, self._slot(NDARRAY)), array, number)
-        b.position_at_end(array)
-        array_data = self._array(arg, k, ())
-        array_end = b.block
-        b.branch(done)
-        b.position_at_end(number)
-        self._number(arg, kind, dtype, slot)
-        number_end = b.block
-        b.branch(done)
-        b.position_at_end(done)
-        pointer = b.phi(PTR)
-        pointer.add_incoming(array_data, array_end)
-        pointer.add_incoming(slot, number_end)
-        return pointer
-
-    def _array(self, arg: ir.Value, k: int, shape: tuple[Dim, ...]) -> ir.Value:
-        """Check an ndarray argument's dtype, rank and layout; bind its sizes."""
+    def _take_argument(self, k: ir.Value) -> None:
+        """Check argument `k`; note its shape and data pointer (a number: converted into
+        its `scalars` slot) and count its elements."""
         b = self.b
-        self._require(self._same(self._field(arg, ARRAY_DESCR, PTR),
-                                 self._slot(FIRST_DESCRIPTOR + k)))
-        self._require(self._same(self._field(arg, ARRAY_NDIM, I32), ir.Constant(I32, len(shape))))
+        arg = self._load(self.args, k, PTR)
+        kind = self._field(arg, OB_TYPE, PTR)
+        code, rank = self._array_word(k, 0), self._array_word(k, 1)
+        array, number, done = self._block("array"), self._block("number"), self._block("taken")
+        b.cbranch(self._same(kind, self._slot(self.self_, NDARRAY)), array, number)
+        b.position_at_end(array)
+        dtype = self._slot(self.self_, b.add(k, i64(FIRST_DTYPE)))
+        self._require(self._same(self._field(arg, ARRAY_DESCR, PTR), dtype))
+        self._require(self._same(b.sext(self._field(arg, ARRAY_NDIM, I32), I64), rank))
         flags = self._field(arg, ARRAY_FLAGS, I32)
         self._require(b.icmp_unsigned("!=", b.and_(flags, ir.Constant(I32, C_CONTIGUOUS)),
                                       ir.Constant(I32, 0)))
-        if shape:
-            sizes = self._field(arg, ARRAY_SHAPE, PTR)
-            for axis, dim in enumerate(shape):
-                size = b.load(b.gep(sizes, [i64(axis)], source_etype=I64), typ=I64)
-                if dim.is_const:
-                    self._require(self._same(size, i64(dim.value)))
-                elif str(dim) in dim.symbols():
-                    self._bind(str(dim), size)
-                else:
-                    self.derived.append((size, dim))
-        return self._field(arg, ARRAY_DATA, PTR)
+        shape = self._field(arg, ARRAY_SHAPE, PTR)
+        b.store(shape, self._at(self.shapes, k, PTR))
+        b.store(self._field(arg, ARRAY_DATA, PTR), self._at(self.buffers, k, PTR))
+        self._add_elements(self._product(shape, rank))
+        b.branch(done)
+        b.position_at_end(number)
+        self._require(self._same(rank, i64(0)))
+        slot = self._at(self.scalars, k, I64)
+        self._store_number(arg, kind, code, slot)
+        b.store(slot, self._at(self.buffers, k, PTR))
+        self._add_elements(i64(1))
+        b.branch(done)
+        b.position_at_end(done)
 
-    def _number(self, arg: ir.Value, kind: ir.Value, dtype: str, slot: ir.Value) -> None:
-        """Store a Python number in `slot` as `dtype` when it converts exactly as NumPy
-        would: a float for a float dtype (unless it overflows f32), an int whose value
-        `dtype` holds exactly. Bools and anything else take the Python path."""
+    def _store_number(self, arg: ir.Value, kind: ir.Value, code: ir.Value,
+                      slot: ir.Value) -> None:
+        """Store a Python number in `slot` as dtype `code` when it converts exactly as
+        NumPy would: a float for a float dtype (unless it overflows f32), an int whose value
+        the dtype holds exactly (EXACT_INTEGERS). Anything else takes the Python path."""
         b = self.b
-        if dtype == "bool":
-            self._require(ir.Constant(I1, 0))
-            return
-        stored = self.function.append_basic_block("stored")
-        if dtype in FLOATS:
-            as_float = self.function.append_basic_block("float")
-            not_float = self.function.append_basic_block("not_float")
-            b.cbranch(self._same(kind, self._slot(FLOAT)), as_float, not_float)
-            b.position_at_end(as_float)
-            value = self._field(arg, FLOAT_VALUE, F64)
-            if dtype == "f32":
-                single = b.fptrunc(value, F32)
-                self._require(b.or_(b.not_(self._is_infinite(b.fpext(single, F64))),
-                                    self._is_infinite(value)))
-                value = single
-            b.store(value, slot)
-            b.branch(stored)
-            b.position_at_end(not_float)
-        self._require(self._same(kind, self._slot(INT)))
-        overflow = alloca(b, I32, "overflow")
-        value = self._c("PyLong_AsLongLongAndOverflow", arg, overflow)
-        fits = self._same(b.load(overflow, typ=I32), ir.Constant(I32, 0))
-        if dtype in EXACT_INTEGERS:
-            low, high = EXACT_INTEGERS[dtype]
-            fits = b.and_(fits, b.and_(b.icmp_signed(">=", value, i64(low)),
-                                       b.icmp_signed("<=", value, i64(high))))
-        self._require(fits)
-        if dtype in FLOATS:
-            value = b.sitofp(value, MEMORY[dtype])
-        elif dtype == "i32":
-            value = b.trunc(value, I32)
-        b.store(value, slot)
+        as_float, not_float, stored = (self._block("float"), self._block("not_float"),
+                                       self._block("stored"))
+        b.cbranch(self._same(kind, self._slot(self.self_, FLOAT)), as_float, not_float)
+        b.position_at_end(as_float)
+        self._require(b.or_(self._same(code, i64(CODE["f32"])),
+                            self._same(code, i64(CODE["f64"]))))
+        value = self._field(arg, FLOAT_VALUE, F64)
+
+        def narrowed() -> None:  # f32: unless a finite value overflows
+            narrow = b.fptrunc(value, F32)
+            self._require(b.or_(b.not_(self._is_infinite(b.fpext(narrow, F64))),
+                                self._is_infinite(value)))
+            b.store(narrow, slot)
+
+        self._by_dtype(code, {"f32": narrowed, "f64": lambda: b.store(value, slot)})
+        b.branch(stored)
+        b.position_at_end(not_float)
+        self._require(self._same(kind, self._slot(self.self_, INT)))
+        integer = self._c("PyLong_AsLongLongAndOverflow", arg, self.overflow)
+        self._require(self._same(b.load(self.overflow, typ=I32), ir.Constant(I32, 0)))
+        low, high = (self._exact_integers(end, code) for end in (0, 1))
+        self._require(b.and_(b.icmp_signed(">=", integer, low),
+                             b.icmp_signed("<=", integer, high)))
+        self._by_dtype(code, {"f32": lambda: b.store(b.sitofp(integer, F32), slot),
+                              "f64": lambda: b.store(b.sitofp(integer, F64), slot),
+                              "i32": lambda: b.store(b.trunc(integer, I32), slot),
+                              "i64": lambda: b.store(integer, slot)})
         b.branch(stored)
         b.position_at_end(stored)
+
+    def _exact_integers(self, end: int, code: ir.Value) -> ir.Value:
+        """The lowest (`end` 0) or highest (1) Python int dtype `code` takes natively."""
+        name = ("rv_entry_lowest", "rv_entry_highest")[end]
+        table = self.module.globals.get(name)
+        if table is None:
+            values = [EXACT_INTEGERS[dtype][end] for dtype in ENTRY_DTYPES]
+            array = ir.ArrayType(I64, len(values))
+            table = ir.GlobalVariable(self.module, array, name=name)
+            table.initializer = ir.Constant(array, values)
+            table.global_constant, table.linkage = True, "internal"
+        return self._load(table, code, I64)
 
     def _is_infinite(self, value: ir.Value) -> ir.Value:
         fabs = self.module.declare_intrinsic("llvm.fabs", [F64])
         return self.b.fcmp_ordered("==", self.b.call(fabs, [value]),
                                    ir.Constant(F64, float("inf")))
 
-    def _output(self, k: int) -> ir.Value:
-        """Allocate output `k` (numpy.empty, or the output pool's `empty` from
-        POOLED_OUTPUT_BYTES up; a stack slot for a 0-d one): its data."""
-        b, buffer = self.b, self.program.outputs[k]
-        if not buffer.shape:
-            return alloca(b, MEMORY[buffer.dtype], f"out{k}")
-        allocate = self._allocator(buffer.size, ITEMSIZE[buffer.dtype])
-        shape = self._c("PyTuple_New", i64(len(buffer.shape)))
-        self._check_new(shape)
-        for axis, dim in enumerate(buffer.shape):
-            size = self._c("PyLong_FromSsize_t", self._size(dim))
-            self._check_new(size, releasing=(shape,))
-            self._c("PyTuple_SetItem", shape, i64(axis), size)
-        arguments = alloca(b, ir.ArrayType(PTR, 2), "empty_args")
-        b.store(shape, b.gep(arguments, [i64(0)], source_etype=PTR))
-        b.store(self._slot(self._dtype_slot(k)), b.gep(arguments, [i64(1)], source_etype=PTR))
-        array = self._c("PyObject_Vectorcall", allocate, arguments, i64(2),
-                        ir.Constant(PTR, None))
-        self._c("Py_DecRef", shape)
-        self._check_new(array)
-        b.store(array, b.gep(self.owned, [i64(0), i64(k)], source_etype=self.owned_type))
-        return self._field(array, ARRAY_DATA, PTR)
-
-    def _allocator(self, elements: Dim, itemsize: int) -> ir.Value:
-        """The slot allocating an output of `elements` items: POOLED_EMPTY when it has
-        POOLED_OUTPUT_BYTES or more (also when the count wrapped around: the pool passes
-        what it does not take to numpy.empty, which reports it), else EMPTY."""
-        least = -(-POOLED_OUTPUT_BYTES // itemsize)
-        pooled = self.b.icmp_unsigned(">=", self._size(elements), i64(least))
-        return self.b.select(pooled, self._slot(POOLED_EMPTY), self._slot(EMPTY))
-
-    def _dtype_slot(self, k: int) -> int:
-        return FIRST_DESCRIPTOR + len(self.boundary.dtypes) + k
-
-    def _scalar_type_slot(self, k: int) -> int:
-        return self._dtype_slot(len(self.program.outputs) + k)
-
-    def _check_new(self, obj: ir.Value, releasing: tuple[ir.Value, ...] = ()) -> None:
-        """Go on if CPython returned an object, else release `releasing` and fail with
-        CPython's exception set."""
+    def _make_outputs(self) -> None:
+        """Each output's memory: a new array (`rv_entry_allocate_output`), or for a 0-d
+        output its `zero_d` slot (boxed at the end); count their elements."""
         b = self.b
-        ok = self.function.append_basic_block("allocated")
-        missing = b.icmp_unsigned("==", obj, ir.Constant(PTR, None))
-        if not releasing:
-            b.cbranch(missing, self.failed, ok)
-        else:
-            release = self.function.append_basic_block("release")
-            b.cbranch(missing, release, ok)
-            b.position_at_end(release)
-            for other in releasing:
-                self._c("Py_DecRef", other)
-            b.branch(self.failed)
-        b.position_at_end(ok)
+        offset = self.offset  # where output k's shape is in `layout`
+        b.store(i64(1), offset)
+        with counted_loop(b, i64(0), self.outputs) as k:
+            rank = self._array_word(b.add(k, self.params), 1)
+            buffer = self._at(self.buffers, b.add(k, self.params), PTR)
+            with b.if_else(self._same(rank, i64(0))) as (zero_d, shaped):
+                with zero_d:
+                    b.store(self._at(self.zero_d, k, I64), buffer)
+                    self._add_elements(i64(1))
+                with shaped:
+                    shape = self._at(self.layout, b.load(offset, typ=I64), I64)
+                    dtype = self._slot(self.self_, b.add(b.add(k, self.params), i64(FIRST_DTYPE)))
+                    count = self._product(shape, rank)
+                    size = b.mul(count, self._itemsize(self._array_word(b.add(k, self.params), 0)))
+                    allocate = self.module.globals[ALLOCATE_OUTPUT]
+                    array = b.call(allocate, [self.self_, shape, rank, dtype, size])
+                    self._check_new(array)
+                    b.store(array, self._at(self.owned, k, PTR))
+                    b.store(self._field(array, ARRAY_DATA, PTR), buffer)
+                    self._add_elements(count)
+            b.store(b.add(b.load(offset, typ=I64), rank), offset)
 
-    def _call_kernel(self, entry: ir.Function, pointers: list[ir.Value]) -> ir.Value:
-        """Fill the buffer table and the sizes, and call the kernel (GIL released when
-        the call moves GIL_FREE_ELEMENTS elements or more, or loops or multiplies)."""
-        b, program = self.b, self.program
-        table = alloca(b, ir.ArrayType(PTR, len(pointers)), "buffers")
-        for k, pointer in enumerate(pointers):
-            b.store(pointer, b.gep(table, [i64(k)], source_etype=PTR))
-        sizes = alloca(b, ir.ArrayType(I64, len(program.symbols) + 3), "sizes")
-        for k, symbol in enumerate(program.symbols):
-            b.store(self.sizes[symbol], b.gep(sizes, [i64(k)], source_etype=I64))
-        heavy = any(isinstance(s, ForLoop | Matmul) for s in program.walk())
-        elements = sum((buffer.size for buffer in program.inputs + program.outputs),
-                       Dim.const(0))
-        release = ir.Constant(I1, 1) if heavy else \
-            b.icmp_signed(">=", self._size(elements), i64(GIL_FREE_ELEMENTS))
-        thread = alloca(b, PTR, "thread")
-        b.store(ir.Constant(PTR, None), thread)
-        with b.if_then(release):
-            b.store(self._c("PyEval_SaveThread"), thread)
-        status = b.call(entry, [table, sizes])
-        saved = b.load(thread, typ=PTR)
-        with b.if_then(b.icmp_unsigned("!=", saved, ir.Constant(PTR, None))):
+    def _take_workspace(self) -> None:
+        """The workspace (`layout[0]` bytes; none: NULL) and the helper table, after the
+        outputs in the buffer table."""
+        b = self.b
+        needed = self._load(self.layout, 0, I64)
+        arrays = b.add(self.params, self.outputs)
+        slot = self._at(self.buffers, arrays, PTR)
+        b.store(NULL, slot)
+        b.store(i64(0), self.block)
+        with b.if_then(b.icmp_unsigned("!=", needed, i64(0))):
+            block = take_workspace(b, self._c, self._spare_cell(), needed)
+            self._require(b.icmp_unsigned("!=", block, i64(0)), self.release)
+            b.store(block, self.block)
+            b.store(workspace_of(b, block), slot)
+        helpers = self._field(self._slot(self.self_, HELPER_TABLE), ARRAY_DATA, PTR)
+        b.store(helpers, self._at(self.buffers, b.add(arrays, i64(1)), PTR))
+
+    def _spare_cell(self) -> ir.Value:
+        return self._field(self._slot(self.self_, SPARE_WORKSPACE), ARRAY_DATA, PTR)
+
+    def _give_back_workspace(self) -> None:
+        block = self.b.load(self.block, typ=I64)
+        with self.b.if_then(self.b.icmp_unsigned("!=", block, i64(0))):
+            give_back_workspace(self.b, self._c, self._spare_cell(), block)
+
+    def _call_kernel(self) -> ir.Value:
+        """Call the kernel, without the GIL when it is heavy or the call moves
+        GIL_FREE_ELEMENTS elements or more; its status."""
+        b = self.b
+        heavy = b.icmp_unsigned("!=", b.and_(self._word(FLAGS), i64(HEAVY)), i64(0))
+        many = b.icmp_signed(">=", b.load(self.elements, typ=I64), i64(GIL_FREE_ELEMENTS))
+        b.store(NULL, self.thread)
+        with b.if_then(b.or_(heavy, many)):
+            b.store(self._c("PyEval_SaveThread"), self.thread)
+        kernel = FunctionPointer(b.inttoptr(self._word(KERNEL), PTR), KERNEL_TYPE)
+        status = b.call(kernel, [self.buffers, self.dims])
+        saved = b.load(self.thread, typ=PTR)
+        with b.if_then(b.icmp_unsigned("!=", saved, NULL)):
             self._c("PyEval_RestoreThread", saved)
         return status
 
-    def _fall_back_releasing(self, condition: ir.Value) -> None:
-        """If `condition` holds, release the outputs and take the Python path (which
-        allocates what failed here, or reports the failed bounds check, itself)."""
-        b = self.b
-        release = self.function.append_basic_block("fall_back")
-        ok = self.function.append_basic_block("ok")
-        b.cbranch(condition, release, ok)
-        b.position_at_end(release)
-        self._release_outputs()
-        b.branch(self.fallback)
-        b.position_at_end(ok)
-
-    def _release_outputs(self) -> None:
-        for k in range(len(self.program.outputs)):
-            item = self.b.gep(self.owned, [i64(0), i64(k)], source_etype=self.owned_type)
-            self._c("Py_DecRef", self.b.load(item, typ=PTR))
-
-    def _results(self, outputs: list[ir.Value]) -> ir.Value:
+    def _results(self) -> ir.Value:
         """The Python result: the outputs (0-d ones boxed), one or a tuple of them."""
-        b, program = self.b, self.program
-        objects = []
-        for k, (buffer, data) in enumerate(zip(program.outputs, outputs, strict=True)):
-            if buffer.shape:
-                objects.append(b.load(b.gep(self.owned, [i64(0), i64(k)],
-                                            source_etype=self.owned_type), typ=PTR))
-                continue
-            value = b.load(data, typ=MEMORY[buffer.dtype])
-            if buffer.dtype in ("f32", "f64"):
-                number = self._c("PyFloat_FromDouble",
-                                 value if buffer.dtype == "f64" else b.fpext(value, F64))
-            else:
-                number = self._c("PyLong_FromLongLong", value if buffer.dtype == "i64"
-                                 else b.sext(value, I64) if buffer.dtype == "i32"
-                                 else b.zext(value, I64))
-            self._check_new(number)
-            arguments = alloca(b, PTR, f"box{k}")
-            b.store(number, arguments)
-            boxed = self._c("PyObject_Vectorcall", self._slot(self._scalar_type_slot(k)),
-                            arguments, i64(1), ir.Constant(PTR, None))
-            self._c("Py_DecRef", number)
-            self._check_new(boxed)
-            b.store(boxed, b.gep(self.owned, [i64(0), i64(k)], source_etype=self.owned_type))
-            objects.append(boxed)
-        if len(objects) == 1:
-            single = self.function.append_basic_block("single")
-            wrapped = self.function.append_basic_block("wrapped")
-            as_tuple = self._c("PyObject_IsTrue", self._slot(TUPLE_RESULT))
-            b.cbranch(self._same(as_tuple, ir.Constant(I32, 0)), single, wrapped)
-            b.position_at_end(single)
-            b.ret(objects[0])
-            b.position_at_end(wrapped)
-        result = self._c("PyTuple_New", i64(len(objects)))
+        b = self.b
+        with counted_loop(b, i64(0), self.outputs) as k:
+            with b.if_then(self._same(self._array_word(b.add(k, self.params), 1), i64(0))):
+                self._box(k)
+        single = b.and_(self._same(self.outputs, i64(1)), self._same(
+            b.and_(self._word(FLAGS), i64(TUPLE_RESULT)), i64(0)))
+        with b.if_then(single):
+            b.ret(self._load(self.owned, 0, PTR))
+        result = self._c("PyTuple_New", self.outputs)
         self._check_new(result)
-        for k, obj in enumerate(objects):
-            self._c("PyTuple_SetItem", result, i64(k), obj)
+        with counted_loop(b, i64(0), self.outputs) as k:
+            self._c("PyTuple_SetItem", result, k, self._load(self.owned, k, PTR))
         return result
 
+    def _box(self, k: ir.Value) -> None:
+        """Output `k`, 0-d, as a NumPy scalar: its value as a Python float or int, passed
+        to its scalar type (numpy.float64(...), numpy.bool_(...))."""
+        b = self.b
+        slot, number = self._at(self.zero_d, k, I64), self.number
+
+        def read(make: str, load: Callable[[], ir.Value]) -> Callable[[], None]:
+            return lambda: b.store(self._c(make, load()), number)
+
+        self._by_dtype(self._array_word(b.add(k, self.params), 0), {
+            "f32": read("PyFloat_FromDouble", lambda: b.fpext(b.load(slot, typ=F32), F64)),
+            "f64": read("PyFloat_FromDouble", lambda: b.load(slot, typ=F64)),
+            "i32": read("PyLong_FromLongLong", lambda: b.sext(b.load(slot, typ=I32), I64)),
+            "bool": read("PyLong_FromLongLong", lambda: b.zext(b.load(slot, typ=I8), I64)),
+            "i64": read("PyLong_FromLongLong", lambda: b.load(slot, typ=I64))})
+        value = b.load(number, typ=PTR)
+        self._check_new(value)
+        scalar_type = self._slot(self.self_, b.add(k, b.add(b.add(self.params, self.outputs),
+                                                          i64(FIRST_DTYPE))))
+        boxed = self._c("PyObject_Vectorcall", scalar_type, number, i64(1), NULL)
+        self._c("Py_DecRef", value)
+        self._check_new(boxed)
+        b.store(boxed, self._at(self.owned, k, PTR))
+
     def _define_exits(self) -> None:
-        """The fallback (the Python path, same arguments) and the failure exit (an
-        allocation failed: release what was made, return NULL with the error set)."""
+        """The fallback (the Python path, same arguments), the release of the outputs
+        before it (a failed workspace allocation or bounds check: the Python path
+        allocates or reports itself) and the failure exit (CPython failed to make an
+        object: release what was made, return NULL with the error set)."""
         b = self.b
         b.position_at_end(self.fallback)
-        b.ret(self._c("PyObject_Vectorcall", self._slot(FALLBACK), self.args, self.nargsf,
-                      self.kwnames))
+        b.ret(self._c("PyObject_Vectorcall", self._slot(self.self_, FALLBACK), self.args,
+                      self.nargsf, self.kwnames))
+        b.position_at_end(self.release)
+        self._release_outputs()
+        b.branch(self.fallback)
         b.position_at_end(self.failed)
         self._release_outputs()
-        b.ret(ir.Constant(PTR, None))
+        b.ret(NULL)
+
+    def _release_outputs(self) -> None:
+        with counted_loop(self.b, i64(0), self.outputs) as k:
+            self._c("Py_DecRef", self._load(self.owned, k, PTR))

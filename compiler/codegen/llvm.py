@@ -17,8 +17,8 @@ ABI of the entry function (what `runtime/native.py` calls through ctypes):
 
 A second entry, `i32 @<name>_objects(ptr frame)`, takes the ndarray objects themselves
 (see `_define_object_entry`); `runtime/native.py` uses it when the NumPy layout allows. A
-third, `ptr @<name>_vectorcall(...)`, is a CPython function doing the whole call natively
-(`fastcall.py`).
+third, `i32 @<name>_bind(...)`, binds and checks the sizes of a call for the native call
+entry (`fastcall_bind.py`; the entry itself, shared by every kernel, is `fastcall.py`).
 
 Loops are emitted in canonical form so LLVM's loop vectoriser handles the inner ones;
 accumulators are allocas that mem2reg turns into registers, and reductions carry
@@ -64,7 +64,7 @@ from reverie.compiler.loops.ir import (
 from reverie.compiler.loops.parallel import parallel_plans
 
 from .abi import ARRAY_DATA_OFFSET, HELPERS, POOL_SLOT, SORT_DTYPES, THREADS_SLOT, entry_symbol
-from .fastcall import define_vectorcall_entry
+from .fastcall_bind import define_bind_function
 from .gemm import GEMM_TYPE
 from .irutil import (
     FLOATS,
@@ -107,11 +107,14 @@ class _OnFirstUse(dict):
         return value
 def generate_llvm(program: Program) -> str:
     """The LLVM IR module (text) implementing `program`, with both entry points, and the
-    native Python entry (`fastcall.py`) when the program has a call boundary for one."""
+    `bind` function of the native call entry (`fastcall_bind.py`) when the program has a
+    call boundary for one. The entry is kept out of line (inlined into `_objects`, it would
+    double the code LLVM optimises and emits)."""
     codegen = ProgramCodegen(program)
+    codegen.function.attributes.add("noinline")
     _define_object_entry(codegen.module, codegen.function, program)
     if program.boundary is not None:
-        define_vectorcall_entry(codegen.module, codegen.function, program, program.boundary)
+        define_bind_function(codegen.module, codegen.function.name, program, program.boundary)
     return str(codegen.module)
 
 

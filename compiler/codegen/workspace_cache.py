@@ -4,10 +4,10 @@ Allocating a kernel's workspace (its temporaries and loop histories) on every ca
 more than the allocation: above glibc's mmap threshold (32 MB at most) every block is
 fresh memory, so every call page-faults the whole workspace in again (a `cumprod`
 gradient of 10⁶ elements, 73 MB of temporaries: 162 ms per call against 46 ms with the
-memory reused). The entry (`fastcall.py`) therefore keeps its last block in a cell, the
-int64 array in its `self` tuple's SPARE_WORKSPACE slot (`runtime/fastcall.py` makes it
-and frees what is left in it when the entry goes). The block layout and the policy are in
-`abi.py`:
+memory reused). The entry (`fastcall.py`) therefore keeps each kernel's last block in a
+cell, the int64 array in that kernel's `self` tuple's SPARE_WORKSPACE slot
+(`runtime/fastcall.py` makes it and frees what is left in it when the entry goes). The
+block layout and the policy are in `abi.py`:
 
     spare  = atomic_exchange(cell, 0)             # this call owns it now, or there is none
     block  = spare if workspace_fits(capacity(spare), needed) else malloc(HEADER + needed)
@@ -29,7 +29,7 @@ from llvmlite import ir
 from .abi import KEEP_WORKSPACE_BYTES, WORKSPACE_HEADER, WORKSPACE_SLACK
 from .irutil import I64, PTR, alloca, i64
 
-CallC = Callable[..., ir.Value]  # calls a CPython function by name (`_VectorcallEntry._c`)
+CallC = Callable[..., ir.Value]  # calls a CPython function by name (`fastcall._Builder._c`)
 
 
 def _capacity(b: ir.IRBuilder, block: ir.Value) -> ir.Value:

@@ -168,11 +168,17 @@ def test_a_launch_record_not_in_the_shape_written_is_ignored(
     ir_key = artifacts.artifact_key("ir", *kernel.identity, kernel.dtype_key("f64"))
     assert launch.native_entry(ir_key, kernel, False, str) is not None
     record = artifacts.load(launch.launch_key(ir_key))
-    symbol, name, params, outputs, helpers, own_kernel, object_key = record
+    symbol, name, signature, helpers, own_kernel, object_key = record
+    for forged_signature in [signature._replace(outputs=(("f128", 0),)),
+                             signature._replace(params=(("f64", -1),)),
+                             signature._replace(symbols=1 << 40),
+                             tuple(signature)]:  # (a plain tuple: not a CallSignature)
+        artifacts.store(launch.launch_key(ir_key), (symbol, name, forged_signature, helpers,
+                                                    own_kernel, object_key))
+        assert launch.native_entry(ir_key, kernel, False, str) is None, forged_signature
     for forged in [(symbol, name),
-                   (symbol, name, params, ("f128",), helpers, own_kernel, object_key),
-                   (symbol, name, params, outputs, ("rv_system",), own_kernel, object_key),
-                   (symbol, name, params, outputs, helpers, "yes", object_key),
+                   (symbol, name, signature, ("rv_system",), own_kernel, object_key),
+                   (symbol, name, signature, helpers, "yes", object_key),
                    [*record], "not a record"]:
         artifacts.store(launch.launch_key(ir_key), forged)
         assert launch.native_entry(ir_key, kernel, False, str) is None, forged
