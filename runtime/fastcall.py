@@ -102,8 +102,7 @@ def native_entry(kernel: int, bind: int, name: str, fallback: Callable[..., obje
     slots = [fallback, np.ndarray, float, int, np.empty, output_pool.empty, helpers,
              spare_workspace, words]
     assert len(slots) == FIRST_DTYPE and slots[SPARE_WORKSPACE] is spare_workspace
-    assert slots[POOLED_EMPTY] is output_pool.empty
-    assert slots[CALL_DESCRIPTOR] is words
+    assert slots[POOLED_EMPTY] is output_pool.empty and slots[CALL_DESCRIPTOR] is words
     dtypes = [np.dtype(NUMPY_DTYPES[d]) for d, _ in (*signature.params, *signature.outputs)]
     slots += dtypes + [dtype.type for dtype in dtypes[len(signature.params):]]
     slots += [definition, keep_alive]

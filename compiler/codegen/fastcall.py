@@ -286,13 +286,6 @@ class _EntryBuilder(_Builder):
                     self.product)
         return b.load(self.product, typ=I64)
 
-    def _itemsize(self, code: ir.Value) -> ir.Value:
-        """The bytes per element of the dtype whose code is `code`."""
-        size: ir.Value = i64(ITEMSIZE[ENTRY_DTYPES[-1]])
-        for dtype in ENTRY_DTYPES[:-1]:
-            size = self.b.select(self._same(code, i64(CODE[dtype])), i64(ITEMSIZE[dtype]), size)
-        return size
-
     def _by_dtype(self, code: ir.Value, actions: dict[str, Callable[[], None]]) -> None:
         """Emit `actions[dtype]()` for the dtype whose code is `code`, one of the keys (a
         `switch`; the last key also takes any other code)."""
@@ -385,7 +378,9 @@ class _EntryBuilder(_Builder):
         self._require(self._same(kind, self._slot(self.self_, INT)))
         integer = self._c("PyLong_AsLongLongAndOverflow", arg, self.overflow)
         self._require(self._same(b.load(self.overflow, typ=I32), ir.Constant(I32, 0)))
-        low, high = (self._exact_integers(end, code) for end in (0, 1))
+        low, high = (self._per_dtype(name, {d: EXACT_INTEGERS[d][end] for d in ENTRY_DTYPES},
+                                     code)
+                     for end, name in enumerate(("rv_entry_lowest", "rv_entry_highest")))
         self._require(b.and_(b.icmp_signed(">=", integer, low),
                              b.icmp_signed("<=", integer, high)))
         self._by_dtype(code, {"f32": lambda: b.store(b.sitofp(integer, F32), slot),
@@ -395,15 +390,14 @@ class _EntryBuilder(_Builder):
         b.branch(stored)
         b.position_at_end(stored)
 
-    def _exact_integers(self, end: int, code: ir.Value) -> ir.Value:
-        """The lowest (`end` 0) or highest (1) Python int dtype `code` takes natively."""
-        name = ("rv_entry_lowest", "rv_entry_highest")[end]
+    def _per_dtype(self, name: str, values: dict[str, int], code: ir.Value) -> ir.Value:
+        """`values[dtype]` for the dtype whose code is `code`, read from the module's
+        constant table `name` (one i64 per dtype code, made on first use)."""
         table = self.module.globals.get(name)
         if table is None:
-            values = [EXACT_INTEGERS[dtype][end] for dtype in ENTRY_DTYPES]
-            array = ir.ArrayType(I64, len(values))
+            array = ir.ArrayType(I64, len(ENTRY_DTYPES))
             table = ir.GlobalVariable(self.module, array, name=name)
-            table.initializer = ir.Constant(array, values)
+            table.initializer = ir.Constant(array, [values[d] for d in ENTRY_DTYPES])
             table.global_constant, table.linkage = True, "internal"
         return self._load(table, code, I64)
 
@@ -419,19 +413,22 @@ class _EntryBuilder(_Builder):
         offset = self.offset  # where output k's shape is in `layout`
         b.store(i64(1), offset)
         with counted_loop(b, i64(0), self.outputs) as k:
-            rank = self._array_word(b.add(k, self.params), 1)
-            buffer = self._at(self.buffers, b.add(k, self.params), PTR)
+            array_index = b.add(k, self.params)  # output k among the call's arrays
+            rank = self._array_word(array_index, 1)
+            buffer = self._at(self.buffers, array_index, PTR)
             with b.if_else(self._same(rank, i64(0))) as (zero_d, shaped):
                 with zero_d:
                     b.store(self._at(self.zero_d, k, I64), buffer)
                     self._add_elements(i64(1))
                 with shaped:
                     shape = self._at(self.layout, b.load(offset, typ=I64), I64)
-                    dtype = self._slot(self.self_, b.add(b.add(k, self.params), i64(FIRST_DTYPE)))
+                    dtype = self._slot(self.self_, b.add(array_index, i64(FIRST_DTYPE)))
                     count = self._product(shape, rank)
-                    size = b.mul(count, self._itemsize(self._array_word(b.add(k, self.params), 0)))
+                    itemsize = self._per_dtype("rv_entry_itemsize", ITEMSIZE,
+                                               self._array_word(array_index, 0))
                     allocate = self.module.globals[ALLOCATE_OUTPUT]
-                    array = b.call(allocate, [self.self_, shape, rank, dtype, size])
+                    array = b.call(allocate, [self.self_, shape, rank, dtype,
+                                              b.mul(count, itemsize)])
                     self._check_new(array)
                     b.store(array, self._at(self.owned, k, PTR))
                     b.store(self._field(array, ARRAY_DATA, PTR), buffer)
