@@ -51,7 +51,7 @@ import dask
 import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
-from dask.highlevelgraph import HighLevelGraph
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from dask.task_spec import List, Task, TaskRef
 
 from reverie.compiler.ir.dims import evaluate_shape
@@ -121,8 +121,9 @@ class DataParallelGradient:
         graph = TaskLayer()
         parts = [graph.add("weighted_value_and_grad", weighted_value_and_grad, program,
                            self.single,
-                           tuple(self.weight(call.chunks[c], call.rows) for c in group),
-                           List(*(List(*arguments[c]) for c in group)))
+                           tuple(self.weight(call.chunks[c], call.rows) for c in group.chunks),
+                           List(*(List(*arguments[c]) for c in group.chunks)),
+                           worker=group.worker)
                  for group in groups]
         last = tree_below_root(graph, parts, self.split_every)
         value, grads = add_partials(*dask.compute(*(graph.delayed(part, call.arrays())
@@ -183,24 +184,44 @@ class TaskLayer:
     """The tasks of one call, built directly as Dask task specs (`dask.task_spec`): one
     `Task` per chunk group and per add, whose arguments name the batch arrays' blocks and
     the scattered values by key. Building `dask.delayed` calls instead costs a graph merge
-    and optimisation per call of each (milliseconds each, on the client, every step)."""
+    and optimisation per call of each (milliseconds each, on the client, every step).
+
+    A task given a `worker` runs there while that worker lives: the scheduler's own choice
+    weighs each worker's queue against the bytes to fetch, and for chunks of kilobytes
+    sends a group to whichever worker is idler, undoing the balanced placement (150 of 200
+    rows on one of two workers, measured). The restriction is loose
+    (`allow_other_workers`), so the task moves if that worker dies."""
 
     def __init__(self) -> None:
         self.token = uuid.uuid4().hex
         self.tasks: dict[tuple[str, int], Task] = {}
+        self.workers: dict[tuple[str, int], str] = {}
 
-    def add(self, name: str, function: Callable[..., object], *args: object) -> TaskRef:
-        """A task running `function(*args)`, named `name` (unique to this call)."""
+    def add(self, name: str, function: Callable[..., object], *args: object,
+            worker: str | None = None) -> TaskRef:
+        """A task running `function(*args)`, named `name` (unique to this call), on
+        `worker` if given."""
         key = (f"{name}-{self.token}", len(self.tasks))
         self.tasks[key] = Task(key, function, *args)
+        if worker is not None:
+            self.workers[key] = worker
         return TaskRef(key)
 
     def delayed(self, result: TaskRef, arrays: Sequence[da.Array]) -> Delayed:
         """The task `result` with the whole graph it needs: these tasks and the `arrays`'
-        (merged into one, so a task that several arrays share runs once)."""
-        name = f"rv-dask-{self.token}"
-        graph = HighLevelGraph.from_collections(name, self.tasks, dependencies=arrays)
-        return Delayed(result.key, graph, layer=name)
+        (merged into one, so a task that several arrays share runs once). The tasks with
+        a worker form a layer of their own, annotated with it."""
+        name, placed = f"rv-dask-{self.token}", f"rv-dask-placed-{self.token}"
+        free = {key: task for key, task in self.tasks.items() if key not in self.workers}
+        graph = HighLevelGraph.from_collections(name, free, dependencies=arrays)
+        if self.workers:
+            on = MaterializedLayer(
+                {key: self.tasks[key] for key in self.workers},
+                annotations={"workers": self.workers.__getitem__, "allow_other_workers": True})
+            graph = HighLevelGraph({**graph.layers, placed: on},
+                                   {**graph.dependencies, placed: set(graph.dependencies[name]),
+                                    name: graph.dependencies[name] | {placed}})
+        return Delayed(result.key, graph, layer=placed if result.key in self.workers else name)
 
 
 # ---------------------------------------------------------------- mapping over chunks

@@ -19,6 +19,7 @@ import functools
 import mmap
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import dask
 import dask.array as da
@@ -41,6 +42,14 @@ from .kernel import Kernel
 
 Batch = str | int | Sequence[str | int]
 INLINE_BYTES = 1 << 20  # the most bytes of shared values, over all their tasks, embedded
+
+
+class ChunkGroup(NamedTuple):
+    """Chunks that one task takes, and the worker it runs on (None: the scheduler's
+    choice)."""
+
+    chunks: list[int]
+    worker: str | None
 
 
 @dataclass
@@ -81,16 +90,16 @@ class SplitCall:
         return [[TaskRef(self.blocks[p][c]) if p in self.blocks else value
                  for p, value in enumerate(values)] for c in range(len(self.chunks))]
 
-    def colocated_groups(self, size: int) -> list[list[int]]:
-        """The chunks in groups that one task can take. Chunks whose blocks are all in
-        worker memory (persisted) are placed on workers (`balanced_placement`: where they
-        are, unless that leaves a worker over a chunk's rows per thread above another), and
-        each worker's `n` chunks, on `t` threads, make max(ceil(n / size), min(t, n))
-        groups of near-equal length, so that every thread has a task and no task takes
-        more than `size` chunks (a chunk moved to the worker comes last, in a group of
-        chunks it holds, so the scheduler runs the task there). Every other chunk is a group
-        alone: its blocks are still to be made, and a task then holds one chunk's rows at
-        a time (as when streaming data larger than memory)."""
+    def colocated_groups(self, size: int) -> list[ChunkGroup]:
+        """The chunks in groups that one task can take, each with its worker. Chunks
+        whose blocks are all in worker memory (persisted) are placed on workers
+        (`balanced_placement`: where they are, unless that leaves a worker over a chunk's
+        rows per thread above another), and each worker's `n` chunks, on `t` threads, make
+        max(ceil(n / size), min(t, n)) groups of near-equal length, so that every thread
+        has a task and no task takes more than `size` chunks (a chunk moved to the worker
+        comes last, in a group of chunks it holds). Every other chunk is a group alone, on
+        no worker in particular: its blocks are still to be made, and a task then holds
+        one chunk's rows at a time (as when streaming data larger than memory)."""
         client = current_client()
         holders = self.holders(client)
         threads = client.nthreads() if any(holders) else {}
@@ -99,11 +108,12 @@ class SplitCall:
         for c, worker in enumerate(placed):
             if worker is not None:
                 on_workers.setdefault(worker, []).append(c)
-        groups = [group for worker, chunks in sorted(on_workers.items())
+        groups = [ChunkGroup(group, worker) for worker, chunks in sorted(on_workers.items())
                   for group in split_among_threads(
                       sorted(chunks, key=lambda c, w=worker: (w not in holders[c], c)),
                       threads.get(worker, 1), size)]
-        return groups + [[c] for c, worker in enumerate(placed) if worker is None]
+        return groups + [ChunkGroup([c], None) for c, worker in enumerate(placed)
+                         if worker is None]
 
     def holders(self, client: object | None) -> list[set[str] | None]:
         """Per chunk whose blocks (one per batch array) are all in the memory of

@@ -124,8 +124,12 @@ def test_persisted_chunks_are_summed_by_one_task_per_group_on_balanced_workers(
     xs, ys = client.persist([split(x, chunks), split(y, chunks)])
     wait([xs, ys])
     groups = split_call(m.mse, [0, 1], (xs, ys, w, b)).colocated_groups(3)
-    assert sorted(c for group in groups for c in group) == list(range(len(chunks)))
-    assert all(1 <= len(group) <= 3 for group in groups)
+    assert sorted(c for group in groups for c in group.chunks) == list(range(len(chunks)))
+    assert all(1 <= len(group.chunks) <= 3 for group in groups)
+    planned = dict.fromkeys(client.nthreads(), 0)
+    for group in groups:
+        planned[group.worker] += sum(chunks[c] for c in group.chunks)
+    assert max(planned.values()) - min(planned.values()) <= max(chunks)
     parallel = rv.dask.value_and_grad(m.mse, ("w", "b"), batch=("x", "y"), reduce="mean",
                                       split_every=3)
     with get_task_stream(client) as stream:
@@ -133,10 +137,8 @@ def test_persisted_chunks_are_summed_by_one_task_per_group_on_balanced_workers(
     assert_same(got, m.mse.value_and_grad(("w", "b"))(x, y, w, b), F64)
     tasks = [task for task in stream.data if key_split(task["key"]) == "weighted_value_and_grad"]
     assert len(tasks) == len(groups) < len(chunks)
-    rows_on = dict.fromkeys(client.nthreads(), 0)  # a task's key ends in its group's index
-    for task in tasks:
-        rows_on[task["worker"]] += sum(chunks[c] for c in groups[task["key"][1]])
-    assert max(rows_on.values()) - min(rows_on.values()) <= max(chunks)
+    assert all(task["worker"] == groups[task["key"][1]].worker  # a key ends in its index
+               for task in tasks)
 
 
 def test_chunks_stay_where_they_are_unless_a_worker_has_a_chunk_too_many() -> None:
