@@ -14,7 +14,7 @@ Pipeline of `compile_module`:
      header (class, byte order, type ET_REL, machine, flags) is the one this process emits,
      load the object code straight into the JIT (no optimisation, no code generation);
      otherwise, or if linking fails, delete the entry and go on as for a miss;
-  3. miss: parse + verify, optimise with the module's `Pipeline` (kernels: O3 with the
+  3. miss: parse + verify, optimise with the module's `Pipeline` (kernels: O2 with the
      loop and SLP vectorisers, see `KERNEL_PIPELINE`; then the always-inliner, for calls
      the vectoriser made to `alwaysinline` vector versions), emit an object file for the host CPU
      (at codegen level 3, or 0 for a module with a basic block over HUGE_BLOCK
@@ -35,7 +35,7 @@ loaded instead of compiling it again. A process-wide lock serialises all LLVM wo
 
 Memory per compiled module: each is parsed into its own LLVM context, freed with the
 module once the object code is emitted (the global context would keep every type and
-constant forever), and the O3 pass manager is freed explicitly (llvmlite 0.50's
+constant forever), and the pass manager is freed explicitly (llvmlite 0.50's
 `ModulePassManager.close()` frees nothing: that alone kept ~60 KB per compile). What
 stays, measured with heaptrack over 300 compile-and-unload cycles (LLVM 22, llvmlite
 0.50): ~8 KB per JIT library ever linked (its JITDylib, symbol tables and process-symbol
@@ -81,8 +81,9 @@ class _LazyBinding:
 
 llvm = _LazyBinding()
 # 4: the always-inliner after O3; 5: the large code model; 6: the native entry's `self`
-# tuple has the POOLED_EMPTY slot (`codegen/abi.py`)
-_PIPELINE_VERSION = "reverie-jit-6"
+# tuple has the POOLED_EMPTY slot (`codegen/abi.py`); 7: kernels at O2, floor division by
+# powers of two as shifts
+_PIPELINE_VERSION = "reverie-jit-7"
 HUGE_BLOCK = 2000
 _LLVM_LOCK = threading.RLock()
 _library_numbers = itertools.count()
@@ -199,7 +200,7 @@ def _largest_block(llvm_ir: str) -> int:
 
 
 def _code_generator(optimized_ir: str) -> llvm.TargetMachine:
-    """The target machine that emits `optimized_ir`: the O3 one, unless a basic block
+    """The target machine that emits `optimized_ir`: the level-3 one, unless a basic block
     holds more than HUGE_BLOCK instructions. LLVM's instruction schedulers take time
     quadratic in a block's length (a 2,000-output tuple: 12 s of a 14 s compile; at opt
     level 1 still 2 s for 1,000 outputs, at level 0 0.02 s). Such blocks are nearly always
@@ -274,7 +275,7 @@ def _parsed(llvm_ir: str, name: str) -> Iterator[llvm.ModuleRef]:
 
 def optimize(llvm_ir: str, *, name: str = "module",
              pipeline: Pipeline = KERNEL_PIPELINE) -> str:
-    """Return `llvm_ir` optimised by `pipeline` (default: the kernels' O3), as text."""
+    """Return `llvm_ir` optimised by `pipeline` (default: the kernels'), as text."""
     with _LLVM_LOCK, _parsed(llvm_ir, name) as module:
         _optimize_module(module, pipeline)
         return str(module)

@@ -77,7 +77,11 @@ class Pipeline:
 # gradient 0.26 s -> 0.13 s without it, a mixture model's 0.70 -> 0.29 s, an LSTM
 # gradient's 3.7 -> 0.5 s), and the kernels ran as fast without it (benchmarks/README.md,
 # "Latency"; x86's addressing modes do most of what it would).
-KERNEL_PIPELINE = Pipeline(strength_reduction=False)
+# The speed level is O2: O3 adds non-trivial loop unswitching and argument promotion, which
+# cost 6 % of LLVM's work on the mixture and LSTM gradients (valgrind) and left the object
+# code of W1, W5 and W7 byte for byte the same, W3 and W8 as fast (benchmarks/README.md,
+# "Latency", seventh session).
+KERNEL_PIPELINE = Pipeline(speed_level=2, strength_reduction=False)
 
 
 class JitModule:
