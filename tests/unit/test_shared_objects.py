@@ -134,6 +134,28 @@ def test_host_description_is_remembered_without_llvm(cache_root: Path,
         remembered.host_description.cache_clear()
 
 
+def test_another_llvmlite_is_asked_again(cache_root: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import llvmlite
+
+    asked = []
+    real_host_target = jit.host_target
+    monkeypatch.setattr(jit, "host_target", lambda: asked.append(1) or real_host_target())
+    identity = remembered._llvmlite_identity()
+    assert identity and "libllvmlite" in identity  # the installed LLVM library counts
+    remembered.host_description.cache_clear()
+    try:
+        first = remembered.host_description()
+        assert f"llvmlite {llvmlite.__version__} LLVM " in first  # what keys every artifact
+        remembered.host_description.cache_clear()
+        assert remembered.host_description() == first and len(asked) == 1
+        remembered.host_description.cache_clear()
+        monkeypatch.setattr(remembered, "_llvmlite_identity", lambda: f"{identity} upgraded")
+        assert remembered.host_description() == first and len(asked) == 2
+    finally:
+        remembered.host_description.cache_clear()
+
+
 def test_the_linking_queue_drops_jobs_beyond_its_bound() -> None:
     started, release, ran = threading.Event(), threading.Event(), []
 
