@@ -117,6 +117,13 @@ def test_shared_objects_can_be_turned_off(cache_root: Path,
     assert BINARY(module.address("affine"))(2.0, 0.5) == 6.5
 
 
+def test_a_symbol_the_shared_object_lacks_is_an_attribute_error(cache_root: Path) -> None:
+    library = shared_objects.SharedLibrary(cache.load(compile_and_link()))
+    assert BINARY(library["affine"])(2.0, 0.5) == 6.5
+    with pytest.raises(AttributeError, match="defines no 'missing'"):
+        library["missing"]
+
+
 def test_linking_failure_is_not_an_error() -> None:
     assert shared_objects.link(b"not object code") is None
 
