@@ -35,13 +35,16 @@ import functools
 import importlib.util
 import os
 import pickle
+import sys
 
 import reverie.compiler
-from reverie.compiler.print_ir import observing
 
 from . import cache
 
 SOURCE_SUFFIXES = (".py", ".lark")
+# what `in_use` asks of the pass printer (compiler/print_ir.py), imported only when a
+# capture or REVERIE_PRINT_IR may be on: a warm start never imports it
+_PRINT_IR_MODULE, _PRINT_IR_VARIABLE = "reverie.compiler.print_ir", "REVERIE_PRINT_IR"
 
 
 @functools.cache
@@ -102,7 +105,14 @@ def in_use() -> bool:
     """Whether stages may be skipped for cached results: not with REVERIE_PIPELINE_CACHE=0
     (every stage runs; the object cache still serves LLVM), nor while REVERIE_PRINT_IR or
     a capture wants to see passes run."""
-    return os.environ.get("REVERIE_PIPELINE_CACHE", "1").strip() != "0" and not observing()
+    if os.environ.get("REVERIE_PIPELINE_CACHE", "1").strip() == "0":
+        return False
+    if (_PRINT_IR_MODULE not in sys.modules
+            and os.environ.get(_PRINT_IR_VARIABLE, "").strip() in ("", "0")):
+        return True  # no capture before print_ir is imported, nothing printed: a warm start
+    from reverie.compiler.print_ir import observing
+
+    return not observing()
 
 
 def load(key: str) -> object | None:

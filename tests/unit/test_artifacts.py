@@ -188,3 +188,22 @@ def test_the_fingerprint_covers_every_package_of_reverie() -> None:
         directory = os.path.abspath(os.path.dirname(package.__file__))
         assert any(directory == root or directory.startswith(root + os.sep)
                    for root in roots), (package.__name__, roots)
+
+
+def test_print_ir_is_seen_before_the_pass_printer_is_imported() -> None:
+    """`in_use` answers a warm start without importing compiler/print_ir.py, by the name of
+    its variable: which must be the printer's, and be seen in a process that set it."""
+    from reverie.compiler import print_ir
+
+    assert (artifacts._PRINT_IR_MODULE, artifacts._PRINT_IR_VARIABLE) == (
+        print_ir.__name__, print_ir.ENVIRONMENT_VARIABLE)
+    code = ("import json, sys\nfrom reverie.runtime import artifacts\n"
+            "print(json.dumps([artifacts.in_use(), 'reverie.compiler.print_ir' in sys.modules]))")
+    outcomes = {}
+    for setting in ("", "0", "lower"):
+        environment = {**os.environ, "REVERIE_PRINT_IR": setting}
+        environment.pop("REVERIE_PIPELINE_CACHE", None)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=environment, timeout=120, check=True)
+        outcomes[setting] = json.loads(done.stdout)
+    assert outcomes == {"": [True, False], "0": [True, False], "lower": [False, True]}
