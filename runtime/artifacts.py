@@ -5,7 +5,7 @@ The object cache (`jit.py`) is keyed on LLVM IR, so using it still needs the par
 lowering, the passes and the code generator to run. The artifacts here are keyed on what
 *determines* those results instead: the source and options, the function, the chain of
 transforms and the dtype, plus the code fingerprint — every source file of Reverie (path,
-size, modification time), so editing the compiler invalidates everything it wrote. Kinds:
+size, modification time in ns), so editing the compiler invalidates everything it wrote. Kinds:
 
 - "module": a source's function table (names, parameter names, declared dtypes), written
   once the whole source compiled without error (`reverie/module.py`);
@@ -32,40 +32,67 @@ is simply not cached.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import pickle
-from collections.abc import Iterator
+import sys
 
 import reverie.compiler
-import reverie.dsl
-from reverie.compiler.print_ir import observing
 
 from . import cache
 
 SOURCE_SUFFIXES = (".py", ".lark")
+# what `in_use` asks of the pass printer (compiler/print_ir.py), imported only when a
+# capture or REVERIE_PRINT_IR may be on: a warm start never imports it
+_PRINT_IR_MODULE, _PRINT_IR_VARIABLE = "reverie.compiler.print_ir", "REVERIE_PRINT_IR"
 
 
 @functools.cache
 def code_fingerprint() -> str:
-    """A hash of the path, size and modification time of every source file of Reverie (the
-    public package, the front end, the compiler and the run time)."""
-    packages = (reverie, reverie.compiler, reverie.dsl)  # reverie: the public package
-    roots = [os.path.dirname(__file__), *(p for package in packages for p in package.__path__)]
-    lines = [f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n"
-             for root in sorted({os.path.realpath(r) for r in roots if os.path.isdir(r)})
-             for path, info in sorted(_source_files(root))]
-    return cache.digest("".join(lines))
+    """A hash of the path, size and modification time (ns) of every source file of Reverie
+    (the public package, the front end, the compiler and the run time): what CPython's own
+    bytecode invalidation trusts, here for every module, the ones a warm start never
+    imports included, since they made what the cache holds."""
+    roots = _source_roots()
+    signature: list[tuple[str, int, int]] = []
+    for root in roots:
+        _add_source_files(root, roots, signature)
+    signature.sort()
+    return cache.digest(repr(signature))
 
 
-def _source_files(root: str) -> Iterator[tuple[str, os.stat_result]]:
-    """(path, stat) of every file under `root` whose name ends in a SOURCE_SUFFIXES
-    suffix (os.scandir: pathlib's rglob took ~30 ms of a warm start)."""
-    with os.scandir(root) as entries:
+def _source_roots() -> frozenset[str]:
+    """The directories of Reverie's packages (`reverie.compiler` and `reverie.dsl` are
+    found without running their `__init__`; the wheel nests them in `reverie`'s, the source
+    tree does not)."""
+    runtime_root = os.path.dirname(__file__)
+    # the run time's packages: siblings in the source tree, `reverie`'s children in a wheel
+    packages = (*reverie.__path__, *reverie.compiler.__path__, *_package_path("reverie.dsl"))
+    return frozenset(os.path.abspath(path) for path in (runtime_root, *packages)
+                     if os.path.isdir(path))
+
+
+def _package_path(name: str) -> list[str]:
+    """The directories of package `name`, found without importing it."""
+    spec = importlib.util.find_spec(name)
+    return list(spec.submodule_search_locations or ()) if spec else []
+
+
+def _add_source_files(directory: str, roots: frozenset[str],
+                      signature: list[tuple[str, int, int]]) -> None:
+    """Append (path, size, mtime_ns) of every SOURCE_SUFFIXES file under `directory`, not
+    descending into `__pycache__` nor into another root (walked on its own). One `stat`
+    per file and no more: os.scandir's entries know which are directories; a stat result
+    costs ~6k instructions, 3 M of a warm start went into the fingerprint."""
+    with os.scandir(directory) as entries:
         for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                yield from _source_files(entry.path)
-            elif entry.name.endswith(SOURCE_SUFFIXES):
-                yield entry.path, entry.stat()
+            name = entry.name
+            if name.endswith(SOURCE_SUFFIXES):
+                info = entry.stat(follow_symlinks=False)
+                signature.append((entry.path, info.st_size, info.st_mtime_ns))
+            elif (name != "__pycache__" and entry.is_dir(follow_symlinks=False)
+                  and entry.path not in roots):
+                _add_source_files(entry.path, roots, signature)
 
 
 def artifact_key(kind: str, *parts: object) -> str:
@@ -78,7 +105,14 @@ def in_use() -> bool:
     """Whether stages may be skipped for cached results: not with REVERIE_PIPELINE_CACHE=0
     (every stage runs; the object cache still serves LLVM), nor while REVERIE_PRINT_IR or
     a capture wants to see passes run."""
-    return os.environ.get("REVERIE_PIPELINE_CACHE", "1").strip() != "0" and not observing()
+    if os.environ.get("REVERIE_PIPELINE_CACHE", "1").strip() == "0":
+        return False
+    if (_PRINT_IR_MODULE not in sys.modules
+            and os.environ.get(_PRINT_IR_VARIABLE, "").strip() in ("", "0")):
+        return True  # no capture before print_ir is imported, nothing printed: a warm start
+    from reverie.compiler.print_ir import observing
+
+    return not observing()
 
 
 def load(key: str) -> object | None:

@@ -10,7 +10,9 @@ another process of the same user. It trusts nothing it did not write for that ke
   effective user and not writable by group or others. Otherwise the cache is bypassed
   (compilation still works) and one `CacheBypassWarning` per root and process says why.
   The same holds for `secret`, a random per-user key in the root (mode 0600, no group or
-  other access), created atomically on first store.
+  other access), created atomically on first store. A process reads it once per root and
+  uses it again while the file's identity (device, inode, size, times, owner, mode: one
+  `lstat`) is unchanged.
 - Entries: `RVC3`, key length, data length, the full key, a 32-byte tag over all of these
   and the data, then the data. The tag is BLAKE2b keyed with the secret (a MAC by design,
   as strong as HMAC-SHA256, and built into CPython without OpenSSL: `import hashlib` or
@@ -31,6 +33,7 @@ another process of the same user. It trusts nothing it did not write for that ke
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
 import struct
@@ -57,6 +60,8 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _warned_roots: set[str] = set()
+# by cache root: the identity of the secret file last read there, and its secret
+_secrets_read: dict[str, tuple[tuple[int, ...], bytes]] = {}
 _warned_lock = threading.Lock()
 _Result = TypeVar("_Result")
 
@@ -76,10 +81,17 @@ def cache_enabled() -> bool:
 
 def cache_dir() -> Path:
     """The directory holding the cache entries (it may not exist yet)."""
-    explicit = os.environ.get("REVERIE_CACHE_DIR")
+    environ = os.environ
+    return _cache_dir_for(environ.get("REVERIE_CACHE_DIR"), environ.get("XDG_CACHE_HOME"),
+                          environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=16)
+def _cache_dir_for(explicit: str | None, xdg: str | None, home: str | None) -> Path:
+    """`cache_dir()` under these environment variables (`home`: what `Path.home()` reads),
+    made once per process and setting: pathlib's parsing was a fifth of a cache read."""
     if explicit:
         return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "reverie"
 
@@ -176,8 +188,28 @@ def _read_exactly(fd: int, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
+def _file_identity(info: os.stat_result) -> tuple[int, ...]:
+    """What changes when a file is replaced, written, or has its owner or mode changed
+    (the inode's change time moves with each of these)."""
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns,
+            info.st_uid, info.st_mode)
+
+
 def _read_secret(root_fd: int, root: Path) -> bytes | None:
-    """The root's secret, None if it does not exist (_Untrusted if it is not private)."""
+    """The root's secret, None if it does not exist (_Untrusted if it is not private).
+
+    A secret read before is used again while its file's identity (`_file_identity`, one
+    `lstat`) is unchanged, so it was checked private and read as it still is; anything
+    else (another file, a link, a chmod) reads and checks it afresh."""
+    try:
+        seen = _file_identity(os.stat(_SECRET_NAME, dir_fd=root_fd, follow_symlinks=False))
+    except FileNotFoundError:
+        return None
+    except OSError:
+        seen = None
+    known = _secrets_read.get(str(root))
+    if known is not None and known[0] == seen:
+        return known[1]
     try:
         fd, info = _open_regular(root_fd, _SECRET_NAME)
     except FileNotFoundError:
@@ -194,6 +226,7 @@ def _read_secret(root_fd: int, root: Path) -> bytes | None:
         os.close(fd)
     if secret is None:
         raise _Untrusted(f"{root / _SECRET_NAME} {reason or 'is truncated'}")
+    _secrets_read[str(root)] = (_file_identity(info), secret)
     return secret
 
 

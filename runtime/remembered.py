@@ -9,7 +9,8 @@ the background thread (`runtime/shared_objects.py`). A later process finds the n
 opens the shared object with `dlopen` once the disk cache verified it (no LLVM), else
 links the cached object code into the JIT (and has the shared object linked for the next
 process). `host_description`, which every such key includes, is itself remembered under
-the CPU's identity from /proc/cpuinfo, so that a warm start never asks LLVM for it.
+the CPU's identity from /proc/cpuinfo and llvmlite's installed files, so that a warm start
+never asks LLVM for it, nor imports llvmlite.
 
     module = remembered_module(key, make_ir, name="rv_f")
     module.address("rv_f")
@@ -18,9 +19,9 @@ the CPU's identity from /proc/cpuinfo, so that a warm start never asks LLVM for 
 from __future__ import annotations
 
 import functools
+import importlib.util
+import os
 from collections.abc import Callable
-
-import llvmlite
 
 from . import artifacts, cache, shared_objects
 from .jit_module import KERNEL_PIPELINE, LIVE_MODULES, JitModule, Pipeline
@@ -123,22 +124,52 @@ def _cpu_identity() -> str | None:
     return "\n".join(fields) if len(fields) == len(CPU_IDENTITY_FIELDS) else None
 
 
+# llvmlite's files that change with its version and its LLVM (found without importing it)
+LLVMLITE_FILES = ("_version.py", os.path.join("binding", "libllvmlite.so"))
+
+
+def _llvmlite_identity() -> str | None:
+    """Path, size and modification time (ns) of llvmlite's version file and LLVM library,
+    or None where llvmlite is not installed (as there, per process, CPython trusts a
+    source file's size and time): what changes when another llvmlite is installed."""
+    spec = importlib.util.find_spec("llvmlite")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    package = spec.submodule_search_locations[0]
+    parts = []
+    for name in LLVMLITE_FILES:
+        path = os.path.join(package, name)
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        parts.append(f"{path}\0{info.st_size}\0{info.st_mtime_ns}")
+    return "\n".join(parts)
+
+
 @functools.cache
 def host_description() -> str:
-    """The host CPU as code generation sees it: triple, CPU name and features.
+    """The host CPU as code generation sees it (triple, CPU name and features) and the
+    llvmlite and LLVM versions that generate it.
 
     Asking LLVM needs `llvmlite.binding`; so the answer is also kept in the disk cache
-    under the CPU's identity from /proc/cpuinfo and llvmlite's version, and a later
-    process on the same CPU reads it from there without loading LLVM."""
-    identity = _cpu_identity()
-    key = identity and cache.digest(f"reverie-host-1\0{llvmlite.__version__}\0{identity}")
+    under the CPU's identity from /proc/cpuinfo and llvmlite's installed files, and a
+    later process on the same CPU with the same llvmlite reads it from there without
+    importing llvmlite."""
+    identity, llvmlite_identity = _cpu_identity(), _llvmlite_identity()
+    key = (identity and llvmlite_identity is not None
+           and cache.digest(f"reverie-host-2\0{llvmlite_identity}\0{identity}"))
     remembered = cache.load(key) if key else None
     if remembered is not None:
         return remembered.decode("utf-8", "replace")
+    import llvmlite  # (LLVM, and llvmlite with it: only when nothing was remembered)
+
     from . import jit
 
     host = jit.host_target()
-    description = f"{host.triple} {host.cpu_name} {host.features}"
+    llvm_version = ".".join(map(str, jit.llvm.llvm_version_info))
+    description = (f"{host.triple} {host.cpu_name} {host.features} "
+                   f"llvmlite {llvmlite.__version__} LLVM {llvm_version}")
     if key:
         cache.store(key, description.encode("utf-8"))
     return description

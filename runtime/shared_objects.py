@@ -2,7 +2,7 @@
 
 Consumes the relocatable object code `jit.py` emits for a module; produces, through the
 system C compiler driver (`cc`, else `gcc` or `clang`, as `cc -shared -nostdlib ... -lgcc`),
-the bytes of a shared object, and later loads such bytes with `dlopen` (`ctypes.CDLL`) as a
+the bytes of a shared object, and later loads such bytes with `dlopen` (ctypes' own) as a
 `SharedLibrary` whose `library[symbol]` is the native address of an exported function
 (the interface of a JIT library). Importing `llvmlite.binding` loads LLVM (~40–50 ms);
 a process whose modules all come from shared objects never does (issue 10's warm start).
@@ -13,7 +13,7 @@ a process whose modules all come from shared objects never does (issue 10's warm
   (O_EXCL, mode 0600) in a private per-process directory (mode 0700), opens that and
   unlinks it at once: what `dlopen` maps is exactly what was verified.
 - Each loaded file name is new, so `dlopen` never mistakes one library for another it
-  loaded before; libraries stay loaded for the life of the process (ctypes never closes
+  loaded before; libraries stay loaded for the life of the process (nothing closes
   them), so their files' inodes cannot be reused either.
 - Symbols a module leaves undefined (CPython's API for the native call entries, libm,
   libc) resolve against the process when the library is opened, as with the JIT.
@@ -26,6 +26,7 @@ a process whose modules all come from shared objects never does (issue 10's warm
 
 from __future__ import annotations
 
+import _ctypes  # dlopen and dlsym, which ctypes.CDLL wraps (see SharedLibrary)
 import atexit
 import ctypes
 import functools
@@ -152,10 +153,16 @@ class SharedLibrary:
         try:
             with os.fdopen(fd, "wb") as file:
                 file.write(image)
-            self._library = ctypes.CDLL(path)
+            # the handle, not a ctypes.CDLL: what callers need is addresses, and a CDLL
+            # makes a class per library and a function object per symbol looked up (200k
+            # instructions a library of a warm start, against 6k; valgrind)
+            self._handle = _ctypes.dlopen(path, ctypes.DEFAULT_MODE)
         finally:
             os.unlink(path)
 
     def __getitem__(self, symbol: str) -> int:
         """The address of the exported function `symbol` (AttributeError if undefined)."""
-        return ctypes.cast(getattr(self._library, symbol), ctypes.c_void_p).value
+        try:
+            return _ctypes.dlsym(self._handle, symbol)
+        except OSError as error:
+            raise AttributeError(f"shared object defines no {symbol!r}") from error

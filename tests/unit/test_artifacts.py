@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -115,3 +116,94 @@ def test_disabled_cache_keeps_nothing(private_cache: Path,
     module = rv.compile(SOURCE)
     module.f(np.ones(3), np.ones(3))
     assert artifacts.load(module.key) is None
+
+
+def fresh_fingerprint() -> str:
+    """The code fingerprint computed now (not the one this process remembered)."""
+    artifacts.code_fingerprint.cache_clear()
+    return artifacts.code_fingerprint()
+
+
+@pytest.fixture
+def source_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A stand-in for Reverie's sources, which the code fingerprint covers instead."""
+    root = tmp_path / "sources"
+    (root / "passes").mkdir(parents=True)
+    (root / "__pycache__").mkdir()
+    (root / "core.py").write_text("x = 1\n")
+    (root / "passes" / "fold.py").write_text("y = 2\n")
+    (root / "passes" / "grammar.lark").write_text("start: NAME\n")
+    (root / "notes.txt").write_text("not source\n")
+    monkeypatch.setattr(artifacts, "_source_roots", lambda: frozenset({str(root)}))
+    yield root
+    artifacts.code_fingerprint.cache_clear()  # the next test's fingerprint: the real one
+
+
+def test_the_fingerprint_changes_with_any_source_file(source_tree: Path) -> None:
+    first = fresh_fingerprint()
+    assert fresh_fingerprint() == first
+    (source_tree / "notes.txt").write_text("still not source, longer\n")
+    (source_tree / "__pycache__" / "core.cpython-311.py").write_text("bytecode's folder\n")
+    assert fresh_fingerprint() == first
+    edited = source_tree / "passes" / "fold.py"  # in place, same size: only the time moves
+    before = edited.stat()
+    edited.write_text("y = 3\n")
+    os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns + 1))
+    assert edited.stat().st_size == before.st_size
+    fingerprints = [first, fresh_fingerprint()]
+    (source_tree / "core.py").write_text("x = 10\n")
+    fingerprints.append(fresh_fingerprint())
+    (source_tree / "passes" / "grammar.lark").write_text("start: NUMBER\n")
+    fingerprints.append(fresh_fingerprint())
+    (source_tree / "passes" / "new_pass.py").write_text("")
+    fingerprints.append(fresh_fingerprint())
+    assert len(set(fingerprints)) == len(fingerprints)
+    (source_tree / "passes" / "new_pass.py").unlink()  # the sources as they were before it
+    assert fresh_fingerprint() == fingerprints[-2]
+
+
+def test_a_source_edit_rebuilds_instead_of_loading(private_cache: Path,
+                                                   source_tree: Path) -> None:
+    x, w = np.linspace(-1, 1, 5), np.linspace(0, 2, 5)
+    cold = rv.compile(SOURCE)
+    expected = cold.f.grad("w")(x, w)
+    assert artifacts.load(cold.key) is not None
+    edited = source_tree / "core.py"
+    before = edited.stat()
+    os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000))
+    fresh_fingerprint()
+    rebuilt = rv.compile(SOURCE)
+    assert rebuilt.key != cold.key
+    np.testing.assert_array_equal(rebuilt.f.grad("w")(x, w), expected)
+    assert artifacts.load(rebuilt.key) is not None
+
+
+def test_the_fingerprint_covers_every_package_of_reverie() -> None:
+    import reverie.compiler
+    import reverie.dsl
+    import reverie.runtime
+
+    roots = artifacts._source_roots()
+    for package in (reverie, reverie.compiler, reverie.dsl, reverie.runtime):
+        directory = os.path.abspath(os.path.dirname(package.__file__))
+        assert any(directory == root or directory.startswith(root + os.sep)
+                   for root in roots), (package.__name__, roots)
+
+
+def test_print_ir_is_seen_before_the_pass_printer_is_imported() -> None:
+    """`in_use` answers a warm start without importing compiler/print_ir.py, by the name of
+    its variable: which must be the printer's, and be seen in a process that set it."""
+    from reverie.compiler import print_ir
+
+    assert (artifacts._PRINT_IR_MODULE, artifacts._PRINT_IR_VARIABLE) == (
+        print_ir.__name__, print_ir.ENVIRONMENT_VARIABLE)
+    code = ("import json, sys\nfrom reverie.runtime import artifacts\n"
+            "print(json.dumps([artifacts.in_use(), 'reverie.compiler.print_ir' in sys.modules]))")
+    outcomes = {}
+    for setting in ("", "0", "lower"):
+        environment = {**os.environ, "REVERIE_PRINT_IR": setting}
+        environment.pop("REVERIE_PIPELINE_CACHE", None)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=environment, timeout=120, check=True)
+        outcomes[setting] = json.loads(done.stdout)
+    assert outcomes == {"": [True, False], "0": [True, False], "lower": [False, True]}

@@ -17,6 +17,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -215,6 +216,36 @@ def test_untrusted_directory_or_secret_bypasses_the_cache_with_one_warning(
     (warning,) = outcome["warnings"]
     assert warning.startswith("CacheBypassWarning") and str(place) in warning
     assert entry.read_bytes() == before
+
+
+def replace_secret(path: Path) -> None:
+    """Put another private secret in the place of `path` (as a new cache would have)."""
+    replacement = path.with_name("replacement")
+    replacement.write_bytes(os.urandom(path.stat().st_size))
+    replacement.chmod(0o600)
+    os.replace(replacement, path)
+
+
+SECRET_TAMPERINGS = {**{name: TAMPERINGS[name] for target, name in UNTRUSTED_PLACES
+                        if target == "secret"},
+                     "replaced": replace_secret, "a link": lambda path: (
+                         os.replace(path, path.with_name("moved")),
+                         path.symlink_to(path.with_name("moved")))}
+
+
+@pytest.mark.parametrize("tampering", SECRET_TAMPERINGS)
+def test_a_secret_tampered_with_after_use_is_not_trusted_in_the_same_process(
+    cache_root: Path, tampering: str
+) -> None:
+    """The process remembers the secret it read (runtime/cache.py `_read_secret`) only
+    while the file is the one it checked: the fixture's load read it, this one may not."""
+    assert cache.load(key_of(2.0)) is not None
+    SECRET_TAMPERINGS[tampering](cache_root / "secret")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cache.load(key_of(2.0)) is None
+    bypassed = [w for w in caught if issubclass(w.category, cache.CacheBypassWarning)]
+    assert len(bypassed) == (0 if tampering == "replaced" else 1)
 
 
 @pytest.mark.parametrize("link_to", ["/dev/zero", "an entry outside the cache"])

@@ -117,6 +117,13 @@ def test_shared_objects_can_be_turned_off(cache_root: Path,
     assert BINARY(module.address("affine"))(2.0, 0.5) == 6.5
 
 
+def test_a_symbol_the_shared_object_lacks_is_an_attribute_error(cache_root: Path) -> None:
+    library = shared_objects.SharedLibrary(cache.load(compile_and_link()))
+    assert BINARY(library["affine"])(2.0, 0.5) == 6.5
+    with pytest.raises(AttributeError, match="defines no 'missing'"):
+        library["missing"]
+
+
 def test_linking_failure_is_not_an_error() -> None:
     assert shared_objects.link(b"not object code") is None
 
@@ -130,6 +137,28 @@ def test_host_description_is_remembered_without_llvm(cache_root: Path,
         remembered.host_description.cache_clear()
         monkeypatch.setattr(jit, "host_target", lambda: pytest.fail("asked LLVM again"))
         assert remembered.host_description() == expected_fresh == expected
+    finally:
+        remembered.host_description.cache_clear()
+
+
+def test_another_llvmlite_is_asked_again(cache_root: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import llvmlite
+
+    asked = []
+    real_host_target = jit.host_target
+    monkeypatch.setattr(jit, "host_target", lambda: asked.append(1) or real_host_target())
+    identity = remembered._llvmlite_identity()
+    assert identity and "libllvmlite" in identity  # the installed LLVM library counts
+    remembered.host_description.cache_clear()
+    try:
+        first = remembered.host_description()
+        assert f"llvmlite {llvmlite.__version__} LLVM " in first  # what keys every artifact
+        remembered.host_description.cache_clear()
+        assert remembered.host_description() == first and len(asked) == 1
+        remembered.host_description.cache_clear()
+        monkeypatch.setattr(remembered, "_llvmlite_identity", lambda: f"{identity} upgraded")
+        assert remembered.host_description() == first and len(asked) == 2
     finally:
         remembered.host_description.cache_clear()
 

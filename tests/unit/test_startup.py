@@ -87,11 +87,13 @@ print(json.dumps({"value": float(value), "grads": [g.tolist() for g in grads],
                   "error": message, "imported": imported}))
 """
 # What a warm start must not import: the front end, the IR and its passes, the ladder, the
-# loop IR, the code generators, LLVM (llvmlite's own package, its version, is allowed), the
-# native backend's IR path and the tape; nor the standard modules that cost it milliseconds
-# (OpenSSL's libcrypto behind hashlib and hmac: the cache's MAC is BLAKE2b; dataclasses).
+# loop IR, the code generators, llvmlite (not even its package: the host description is
+# remembered under llvmlite's installed files, runtime/remembered.py), the native backend's
+# IR path, the pass printer (runtime/artifacts.py `in_use`) and the tape; nor the standard
+# modules that cost it milliseconds (OpenSSL's libcrypto behind hashlib and hmac: the
+# cache's MAC is BLAKE2b; dataclasses).
 NOT_ON_THE_WARM_PATH = ("_hashlib", "hashlib", "hmac", "secrets", "dataclasses",
-                        "lark", "llvmlite.binding", "llvmlite.ir", "reverie.dsl.parser",
+                        "lark", "llvmlite", "reverie.compiler.print_ir", "reverie.dsl.parser",
                         "reverie.dsl.generated_parser", "reverie.dsl.ast",
                         "reverie.dsl.diagnostics", "reverie.compiler.ir.core",
                         "reverie.compiler.ir.types", "reverie.compiler.ir.ops",
