@@ -126,8 +126,7 @@ class DataParallelGradient:
                            worker=group.worker)
                  for group in groups]
         last = tree_below_root(graph, parts, self.split_every)
-        value, grads = add_partials(*dask.compute(*(graph.delayed(part, call.arrays())
-                                                    for part in last)))
+        value, grads = add_partials(*dask.compute(*graph.delayed(last, call.arrays())))
         grads = grads[0] if self.single else grads
         return (value, grads) if self.with_value else grads
 
@@ -207,10 +206,11 @@ class TaskLayer:
             self.workers[key] = worker
         return TaskRef(key)
 
-    def delayed(self, result: TaskRef, arrays: Sequence[da.Array]) -> Delayed:
-        """The task `result` with the whole graph it needs: these tasks and the `arrays`'
-        (merged into one, so a task that several arrays share runs once). The tasks with
-        a worker form a layer of their own, annotated with it."""
+    def delayed(self, results: Sequence[TaskRef], arrays: Sequence[da.Array]) -> list[Delayed]:
+        """The tasks `results`, each with the whole graph it needs: these tasks and the
+        `arrays`' (merged into one graph, built once for all of them, so a task that
+        several arrays or results share runs once). The tasks with a worker form a layer
+        of their own, annotated with it."""
         name, placed = f"rv-dask-{self.token}", f"rv-dask-placed-{self.token}"
         free = {key: task for key, task in self.tasks.items() if key not in self.workers}
         graph = HighLevelGraph.from_collections(name, free, dependencies=arrays)
@@ -221,7 +221,8 @@ class TaskLayer:
             graph = HighLevelGraph({**graph.layers, placed: on},
                                    {**graph.dependencies, placed: set(graph.dependencies[name]),
                                     name: graph.dependencies[name] | {placed}})
-        return Delayed(result.key, graph, layer=placed if result.key in self.workers else name)
+        return [Delayed(result.key, graph, layer=placed if result.key in self.workers else name)
+                for result in results]
 
 
 # ---------------------------------------------------------------- mapping over chunks
@@ -248,7 +249,7 @@ def map_blocks(kernel: Kernel, *args: object,
     graph = TaskLayer()
     keys = [graph.add("run_kernel", run_kernel, program, *chunk_args)
             for chunk_args in call.chunk_arguments(values)]
-    calls = [graph.delayed(key, call.arrays()) for key in keys]
+    calls = graph.delayed(keys, call.arrays())
     types = call.fn.result_types
     row_dims = {str(call.fn.params[p].type.shape[0]) for p in positions}
     results = []
