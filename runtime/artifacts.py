@@ -67,12 +67,12 @@ def _source_roots() -> frozenset[str]:
     tree does not)."""
     runtime_root = os.path.dirname(__file__)
     # the run time's packages: siblings in the source tree, `reverie`'s children in a wheel
-    packages = (*reverie.__path__, *reverie.compiler.__path__, *_package_path("reverie.dsl"))
+    packages = (*reverie.__path__, *reverie.compiler.__path__, *package_directories("reverie.dsl"))
     return frozenset(os.path.abspath(path) for path in (runtime_root, *packages)
                      if os.path.isdir(path))
 
 
-def _package_path(name: str) -> list[str]:
+def package_directories(name: str) -> list[str]:
     """The directories of package `name`, found without importing it."""
     spec = importlib.util.find_spec(name)
     return list(spec.submodule_search_locations or ()) if spec else []

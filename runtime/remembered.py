@@ -19,7 +19,6 @@ never asks LLVM for it, nor imports llvmlite.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 from collections.abc import Callable
 
@@ -132,10 +131,10 @@ def _llvmlite_identity() -> str | None:
     """Path, size and modification time (ns) of llvmlite's version file and LLVM library,
     or None where llvmlite is not installed (as there, per process, CPython trusts a
     source file's size and time): what changes when another llvmlite is installed."""
-    spec = importlib.util.find_spec("llvmlite")
-    if spec is None or not spec.submodule_search_locations:
+    directories = artifacts.package_directories("llvmlite")
+    if not directories:
         return None
-    package = spec.submodule_search_locations[0]
+    package = directories[0]
     parts = []
     for name in LLVMLITE_FILES:
         path = os.path.join(package, name)
