@@ -16,9 +16,9 @@ How a call runs, on the current Dask scheduler (a `distributed.Client` if one ex
    own no memory), once for all the rows and once per distinct chunk length, so errors are
    those of SPEC §3.1 (`TypeError`/`ValueError` subclasses naming arguments and sizes).
 2. The kernel (it pickles as source, name and transform: `reverie/kernel.py`) and the
-   non-batch values are embedded in each task when a copy per task comes to at most
-   `dask_call.INLINE_BYTES` (1 MiB: the benchmark's 75 KB MLP on a few workers), and
-   otherwise scattered to every worker once per call (`dask_call.share`).
+   non-batch values are sent to every worker once per call (`dask_call.share`): up to
+   `dask_call.INLINE_BYTES` (1 MiB: the benchmark's 75 KB MLP) as values of the call's
+   graph, each one key that the tasks name, and larger ones scattered first.
 3. Tasks run the compiled `value_and_grad` on chunks' rows and weight each chunk: for
    `reduce="sum"` the loss is L = Σ_c L_c, so dL/dw = Σ_c dL_c/dw; for `"mean"`,
    L = Σ_c (n_c/N) L_c with n_c the chunk's rows and N all rows, so
@@ -35,7 +35,7 @@ How a call runs, on the current Dask scheduler (a `distributed.Client` if one ex
    each on the client.
 
 A worker that dies mid-call loses its partials; Dask recomputes them from the chunks' tasks
-(embedded values travel with them; scattered ones live on every worker), so the result
+(the graph's values with them; scattered ones live on every worker), so the result
 does not change. An error raised by the kernel on a worker (an out-of-range label:
 `IndexError`) is raised on the client as the same exception. See docs/scaling.md for how
 this scales.
@@ -52,7 +52,7 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
-from dask.task_spec import List, Task, TaskRef
+from dask.task_spec import DataNode, List, Task, TaskRef
 
 from reverie.compiler.ir.dims import evaluate_shape
 from reverie.compiler.ir.types import NUMPY_DTYPES
@@ -116,9 +116,9 @@ class DataParallelGradient:
             raise ValueError(f"{self.kernel.name}: the batch parameters have no rows to "
                              "average over")
         groups = call.colocated_groups(self.split_every)
-        program, values = call.shared_with_workers(self.value_and_grad, len(groups))
-        arguments = call.chunk_arguments(values)
         graph = TaskLayer()
+        program, values = call.shared_with_workers(self.value_and_grad, graph.keep)
+        arguments = call.chunk_arguments(values)
         parts = [graph.add("weighted_value_and_grad", weighted_value_and_grad, program,
                            self.single,
                            tuple(self.weight(call.chunks[c], call.rows) for c in group.chunks),
@@ -181,9 +181,10 @@ def tree_below_root(graph: TaskLayer, parts: list[TaskRef],
 
 class TaskLayer:
     """The tasks of one call, built directly as Dask task specs (`dask.task_spec`): one
-    `Task` per chunk group and per add, whose arguments name the batch arrays' blocks and
-    the scattered values by key. Building `dask.delayed` calls instead costs a graph merge
-    and optimisation per call of each (milliseconds each, on the client, every step).
+    `Task` per chunk group and per add, whose arguments name by key the batch arrays'
+    blocks and the shared values (the graph's own `DataNode`s, or scattered futures).
+    Building `dask.delayed` calls instead costs a graph merge and optimisation per call of
+    each (milliseconds each, on the client, every step).
 
     A task given a `worker` runs there while that worker lives: the scheduler's own choice
     weighs each worker's queue against the bytes to fetch, and for chunks of kilobytes
@@ -195,6 +196,14 @@ class TaskLayer:
         self.token = uuid.uuid4().hex
         self.tasks: dict[tuple[str, int], Task] = {}
         self.workers: dict[tuple[str, int], str] = {}
+        self.values: dict[tuple[str, int], DataNode] = {}
+
+    def keep(self, value: object) -> TaskRef:
+        """`value` as one key of the graph (a `DataNode`): the scheduler holds it once, a
+        worker fetches it once for all the tasks naming it there."""
+        key = (f"value-{self.token}", len(self.values))
+        self.values[key] = DataNode(key, value)
+        return TaskRef(key)
 
     def add(self, name: str, function: Callable[..., object], *args: object,
             worker: str | None = None) -> TaskRef:
@@ -207,20 +216,26 @@ class TaskLayer:
         return TaskRef(key)
 
     def delayed(self, results: Sequence[TaskRef], arrays: Sequence[da.Array]) -> list[Delayed]:
-        """The tasks `results`, each with the whole graph it needs: these tasks and the
-        `arrays`' (merged into one graph, built once for all of them, so a task that
-        several arrays or results share runs once). The tasks with a worker form a layer
-        of their own, annotated with it."""
-        name, placed = f"rv-dask-{self.token}", f"rv-dask-placed-{self.token}"
+        """The tasks `results`, each with the whole graph it needs: these tasks, the kept
+        values and the `arrays`' (merged into one graph, built once for all of them, so a
+        task that several arrays or results share runs once). The tasks with a worker form
+        a layer of their own, annotated with it; the values another."""
+        name, placed, kept = (f"rv-dask{part}-{self.token}" for part in ("", "-placed", "-values"))
         free = {key: task for key, task in self.tasks.items() if key not in self.workers}
         graph = HighLevelGraph.from_collections(name, free, dependencies=arrays)
+        layers, below = dict(graph.layers), dict(graph.dependencies)
+        inputs = set(below[name])
+        if self.values:
+            layers[kept], below[kept] = MaterializedLayer(dict(self.values)), set()
+            inputs.add(kept)
         if self.workers:
-            on = MaterializedLayer(
+            layers[placed] = MaterializedLayer(
                 {key: self.tasks[key] for key in self.workers},
                 annotations={"workers": self.workers.__getitem__, "allow_other_workers": True})
-            graph = HighLevelGraph({**graph.layers, placed: on},
-                                   {**graph.dependencies, placed: set(graph.dependencies[name]),
-                                    name: graph.dependencies[name] | {placed}})
+            below[placed] = set(inputs)
+            inputs.add(placed)
+        below[name] = inputs
+        graph = HighLevelGraph(layers, below)
         return [Delayed(result.key, graph, layer=placed if result.key in self.workers else name)
                 for result in results]
 
@@ -235,8 +250,8 @@ def map_blocks(kernel: Kernel, *args: object,
     axis 0 is the batch's row dimension is the chunks' results concatenated along it; any
     other result gets one entry per chunk (stacked along a new axis 0). The kernel's
     results must be arrays or a flat tuple of them (a module's function, `grad`, `vjp`;
-    not `value_and_grad`'s nested pair). Non-batch values too large to embed in every
-    task are scattered to the workers now, when a distributed client exists."""
+    not `value_and_grad`'s nested pair). Non-batch values too large for the graph are
+    scattered to the workers now, when a distributed client exists."""
     if batch is None:
         positions = [i for i, arg in enumerate(args) if isinstance(arg, da.Array)]
     else:
@@ -245,8 +260,8 @@ def map_blocks(kernel: Kernel, *args: object,
         raise ValueError(f"{kernel.name}: map_blocks needs a batch parameter given a dask "
                          "array chunked along axis 0")
     call = split_call(kernel, positions, args)
-    program, values = call.shared_with_workers(kernel, len(call.chunks))
     graph = TaskLayer()
+    program, values = call.shared_with_workers(kernel, graph.keep)
     keys = [graph.add("run_kernel", run_kernel, program, *chunk_args)
             for chunk_args in call.chunk_arguments(values)]
     calls = graph.delayed(keys, call.arrays())

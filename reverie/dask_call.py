@@ -7,7 +7,8 @@ rechunked so that their rows are cut alike, the specialisation the call runs and
 dimensions per chunk length, checked on the client before any task runs (on stand-ins of
 the batch arrays, which own no memory), so that errors are the kernel's own (SPEC §3.1).
 It also says what the tasks take: references to the chunks' blocks, the non-batch values
-(embedded in the tasks when small, else scattered to the workers: `share`), and on which
+(values of the call's graph, each once, when small, else scattered to the workers:
+`share`), and on which
 worker each chunk in worker memory (persisted rows) is taken: where it lies, unless that
 leaves the workers unbalanced (`balanced_placement`), so that one task can take several
 chunks of one worker.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import mmap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -41,7 +42,7 @@ from reverie.runtime.call import (
 from .kernel import Kernel
 
 Batch = str | int | Sequence[str | int]
-INLINE_BYTES = 1 << 20  # the most bytes of shared values, over all their tasks, embedded
+INLINE_BYTES = 1 << 20  # the most bytes of shared values sent in the call's graph
 
 
 class ChunkGroup(NamedTuple):
@@ -65,11 +66,13 @@ class SplitCall:
     fn: Function
     dims: dict[int, dict[str, int]]
 
-    def shared_with_workers(self, program: Kernel, tasks: int) -> tuple[object, list[object]]:
-        """`program` and the call's non-batch arguments as `tasks` tasks take them (`share`),
-        and the arguments with those replaced by what tasks take instead of them."""
+    def shared_with_workers(self, program: Kernel, keep: Callable[[object], TaskRef]
+                            ) -> tuple[object, list[object]]:
+        """`program` and the call's non-batch arguments as the call's tasks take them
+        (`share`, which gives the small ones to `keep`, a value of the call's graph), and
+        the arguments with those replaced by what tasks take instead of them."""
         others = [p for p in range(len(self.args)) if p not in self.positions]
-        shared = share([program, *(self.args[p] for p in others)], tasks)
+        shared = share([program, *(self.args[p] for p in others)], keep)
         values = list(self.args)
         for p, value in zip(others, shared[1:], strict=True):
             values[p] = value
@@ -262,16 +265,19 @@ def batch_positions(kernel: Kernel, batch: Batch) -> list[int]:
 # ---------------------------------------------------------------- the scheduler
 
 
-def share(values: list[object], tasks: int) -> list[object]:
-    """`values` as `tasks` tasks of the current distributed client take them: sent once to
-    every worker (futures of one `scatter(..., broadcast=True)`) when a copy per task
-    would come to more than `INLINE_BYTES`, else `values` themselves, embedded in each
-    task (and on a local scheduler). Embedded, they travel with the graph and its tasks:
-    no broadcast, whose round trips (client, scheduler, a worker, the copies to the others,
-    back) took a quarter of a small call, and nothing for a lost worker to take with it."""
+def share(values: list[object], keep: Callable[[object], TaskRef]) -> list[object]:
+    """`values` as the tasks of one call on the current distributed client take them, each
+    sent to every worker once: up to `INLINE_BYTES` in all, each a value of the call's own
+    graph (`keep`: one key, which the tasks name, so it travels with the graph, with no
+    round trip before it is sent, and a worker fetches it once for all its tasks); more,
+    scattered to every worker first (futures of one `scatter(..., broadcast=True)`: the
+    client sends them straight to the workers, not through the scheduler's graph). On a
+    local scheduler (one process) the tasks take `values` themselves."""
     client = current_client()
-    if client is None or tasks * sum(map(sizeof, values)) <= INLINE_BYTES:
+    if client is None:
         return values
+    if sum(map(sizeof, values)) <= INLINE_BYTES:
+        return [keep(value) for value in values]
     return client.scatter(values, broadcast=True, hash=False)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import dask.array as da
 import numpy as np
 import pytest
+from dask.task_spec import DataNode, TaskRef
 from dask.utils import key_split
 from dask_programs import SOURCE, UNEVEN, kernels_and_arguments, rows, split
 from distributed import Client, Future, LocalCluster, get_task_stream, wait
@@ -164,22 +165,43 @@ def test_a_worker_s_chunks_are_cut_so_that_each_thread_has_a_task() -> None:
     assert split_among_threads([5], 1, 4) == [[5]]
 
 
-def test_small_shared_values_travel_in_the_tasks_and_large_ones_are_scattered(
+def test_small_shared_values_are_values_of_the_graph_and_large_ones_are_scattered(
         client: Client, m: rv.Module, monkeypatch: pytest.MonkeyPatch) -> None:
     x, y, w, b = rows()
     call = split_call(m.mse, [0, 1], (split(x), split(y), w, b))
-    program, values = call.shared_with_workers(m.mse, tasks=4)
-    assert program is m.mse and values[2] is w and values[3] is b  # embedded
-    four_copies = 4 * sum(map(dask_call.sizeof, (m.mse, w, b)))
-    monkeypatch.setattr(dask_call, "INLINE_BYTES", four_copies)
-    assert call.shared_with_workers(m.mse, tasks=4)[1][2] is w
-    program, values = call.shared_with_workers(m.mse, tasks=5)  # a copy a task: too many
+    graph = TaskLayer()
+    program, values = call.shared_with_workers(m.mse, graph.keep)
+    kept = {ref.key: graph.values[ref.key] for ref in (program, values[2], values[3])}
+    assert [node.value for node in kept.values()] == [m.mse, w, b]  # each once, by key
+    assert all(isinstance(node, DataNode) for node in kept.values())
+    monkeypatch.setattr(dask_call, "INLINE_BYTES", sum(map(dask_call.sizeof, (m.mse, w, b))))
+    assert isinstance(call.shared_with_workers(m.mse, TaskLayer().keep)[1][2], TaskRef)
+    monkeypatch.setattr(dask_call, "INLINE_BYTES", dask_call.INLINE_BYTES - 1)  # too many
+    program, values = call.shared_with_workers(m.mse, TaskLayer().keep)
     assert all(isinstance(value, Future) for value in (program, values[2], values[3]))
     expected = m.mse.value_and_grad(("w", "b"))(x, y, w, b)
-    for limit in (0, 1 << 20):  # scattered, embedded
+    for limit in (0, 1 << 20):  # scattered, in the graph
         monkeypatch.setattr(dask_call, "INLINE_BYTES", limit)
         parallel = rv.dask.value_and_grad(m.mse, ("w", "b"), batch=("x", "y"), reduce="mean")
         assert_same(parallel(split(x), split(y), w, b), expected, F64)
+
+
+def test_the_shared_values_reach_each_worker_once_per_call(
+        client: Client, m: rv.Module) -> None:
+    """The kernel and parameters are keys of the call's graph: whichever worker computes
+    one, the other fetches it once for its tasks (its 2 groups of 4 of the 16 chunks), so
+    every such key crosses between the 2 workers exactly once."""
+    x, y, w, b = rows(n=16_000)
+    persisted = client.persist([split(x, 1_000), split(y, 1_000)])
+    wait(persisted)
+    client.run(lambda dask_worker: dask_worker.transfer_incoming_log.clear())
+    parallel = rv.dask.value_and_grad(m.mse, ("w", "b"), batch=("x", "y"), reduce="mean")
+    assert_same(parallel(*persisted, w, b), m.mse.value_and_grad(("w", "b"))(x, y, w, b), F64)
+    fetched = client.run(lambda dask_worker: [key_split(key) for transfer in
+                                              dask_worker.transfer_incoming_log
+                                              for key in transfer["keys"]])
+    values = [key for keys in fetched.values() for key in keys if key == "value"]
+    assert len(values) == 3  # the program, w and b, each once
 
 
 def test_the_client_adds_the_root_s_partials() -> None:
@@ -190,7 +212,7 @@ def test_the_client_adds_the_root_s_partials() -> None:
     assert tree_below_root(graph, parts[:3], 3) == parts[:3]
 
 
-@pytest.mark.parametrize("persisted, shared", [(False, "embedded"), (True, "embedded"),
+@pytest.mark.parametrize("persisted, shared", [(False, "in the graph"), (True, "in the graph"),
                                                (True, "scattered")])
 def test_a_worker_killed_mid_run_does_not_change_the_result(
         client: Client, m: rv.Module, monkeypatch: pytest.MonkeyPatch, persisted: bool,
