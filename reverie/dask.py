@@ -17,8 +17,8 @@ How a call runs, on the current Dask scheduler (a `distributed.Client` if one ex
    those of SPEC §3.1 (`TypeError`/`ValueError` subclasses naming arguments and sizes).
 2. The kernel (it pickles as source, name and transform: `reverie/kernel.py`) and the
    non-batch values are sent to every worker once per call (`dask_call.share`): up to
-   `dask_call.INLINE_BYTES` (1 MiB: the benchmark's 75 KB MLP) as values of the call's
-   graph, each one key that the tasks name, and larger ones scattered first.
+   `dask_call.INLINE_BYTES` (1 MiB: the benchmark's 75 KB MLP) together as one value of
+   the call's graph, a key that the tasks name, and larger ones scattered first.
 3. Tasks run the compiled `value_and_grad` on chunks' rows and weight each chunk: for
    `reduce="sum"` the loss is L = Σ_c L_c, so dL/dw = Σ_c dL_c/dw; for `"mean"`,
    L = Σ_c (n_c/N) L_c with n_c the chunk's rows and N all rows, so
@@ -199,8 +199,8 @@ class TaskLayer:
         self.values: dict[tuple[str, int], DataNode] = {}
 
     def keep(self, value: object) -> TaskRef:
-        """`value` as one key of the graph (a `DataNode`): the scheduler holds it once, a
-        worker fetches it once for all the tasks naming it there."""
+        """`value` as a key of the graph (a `DataNode`, a task less than a task per value):
+        the scheduler holds it once, a worker fetches it once for all its tasks naming it."""
         key = (f"value-{self.token}", len(self.values))
         self.values[key] = DataNode(key, value)
         return TaskRef(key)

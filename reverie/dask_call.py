@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import mmap
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -27,7 +28,7 @@ import dask.array as da
 import numpy as np
 from dask.core import flatten
 from dask.sizeof import sizeof
-from dask.task_spec import TaskRef
+from dask.task_spec import Task, TaskRef
 from dask.typing import Key
 
 from reverie.compiler.ir.core import Function
@@ -266,18 +267,20 @@ def batch_positions(kernel: Kernel, batch: Batch) -> list[int]:
 
 
 def share(values: list[object], keep: Callable[[object], TaskRef]) -> list[object]:
-    """`values` as the tasks of one call on the current distributed client take them, each
-    sent to every worker once: up to `INLINE_BYTES` in all, each a value of the call's own
-    graph (`keep`: one key, which the tasks name, so it travels with the graph, with no
-    round trip before it is sent, and a worker fetches it once for all its tasks); more,
-    scattered to every worker first (futures of one `scatter(..., broadcast=True)`: the
-    client sends them straight to the workers, not through the scheduler's graph). On a
-    local scheduler (one process) the tasks take `values` themselves."""
+    """`values` as the tasks of one call on the current distributed client take them, sent
+    to every worker once: up to `INLINE_BYTES` in all, together one value of the call's own
+    graph (`keep`: one key, which the tasks name, each taking its item inline; it travels
+    with the graph, with no round trip before it is sent, and a worker fetches it once for
+    all its tasks); more, scattered to every worker first (futures of one
+    `scatter(..., broadcast=True)`: the client sends them straight to the workers, not
+    through the scheduler's graph). On a local scheduler (one process) the tasks take
+    `values` themselves."""
     client = current_client()
     if client is None:
         return values
     if sum(map(sizeof, values)) <= INLINE_BYTES:
-        return [keep(value) for value in values]
+        kept = keep(tuple(values))
+        return [Task(None, operator.getitem, kept, i) for i in range(len(values))]
     return client.scatter(values, broadcast=True, hash=False)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import dask.array as da
 import numpy as np
 import pytest
-from dask.task_spec import DataNode, TaskRef
+from dask.task_spec import DataNode, Task
 from dask.utils import key_split
 from dask_programs import SOURCE, UNEVEN, kernels_and_arguments, rows, split
 from distributed import Client, Future, LocalCluster, get_task_stream, wait
@@ -165,17 +165,18 @@ def test_a_worker_s_chunks_are_cut_so_that_each_thread_has_a_task() -> None:
     assert split_among_threads([5], 1, 4) == [[5]]
 
 
-def test_small_shared_values_are_values_of_the_graph_and_large_ones_are_scattered(
+def test_small_shared_values_are_one_value_of_the_graph_and_large_ones_are_scattered(
         client: Client, m: rv.Module, monkeypatch: pytest.MonkeyPatch) -> None:
     x, y, w, b = rows()
     call = split_call(m.mse, [0, 1], (split(x), split(y), w, b))
     graph = TaskLayer()
     program, values = call.shared_with_workers(m.mse, graph.keep)
-    kept = {ref.key: graph.values[ref.key] for ref in (program, values[2], values[3])}
-    assert [node.value for node in kept.values()] == [m.mse, w, b]  # each once, by key
-    assert all(isinstance(node, DataNode) for node in kept.values())
+    (key, kept), = graph.values.items()
+    assert isinstance(kept, DataNode) and kept.value == (m.mse, w, b)  # one key for all
+    taken = [shared({key: kept.value}) for shared in (program, values[2], values[3])]
+    assert taken[0] is m.mse and taken[1] is w and taken[2] == b  # each its item, inline
     monkeypatch.setattr(dask_call, "INLINE_BYTES", sum(map(dask_call.sizeof, (m.mse, w, b))))
-    assert isinstance(call.shared_with_workers(m.mse, TaskLayer().keep)[1][2], TaskRef)
+    assert isinstance(call.shared_with_workers(m.mse, TaskLayer().keep)[1][2], Task)
     monkeypatch.setattr(dask_call, "INLINE_BYTES", dask_call.INLINE_BYTES - 1)  # too many
     program, values = call.shared_with_workers(m.mse, TaskLayer().keep)
     assert all(isinstance(value, Future) for value in (program, values[2], values[3]))
@@ -188,9 +189,9 @@ def test_small_shared_values_are_values_of_the_graph_and_large_ones_are_scattere
 
 def test_the_shared_values_reach_each_worker_once_per_call(
         client: Client, m: rv.Module) -> None:
-    """The kernel and parameters are keys of the call's graph: whichever worker computes
-    one, the other fetches it once for its tasks (its 2 groups of 4 of the 16 chunks), so
-    every such key crosses between the 2 workers exactly once."""
+    """The kernel and parameters are one key of the call's graph: whichever worker computes
+    it, the other fetches it once for its tasks (its 2 groups of 4 of the 16 chunks), so
+    it crosses between the 2 workers exactly once."""
     x, y, w, b = rows(n=16_000)
     persisted = client.persist([split(x, 1_000), split(y, 1_000)])
     wait(persisted)
@@ -201,7 +202,7 @@ def test_the_shared_values_reach_each_worker_once_per_call(
                                               dask_worker.transfer_incoming_log
                                               for key in transfer["keys"]])
     values = [key for keys in fetched.values() for key in keys if key == "value"]
-    assert len(values) == 3  # the program, w and b, each once
+    assert len(values) == 1  # the program, w and b together, once
 
 
 def test_the_client_adds_the_root_s_partials() -> None:
