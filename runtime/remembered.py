@@ -8,9 +8,11 @@ symbols under the remembered key, and has the object code linked into a shared o
 the background thread (`runtime/shared_objects.py`), which adds it to the note (one cache
 entry per module). A later process finds the note and opens its shared object with
 `dlopen` once the disk cache verified the entry (no LLVM), else links the cached object
-code into the JIT (and has the shared object linked for the next process). `host_description`, which every such key includes, is itself remembered under
-the CPU's identity from /proc/cpuinfo and llvmlite's installed files, so that a warm start
-never asks LLVM for it, nor imports llvmlite.
+code into the JIT (and has the shared object linked for the next process). A note written
+before notes carried images (no NUL in it) reads as one not linked yet. `host_description`,
+which every such key includes, is itself remembered under the CPU's identity from
+/proc/cpuinfo and llvmlite's installed files, so that a warm start never asks LLVM for it,
+nor imports llvmlite.
 
     module = remembered_module(key, make_ir, name="rv_f")
     module.address("rv_f")
