@@ -14,7 +14,7 @@ size, modification time in ns), so editing the compiler invalidates everything i
   sites, call boundary) and, in `remembered.remembered_module`, the key of its object code
   (`runtime/native.py`);
 - "launch": what making that specialisation's native entry needs, in plain data, so a
-  warm start makes it without the IR (`runtime/launch.py`).
+  warm start makes it without the IR (`runtime/fastcall.py`).
 
 `REVERIE_PIPELINE_CACHE=0` makes every stage run again (the tests that replace a rule of
 the compiler use it).
