@@ -39,7 +39,7 @@ LINK_TIMEOUT_S = 60
 # no start files nor default libraries (~7 ms a module instead of ~45 ms); only libgcc's
 # arithmetic helpers are linked in, everything else resolves from the process when opened.
 # Code and read-only data share one segment and the static symbol table is left out
-# (`dlsym` reads the dynamic one): the MLP's images 13.7-18.0 KB -> ~9 KB, most of the
+# (`dlsym` reads the dynamic one): the MLP's images 13.7-18.0 KB -> 9.1-13.2 KB, most of the
 # rest page padding; a warm start MACs and writes every image it opens (`SharedLibrary`).
 LINK_FLAGS = ("-shared", "-nostdlib", "-Wl,-z,noseparate-code", "-s")
 MAX_PENDING_LINKS = 8  # more waiting jobs than this: new ones are dropped (best effort)
