@@ -1,7 +1,7 @@
 """Latency: what a user feels first — call overhead, cold compile, warm start (issue 10).
 
-    python benchmarks/latency.py [--quick] [--skip-jax] [--calls-only] [--cpu-time]
-                                 [--warm-runs N]
+    python benchmarks/latency.py [--quick] [--skip-jax] [--calls-only | --warm-only]
+                                 [--cpu-time] [--warm-runs N]
 
 Three parts, each with its peer measured in the same run:
 
@@ -30,7 +30,8 @@ Children keep their bytecode in a private prefix written by a first, unmeasured 
 installed package has it.
 
 The results print as Markdown tables, ready for `benchmarks/README.md`. `--calls-only`
-measures part 1 alone (seconds, not minutes: for work on the call path).
+measures part 1 alone (seconds, not minutes: for work on the call path); `--warm-only`
+parts 2 and 3 without JAX (the cold children still populate the caches the warm ones use).
 """
 
 from __future__ import annotations
@@ -271,10 +272,11 @@ def cold_and_warm(with_jax: bool) -> tuple[list[dict], dict | None]:
 def report(calls: list[dict], compiles: list[dict], jax_row: dict | None) -> str:
     """The measurements as Markdown tables."""
     lines = [f"Measured {time.strftime('%Y-%m-%d')}, load average "
-             f"{os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs.", "",
-             "| parameters | forward µs | `f.grad` µs | recorded path µs | recorded − "
-             "(forward + `f.grad`) µs | NumPy `2*x` µs | jax.jit(grad) µs | grad ÷ NumPy |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"{os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs."]
+    if calls:
+        lines += ["", "| parameters | forward µs | `f.grad` µs | recorded path µs | recorded − "
+                  "(forward + `f.grad`) µs | NumPy `2*x` µs | jax.jit(grad) µs | grad ÷ NumPy |",
+                  "|---|---|---|---|---|---|---|---|"]
     for row in calls:
         jax_cell = f"{row['jax']:.1f}" if "jax" in row else "—"
         bookkeeping = row["recorded"] - row["forward"] - row["grad"]
@@ -312,6 +314,8 @@ def main() -> None:
     parser.add_argument("--skip-jax", action="store_true", help="no JAX peer")
     parser.add_argument("--calls-only", action="store_true",
                         help="only the call overhead (part 1)")
+    parser.add_argument("--warm-only", action="store_true",
+                        help="only the cold and warm starts (parts 2 and 3), without JAX")
     parser.add_argument("--cpu-time", action="store_true",
                         help="part 1 timed in CPU time (for a loaded machine)")
     parser.add_argument("--warm-runs", type=int, default=1, metavar="N",
@@ -320,8 +324,11 @@ def main() -> None:
     global CPU_TIME, WARM_RUNS
     CPU_TIME = options.cpu_time
     WARM_RUNS = max(1, options.warm_runs)
-    calls = call_overhead(40 if options.quick else 120, not options.skip_jax)
-    compiles, jax_row = ([], None) if options.calls_only else cold_and_warm(not options.skip_jax)
+    if options.calls_only and options.warm_only:
+        parser.error("--calls-only and --warm-only exclude each other")
+    with_jax = not (options.skip_jax or options.warm_only)
+    calls = [] if options.warm_only else call_overhead(40 if options.quick else 120, with_jax)
+    compiles, jax_row = ([], None) if options.calls_only else cold_and_warm(with_jax)
     print(report(calls, compiles, jax_row))
 
 

@@ -27,7 +27,7 @@ transform that derived it. Its IR per dtype, and what the native backend makes o
 kept under that identity in the whole-pipeline cache (`runtime/artifacts.py`), so a new
 process with a populated cache reaches native code without parsing or transforming; and a
 specialisation's first call makes its native entry from the cache's launch record
-(`runtime/launch.py`) without building its IR at all (`run`). This module imports neither
+(`runtime/fastcall.py`) without building its IR at all (`run`). This module imports neither
 the IR's classes nor the tape until a call needs them (the tape once Tensors exist).
 
 Kernels pickle as what they are, never as native code: a module's function as its module
@@ -196,23 +196,23 @@ class Kernel:
     def enter_native(self, fn: Function) -> None:
         """Put the native entry of specialisation `fn` in front of the call path (nothing
         for a backend or a boundary without one), and remember how to make it without the
-        IR (`runtime/launch.py`). Calls do this themselves, once per specialisation."""
+        IR (`runtime/fastcall.py`). Calls do this themselves, once per specialisation."""
         executable = self.module.executable(fn)
         make = getattr(executable, "native_entry", None)
         entry = make(self._call, not self._single) if make is not None else None
         if entry is not None:
             self._call = entry
             if fn.cache_key:
-                from reverie.runtime import launch
+                from reverie.runtime import fastcall
 
-                launch.remember(fn.cache_key, executable.launch_record())
+                fastcall.remember_launch(fn.cache_key, executable.launch_record())
 
     def _launch(self, float_dtype: str) -> Callable[..., object] | None:
         """The native entry of the `float_dtype` specialisation made from its launch record
         in the disk cache, without building its IR (None when there is none)."""
         if self.identity is None or self.module.backend != "native":
             return None
-        from reverie.runtime import launch  # (the run time's native side: on first call)
+        from reverie.runtime import fastcall  # (the run time's native side: on first call)
 
         ir_key = artifacts.artifact_key("ir", *self.identity, float_dtype)
 
@@ -221,7 +221,7 @@ class Kernel:
 
             return source_ir_of(self.ir_for(float_dtype))
 
-        return launch.native_entry(ir_key, self._call, not self._single, make_ir)
+        return fastcall.launch_entry(ir_key, self._call, not self._single, make_ir)
 
     def run(self, *args: object) -> object:
         """Run on the arguments' arrays and return NumPy results (never recorded); from

@@ -99,7 +99,12 @@ def _cache_dir_for(explicit: str | None, xdg: str | None, home: str | None) -> P
 def digest(text: str) -> str:
     """A 256-bit BLAKE2b hash of `text` in hex (no secret): what callers make keys of,
     without importing hashlib (see the module docstring)."""
-    return blake2b(text.encode("utf-8"), digest_size=32).hexdigest()
+    return digest_bytes(text.encode("utf-8"))
+
+
+def digest_bytes(data: bytes) -> str:
+    """`digest` of bytes."""
+    return blake2b(data, digest_size=32).hexdigest()
 
 
 def _entry_location(key: str) -> tuple[str, str]:

@@ -1,4 +1,7 @@
-"""Native call entries as Python callables (the other half of `codegen/fastcall.py`).
+"""Native call entries as Python callables (the other half of `codegen/fastcall.py`), and
+launch records: a kernel specialisation's entry made from the disk cache without its IR,
+so a warm start imports neither the front end, the IR, the passes nor LLVM. (One module:
+a warm start pays ~0.3 M instructions for each module it imports, however small.)
 
 `native_entry` wraps the one native call entry of the process (`rv_vectorcall`, loaded by
 `helpers.call_entry`) in a CPython builtin function object per kernel (`PyCFunction_NewEx`
@@ -15,6 +18,25 @@ definition and the kernel's JIT module alive as long as the callable is.
 `LAYOUT_OK` says whether this interpreter's objects have the layout the entry reads
 (checked once on real objects); where they do not, no entry is made and kernels keep the
 Python path.
+
+`launch_entry` consumes the whole-pipeline cache key of a specialisation's tensor IR
+(`ir_key`: what `Kernel.ir_for` keeps the IR under, `runtime/artifacts.py`) and produces
+its entry, or None when the cache cannot give everything the entry needs. The launch
+record is plain data — the entry's symbol and name, its call signature (the parameters'
+and outputs' dtypes and ranks, ...: what the process's one native call entry needs to know
+of it, `codegen/fastcall_descriptor.py`), the run-time helpers it calls, the key of its
+object code — written by `remember_launch` once a specialisation's native entry was made
+the usual way (`NativeKernel.launch_record`). A later process reads the record, opens the
+object code's shared object (`runtime/remembered.py`: verified by the disk cache's MAC
+before `dlopen`, never LLVM when it is there), fills the helper table
+(`runtime/helpers.py`) and builds the entry; everything it reads came through
+`runtime/cache.py`, so only bytes this user's processes wrote for these keys.
+
+The entry takes the calls it can take natively and hands every other one (Tensors, a
+conversion, a bad argument) to its fallback, the Python call path, which then builds the
+IR and explains: errors are those of the slow path, by construction.
+
+    entry = launch_entry(ir_key, fallback, tuple_result=False, make_ir=build_llvm_ir)
 """
 
 from __future__ import annotations
@@ -35,16 +57,18 @@ from reverie.compiler.codegen.abi import (
     CALL_DESCRIPTOR,
     FIRST_DTYPE,
     FLOAT_VALUE,
+    HELPERS,
     OB_TYPE,
     POOLED_EMPTY,
     SPARE_WORKSPACE,
     TUPLE_ITEMS,
 )
-from reverie.compiler.codegen.fastcall_descriptor import CallSignature, descriptor
+from reverie.compiler.codegen.fastcall_descriptor import BIND_SUFFIX, CallSignature, descriptor
 from reverie.compiler.ir.dtypes import NUMPY_DTYPES
 
-from . import output_pool
-from .helpers import call_entry
+from . import artifacts, output_pool
+from .helpers import call_entry, load_helpers
+from .remembered import host_description, remembered_module
 
 METH_FASTCALL_KEYWORDS = 0x0080 | 0x0002
 
@@ -116,3 +140,47 @@ def free_spare_workspace(cell: np.ndarray) -> None:
     block, cell[0] = int(cell[0]), 0
     if block:
         _free_block(block)
+
+
+RECORD_FIELDS = 6  # symbol, name, call signature, helpers, own kernel?, object key
+
+
+def launch_key(ir_key: str) -> str:
+    """The cache key of the launch record of the specialisation whose IR is under `ir_key`."""
+    return artifacts.artifact_key("launch", ir_key, host_description())
+
+
+def remember_launch(ir_key: str, record: tuple | None) -> None:
+    """Keep `record` (`NativeKernel.launch_record`; None: nothing) for a later process."""
+    if record is not None and artifacts.in_use():
+        artifacts.store(launch_key(ir_key), record)
+
+
+def _well_formed(record: object) -> bool:
+    """Whether `record` has the shape `remember` writes (a defence in depth: it was
+    authenticated as this user's own, but may come from a different version's writer)."""
+    if not isinstance(record, tuple) or len(record) != RECORD_FIELDS:
+        return False
+    symbol, name, signature, helpers, own_kernel, object_key = record
+    return (all(isinstance(text, str) for text in (symbol, name, object_key))
+            and isinstance(own_kernel, bool)
+            and isinstance(signature, CallSignature) and signature.well_formed()
+            and isinstance(helpers, tuple) and all(helper in HELPERS for helper in helpers))
+
+
+def launch_entry(ir_key: str, fallback: Callable[..., object], tuple_result: bool,
+                 make_ir: Callable[[], str]) -> Callable[..., object] | None:
+    """The native entry of the specialisation whose IR is under `ir_key`, passing the calls
+    it does not take to `fallback` (as `NativeKernel.native_entry` does); None when there
+    is no launch record or the layouts the entry reads are not this interpreter's.
+    `make_ir` gives the specialisation's LLVM IR should its object code be missing."""
+    if not LAYOUT_OK:
+        return None
+    record = artifacts.load(launch_key(ir_key))
+    if not _well_formed(record):
+        return None
+    symbol, name, signature, helpers, own_kernel, object_key = record
+    module = remembered_module(object_key, make_ir, name=symbol)
+    table = load_helpers(frozenset(helpers), own_kernel=own_kernel)
+    return native_entry(module.address(symbol), module.address(symbol + BIND_SUFFIX), name,
+                        fallback, signature, tuple_result, table, keep_alive=module)

@@ -16,7 +16,7 @@ for every kernel) is a module of the same kind: compiled once per process, or lo
 the disk cache (`call_entry`).
 
 This module imports neither the IR nor the code generators, so a warm start
-(`runtime/launch.py`) fills the table without them; `runtime/native.py` uses it too.
+(`runtime/fastcall.py`) fills the table without them; `runtime/native.py` uses it too.
 
     table = load_helpers(frozenset({"rv_gemm_f64"}))    # what a kernel is passed
 """

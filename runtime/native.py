@@ -193,7 +193,7 @@ class NativeKernel:
                             tuple_result, self._helpers, keep_alive=self)
 
     def launch_record(self) -> tuple | None:
-        """What `runtime/launch.py` needs to make this kernel's native entry in a later
+        """What `runtime/fastcall.py` needs to make this kernel's native entry in a later
         process without its IR: the entry's symbol and name, its call signature
         (`fastcall_descriptor.CallSignature`), the helpers it calls, whether they need the
         own matrix kernel, and its object code's key (None: no native entry, or code the

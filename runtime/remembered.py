@@ -5,12 +5,14 @@ Consumes a key of what determines a module's IR (such as `artifacts.artifact_key
 also covers the host) and a function making that IR; produces the loaded `JitModule`.
 The first process compiles the IR (`jit.compile_module`), notes the object code's key and
 symbols under the remembered key, and has the object code linked into a shared object on
-the background thread (`runtime/shared_objects.py`). A later process finds the note and
-opens the shared object with `dlopen` once the disk cache verified it (no LLVM), else
-links the cached object code into the JIT (and has the shared object linked for the next
-process). `host_description`, which every such key includes, is itself remembered under
-the CPU's identity from /proc/cpuinfo and llvmlite's installed files, so that a warm start
-never asks LLVM for it, nor imports llvmlite.
+the background thread (`runtime/shared_objects.py`), which adds it to the note (one cache
+entry per module). A later process finds the note and opens its shared object with
+`dlopen` once the disk cache verified the entry (no LLVM), else links the cached object
+code into the JIT (and has the shared object linked for the next process). A note written
+before notes carried images (no NUL in it) reads as one not linked yet. `host_description`,
+which every such key includes, is itself remembered under the CPU's identity from
+/proc/cpuinfo and llvmlite's installed files, so that a warm start never asks LLVM for it,
+nor imports llvmlite.
 
     module = remembered_module(key, make_ir, name="rv_f")
     module.address("rv_f")
@@ -43,10 +45,10 @@ def _remembered(key: str, make_ir: Callable[[], str], name: str,
                 pipeline: Pipeline | None) -> JitModule:
     """`remembered_module` without the sharing of loaded modules (and without the look-up
     under `key` when the whole-pipeline cache is not in use: `artifacts.in_use`)."""
-    remembered = cache.load(key) if artifacts.in_use() else None
-    if remembered is not None:
-        object_key, *symbols = remembered.decode("ascii", "replace").split("\n")
-        module = _load_remembered(name, make_ir, object_key, tuple(symbols), pipeline)
+    note = read_note(key) if artifacts.in_use() else None
+    if note is not None:
+        object_key, symbols, image = note
+        module = _load_remembered(key, name, make_ir, object_key, symbols, image, pipeline)
         if module is not None:
             return module
         cache.discard(key)
@@ -55,31 +57,49 @@ def _remembered(key: str, make_ir: Callable[[], str], name: str,
     llvm_ir = make_ir()
     module = jit.compile_module(llvm_ir, name=name, pipeline=pipeline)
     object_key = jit.object_cache_key(llvm_ir, pipeline)
-    cache.store(key, "\n".join([object_key, *module.symbols]).encode("ascii"))
-    _link_later(object_key)
+    cache.store(key, _note(object_key, module.symbols))
+    _link_later(key, object_key, module.symbols)
     return module
 
 
-def _shared_object_key(object_key: str) -> str:
-    """The cache key of the shared object linked from the object code under `object_key`."""
-    return f"{object_key}:shared-object"
+# A note: the object code's key and the module's symbols, one per line (ASCII), then, once
+# the background thread linked it, a NUL and the shared object's image: one cache entry,
+# so a warm start reads and authenticates one file per module, not two.
+_IMAGE_SEPARATOR = b"\0"
 
 
-def _load_remembered(name: str, make_ir: Callable[[], str], object_key: str,
-                     symbols: tuple[str, ...], pipeline: Pipeline | None) -> JitModule | None:
-    """The module for remembered object code: its shared object opened with `dlopen` when
-    the cache has one (no LLVM), else the object code linked into the JIT (and a shared
-    object linked for the next process); None when neither is usable."""
-    image = cache.load(_shared_object_key(object_key)) if shared_objects.enabled() else None
-    if image is not None:
+def _note(object_key: str, symbols: tuple[str, ...], image: bytes = b"") -> bytes:
+    """The note remembered for a module (see above)."""
+    text = "\n".join([object_key, *symbols]).encode("ascii")
+    return text + _IMAGE_SEPARATOR + image if image else text
+
+
+def read_note(key: str) -> tuple[str, tuple[str, ...], bytes] | None:
+    """The object code's key, the symbols and the shared object's image (empty: not linked
+    yet) remembered under `key`, or None."""
+    data = cache.load(key)
+    if data is None:
+        return None
+    text, _, image = data.partition(_IMAGE_SEPARATOR)
+    object_key, *symbols = text.decode("ascii", "replace").split("\n")
+    return object_key, tuple(symbols), image
+
+
+def _load_remembered(key: str, name: str, make_ir: Callable[[], str], object_key: str,
+                     symbols: tuple[str, ...], image: bytes,
+                     pipeline: Pipeline | None) -> JitModule | None:
+    """The module for remembered object code: the note's shared object opened with
+    `dlopen` when it has one (no LLVM), else the object code linked into the JIT (and a
+    shared object linked for the next process); None when neither is usable."""
+    if image and shared_objects.enabled():
         try:
             library = shared_objects.SharedLibrary(image)
             for symbol in symbols:  # every exported function resolves, or none is used
                 library[symbol]
             return JitModule(name, make_ir, library, optimized_ir=None, from_cache=True,
                              pipeline=pipeline, symbols=symbols)
-        except (OSError, AttributeError):
-            cache.discard(_shared_object_key(object_key))
+        except (OSError, AttributeError):  # the note without it, linked again below
+            cache.store(key, _note(object_key, symbols))
     code = cache.load(object_key)
     if code is None:
         return None
@@ -87,13 +107,14 @@ def _load_remembered(name: str, make_ir: Callable[[], str], object_key: str,
 
     module = jit._jit_cached(name, make_ir, code, pipeline, symbols)
     if module is not None:
-        _link_later(object_key)
+        _link_later(key, object_key, symbols)
     return module
 
 
-def _link_later(object_key: str) -> None:
+def _link_later(key: str, object_key: str, symbols: tuple[str, ...]) -> None:
     """Link the cached object code under `object_key` into a shared object on the
-    background thread and cache it (into the cache in use now), unless that is off."""
+    background thread and remember it with the note under `key` (in the cache in use now),
+    unless that is off."""
     if not (shared_objects.enabled() and cache.cache_enabled()):
         return
     root = cache.cache_dir()
@@ -102,7 +123,7 @@ def _link_later(object_key: str) -> None:
         code = cache.load(object_key, root=root)
         image = None if code is None else shared_objects.link(code)
         if image is not None:
-            cache.store(_shared_object_key(object_key), image, root=root)
+            cache.store(key, _note(object_key, symbols, image), root=root)
 
     shared_objects.link_later(link_and_store)
 

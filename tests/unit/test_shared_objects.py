@@ -56,24 +56,41 @@ def load_again() -> tuple[jit.JitModule, list[int]]:
     return remembered._remembered(KEY, make_ir, "affine", jit.KERNEL_PIPELINE), calls
 
 
-def compile_and_link() -> str:
-    """Compile IR under KEY, wait for its shared object; the shared object's cache key."""
+def compile_and_link() -> bytes:
+    """Compile IR under KEY, wait for its shared object; the image remembered with it."""
     make_ir, _ = counting_ir()
     first = remembered._remembered(KEY, make_ir, "affine", jit.KERNEL_PIPELINE)
     assert BINARY(first.address("affine"))(2.0, 0.5) == 6.5
     shared_objects.wait_for_links()
-    return remembered._shared_object_key(jit.object_cache_key(IR))
+    return remembered_image()
+
+
+def remembered_image() -> bytes:
+    """The shared object's image in the note under KEY (empty: none linked)."""
+    note = remembered.read_note(KEY)
+    assert note is not None and note[0] == jit.object_cache_key(IR) and note[1] == ("affine",)
+    return note[2]
+
+
+def store_image(image: bytes) -> None:
+    """Remember `image` as the shared object of the module under KEY (this user's entry)."""
+    cache.store(KEY, remembered._note(jit.object_cache_key(IR), ("affine",), image))
 
 
 def is_shared_object(module: jit.JitModule) -> bool:
     return isinstance(module._library, shared_objects.SharedLibrary)
 
 
-def test_a_second_load_opens_the_shared_object(cache_root: Path) -> None:
-    image = cache.load(compile_and_link())
-    assert image is not None and image[:4] == b"\x7fELF"
+def test_a_second_load_opens_the_shared_object(cache_root: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    image = compile_and_link()
+    assert image[:4] == b"\x7fELF"
     assert int.from_bytes(image[16:18], "little") == 3  # ET_DYN: a shared object
+    reads: list[str] = []
+    monkeypatch.setattr(cache, "load", lambda key, load=cache.load, **options: (
+        reads.append(key), load(key, **options))[1])
     module, calls = load_again()
+    assert reads == [KEY]  # the note and the shared object: one entry, one read
     assert is_shared_object(module) and module.from_cache
     assert BINARY(module.address("affine"))(2.0, 0.5) == 6.5
     assert calls == []  # the IR is made only when asked for
@@ -83,8 +100,8 @@ def test_a_second_load_opens_the_shared_object(cache_root: Path) -> None:
 @pytest.mark.parametrize("damage", ["flip", "foreign", "not an object", "other symbols"])
 def test_an_unverified_or_unloadable_shared_object_is_never_opened(
         cache_root: Path, damage: str) -> None:
-    so_key = compile_and_link()
-    path = cache.entry_path(so_key)
+    compile_and_link()
+    path = cache.entry_path(KEY)
     if damage == "flip":  # changed on disk: its tag no longer verifies
         data = bytearray(path.read_bytes())
         data[-100] ^= 0xFF
@@ -93,13 +110,13 @@ def test_an_unverified_or_unloadable_shared_object_is_never_opened(
         cache.store("other", b"\x7fELF" + bytes(100))
         os.replace(cache.entry_path("other"), path)
     elif damage == "not an object":  # an entry this user wrote that dlopen rejects
-        cache.store(so_key, b"\x7fELF not really")
+        store_image(b"\x7fELF not really")
     else:  # a loadable shared object lacking the module's functions
         other_ir = IR.replace("@affine", "@other")
         jit.compile_module(other_ir, name="other")
         other = shared_objects.link(cache.load(jit.object_cache_key(other_ir)))
         assert other is not None
-        cache.store(so_key, other)
+        store_image(other)
     module, _ = load_again()
     assert not is_shared_object(module)
     assert BINARY(module.address("affine"))(2.0, 0.5) == 6.5
@@ -110,15 +127,14 @@ def test_an_unverified_or_unloadable_shared_object_is_never_opened(
 def test_shared_objects_can_be_turned_off(cache_root: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REVERIE_SHARED_OBJECTS", "0")
-    so_key = compile_and_link()
-    assert cache.load(so_key) is None
+    assert compile_and_link() == b""
     module, _ = load_again()
     assert not is_shared_object(module)
     assert BINARY(module.address("affine"))(2.0, 0.5) == 6.5
 
 
 def test_a_symbol_the_shared_object_lacks_is_an_attribute_error(cache_root: Path) -> None:
-    library = shared_objects.SharedLibrary(cache.load(compile_and_link()))
+    library = shared_objects.SharedLibrary(compile_and_link())
     assert BINARY(library["affine"])(2.0, 0.5) == 6.5
     with pytest.raises(AttributeError, match="defines no 'missing'"):
         library["missing"]
