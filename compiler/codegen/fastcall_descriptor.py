@@ -2,7 +2,7 @@
 
 The entry is compiled once per process and serves every kernel; what differs between
 kernels is plain data, kept here without llvmlite or the loop IR (a warm start,
-`runtime/launch.py`, builds a descriptor from its launch record):
+`runtime/fastcall.py`, builds a descriptor from its launch record):
 
 - a `CallSignature`: each parameter's dtype and rank (rank 0: a scalar parameter, which
   takes a 0-d array or a Python number), each output's dtype and rank (rank 0: returned
