@@ -64,7 +64,7 @@ import llvmlite
 
 from reverie.compiler.print_ir import show
 
-from . import cache
+from . import cache, compile_queue
 from .jit_module import KERNEL_PIPELINE, LIVE_MODULES, JitModule, Pipeline
 from .version import VERSION
 
@@ -152,8 +152,15 @@ class HostTarget:
         self.features = features
 
 
-@functools.cache
 def host_target() -> HostTarget:
+    """LLVM's native target, initialised once, and the host CPU's description (perhaps
+    made ahead on the LLVM thread: `compile_queue.prepare_native_code`)."""
+    compile_queue.wait(compile_queue.HOST_TARGET)
+    return _host_target()
+
+
+@functools.cache
+def _host_target() -> HostTarget:
     """Initialise LLVM's native target once and describe the host CPU."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()

@@ -52,7 +52,7 @@ from reverie.compiler.loops.ir import Program, workspace_offsets
 from reverie.compiler.loops.printer import format_program
 from reverie.compiler.pipeline import back_end_start, climb
 
-from . import artifacts, helpers, output_pool
+from . import artifacts, compile_queue, helpers, output_pool
 from .artifacts import artifact_key
 from .call import BoundCall
 from .fastcall import LAYOUT_OK, native_entry
@@ -156,6 +156,8 @@ class NativeKernel:
         specialisation, see `Kernel.ir_for`) takes its loop program and object code from
         the whole-pipeline cache when they are there (`runtime/artifacts.py`)."""
         self.program = program = loop_program(fn)
+        self._helper_names = helpers_called(program)
+        compile_queue.prepare_helpers(self._helper_names)  # compiled while the IR is made
         symbol = entry_symbol(program)
         self._object_key = fn.cache_key and object_key(fn.cache_key)
         if self._object_key:
@@ -177,7 +179,6 @@ class NativeKernel:
         self._frame = ctypes.c_int64 * (self._filled + ERROR_SLOTS)
         self._frames: list[ctypes.Array] = []  # spare frames (one per concurrent call)
         self._spare: list[np.ndarray] = []
-        self._helper_names = helpers_called(self.program)
         self._own_kernel = needs_own_kernel(self.program)
         self._helpers = load_helpers(self._helper_names, own_kernel=self._own_kernel)
 
