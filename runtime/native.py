@@ -4,7 +4,9 @@ Compiling climbs the ladder of `compiler/pipeline.py` from the function: fuse �
 codegen → llvm-opt → jit (LLVM O3 with the vectorisers, disk object cache; see
 `runtime/jit.py`). A kernel that multiplies matrices or sorts first loads the run-time
 helper it calls and enters its address in the helper table every kernel receives
-(`runtime/helpers.py`, whose names are re-exported here); the own matrix kernel is loaded
+(`runtime/helpers.py`, whose names are re-exported here; the helper starts compiling on
+the LLVM thread, `runtime/compile_queue.py`, once the loop program is made, while the
+kernel's LLVM IR is generated); the own matrix kernel is loaded
 only when no BLAS is used or a kernel has a product whose layout BLAS may not express
 (`abi.needs_own_kernel`).
 
