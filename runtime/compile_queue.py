@@ -5,24 +5,27 @@ the GIL during each call, so ONE background thread can run LLVM while the main t
 Python (parsing, lowering, the adjoint, building LLVM IR text). This module runs, on that
 thread, work that no kernel's code decides and that is computed once per process anyway:
 
-- LLVM's host target (`jit.host_target`: importing `llvmlite.binding`, the CPU's
-  description), then the native call entry's module (`helpers._call_entry_module`), both
-  started by `prepare_native_code` when a native compile becomes likely: a module whose
-  function table is not in the disk cache (`reverie/module.py`) or a kernel compiled from
-  its IR (`runtime/native.py`);
+- the native call entry's module (`helpers._call_entry_module`), started by
+  `prepare_native_code` when a native compile becomes likely: a module whose function
+  table is not in the disk cache (`reverie/module.py`) or a kernel compiled from its IR
+  (`runtime/native.py`). LLVM's host target is set up first, there, on the calling
+  thread: that is importing `llvmlite.binding`, Python work holding the GIL, which on
+  the thread cost the cold MLP ~0.07 s more CPU than inline and gained nothing
+  (benchmarks/README.md, "Latency", eighth session);
 - the run-time helpers a kernel's loop program calls (`helpers._helper`, the BLAS
   dispatch of matrix products), started by `prepare_helpers` as soon as that program is
   made, while its LLVM IR is generated.
 
 Each job is the memoised function the main thread would otherwise call inline, so results
 are those of the inline path, bit for bit. `wait(key)` is the wait point, called where the
-result is first needed (`jit.host_target`, `helpers.load_helpers`, `helpers.call_entry`):
+result is first needed (`helpers.load_helpers`, `helpers.call_entry`):
 a job not started yet is taken off the queue (the caller then computes it itself), a
 running one is waited for, and an exception it raised is raised there (the same object:
 type and message as inline; the memo keeps no failure, so a later call tries again).
 
 No thread where it would not help or could not be safe: `REVERIE_NUM_THREADS=1` or a
-single usable CPU (`pool.pool_threads`), or while compiler passes are printed or captured
+single usable CPU (`pool.pool_threads`), `REVERIE_LLVM_THREAD=0` (to compare, on a quiet
+machine, what the overlap saves), or while compiler passes are printed or captured
 (`print_ir.observing`: the jobs would print from another thread, in another order) —
 `start` then does nothing and every result is computed where it is needed. The thread is
 not a daemon; it starts no new job once the main thread has finished (interpreter exit
@@ -44,8 +47,6 @@ from collections.abc import Callable, Hashable
 
 from .pool import pool_threads
 
-HOST_TARGET = ("host target",)
-
 _state = threading.Condition()
 _queue: dict[Hashable, Callable[[], object]] = {}  # jobs not started, in order
 _seen: set[Hashable] = set()  # every key ever started (a key runs at most once)
@@ -56,11 +57,12 @@ _forking = False
 
 
 def enabled() -> bool:
-    """Whether work may run on the LLVM thread now (more than one usable CPU, nothing
-    printing or capturing compiler passes)."""
+    """Whether work may run on the LLVM thread now (more than one usable CPU, not turned
+    off, nothing printing or capturing compiler passes)."""
     from reverie.compiler.print_ir import observing
 
-    return pool_threads() > 1 and not observing()
+    return (pool_threads() > 1 and os.environ.get("REVERIE_LLVM_THREAD", "1").strip() != "0"
+            and not observing())
 
 
 def start(key: Hashable, job: Callable[[], object]) -> None:
@@ -159,12 +161,14 @@ os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
 
 
 def prepare_native_code() -> None:
-    """Start what the first native kernel of a process needs whatever its code: LLVM's host
-    target, then the native call entry's module (kept in the disk cache, so a later
-    process loads it)."""
+    """Start what the first native kernel of a process needs whatever its code: LLVM's
+    host target (here), then the native call entry's module (on the thread; kept in the
+    disk cache, so a later process loads it)."""
+    if not enabled():
+        return  # everything where it is first needed, as without this module
     from . import helpers, jit
 
-    start(HOST_TARGET, jit.host_target)
+    jit.host_target()
     start(helpers.CALL_ENTRY_AHEAD, helpers.call_entry)
 
 

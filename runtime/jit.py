@@ -32,8 +32,8 @@ unloaded when its `JitModule` is garbage-collected (`live_library_count()` says 
 are loaded). `shared_module` hands out the loaded module for IR text that is already
 loaded instead of compiling it again. A process-wide lock serialises all LLVM work
 (compiling from several threads is safe, not faster); but LLVM runs without the GIL, so
-`runtime/compile_queue.py` compiles the per-process modules (the host target, the call
-entry, the helpers) on one background thread while the main thread runs Python.
+`runtime/compile_queue.py` compiles the per-process modules (the call entry, the
+helpers) on one background thread while the main thread runs Python.
 
 Memory per compiled module: each is parsed into its own LLVM context, freed with the
 module once the object code is emitted (the global context would keep every type and
@@ -66,7 +66,7 @@ import llvmlite
 
 from reverie.compiler.print_ir import show
 
-from . import cache, compile_queue
+from . import cache
 from .jit_module import KERNEL_PIPELINE, LIVE_MODULES, JitModule, Pipeline
 from .version import VERSION
 
@@ -154,15 +154,8 @@ class HostTarget:
         self.features = features
 
 
-def host_target() -> HostTarget:
-    """LLVM's native target, initialised once, and the host CPU's description (perhaps
-    made ahead on the LLVM thread: `compile_queue.prepare_native_code`)."""
-    compile_queue.wait(compile_queue.HOST_TARGET)
-    return _host_target()
-
-
 @functools.cache
-def _host_target() -> HostTarget:
+def host_target() -> HostTarget:
     """Initialise LLVM's native target once and describe the host CPU."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()

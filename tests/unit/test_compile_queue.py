@@ -29,10 +29,10 @@ LLVM_THREAD = "reverie-llvm"
 
 
 def run_child(code: str, cache: Path, threads: str = "2") -> dict:
-    """Run `code` in a fresh interpreter with an empty cache in `cache`; its last line of
-    output, as JSON."""
+    """Run `code` in a fresh interpreter with an empty cache in `cache` and `threads`
+    threads allowed; its last line of output, as JSON."""
     environment = {**os.environ, "REVERIE_CACHE_DIR": str(cache),
-                   "REVERIE_NUM_THREADS": threads}
+                   "REVERIE_NUM_THREADS": threads, "REVERIE_LLVM_THREAD": "1"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=CHILD_TIMEOUT_S, env=environment, cwd=ROOT)
     assert result.returncode == 0, result.stderr
@@ -42,6 +42,7 @@ def run_child(code: str, cache: Path, threads: str = "2") -> dict:
 @pytest.fixture
 def two_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REVERIE_NUM_THREADS", "2")
+    monkeypatch.setenv("REVERIE_LLVM_THREAD", "1")
 
 
 def test_a_job_runs_on_the_llvm_thread_and_its_wait_point_waits(two_threads: None) -> None:
@@ -104,17 +105,19 @@ def test_a_job_may_wait_for_its_own_key(two_threads: None) -> None:
     assert done == [LLVM_THREAD]
 
 
-@pytest.mark.parametrize("setting", ["one thread", "a capture"])
-def test_no_thread_with_one_cpu_or_while_passes_are_captured(
+@pytest.mark.parametrize("setting", ["one thread", "turned off", "a capture"])
+def test_no_thread_with_one_cpu_turned_off_or_while_passes_are_captured(
         setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
     ran, key = [], object()
     monkeypatch.setenv("REVERIE_NUM_THREADS", "1" if setting == "one thread" else "2")
+    monkeypatch.setenv("REVERIE_LLVM_THREAD", "0" if setting == "turned off" else "1")
     with capture("llvm-opt") if setting == "a capture" else contextlib.nullcontext():
         assert not compile_queue.enabled()
         compile_queue.start(key, lambda: ran.append(1))
     compile_queue.wait(key)
     assert ran == []
     monkeypatch.setenv("REVERIE_NUM_THREADS", "2")
+    monkeypatch.setenv("REVERIE_LLVM_THREAD", "1")
     assert compile_queue.enabled(), "the check must see the thread allowed otherwise"
 
 

@@ -113,7 +113,7 @@ def run_warm_child(cache_dir: Path) -> dict:
     """Run WARM_CHILD in a fresh interpreter with the disk cache in `cache_dir` (and two
     threads allowed, so a cold start starts its LLVM thread even on one CPU)."""
     environment = {**os.environ, "REVERIE_CACHE_DIR": str(cache_dir),
-                   "REVERIE_NUM_THREADS": "2"}
+                   "REVERIE_NUM_THREADS": "2", "REVERIE_LLVM_THREAD": "1"}
     result = subprocess.run([sys.executable, "-c", WARM_CHILD], capture_output=True,
                             text=True, timeout=CHILD_TIMEOUT_S, env=environment,
                             cwd=Path(__file__).parents[2])
