@@ -114,7 +114,7 @@ class Module:
                                           self.max_iterations)
         table = artifacts.load(self.key)
         if not isinstance(table, list):
-            if backend == "native":  # a cold compile is likely: LLVM's set-up beside the parser
+            if backend == "native":  # a cold compile is likely: LLVM set up, the entry begun
                 from reverie.runtime.compile_queue import prepare_native_code
 
                 prepare_native_code()

@@ -6,12 +6,12 @@ Python (parsing, lowering, the adjoint, building LLVM IR text). This module runs
 thread, work that no kernel's code decides and that is computed once per process anyway:
 
 - the native call entry's module (`helpers._call_entry_module`), started by
-  `prepare_native_code` when a native compile becomes likely: a module whose function
-  table is not in the disk cache (`reverie/module.py`) or a kernel compiled from its IR
-  (`runtime/native.py`). LLVM's host target is set up first, there, on the calling
-  thread: that is importing `llvmlite.binding`, Python work holding the GIL, which on
-  the thread cost the cold MLP ~0.07 s more CPU than inline and gained nothing
-  (benchmarks/README.md, "Latency", eighth session);
+  `prepare_native_code` when a native compile becomes likely (a module whose function
+  table is not in the disk cache: `reverie/module.py`) or by `prepare_helpers` (a native
+  kernel made: `runtime/native.py`). `prepare_native_code` first sets up LLVM's host
+  target on the calling thread: that is importing `llvmlite.binding`, Python work
+  holding the GIL, which on the thread cost the cold MLP ~0.07 s more CPU than inline
+  and gained nothing (benchmarks/README.md, "Latency", eighth session);
 - the run-time helpers a kernel's loop program calls (`helpers._helper`, the BLAS
   dispatch of matrix products), started by `prepare_helpers` as soon as that program is
   made, while its LLVM IR is generated.
@@ -161,21 +161,23 @@ os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
 
 
 def prepare_native_code() -> None:
-    """Start what the first native kernel of a process needs whatever its code: LLVM's
-    host target (here), then the native call entry's module (on the thread; kept in the
-    disk cache, so a later process loads it)."""
+    """Where a cold compile becomes likely (a module's function table not in the disk
+    cache): set up LLVM's host target here, then start the native call entry's module
+    (kept in the disk cache, so a later process loads it)."""
     if not enabled():
         return  # everything where it is first needed, as without this module
-    from . import helpers, jit
+    from . import jit
 
     jit.host_target()
-    start(helpers.CALL_ENTRY_AHEAD, helpers.call_entry)
+    prepare_helpers(frozenset())
 
 
 def prepare_helpers(names: frozenset[str]) -> None:
-    """Start compiling the run-time helpers `names` (a kernel's loop program calls them)."""
+    """Start the native call entry's module and the run-time helpers `names` (a kernel's
+    loop program calls them), each unless started before. (No host target here: a kernel
+    whose code the disk cache holds loads them from shared objects, without LLVM.)"""
     from . import helpers
 
-    prepare_native_code()
+    start(helpers.CALL_ENTRY_AHEAD, helpers.call_entry)
     for name in sorted(names):
         start(helpers.helper_ahead(name), lambda name=name: helpers._helper(name))
