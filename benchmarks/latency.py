@@ -1,6 +1,7 @@
 """Latency: what a user feels first — call overhead, cold compile, warm start (issue 10).
 
-    python benchmarks/latency.py [--quick] [--skip-jax] [--calls-only | --warm-only]
+    python benchmarks/latency.py [--quick] [--skip-jax]
+                                 [--calls-only | --cold-only | --warm-only]
                                  [--cpu-time] [--warm-runs N]
 
 Three parts, each with its peer measured in the same run:
@@ -30,8 +31,10 @@ Children keep their bytecode in a private prefix written by a first, unmeasured 
 installed package has it.
 
 The results print as Markdown tables, ready for `benchmarks/README.md`. `--calls-only`
-measures part 1 alone (seconds, not minutes: for work on the call path); `--warm-only`
-parts 2 and 3 without JAX (the cold children still populate the caches the warm ones use).
+measures part 1 alone (seconds, not minutes: for work on the call path); `--cold-only`
+part 2 alone (for work on cold compiles: run it in turn from the checkouts compared);
+`--warm-only` parts 2 and 3 without JAX (the cold children still populate the caches the
+warm ones use).
 """
 
 from __future__ import annotations
@@ -243,12 +246,9 @@ def warm_start(argv: list[str], cache: str) -> dict:
     return {**warm, "compiler_imported": compiler}
 
 
-WARM_RUNS = 1  # --warm-runs: warm children per kernel, the one of median CPU time reported
-
-
-def cold_and_warm(with_jax: bool) -> tuple[list[dict], dict | None]:
+def cold_and_warm(with_jax: bool, warm_runs: int) -> tuple[list[dict], dict | None]:
     """Cold then warm first-gradient times per kernel, each in a fresh subprocess (the
-    warm start: the child of median CPU time of WARM_RUNS)."""
+    warm start: the child of median CPU time of `warm_runs`; none: cold only)."""
     rows = []
     with tempfile.TemporaryDirectory() as cache:  # writes the bytecode, measures nothing
         run_child(REVERIE_CHILD, [*COLD_KERNELS[0][1:4], json.dumps(COLD_KERNELS[0][4])], cache)
@@ -256,15 +256,18 @@ def cold_and_warm(with_jax: bool) -> tuple[list[dict], dict | None]:
         with tempfile.TemporaryDirectory() as cache:
             argv = [path, fn, wrt, json.dumps(dims)]
             cold = run_child(REVERIE_CHILD, argv, cache)
-            warm_argv = [path, fn, wrt, *warm_arguments(path, fn, dims, cache)]
-            runs = sorted((warm_start(warm_argv, cache) for _ in range(WARM_RUNS)),
-                          key=lambda run: run["cpu"])
-            warm = runs[len(runs) // 2]
-        rows.append({"kernel": label, "import": cold["import"], "cold": cold["gradient"],
-                     "warm": warm["gradient"], "warm_import": warm["reverie"],
-                     "warm_numpy": warm["numpy"], "cold_cpu": cold["cpu"],
-                     "warm_cpu": warm["cpu"], "warm_numpy_cpu": warm["cpu_numpy"],
-                     "compiler_imported": warm["compiler_imported"]})
+            row = {"kernel": label, "import": cold["import"], "cold": cold["gradient"],
+                   "cold_cpu": cold["cpu"]}
+            if warm_runs:
+                warm_argv = [path, fn, wrt, *warm_arguments(path, fn, dims, cache)]
+                runs = sorted((warm_start(warm_argv, cache) for _ in range(warm_runs)),
+                              key=lambda run: run["cpu"])
+                warm = runs[len(runs) // 2]
+                row.update({"warm": warm["gradient"], "warm_import": warm["reverie"],
+                            "warm_numpy": warm["numpy"], "warm_cpu": warm["cpu"],
+                            "warm_numpy_cpu": warm["cpu_numpy"],
+                            "compiler_imported": warm["compiler_imported"]})
+        rows.append(row)
     jax_row = run_child(JAX_CHILD, [], tempfile.gettempdir()) if with_jax else None
     return rows, jax_row
 
@@ -288,18 +291,20 @@ def report(calls: list[dict], compiles: list[dict], jax_row: dict | None) -> str
                   "(CPU s) | warm: first gradient after import ms (CPU ms) |",
                   "|---|---|---|---|"]
     for row in compiles:
+        warm_cell = (f"{row['warm'] * 1e3:.1f} ({row['warm_cpu'] * 1e3:.1f})" if "warm" in row
+                     else "—")
         lines.append(f"| {row['kernel']} | {row['import']:.2f} | {row['cold']:.2f} "
-                     f"({row['cold_cpu']:.2f}) | {row['warm'] * 1e3:.1f} "
-                     f"({row['warm_cpu'] * 1e3:.1f}) |")
+                     f"({row['cold_cpu']:.2f}) | {warm_cell} |")
     if jax_row is not None:
         lines.append(f"| JAX `jit(grad)` first call, same MLP (peer) | — | "
                      f"{jax_row['gradient']:.2f} ({jax_row['cpu']:.2f}) | — |")
-    if compiles:
+    warm_rows = [row for row in compiles if "warm" in row]
+    if warm_rows:
         lines += ["", "Warm start (fresh process, populated cache), `import numpy` beside it:", "",
                   "| kernel | `import numpy` ms (CPU ms) | then `import reverie` ms | warm: "
                   "first gradient after import ms (CPU ms) | warm CPU ÷ numpy import CPU | "
                   "compiler imported |", "|---|---|---|---|---|---|"]
-    for row in compiles:
+    for row in warm_rows:
         lines.append(f"| {row['kernel']} | {row['warm_numpy'] * 1e3:.0f} "
                      f"({row['warm_numpy_cpu'] * 1e3:.0f}) | {row['warm_import'] * 1e3:.1f} | "
                      f"{row['warm'] * 1e3:.1f} ({row['warm_cpu'] * 1e3:.1f}) | "
@@ -312,23 +317,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     parser.add_argument("--skip-jax", action="store_true", help="no JAX peer")
-    parser.add_argument("--calls-only", action="store_true",
-                        help="only the call overhead (part 1)")
-    parser.add_argument("--warm-only", action="store_true",
-                        help="only the cold and warm starts (parts 2 and 3), without JAX")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--calls-only", action="store_true",
+                      help="only the call overhead (part 1)")
+    only.add_argument("--cold-only", action="store_true",
+                      help="only the cold compiles and JAX's first call (part 2)")
+    only.add_argument("--warm-only", action="store_true",
+                      help="only the cold and warm starts (parts 2 and 3), without JAX")
     parser.add_argument("--cpu-time", action="store_true",
                         help="part 1 timed in CPU time (for a loaded machine)")
     parser.add_argument("--warm-runs", type=int, default=1, metavar="N",
                         help="warm starts per kernel; the one of median CPU time is shown")
     options = parser.parse_args()
-    global CPU_TIME, WARM_RUNS
+    global CPU_TIME
     CPU_TIME = options.cpu_time
-    WARM_RUNS = max(1, options.warm_runs)
-    if options.calls_only and options.warm_only:
-        parser.error("--calls-only and --warm-only exclude each other")
     with_jax = not (options.skip_jax or options.warm_only)
-    calls = [] if options.warm_only else call_overhead(40 if options.quick else 120, with_jax)
-    compiles, jax_row = ([], None) if options.calls_only else cold_and_warm(with_jax)
+    calls = ([] if options.cold_only or options.warm_only else
+             call_overhead(40 if options.quick else 120, with_jax))
+    warm_runs = 0 if options.cold_only else max(1, options.warm_runs)
+    compiles, jax_row = (([], None) if options.calls_only else
+                         cold_and_warm(with_jax, warm_runs))
     print(report(calls, compiles, jax_row))
 
 

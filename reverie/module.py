@@ -114,6 +114,10 @@ class Module:
                                           self.max_iterations)
         table = artifacts.load(self.key)
         if not isinstance(table, list):
+            if backend == "native":  # a cold compile is likely: LLVM set up, the entry begun
+                from reverie.runtime.compile_queue import prepare_native_code
+
+                prepare_native_code()
             table = self._check()
             artifacts.store(self.key, table)
         self.kernels = {name: self._kernel(name, *entry) for name, *entry in table}

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import sys
 import threading
 
 import numpy as np
@@ -45,6 +46,13 @@ from .pool import pool_entry, pool_threads
 from .remembered import host_description, remembered_module
 
 LOCK = threading.RLock()  # loading helpers, and everything native.py compiles
+_COMPILE_QUEUE = __package__ + ".compile_queue"  # the LLVM thread (cold compiles only)
+CALL_ENTRY_AHEAD = ("call entry",)  # the call entry's module, on the LLVM thread
+
+
+def helper_ahead(name: str) -> tuple[str, str]:
+    """The key of the helper `name`'s module on the LLVM thread (`compile_queue.py`)."""
+    return ("helper", name)
 
 # The helpers' inner loops are written with explicit vector FMAs: O2 without the SLP
 # vectoriser and unrolling runs them as fast as O3 (256^3 and matrix-vector products,
@@ -85,8 +93,18 @@ def _call_entry_module() -> JitModule:
     return remembered_module(key, make_ir, name=CALL_ENTRY, pipeline=ENTRY_PIPELINE)
 
 
+def _finish_ahead(key: tuple) -> None:
+    """Wait for the work under `key` started ahead on the LLVM thread, if any
+    (`compile_queue.wait`; nothing in a process that never imported that module, such as
+    a warm start)."""
+    queue = sys.modules.get(_COMPILE_QUEUE)
+    if queue is not None:
+        queue.wait(key)
+
+
 def call_entry() -> int:
     """The address of the native call entry `rv_vectorcall` every kernel's callable runs."""
+    _finish_ahead(CALL_ENTRY_AHEAD)
     return _call_entry_module().address(CALL_ENTRY)
 
 
@@ -112,6 +130,7 @@ def load_helpers(names: frozenset[str], *, own_kernel: bool = True) -> np.ndarra
         for name in names:
             slot = HELPERS.index(name)
             if not table[slot]:
+                _finish_ahead(helper_ahead(name))
                 if name in GEMM_HELPERS:
                     _give_blas(name, _blas_wanted[0])
                 table[slot] = _helper(name).address(name)

@@ -31,7 +31,9 @@ One ORC LLJIT instance serves the whole process; each module becomes its own JIT
 unloaded when its `JitModule` is garbage-collected (`live_library_count()` says how many
 are loaded). `shared_module` hands out the loaded module for IR text that is already
 loaded instead of compiling it again. A process-wide lock serialises all LLVM work
-(compiling from several threads is safe, not faster).
+(compiling from several threads is safe, not faster); but LLVM runs without the GIL, so
+`runtime/compile_queue.py` compiles the per-process modules (the call entry, the
+helpers) on one background thread while the main thread runs Python.
 
 Memory per compiled module: each is parsed into its own LLVM context, freed with the
 module once the object code is emitted (the global context would keep every type and

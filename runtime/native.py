@@ -4,7 +4,9 @@ Compiling climbs the ladder of `compiler/pipeline.py` from the function: fuse �
 codegen → llvm-opt → jit (LLVM O3 with the vectorisers, disk object cache; see
 `runtime/jit.py`). A kernel that multiplies matrices or sorts first loads the run-time
 helper it calls and enters its address in the helper table every kernel receives
-(`runtime/helpers.py`, whose names are re-exported here); the own matrix kernel is loaded
+(`runtime/helpers.py`, whose names are re-exported here; the helper starts compiling on
+the LLVM thread, `runtime/compile_queue.py`, once the loop program is made, while the
+kernel's LLVM IR is generated); the own matrix kernel is loaded
 only when no BLAS is used or a kernel has a product whose layout BLAS may not express
 (`abi.needs_own_kernel`).
 
@@ -52,7 +54,7 @@ from reverie.compiler.loops.ir import Program, workspace_offsets
 from reverie.compiler.loops.printer import format_program
 from reverie.compiler.pipeline import back_end_start, climb
 
-from . import artifacts, helpers, output_pool
+from . import artifacts, compile_queue, helpers, output_pool
 from .artifacts import artifact_key
 from .call import BoundCall
 from .fastcall import LAYOUT_OK, native_entry
@@ -156,6 +158,8 @@ class NativeKernel:
         specialisation, see `Kernel.ir_for`) takes its loop program and object code from
         the whole-pipeline cache when they are there (`runtime/artifacts.py`)."""
         self.program = program = loop_program(fn)
+        self._helper_names = helpers_called(program)
+        compile_queue.prepare_helpers(self._helper_names)  # compiled while the IR is made
         symbol = entry_symbol(program)
         self._object_key = fn.cache_key and object_key(fn.cache_key)
         if self._object_key:
@@ -177,7 +181,6 @@ class NativeKernel:
         self._frame = ctypes.c_int64 * (self._filled + ERROR_SLOTS)
         self._frames: list[ctypes.Array] = []  # spare frames (one per concurrent call)
         self._spare: list[np.ndarray] = []
-        self._helper_names = helpers_called(self.program)
         self._own_kernel = needs_own_kernel(self.program)
         self._helpers = load_helpers(self._helper_names, own_kernel=self._own_kernel)
 

@@ -66,11 +66,14 @@ def imported_modules(statements: str) -> set[str]:
 
 
 # A first value and gradient, then a call with a bad argument (its error message), and the
-# modules Reverie imported for the first two (arguments are made before `import reverie`,
-# without numpy.random, which imports hashlib and with it OpenSSL's libcrypto).
+# modules Reverie imported and the threads it started for the first two (arguments are
+# made before `import reverie`, without numpy.random, which imports hashlib and with it
+# OpenSSL's libcrypto).
 WARM_CHILD = """
-import json, sys
+import json, sys, threading
 import numpy as np
+started, thread_start = [], threading.Thread.start
+threading.Thread.start = lambda thread: (started.append(thread.name), thread_start(thread))[1]
 shapes = [(8, 3), (8, 2), (3, 5), (5,), (5, 2), (2,)]
 args = [np.sin(np.arange(np.prod(s)) + i).reshape(s) for i, s in enumerate(shapes)]
 before = set(sys.modules)
@@ -84,12 +87,13 @@ try:
 except rv.ShapeMismatchError as error:
     message = str(error)
 print(json.dumps({"value": float(value), "grads": [g.tolist() for g in grads],
-                  "error": message, "imported": imported}))
+                  "error": message, "imported": imported, "threads": started}))
 """
 # What a warm start must not import: the front end, the IR and its passes, the ladder, the
 # loop IR, the code generators, llvmlite (not even its package: the host description is
 # remembered under llvmlite's installed files, runtime/remembered.py), the native backend's
-# IR path, the pass printer (runtime/artifacts.py `in_use`) and the tape; nor the standard
+# IR path and its LLVM thread (runtime/compile_queue.py), the pass printer
+# (runtime/artifacts.py `in_use`) and the tape; nor the standard
 # modules that cost it milliseconds (OpenSSL's libcrypto behind hashlib and hmac: the
 # cache's MAC is BLAKE2b; dataclasses).
 NOT_ON_THE_WARM_PATH = ("_hashlib", "hashlib", "hmac", "secrets", "dataclasses",
@@ -100,7 +104,9 @@ NOT_ON_THE_WARM_PATH = ("_hashlib", "hashlib", "hmac", "secrets", "dataclasses",
                         "reverie.compiler.lower", "reverie.compiler.transforms",
                         "reverie.compiler.pipeline", "reverie.compiler.loops",
                         "reverie.compiler.codegen.llvm", "reverie.runtime.native",
-                        "reverie.runtime.tape", "reverie.runtime.tensor")
+                        "reverie.runtime.compile_queue", "reverie.runtime.tape",
+                        "reverie.runtime.tensor")
+LLVM_THREAD = "reverie-llvm"  # runtime/compile_queue.py's
 
 
 # Every Reverie module a warm start imports (`import reverie`'s four first), and no other:
@@ -121,8 +127,10 @@ WARM_PATH_MODULES = sorted([
 
 
 def run_warm_child(cache_dir: Path) -> dict:
-    """Run WARM_CHILD in a fresh interpreter with the disk cache in `cache_dir`."""
-    environment = {**os.environ, "REVERIE_CACHE_DIR": str(cache_dir)}
+    """Run WARM_CHILD in a fresh interpreter with the disk cache in `cache_dir` (and two
+    threads allowed, so a cold start starts its LLVM thread even on one CPU)."""
+    environment = {**os.environ, "REVERIE_CACHE_DIR": str(cache_dir),
+                   "REVERIE_NUM_THREADS": "2", "REVERIE_LLVM_THREAD": "1"}
     result = subprocess.run([sys.executable, "-c", WARM_CHILD], capture_output=True,
                             text=True, timeout=CHILD_TIMEOUT_S, env=environment,
                             cwd=Path(__file__).parents[2])
@@ -170,8 +178,10 @@ def test_import_reverie_imports_neither_front_end_nor_back_end() -> None:
 def test_a_warm_start_imports_no_compiler_and_gives_the_cold_results(tmp_path: Path) -> None:
     cold = run_warm_child(tmp_path)
     assert on_the_warm_path(cold["imported"]), "the check must see a cold start's imports"
+    assert LLVM_THREAD in cold["threads"], "the check must see a cold start's LLVM thread"
     warm = run_warm_child(tmp_path)
     assert on_the_warm_path(warm["imported"]) == []
+    assert LLVM_THREAD not in warm["threads"]
     reverie_modules = [name for name in warm["imported"] if name.split(".")[0] == "reverie"]
     assert reverie_modules == WARM_PATH_MODULES
     assert (warm["value"], warm["grads"], warm["error"]) == (
