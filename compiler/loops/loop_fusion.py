@@ -29,7 +29,9 @@ Two loops `A` (earlier) and `B` with the same bounds and no nested loops merge w
 
 The states of a loop (current, next and their two buffers) count as one buffer. In the
 merged body a load of what the same iteration stored at the same element is that stored
-value (LLVM cannot always see this: temporaries share one workspace). Loop nests are
+value (LLVM cannot always see this: temporaries share one workspace), and a bounds check
+that repeats one made earlier in the body (a reverse sweep checks `T - 1 - t` once per
+array it indexes) is dropped first, so that it does not hold loops apart. Loop nests are
 left alone (the nests of `interchange.py` keep their shape), as is the top level, whose
 nests the tensor-level plan already fuses.
 """
@@ -43,6 +45,7 @@ from reverie.compiler.ir.dims import Dim
 from .effects import Effects, alias_groups, can_move_above, effects, walk
 from .ir import (
     BLOCK_STMTS,
+    Check,
     ForLoop,
     Load,
     Loop,
@@ -77,9 +80,26 @@ def _visit(stmts: list[Stmt], groups: dict[int, int]) -> list[Stmt]:
 def _fused(stmts: list[Stmt], groups: dict[int, int]) -> list[Stmt]:
     """One body's statements with its same-extent loops merged (earliest first)."""
     out: list[Stmt] = []
-    for stmt in stmts:
+    for stmt in _without_repeated_checks(stmts, groups):
         if not (isinstance(stmt, Loop) and _merge_backwards(out, stmt, groups)):
             out.append(stmt)
+    return out
+
+
+def _without_repeated_checks(stmts: list[Stmt], groups: dict[int, int]) -> list[Stmt]:
+    """`stmts` without each check of a condition an earlier check of the list tested (its
+    variables unchanged since): it cannot fail where that one passed."""
+    out: list[Stmt] = []
+    tested: set[tuple[Dim, Dim]] = set()
+    for stmt in stmts:
+        if isinstance(stmt, Check):
+            if (stmt.index, stmt.size) in tested:
+                continue
+            tested.add((stmt.index, stmt.size))
+        else:
+            changed = effects(stmt, groups).defines
+            tested = {t for t in tested if not (t[0].symbols() | t[1].symbols()) & changed}
+        out.append(stmt)
     return out
 
 
