@@ -21,6 +21,8 @@ Two loops `A` (earlier) and `B` with the same bounds and no nested loops merge w
   iteration `i` of `A` wrote, and nothing that a later iteration of `A` writes. Any other
   overlap (another index, a reduction into a shared accumulator, an index computed inside
   the loop) keeps them apart;
+- the merged loop writes few enough buffers (`ALIAS_BUDGET`: LLVM checks every pair of a
+  buffer written and another one accessed for overlap before its vector loop);
 - `A` checks nothing (`B`'s first iterations would run before `A`'s last checks), and
   the statements between them can all move above `A`, or `B` can move above all of them:
   no buffer one writes is touched by the other, no variable one defines is used by the
@@ -57,6 +59,13 @@ from .ir import (
     WhileLoop,
 )
 from .splitting import defined_names, rewritten
+
+# LLVM cannot tell the temporaries of one workspace apart, so it vectorises a loop behind
+# run-time overlap checks between each buffer written and each other one accessed: merging
+# loops multiplies them. A merge making more than this many such pairs is not done (the
+# LSTM gradient's LLVM instructions: unbounded +52 %, 32: +17 %, 16: -1 % against no
+# merging; benchmarks/README.md, eighth session).
+ALIAS_BUDGET = 16
 
 
 def fuse_sequential_loops(stmts: list[Stmt]) -> list[Stmt]:
@@ -115,6 +124,8 @@ def _merge_backwards(out: list[Stmt], loop: Loop, groups: dict[int, int]) -> boo
         target_effects = effects(target, groups)
         if target_effects.nested or not _same_elements(target, target_effects, loop, loop_effects):
             continue
+        if not _within_alias_budget(target_effects, loop_effects):
+            continue
         between = [effects(s, groups) for s in out[k + 1:]]
         if all(can_move_above(m, target_effects) for m in between):
             out[k:] = [*out[k + 1:], _merged(target, loop)]  # the rest moves above it
@@ -123,6 +134,14 @@ def _merge_backwards(out: list[Stmt], loop: Loop, groups: dict[int, int]) -> boo
             out[k] = _merged(target, loop)  # `loop` moves above the rest
             return True
     return False
+
+
+def _within_alias_budget(a: Effects, b: Effects) -> bool:
+    """Whether the merged loop's pairs of a buffer written and another one accessed (what
+    LLVM checks for overlap at run time) stay within ALIAS_BUDGET."""
+    written = {x.group for x in a.accesses + b.accesses if x.write}
+    accessed = {x.group for x in a.accesses + b.accesses}
+    return len(written) * (len(accessed) - 1) <= ALIAS_BUDGET
 
 
 def _same_elements(a: Loop, a_effects: Effects, b: Loop, b_effects: Effects) -> bool:
