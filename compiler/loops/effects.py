@@ -73,6 +73,7 @@ class Effects:
     defines: set[str]   # variables it defines or updates that outlive it
     uses: set[str]      # variables (and index symbols) it reads
     checks: bool        # whether it can stop with an error or leave a while loop
+    exits: bool         # whether it can leave a while loop (nothing moves across it)
     nested: bool        # whether it holds a loop or a runtime call (never fused into)
 
 
@@ -113,8 +114,9 @@ def effects(stmt: Stmt, groups: dict[int, int]) -> Effects:
             defines |= {s.best.name, s.best_index.name}
     defines = (defines | defined_names([stmt])) - local
     checks = any(isinstance(s, Check | ExitUnless) for s in inner)
+    exits = any(isinstance(s, ExitUnless) for s in inner)
     nested = any(isinstance(s, Loop | ForLoop | WhileLoop | Matmul | Sort) for s in inner[1:])
-    return Effects(accesses, defines, uses - local, checks, nested)
+    return Effects(accesses, defines, uses - local, checks, exits, nested)
 
 
 def _operands(stmt: Stmt) -> list[Operand]:
@@ -130,9 +132,10 @@ def _operands(stmt: Stmt) -> list[Operand]:
 
 
 def can_move_above(mover: Effects, passed: Effects) -> bool:
-    """Whether a statement may run before one it follows: nothing moves above a check or
-    an exit (it may guard what follows) unless it only computes scalars or checks."""
-    if passed.checks and (mover.accesses or mover.checks):
+    """Whether a statement may run before one it follows: nothing moves above a check (it
+    may guard what follows) unless it only computes scalars or checks, and nothing moves
+    across a while loop's exit (what runs before it in the last iteration may be recorded)."""
+    if mover.exits or passed.exits or (passed.checks and (mover.accesses or mover.checks)):
         return False
     a, b = mover, passed
     if a.defines & (b.uses | b.defines) or b.defines & a.uses:

@@ -15,13 +15,15 @@ import reverie as rv
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.loops.dead_code import remove_dead_code
-from reverie.compiler.loops.effects import walk
+from reverie.compiler.loops.effects import can_move_above, effects, walk
 from reverie.compiler.loops.interpreter import run_program
 from reverie.compiler.loops.ir import (
     Accumulate,
     Accumulator,
     Buffer,
+    Check,
     Const,
+    ExitUnless,
     ForLoop,
     Let,
     Load,
@@ -185,3 +187,12 @@ def test_fusion_merges_only_loops_that_meet_at_one_element(case: str) -> None:
     (want,), (got,) = (run_program(p, [x], {"N": 6}) for p in (before, after))
     np.testing.assert_array_equal(got, want)
     assert (TEMP in after.temps) == (case == "another element")  # else its loads forwarded
+
+
+def test_nothing_that_touches_memory_moves_above_a_check_or_across_an_exit() -> None:
+    groups: dict[int, int] = {}
+    check = effects(Check(Dim.sym("%7"), N, 0), groups)
+    exit_ = effects(ExitUnless(Var("%8", "bool")), groups)
+    loop = effects(doubled(), groups)
+    assert not can_move_above(loop, check) and can_move_above(check, loop)
+    assert not can_move_above(loop, exit_) and not can_move_above(exit_, loop)
