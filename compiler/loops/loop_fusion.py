@@ -56,6 +56,7 @@ from .ir import (
     Sort,
     Stmt,
     Store,
+    Var,
     WhileLoop,
 )
 from .splitting import defined_names, rewritten
@@ -195,20 +196,21 @@ def _rewrite(stmts: list[Stmt], values: dict[str, Operand]) -> list[Stmt]:
 def _forward_stores(stmts: list[Stmt]) -> list[Stmt]:
     """Straight-line `stmts` where a load of an element stored earlier in the list (and not
     overwritten since: any other store to that buffer forgets it) is its stored value."""
-    stored: dict[tuple[int, Dim], Operand] = {}
+    stored: dict[tuple[int, Dim], Var] = {}
     values: dict[str, Operand] = {}
     out: list[Stmt] = []
     for stmt in stmts:
         stmt = rewritten(stmt, values, lambda body: _rewrite(body, values))
         if isinstance(stmt, Load) and stmt.guard is None:
             key = (id(stmt.view.buffer), stmt.view.flat(stmt.index))
-            if key in stored and _dtype(stored[key]) == stmt.var.dtype:
+            if key in stored and stored[key].dtype == stmt.var.dtype:
                 values[stmt.var.name] = stored[key]
                 continue
         if isinstance(stmt, Store):
             buffer = id(stmt.view.buffer)
             stored = {k: v for k, v in stored.items() if k[0] != buffer}
-            stored[(buffer, stmt.view.flat(stmt.index))] = stmt.value
+            if isinstance(stmt.value, Var):  # a constant could not stand for a condition
+                stored[(buffer, stmt.view.flat(stmt.index))] = stmt.value
         elif isinstance(stmt, BLOCK_STMTS) and _stores(stmt.body):
             stored = {}
         out.append(stmt)
@@ -218,7 +220,4 @@ def _forward_stores(stmts: list[Stmt]) -> list[Stmt]:
 def _stores(stmts: list[Stmt]) -> bool:
     return any(isinstance(s, Store | Matmul | Sort) for s in walk(stmts))
 
-
-def _dtype(value: Operand) -> str:
-    return "i64" if isinstance(value, Dim) else value.dtype
 
