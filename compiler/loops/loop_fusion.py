@@ -87,16 +87,31 @@ def _visit(stmts: list[Stmt], groups: dict[int, int]) -> list[Stmt]:
 # ---------------------------------------------------------------- fusion
 
 
+class _EffectsOf:
+    """`effects` of the statements of one body, each computed once (the statements are
+    not mutated while the body is fused; merging makes new ones)."""
+
+    def __init__(self, groups: dict[int, int]) -> None:
+        self.groups = groups
+        self.known: dict[int, tuple[Stmt, Effects]] = {}  # by id, the statement kept alive
+
+    def __call__(self, stmt: Stmt) -> Effects:
+        if id(stmt) not in self.known:
+            self.known[id(stmt)] = (stmt, effects(stmt, self.groups))
+        return self.known[id(stmt)][1]
+
+
 def _fused(stmts: list[Stmt], groups: dict[int, int]) -> list[Stmt]:
     """One body's statements with its same-extent loops merged (earliest first)."""
     out: list[Stmt] = []
-    for stmt in _without_repeated_checks(stmts, groups):
-        if not (isinstance(stmt, Loop) and _merge_backwards(out, stmt, groups)):
+    effects_of = _EffectsOf(groups)
+    for stmt in _without_repeated_checks(stmts, effects_of):
+        if not (isinstance(stmt, Loop) and _merge_backwards(out, stmt, effects_of)):
             out.append(stmt)
     return out
 
 
-def _without_repeated_checks(stmts: list[Stmt], groups: dict[int, int]) -> list[Stmt]:
+def _without_repeated_checks(stmts: list[Stmt], effects_of: _EffectsOf) -> list[Stmt]:
     """`stmts` without each check of a condition an earlier check of the list tested (its
     variables unchanged since): it cannot fail where that one passed."""
     out: list[Stmt] = []
@@ -107,27 +122,27 @@ def _without_repeated_checks(stmts: list[Stmt], groups: dict[int, int]) -> list[
                 continue
             tested.add((stmt.index, stmt.size))
         else:
-            changed = effects(stmt, groups).defines
+            changed = effects_of(stmt).defines
             tested = {t for t in tested if not (t[0].symbols() | t[1].symbols()) & changed}
         out.append(stmt)
     return out
 
 
-def _merge_backwards(out: list[Stmt], loop: Loop, groups: dict[int, int]) -> bool:
+def _merge_backwards(out: list[Stmt], loop: Loop, effects_of: _EffectsOf) -> bool:
     """Merge `loop` into the latest loop of `out` with its bounds, if legal (`out` edited)."""
-    loop_effects = effects(loop, groups)
+    loop_effects = effects_of(loop)
     if loop_effects.nested:
         return False
     for k in range(len(out) - 1, -1, -1):
         target = out[k]
         if not (isinstance(target, Loop) and target.lo == loop.lo and target.hi == loop.hi):
             continue
-        target_effects = effects(target, groups)
+        target_effects = effects_of(target)
         if target_effects.nested or not _same_elements(target, target_effects, loop, loop_effects):
             continue
         if not _within_alias_budget(target_effects, loop_effects):
             continue
-        between = [effects(s, groups) for s in out[k + 1:]]
+        between = [effects_of(s) for s in out[k + 1:]]
         if all(can_move_above(m, target_effects) for m in between):
             out[k:] = [*out[k + 1:], _merged(target, loop)]  # the rest moves above it
             return True
