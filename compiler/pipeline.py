@@ -272,8 +272,8 @@ FUSE = Stage("fuse", "Fused: the function, its contractions made matrix products
              "expensive partial-index work hoisted, and the fusion plan of its body",
              ("contract", "hoist", "fuse"), _fuse, format_fusion)
 TO_LOOPS = Stage("to_loops", "loops.ir.Program: loop nests over buffers",
-                 ("to_loops", "split_wrapping_loops", "split_guarded_loops",
-                  "interchange"),
+                 ("to_loops", "outer_products", "fuse_loops", "split_wrapping_loops",
+                  "split_guarded_loops", "interchange", "dead_code"),
                  _to_loops, _format_program)
 CODEGEN = Stage("codegen", "str: LLVM IR text, before LLVM's optimiser",
                 ("codegen",), _codegen, str)

@@ -30,9 +30,12 @@ The passes, in the order a kernel meets them (`compiler/pipeline.py` runs them):
     hoist                 tensor IR    expensive work on fewer indices hoisted (transforms/hoist.py)
     fuse                  fusion plan  each body op's fusion decision (loops/fusion.py)
     to_loops              loop IR      the loop nests as lowered (transforms/to_loops.py)
+    outer_products        loop IR      scan bodies' [M, 1] @ [1, N] products computed where read
+    fuse_loops            loop IR      scan bodies' same-extent loops merged (loops/loop_fusion.py)
     split_wrapping_loops  loop IR      after splitting loops at index wrap-arounds
     split_guarded_loops   loop IR      loops' interiors split from their bounds-tested edges
     interchange           loop IR      reductions over a strided axis made outermost
+    dead_code             loop IR      unread temporaries and unused scalars removed
     codegen               LLVM IR      as generated, before LLVM's optimiser (stage "llvm-raw")
     llvm-opt              LLVM IR      after LLVM's optimiser (stage "llvm"; runtime/jit.py)
     mlir                  MLIR         the MLIR backend's export (compiler/export/mlir.py)
@@ -66,9 +69,12 @@ PASSES: dict[str, str] = {  # pass name -> the level its result is at
     "hoist": "tensor IR",
     "fuse": "fusion plan",
     "to_loops": "loop IR",
+    "outer_products": "loop IR",
+    "fuse_loops": "loop IR",
     "split_wrapping_loops": "loop IR",
     "split_guarded_loops": "loop IR",
     "interchange": "loop IR",
+    "dead_code": "loop IR",
     "codegen": "LLVM IR",
     "llvm-opt": "LLVM IR",
     "mlir": "MLIR",

@@ -85,7 +85,7 @@ llvm = _LazyBinding()
 # 4: the always-inliner after O3; 5: the large code model; 6: the native entry's `self`
 # tuple has the POOLED_EMPTY slot (`codegen/abi.py`); 7: kernels at O2, floor division by
 # powers of two as shifts
-_PIPELINE_VERSION = "reverie-jit-7"
+_PIPELINE_VERSION = "reverie-jit-8"
 HUGE_BLOCK = 2000
 _LLVM_LOCK = threading.RLock()
 _library_numbers = itertools.count()

@@ -30,6 +30,7 @@ from reverie.compiler.ir.views import GenericOp, GenericScatterOp
 from reverie.compiler.loops.batched_matmul import emit_matmul
 from reverie.compiler.loops.boundary import CallBoundary
 from reverie.compiler.loops.control import lower_for, lower_if, lower_trip_dim, lower_while
+from reverie.compiler.loops.dead_code import remove_dead_code
 from reverie.compiler.loops.emitter import (
     Binding,
     Context,
@@ -63,6 +64,8 @@ from reverie.compiler.loops.ir import (
     all_dims,
     row_major_strides,
 )
+from reverie.compiler.loops.loop_fusion import fuse_sequential_loops
+from reverie.compiler.loops.outer_products import inline_outer_products
 from reverie.compiler.loops.peeling import split_guarded_loops
 from reverie.compiler.loops.printer import format_program
 from reverie.compiler.loops.reductions import (
@@ -99,6 +102,10 @@ def lower_to_loops(fn: Function, plan: Plan | None = None) -> Program:
     program = Program(fn.name, [], inputs, outputs, ctx.temps, body, ctx.sites)
     program.symbols = _size_symbols(program, fn)
     after_loop_pass(program, "to_loops")
+    program.body = inline_outer_products(program.body, ctx)
+    after_loop_pass(program, "outer_products")
+    program.body = fuse_sequential_loops(program.body)
+    after_loop_pass(program, "fuse_loops")
     program.body = split_wrapping_loops(program.body, ctx)
     program.symbols = _size_symbols(program, fn)
     after_loop_pass(program, "split_wrapping_loops")
@@ -106,6 +113,7 @@ def lower_to_loops(fn: Function, plan: Plan | None = None) -> Program:
     after_loop_pass(program, "split_guarded_loops")
     program.body = interchange_reductions(program.body, ctx)
     after_loop_pass(program, "interchange")
+    after_loop_pass(remove_dead_code(program), "dead_code")
     program.boundary = CallBoundary.of(fn, program)
     return program
 

@@ -1,0 +1,144 @@
+"""What a loop-IR statement touches: the buffers it reads and writes (at which element),
+the variables it defines and uses, and whether it can stop (a check, a while loop's exit).
+
+Consumed by the passes that move or merge statements (`loop_fusion.py`,
+`outer_products.py`). The two buffers of a loop state and its current/next pointers are
+one buffer here (`alias_groups`): they are the same memory at different iterations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reverie.compiler.ir.dims import Dim
+
+from .ir import (
+    BLOCK_STMTS,
+    Accumulate,
+    ArgUpdate,
+    Buffer,
+    Check,
+    ExitUnless,
+    ForLoop,
+    Let,
+    Load,
+    Loop,
+    Matmul,
+    Operand,
+    Sort,
+    Stmt,
+    Store,
+    Var,
+    WhileLoop,
+    statement_dims,
+)
+from .splitting import defined_names
+
+
+def alias_groups(stmts: list[Stmt]) -> dict[int, int]:
+    """For every buffer of a loop state (by id): one key shared by the state's buffers."""
+    groups: dict[int, int] = {}
+    for stmt in walk(stmts):
+        if isinstance(stmt, ForLoop | WhileLoop):
+            for state in stmt.states:
+                for buffer in (state.current, state.next, state.first, state.second):
+                    groups[id(buffer)] = id(state.first)
+    return groups
+
+
+def walk(stmts: list[Stmt]) -> list[Stmt]:
+    """Every statement of `stmts`, nested ones included, depth first."""
+    out: list[Stmt] = []
+    for stmt in stmts:
+        out.append(stmt)
+        if isinstance(stmt, BLOCK_STMTS):
+            out += walk(stmt.body)
+    return out
+
+
+@dataclass(frozen=True)
+class Access:
+    """One read or write of a buffer: `flat` is its element offset, None for "anywhere"."""
+
+    group: int
+    write: bool
+    flat: Dim | None
+
+
+@dataclass
+class Effects:
+    """What one statement (with its body) reads, writes, defines and uses."""
+
+    accesses: list[Access]
+    defines: set[str]   # variables it defines or updates that outlive it
+    uses: set[str]      # variables (and index symbols) it reads
+    checks: bool        # whether it can stop with an error or leave a while loop
+    exits: bool         # whether it can leave a while loop (nothing moves across it)
+    nested: bool        # whether it holds a loop or a runtime call (never fused into)
+
+
+def effects(stmt: Stmt, groups: dict[int, int]) -> Effects:
+    """The effects of `stmt` and its body (`groups`: from `alias_groups`)."""
+    inner = walk([stmt])
+    local = defined_names(stmt.body) if isinstance(stmt, BLOCK_STMTS) else set()
+    if isinstance(stmt, Loop | ForLoop | WhileLoop):
+        local.add(stmt.var)
+    accesses: list[Access] = []
+    uses: set[str] = set()
+    defines: set[str] = set()
+
+    def touch(buffer: Buffer, write: bool, flat: Dim | None) -> None:
+        accesses.append(Access(groups.get(id(buffer), id(buffer)), write, flat))
+
+    for s in inner:
+        uses |= {n for d in statement_dims(s) for n in d.symbols()}
+        uses |= {o.name for o in _operands(s) if isinstance(o, Var)}
+        if isinstance(s, Load):
+            touch(s.view.buffer, False, s.view.flat(s.index))
+        elif isinstance(s, Store):
+            touch(s.view.buffer, True, s.view.flat(s.index))
+        elif isinstance(s, Matmul):
+            for view, write in ((s.a, False), (s.b, False), (s.out, True)):
+                touch(view.buffer, write, None)
+            touch(s.pack, True, None)
+        elif isinstance(s, Sort):
+            for buffer, write in ((s.keys.buffer, False), (s.out.buffer, True),
+                                  (s.scratch, True)):
+                touch(buffer, write, None)
+        elif isinstance(s, ForLoop | WhileLoop):
+            for state in s.states:
+                touch(state.first, True, None)
+        if isinstance(s, Accumulate):
+            defines.add(s.var.name)
+        elif isinstance(s, ArgUpdate):
+            defines |= {s.best.name, s.best_index.name}
+    defines = (defines | defined_names([stmt])) - local
+    checks = any(isinstance(s, Check | ExitUnless) for s in inner)
+    exits = any(isinstance(s, ExitUnless) for s in inner)
+    nested = any(isinstance(s, Loop | ForLoop | WhileLoop | Matmul | Sort) for s in inner[1:])
+    return Effects(accesses, defines, uses - local, checks, exits, nested)
+
+
+def _operands(stmt: Stmt) -> list[Operand]:
+    """The scalar operands `stmt` reads (not its nested body's)."""
+    if isinstance(stmt, Let):
+        return list(stmt.args)
+    out: list[Operand] = []
+    for name in ("value", "guard", "cond"):
+        operand = getattr(stmt, name, None)
+        if operand is not None:
+            out.append(operand)
+    return out
+
+
+def can_move_above(mover: Effects, passed: Effects) -> bool:
+    """Whether a statement may run before one it follows: nothing moves above a check (it
+    may guard what follows) unless it only computes scalars or checks, and nothing moves
+    across a while loop's exit (what runs before it in the last iteration may be recorded)."""
+    if mover.exits or passed.exits or (passed.checks and (mover.accesses or mover.checks)):
+        return False
+    a, b = mover, passed
+    if a.defines & (b.uses | b.defines) or b.defines & a.uses:
+        return False
+    return not any(x.group == y.group and (x.write or y.write)
+                   for x in a.accesses for y in b.accesses)
