@@ -35,7 +35,7 @@ How a call runs, on the current Dask scheduler (a `distributed.Client` if one ex
    each on the client.
 
 A worker that dies mid-call loses its partials; Dask recomputes them from the chunks' tasks
-(the graph's values with them; scattered ones live on every worker), so the result
+(and the graph's shared value; scattered ones live on every worker), so the result
 does not change. An error raised by the kernel on a worker (an out-of-range label:
 `IndexError`) is raised on the client as the same exception. See docs/scaling.md for how
 this scales.
@@ -182,7 +182,7 @@ def tree_below_root(graph: TaskLayer, parts: list[TaskRef],
 class TaskLayer:
     """The tasks of one call, built directly as Dask task specs (`dask.task_spec`): one
     `Task` per chunk group and per add, whose arguments name by key the batch arrays'
-    blocks and the shared values (the graph's own `DataNode`s, or scattered futures).
+    blocks and the shared values (the graph's own `DataNode`, or scattered futures).
     Building `dask.delayed` calls instead costs a graph merge and optimisation per call of
     each (milliseconds each, on the client, every step).
 
@@ -199,8 +199,8 @@ class TaskLayer:
         self.values: dict[tuple[str, int], DataNode] = {}
 
     def keep(self, value: object) -> TaskRef:
-        """`value` as a key of the graph (a `DataNode`, a task less than a task per value):
-        the scheduler holds it once, a worker fetches it once for all its tasks naming it."""
+        """`value` as a key of the graph (a `DataNode`): the scheduler holds it once, and a
+        worker fetches it once for all its tasks that name it."""
         key = (f"value-{self.token}", len(self.values))
         self.values[key] = DataNode(key, value)
         return TaskRef(key)

@@ -7,11 +7,10 @@ rechunked so that their rows are cut alike, the specialisation the call runs and
 dimensions per chunk length, checked on the client before any task runs (on stand-ins of
 the batch arrays, which own no memory), so that errors are the kernel's own (SPEC §3.1).
 It also says what the tasks take: references to the chunks' blocks, the non-batch values
-(values of the call's graph, each once, when small, else scattered to the workers:
-`share`), and on which
-worker each chunk in worker memory (persisted rows) is taken: where it lies, unless that
-leaves the workers unbalanced (`balanced_placement`), so that one task can take several
-chunks of one worker.
+(together one value of the call's graph when small, else scattered to the workers:
+`share`), and on which worker each chunk in worker memory (persisted rows) is taken: where
+it lies, unless that leaves the workers unbalanced (`balanced_placement`), so that one task
+can take several chunks of one worker.
 """
 
 from __future__ import annotations
