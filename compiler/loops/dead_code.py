@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .effects import walk
 from .ir import (
     BLOCK_STMTS,
     Accumulate,
@@ -40,6 +39,7 @@ from .ir import (
     Var,
     WhileLoop,
     statement_dims,
+    walk,
 )
 
 

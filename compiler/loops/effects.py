@@ -31,6 +31,7 @@ from .ir import (
     Var,
     WhileLoop,
     statement_dims,
+    walk,
 )
 from .splitting import defined_names
 
@@ -44,16 +45,6 @@ def alias_groups(stmts: list[Stmt]) -> dict[int, int]:
                 for buffer in (state.current, state.next, state.first, state.second):
                     groups[id(buffer)] = id(state.first)
     return groups
-
-
-def walk(stmts: list[Stmt]) -> list[Stmt]:
-    """Every statement of `stmts`, nested ones included, depth first."""
-    out: list[Stmt] = []
-    for stmt in stmts:
-        out.append(stmt)
-        if isinstance(stmt, BLOCK_STMTS):
-            out += walk(stmt.body)
-    return out
 
 
 @dataclass(frozen=True)

@@ -355,16 +355,17 @@ class Program:
 
     def walk(self) -> list[Stmt]:
         """Every statement, depth first."""
-        out: list[Stmt] = []
+        return walk(self.body)
 
-        def visit(stmts: list[Stmt]) -> None:
-            for s in stmts:
-                out.append(s)
-                if isinstance(s, BLOCK_STMTS):
-                    visit(s.body)
 
-        visit(self.body)
-        return out
+def walk(stmts: list[Stmt]) -> list[Stmt]:
+    """Every statement of `stmts`, nested ones included, depth first."""
+    out: list[Stmt] = []
+    for stmt in stmts:
+        out.append(stmt)
+        if isinstance(stmt, BLOCK_STMTS):
+            out += walk(stmt.body)
+    return out
 
 
 def statement_dims(stmt: Stmt) -> list[Dim]:

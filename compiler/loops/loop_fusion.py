@@ -44,7 +44,7 @@ from dataclasses import replace
 
 from reverie.compiler.ir.dims import Dim
 
-from .effects import Effects, alias_groups, can_move_above, effects, walk
+from .effects import Effects, alias_groups, can_move_above, effects
 from .ir import (
     BLOCK_STMTS,
     Check,
@@ -58,6 +58,7 @@ from .ir import (
     Store,
     Var,
     WhileLoop,
+    walk,
 )
 from .splitting import defined_names, rewritten
 

@@ -34,9 +34,9 @@ from dataclasses import replace
 
 from reverie.compiler.ir.dims import Dim
 
-from .effects import alias_groups, effects, walk
+from .effects import alias_groups, effects
 from .emitter import Context
-from .ir import BLOCK_STMTS, ForLoop, Let, Load, Matmul, Stmt, WhileLoop
+from .ir import BLOCK_STMTS, ForLoop, Let, Load, Matmul, Stmt, WhileLoop, walk
 
 ZERO, ONE = Dim.const(0), Dim.const(1)
 

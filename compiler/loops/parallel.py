@@ -46,6 +46,7 @@ from .ir import (
     Var,
     WhileLoop,
     statement_dims,
+    walk,
 )
 
 REDUCIBLE = ("sum", "prod", "max", "min")
@@ -86,15 +87,6 @@ def parallel_plans(program: Program) -> dict[int, ParallelPlan]:
     return plans
 
 
-def _walk(stmts: list[Stmt]) -> list[Stmt]:
-    found: list[Stmt] = []
-    for stmt in stmts:
-        found.append(stmt)
-        if isinstance(stmt, Loop | If | Guarded | ForLoop | WhileLoop):
-            found += _walk(stmt.body)
-    return found
-
-
 def _defined(stmt: Stmt) -> list[str]:
     """Names a statement defines (values, accumulators, loop variables)."""
     if isinstance(stmt, Let | Load | Guarded | Accumulator):
@@ -122,7 +114,7 @@ def _used(stmt: Stmt) -> list[str]:
 
 
 def _plan(loop: Loop, outer: dict[str, Var], known: set) -> ParallelPlan | None:
-    body = _walk(loop.body)
+    body = walk(loop.body)
     if any(isinstance(s, Check | Matmul | Sort | ForLoop | WhileLoop | ExitUnless)
            for s in body):
         return None
