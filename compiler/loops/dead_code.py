@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .effects import operands
 from .ir import (
     BLOCK_STMTS,
     Accumulate,
     Accumulator,
     ArgUpdate,
     Buffer,
-    ExitUnless,
     ForLoop,
     Guarded,
     If,
@@ -74,15 +74,7 @@ def _used_names(stmts: list[Stmt]) -> set[str]:
     used: set[str] = set()
     for stmt in walk(stmts):
         used |= {s for d in statement_dims(stmt) for s in d.symbols()}
-        if isinstance(stmt, Let):
-            used |= {a.name for a in stmt.args if isinstance(a, Var)}
-        elif isinstance(stmt, Load) and stmt.guard is not None:
-            used.add(stmt.guard.name)
-        elif isinstance(stmt, Store | Accumulate | Guarded | ArgUpdate) and \
-                isinstance(stmt.value, Var):
-            used.add(stmt.value.name)
-        if isinstance(stmt, If | Guarded | ExitUnless):
-            used.add(stmt.cond.name)
+        used |= {o.name for o in operands(stmt) if isinstance(o, Var)}
         if isinstance(stmt, ArgUpdate):
             used |= {stmt.best.name, stmt.best_index.name}
     return used

@@ -83,7 +83,7 @@ def effects(stmt: Stmt, groups: dict[int, int]) -> Effects:
 
     for s in inner:
         uses |= {n for d in statement_dims(s) for n in d.symbols()}
-        uses |= {o.name for o in _operands(s) if isinstance(o, Var)}
+        uses |= {o.name for o in operands(s) if isinstance(o, Var)}
         if isinstance(s, Load):
             touch(s.view.buffer, False, s.view.flat(s.index))
         elif isinstance(s, Store):
@@ -110,7 +110,7 @@ def effects(stmt: Stmt, groups: dict[int, int]) -> Effects:
     return Effects(accesses, defines, uses - local, checks, exits, nested)
 
 
-def _operands(stmt: Stmt) -> list[Operand]:
+def operands(stmt: Stmt) -> list[Operand]:
     """The scalar operands `stmt` reads (not its nested body's)."""
     if isinstance(stmt, Let):
         return list(stmt.args)
