@@ -46,10 +46,11 @@ from .threads import POOL_TYPE
 if TYPE_CHECKING:
     from .llvm import ProgramCodegen
 
-PARALLEL_MIN_WORK = 1 << 20  # iterations x statements below which one thread is faster
+PARALLEL_MIN_WORK = 1 << 20  # statements run (inner loops' trips counted) below which one
+# thread is faster
 CHUNKS_PER_THREAD = 4
 MAX_CHUNKS = 256
-CHUNK_ALIGN = 64  # iterations; chunk bounds stay multiples of this (whole vectors)
+CHUNK_ALIGN = 64  # iterations; an innermost loop's chunk bounds stay multiples of this
 CHUNK_TYPE = ir.FunctionType(ir.VoidType(), [PTR])
 BUFFERS, DIMS, NEXT, CHUNKS, LO, PER, HI, PARTIALS = range(8)
 # the codegen state that belongs to one LLVM function
@@ -76,7 +77,7 @@ def emit_parallel_loop(codegen: ProgramCodegen, plan: ParallelPlan) -> None:
     lo, hi = codegen.index(loop.lo), codegen.index(loop.hi)
     pool = b.load(b.gep(codegen.helpers, [i64(POOL_SLOT)], source_etype=I64), typ=I64)
     threads = b.load(b.gep(codegen.helpers, [i64(THREADS_SLOT)], source_etype=I64), typ=I64)
-    worth = b.and_(b.icmp_signed(">=", b.mul(b.sub(hi, lo), i64(plan.work)),
+    worth = b.and_(b.icmp_signed(">=", b.mul(b.sub(hi, lo), codegen.index(plan.work)),
                                  i64(PARALLEL_MIN_WORK)),
                    b.and_(b.icmp_signed(">", threads, i64(1)),
                           b.icmp_unsigned("!=", pool, i64(0))))
@@ -84,7 +85,9 @@ def emit_parallel_loop(codegen: ProgramCodegen, plan: ParallelPlan) -> None:
     wanted = b.select(b.icmp_signed("<", wanted, i64(MAX_CHUNKS)), wanted, i64(MAX_CHUNKS))
     chunks = b.select(worth, wanted, i64(1))
     per = b.sdiv(b.add(b.sub(hi, lo), b.sub(chunks, i64(1))), chunks)
-    per = b.mul(b.sdiv(b.add(per, i64(CHUNK_ALIGN - 1)), i64(CHUNK_ALIGN)), i64(CHUNK_ALIGN))
+    if plan.innermost:  # a nest's outer index moves no vector lanes: chunks of any size
+        per = b.mul(b.sdiv(b.add(per, i64(CHUNK_ALIGN - 1)), i64(CHUNK_ALIGN)),
+                    i64(CHUNK_ALIGN))
     context = codegen._alloca(ir.ArrayType(I64, PARTIALS + len(plan.reductions)), "context")
     partials = [codegen._alloca(ir.ArrayType(REGISTER[r.var.dtype], MAX_CHUNKS), "partials")
                 for r in plan.reductions]

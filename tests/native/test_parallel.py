@@ -16,9 +16,10 @@ import pytest
 from native_helpers import check, sample, specialised
 
 import reverie as rv
+from reverie.compiler.codegen.parallel import PARALLEL_MIN_WORK
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.loops.ir import Buffer, Load, Loop, Program, Store, Var, View
-from reverie.compiler.loops.parallel import parallel_plans
+from reverie.compiler.loops.parallel import parallel_plans, work_per_iteration
 from reverie.runtime import native, pool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +32,8 @@ fn rows(x: float[M, N]) -> float[M] { return sum(x, axis=1); }
 fn running(x: float[N]) -> float[N] { return cumsum(x); }
 fn pick(x: float[N], k: i64[M]) -> float[M] { let picked[m] = x[k[m]]; return picked; }
 fn product(a: float[M, K], b: float[K, N]) -> float[M, N] { return a @ b; }
+fn cube(x: float[M, K, N]) -> float[M, K, N] { return tanh(x) * sin(x); }
+fn cube_total(x: float[M, K, N]) -> float { return sum(tanh(x) * sin(x)); }
 """
 LARGE = 1 << 18  # elements: enough work for the pool
 
@@ -56,6 +59,30 @@ def test_independent_loops_and_reductions_are_planned() -> None:
 
 X = Buffer("x", "f64", (Dim.sym("N"),), "input")
 OUT = Buffer("out", "f64", (Dim.sym("N"),), "output")
+
+
+def test_a_nest_counts_the_trips_of_its_inner_loops() -> None:
+    """16 rows of a 16 x 256 x 256 nest are a million elements: enough to split, and split
+    into chunks of whole rows (a nest's chunks are not rounded to 64 of its rows)."""
+    (cube,) = plans("cube")
+    sizes = {"M": 16, "K": 256, "N": 256}
+    assert 16 * cube.work.evaluate(sizes) >= PARALLEL_MIN_WORK
+    assert cube.work.evaluate(sizes) > cube.work.evaluate({**sizes, "N": 128}) > 256
+    assert not cube.innermost and plans("wave")[0].innermost
+    # a triangle's inner loop moves with the row: its body counts once
+    row, value = Dim.sym("%i0"), Var("%0", "f64")
+    triangle = Loop("%i1", Dim.const(0), row, [Load(value, View.of(X), (Dim.sym("%i1"),)),
+                                                Store(View.of(OUT), (row,), value)])
+    assert work_per_iteration([triangle]) == Dim.const(3)
+
+
+def test_split_nests_match_numpy_and_repeat(m: rv.Module) -> None:
+    x = sample((16, 256, 256), seed=10)
+    expected = np.tanh(x) * np.sin(x)
+    np.testing.assert_allclose(m.cube(x), expected, rtol=1e-14, atol=1e-15)
+    first = m.cube_total(x)
+    assert all(m.cube_total(x) == first for _ in range(5))
+    assert first == pytest.approx(np.sum(expected, dtype=np.float64), rel=1e-12)
 
 
 def _one_loop(*body: object) -> Program:
