@@ -46,8 +46,8 @@ from .threads import POOL_TYPE
 if TYPE_CHECKING:
     from .llvm import ProgramCodegen
 
-PARALLEL_MIN_WORK = 1 << 20  # statements run (inner loops' trips counted) below which one
-# thread is faster
+# statements a loop runs (`loops/parallel.py`'s work x trips) below which one thread is faster
+PARALLEL_MIN_WORK = 1 << 20
 CHUNKS_PER_THREAD = 4
 MAX_CHUNKS = 256
 CHUNK_ALIGN = 64  # iterations; an innermost loop's chunk bounds stay multiples of this

@@ -66,13 +66,16 @@ class Reduction:
 class ParallelPlan:
     """A loop whose chunks may run on different threads; `work` is the number of
     statements its body runs per iteration of the loop (`work_per_iteration`), a rough cost
-    used with the trip count to decide whether splitting pays; `innermost` says that the
-    body holds no loop (its chunks are then cut at whole vectors)."""
+    used with the trip count to decide whether splitting pays."""
 
     loop: Loop
     reductions: tuple[Reduction, ...]
     work: Dim
-    innermost: bool
+
+    @property
+    def innermost(self) -> bool:
+        """Whether the body holds no loop (its chunks are then cut at whole vectors)."""
+        return not any(isinstance(stmt, Loop) for stmt in walk(self.loop.body))
 
 
 def parallel_plans(program: Program) -> dict[int, ParallelPlan]:
@@ -136,17 +139,14 @@ def _plan(loop: Loop, outer: dict[str, Var], known: set) -> ParallelPlan | None:
             reductions[var.name] = Reduction(var, stmt.kind)
     if not _rows_independent(loop, body, known):
         return None
-    innermost = not any(isinstance(s, Loop) for s in body)
-    return ParallelPlan(loop, tuple(reductions.values()), work_per_iteration(loop.body),
-                        innermost)
+    return ParallelPlan(loop, tuple(reductions.values()), work_per_iteration(loop.body))
 
 
 def work_per_iteration(body: list[Stmt]) -> Dim:
     """The statements `body` runs, each nested loop's body counted once per trip: a nest
     `for n { for k { for d { 10 statements } } }` costs `K * (D * 10 + 1) + 1` per `n`.
     A nested loop whose bounds move with an enclosing index (a triangle) counts its body
-    once, as every nested loop once did: a 3-D nest of 1,000 x 100 x 64 then looked like
-    10,000 statements and never reached the pool."""
+    once: its trip count is not known before the loop runs."""
     work = Dim.const(0)
     for stmt in body:
         work = work + 1
