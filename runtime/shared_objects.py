@@ -21,7 +21,8 @@ a process whose modules all come from shared objects never does (issue 10's warm
   then load through the JIT as before. Linking runs on a background thread
   (`link_later`), so a cold compile never waits for it; a failure (or a job dropped from
   a full queue) only means the next process loads the object code through the JIT, and
-  links it then.
+  links it then. The child of an `os.fork` starts with no linking thread and an empty
+  queue (the parent links what it had queued).
 """
 
 from __future__ import annotations
@@ -118,6 +119,18 @@ def _run_jobs() -> None:
             job()
         except Exception:  # best effort: the next process loads through the JIT
             pass
+
+
+def _start_afresh_in_child() -> None:
+    """After `os.fork`, in the child: the linking thread was not copied (what it had queued
+    is the parent's to link), and it may have held the lock; a new lock, no jobs, no thread."""
+    global _jobs_lock, _worker
+    _jobs_lock = threading.Lock()
+    _jobs.clear()
+    _worker = None
+
+
+os.register_at_fork(after_in_child=_start_afresh_in_child)
 
 
 def wait_for_links() -> None:

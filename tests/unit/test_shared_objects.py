@@ -10,7 +10,10 @@ object code, with the same results.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -193,3 +196,34 @@ def test_the_linking_queue_drops_jobs_beyond_its_bound() -> None:
     release.set()
     shared_objects.wait_for_links()
     assert ran == list(range(shared_objects.MAX_PENDING_LINKS))
+
+
+FORK_WHILE_THE_LOCK_IS_HELD = """
+import json, os, threading
+from reverie.runtime import shared_objects
+held, release = threading.Event(), threading.Event()
+
+def hold_the_queue() -> None:
+    with shared_objects._jobs_lock:  # as the linking thread does, taking its next job
+        held.set()
+        release.wait()
+
+threading.Thread(target=hold_the_queue).start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    ran = []
+    shared_objects.link_later(lambda: ran.append("linked"))
+    shared_objects.wait_for_links()
+    os._exit(0 if ran == ["linked"] else 1)
+release.set()
+print(json.dumps(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])))
+"""
+
+
+def test_a_child_forked_while_the_queue_is_held_links_its_own_modules() -> None:
+    # the child of a fork gets a copy of the lock, held by a thread it does not have
+    result = subprocess.run([sys.executable, "-c", FORK_WHILE_THE_LOCK_IS_HELD], timeout=60,
+                            capture_output=True, text=True, cwd=Path(__file__).parents[2])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == 0
