@@ -111,6 +111,20 @@ def vectorize_width_hint(module: ir.Module, width: int) -> ir.Value:
     return loop_id
 
 
+def alias_scopes(module: ir.Module, names: list[str]) -> list[tuple[ir.Value, ir.Value]]:
+    """Scoped-noalias metadata for memory regions known never to overlap, one per name:
+    for region k, the `alias.scope` list naming its scope and the `noalias` list naming
+    every other region's. Tagged loads and stores of different regions are then known to
+    be independent (LLVM's vectoriser needs no run-time overlap checks between them).
+    Scopes and their domain are named by strings, unique within the module."""
+    domain = module.add_metadata([ir.MetaDataString(module, "rv.buffers")])
+    scopes = [module.add_metadata([ir.MetaDataString(module, f"rv.{k}.{name}"), domain])
+              for k, name in enumerate(names)]
+    return [(module.add_metadata([scope]),
+             module.add_metadata([other for other in scopes if other is not scope]))
+            for scope in scopes]
+
+
 @contextmanager
 def counted_loop(builder: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int = 1,
                  loop_id: ir.Value | None = None) -> Iterator[ir.Value]:
