@@ -24,7 +24,7 @@ Loops are emitted in canonical form so LLVM's loop vectoriser handles the inner 
 accumulators are allocas that mem2reg turns into registers, and reductions carry
 `reassoc nsz contract` so they vectorise. Guarded loads (`zero` mode reads) and guarded
 values (a fused `pad`'s source) branch around their code, so nothing outside a buffer is ever
-touched. Every load and store names its buffer's alias scope (`_buffer_alias_scopes`), so
+touched. Every load and store names its buffer's alias scope (`_alias_scopes`), so
 the vectoriser needs no run-time checks that one buffer overlaps another. Top-level loops
 whose iterations are independent (`loops/parallel.py`) are split into chunks for the
 worker pool when they are large (`parallel.py`).
@@ -37,6 +37,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.loops.effects import alias_regions
 from reverie.compiler.loops.ir import (
     Accumulate,
     Accumulator,
@@ -61,7 +62,6 @@ from reverie.compiler.loops.ir import (
     Var,
     View,
     WhileLoop,
-    walk,
     workspace_offsets,
 )
 from reverie.compiler.loops.parallel import parallel_plans
@@ -96,9 +96,6 @@ from .scalar_ops import ScalarOps
 from .sort import SORT_TYPE
 
 REDUCE_FLAGS = ("reassoc", "nsz", "contract")
-# the noalias lists are quadratic in the buffers: a program with more (a Jacobian with
-# hundreds of outputs) gets no alias metadata, and LLVM checks overlaps at run time instead
-MAX_ALIAS_SCOPES = 64
 WORKSPACE = object()  # `pointers[WORKSPACE]`: the workspace's base address
 
 
@@ -165,7 +162,8 @@ class ProgramCodegen:
         self.pointers: dict[Buffer, ir.Value] = {}
         self.slots: dict[Buffer, ir.Value] = {}
         self.exits: list[ir.Block] = []  # where `ExitUnless` leaves each enclosing WhileLoop
-        self.alias = _buffer_alias_scopes(self.module, program)
+        self.regions = alias_regions(program) or {}
+        self.scopes = _alias_scopes(self.module, program, self.regions)
         self.parallel = parallel_plans(program)
         self._prologue()
         self.emit(program.body)
@@ -316,9 +314,10 @@ class ProgramCodegen:
         self._tag(store, stmt.view.buffer)
 
     def _tag(self, access: ir.Instruction, buffer: Buffer) -> None:
-        """Mark a load or store of `buffer` as independent of every other buffer's."""
-        if buffer in self.alias:
-            scope, others = self.alias[buffer]
+        """Mark a load or store of `buffer` as independent of other regions' accesses."""
+        region = self.regions.get(id(buffer))
+        if region is not None:
+            scope, others = self.scopes[region]
             access.set_metadata("alias.scope", scope)
             access.set_metadata("noalias", others)
 
@@ -475,25 +474,13 @@ class ProgramCodegen:
                            self.pointer(View.of(stmt.scratch), start)])
 
 
-def _buffer_alias_scopes(module: ir.Module,
-                         program: Program) -> dict[Buffer, tuple[ir.Value, ir.Value]]:
-    """Alias scopes for the program's memory: one for each input, output and temporary
-    (up to MAX_ALIAS_SCOPES), except that a loop state's two buffers, reached through
-    pointers that swap every iteration, share one scope with both their pointers (each is
-    the other's memory an iteration later). No two scopes overlap where one is written:
-    outputs and the workspace are fresh allocations of the call, temporaries disjoint
-    windows of the workspace (`workspace_offsets`), and inputs are only read (two inputs
-    may be the same array)."""
-    group = {buffer: buffer for buffer in [*program.inputs, *program.outputs, *program.temps]}
-    for loop in walk(program.body):
-        for state in loop.states if isinstance(loop, ForLoop | WhileLoop) else ():
-            for buffer in (state.second, state.current, state.next):
-                group[buffer] = group[state.first]
-    regions = list(dict.fromkeys(group.values()))
-    if len(regions) > MAX_ALIAS_SCOPES:
-        return {}
-    scopes = dict(zip(regions, alias_scopes(module, [r.name for r in regions]), strict=True))
-    return {buffer: scopes[region] for buffer, region in group.items()}
+def _alias_scopes(module: ir.Module, program: Program,
+                  regions: dict[int, int]) -> dict[int, tuple[ir.Value, ir.Value]]:
+    """By memory region (`loops/effects.py`, `alias_regions`), its `alias.scope` and
+    `noalias` metadata: a scope of its own, independent of every other region's."""
+    keys = list(dict.fromkeys(regions.values()))
+    names = {id(b): b.name for b in [*program.inputs, *program.outputs, *program.temps]}
+    return dict(zip(keys, alias_scopes(module, [names[k] for k in keys]), strict=True))
 
 
 def _widens_f32(loop: Loop) -> bool:

@@ -3,7 +3,8 @@ the variables it defines and uses, and whether it can stop (a check, a while loo
 
 Consumed by the passes that move or merge statements (`loop_fusion.py`,
 `outer_products.py`). The two buffers of a loop state and its current/next pointers are
-one buffer here (`alias_groups`): they are the same memory at different iterations.
+one buffer here (`alias_groups`): they are the same memory at different iterations. The
+code generator gives each such region its own alias scope (`alias_regions`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .ir import (
     Loop,
     Matmul,
     Operand,
+    Program,
     Sort,
     Stmt,
     Store,
@@ -45,6 +47,21 @@ def alias_groups(stmts: list[Stmt]) -> dict[int, int]:
                 for buffer in (state.current, state.next, state.first, state.second):
                     groups[id(buffer)] = id(state.first)
     return groups
+
+
+# more regions than this get no alias scopes: each region's noalias list names all others
+MAX_ALIAS_SCOPES = 64
+
+
+def alias_regions(program: Program) -> dict[int, int] | None:
+    """For every buffer of `program` (by id), its memory region: its own id, or for a loop
+    state's buffers and pointers the key `alias_groups` gives them. Distinct regions never
+    overlap where one is written: outputs and the workspace are fresh allocations of the
+    call, temporaries disjoint windows of the workspace, and inputs are only read (two
+    inputs may be the same array). None when there are more than MAX_ALIAS_SCOPES."""
+    regions = {id(b): id(b) for b in [*program.inputs, *program.outputs, *program.temps]}
+    regions.update(alias_groups(program.body))
+    return regions if len(set(regions.values())) <= MAX_ALIAS_SCOPES else None
 
 
 @dataclass(frozen=True)
