@@ -6,7 +6,8 @@ pool) beside the thread count (slot THREADS_SLOT). For a planned loop the kernel
 
     split = pool != 0 and threads > 1 and (hi - lo) * work >= PARALLEL_MIN_WORK
     chunks = split ? min(CHUNKS_PER_THREAD * threads, MAX_CHUNKS) : 1
-    context = {buffers, dims, next = 0, chunks, lo, per, hi, partials...}
+    context = {buffers, dims, next = 0, chunks, lo, per, hi, partials...,
+               &capture..., state pointer...}
     if split: pool(@<entry>_chunks<k>, &context, threads, 0)  # returns when all are done
     else:     @<entry>_chunks<k>(&context)                    # one chunk: the whole loop
     for c in 0..chunks: acc = acc <kind> partial[c]           # each reduction, in order
@@ -14,7 +15,8 @@ pool) beside the thread count (slot THREADS_SLOT). For a planned loop the kernel
 and the outlined chunk function, run by every pool thread (the caller included):
 
     void @<entry>_chunks<k>(ptr context):
-        (re-derive dimension sizes and buffer pointers from buffers/dims, as the entry does)
+        (re-derive dimension sizes and buffer pointers from buffers/dims, as the entry does;
+         read each captured value and loop-state pointer from the context)
         while (c = atomic next++) < chunks:
             acc = identity                                  # each reduction
             for i in lo + c*per .. min(lo + (c+1)*per, hi) { body }
@@ -25,7 +27,10 @@ own chunk, and the chunk bounds depend only on the thread count: the same partia
 combined in the same order on every run. With one thread (or a small loop) the loop runs as
 one chunk on the calling thread: the same loop code, without the pool, and a reduction
 differs from an inline loop only by adding its initial value last (sums start at 0, so
-not at all). The loop's code exists once, in the chunk function.
+not at all). The loop's code exists once, in the chunk function. A loop inside a `for`
+body (one time step of a scan) gets the values it captures from around it (spilled to the
+caller's stack, their addresses in the context) and the current addresses of the loop
+states it touches.
 """
 
 from __future__ import annotations
@@ -88,11 +93,15 @@ def emit_parallel_loop(codegen: ProgramCodegen, plan: ParallelPlan) -> None:
     if plan.innermost:  # a nest's outer index moves no vector lanes: chunks of any size
         per = b.mul(b.sdiv(b.add(per, i64(CHUNK_ALIGN - 1)), i64(CHUNK_ALIGN)),
                     i64(CHUNK_ALIGN))
-    context = codegen._alloca(ir.ArrayType(I64, PARTIALS + len(plan.reductions)), "context")
     partials = [codegen._alloca(ir.ArrayType(REGISTER[r.var.dtype], MAX_CHUNKS), "partials")
                 for r in plan.reductions]
+    captures = [codegen._alloca(REGISTER[var.dtype], "capture") for var in plan.captures]
+    for var, slot in zip(plan.captures, captures, strict=True):
+        b.store(codegen.operand(var), slot)
+    states = [b.load(codegen.slots[buffer], typ=PTR) for buffer in plan.states]
+    context = codegen._alloca(ir.ArrayType(I64, _context_size(plan)), "context")
     fields = [b.ptrtoint(codegen.buffers_arg, I64), b.ptrtoint(codegen.dims_arg, I64), i64(0),
-              chunks, lo, per, hi, *(b.ptrtoint(p, I64) for p in partials)]
+              chunks, lo, per, hi, *(b.ptrtoint(p, I64) for p in partials + captures + states)]
     for slot, value in enumerate(fields):
         b.store(value, b.gep(context, [i64(slot)], source_etype=I64))
     with b.if_else(worth) as (parallel, one_thread):
@@ -109,6 +118,12 @@ def emit_parallel_loop(codegen: ProgramCodegen, plan: ParallelPlan) -> None:
             codegen.values[name] = b.load(b.gep(partial, [c], source_etype=type_), typ=type_)
             codegen._accumulate(Accumulate(reduction.var, reduction.kind,
                                            Var(name, reduction.var.dtype)))
+
+
+def _context_size(plan: ParallelPlan) -> int:
+    """Fields of a plan's chunk context: the fixed ones, then one per reduction's partials,
+    per captured value and per loop-state pointer."""
+    return PARTIALS + len(plan.reductions) + len(plan.captures) + len(plan.states)
 
 
 @contextmanager
@@ -150,6 +165,14 @@ def _define_chunk_function(codegen: ProgramCodegen, plan: ParallelPlan) -> ir.Fu
         codegen._prologue()
         chunks, lo, per, hi = field(CHUNKS), field(LO), field(PER), field(HI)
         partials = [b.inttoptr(field(PARTIALS + k), PTR) for k in range(len(plan.reductions))]
+        captured = PARTIALS + len(plan.reductions)
+        for k, var in enumerate(plan.captures):
+            address = b.inttoptr(field(captured + k), PTR)
+            codegen.values[var.name] = b.load(address, typ=REGISTER[var.dtype])
+        for k, buffer in enumerate(plan.states):
+            codegen.slots[buffer] = codegen._alloca(PTR, buffer.name)
+            b.store(b.inttoptr(field(captured + len(plan.captures) + k), PTR),
+                    codegen.slots[buffer])
         slots = {r.var.name: codegen._alloca(REGISTER[r.var.dtype], "partial")
                  for r in plan.reductions}
         codegen.accumulators.update(slots)

@@ -1,18 +1,23 @@
 """Which loops of a program may run in parallel: a conservative analysis of the loop IR.
 
-`parallel_plans(program)` finds the top-level `Loop`s (directly in the kernel body, so not
-inside a `for`/`while`/`if`) whose iterations are independent, and says how their chunks
-are combined. Code generation (`compiler/codegen/parallel.py`) splits such a loop's range
-into chunks that the worker pool runs; every other loop runs as before.
+`parallel_plans(program)` finds the `Loop`s whose iterations are independent, and says how
+their chunks are combined and what they take from around them. Code generation
+(`compiler/codegen/parallel.py`) splits such a loop's range into chunks that the worker
+pool runs; every other loop runs as before. A planned loop sits in the kernel body or
+in the body of a `for`, `while` or `if` (a time-stepping scan splits each step's loops:
+issue 11's W7); the loops nested in a planned loop run inside its chunks.
 
 A loop qualifies when its body (nested loops included)
 
 - holds no bounds `Check`, `Matmul`, `Sort` (its scratch is shared), `for`/`while` loop,
   or `ArgUpdate` of an outer value;
-- uses no value defined outside it (only dimension sizes and its own values);
+- uses only its own values, dimension sizes, and values defined before it in an enclosing
+  block (its *captures*: a step's index, a scan's loop variable), never an accumulator's
+  running value;
 - writes each buffer only through a view covering that whole buffer, at an index whose
-  first component is the loop variable itself, and never reads a buffer it writes: so
-  iteration `i` writes row `i` and nothing another iteration reads;
+  first component is the loop variable itself, and never reads a buffer it writes (nor
+  one that a loop state it writes may be): so iteration `i` writes row `i` and nothing
+  another iteration reads;
 - updates an accumulator declared outside it only with `Accumulate` (sum, prod, max, min of
   a number, never read in the loop): a *reduction*. Each chunk then accumulates its own
   partial from the identity, and the partials are combined with the outer value in chunk
@@ -31,6 +36,7 @@ from .ir import (
     Accumulate,
     Accumulator,
     ArgUpdate,
+    Buffer,
     Check,
     ExitUnless,
     ForLoop,
@@ -71,6 +77,8 @@ class ParallelPlan:
     loop: Loop
     reductions: tuple[Reduction, ...]
     work: Dim
+    captures: tuple[Var, ...] = ()  # values from around the loop, read by its body
+    states: tuple[Buffer, ...] = ()  # loop-state buffers (current or next) it touches
 
     @property
     def innermost(self) -> bool:
@@ -80,17 +88,63 @@ class ParallelPlan:
 
 def parallel_plans(program: Program) -> dict[int, ParallelPlan]:
     """The plans of the program's parallel loops, keyed by `id()` of the `Loop`."""
-    known = set(program.inputs) | set(program.outputs) | set(program.temps)
-    outer: dict[str, Var] = {}
     plans: dict[int, ParallelPlan] = {}
-    for stmt in program.body:
+    _plan_block(program.body, _Scope({}, {}, _underlying_buffers(program)), plans)
+    return plans
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What a loop may take from around it: the accumulators and the values (with their
+    dtypes) defined before it in the enclosing blocks, and for each loop-state buffer the
+    program buffers it may be (a state's current and next are distinct at any time)."""
+
+    accumulators: dict[str, Var]
+    values: dict[str, Var]
+    underlying: dict[Buffer, frozenset[Buffer]]
+
+
+def _plan_block(block: list[Stmt], outer: _Scope, plans: dict[int, ParallelPlan]) -> None:
+    """Plan the loops of `block` and, within its `for`, `while` and `if`, of their bodies."""
+    scope = _Scope(dict(outer.accumulators), dict(outer.values), outer.underlying)
+    for stmt in block:
         if isinstance(stmt, Accumulator):
-            outer[stmt.var.name] = stmt.var
+            scope.accumulators[stmt.var.name] = stmt.var
+        elif isinstance(stmt, Let | Load | Guarded):
+            scope.values[stmt.var.name] = stmt.var
         elif isinstance(stmt, Loop):
-            plan = _plan(stmt, outer, known)
+            plan = _plan(stmt, scope)
             if plan is not None:
                 plans[id(stmt)] = plan
-    return plans
+        elif isinstance(stmt, ForLoop | WhileLoop | If):
+            inner = scope
+            if isinstance(stmt, ForLoop | WhileLoop):
+                counter = Var(stmt.var, "i64")
+                inner = _Scope(scope.accumulators, {**scope.values, stmt.var: counter},
+                               scope.underlying)
+            _plan_block(stmt.body, inner, plans)
+
+
+def _underlying_buffers(program: Program) -> dict[Buffer, frozenset[Buffer]]:
+    """For each loop state's current and next buffer, the buffers it may stand for: its
+    state's first and second, and theirs in turn when those are states of an outer loop."""
+    pairs = {}
+    for stmt in program.walk():
+        if isinstance(stmt, ForLoop | WhileLoop):
+            for state in stmt.states:
+                pairs[state.current] = pairs[state.next] = (state.first, state.second)
+    underlying: dict[Buffer, frozenset[Buffer]] = {}
+
+    def resolve(buffer: Buffer) -> frozenset[Buffer]:
+        if buffer not in underlying:
+            underlying[buffer] = frozenset()  # a cycle cannot occur; this ends one anyway
+            found = set()
+            for candidate in pairs.get(buffer, ()):
+                found |= {candidate} | resolve(candidate)
+            underlying[buffer] = frozenset(found)
+        return underlying[buffer]
+
+    return {buffer: resolve(buffer) for buffer in pairs}
 
 
 def _defined(stmt: Stmt) -> list[str]:
@@ -119,27 +173,31 @@ def _used(stmt: Stmt) -> list[str]:
     return names + [s for d in statement_dims(stmt) for s in d.symbols() if s.startswith("%")]
 
 
-def _plan(loop: Loop, outer: dict[str, Var], known: set) -> ParallelPlan | None:
+def _plan(loop: Loop, scope: _Scope) -> ParallelPlan | None:
     body = walk(loop.body)
     if any(isinstance(s, Check | Matmul | Sort | ForLoop | WhileLoop | ExitUnless)
            for s in body):
         return None
     defined = {loop.var} | {name for s in body for name in _defined(s)}
-    if any(name not in defined for s in body for name in _used(s)):
+    captured = {name for s in body for name in _used(s) if name not in defined}
+    if not captured <= scope.values.keys():
         return None
     reductions: dict[str, Reduction] = {}
     for stmt in body:
         if isinstance(stmt, ArgUpdate) and stmt.best.name not in defined:
             return None
         if isinstance(stmt, Accumulate) and stmt.var.name not in defined:
-            var = outer.get(stmt.var.name)
+            var = scope.accumulators.get(stmt.var.name)
             if (var is None or stmt.kind not in REDUCIBLE or var.dtype not in REDUCIBLE_DTYPES
                     or reductions.get(var.name, Reduction(var, stmt.kind)).kind != stmt.kind):
                 return None
             reductions[var.name] = Reduction(var, stmt.kind)
-    if not _rows_independent(loop, body, known):
+    if not _rows_independent(loop, body, scope.underlying):
         return None
-    return ParallelPlan(loop, tuple(reductions.values()), work_per_iteration(loop.body))
+    states = {s.view.buffer: None for s in body
+              if isinstance(s, Load | Store) and s.view.buffer in scope.underlying}
+    return ParallelPlan(loop, tuple(reductions.values()), work_per_iteration(loop.body),
+                        tuple(scope.values[name] for name in sorted(captured)), tuple(states))
 
 
 def work_per_iteration(body: list[Stmt]) -> Dim:
@@ -160,20 +218,24 @@ def work_per_iteration(body: list[Stmt]) -> Dim:
     return work
 
 
-def _rows_independent(loop: Loop, body: list[Stmt], known: set) -> bool:
-    """Whether iteration `i` writes only row `i` of whole buffers that the loop never reads,
-    and every buffer touched is one of the program's (not a loop state's)."""
+def _rows_independent(loop: Loop, body: list[Stmt],
+                      underlying: dict[Buffer, frozenset[Buffer]]) -> bool:
+    """Whether iteration `i` writes only row `i` of whole buffers that the loop never reads.
+    A loop state's buffer is each buffer it may stand for (`_underlying_buffers`): reading
+    `x` conflicts with writing a state that may be `x`, and the other way round (a state's
+    own current and next never do: they are distinct at any time)."""
     row = Dim.sym(loop.var)
-    written = set()
+    written: set[Buffer] = set()
     for stmt in body:
         if isinstance(stmt, Store):
             view = stmt.view
             if not (view.covers(view.buffer) and stmt.index and stmt.index[0] == row):
                 return False
-            written.add(id(view.buffer))
-    for stmt in body:
-        if isinstance(stmt, Load | Store) and stmt.view.buffer not in known:
-            return False
-        if isinstance(stmt, Load) and id(stmt.view.buffer) in written:
-            return False
-    return True
+            written.add(view.buffer)
+
+    def conflicts(read: Buffer, write: Buffer) -> bool:
+        return (read == write or read in underlying.get(write, ())
+                or write in underlying.get(read, ()))
+
+    return not any(conflicts(stmt.view.buffer, write) for stmt in body
+                   if isinstance(stmt, Load) for write in written)

@@ -18,7 +18,17 @@ from native_helpers import check, sample, specialised
 import reverie as rv
 from reverie.compiler.codegen.parallel import PARALLEL_MIN_WORK
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.loops.ir import Buffer, Load, Loop, Program, Store, Var, View
+from reverie.compiler.loops.ir import (
+    Buffer,
+    ForLoop,
+    Load,
+    Loop,
+    LoopState,
+    Program,
+    Store,
+    Var,
+    View,
+)
 from reverie.compiler.loops.parallel import parallel_plans, work_per_iteration
 from reverie.runtime import native, pool
 
@@ -34,6 +44,22 @@ fn pick(x: float[N], k: i64[M]) -> float[M] { let picked[m] = x[k[m]]; return pi
 fn product(a: float[M, K], b: float[K, N]) -> float[M, N] { return a @ b; }
 fn cube(x: float[M, K, N]) -> float[M, K, N] { return tanh(x) * sin(x); }
 fn cube_total(x: float[M, K, N]) -> float { return sum(tanh(x) * sin(x)); }
+fn heat(u0: float[N], steps: i64) -> float[N] {
+    var u = u0;
+    for t in 0..steps {
+        u = u + 0.1 * (roll(u, 1) - 2.0 * u + roll(u, -1)) + 0.01 * float(t);
+    }
+    return u;
+}
+fn heat_energy(u0: float[N], steps: i64) -> float {
+    var u = u0;
+    var energy = 0.0;
+    for t in 0..steps {
+        u = u + 0.1 * (roll(u, 1) - 2.0 * u + roll(u, -1));
+        energy = energy + sum(u * u);
+    }
+    return energy;
+}
 """
 LARGE = 1 << 18  # elements: enough work for the pool
 
@@ -89,6 +115,49 @@ def _one_loop(*body: object) -> Program:
     """`for %i0 in 1..N { body }` over input x and output out (both f64[N])."""
     loop = Loop("%i0", Dim.const(1), Dim.sym("N"), list(body))
     return Program("p", ["N"], [X], [OUT], [], [loop], [])
+
+
+def test_the_loops_of_a_time_step_are_planned_with_what_they_capture() -> None:
+    """Inside a `for` body, the step's loops are split: they read the step's values (the
+    roll offsets, `t`) and the loop states' current buffers, and write the next ones."""
+    (main, *_) = sorted(plans("heat"), key=lambda plan: -plan.work.evaluate({"N": 1}))
+    assert {buffer.role for buffer in main.states} == {"state"}
+    assert len(main.states) == 2  # reads current, writes next
+    assert main.captures and all(var.dtype in ("i64", "f64") for var in main.captures)
+    energy = [plan for plan in plans("heat_energy") if plan.reductions]
+    assert energy and energy[0].reductions[0].kind == "sum"
+
+
+def test_split_time_steps_match_the_interpreter_and_repeat(m: rv.Module) -> None:
+    """4 x LARGE points: each step's main loop is worth splitting."""
+    u0 = sample((4 * LARGE,), seed=11)
+    check(SOURCE, u0, 7, name="heat")
+    check(SOURCE, u0, 7, name="heat_energy")
+    first = m.heat_energy(u0, 5)
+    assert all(m.heat_energy(u0, 5) == first for _ in range(5))
+    u = u0
+    for t in range(5):
+        u = u + 0.1 * (np.roll(u, 1) - 2.0 * u + np.roll(u, -1)) + 0.01 * t
+    np.testing.assert_allclose(m.heat(u0, 5), u, rtol=1e-13, atol=1e-13)
+
+
+def test_a_step_reading_what_a_state_may_be_stays_serial() -> None:
+    """A loop that writes a state's next buffer while reading that state's first buffer
+    directly (which the next buffer is, every other step) is not split."""
+    n, i = Dim.sym("N"), Dim.sym("%i1")
+    first, second = Buffer("t0", "f64", (n,), "temp"), Buffer("t1", "f64", (n,), "temp")
+    current, following = (Buffer(name, "f64", (n,), "state") for name in ("s.cur", "s.next"))
+    value = Var("%0", "f64")
+
+    def step(source: Buffer) -> Program:
+        body = [Load(value, View.of(source), (i,)), Store(View.of(following), (i,), value)]
+        scan = ForLoop("%t", Dim.const(0), n, [LoopState(current, following, first, second)],
+                       [Loop("%i1", Dim.const(0), n, body)])
+        return Program("p", ["N"], [X], [OUT], [first, second], [scan], [])
+
+    assert len(parallel_plans(step(current))) == 1
+    assert parallel_plans(step(first)) == {}
+    assert parallel_plans(step(second)) == {}
 
 
 def test_dependent_or_checked_loops_stay_serial() -> None:
