@@ -7,7 +7,7 @@ pool) beside the thread count (slot THREADS_SLOT). For a planned loop the kernel
     split = pool != 0 and threads > 1 and (hi - lo) * work >= PARALLEL_MIN_WORK
     chunks = split ? min(CHUNKS_PER_THREAD * threads, MAX_CHUNKS) : 1
     context = {buffers, dims, next = 0, chunks, lo, per, hi, partials...,
-               &capture..., state pointer...}
+               &capture..., buffer pointer...}
     if split: pool(@<entry>_chunks<k>, &context, threads, 0)  # returns when all are done
     else:     @<entry>_chunks<k>(&context)                    # one chunk: the whole loop
     for c in 0..chunks: acc = acc <kind> partial[c]           # each reduction, in order
@@ -15,8 +15,8 @@ pool) beside the thread count (slot THREADS_SLOT). For a planned loop the kernel
 and the outlined chunk function, run by every pool thread (the caller included):
 
     void @<entry>_chunks<k>(ptr context):
-        (re-derive dimension sizes and buffer pointers from buffers/dims, as the entry does;
-         read each captured value and loop-state pointer from the context)
+        (read dimension sizes from dims, as the entry does; each captured value and the
+         pointer of each buffer the loop touches from the context)
         while (c = atomic next++) < chunks:
             acc = identity                                  # each reduction
             for i in lo + c*per .. min(lo + (c+1)*per, hi) { body }
@@ -27,15 +27,21 @@ own chunk, and the chunk bounds depend only on the thread count: the same partia
 combined in the same order on every run. With one thread (or a small loop) the loop runs as
 one chunk on the calling thread: the same loop code, without the pool, and a reduction
 differs from an inline loop only by adding its initial value last (sums start at 0, so
-not at all). The loop's code exists once, in the chunk function. A loop inside a `for`
-body (one time step of a scan) gets the values it captures from around it (spilled to the
-caller's stack, their addresses in the context) and the current addresses of the loop
-states it touches.
+not at all). The loop's code exists once, in the chunk function.
+
+A *nested* plan (a loop in a `for` body: one time step of a scan) runs once per step, so
+when it is too small to split it runs inline, exactly as an unplanned loop, rather than
+through the chunk function (a context filled and a call made every step); its code then
+exists twice. Its captures (values from around it, such as the step's roll offsets) are
+spilled to the caller's stack, their addresses in the context, and a loop state's
+pointer is the one current at that step. Buffer pointers are passed rather than derived
+again in the chunk function: a temporary's address is the sum of the sizes of the
+workspace's earlier temporaries, which each chunk function would recompute.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -45,7 +51,18 @@ from reverie.compiler.codegen.abi import POOL_SLOT, THREADS_SLOT
 from reverie.compiler.loops.ir import Accumulate, Var
 from reverie.compiler.loops.parallel import ParallelPlan, Reduction
 
-from .irutil import FLOATS, I32, I64, PTR, REGISTER, FunctionPointer, constant, counted_loop, i64
+from .irutil import (
+    FLOATS,
+    I32,
+    I64,
+    PTR,
+    REGISTER,
+    FunctionPointer,
+    constant,
+    counted_loop,
+    i64,
+    value_name,
+)
 from .threads import POOL_TYPE
 
 if TYPE_CHECKING:
@@ -75,8 +92,9 @@ def identity(reduction: Reduction) -> ir.Constant:
 
 
 def emit_parallel_loop(codegen: ProgramCodegen, plan: ParallelPlan) -> None:
-    """Emit `plan.loop` at the codegen's builder: its chunks on the pool when that pays, else
-    the whole range as one chunk on this thread; then each reduction's partials."""
+    """Emit `plan.loop` at the codegen's builder: its chunks on the pool when that pays,
+    else on this thread (a top-level loop: as one chunk; a nested one: inline, as a serial
+    loop); then each reduction's partials."""
     b, loop = codegen.b, plan.loop
     chunk_function = _define_chunk_function(codegen, plan)
     lo, hi = codegen.index(loop.lo), codegen.index(loop.hi)
@@ -88,7 +106,35 @@ def emit_parallel_loop(codegen: ProgramCodegen, plan: ParallelPlan) -> None:
                           b.icmp_unsigned("!=", pool, i64(0))))
     wanted = b.mul(threads, i64(CHUNKS_PER_THREAD))
     wanted = b.select(b.icmp_signed("<", wanted, i64(MAX_CHUNKS)), wanted, i64(MAX_CHUNKS))
-    chunks = b.select(worth, wanted, i64(1))
+
+    def on_pool(context: ir.Value) -> None:
+        entry = FunctionPointer(b.inttoptr(pool, PTR), POOL_TYPE)
+        b.call(entry, [FunctionPointer(chunk_function, CHUNK_TYPE), context,
+                       b.trunc(threads, I32), ir.Constant(I32, 0)])
+
+    if plan.nested:  # run every step: a small loop stays inline, as if never planned
+        with b.if_else(worth) as (parallel, one_thread):
+            with parallel:
+                _run_chunks(codegen, plan, wanted, lo, hi, on_pool)
+            with one_thread:
+                codegen.serial_loop(loop, lo, hi)
+        return
+
+    def pool_or_here(context: ir.Value) -> None:
+        with b.if_else(worth) as (parallel, one_thread):
+            with parallel:
+                on_pool(context)
+            with one_thread:
+                b.call(chunk_function, [context])
+
+    _run_chunks(codegen, plan, b.select(worth, wanted, i64(1)), lo, hi, pool_or_here)
+
+
+def _run_chunks(codegen: ProgramCodegen, plan: ParallelPlan, chunks: ir.Value, lo: ir.Value,
+                hi: ir.Value, run: Callable[[ir.Value], None]) -> None:
+    """Fill the chunk context of `plan` for `chunks` chunks of `lo..hi`, `run` it, then
+    combine each reduction's partials in chunk order."""
+    b = codegen.b
     per = b.sdiv(b.add(b.sub(hi, lo), b.sub(chunks, i64(1))), chunks)
     if plan.innermost:  # a nest's outer index moves no vector lanes: chunks of any size
         per = b.mul(b.sdiv(b.add(per, i64(CHUNK_ALIGN - 1)), i64(CHUNK_ALIGN)),
@@ -98,19 +144,15 @@ def emit_parallel_loop(codegen: ProgramCodegen, plan: ParallelPlan) -> None:
     captures = [codegen._alloca(REGISTER[var.dtype], "capture") for var in plan.captures]
     for var, slot in zip(plan.captures, captures, strict=True):
         b.store(codegen.operand(var), slot)
-    states = [b.load(codegen.slots[buffer], typ=PTR) for buffer in plan.states]
+    pointers = [b.load(codegen.slots[buffer], typ=PTR) if buffer in codegen.slots
+                else codegen.pointers[buffer] for buffer in plan.buffers]
     context = codegen._alloca(ir.ArrayType(I64, _context_size(plan)), "context")
     fields = [b.ptrtoint(codegen.buffers_arg, I64), b.ptrtoint(codegen.dims_arg, I64), i64(0),
-              chunks, lo, per, hi, *(b.ptrtoint(p, I64) for p in partials + captures + states)]
+              chunks, lo, per, hi,
+              *(b.ptrtoint(p, I64) for p in partials + captures + pointers)]
     for slot, value in enumerate(fields):
         b.store(value, b.gep(context, [i64(slot)], source_etype=I64))
-    with b.if_else(worth) as (parallel, one_thread):
-        with parallel:
-            entry = FunctionPointer(b.inttoptr(pool, PTR), POOL_TYPE)
-            b.call(entry, [FunctionPointer(chunk_function, CHUNK_TYPE), context,
-                           b.trunc(threads, I32), ir.Constant(I32, 0)])
-        with one_thread:
-            b.call(chunk_function, [context])
+    run(context)
     for reduction, partial in zip(plan.reductions, partials, strict=True):
         type_ = REGISTER[reduction.var.dtype]
         with counted_loop(b, i64(0), chunks) as c:
@@ -122,8 +164,8 @@ def emit_parallel_loop(codegen: ProgramCodegen, plan: ParallelPlan) -> None:
 
 def _context_size(plan: ParallelPlan) -> int:
     """Fields of a plan's chunk context: the fixed ones, then one per reduction's partials,
-    per captured value and per loop-state pointer."""
-    return PARTIALS + len(plan.reductions) + len(plan.captures) + len(plan.states)
+    per captured value and per buffer pointer."""
+    return PARTIALS + len(plan.reductions) + len(plan.captures) + len(plan.buffers)
 
 
 @contextmanager
@@ -169,10 +211,13 @@ def _define_chunk_function(codegen: ProgramCodegen, plan: ParallelPlan) -> ir.Fu
         for k, var in enumerate(plan.captures):
             address = b.inttoptr(field(captured + k), PTR)
             codegen.values[var.name] = b.load(address, typ=REGISTER[var.dtype])
-        for k, buffer in enumerate(plan.states):
-            codegen.slots[buffer] = codegen._alloca(PTR, buffer.name)
-            b.store(b.inttoptr(field(captured + len(plan.captures) + k), PTR),
-                    codegen.slots[buffer])
+        for k, buffer in enumerate(plan.buffers, captured + len(plan.captures)):
+            pointer = b.inttoptr(field(k), PTR, name=value_name(buffer.name))
+            if buffer.role == "state":  # read through its slot, as in the loop's function
+                codegen.slots[buffer] = codegen._alloca(PTR, buffer.name)
+                b.store(pointer, codegen.slots[buffer])
+            else:
+                codegen.pointers[buffer] = pointer
         slots = {r.var.name: codegen._alloca(REGISTER[r.var.dtype], "partial")
                  for r in plan.reductions}
         codegen.accumulators.update(slots)

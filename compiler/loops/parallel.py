@@ -5,7 +5,11 @@ their chunks are combined and what they take from around them. Code generation
 (`compiler/codegen/parallel.py`) splits such a loop's range into chunks that the worker
 pool runs; every other loop runs as before. A planned loop sits in the kernel body or
 in the body of a `for`, `while` or `if` (a time-stepping scan splits each step's loops:
-issue 11's W7); the loops nested in a planned loop run inside its chunks.
+issue 11's W7); the loops nested in a planned loop run inside its chunks. A `for` or
+`while` whose step multiplies matrices or sorts is left alone: such a step is a recurrence
+whose elementwise loops cost O(n) beside the product's O(n^2) (which the matrix kernel
+splits itself), and planning them would only add code to every step (the LSTM's gradient
+module grew by 46 %, its cold compile with it).
 
 A loop qualifies when its body (nested loops included)
 
@@ -78,7 +82,13 @@ class ParallelPlan:
     reductions: tuple[Reduction, ...]
     work: Dim
     captures: tuple[Var, ...] = ()  # values from around the loop, read by its body
-    states: tuple[Buffer, ...] = ()  # loop-state buffers (current or next) it touches
+    buffers: tuple[Buffer, ...] = ()  # every buffer its body reads or writes, in order
+    nested: bool = False  # inside a `for`, `while` or `if` body: it may run many times
+
+    @property
+    def states(self) -> tuple[Buffer, ...]:
+        """The loop-state buffers (a state's current or next) the body touches."""
+        return tuple(buffer for buffer in self.buffers if buffer.role == "state")
 
     @property
     def innermost(self) -> bool:
@@ -89,7 +99,7 @@ class ParallelPlan:
 def parallel_plans(program: Program) -> dict[int, ParallelPlan]:
     """The plans of the program's parallel loops, keyed by `id()` of the `Loop`."""
     plans: dict[int, ParallelPlan] = {}
-    _plan_block(program.body, _Scope({}, {}, _underlying_buffers(program)), plans)
+    _plan_block(program.body, _Scope({}, {}, _underlying_buffers(program), False), plans)
     return plans
 
 
@@ -102,11 +112,13 @@ class _Scope:
     accumulators: dict[str, Var]
     values: dict[str, Var]
     underlying: dict[Buffer, frozenset[Buffer]]
+    nested: bool  # inside a `for`, `while` or `if` body
 
 
 def _plan_block(block: list[Stmt], outer: _Scope, plans: dict[int, ParallelPlan]) -> None:
     """Plan the loops of `block` and, within its `for`, `while` and `if`, of their bodies."""
-    scope = _Scope(dict(outer.accumulators), dict(outer.values), outer.underlying)
+    scope = _Scope(dict(outer.accumulators), dict(outer.values), outer.underlying,
+                   outer.nested)
     for stmt in block:
         if isinstance(stmt, Accumulator):
             scope.accumulators[stmt.var.name] = stmt.var
@@ -117,12 +129,13 @@ def _plan_block(block: list[Stmt], outer: _Scope, plans: dict[int, ParallelPlan]
             if plan is not None:
                 plans[id(stmt)] = plan
         elif isinstance(stmt, ForLoop | WhileLoop | If):
-            inner = scope
+            values = dict(scope.values)
             if isinstance(stmt, ForLoop | WhileLoop):
-                counter = Var(stmt.var, "i64")
-                inner = _Scope(scope.accumulators, {**scope.values, stmt.var: counter},
-                               scope.underlying)
-            _plan_block(stmt.body, inner, plans)
+                if any(isinstance(inner, Matmul | Sort) for inner in walk(stmt.body)):
+                    continue  # a recurrence around a product: see the module's docstring
+                values[stmt.var] = Var(stmt.var, "i64")
+            _plan_block(stmt.body, _Scope(scope.accumulators, values, scope.underlying, True),
+                        plans)
 
 
 def _underlying_buffers(program: Program) -> dict[Buffer, frozenset[Buffer]]:
@@ -194,10 +207,10 @@ def _plan(loop: Loop, scope: _Scope) -> ParallelPlan | None:
             reductions[var.name] = Reduction(var, stmt.kind)
     if not _rows_independent(loop, body, scope.underlying):
         return None
-    states = {s.view.buffer: None for s in body
-              if isinstance(s, Load | Store) and s.view.buffer in scope.underlying}
+    buffers = {s.view.buffer: None for s in body if isinstance(s, Load | Store)}
     return ParallelPlan(loop, tuple(reductions.values()), work_per_iteration(loop.body),
-                        tuple(scope.values[name] for name in sorted(captured)), tuple(states))
+                        tuple(scope.values[name] for name in sorted(captured)), tuple(buffers),
+                        scope.nested)
 
 
 def work_per_iteration(body: list[Stmt]) -> Dim:

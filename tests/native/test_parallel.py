@@ -51,6 +51,11 @@ fn heat(u0: float[N], steps: i64) -> float[N] {
     }
     return u;
 }
+fn recurrence(h0: float[N], w: float[N, N], steps: i64) -> float[N] {
+    var h = h0;
+    for t in 0..steps { h = tanh(w @ h) + h; }
+    return h;
+}
 fn heat_energy(u0: float[N], steps: i64) -> float {
     var u = u0;
     var energy = 0.0;
@@ -124,8 +129,11 @@ def test_the_loops_of_a_time_step_are_planned_with_what_they_capture() -> None:
     assert {buffer.role for buffer in main.states} == {"state"}
     assert len(main.states) == 2  # reads current, writes next
     assert main.captures and all(var.dtype in ("i64", "f64") for var in main.captures)
+    assert main.nested
     energy = [plan for plan in plans("heat_energy") if plan.reductions]
-    assert energy and energy[0].reductions[0].kind == "sum"
+    assert energy and energy[0].reductions[0].kind == "sum" and energy[0].nested
+    # a step around a matrix product: its O(N) loops are left inline
+    assert not any(plan.nested for plan in plans("recurrence"))
 
 
 def test_split_time_steps_match_the_interpreter_and_repeat(m: rv.Module) -> None:
