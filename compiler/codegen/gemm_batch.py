@@ -58,20 +58,15 @@ def define_batched_gemm(function: ir.Function, product: ir.Function, dtype: str)
     slot = define_pointer_slot(function.module, f"{function.name}_blas_batch",
                                f"{function.name}_use_blas_batch")
     function.attributes.add("nounwind")
-    (batch, m, n, k, a, sab, sa0, sa1, bm, sbb, sb0, sb1, c, scb, sc0, sc1,
-     *rest) = function.args
+    batch, m, n, k, a, sab, sa0, sa1, bm, sbb, sb0, sb1, c, scb, sc0, sc1, *rest = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
-    arrays = _CallArrays(b, dtype)
     gemm_batch = b.load_atomic(slot, "monotonic", 8, typ=PTR)
     wanted = b.and_(b.and_(b.icmp_signed(">", batch, i64(1)),
                            b.icmp_unsigned("!=", gemm_batch, ir.Constant(PTR, None))),
                     b.icmp_signed(">", b.mul(b.mul(m, n), k), i64(SMALL_MATRIX_MACS)))
     with b.if_then(wanted):
-        call = BlasOperands(b, m, n, k, a, sa0, sa1, bm, sb0, sb1, sc0, sc1)
-        with b.if_then(call.expressible):
-            steps = (call.pick(sbb, sab), call.pick(sab, sbb), scb)
-            arrays.call_in_chunks(FunctionPointer(gemm_batch, blas_gemm_batch_type()), call,
-                                  batch, (call.left, call.right, c), steps)
+        by_batch = _define_batch_call(function, dtype)
+        with b.if_then(b.call(by_batch, [gemm_batch, *function.args[:16]])):
             b.ret_void()
     with counted_loop(b, i64(0), batch) as i:
         element = REGISTER[dtype]
@@ -80,6 +75,33 @@ def define_batched_gemm(function: ir.Function, product: ir.Function, dtype: str)
         b.call(product, [m, n, k, operands[0], sa0, sa1, operands[1], sb0, sb1, operands[2],
                          sc0, sc1, *rest])
     b.ret_void()
+
+
+def _define_batch_call(entry: ir.Function, dtype: str) -> ir.Function:
+    """`i1 @<entry>_by_batch(ptr gemm_batch, batch, M, N, K, A, ..., sc1)` (internal): the
+    whole batch through `?gemm_batch` when BLAS can express its layout (true), else nothing
+    (false). Compiled without LLVM's optimiser (`optnone`): it runs only for batches of
+    products of over SMALL_MATRIX_MACS multiply-adds each, where a few instructions more
+    cost nothing, and optimising it inside the entry was a third of the helper module's
+    LLVM time, which every process with an empty cache pays before its first product."""
+    types = [PTR, *(arg.type for arg in entry.args[:16])]
+    function = ir.Function(entry.module, ir.FunctionType(ir.IntType(1), types),
+                           name=f"{entry.name}_by_batch")
+    function.linkage = "internal"
+    for attribute in ("nounwind", "noinline", "optnone"):
+        function.attributes.add(attribute)
+    gemm_batch, batch, m, n, k, a, sab, sa0, sa1, bm, sbb, sb0, sb1, c, scb, sc0, sc1 = \
+        function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    arrays = _CallArrays(b, dtype)
+    call = BlasOperands(b, m, n, k, a, sa0, sa1, bm, sb0, sb1, sc0, sc1)
+    with b.if_then(call.expressible):
+        steps = (call.pick(sbb, sab), call.pick(sab, sbb), scb)
+        arrays.call_in_chunks(FunctionPointer(gemm_batch, blas_gemm_batch_type()), call,
+                              batch, (call.left, call.right, c), steps)
+        b.ret(ir.Constant(ir.IntType(1), 1))
+    b.ret(ir.Constant(ir.IntType(1), 0))
+    return function
 
 
 class _CallArrays:
