@@ -82,7 +82,8 @@ def _public_helper_module(dtype: str) -> str:
     product = ir.Function(module, PRODUCT_TYPE, name=f"rv_gemm_product_{dtype}")
     product.linkage = "internal"
     # a call from the batch entry's loop, not inlined there: optimising the two together
-    # took ~30 ms more of LLVM's time per process, for a call saved per product
+    # took 45-60 ms more of LLVM's time per process (with the batch path outlined,
+    # gemm_batch.py), for one call saved per product
     product.attributes.add("noinline")
     define_blas_dispatch(product, _define_fallback(module, dtype), dtype, f"rv_gemm_{dtype}")
     public = ir.Function(module, GEMM_TYPE, name=f"rv_gemm_{dtype}")

@@ -242,15 +242,16 @@ class ProgramCodegen:
             return self.b.load(self.accumulators[operand.name], typ=REGISTER[operand.dtype])
         return self.values[operand.name]
 
+    def base(self, buffer: Buffer) -> ir.Value:
+        """Address of `buffer`'s first element (a loop state's: the buffer current now)."""
+        if buffer in self.slots:  # a loop state's current or next buffer
+            return self.b.load(self.slots[buffer], typ=PTR, name=value_name(buffer.name))
+        return self.pointers[buffer]
+
     def pointer(self, view: View, index: tuple[Dim, ...]) -> ir.Value:
         """Address of `view[index]`."""
-        buffer = view.buffer
-        if buffer in self.slots:  # a loop state's current or next buffer
-            base = self.b.load(self.slots[buffer], typ=PTR, name=value_name(buffer.name))
-        else:
-            base = self.pointers[buffer]
-        return self.b.gep(base, [self.index(view.flat(index))], source_etype=MEMORY[buffer.dtype],
-                          inbounds=True)
+        return self.b.gep(self.base(view.buffer), [self.index(view.flat(index))],
+                          source_etype=MEMORY[view.buffer.dtype], inbounds=True)
 
     def _read(self, view: View, index: tuple[Dim, ...]) -> ir.Value:
         """The element `view[index]` as a register value (bools become i1)."""

@@ -144,8 +144,7 @@ def _run_chunks(codegen: ProgramCodegen, plan: ParallelPlan, chunks: ir.Value, l
     captures = [codegen._alloca(REGISTER[var.dtype], "capture") for var in plan.captures]
     for var, slot in zip(plan.captures, captures, strict=True):
         b.store(codegen.operand(var), slot)
-    pointers = [b.load(codegen.slots[buffer], typ=PTR) if buffer in codegen.slots
-                else codegen.pointers[buffer] for buffer in plan.buffers]
+    pointers = [codegen.base(buffer) for buffer in plan.buffers]
     context = codegen._alloca(ir.ArrayType(I64, _context_size(plan)), "context")
     fields = [b.ptrtoint(codegen.buffers_arg, I64), b.ptrtoint(codegen.dims_arg, I64), i64(0),
               chunks, lo, per, hi,
@@ -212,12 +211,8 @@ def _define_chunk_function(codegen: ProgramCodegen, plan: ParallelPlan) -> ir.Fu
             address = b.inttoptr(field(captured + k), PTR)
             codegen.values[var.name] = b.load(address, typ=REGISTER[var.dtype])
         for k, buffer in enumerate(plan.buffers, captured + len(plan.captures)):
-            pointer = b.inttoptr(field(k), PTR, name=value_name(buffer.name))
-            if buffer.role == "state":  # read through its slot, as in the loop's function
-                codegen.slots[buffer] = codegen._alloca(PTR, buffer.name)
-                b.store(pointer, codegen.slots[buffer])
-            else:
-                codegen.pointers[buffer] = pointer
+            # a loop state's too: it does not swap while the loop runs
+            codegen.pointers[buffer] = b.inttoptr(field(k), PTR, name=value_name(buffer.name))
         slots = {r.var.name: codegen._alloca(REGISTER[r.var.dtype], "partial")
                  for r in plan.reductions}
         codegen.accumulators.update(slots)
