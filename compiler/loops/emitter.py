@@ -18,6 +18,7 @@ each view op's strided view its entry in `VIEW_RULES`; an op a table lacks is a
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from reverie.compiler.ir.core import Op, Value
 from reverie.compiler.ir.dims import Dim, Shape
@@ -349,7 +350,11 @@ class Evaluator:
         nest = LoopNestOp(op)
         local: dict[Value, Binding] = dict(zip(nest.index_params, indices, strict=True))
         for param, outer in zip(nest.operand_params, op.operands, strict=True):
-            local[param] = self.env[outer] if outer.type.rank else self.at(outer, (), em)
+            if not outer.type.rank:
+                local[param] = self.at(outer, (), em)
+            else:  # a buffer, or a value fusion left to compute here (`reads_each_element_once`)
+                bound = self.env.get(outer)
+                local[param] = ComputedOperand(outer, self) if bound is None else bound
         scope = Evaluator(self.ctx, local)
         for inner in nest.body.ops:
             local[inner.result] = scope._compute(inner, (), em)
@@ -358,6 +363,9 @@ class Evaluator:
     def _read(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         """A `read` in a generic body: bounds checks (`checked`) or a guarded load (`zero`)."""
         source = self.env.get(op.operands[0])
+        if isinstance(source, ComputedOperand):  # direct subscripts, read once
+            index = tuple(em.index(self.at(v, (), em)) for v in op.operands[1:])
+            return source.evaluator.at(source.value, index, em)
         if not isinstance(source, View):
             return self.at(op.operands[0], (), em)
         index = tuple(em.index(self.at(v, (), em)) for v in op.operands[1:])
@@ -370,6 +378,15 @@ class Evaluator:
                 inside = em.let("in_bounds", (i, size), "bool")
                 guard = inside if guard is None else em.let("and", (guard, inside), "bool")
         return em.load(source, index, guard)
+
+
+@dataclass(frozen=True)
+class ComputedOperand:
+    """A generic's tensor operand that is not in memory: its elements are computed where the
+    body reads them, by the evaluator of the nest around the generic."""
+
+    value: Value
+    evaluator: Evaluator
 
 
 def _operand(binding: Binding) -> Operand:

@@ -22,8 +22,9 @@ view ops to the "sites" where a value is consumed:
 1. A computed value is inlined when every site is in the same loop nest (the nest of its
    consumer, of a root that consumes it, or the final copy of a block result).
 2. It is materialised (`root`) when its sites are in several nests, or when a site needs
-   memory: a matmul/generic/argsort operand, a `for` invariant, a general reshape; or when a site
-   would recompute it many times: an expanding broadcast, the value of a dynamic_scatter.
+   memory: a matmul/argsort operand, a generic operand not read once per element, a `for`
+   invariant, a general reshape; or when a site would recompute it many times: an
+   expanding broadcast, the value of a dynamic_scatter.
 3. Sites in several nests over the same shape that do not depend on each other (a loss
    `sum(f(x))` and its gradient `g(x)`, two results of one shape) are merged into one
    sibling nest instead, so shared producers are computed once (`SiblingNest`).
@@ -42,7 +43,7 @@ from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import OPS, ROOT_WHEN_REDUCING
 from reverie.compiler.ir.ops import ROOT as ROOT_CLASS
 from reverie.compiler.ir.ops import VIEW as VIEW_CLASS
-from reverie.compiler.ir.views import ForOp, GenericOp, WhileOp
+from reverie.compiler.ir.views import ForOp, GenericOp, ReadOp, WhileOp
 
 # The groups, from each op's row in the op table (`fusion`, `cheap`, its kind):
 VIEW_OPS = frozenset(name for name, op in OPS.items() if op.fusion == VIEW_CLASS)
@@ -88,7 +89,9 @@ def reads_memory(user: Op, position: int) -> bool:
     buffer or a strided view of one)."""
     if not user.operands[position].type.rank:
         return False
-    if user.name in ("matmul", "generic", "generic_scatter", "argsort"):
+    if user.name == "generic":
+        return not reads_each_element_once(user, position)
+    if user.name in ("matmul", "generic_scatter", "argsort"):
         return True
     if user.name in ("for", "for_history"):
         return position >= ForOp(user).first_invariant()
@@ -99,6 +102,22 @@ def reads_memory(user: Op, position: int) -> bool:
     if user.name == "reshape":
         return not is_unit_reshape(user.operands[0].type.shape, user.result.type.shape)
     return False
+
+
+def reads_each_element_once(generic: Op, position: int) -> bool:
+    """Whether a `generic` reads its tensor operand `position` with one unguarded `read`
+    whose subscripts are the nest's indices, each once: every element is then read at most
+    once, so a computed operand is evaluated inside the generic's body instead of stored
+    (`dmu = -sum[n](dxc[n, k, i])` reads `dxc = dy · e^s + dy @ Q` as it computes it)."""
+    nest = GenericOp(generic)
+    param = nest.operand_params[position]
+    uses = [op for op in nest.body.ops if param in op.operands]
+    if len(uses) != 1 or uses[0].name != "read" or any(op.regions for op in nest.body.ops):
+        return False
+    read = ReadOp(uses[0])
+    subscripts, indices = read.subscripts, nest.index_params
+    return (read.tensor is param and all(mode == "direct" for mode in read.modes)
+            and len(subscripts) == len(indices) and set(subscripts) == set(indices))
 
 
 def _needs_memory(user: Op, position: int) -> bool:

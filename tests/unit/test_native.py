@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import reverie as rv
 from reverie.compiler.codegen.gemm import helper_module
 from reverie.compiler.loops.ir import Loop, Store
 from reverie.compiler.loops.printer import format_program
@@ -54,6 +55,27 @@ def test_shared_values_are_materialised_once() -> None:
     assert len(exp_lets) == 1
     stores = [s for s in program.walk() if isinstance(s, Store)]
     assert any(s.view.buffer in program.outputs for s in stores)
+
+
+@pytest.mark.parametrize(("reduction", "stored"), [
+    ("sum[n](c[n, k])", False),               # each element read once: computed in the body
+    ("sum[n](c[n, k] * c[n, 0])", True),      # read twice: stored once, then read
+    ("sum[n](c[n, k] * x[n, k])", False),
+])
+def test_generic_operands_read_once_are_computed_in_its_body(reduction: str,
+                                                             stored: bool) -> None:
+    source = ("fn f(x: f64[N, K], y: f64[N, K]) -> f64[K] { let c = exp(x) * y + x; "
+              f"let s[k] = {reduction}; return s; }}")
+    program = lower_to_loops(specialised(source, "f", "f64"))
+    assert (len(program.temps) == 1) is stored
+    x, y = sample((7, 5)), sample((7, 5), seed=1)
+    c = np.exp(x) * y + x
+    want = {"sum[n](c[n, k])": c.sum(0), "sum[n](c[n, k] * c[n, 0])": (c * c[:, :1]).sum(0),
+            "sum[n](c[n, k] * x[n, k])": (c * x).sum(0)}[reduction]
+    (got,) = check(source, x, y)
+    np.testing.assert_allclose(got, want, rtol=1e-13)
+    leaves = [rv.tensor(a, requires_grad=True) for a in (x, y)]
+    assert rv.gradcheck(rv.compile(source).f, leaves)
 
 
 @pytest.mark.parametrize(("dtype", "vectors"), [("f32", ("<8 x float>", "<16 x float>")),
