@@ -348,7 +348,8 @@ class Evaluator:
     def generic_yields(self, op: Op, indices: list[Dim], em: Emitter) -> list[Operand]:
         """Everything the body of a generic or generic_scatter yields at `indices`."""
         nest = LoopNestOp(op)
-        local: dict[Value, Binding] = dict(zip(nest.index_params, indices, strict=True))
+        local: dict[Value, Binding | ComputedOperand] = dict(
+            zip(nest.index_params, indices, strict=True))
         for param, outer in zip(nest.operand_params, op.operands, strict=True):
             if not outer.type.rank:
                 local[param] = self.at(outer, (), em)
@@ -363,12 +364,11 @@ class Evaluator:
     def _read(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         """A `read` in a generic body: bounds checks (`checked`) or a guarded load (`zero`)."""
         source = self.env.get(op.operands[0])
-        if isinstance(source, ComputedOperand):  # direct subscripts, read once
-            index = tuple(em.index(self.at(v, (), em)) for v in op.operands[1:])
-            return source.evaluator.at(source.value, index, em)
-        if not isinstance(source, View):
+        if not isinstance(source, View | ComputedOperand):
             return self.at(op.operands[0], (), em)
         index = tuple(em.index(self.at(v, (), em)) for v in op.operands[1:])
+        if isinstance(source, ComputedOperand):  # direct subscripts, read once
+            return source.evaluator.at(source.value, index, em)
         guard: Var | None = None
         read = ReadOp(op)
         for axis, (i, mode, size) in enumerate(zip(index, read.modes, source.shape, strict=True)):
