@@ -22,10 +22,14 @@ How a call runs, on the current Dask scheduler (a `distributed.Client` if one ex
 3. Tasks run the compiled `value_and_grad` on chunks' rows and weight each chunk: for
    `reduce="sum"` the loss is L = Σ_c L_c, so dL/dw = Σ_c dL_c/dw; for `"mean"`,
    L = Σ_c (n_c/N) L_c with n_c the chunk's rows and N all rows, so
-   dL/dw = Σ_c (n_c/N) dL_c/dw. Chunks already in worker memory (persisted) are placed
-   on workers (where they lie, but for a few moved to balance the workers' rows) and
-   taken a group at a time, up to `split_every` chunks of one worker, by one task that
-   adds their weighted partials (the first level of the sum, fused with the gradients;
+   dL/dw = Σ_c (n_c/N) dL_c/dw. A chunk of no rows (boolean filtering makes them) is
+   left out, in both: its terms are 0, but the kernel's mean of no rows is NaN, and
+   0 * NaN is NaN; a call with no rows at all runs the kernel on them, as a single
+   process does (a mean of no rows is NaN, its gradients 0). Chunks already in worker
+   memory (persisted) are placed on workers (where they lie, but for a few moved to
+   balance the workers' rows) and taken a group at a time, up to `split_every` chunks of
+   one worker, by one task that adds their weighted partials (the first level of the
+   sum, fused with the gradients;
    `dask_call.SplitCall.colocated_groups`); every other chunk is a task alone, so that
    rows still to be made are held one chunk at a time.
 4. The weighted partials are summed by a tree of tasks, `split_every` at a time, on the
@@ -57,7 +61,7 @@ from dask.task_spec import DataNode, List, Task, TaskRef
 from reverie.compiler.ir.dims import evaluate_shape
 from reverie.compiler.ir.types import NUMPY_DTYPES
 
-from .dask_call import Batch, batch_positions, split_call
+from .dask_call import Batch, ChunkGroup, batch_positions, split_call
 from .kernel import Kernel, Wrt
 
 REDUCTIONS = ("sum", "mean")
@@ -112,10 +116,7 @@ class DataParallelGradient:
 
     def __call__(self, *args: object) -> object:
         call = split_call(self.kernel, self.batch, args)
-        if call.rows == 0 and self.reduce == "mean":
-            raise ValueError(f"{self.kernel.name}: the batch parameters have no rows to "
-                             "average over")
-        groups = call.colocated_groups(self.split_every)
+        groups = with_rows(call.colocated_groups(self.split_every), call.chunks)
         graph = TaskLayer()
         program, values = call.shared_with_workers(self.value_and_grad, graph.keep)
         arguments = call.chunk_arguments(values)
@@ -132,12 +133,23 @@ class DataParallelGradient:
 
     def weight(self, rows: int, total: int) -> float:
         """The factor of a chunk of `rows` of the `total` rows: 1 for a sum, n_c/N for a
-        mean."""
-        return 1.0 if self.reduce == "sum" else rows / total
+        mean, and 1 for the one chunk of a call with no rows (`with_rows`)."""
+        return 1.0 if self.reduce == "sum" or total == 0 else rows / total
 
     def __repr__(self) -> str:
         what = "value_and_grad" if self.with_value else "grad"
         return f"<rv.dask.{what} of {self.kernel.name}, reduce={self.reduce!r}>"
+
+
+def with_rows(groups: list[ChunkGroup], chunks: Sequence[int]) -> list[ChunkGroup]:
+    """`groups` without their chunks of no rows (`chunks`: the rows of each), which add
+    nothing to the loss: a sum over no rows is 0 and a mean's weight is 0, while the
+    kernel's own mean of no rows is NaN (0 * NaN is NaN). When no chunk has rows, the
+    first chunk alone: the kernel on no rows is then the single-process call itself."""
+    kept = [ChunkGroup([c for c in group.chunks if chunks[c] > 0], group.worker)
+            for group in groups]
+    kept = [group for group in kept if group.chunks]
+    return kept or [ChunkGroup([0], None)]
 
 
 Partial = tuple[np.ndarray, tuple[np.ndarray, ...]]
