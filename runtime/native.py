@@ -45,6 +45,7 @@ from reverie.compiler.codegen.abi import (
     needs_own_kernel,
     workspace_fits,
 )
+from reverie.compiler.codegen.allocation import allocating
 from reverie.compiler.codegen.fastcall_descriptor import BIND_SUFFIX, signature_of
 from reverie.compiler.ir.capacity import is_trip_symbol, run_with_capacity
 from reverie.compiler.ir.core import Function
@@ -250,9 +251,10 @@ class NativeKernel:
         """One call of the kernel with every dimension sized by `dims`."""
         sizes = [dims[s] for s in self._symbols]
         shapes, workspace_bytes = self._layout(*sizes)
-        outputs = [output_pool.empty(shape, dtype)
-                   for shape, dtype in zip(shapes, self._dtypes, strict=True)]
-        workspace = self._take_workspace(workspace_bytes)
+        with allocating(self.program, dims, shapes, workspace_bytes):
+            outputs = [output_pool.empty(shape, dtype)
+                       for shape, dtype in zip(shapes, self._dtypes, strict=True)]
+            workspace = self._take_workspace(workspace_bytes)
         arrays = [*bound.arrays, *outputs, workspace, self._helpers]
         frame = _pop_or(self._frames, self._frame)
         if OBJECT_LAYOUT_OK:

@@ -27,7 +27,8 @@ The entry, step by step (methods of `_EntryBuilder`, which builds it):
    the one in `self`), rank and C-contiguity, or, for a scalar parameter, a Python
    `float` (float dtypes) or `int` (whose value the dtype holds exactly);
 2. `bind(shapes, buffers, dims, layout)` binds every dimension, checks constant sizes,
-   repeated names, derived sizes (`N + 1`) and constraints, and writes the dimension
+   repeated names, derived sizes (`N + 1`) and constraints, checks what the call allocates
+   against `allocation.MAX_ALLOCATION_BYTES` (overflow-checked), and writes the dimension
    sizes, the workspace size and the output shapes; 0 means bound, anything else: fall back;
 3. `_make_outputs` makes each output with `numpy.empty`, in an LLVM function of its own
    (`rv_entry_allocate_output`, `_define_allocate_output`: the one place an output's memory
@@ -40,7 +41,8 @@ The entry, step by step (methods of `_EntryBuilder`, which builds it):
    several results (or a kernel that always returns a tuple) as a tuple.
 
 Anything else — another type, dtype or layout, keyword arguments, a size that does not
-bind, a failed bounds check — goes to the *fallback*: the Python call path, called with
+bind or that no allocation can have, an allocation that failed, a failed bounds check —
+goes to the *fallback*: the Python call path, called with
 the same arguments, which converts them or raises its usual error. The entry decides
 nothing the Python path would decide differently, so errors are identical by
 construction (the tests run every bad-argument case through both).
@@ -125,6 +127,7 @@ CPYTHON = {  # name: (result, parameters)
     "PyMem_RawFree": (ir.VoidType(), [PTR]),
     "PyEval_SaveThread": (PTR, []),
     "PyEval_RestoreThread": (ir.VoidType(), [PTR]),
+    "PyErr_Clear": (ir.VoidType(), []),
 }
 NULL = ir.Constant(PTR, None)
 
@@ -231,6 +234,7 @@ class _EntryBuilder(_Builder):
         self.fallback = self._block("fallback")
         self.failed = self._block("failed")
         self.release = self._block("release")  # release the outputs, then the fallback
+        self.unallocated = self._block("unallocated")  # an output failed: the same, explained
         b = self.b
         self.words = self._field(self._slot(self.self_, CALL_DESCRIPTOR), ARRAY_DATA, PTR)
         self.params, self.outputs, symbols, layout = (
@@ -429,7 +433,7 @@ class _EntryBuilder(_Builder):
                     allocate = self.module.globals[ALLOCATE_OUTPUT]
                     array = b.call(allocate, [self.self_, shape, rank, dtype,
                                               b.mul(count, itemsize)])
-                    self._check_new(array)
+                    self._require(b.icmp_unsigned("!=", array, NULL), self.unallocated)
                     b.store(array, self._at(self.owned, k, PTR))
                     b.store(self._field(array, ARRAY_DATA, PTR), buffer)
                     self._add_elements(count)
@@ -518,13 +522,17 @@ class _EntryBuilder(_Builder):
 
     def _define_exits(self) -> None:
         """The fallback (the Python path, same arguments), the release of the outputs
-        before it (a failed workspace allocation or bounds check: the Python path
-        allocates or reports itself) and the failure exit (CPython failed to make an
-        object: release what was made, return NULL with the error set)."""
+        before it (a failed allocation of an output, whose error is cleared, or of the
+        workspace, or a failed bounds check: the Python path allocates or reports itself,
+        naming the kernel: `allocation.py`) and the failure exit (CPython failed to make
+        an object: release what was made, return NULL with the error set)."""
         b = self.b
         b.position_at_end(self.fallback)
         b.ret(self._c("PyObject_Vectorcall", self._slot(self.self_, FALLBACK), self.args,
                       self.nargsf, self.kwnames))
+        b.position_at_end(self.unallocated)
+        self._c("PyErr_Clear")
+        b.branch(self.release)
         b.position_at_end(self.release)
         self._release_outputs()
         b.branch(self.fallback)

@@ -12,13 +12,16 @@ program's `CallBoundary` (`loops/boundary.py`) into the kernel's own module:
 
 It binds every dimension from the shapes (and from the values of integer parameters that
 size a `for` loop), checks constant sizes, repeated names, sizes written as expressions
-(`N + 1`) and the size constraints, and writes the sizes the kernel and the entry need.
-It returns 0, or 1 when the call must take the Python path (which explains the mismatch).
-Pure integer code: no CPython call, no allocation. For `fn f(x: f64[N], y: f64[N]) ->
-f64[N]` it is, in C:
+(`N + 1`) and the size constraints, checks that what the call allocates (each output, the
+workspace: `allocation.py`) fits MAX_ALLOCATION_BYTES, computing it with every product
+and sum checked for overflow, and writes the sizes the kernel and the entry need. It
+returns 0, or 1 when the call must take the Python path (which explains the mismatch or
+refuses the sizes). Pure integer code: no CPython call, no allocation. For
+`fn f(x: f64[N], y: f64[N]) -> f64[N]` it is, in C:
 
     if (shapes[1][0] != shapes[0][0]) return 1;   // N bound by x, checked against y
     dims[0] = shapes[0][0];                       // N
+    if (overflowed(8 * N) || 8 * N > MAX_ALLOCATION_BYTES) return 1;  // the output's bytes
     layout[0] = 0;                                // no workspace
     layout[1] = shapes[0][0];                     // the output's one axis: N
     return 0;
@@ -30,10 +33,11 @@ from llvmlite import ir
 
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.loops.boundary import CallBoundary
-from reverie.compiler.loops.ir import Program, workspace_offsets
+from reverie.compiler.loops.ir import Program
 
+from .allocation import MAX_ALLOCATION_BYTES, allocations
 from .fastcall_descriptor import BIND_SUFFIX
-from .irutil import I32, I64, ITEMSIZE, MEMORY, PTR, i64, index_value
+from .irutil import I32, I64, MEMORY, PTR, Overflow, i64, index_value
 
 BIND_TYPE = ir.FunctionType(I32, [PTR, PTR, PTR, PTR])
 
@@ -105,11 +109,20 @@ class _BindBuilder:
         b.ret(ir.Constant(I32, 1))
 
     def _write_layout(self) -> None:
-        """The kernel's dimension sizes, the workspace bytes and the outputs' sizes."""
+        """The kernel's dimension sizes, the workspace bytes and the outputs' sizes, once
+        each output and the workspace is known to need at most MAX_ALLOCATION_BYTES (every
+        product and sum checked for overflow: the Python path explains a refusal)."""
         b, program = self.b, self.program
         for k, symbol in enumerate(program.symbols):
             b.store(self.sizes[symbol], self._item(self.dims, k, I64))
-        workspace = workspace_offsets(program.temps, ITEMSIZE)[-1]
-        sizes = [workspace, *(dim for buffer in program.outputs for dim in buffer.shape)]
-        for k, dim in enumerate(sizes):
+        overflow = Overflow()
+        needed = [index_value(b, allocation.nbytes, self.sizes.__getitem__, overflow)
+                  for allocation in allocations(program)]  # the outputs, then the workspace
+        allowed = b.not_(overflow.flag)
+        for nbytes in needed:
+            allowed = b.and_(allowed, b.icmp_unsigned("<=", nbytes, i64(MAX_ALLOCATION_BYTES)))
+        self._require(allowed)
+        b.store(needed[-1], self._item(self.layout, 0, I64))
+        shapes = [dim for buffer in program.outputs for dim in buffer.shape]
+        for k, dim in enumerate(shapes, start=1):
             b.store(self._size(dim), self._item(self.layout, k, I64))

@@ -40,23 +40,50 @@ def i64(value: int) -> ir.Constant:
     return ir.Constant(I64, value)
 
 
-def index_value(b: ir.IRBuilder, dim: Dim, symbol: Callable[[str], ir.Value]) -> ir.Value:
-    """A dimension expression as an i64 value; `symbol` gives the value of each name in it."""
+class Overflow:
+    """Whether a checked size computation overflowed int64: `flag` is an i1, true once any
+    product or sum made through `apply` overflowed (`index_value(..., overflow=...)`)."""
+
+    def __init__(self) -> None:
+        self.flag: ir.Value = ir.Constant(I1, 0)
+
+    def apply(self, b: ir.IRBuilder, operation: str, x: ir.Value, y: ir.Value) -> ir.Value:
+        """`x op y` for `operation` "smul" or "sadd", through LLVM's overflow intrinsic."""
+        pair_type = ir.LiteralStructType([I64, I1])
+        checked = intrinsic(b.module, f"llvm.{operation}.with.overflow", pair_type, [I64, I64],
+                            [I64])
+        pair = b.call(checked, [x, y])
+        self.flag = b.or_(self.flag, b.extract_value(pair, 1))
+        return b.extract_value(pair, 0)
+
+
+def index_value(b: ir.IRBuilder, dim: Dim, symbol: Callable[[str], ir.Value],
+                overflow: Overflow | None = None) -> ir.Value:
+    """A dimension expression as an i64 value; `symbol` gives the value of each name in it.
+    With `overflow`, every product and sum is checked and `overflow.flag` says whether
+    one overflowed (for sizes computed from a call's arguments, which may be anything)."""
+
+    def multiply(x: ir.Value, y: ir.Value) -> ir.Value:
+        return overflow.apply(b, "smul", x, y) if overflow else b.mul(x, y, flags=("nsw",))
+
+    def add(x: ir.Value, y: ir.Value) -> ir.Value:
+        return overflow.apply(b, "sadd", x, y) if overflow else b.add(x, y, flags=("nsw",))
+
     total = None
     for monomial, coeff in dim.terms:
         term = None if coeff == 1 and monomial else i64(coeff)
         for atom in monomial:
-            value = _atom_value(b, atom, symbol)
-            term = value if term is None else b.mul(term, value, flags=("nsw",))
-        total = term if total is None else b.add(total, term, flags=("nsw",))
+            value = _atom_value(b, atom, symbol, overflow)
+            term = value if term is None else multiply(term, value)
+        total = term if total is None else add(total, term)
     return total if total is not None else i64(0)
 
 
 def _atom_value(b: ir.IRBuilder, atom: str | FloorDiv | NonNegative | CeilSqrt,
-                symbol: Callable[[str], ir.Value]) -> ir.Value:
+                symbol: Callable[[str], ir.Value], overflow: Overflow | None) -> ir.Value:
     """One factor of a monomial: a name, `floor(n / d)`, `max(e, 0)` or `ceil_sqrt(e)`."""
     if isinstance(atom, FloorDiv):
-        numerator = index_value(b, atom.numerator, symbol)
+        numerator = index_value(b, atom.numerator, symbol, overflow)
         if atom.denominator & (atom.denominator - 1) == 0:  # 2^k: an arithmetic shift
             # floors for negative numerators too, in one instruction instead of five (the
             # workspace's 64-byte alignment emits hundreds of these per gradient module)
@@ -66,24 +93,26 @@ def _atom_value(b: ir.IRBuilder, atom: str | FloorDiv | NonNegative | CeilSqrt,
         negative_rest = b.icmp_signed("<", b.srem(numerator, divisor), i64(0))
         return b.sub(quotient, b.zext(negative_rest, I64))
     if isinstance(atom, NonNegative):
-        operand = index_value(b, atom.operand, symbol)
+        operand = index_value(b, atom.operand, symbol, overflow)
         return b.select(b.icmp_signed("<", operand, i64(0)), i64(0), operand)
     if isinstance(atom, CeilSqrt):
-        return _ceil_sqrt(b, index_value(b, atom.operand, symbol))
+        return _ceil_sqrt(b, index_value(b, atom.operand, symbol, overflow))
     return symbol(atom)
 
 
 def _ceil_sqrt(b: ir.IRBuilder, operand: ir.Value) -> ir.Value:
     """The least s ≥ 0 with s² ≥ max(operand, 0): ⌈√x⌉ in f64, then corrected by one either
-    way so it is exact (the f64 estimate is off by at most 1 below 2⁵²)."""
+    way so it is exact (the f64 estimate is off by at most 1 below 2⁵²). The squares are
+    compared unsigned: s² < 2⁶⁴ for every x < 2⁶³, while it may pass 2⁶³ - 1."""
     x = b.select(b.icmp_signed("<", operand, i64(0)), i64(0), operand)
     sqrt = b.module.declare_intrinsic("llvm.sqrt", [F64])
     ceil = b.module.declare_intrinsic("llvm.ceil", [F64])
     s = b.fptosi(b.call(ceil, [b.call(sqrt, [b.sitofp(x, F64)])]), I64)
     below = b.sub(s, i64(1))
-    too_big = b.and_(b.icmp_signed(">", s, i64(0)), b.icmp_signed(">=", b.mul(below, below), x))
+    too_big = b.and_(b.icmp_signed(">", s, i64(0)),
+                     b.icmp_unsigned(">=", b.mul(below, below), x))
     s = b.sub(s, b.zext(too_big, I64))
-    return b.add(s, b.zext(b.icmp_signed("<", b.mul(s, s), x), I64))
+    return b.add(s, b.zext(b.icmp_unsigned("<", b.mul(s, s), x), I64))
 
 
 def constant(dtype: str, value: float | int | bool) -> ir.Constant:

@@ -9,14 +9,17 @@ call. The handler generated here, `@<entry>_xla_ffi`,
 2. on the execute stage, reads each argument's data pointer and binds every dimension of
    the kernel from the argument shapes (`dims` of XLA_FFI_Buffer) and, for an integer
    parameter that sizes a loop, from its value; checks the size constraints;
-3. allocates the workspace with `malloc`, and for each argument or result that XLA holds
-   in a narrower dtype than the kernel's (JAX without x64: f32 for f64, i32 for i64) a
-   buffer of the kernel's dtype, widening arguments into it before the call and narrowing
-   results out of it after; calls the kernel's C entry `i32 @<entry>(ptr buffers,
-   ptr dims)` (ABI in `llvm.py`) and frees what it allocated;
+3. computes the workspace's size with every product and sum checked for overflow, refuses
+   it above `allocation.MAX_ALLOCATION_BYTES`, allocates it with `malloc`, and for each
+   argument or result that XLA holds in a narrower dtype than the kernel's (JAX without
+   x64: f32 for f64, i32 for i64) a buffer of the kernel's dtype, widening arguments into
+   it before the call and narrowing results out of it after; calls the kernel's C entry
+   `i32 @<entry>(ptr buffers, ptr dims)` (ABI in `llvm.py`) and frees what it allocated;
 4. returns NULL, or an XLA_FFI_Error made by the API's `XLA_FFI_Error_Create`: OUT_OF_RANGE
    with the interpreter's IndexError text (formatted with `snprintf`) when a bounds check
-   failed, INVALID_ARGUMENT for a negative size, RESOURCE_EXHAUSTED when `malloc` fails.
+   failed, INVALID_ARGUMENT for a negative size or a workspace size that overflows int64,
+   RESOURCE_EXHAUSTED for one too large or when `malloc` fails (the workspace's errors name
+   the kernel and the sizes that made it, as the Python path's do: `allocation.py`).
 
 The handler holds no process addresses, so its object code caches like a kernel's: the
 kernel entry and the helper table arrive as the call's one attribute, an i64 array
@@ -35,9 +38,16 @@ from llvmlite import ir
 
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.loops.boundary import CallBoundary
-from reverie.compiler.loops.ir import ErrorSite, Program, workspace_offsets
+from reverie.compiler.loops.ir import ErrorSite, Program
 
 from .abi import entry_symbol
+from .allocation import (
+    MAX_ALLOCATION_BYTES,
+    Allocation,
+    allocations,
+    memory_message,
+    overflow_message,
+)
 from .irutil import (
     I1,
     I8,
@@ -47,6 +57,7 @@ from .irutil import (
     MEMORY,
     PTR,
     FunctionPointer,
+    Overflow,
     alloca,
     counted_loop,
     i64,
@@ -73,6 +84,12 @@ KERNEL_TYPE = ir.FunctionType(I32, [PTR, PTR])  # the kernel's C entry
 ERROR_CREATE_TYPE = ir.FunctionType(PTR, [PTR])  # XLA_FFI_Error_Create
 NARROWER = {"f64": "f32", "i64": "i32"}  # what JAX without x64 holds a 64-bit value in
 LIBC = {"malloc": (PTR, [I64]), "free": (ir.VoidType(), [PTR])}
+MARK = "\x01"  # in a message: where a value is printed (`%lld`)
+
+
+def _mark(symbol: str) -> str:
+    """Where an error message prints the value of a size (`_Handler._report_in`)."""
+    return MARK
 
 
 def handler_symbol(program: Program) -> str:
@@ -152,23 +169,20 @@ class _Handler:
         inputs = [self._item(args, k) for k in range(len(program.inputs))]
         given = [self._field(buffer, BUFFER_DATA, PTR) for buffer in inputs]
         self._bind_sizes(inputs, given)
+        self._check_sizes()
+        workspace_bytes = self._workspace_bytes()
         data = [self._widened(buffer, pointer, self.boundary.dtypes[k],
                               len(self.boundary.shapes[k])) if self.narrowed[k] else pointer
                 for k, (buffer, pointer) in enumerate(zip(inputs, given, strict=True))]
-        negative = ir.Constant(I1, 0)
-        for dim in self.boundary.constraints:
-            negative = b.or_(negative, b.icmp_signed("<", self._size(dim), i64(0)))
-        bad_size = self._split(negative, "negative_size")
         returned = [self._item(rets, k) for k in range(len(program.outputs))]
         outputs = [self._field(buffer, BUFFER_DATA, PTR) for buffer in returned]
         wide_outputs = {k: self._malloc(self._elements(returned[k], len(buffer.shape)),
                                         buffer.dtype)
                         for k, buffer in enumerate(program.outputs)
                         if self.narrowed[len(inputs) + k]}
-        total = workspace_offsets(program.temps, ITEMSIZE)[-1]
         workspace = ir.Constant(PTR, None)
-        if not (total.is_const and total.value == 0):
-            workspace = self._malloc(self._size(total), "bool")
+        if workspace_bytes is not None:
+            workspace = self._malloc(workspace_bytes, "bool")
         out_of_memory = self._any_allocation_failed()
         buffers = alloca(b, ir.ArrayType(I64, len(data) + len(outputs) + 2), "buffers")
         kernel_outputs = [wide_outputs.get(k, pointer) for k, pointer in enumerate(outputs)]
@@ -191,13 +205,59 @@ class _Handler:
         b.position_at_end(other_stage)
         b.ret(ir.Constant(PTR, None))
         self._report_index_error(failed, dims, count)
-        self._report(bad_size, INVALID_ARGUMENT,
-                     self._text(f"negative size in a call of {program.name}"), [])
         if out_of_memory is not None:
-            b.position_at_end(out_of_memory)
-            self._free_allocations()
-            self._report(b.block, RESOURCE_EXHAUSTED,
-                         self._text(f"out of memory in a call of {program.name}"), [])
+            self._report_out_of_memory(out_of_memory, workspace, workspace_bytes)
+
+    def _check_sizes(self) -> None:
+        """Return an INVALID_ARGUMENT error when a size constraint fails (a negative size)."""
+        b = self.b
+        negative = ir.Constant(I1, 0)
+        for dim in self.boundary.constraints:
+            negative = b.or_(negative, b.icmp_signed("<", self._size(dim), i64(0)))
+        bad_size = self._split(negative, "negative_size")
+        self._report_in(bad_size, INVALID_ARGUMENT,
+                        f"negative size in a call of {self.program.name}", [])
+
+    def _workspace_bytes(self) -> ir.Value | None:
+        """The workspace's size in bytes (None: the kernel has none), computed with every
+        product and sum checked: an INVALID_ARGUMENT error when it overflows, and
+        RESOURCE_EXHAUSTED when it is above MAX_ALLOCATION_BYTES (`allocation.py`)."""
+        workspace = allocations(self.program)[-1]
+        if workspace.nbytes.is_const and workspace.nbytes.value == 0:
+            return None
+        b, overflow = self.b, Overflow()
+        nbytes = index_value(b, workspace.nbytes, self.sizes.__getitem__, overflow)
+        overflowed = self._split(overflow.flag, "size_overflow")
+        symbols = self._message_symbols(workspace)
+        self._report_in(overflowed, INVALID_ARGUMENT,
+                        overflow_message(self.program, workspace, _mark), symbols)
+        too_large = self._split(b.icmp_signed(">", nbytes, i64(MAX_ALLOCATION_BYTES)),
+                                "too_large")
+        self._report_in(too_large, RESOURCE_EXHAUSTED,
+                        memory_message(self.program, workspace, MARK, _mark),
+                        [nbytes, *symbols])
+        return nbytes
+
+    def _message_symbols(self, allocation: Allocation) -> list[ir.Value]:
+        """The sizes a message about `allocation` prints, in the order of `sizes_text`."""
+        return [self.sizes[s] for s in self.program.symbols if s in allocation.nbytes.symbols()]
+
+    def _report_out_of_memory(self, block: ir.Block, workspace: ir.Value,
+                              workspace_bytes: ir.Value | None) -> None:
+        """In `block` (a malloc failed): free what was allocated, then return
+        RESOURCE_EXHAUSTED naming the workspace when that was what failed."""
+        b = self.b
+        b.position_at_end(block)
+        self._free_allocations()
+        if workspace_bytes is not None:
+            failed = self._split(b.icmp_unsigned("==", workspace, ir.Constant(PTR, None)),
+                                 "no_workspace")
+            allocation = allocations(self.program)[-1]
+            self._report_in(failed, RESOURCE_EXHAUSTED,
+                            memory_message(self.program, allocation, MARK, _mark),
+                            [workspace_bytes, *self._message_symbols(allocation)])
+        self._report(b.block, RESOURCE_EXHAUSTED,
+                     self._text(f"out of memory in a call of {self.program.name}"), [])
 
     # ------------------------------------------------------------ memory and dtypes
 
@@ -341,6 +401,15 @@ class _Handler:
                          [self._item(dims, count + slot, I64) for slot in order])
         unknown_text = self._text(f"index out of range in {self.program.name}")
         self._report(unknown, OUT_OF_RANGE, unknown_text, [])
+
+    def _report_in(self, block: ir.Block, code: int, message: str,
+                   values: list[ir.Value]) -> None:
+        """Return the error `message` (each MARK in it printing the next of `values`) in
+        `block`, then go on where the builder was."""
+        here = self.b.block
+        text = message.replace("%", "%%").replace(MARK, "%lld")
+        self._report(block, code, self._text(text), values)
+        self.b.position_at_end(here)
 
     def _report(self, block: ir.Block, code: int, text: ir.Value, values: list[ir.Value]) -> None:
         """In `block`: format `text` with `values`, return the API's error for it."""

@@ -12,24 +12,35 @@ import numbers
 import os
 
 DEFAULT_MAX_ITERATIONS = 10**9
+LARGEST_LIMIT = (1 << 63) - 1  # compiled code counts iterations in int64
 
 
 def max_iterations(given: int | None = None) -> int:
     """The iteration limit of a `while`: `given` (`rv.compile(max_iterations=)`), else
-    REVERIE_MAX_ITERATIONS, else 10^9. ValueError unless it is a positive integer."""
+    REVERIE_MAX_ITERATIONS, else 10^9. ValueError unless it is an integer from 1 to
+    LARGEST_LIMIT (checked when the source is compiled, so every backend counts alike)."""
     if given is not None:
-        if isinstance(given, bool) or not isinstance(given, numbers.Integral) or given < 1:
+        if isinstance(given, bool) or not isinstance(given, numbers.Integral):
             raise ValueError(f"max_iterations must be a positive integer, got {given!r}")
-        return int(given)
+        return _checked(int(given), "max_iterations")
     text = os.environ.get("REVERIE_MAX_ITERATIONS", "").strip()
     if not text:
         return DEFAULT_MAX_ITERATIONS
     try:
         limit = int(text)
     except ValueError:
-        limit = 0
+        raise ValueError("REVERIE_MAX_ITERATIONS must be a positive integer, "
+                         f"got {text!r}") from None
+    return _checked(limit, "REVERIE_MAX_ITERATIONS")
+
+
+def _checked(limit: int, name: str) -> int:
+    """`limit`, unless it is not positive or more than a compiled loop counter holds."""
     if limit < 1:
-        raise ValueError(f"REVERIE_MAX_ITERATIONS must be a positive integer, got {text!r}")
+        raise ValueError(f"{name} must be a positive integer, got {limit!r}")
+    if limit > LARGEST_LIMIT:
+        raise ValueError(f"{name} must be at most 2**63 - 1 (compiled code counts iterations "
+                         f"in int64), got {limit!r}")
     return limit
 
 
