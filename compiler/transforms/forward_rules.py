@@ -29,7 +29,14 @@ from ..ir.core import Block, Op, Value
 from ..ir.elementwise import ELEMENTWISE, Derivative
 from ..ir.scope import Scope, copy_block
 from ..ir.views import ForOp, GenericOp, IfOp, LoopNestOp, WhileOp
-from .reverse_rules import NON_DIFFERENTIABLE, expand, prod_partials
+from .reverse_rules import (
+    NON_DIFFERENTIABLE,
+    expand,
+    pow_base_slope,
+    pow_exponent_masked,
+    pow_exponent_slope,
+    prod_partials,
+)
 
 Dots = list[Value | None]
 JvpRule = Callable[["JvpContext", Op, Dots], Dots]
@@ -152,15 +159,15 @@ def _mod(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
 @rule("pow")
 def _pow(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = b·aᵇ⁻¹ · ȧ (0 where b = 0) + y·log a · ḃ (0 where a = 0, b ≥ 0)"""
-    s, (a, b), (da, db), y = ctx.scope, op.operands, dots, op.result
-    zero, one = s.zeros(a.type), s.const(1, a.type)
+    s, (a, b), (da, db) = ctx.scope, op.operands, dots
+    zero = s.zeros(a.type)
     from_base = from_exponent = None
     if da is not None:
-        slope = s.mul(b, s.op("pow", [a, s.sub(b, one)]))
-        from_base = s.mul(s.select(s.eq(b, zero), zero, slope), da)
+        from_base = s.mul(s.select(s.eq(b, zero), zero, pow_base_slope(s, a, b)), da)
     if db is not None:
-        at_zero = s.op("and", [s.eq(a, zero), s.op("ge", [b, zero])])
-        from_exponent = s.mul(s.select(at_zero, zero, s.mul(y, s.op("log", [a]))), db)
+        at_zero = pow_exponent_masked(s, a, b)
+        slope = pow_exponent_slope(s, op.result, a, at_zero)
+        from_exponent = s.mul(s.select(at_zero, zero, slope), db)
     return [_add(s, from_base, from_exponent)]
 
 

@@ -14,9 +14,10 @@ and the comparisons and logic, whose bool results are never active): they need n
 Values at non-differentiable points follow PyTorch (SPEC §2.4): d|x| at 0 is 0 (ȳ·sign x),
 relu'(0) = 0, sqrt'(0) = inf, maximum/minimum ties send half of ȳ to each side,
 reduce_max/min split ȳ evenly among all maxima (like torch.amax), reduce_prod is exact in
-the presence of zeros, pow follows torch's masks at 0, and `select` routes ȳ by its
-condition, so the unselected branch receives an exact 0 (a NaN or inf there is not
-multiplied in; but `where(x > 0, sqrt(x), 0)` at 0 still gives NaN, because sqrt's own
+the presence of zeros, pow follows torch's masks at 0 (computing the masked entries from
+safe operands, so that its second derivatives there are 0, not 0 · inf), and `select`
+routes ȳ by its condition, so the unselected branch receives an exact 0 (a NaN or inf
+there is not multiplied in; but `where(x > 0, sqrt(x), 0)` at 0 still gives NaN, because sqrt's own
 rule computes 0 / (2·0), exactly as torch).
 """
 
@@ -128,16 +129,38 @@ def _mod(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
 @rule("pow")
 def _pow(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d aᵇ: ā += ȳ · b · aᵇ⁻¹ (0 where b = 0), b̄ += ȳ · y · log a (0 where a = 0, b ≥ 0)"""
-    s, (a, b), y, ybar = ctx.scope, op.operands, op.result, bars[0]
-    zero, one = s.zeros(a.type), s.const(1, a.type)
+    s, (a, b), ybar = ctx.scope, op.operands, bars[0]
+    zero = s.zeros(a.type)
     abar = bbar = None
     if ctx.wants[0]:
-        slope = s.mul(b, s.op("pow", [a, s.sub(b, one)]))
-        abar = s.select(s.eq(b, zero), zero, s.mul(ybar, slope))
+        abar = s.select(s.eq(b, zero), zero, s.mul(ybar, pow_base_slope(s, a, b)))
     if ctx.wants[1]:
-        at_zero = s.op("and", [s.eq(a, zero), s.op("ge", [b, zero])])
-        bbar = s.mul(ybar, s.select(at_zero, zero, s.mul(y, s.op("log", [a]))))
+        at_zero = pow_exponent_masked(s, a, b)
+        bbar = s.mul(ybar, s.select(at_zero, zero, pow_exponent_slope(s, op.result, a, at_zero)))
     return [abar, bbar]
+
+
+def pow_base_slope(s: Scope, a: Value, b: Value) -> Value:
+    """∂aᵇ/∂a = b · aᵇ⁻¹ for b ≠ 0, the branch that torch masks to 0 where b = 0. There it
+    is computed with exponent 1 in place of b (giving 0 · a⁰ = 0), not as 0 · a⁻¹: that is
+    NaN at a = 0, and a 0 cotangent times the partials of a⁻¹ (inf at 0) is NaN too, which
+    the mask would pass on to second derivatives (0 · inf in the adjoint of the branch)."""
+    one = s.const(1, a.type)
+    exponent = s.select(s.eq(b, s.zeros(b.type)), one, b)
+    return s.mul(b, s.op("pow", [a, s.sub(exponent, one)]))
+
+
+def pow_exponent_masked(s: Scope, a: Value, b: Value) -> Value:
+    """Where torch masks ∂aᵇ/∂b to 0: a = 0 and b ≥ 0."""
+    zero = s.zeros(a.type)
+    return s.op("and", [s.eq(a, zero), s.op("ge", [b, zero])])
+
+
+def pow_exponent_slope(s: Scope, y: Value, a: Value, masked: Value) -> Value:
+    """∂aᵇ/∂b = y · log a (y = aᵇ) off the `masked` entries; on them it is computed with
+    base 1 (giving y · 0 = 0), not as 0ᵇ · log 0 (NaN, or −inf for b = 0), for the same
+    reason as `pow_base_slope`."""
+    return s.mul(y, s.op("log", [s.select(masked, s.const(1, a.type), a)]))
 
 
 def _extremum(larger: str, doc: str) -> Rule:
