@@ -1,8 +1,14 @@
-"""Shared test fixtures: golden-file comparison with an update switch.
+"""Shared test fixtures: golden-file comparison with an update switch; the MLIR tools' gate.
 
 Golden files hold the expected text of a stage (AST, tensor IR, adjoint IR, MLIR). After an
 intended change, regenerate them with `REVERIE_UPDATE_GOLDEN=1 python -m pytest ...` and
 review the diff.
+
+A test that runs the upstream MLIR tools (`mlir-opt-19`, `mlir-translate-19`) is one
+parametrised with backend or level "mlir", or one marked `@pytest.mark.mlir`. Where the
+tools are not installed such tests skip, with the command that installs them; where the
+environment says it is CI (`CI=true`, which `.ci/run` and hosted CI set) they fail instead,
+so that CI cannot pass by skipping them.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from reverie.runtime.mlir_backend import mlir_tools
 
 UPDATE = os.environ.get("REVERIE_UPDATE_GOLDEN") == "1"
 # every loop program any test lowers is checked after each loop pass (to_loops.after_loop_pass)
@@ -37,3 +45,44 @@ def uncached(monkeypatch: pytest.MonkeyPatch) -> None:
 def golden() -> Callable[[str, Path], None]:
     """The golden-file check, as a fixture for tests in any directory."""
     return compare_with_golden
+
+
+MLIR_TOOLS_MISSING = ("needs mlir-opt-19 and mlir-translate-19, which are not on PATH "
+                      "(Debian/Ubuntu: apt-get install mlir-19-tools)")
+MLIR_PARAMETERS = ("backend", "level")  # parameters whose value "mlir" runs the MLIR tools
+SKIPPED_MLIR_TESTS = pytest.StashKey[int]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "mlir: the test runs the MLIR tools (skipped without them; fails if CI=true)")
+
+
+def runs_mlir_tools(item: pytest.Item) -> bool:
+    """Whether the test item is marked `mlir` or parametrised with backend/level "mlir"."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    return (item.get_closest_marker("mlir") is not None
+            or any(params.get(name) == "mlir" for name in MLIR_PARAMETERS))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without the MLIR tools every MLIR test is skipped, or under CI=true the run refused."""
+    if mlir_tools() is not None:
+        return
+    mlir_items = [item for item in items if runs_mlir_tools(item)]
+    if mlir_items and os.environ.get("CI", "").lower() == "true":
+        raise pytest.UsageError(f"CI=true, so the {len(mlir_items)} MLIR tests collected must run, "
+                                f"but each {MLIR_TOOLS_MISSING}")
+    for item in mlir_items:
+        item.add_marker(pytest.mark.skip(reason=MLIR_TOOLS_MISSING))
+    config.stash[SKIPPED_MLIR_TESTS] = len(mlir_items)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            config: pytest.Config) -> None:
+    """One line for all the MLIR tests skipped, saying how to run them."""
+    skipped = config.stash.get(SKIPPED_MLIR_TESTS, 0)
+    if skipped:
+        terminalreporter.write_line(f"{skipped} MLIR tests skipped: each {MLIR_TOOLS_MISSING}",
+                                    yellow=True)

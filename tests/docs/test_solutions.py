@@ -142,6 +142,7 @@ def test_ch08_boundary(tmp_path: Path) -> None:
     assert files > 0 and cold > 0 and warm > 0
 
 
+@pytest.mark.mlir
 def test_ch09_mlir() -> None:
     mlir = solution("ch09_mlir")
     assert mlir.backends_agree(str(LINEAR))

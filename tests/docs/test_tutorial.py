@@ -21,11 +21,18 @@ NAMED_PATH = re.compile(r"`((?:compiler|dsl|runtime|reverie|tests|examples|docs|
                         r"/[\w./-]*\w)(?::(\w+))?`")
 
 
+def chapter_param(chapter: Path) -> object:
+    """The chapter as a test parameter, marked `mlir` if it runs the MLIR tools."""
+    text = chapter.read_text()
+    runs_mlir = "mlir-opt-19" in text or 'backend="mlir"' in text
+    return pytest.param(chapter, id=chapter.stem, marks=[pytest.mark.mlir] if runs_mlir else [])
+
+
 def test_there_are_ten_chapters() -> None:
     assert [p.name[:2] for p in CHAPTERS] == [f"{n:02d}" for n in range(1, 11)]
 
 
-@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("chapter", [chapter_param(chapter) for chapter in CHAPTERS])
 def test_chapter_prints_what_it_says(chapter: Path) -> None:
     if os.environ.get("REVERIE_UPDATE_GOLDEN") == "1":
         update_chapter(chapter)

@@ -140,6 +140,7 @@ def test_batched_vjp_over_a_runtime_identity_agrees() -> None:
     np.testing.assert_allclose(np.asarray(rows), kernel.jacobian("x")(A, x), rtol=1e-13)
 
 
+@pytest.mark.mlir
 def test_mlir_backend_jacobian_matches_torch() -> None:
     A, x = operands(5, 4)
     got = rv.compile(SOURCE, backend="mlir").layer.jacobian("x")(A, x)
