@@ -4,13 +4,17 @@ Inputs are drawn from the signature: every dimension gets the size from `--dims`
 (default 8), float tensors are uniform in [0.1, 1) (safe for log and sqrt), integer tensors
 are uniform in [0, smallest dimension), integer scalars (trip counts) get that smallest
 dimension. `--check` compares the compiled gradient with central finite differences in
-float64; `--bench` times the value, the gradient and the NumPy reference interpreter.
+float64, at every entry of a parameter of up to 64 entries and at 64 random entries of a
+larger one; a NaN or inf in the value, anywhere in the gradients or in a difference fails
+the check (exit status 1), as does a relative error over the bound. `--bench` times the
+value, the gradient and the NumPy reference interpreter.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +27,8 @@ from .kernel import Kernel
 from .module import Module
 
 DEFAULT_SIZE = 8
+EVERY_ENTRY_UP_TO = 64  # --check perturbs every entry of a parameter this small
+SAMPLED_ENTRIES = 64  # and this many entries, drawn at random, of a larger one
 
 
 def parse_dims(text: str | None) -> dict[str, int]:
@@ -66,32 +72,103 @@ def median_seconds(run: Callable[[], object], repeats: int = 15) -> float:
     return float(np.median(times))
 
 
-def finite_difference_error(kernel: Kernel, args: list, wrt: list[int], grads: tuple,
-                            rng: np.random.Generator, relative_step: float,
-                            probes: int = 8) -> float:
-    """Largest difference between compiled partials and central differences, relative to
-    the partials compared plus a thousandth of the largest gradient entry (so tiny
-    partials of a large loss do not drown in rounding noise)."""
-    largest = max(float(np.max(np.abs(g), initial=0.0)) for g in grads)
-    worst = 0.0
-    for _ in range(probes):
-        slot = int(rng.integers(len(wrt)))
-        position = wrt[slot]
-        base = np.asarray(args[position], dtype=np.float64)
-        if base.size == 0:
-            continue
-        index = np.unravel_index(int(rng.integers(base.size)), base.shape)
-        step = relative_step * max(1.0, abs(float(base[index])))
-        values = []
-        for sign in (1, -1):
-            moved = base.copy()
-            moved[index] += sign * step
-            values.append(float(kernel(*args[:position], moved, *args[position + 1:])))
-        numeric = (values[0] - values[1]) / (2 * step)
-        analytic = float(np.asarray(grads[slot])[index])
-        scale = abs(numeric) + abs(analytic) + 1e-3 * largest
-        worst = max(worst, abs(numeric - analytic) / max(scale, 1e-300))
-    return worst
+@dataclass
+class GradientCheck:
+    """The outcome of `check_gradient`: the worst relative error over the entries compared
+    (`worst_at` names the entry), how many were compared, and every NaN or inf found (in
+    the value, the gradients or the finite differences), each a line for the user."""
+
+    error: float = 0.0
+    worst_at: str = "-"
+    compared: int = 0
+    non_finite: list[str] = field(default_factory=list)
+
+    def passed(self, bound: float) -> bool:
+        """No NaN or inf, and every error compared under `bound`."""
+        return not self.non_finite and self.error < bound
+
+
+def entry_name(name: str, index: tuple[int, ...]) -> str:
+    """`x[3, 1]` for entry (3, 1) of parameter x, `w` for a scalar."""
+    return f"{name}[{', '.join(map(str, index))}]" if index else name
+
+
+def non_finite_entries(what: str, name: str, values: np.ndarray,
+                       entries: list[tuple[int, ...]] | None = None) -> list[str]:
+    """A line for `values` if any is NaN or inf: how many, and the first, named as an
+    entry of parameter `name` (`entries`: the entry of each of `values`, else their own
+    positions)."""
+    bad = np.argwhere(~np.isfinite(values))
+    if not len(bad):
+        return []
+    first = tuple(int(i) for i in bad[0])
+    where = entries[first[0]] if entries is not None else first
+    return [f"{what} has {len(bad)} NaN or inf entries of {values.size} "
+            f"(first: {entry_name(name, where)} = {values[first]})"]
+
+
+def entries_to_check(shape: tuple[int, ...], rng: np.random.Generator) -> list[tuple[int, ...]]:
+    """Every entry of a parameter of at most `EVERY_ENTRY_UP_TO` entries, else
+    `SAMPLED_ENTRIES` distinct ones drawn at random."""
+    size = int(np.prod(shape, dtype=np.int64))
+    flat = range(size) if size <= EVERY_ENTRY_UP_TO else \
+        sorted(rng.choice(size, SAMPLED_ENTRIES, replace=False))
+    return [tuple(int(i) for i in np.unravel_index(k, shape)) for k in flat]
+
+
+def check_gradient(kernel: Kernel, args: list, wrt: list[int], value: object, grads: tuple,
+                   rng: np.random.Generator, relative_step: float) -> GradientCheck:
+    """Compiled partials against central differences (`entries_to_check` of each `wrt`
+    parameter), each difference relative to the two partials plus a thousandth of the
+    largest gradient entry (so tiny partials of a large loss do not drown in rounding
+    noise). NaN or inf in the value, anywhere in the gradients, or in a difference is
+    reported, never compared (max(0, nan) is 0)."""
+    names = [kernel.param_names[p] for p in wrt]
+    report = GradientCheck(non_finite=non_finite_entries("the value", "value",
+                                                         np.asarray(value, np.float64)))
+    gradients = [np.asarray(g, np.float64) for g in grads]
+    largest = max(float(np.max(np.abs(g), initial=0.0, where=np.isfinite(g)))
+                  for g in gradients)
+    for position, name, g in zip(wrt, names, gradients, strict=True):
+        report.non_finite += non_finite_entries(f"d/d{name}", name, g)
+        entries = entries_to_check(g.shape, rng)
+        numeric = np.array([central_difference(kernel, args, position, index, relative_step)
+                            for index in entries])
+        analytic = np.array([g[index] for index in entries])
+        report.non_finite += non_finite_entries(f"the central differences of {name}", name,
+                                                numeric, entries)
+        finite = np.isfinite(numeric) & np.isfinite(analytic)
+        scale = np.abs(numeric) + np.abs(analytic) + 1e-3 * largest
+        errors = np.abs(numeric - analytic)[finite] / np.maximum(scale[finite], 1e-300)
+        report.compared += len(errors)
+        if len(errors) and errors.max() >= report.error:
+            worst = np.flatnonzero(finite)[np.argmax(errors)]
+            report.error, report.worst_at = float(errors.max()), entry_name(name, entries[worst])
+    return report
+
+
+def central_difference(kernel: Kernel, args: list, position: int, index: tuple[int, ...],
+                       relative_step: float) -> float:
+    """(f(x + h e) − f(x − h e)) / 2h for entry `index` of argument `position`, with
+    h = `relative_step` · max(1, |x at index|)."""
+    base = np.asarray(args[position], dtype=np.float64)
+    step = relative_step * max(1.0, abs(float(base[index])))
+    values = []
+    for sign in (1, -1):
+        moved = base.copy()
+        moved[index] += sign * step
+        values.append(float(kernel(*args[:position], moved, *args[position + 1:])))
+    return (values[0] - values[1]) / (2 * step)
+
+
+def print_check(report: GradientCheck, precision: str, bound: float) -> None:
+    """The check's verdict, and every NaN or inf found."""
+    verdict = "ok" if report.passed(bound) else "FAILED"
+    print(f"gradient check ({precision}, central differences at {report.compared} entries): "
+          f"max relative error {report.error:.2e} at {report.worst_at} (bound {bound:g}) "
+          f"— {verdict}")
+    for line in report.non_finite:
+        print(f"  not finite: {line}")
 
 
 def run_grad(module: Module, name: str, wrt_text: str | None, dims_text: str | None,
@@ -111,14 +188,12 @@ def run_grad(module: Module, name: str, wrt_text: str | None, dims_text: str | N
     status = 0
     if check:
         wide = [np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else a for a in args]
-        _, wide_grads = value_and_grad(*wide)
+        wide_value, wide_grads = value_and_grad(*wide)
         precision = kernel.ir_for("f64").params[chosen[0]].type.dtype
         step, bound = (1e-5, 1e-4) if precision == "f64" else (3e-3, 2e-2)
-        error = finite_difference_error(kernel, wide, chosen, wide_grads, rng, step)
-        passed = error < bound
-        print(f"gradient check ({precision}, central differences): max relative error "
-              f"{error:.2e} (bound {bound:g}) — {'ok' if passed else 'FAILED'}")
-        status = 0 if passed else 1
+        report = check_gradient(kernel, wide, chosen, wide_value, wide_grads, rng, step)
+        print_check(report, precision, bound)
+        status = 0 if report.passed(bound) else 1
     if bench:
         bound = bind_arguments(fn, args)
         value_time = median_seconds(lambda: kernel(*args))
