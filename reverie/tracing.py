@@ -15,36 +15,74 @@ The function runs once on `Traced` stand-ins. Each operation on a stand-in appen
 `module.source`, each line commented with the Python line that made it), compiled by
 `rv.compile`: tracing adds no second compiler, only a second way to write the input.
 
-Dimensions are named per axis of the example arguments (`X0, X1` for `x`'s axes): axes of
-equal size share one name, so `x @ w` type-checks; an axis of size 1 stays the literal `1`
-so that it broadcasts. Each stand-in knows its concrete example shape (to resolve
-`reshape(-1)` and NumPy's axis arithmetic) beside the dimension expression of each axis.
+Sizes are symbolic. Each example axis gets a dimension (`X0, X1` for `x`'s axes): axes
+of equal size share one name, so `x @ w` type-checks; an axis of size 1 stays the literal
+`1` so that it broadcasts. `x.shape[i]`, `len(x)` and `x.size` read those dimensions
+(`reverie.tracing_sizes.Size`: `x.sum() / x.shape[0]` records `t1 / X0`), `x[-1]` is
+`x[X0 - 1]`, and `x[-2:]`, `x[1:]`, `reshape(-1)` keep their meaning at every size: the
+kernel called at other sizes computes what NumPy computes on those arrays. `x.ndim` and
+`x.dtype` (the NumPy dtype, so `x.dtype == np.float64` and `np.issubdtype` work) are
+the example's.
+
+Where Python itself decides with a size, the decision holds at the example's size only:
+`for row in x` (Python unrolls the loop over the example's rows), `range(len(x))`,
+`if x.shape[0] > 3:`, `int(n)`, a slice bound that NumPy clips, a `reshape` to literal
+sizes. The recording then fixes each dimension the decision read at its example size
+(`x: f64[4, X1]`; the source's header lists each, with the Python line), and a call at
+another size raises `rv.ShapeMismatchError` (a ValueError) naming the argument and the
+axis, never a number computed for the wrong size. Write the size arithmetic on
+`x.shape`/`len(x)` instead to keep the kernel size-generic. (`len(x)` is symbolic in the
+traced function's own module, where `trace` binds the name `len` while it runs the
+function; Python's `len` elsewhere returns an int, which fixes the axis.)
+
+Names: the kernel is called `fn.__name__` and its parameters keep their Python names,
+except that a keyword of the language (`fn`, `let`, `var`, `true`, ...) gets a trailing
+`_` (a parameter `let` is `let_`: `grad(wrt="let_")`, or by position), so does a kernel
+named like a built-in (`sum_`, `exp_`: the language keeps those names for its functions),
+and a lambda's kernel is `traced`. The module finds the kernel by the Python name too
+(`module["<lambda>"]`, `getattr(module, "exp")`) and as `module.kernel`. Temporaries
+(`t1, t2, ...`), dimensions and index names skip every name already taken, so no
+generated name clashes with a parameter or with another.
 
 What cannot be recorded gets a `TraceError` naming the Python line: a Python `if`,
-`while`, `bool()`, `float()` or `len()`-driven decision on a traced value (the recording
-has no value to decide with: use `rv.where` for an elementwise choice, or write the kernel
-in the Reverie language, whose `if`/`while` are recorded as control flow).
+`while`, `bool()`, `float()` or `int()` of a traced value (the recording has no value to
+decide with: use `rv.where` for an elementwise choice, or write the kernel in the Reverie
+language, whose `if`/`while` are recorded as control flow).
 """
 
 from __future__ import annotations
 
+import builtins
+import functools
 import inspect
 import linecache
 import math
+import operator
 import os
+import re
 import sys
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from reverie import tracing_sizes
 from reverie.compiler.ir.elementwise import ELEMENTWISE
+from reverie.dsl.check import RESERVED
+from reverie.dsl.parser import KEYWORDS
 from reverie.module import Module
+from reverie.tracing_sizes import Size, atom, combine, offset, product_factors, product_text
+
+if TYPE_CHECKING:
+    from reverie.kernel import Kernel
 
 # NumPy dtypes and their Reverie names (SPEC §2.1).
 DTYPE_NAMES = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32",
                np.dtype(np.int64): "i64", np.dtype(np.int32): "i32", np.dtype(np.bool_): "bool"}
+NUMPY_DTYPES = {name: dtype for dtype, name in DTYPE_NAMES.items()}
 FLOAT_NAMES = ("f32", "f64")
 
 # The elementwise built-ins of §2.3, read from the op table: the language name of each
@@ -62,6 +100,11 @@ NUMPY_BINARY = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/",
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 REDUCTIONS = ("sum", "mean", "prod", "max", "min", "logsumexp", "argmax", "argmin")
 
+# Names the language keeps: its keywords for every name, its built-ins for functions too.
+FUNCTION_NAMES_RESERVED = KEYWORDS | RESERVED
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
 
 class TraceError(TypeError):
     """A Python construct that cannot be recorded; the message names the Python line."""
@@ -75,7 +118,8 @@ class Axis:
     dim: str
 
 
-RECORDER_FILES = {__file__}  # frames of the recorders, skipped when naming the user's line
+# Frames of the recorders, skipped when naming the user's line.
+RECORDER_FILES = {__file__, tracing_sizes.__file__}
 
 
 def _user_line() -> str:
@@ -89,51 +133,144 @@ def _user_line() -> str:
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}: {code}"
 
 
+def element_name(dtype: str | np.dtype) -> str:
+    """The Reverie element type of `dtype`, a Reverie name (`"f64"`) or a NumPy dtype."""
+    return dtype if isinstance(dtype, str) else DTYPE_NAMES[np.dtype(dtype)]
+
+
 class Recording:
-    """The statements recorded so far and the names they bind."""
+    """The statements recorded so far, the names they bind and the dimensions fixed."""
 
     def __init__(self, literal_dims: bool = False) -> None:
         self.literal_dims = literal_dims  # every dimension its example size (rv.fx)
+        # rv.fx's code reads a stand-in's `.dtype` as the Reverie name (`element`).
+        self.numpy_dtypes = not literal_dims
         self.params: list[str] = []
         self.lines: list[str] = []
-        self.dims: dict[int, str] = {}
+        self.dims: dict[int, str] = {}  # example size -> the dimension named for it
+        self.fixed: dict[str, tuple[int, str]] = {}  # dimension -> (size, the line fixing it)
+        self.taken: set[str] = set()
         self.origin: Callable[[], str] = _user_line  # what each statement's comment names
         self._count = 0
 
+    # ------------------------------------------------------------ names
+    def claim(self, wanted: str) -> str:
+        """`wanted` as a new name of the source: a valid name (other characters become
+        `_`), with `_` appended while it is a keyword of the language or taken."""
+        name = re.sub(r"\W", "_", wanted, flags=re.ASCII)
+        while name in KEYWORDS or name in self.taken:
+            name += "_"
+        self.taken.add(name)
+        return name
+
+    def temporary(self) -> str:
+        """The next free name `t1`, `t2`, ... for a recorded value."""
+        self._count += 1
+        while f"t{self._count}" in self.taken:
+            self._count += 1
+        return self.claim(f"t{self._count}")
+
+    # ------------------------------------------------------------ dimensions
     def dim_for(self, size: int, name: str) -> str:
         """The dimension of an example axis: `1` for size 1 (it broadcasts) and every size
         with `literal_dims`, else the name given to the first axis of that size."""
         if size == 1 or self.literal_dims:
             return str(size)
-        return self.dims.setdefault(size, name)
+        if size not in self.dims:
+            self.dims[size] = self.claim(name)
+        return self.dims[size]
 
-    def param(self, name: str, value: Any) -> Traced:
-        """A parameter shaped like the example `value` (an array or a number)."""
-        array = np.asarray(value)
-        return self.param_like(name, array.shape, array.dtype)
+    def size_of(self, axis: Axis) -> int | Size:
+        """What `x.shape[i]` reads: an int for a literal dimension, else a symbolic size."""
+        return int(axis.dim) if axis.dim.isdigit() else Size(self, axis.dim, axis.size, True)
+
+    def fix(self, expr: str) -> None:
+        """Python decided something with a size reading `expr`: keep each dimension in it
+        at its example size (the first decision's line is the one reported)."""
+        sizes = {name: size for size, name in self.dims.items()}
+        for name in IDENTIFIER.findall(expr):
+            if name in sizes and name not in self.fixed:
+                self.fixed[name] = (sizes[name], self.origin())
+
+    def size_ufunc(self, ufunc: np.ufunc, size: Size) -> Size:
+        """`np.sqrt(n)` of a size: the built-in of the same meaning, still a size."""
+        builtin = NUMPY_UNARY.get(ufunc.__name__)
+        if builtin is None:
+            raise TraceError(f"np.{ufunc.__name__} of the size {size.expr} cannot be traced "
+                             f"({_user_line()})")
+        return Size(self, f"{builtin}({size.expr})", ufunc(size.value).item(), False)
+
+    # ------------------------------------------------------------ parameters, statements
+    def params_for(self, names: Sequence[str], examples: Sequence[Any]) -> list[Traced]:
+        """Parameters shaped like the `examples` (arrays or numbers); their names are
+        claimed before any dimension is named, so the Python names win."""
+        arrays = [np.asarray(value) for value in examples]
+        elements = [_element_of(name, a.dtype) for name, a in zip(names, arrays, strict=True)]
+        claimed = [self.claim(name) for name in names]
+        return [self._parameter(name, a.shape, element)
+                for name, a, element in zip(claimed, arrays, elements, strict=True)]
 
     def param_like(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Traced:
         """A parameter of this shape and NumPy dtype: `x: f64[X0, X1]`."""
-        element = DTYPE_NAMES.get(np.dtype(dtype))
-        if element is None:
-            raise TraceError(f"argument '{name}' has dtype {np.dtype(dtype)}; Reverie takes "
-                             f"{', '.join(DTYPE_NAMES.values())}")
+        element = _element_of(name, dtype)
+        return self._parameter(self.claim(name), shape, element)
+
+    def _parameter(self, name: str, shape: tuple[int, ...], element: str) -> Traced:
         axes = tuple(Axis(n, self.dim_for(n, f"{name.upper()}{i}"))
                      for i, n in enumerate(shape))
         self.params.append(f"{name}: {element}{_shape_text(axes)}")
         return Traced(self, name, axes, element)
 
-    def let(self, expr: str, axes: tuple[Axis, ...], dtype: str, index: str = "") -> Traced:
+    def let(self, expr: str, axes: tuple[Axis, ...], dtype: str | np.dtype,
+            index: str = "") -> Traced:
         """Bind `expr` to a fresh name: `let t3 = exp(t2);  # model.py:14: ...` (with
         `index`, an index-notation statement: `let t4[g0] = x[idx[g0]];`)."""
-        self._count += 1
-        name = f"t{self._count}"
+        name = self.temporary()
         self.lines.append(f"    let {name}{index} = {expr};  # {self.origin()}")
-        return Traced(self, name, axes, dtype)
+        return Traced(self, name, axes, element_name(dtype))
+
+    # ------------------------------------------------------------ the source
+    def fixed_text(self, line: str) -> str:
+        """`line` with each fixed dimension written as its size (its comment unchanged)."""
+        if not self.fixed:
+            return line
+        code, mark, comment = line.partition("  #")
+        pattern = r"\b(" + "|".join(map(re.escape, self.fixed)) + r")\b"
+        code = re.sub(pattern, lambda m: str(self.fixed[m.group(1)][0]), code)
+        return code + mark + comment
+
+    def header(self, traced_name: str) -> list[str]:
+        """The source's first comment lines: what was traced, and each fixed dimension."""
+        lines = [f"# Traced from {traced_name} by rv.trace."]
+        if self.fixed:
+            lines.append("# Sizes fixed by a Python decision (another size raises "
+                         "rv.ShapeMismatchError):")
+            lines += [f"#   {dim} = {size} by {line}" for dim, (size, line) in self.fixed.items()]
+        return lines
+
+
+def _element_of(name: str, dtype: Any) -> str:
+    element = DTYPE_NAMES.get(np.dtype(dtype))
+    if element is None:
+        raise TraceError(f"argument '{name}' has dtype {np.dtype(dtype)}; Reverie takes "
+                         f"{', '.join(DTYPE_NAMES.values())}")
+    return element
 
 
 def _shape_text(axes: tuple[Axis, ...]) -> str:
     return f"[{', '.join(a.dim for a in axes)}]" if axes else ""
+
+
+def _factors(dims: Iterable[str]) -> tuple[int, list[str]]:
+    """The product of dimension expressions as its integer coefficient and other factors."""
+    coefficient, factors = 1, []
+    for dim in dims:
+        for factor in product_factors(dim):
+            if factor.isdigit():
+                coefficient *= int(factor)
+            else:
+                factors.append(factor)
+    return coefficient, factors
 
 
 def broadcast(a: tuple[Axis, ...], b: tuple[Axis, ...]) -> tuple[Axis, ...]:
@@ -161,16 +298,32 @@ class Traced:
     __array_priority__ = 1000  # NumPy defers binary operators to this class
 
     def __init__(self, recording: Recording, name: str, axes: tuple[Axis, ...],
-                 dtype: str) -> None:
+                 element: str) -> None:
         self.recording = recording
         self.name = name
         self.axes = axes
-        self.dtype = dtype
+        self.element = element  # the Reverie element type: "f64", "i64", "bool", ...
 
     # ------------------------------------------------------------ what NumPy users read
     @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(a.size for a in self.axes)
+    def dtype(self) -> np.dtype | str:
+        """The NumPy dtype (`x.dtype == np.float64`, `np.issubdtype(x.dtype, np.floating)`);
+        on rv.fx's stand-ins the Reverie name, as its code reads it."""
+        return NUMPY_DTYPES[self.element] if self.recording.numpy_dtypes else self.element
+
+    @property
+    def shape(self) -> tuple[int | Size, ...]:
+        """Each axis's size: an int where the dimension is a literal, else a `Size`."""
+        return tuple(self.recording.size_of(a) for a in self.axes)
+
+    @property
+    def size(self) -> int | Size:
+        """The element count: the product of the dimensions."""
+        coefficient, factors = _factors(a.dim for a in self.axes)
+        if not factors:
+            return coefficient
+        return Size(self.recording, product_text(coefficient, factors),
+                    math.prod(a.size for a in self.axes), True)
 
     @property
     def ndim(self) -> int:
@@ -178,10 +331,10 @@ class Traced:
 
     @property
     def T(self) -> Traced:  # noqa: N802 (NumPy's name)
-        return self.recording.let(f"{self.name}.T", self.axes[::-1], self.dtype)
+        return self.recording.let(f"{self.name}.T", self.axes[::-1], self.element)
 
     def __repr__(self) -> str:
-        return f"Traced({self.name}: {self.dtype}{_shape_text(self.axes)})"
+        return f"Traced({self.name}: {self.element}{_shape_text(self.axes)})"
 
     # ------------------------------------------------------------ refusals
     def _refuse(self, what: str) -> TraceError:
@@ -203,26 +356,31 @@ class Traced:
     def __index__(self) -> int:
         raise self._refuse("use as a Python integer")
 
-    def __iter__(self):
-        """Iteration over the first axis, as NumPy's: `for row in x` records `x[i]`."""
-        return (self[i] for i in range(len(self)))
-
+    # ------------------------------------------------------------ Python's view of sizes
     def __len__(self) -> int:
+        """Python's `len` must return an int: the example's, with the first axis fixed at
+        it (in the traced function's module `len(x)` is a symbolic size instead)."""
         if not self.axes:
             raise TraceError(f"len() of a 0-d traced value at {_user_line()}")
-        return self.axes[0].size
+        return operator.index(self.recording.size_of(self.axes[0]))
+
+    def __iter__(self) -> Iterator[Traced]:
+        """Iteration over the first axis, as NumPy's: `for row in x` records `x[0]`,
+        `x[1]`, ... for the example's rows, so the first axis is fixed at its size."""
+        count = len(self)
+        return (self[i] for i in range(count))
 
     # ------------------------------------------------------------ operators
     def _binary(self, op: str, other: Any, reverse: bool = False) -> Traced:
-        other = operand(self.recording, other, self.dtype)
+        other = operand(self.recording, other, self.element)
         left, right = (other, self) if reverse else (self, other)
         if op == "@":
             return _matmul(left, right)
-        dtype = "bool" if op in COMPARISONS or op in ("and", "or") else left.dtype
+        element = "bool" if op in COMPARISONS or op in ("and", "or") else left.element
         axes = broadcast(left.axes, right.axes)
         expr = (f"{op}({left.name}, {right.name})" if op in ("max", "min")
                 else f"{left.name} {op} {right.name}")
-        return self.recording.let(expr, axes, dtype)
+        return self.recording.let(expr, axes, element)
 
     def __add__(self, o): return self._binary("+", o)
     def __radd__(self, o): return self._binary("+", o, True)
@@ -247,19 +405,19 @@ class Traced:
     __hash__ = object.__hash__
 
     def __neg__(self) -> Traced:
-        return self.recording.let(f"-{self.name}", self.axes, self.dtype)
+        return self.recording.let(f"-{self.name}", self.axes, self.element)
 
     def __pos__(self) -> Traced:
         return self
 
     def __invert__(self) -> Traced:
-        return self.recording.let(f"not {self.name}", self.axes, self.dtype)
+        return self.recording.let(f"not {self.name}", self.axes, self.element)
 
     def __abs__(self) -> Traced:
         return self._call("abs")
 
     def _call(self, builtin: str) -> Traced:
-        return self.recording.let(f"{builtin}({self.name})", self.axes, self.dtype)
+        return self.recording.let(f"{builtin}({self.name})", self.axes, self.element)
 
     __reverie_builtin__ = _call  # `rv.exp(t)` on a stand-in records `exp(t)`
 
@@ -269,19 +427,19 @@ class Traced:
 
     def reshape(self, *shape: Any) -> Traced:
         target = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
-        return _reshape(self, tuple(int(n) for n in target))
+        return _reshape(self, tuple(target))
 
     def transpose(self, *axes: Any) -> Traced:
         order = axes[0] if len(axes) == 1 and isinstance(axes[0], tuple | list) else axes
         order = tuple(order) if order else tuple(reversed(range(self.ndim)))
         text = ", ".join(str(a % self.ndim) for a in order)
         return self.recording.let(f"transpose({self.name}, ({text},))",
-                                  tuple(self.axes[a] for a in order), self.dtype)
+                                  tuple(self.axes[a] for a in order), self.element)
 
     def along(self, builtin: str, axis: int) -> Traced:
         """A built-in that keeps the shape, applied along one axis: `softmax(t, axis=1)`."""
         return self.recording.let(f"{builtin}({self.name}, axis={axis % self.ndim})",
-                                  self.axes, self.dtype)
+                                  self.axes, self.element)
 
     def astype(self, dtype: Any) -> Traced:
         target = DTYPE_NAMES[np.dtype(dtype)]
@@ -297,8 +455,8 @@ class Traced:
             keywords += f", axis=({', '.join(map(str, reduced))},)"
         if keepdims:
             keywords += ", keepdims=true"
-        dtype = "i64" if kind in ("argmax", "argmin") else self.dtype
-        return self.recording.let(f"{kind}({self.name}{keywords})", kept, dtype)
+        element = "i64" if kind in ("argmax", "argmin") else self.element
+        return self.recording.let(f"{kind}({self.name}{keywords})", kept, element)
 
     def sum(self, axis=None, keepdims=False): return self._reduce("sum", axis, keepdims)
     def mean(self, axis=None, keepdims=False): return self._reduce("mean", axis, keepdims)
@@ -344,9 +502,12 @@ for _name in UNARY_BUILTINS:  # `t.exp()`, `t.tanh()`, ... one method per built-
 
 
 def operand(recording: Recording, value: Any, dtype: str) -> Traced:
-    """A traced value, or a Python number as a weakly typed literal (SPEC §2.3)."""
+    """A traced value, or a Python number or a size as a weakly typed operand (SPEC §2.3):
+    it takes the element type `dtype` of the value it meets."""
     if isinstance(value, Traced):
         return value
+    if isinstance(value, Size):
+        return Traced(recording, atom(value.expr), (), dtype)
     if isinstance(value, bool | np.bool_):
         return Traced(recording, "true" if value else "false", (), "bool")
     if isinstance(value, int | float | np.integer | np.floating):
@@ -382,11 +543,11 @@ def _matmul(a: Traced, b: Traced) -> Traced:
         raise TraceError(f"@ of shapes {a.shape} and {b.shape}: inner sizes differ "
                          f"({_user_line()})")
     axes = a.axes[:-1] + (b.axes[-1:] if b.ndim == 2 else ())
-    return a.recording.let(f"{a.name} @ {b.name}", axes, a.dtype)
+    return a.recording.let(f"{a.name} @ {b.name}", axes, a.element)
 
 
 def _subscript(x: Traced, key: tuple[Any, ...]) -> Traced:
-    """Basic indexing with integers and slices (with an `...`), and integer-array
+    """Basic indexing with integers, sizes and slices (with an `...`), and integer-array
     indexing of the first axis by a traced integer vector (a gather)."""
     if len(key) == 1 and isinstance(key[0], Traced):
         return _gather(x, key[0])
@@ -398,111 +559,174 @@ def _subscript(x: Traced, key: tuple[Any, ...]) -> Traced:
                          f"({_user_line()})")
     parts, axes = [], []
     for k, axis in zip(key + (slice(None),) * (x.ndim - len(key)), x.axes, strict=True):
-        if isinstance(k, int | np.integer):
-            index = int(k) % axis.size if -axis.size <= k < axis.size else None
-            if index is None:
-                raise TraceError(f"index {k} is out of range for size {axis.size} "
-                                 f"({_user_line()})")
-            parts.append(str(index))
+        if isinstance(k, int | np.integer | Size):
+            parts.append(_index(k, axis))
         elif isinstance(k, slice):
-            text, kept = _slice(k, axis)
+            text, kept = _slice(k, axis, x.recording)
             parts.append(text)
             axes.append(kept)
         else:
             raise TraceError(f"subscript {k!r} cannot be traced ({_user_line()}): "
                              f"use integers, slices, or one integer-array subscript")
-    return x.recording.let(f"{x.name}[{', '.join(parts)}]", tuple(axes), x.dtype)
+    return x.recording.let(f"{x.name}[{', '.join(parts)}]", tuple(axes), x.element)
 
 
-def _slice(k: slice, axis: Axis) -> tuple[str, Axis]:
-    """A slice as Reverie source (negative bounds count from the end, as in NumPy and in
-    Reverie), with its result axis: `x[1:]` of `X0` is `X0 - 1`."""
-    start, stop, step = k.indices(axis.size)
+def _index(k: int | np.integer | Size, axis: Axis) -> str:
+    """An integer subscript as source: `2`, a size's expression, or `X0 - 1` for -1 (a
+    negative index counts from the end at every size, as NumPy's does)."""
+    if isinstance(k, Size) and k.is_dim and 0 <= k.value < axis.size:
+        return k.expr
+    index = operator.index(k)  # any other size: its example value, its dimensions fixed
+    if not -axis.size <= index < axis.size:
+        raise TraceError(f"index {index} is out of range for size {axis.size} "
+                         f"({_user_line()})")
+    return str(index) if index >= 0 else offset(axis.dim, index)
+
+
+@dataclass(frozen=True)
+class Position:
+    """A slice bound resolved on its axis: `base + shift` (`base` None counts from 0),
+    at `value` in the example."""
+
+    base: str | None
+    shift: int
+    value: int
+
+    @property
+    def text(self) -> str:
+        return str(self.shift) if self.base is None else offset(self.base, self.shift)
+
+
+START = Position(None, 0, 0)
+
+
+def _position(bound: Any, axis: Axis, recording: Recording, at_end: bool) -> Position:
+    """Where a slice bound of a symbolic axis falls at every size: a negative bound counts
+    from the axis's dimension, a size is its own expression; a bound that NumPy clips to
+    the axis's ends is clipped for the example's size only (the axis is fixed)."""
+    if bound is None:
+        return Position(axis.dim, 0, axis.size) if at_end else START
+    if isinstance(bound, Size) and bound.is_dim and 0 <= bound.value <= axis.size:
+        return Position(bound.expr, 0, bound.value)
+    value = operator.index(bound)
+    if 0 <= value <= axis.size:
+        return Position(None, value, value)
+    if -axis.size <= value < 0:
+        return Position(axis.dim, value, axis.size + value)
+    recording.fix(axis.dim)
+    clipped = 0 if value < 0 else axis.size
+    return Position(None, clipped, clipped)
+
+
+def _slice(k: slice, axis: Axis, recording: Recording) -> tuple[str, Axis]:
+    """A slice as Reverie source with its result axis: `x[1:]` of `X0` is `X0 - 1` long,
+    `x[-2:]` is `X0 - 2:` and 2 long, at every size."""
+    step = 1 if k.step is None else operator.index(k.step)
     if step <= 0:
         raise TraceError(f"slices with a negative step cannot be traced ({_user_line()})")
-    if (start, stop, step) == (0, axis.size, 1):
+    if axis.dim.isdigit():  # a literal axis: NumPy's own bounds
+        start, stop, _ = slice(k.start, k.stop).indices(axis.size)
+        stop = max(start, stop)
+        count = len(range(start, stop, step))
+        return f"{start}:{stop}" + (f":{step}" if step != 1 else ""), Axis(count, str(count))
+    start = _position(k.start, axis, recording, at_end=False)
+    stop = _position(k.stop, axis, recording, at_end=True)
+    end = Position(axis.dim, 0, axis.size)
+    if (start, stop, step) == (START, end, 1):
         return ":", axis
-    size = len(range(start, stop, step))
-    text = (f"{'' if k.start is None else k.start}:{'' if k.stop is None else k.stop}"
+    length, count = _length(start, stop, recording)
+    if count == 0:
+        start = stop = Position(None, start.value, start.value)
+    if step != 1:
+        count = -(-count // step)
+        length = str(count) if length.isdigit() else combine(
+            combine(length, "+", str(step - 1)), "//", str(step))
+    text = (("" if start == START else start.text) + ":" + ("" if stop == end else stop.text)
             + (f":{step}" if step != 1 else ""))
-    if axis.dim.isdigit():
-        return text, Axis(size, str(size))
-    low = _bound(k.start, axis, 0)
-    high = _bound(k.stop, axis, axis.size)
-    length = high if low == "0" else f"{high} - {low}"
-    return text, Axis(size, length if step == 1 else f"({length} + {step - 1}) // {step}")
+    return text, Axis(count, length)
 
 
-def _bound(bound: int | None, axis: Axis, default: int) -> str:
-    """A slice bound as a dimension expression: `None` is the default end, a negative
-    bound counts back from the axis's dimension."""
-    if bound is None:
-        return axis.dim if default else "0"
-    if bound < 0:
-        return f"{axis.dim} - {-bound}"
-    return axis.dim if bound >= axis.size else str(bound)
+def _length(start: Position, stop: Position, recording: Recording) -> tuple[str, int]:
+    """The length `stop - start` of a slice as a dimension expression, with its value; an
+    empty slice whose bounds depend on different sizes is empty at the example's only."""
+    count = max(stop.value - start.value, 0)
+    if start.base == stop.base:
+        return str(count), count
+    if count == 0:
+        recording.fix(f"{start.base} {stop.base}")
+        return "0", 0
+    if start.base is None:
+        return offset(stop.base, stop.shift - start.shift), count
+    return combine(stop.text, "-", start.text), count
 
 
 def _gather(x: Traced, index: Traced) -> Traced:
     """`x[idx]` with a traced integer vector: index notation, `let g[i, ...] = x[idx[i], ...]`."""
-    if index.dtype not in ("i32", "i64") or index.ndim != 1:
+    if index.element not in ("i32", "i64") or index.ndim != 1:
         raise TraceError(f"an array subscript must be a 1-D integer vector, got "
                          f"{index!r} ({_user_line()})")
-    names = [f"g{i}" for i in range(x.ndim)]
-    rhs = ", ".join([f"{index.name}[g0]", *names[1:]])
-    return x.recording.let(f"{x.name}[{rhs}]", index.axes + x.axes[1:], x.dtype,
+    names = [x.recording.claim(f"g{i}") for i in range(x.ndim)]
+    rhs = ", ".join([f"{index.name}[{names[0]}]", *names[1:]])
+    return x.recording.let(f"{x.name}[{rhs}]", index.axes + x.axes[1:], x.element,
                            index=f"[{', '.join(names)}]")
 
 
-def _reshape(x: Traced, target: tuple[int, ...]) -> Traced:
-    """`reshape` to example sizes: each size is named by the input axes whose product it
-    is (`(N, D)` to `(N * D,)`), or by the dimension of that size, or kept as a literal."""
-    total = math.prod(x.shape)
-    if target.count(-1) > 1:
-        raise TraceError(f"reshape takes at most one -1 ({_user_line()})")
-    if -1 in target:
-        known = math.prod(n for n in target if n != -1)
-        target = tuple(total // known if n == -1 else n for n in target)
-    if math.prod(target) != total:
-        raise TraceError(f"cannot reshape {x.shape} to {target} ({_user_line()})")
-    axes = tuple(_reshaped_axis(x, n) for n in target)
+def _reshape(x: Traced, target: tuple[Any, ...]) -> Traced:
+    """`reshape` to sizes (`x.shape[0]`), numbers and at most one -1. The input's factors
+    that the target names again cancel, and the -1 is the product of the others
+    (`(X0, X1)` to `(-1,)` is `X0 * X1`, `(X0, X1)` to `(X0, -1)` is `X1`); where the
+    element counts agree only at the example's sizes (`reshape(3, 4)`), the dimensions
+    that do not cancel are fixed."""
+    entries = [n if isinstance(n, Size) and n.is_dim else operator.index(n) for n in target]
+    free = [i for i, n in enumerate(entries) if isinstance(n, int) and n == -1]
+    given = [n for i, n in enumerate(entries) if i not in free]
+    total = math.prod(a.size for a in x.axes)
+    known = math.prod(n.value if isinstance(n, Size) else n for n in given)
+    counts_agree = known > 0 and total % known == 0 if free else known == total
+    if len(free) > 1 or any(isinstance(n, int) and n < 0 for n in given) or not counts_agree:
+        raise TraceError(f"cannot reshape {x.shape} to {tuple(target)} ({_user_line()})")
+    in_coefficient, in_factors = _factors(a.dim for a in x.axes)
+    coefficient, factors = _factors(n.expr if isinstance(n, Size) else str(n) for n in given)
+    extra_in = list((Counter(in_factors) - Counter(factors)).elements())
+    extra_target = list((Counter(factors) - Counter(in_factors)).elements())
+    exact = not extra_target and (in_coefficient % coefficient == 0 if free else
+                                  not extra_in and in_coefficient == coefficient)
+    if not exact:
+        x.recording.fix(" ".join(extra_in + extra_target))
+    axes = tuple(_free_axis(total // known, in_coefficient // coefficient, extra_in, exact)
+                 if i in free
+                 else Axis(n.value, n.expr) if isinstance(n, Size) else Axis(n, str(n))
+                 for i, n in enumerate(entries))
     dims = ", ".join(a.dim for a in axes)
-    return x.recording.let(f"reshape({x.name}, ({dims},))", axes, x.dtype)
+    return x.recording.let(f"reshape({x.name}, ({dims},))", axes, x.element)
 
 
-def _reshaped_axis(x: Traced, size: int) -> Axis:
-    for start in range(x.ndim):
-        for stop in range(start + 1, x.ndim + 1):
-            run = x.axes[start:stop]
-            if math.prod(a.size for a in run) == size and all(a.dim != "1" for a in run):
-                return Axis(size, " * ".join(_factor(a.dim) for a in run))
-    named = x.recording.dims.get(size)
-    return Axis(size, named if named else str(size))
-
-
-def _factor(dim: str) -> str:
-    """A dimension expression as a factor of a product: `(N - 1)`, `D`, `3`."""
-    return dim if dim.isidentifier() or dim.isdigit() else f"({dim})"
+def _free_axis(size: int, coefficient: int, factors: list[str], exact: bool) -> Axis:
+    """The axis of a reshape's -1: the product of the input's factors left over, or its
+    size where those were fixed."""
+    return Axis(size, product_text(coefficient, factors) if exact else str(size))
 
 
 def where(cond: Any, a: Any, b: Any) -> Traced:
     traced = next(v for v in (cond, a, b) if isinstance(v, Traced))
     recording = traced.recording
-    dtype = next((v.dtype for v in (a, b) if isinstance(v, Traced)), "f64")
-    c, x, y = (operand(recording, cond, "bool"), operand(recording, a, dtype),
-               operand(recording, b, dtype))
+    element = next((v.element for v in (a, b) if isinstance(v, Traced)), "f64")
+    c, x, y = (operand(recording, cond, "bool"), operand(recording, a, element),
+               operand(recording, b, element))
     axes = broadcast(broadcast(c.axes, x.axes), y.axes)
-    return recording.let(f"where({c.name}, {x.name}, {y.name})", axes, dtype)
+    return recording.let(f"where({c.name}, {x.name}, {y.name})", axes, element)
 
 
 def concatenate(values: Sequence[Traced], axis: int = 0) -> Traced:
     first = values[0]
     axis %= first.ndim
-    size = sum(v.shape[axis] for v in values)
-    dim = " + ".join(v.axes[axis].dim for v in values)
+    size = sum(v.axes[axis].size for v in values)
+    dims = [v.axes[axis].dim for v in values]
+    dim = str(size) if all(d.isdigit() for d in dims) else functools.reduce(
+        lambda a, b: combine(a, "+", b), dims)
     axes = first.axes[:axis] + (Axis(size, dim),) + first.axes[axis + 1:]
     names = ", ".join(v.name for v in values)
-    return first.recording.let(f"concat(({names},), axis={axis})", axes, first.dtype)
+    return first.recording.let(f"concat(({names},), axis={axis})", axes, first.element)
 
 
 def _reduction(kind: str) -> Callable[..., Traced]:
@@ -526,7 +750,26 @@ ARRAY_FUNCTIONS: dict[str, Callable[..., Traced]] = {
 
 
 class TracedModule(Module):
-    """A module recorded by `trace`: stage "ast" prints the recorded Reverie source."""
+    """A module recorded by `trace`: stage "ast" prints the recorded Reverie source, and
+    its kernel is also found by the Python function's name (`module["<lambda>"]`,
+    `getattr(module, "exp")` for the kernel `exp_`) and as `module.kernel`."""
+
+    def __init__(self, source: str, name: str, traced_name: str | None = None) -> None:
+        super().__init__(source, name=name)
+        self.traced_name = traced_name or name
+
+    @property
+    def kernel(self) -> Kernel:
+        """The recorded function's kernel, whatever its name."""
+        return self.kernels[self.name]
+
+    def __getattr__(self, name: str) -> Kernel:
+        if name == self.__dict__.get("traced_name"):
+            return self.kernel
+        return super().__getattr__(name)
+
+    def __getitem__(self, name: str) -> Kernel:
+        return self.kernel if name == self.traced_name else super().__getitem__(name)
 
     def ir(self, stage: str, *args: Any, **kwargs: Any) -> str:
         if stage == "ast":
@@ -536,30 +779,73 @@ class TracedModule(Module):
 
 def trace(fn: Callable[..., Any], *example_args: Any) -> TracedModule:
     """The Reverie module recorded from `fn` run on stand-ins shaped like `example_args`
-    (SPEC §3.7); its function is named `fn.__name__`."""
+    (SPEC §3.7); its kernel is named `fn.__name__` (see the module docstring)."""
     recording = Recording()
     names = _parameter_names(fn, len(example_args))
-    stand_ins = [recording.param(n, a) for n, a in zip(names, example_args, strict=True)]
-    result = fn(*stand_ins)
+    stand_ins = recording.params_for(names, example_args)
+    with symbolic_len(fn):
+        result = fn(*stand_ins)
     outputs = list(result) if isinstance(result, tuple) else [result]
-    name = fn.__name__ if fn.__name__.isidentifier() else "traced"
-    return compile_recording(recording, name, outputs, tuple_return=isinstance(result, tuple))
+    traced_name = getattr(fn, "__name__", "traced")
+    return compile_recording(recording, kernel_name(traced_name), outputs,
+                             tuple_return=isinstance(result, tuple), traced_name=traced_name)
+
+
+def kernel_name(python_name: str) -> str:
+    """The kernel's name for a Python function's: `traced` for a lambda (or any name that
+    is not a Reverie name), `_` appended to a keyword or built-in (`sum_`)."""
+    name = python_name if NAME.fullmatch(python_name) else "traced"
+    while name in FUNCTION_NAMES_RESERVED:
+        name += "_"
+    return name
+
+
+def _symbolic_len(value: Any) -> Any:
+    """`len` while a function is traced: a traced value's first size, symbolic."""
+    if isinstance(value, Traced) and value.axes:
+        return value.shape[0]
+    return builtins.len(value)
+
+
+@contextmanager
+def symbolic_len(fn: Callable[..., Any]) -> Iterator[None]:
+    """While `fn` runs, the name `len` in its module is `_symbolic_len` (unless the module
+    defines its own `len`); Python's `len` must return an int, which would fix the axis."""
+    namespace = getattr(fn, "__globals__", None)
+    bind = isinstance(namespace, dict) and "len" not in namespace
+    if bind:
+        namespace["len"] = _symbolic_len
+    try:
+        yield
+    finally:
+        if bind:
+            del namespace["len"]
 
 
 def compile_recording(recording: Recording, name: str, outputs: Sequence[Any],
-                      tuple_return: bool = False) -> TracedModule:
+                      tuple_return: bool = False,
+                      traced_name: str | None = None) -> TracedModule:
     """The module of one function `name` holding `recording` and returning `outputs`."""
-    returned = [operand(recording, r, "f64") for r in outputs]
+    returned = [_returned(recording, r) for r in outputs]
     if any(r.name in ("true", "false") or not r.name.isidentifier() for r in returned):
         raise TraceError(f"{name} returns a constant, not a value computed from its "
                          f"arguments")
     value = ", ".join(r.name for r in returned)
-    source = "\n".join([f"# Traced from {name} by rv.trace.",
-                        f"fn {name}({', '.join(recording.params)}) {{",
-                        *recording.lines,
+    source = "\n".join([*recording.header(traced_name or name),
+                        f"fn {name}({', '.join(map(recording.fixed_text, recording.params))})"
+                        " {",
+                        *map(recording.fixed_text, recording.lines),
                         f"    return {f'({value})' if tuple_return else value};",
                         "}", ""])
-    return TracedModule(source, name=name)
+    return TracedModule(source, name, traced_name)
+
+
+def _returned(recording: Recording, value: Any) -> Traced:
+    """A returned value as a traced one: a size is computed by a statement of its own."""
+    if isinstance(value, Size):
+        element = "f64" if isinstance(value.value, float) else "i64"
+        return recording.let(value.expr, (), element)
+    return operand(recording, value, "f64")
 
 
 def _parameter_names(fn: Callable[..., Any], count: int) -> list[str]:
