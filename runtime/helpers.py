@@ -42,7 +42,7 @@ from reverie.compiler.codegen.abi import (
 from .artifacts import artifact_key
 from .blas import blas_requested, find_blas
 from .jit_module import JitModule, Pipeline
-from .pool import pool_entry, pool_threads
+from .pool import fill_table
 from .remembered import host_description, remembered_module
 
 LOCK = threading.RLock()  # loading helpers, and everything native.py compiles
@@ -111,11 +111,12 @@ def call_entry() -> int:
 @functools.cache
 def helper_table() -> np.ndarray:
     """The table passed to every kernel: addresses of the run-time helpers in `abi.HELPERS`
-    order (0 until a kernel calling that helper is compiled), then the thread count and the
-    worker pool's entry (`runtime/pool.py`; see `codegen/abi.py`). A child process made by
-    `fork` runs its kernels on one thread: the pool's threads were not copied into it, and
-    libgomp would wait for them for ever."""
-    table = np.array([0] * len(HELPERS) + [pool_threads(), pool_entry()], dtype=np.int64)
+    order (0 until a kernel calling that helper is compiled), then the slots of the native
+    run time: the signal count and re-arming, the thread count and the worker pool's entry
+    (`runtime/pool.py`; see `codegen/abi.py`). A child process made by `fork` runs its
+    kernels on one thread: the pool's threads were not copied into it."""
+    table = np.zeros(POOL_SLOT + 1, dtype=np.int64)
+    fill_table(table)
     os.register_at_fork(after_in_child=lambda: table.__setitem__(POOL_SLOT, 0))
     return table
 

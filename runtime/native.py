@@ -38,6 +38,7 @@ import numpy as np
 
 from reverie.compiler.codegen.abi import (
     ARRAY_DATA_OFFSET,
+    INTERRUPTED,
     ITEMSIZE,
     KEEP_WORKSPACE_BYTES,
     entry_symbol,
@@ -64,6 +65,7 @@ from .helpers import _helper as _helper  # loading and BLAS switch (tests use th
 from .helpers import helper_table as helper_table
 from .helpers import load_helpers
 from .helpers import use_blas as use_blas
+from .pool import check_signals
 from .remembered import host_description, remembered_module
 
 _KERNELS: weakref.WeakKeyDictionary[Function, NativeKernel] = weakref.WeakKeyDictionary()
@@ -248,7 +250,16 @@ class NativeKernel:
                                  self._capacity)
 
     def _run(self, bound: BoundCall, dims: dict[str, int]) -> list[np.ndarray]:
-        """One call of the kernel with every dimension sized by `dims`."""
+        """One call of the kernel with every dimension sized by `dims`; a call a signal
+        stopped raises what the Python handler raises, or runs again (`pool.py`)."""
+        while True:
+            outputs = self._run_once(bound, dims)
+            if outputs is not None:
+                return outputs
+            check_signals()
+
+    def _run_once(self, bound: BoundCall, dims: dict[str, int]) -> list[np.ndarray] | None:
+        """One call of the kernel; None when a signal stopped it (outputs dropped)."""
         sizes = [dims[s] for s in self._symbols]
         shapes, workspace_bytes = self._layout(*sizes)
         with allocating(self.program, dims, shapes, workspace_bytes):
@@ -265,6 +276,9 @@ class NativeKernel:
             status = self._entry(frame, ctypes.byref(frame, 8 * len(arrays)))
         if workspace_bytes:
             self._give_back_workspace(workspace)
+        if status == INTERRUPTED:
+            self._frames.append(frame)
+            return None
         if status:
             site, index, size = frame[self._filled:]
             raise self.program.sites[site].error(index, size)

@@ -1,91 +1,117 @@
-"""The process's worker pool, which native kernels call to run chunks of work on threads.
+"""The process's worker pool, which native kernels run chunks of work on, and the signal
+handler that lets a running kernel stop.
 
-The pool is OpenMP's run time, libgomp (GCC's; found as `libgomp.so.1`, the copy on the
-library path, which NumPy and torch wheels also carry). Generated code calls its
-`GOMP_parallel(fn, data, threads, 0)`, the entry GCC's own `#pragma omp parallel` compiles
-to: every thread of the team (the caller among them) runs `fn(data)`, and it returns when
-all have. libgomp creates a team's threads on first use and keeps them parked between calls
-(spinning briefly, then sleeping), one team per calling thread, so kernels called from
-several Python threads at once each get their own. It is used rather than a hand-written
-pool because it is a well-kept library with a plain C ABI: the JIT code reaches it through
-an address in the helper table (`pool_entry`), so nothing is linked by name and a process
-without libgomp still runs every kernel, on one thread.
+Both are the native run time of `compiler/codegen/pool_runtime.py` (LLVM IR, compiled once
+per process, disk-cached like the helpers): kernels reach them through the helper table
+(`abi.py`'s SIGNALS_SLOT, ARM_AT_SLOT, ARM_SLOT, THREADS_SLOT, POOL_SLOT), which
+`fill_table` fills. The pool's chunks are claimed, by the workers and by the calling thread
+alike, so a worker that is asleep or descheduled (a core busy with another process, with
+torch's or OpenBLAS's threads) delays nothing: the caller waits only for chunks a worker
+actually took. Workers spin briefly after a job, then sleep on a futex.
 
-The pool's threads wait passively (`OMP_WAIT_POLICY=PASSIVE`, read by libgomp when it is
-loaded, unless the user set it or `GOMP_SPINCOUNT`): a parked thread sleeps instead of
-spinning for a while after each parallel region. Waking it costs some microseconds, little
-beside the milliseconds a split loop takes; spinning, on a machine whose cores are shared,
-took the CPU the calling thread needed between kernels (W3 ran 2-3x slower, measured).
-The system's copy is loaded by path, so the pool keeps these settings where torch has already
-loaded the copy it bundles; a torch imported afterwards links to the pool's copy (the
-dynamic loader matches libraries by name), and its OpenMP threads then wait passively too.
+The team: `REVERIE_NUM_THREADS` threads (the caller among them), else the CPUs this process
+may use (`usable_cpus`: its affinity mask, capped by the cgroup's CPU quota);
+`REVERIE_NUM_THREADS=1` starts no worker and leaves the pool's entry 0 (kernels then run
+their chunks in order on the calling thread).
 
-`REVERIE_NUM_THREADS` caps the threads a kernel uses (default: the CPUs this process may
-run on); `REVERIE_NUM_THREADS=1` runs the one-thread code paths and never starts the pool.
+Signals: `fill_table` arms the handler (`rv_signals_arm`: in front of CPython's C handler
+of SIGINT and the other watched signals); kernels re-arm it as they run, since CPython
+puts its own back whenever `signal.signal` is called. A kernel that sees a signal returns
+`abi.INTERRUPTED`; its caller then runs the Python handlers (`check_signals`), which
+raise `KeyboardInterrupt` (or the handler's own exception), or calls the kernel again
+when no handler raises.
 """
 
 from __future__ import annotations
 
-import _ctypes  # dlopen and dlsym, which ctypes.CDLL wraps (see pool_entry)
 import ctypes
 import functools
+import math
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+
+import numpy as np
+
+from reverie.compiler.codegen.abi import ARM_SLOT, POOL_SLOT, SIGNALS_SLOT, THREADS_SLOT
 
 MAX_THREADS = 256
+CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
+_ADDRESS_CALL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_COUNT_CALL = ctypes.CFUNCTYPE(None, ctypes.c_int64)
+_NO_ARGUMENT_CALL = ctypes.CFUNCTYPE(None)
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity mask, capped by the cgroup v2 CPU quota
+    (`cpu.max`, "quota period" in µs, rounded up; "max": no cap)."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        with open(CGROUP_CPU_MAX, encoding="ascii") as file:
+            quota, period = file.read().split()[:2]
+    except (OSError, ValueError):
+        return cpus
+    if quota == "max" or not quota.isdigit() or not period.isdigit() or int(period) == 0:
+        return cpus
+    return max(1, min(cpus, math.ceil(int(quota) / int(period))))
 
 
 def pool_threads() -> int:
     """Threads a kernel may use: `REVERIE_NUM_THREADS`, else the usable CPUs."""
     requested = os.environ.get("REVERIE_NUM_THREADS", "").strip()
-    count = int(requested) if requested.isdigit() else len(os.sched_getaffinity(0))
+    count = int(requested) if requested.isdigit() else usable_cpus()
     return max(1, min(count, MAX_THREADS))
 
 
 @functools.cache
+def _runtime() -> object:
+    """The loaded run-time module (a `JitModule`)."""
+    from .artifacts import artifact_key
+    from .jit_module import Pipeline
+    from .remembered import host_description, remembered_module
+
+    def make_ir() -> str:
+        from reverie.compiler.codegen.pool_runtime import runtime_module
+
+        return runtime_module()
+
+    pipeline = Pipeline(speed_level=2, slp_vectorization=False)
+    key = artifact_key("helper", "rv_pool", pipeline, host_description())
+    return remembered_module(key, make_ir, name="rv_pool", pipeline=pipeline)
+
+
+@functools.cache
 def pool_entry() -> int:
-    """The address of libgomp's `GOMP_parallel`, or 0 when libgomp cannot be loaded (or one
-    thread is wanted: the pool is then never loaded). Opened with ctypes' own `dlopen` and
-    `dlsym`: a `ctypes.CDLL` would build a class and a function object for one address
-    (0.6-0.9 ms of CPU in a warm start against 0.4-0.5)."""
-    if pool_threads() <= 1:
+    """The address of the pool's `rv_pool_run`, its workers started; 0 when one thread is
+    wanted (no worker is started)."""
+    threads = pool_threads()
+    if threads <= 1:
         return 0
-    for name in (*_system_copies(), "libgomp.so.1", None):
-        if name is None:  # the last resort: ctypes.util imports subprocess (~10 ms)
-            from ctypes.util import find_library
-
-            name = find_library("gomp")
-        if not name:
-            continue
-        try:
-            with _passive_waiting():
-                library = _ctypes.dlopen(name, ctypes.DEFAULT_MODE)  # never closed
-            return _ctypes.dlsym(library, "GOMP_parallel")
-        except OSError:
-            continue
-    return 0
+    _COUNT_CALL(_runtime().address("rv_pool_start"))(threads - 1)
+    return _runtime().address("rv_pool_run")
 
 
-def _system_copies() -> list[str]:
-    """Paths of the system's libgomp (its multiarch and lib64 folders). Loading it by path
-    gives this pool its own copy even where torch has loaded the one it bundles (with
-    spinning threads): the dynamic loader matches a bare `libgomp.so.1` to that copy."""
-    folders = [f"/usr/lib/{os.uname().machine}-linux-gnu", f"/lib/{os.uname().machine}-linux-gnu",
-               "/usr/lib64", "/lib64", "/usr/lib"]
-    return [path for path in (os.path.join(f, "libgomp.so.1") for f in folders)
-            if os.path.exists(path)]
+def fill_table(table: np.ndarray) -> None:
+    """Fill the run time's slots of the helper table `table` (kept alive by the caller for
+    the life of the process: the signal handler writes into it) and arm the handler."""
+    module = _runtime()
+    table[SIGNALS_SLOT] = 0
+    table[ARM_SLOT] = module.address("rv_signals_arm")
+    table[THREADS_SLOT] = pool_threads()
+    table[POOL_SLOT] = pool_entry()
+    _ADDRESS_CALL(module.address("rv_signals_init"))(table.ctypes.data)
+    arm_signals()
 
 
-@contextmanager
-def _passive_waiting() -> Iterator[None]:
-    """`OMP_WAIT_POLICY=PASSIVE` in the environment for the with-block (while libgomp
-    loads and reads it), unless the user chose a waiting policy."""
-    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
-        yield
-        return
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    try:
-        yield
-    finally:
-        del os.environ["OMP_WAIT_POLICY"]
+def arm_signals() -> None:
+    """Put the kernels' signal handler in front of the C handler of each watched signal
+    that has one (again, where `signal.signal` replaced it)."""
+    _NO_ARGUMENT_CALL(_runtime().address("rv_signals_arm"))()
+
+
+_check = ctypes.pythonapi.PyErr_CheckSignals
+_check.restype, _check.argtypes = ctypes.c_int, []
+
+
+def check_signals() -> None:
+    """Run the Python handlers of the signals that arrived (on the main thread): raises
+    what a handler raises (`KeyboardInterrupt` for SIGINT's default one)."""
+    _check()

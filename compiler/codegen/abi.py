@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 ARRAY_DATA_OFFSET = 16  # bytes from a CPython ndarray object to its data pointer field
 ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
 # the run-time helper table passed to every kernel holds these functions, in this order,
-# then the number of threads the kernel may use, then the address of the worker pool's
-# entry (`runtime/pool.py`; 0 when there is none)
+# then the signal count, the cycle count after which a kernel re-arms the signal handler
+# and the address of the function that does (`pool_runtime.py`), then the number of threads
+# the kernel may use, then the address of the worker pool's entry (`runtime/pool.py`; 0
+# when there is none)
 GEMM_HELPERS = ("rv_gemm_f32", "rv_gemm_f64")    # matrix products (`gemm.py`)
 SORT_HELPERS = ("rv_argsort",)                   # the stable merge sort (`sort.py`)
 HELPERS = GEMM_HELPERS + SORT_HELPERS
@@ -29,7 +31,10 @@ SORT_DTYPES = ("f32", "f64", "i32", "i64")       # rv_argsort's `dtype` argument
 # the own matrix kernels, modules of their own that the run time hands to the gemm helpers
 # only when a kernel may need them (`needs_own_kernel`; see `gemm.py`)
 OWN_KERNELS = ("rv_gemm_own_f32", "rv_gemm_own_f64")
-THREADS_SLOT, POOL_SLOT = len(HELPERS), len(HELPERS) + 1
+SIGNALS_SLOT, ARM_AT_SLOT, ARM_SLOT, THREADS_SLOT, POOL_SLOT = range(len(HELPERS),
+                                                                  len(HELPERS) + 5)
+INTERRUPTED = 2  # a kernel's status when a signal stopped it (1: a failed bounds check)
+NO_SIGNAL_CHECK = -1  # the signal count a pool job is given that no signal may stop
 CALL_ENTRY = "rv_vectorcall"  # the native call entry every kernel shares (`fastcall.py`)
 MAX_TASKS = 4  # threads one matrix product may use at most
 

@@ -75,6 +75,7 @@ from .abi import (
     FLOAT_VALUE,
     HELPER_TABLE,
     INT,
+    INTERRUPTED,
     ITEMSIZE,
     NDARRAY,
     OB_TYPE,
@@ -117,6 +118,7 @@ ALLOCATE_TYPE = ir.FunctionType(PTR, [PTR, PTR, I64, PTR, I64])
 CPYTHON = {  # name: (result, parameters)
     "PyObject_Vectorcall": (PTR, [PTR, PTR, I64, PTR]),
     "PyTuple_New": (PTR, [I64]),
+    "PyErr_CheckSignals": (I32, []),
     "PyTuple_SetItem": (I32, [PTR, I64, PTR]),
     "PyLong_FromSsize_t": (PTR, [I64]),
     "PyLong_FromLongLong": (PTR, [I64]),
@@ -322,6 +324,10 @@ class _EntryBuilder(_Builder):
         self._take_workspace()
         status = self._call_kernel()
         self._give_back_workspace()
+        with b.if_then(self._same(status, ir.Constant(I32, INTERRUPTED))):
+            # a signal stopped it: what the Python handler raises, else the Python path
+            raised = b.icmp_signed("!=", self._c("PyErr_CheckSignals"), ir.Constant(I32, 0))
+            self._require(b.not_(raised), self.failed)
         self._require(self._same(status, ir.Constant(I32, 0)), self.release)
         b.ret(self._results())
         self._define_exits()

@@ -7,13 +7,15 @@ ABI of the entry function (what `runtime/native.py` calls through ctypes):
 - `buffers[k]` is the data pointer of input k (k < n_in), then of output k, then of the
   workspace holding every temporary (at the 64-byte aligned offsets of
   `workspace_offsets`), then of the helper table (addresses of the functions named in
-  `abi.HELPERS`, then the number of threads, then the worker pool's entry; see
-  `abi.py`). Pointers are stored as
+  `abi.HELPERS`, then the native run time's slots: the signal count and re-arming, the
+  number of threads, the worker pool's entry; see `abi.py`). Pointers are stored as
   8-byte integers.
 - `dims[k]` is the size of dimension `program.symbols[k]`; the three i64 slots after the
   last dimension receive error details: site number, offending index, size.
 - It returns 0, or 1 after a failed bounds check (nothing else is reported; outputs may be
-  partly written and must be discarded).
+  partly written and must be discarded), or `abi.INTERRUPTED` when a signal arrived while
+  it ran (`poll`: at the back-edge of every outer loop, after every `for` or `while`
+  iteration, between chunks of a split loop; outputs unfinished, to be discarded).
 
 A second entry, `i32 @<name>_objects(ptr frame)`, takes the ndarray objects themselves
 (see `_define_object_entry`); `runtime/native.py` uses it when the NumPy layout allows. A
@@ -62,11 +64,23 @@ from reverie.compiler.loops.ir import (
     Var,
     View,
     WhileLoop,
+    walk,
     workspace_offsets,
 )
 from reverie.compiler.loops.parallel import parallel_plans
 
-from .abi import ARRAY_DATA_OFFSET, HELPERS, POOL_SLOT, SORT_DTYPES, THREADS_SLOT, entry_symbol
+from .abi import (
+    ARM_AT_SLOT,
+    ARM_SLOT,
+    ARRAY_DATA_OFFSET,
+    HELPERS,
+    INTERRUPTED,
+    POOL_SLOT,
+    SIGNALS_SLOT,
+    SORT_DTYPES,
+    THREADS_SLOT,
+    entry_symbol,
+)
 from .fastcall_bind import define_bind_function
 from .gemm import GEMM_TYPE
 from .irutil import (
@@ -96,6 +110,7 @@ from .scalar_ops import ScalarOps
 from .sort import SORT_TYPE
 
 REDUCE_FLAGS = ("reassoc", "nsz", "contract")
+ARM_EVERY = 1024  # a `for`/`while` loop's iterations between looks at the re-arming time
 WORKSPACE = object()  # `pointers[WORKSPACE]`: the workspace's base address
 
 
@@ -196,6 +211,9 @@ class ProgramCodegen:
             return at_prologue.load(entry, typ=PTR, name=value_name(name))
 
         self.helpers = table_entry(n_io + 1, "helpers")
+        self.at_prologue = at_prologue
+        self.signals_seen: ir.Value | None = None  # read when first polled (`seen`)
+        self.interrupt_exit: ir.Block | None = None
 
         def dim(symbol: str) -> ir.Value:
             entry = at_prologue.gep(dims_arg, [i64(symbols[symbol])], source_etype=I64)
@@ -219,6 +237,40 @@ class ProgramCodegen:
         pointers = self.pointers = _OnFirstUse(
             lambda buffer: table_entry(n_io, "workspace") if buffer is WORKSPACE
             else pointer(buffer))
+
+    def seen(self) -> ir.Value:
+        """The signal count when the kernel started (read in the prologue on first use)."""
+        if self.signals_seen is None:
+            self.signals_seen = self._signal_count(self.at_prologue)
+        return self.signals_seen
+
+    def _signal_count(self, b: ir.IRBuilder) -> ir.Value:
+        slot = b.gep(self.helpers, [i64(SIGNALS_SLOT)], source_etype=I64)
+        return b.load_atomic(slot, "monotonic", 8, typ=I64)
+
+    def stop_unless(self, going_on: ir.Value) -> None:
+        """Return INTERRUPTED unless `going_on` (outputs are then left unfinished)."""
+        if self.interrupt_exit is None:
+            self.interrupt_exit = self.function.append_basic_block("interrupted")
+            ir.IRBuilder(self.interrupt_exit).ret(ir.Constant(I32, INTERRUPTED))
+        following = self.function.append_basic_block("not_interrupted")
+        self.b.cbranch(going_on, following, self.interrupt_exit)
+        self.b.position_at_end(following)
+
+    def poll(self, arm: ir.Value | bool = False) -> None:
+        """Stop when a signal arrived since the kernel started (`pool_runtime.py`); with
+        `arm` (true, or an i1 that is true), first re-arm the signal handler when the
+        table's re-arming time has passed."""
+        b = self.b
+        if arm is not False:
+            arm_at = b.load_atomic(b.gep(self.helpers, [i64(ARM_AT_SLOT)], source_etype=I64),
+                                   "monotonic", 8, typ=I64)
+            due = b.icmp_unsigned(">", b.call(_cycle_counter(self.module), []), arm_at)
+            if arm is not True:
+                due = b.and_(arm, due)
+            with b.if_then(due, likely=False):
+                b.call(self._helper_at(ARM_SLOT, ir.FunctionType(ir.VoidType(), [])), [])
+        self.stop_unless(b.icmp_signed("==", self._signal_count(b), self.seen()))
 
     def _alloca(self, type_: ir.Type, name: str) -> ir.Value:
         """A stack slot in the entry block (where mem2reg promotes it to registers)."""
@@ -388,13 +440,17 @@ class ProgramCodegen:
             emit_parallel_loop(self, plan)
 
     def serial_loop(self, stmt: Loop, lo: ir.Value, hi: ir.Value) -> None:
-        """`for var in lo..hi { body }` on this thread."""
+        """`for var in lo..hi { body }` on this thread; an outer loop (one holding a loop)
+        polls for signals at its back-edge."""
         loop_id = None
         if _widens_f32(stmt):
             loop_id = vectorize_width_hint(self.module, vector_lanes("f32"))
+        outer = any(isinstance(inner, Loop) for inner in walk(stmt.body))
         with counted_loop(self.b, lo, hi, loop_id=loop_id) as i:
             self.values[stmt.var] = i
             self.emit(stmt.body)
+            if outer:
+                self.poll()
 
     def _forloop(self, stmt: ForLoop) -> None:
         self._bind_states(stmt.states)
@@ -402,6 +458,7 @@ class ProgramCodegen:
             self.values[stmt.var] = t
             self.emit(stmt.body)
             self._swap_states(stmt.states)
+            self._poll_step(t)
 
     def _whileloop(self, stmt: WhileLoop) -> None:
         """`for (count = 0; ; count++) { body }`, left by the body's `ExitUnless`."""
@@ -419,9 +476,15 @@ class ProgramCodegen:
         self.emit(stmt.body)
         self.exits.pop()
         self._swap_states(stmt.states)
+        self._poll_step(count)
         count.add_incoming(b.add(count, i64(1)), b.block)
         b.branch(header)
         b.position_at_end(done)
+
+    def _poll_step(self, step: ir.Value) -> None:
+        """Poll at the end of a `for`/`while` iteration; every ARM_EVERY-th, re-arm too."""
+        self.poll(arm=self.b.icmp_unsigned(
+            "==", self.b.and_(step, i64(ARM_EVERY - 1)), i64(ARM_EVERY - 1)))
 
     def _exitunless(self, stmt: ExitUnless) -> None:
         stay = self.function.append_basic_block("while_body")
@@ -444,7 +507,11 @@ class ProgramCodegen:
 
     def _helper(self, name: str, type_: ir.FunctionType) -> FunctionPointer:
         """The run-time helper `name`, read from the helper table (`abi.HELPERS` order)."""
-        entry = self.b.gep(self.helpers, [i64(HELPERS.index(name))], source_etype=PTR)
+        return self._helper_at(HELPERS.index(name), type_)
+
+    def _helper_at(self, slot: int, type_: ir.FunctionType) -> FunctionPointer:
+        """The function whose address is in slot `slot` of the helper table."""
+        entry = self.b.gep(self.helpers, [i64(slot)], source_etype=PTR)
         return FunctionPointer(self.b.load(entry, typ=PTR), type_)
 
     def _matmul(self, stmt: Matmul) -> None:
@@ -473,6 +540,14 @@ class ProgramCodegen:
                            i64(int(stmt.descending)), self.pointer(stmt.out, start),
                            self.index(stmt.out.strides[0]),
                            self.pointer(View.of(stmt.scratch), start)])
+
+
+def _cycle_counter(module: ir.Module) -> ir.Function:
+    """`@llvm.readcyclecounter` (x86's `rdtsc`), declared once."""
+    name = "llvm.readcyclecounter"
+    if name in module.globals:
+        return module.globals[name]
+    return ir.Function(module, ir.FunctionType(I64, []), name=name)
 
 
 def _alias_scopes(module: ir.Module, program: Program,

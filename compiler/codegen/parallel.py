@@ -1,33 +1,36 @@
 """Parallel loops: a loop of `loops/parallel.py`'s plans split into chunks for the pool.
 
-The worker pool is the run time's (`runtime/pool.py`): its entry point, with the C type of
-libgomp's `GOMP_parallel`, sits in the helper table (slot POOL_SLOT, 0 when there is no
-pool) beside the thread count (slot THREADS_SLOT). For a planned loop the kernel emits
+The worker pool is the run time's (`runtime/pool.py`, `pool_runtime.py`): its entry
+`rv_pool_run` sits in the helper table (slot POOL_SLOT, 0 when there is no pool). For a
+planned loop the kernel emits
 
-    split = pool != 0 and threads > 1 and (hi - lo) * work >= PARALLEL_MIN_WORK
-    chunks = split ? min(CHUNKS_PER_THREAD * threads, MAX_CHUNKS) : 1
-    context = {buffers, dims, next = 0, chunks, lo, per, hi, partials...,
+    total = (hi - lo) * work
+    chunks = total >= PARALLEL_MIN_WORK ? clamp(total / CHUNK_WORK, 1, MAX_CHUNKS) : 1
+    context = {buffers, dims, seen, chunks, lo, per, hi, partials...,
                &capture..., buffer pointer...}
-    if split: pool(@<entry>_chunks<k>, &context, threads, 0)  # returns when all are done
-    else:     @<entry>_chunks<k>(&context)                    # one chunk: the whole loop
+    if pool != 0 and chunks > 1:
+        poll; status = pool(@<entry>_chunks<k>, &context, chunks, seen)  # all claimed done
+    else:
+        for c in 0..chunks: status = @<entry>_chunks<k>(&context, c); poll
+    if status != 0: return INTERRUPTED
     for c in 0..chunks: acc = acc <kind> partial[c]           # each reduction, in order
 
-and the outlined chunk function, run by every pool thread (the caller included):
+and the outlined chunk function, run by whichever thread claimed chunk `c`:
 
-    void @<entry>_chunks<k>(ptr context):
+    i32 @<entry>_chunks<k>(ptr context, i64 c):
         (read dimension sizes from dims, as the entry does; each captured value and the
          pointer of each buffer the loop touches from the context)
-        while (c = atomic next++) < chunks:
-            acc = identity                                  # each reduction
-            for i in lo + c*per .. min(lo + (c+1)*per, hi) { body }
-            partial[c] = acc
+        acc = identity                                      # each reduction
+        for i in lo + c*per .. min(lo + (c+1)*per, hi) { body }   # outer loops poll
+        partial[c] = acc
+        return 0
 
-Threads take chunks from a shared counter, so a thread the machine delays holds up only its
-own chunk, and the chunk bounds depend only on the thread count: the same partials are
-combined in the same order on every run. With one thread (or a small loop) the loop runs as
-one chunk on the calling thread: the same loop code, without the pool, and a reduction
-differs from an inline loop only by adding its initial value last (sums start at 0, so
-not at all). The loop's code exists once, in the chunk function.
+The chunk bounds depend only on the loop's size (never on the thread count, nor on which
+thread runs a chunk): the same partials are combined in the same order on every run and at
+every thread count. A small loop is one chunk on the calling thread, and a reduction then
+differs from an inline loop only by adding its initial value last (sums start at 0, so not
+at all). The loop's code exists once, in the chunk function. `poll` (`llvm.py`) returns
+INTERRUPTED when a signal arrived since the kernel started (`seen`, the signal count then).
 
 A *nested* plan (a loop in a `for` body: one time step of a scan) runs once per step, so
 when it is too small to split it runs inline, exactly as an unplanned loop, rather than
@@ -47,7 +50,7 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from reverie.compiler.codegen.abi import POOL_SLOT, THREADS_SLOT
+from reverie.compiler.codegen.abi import POOL_SLOT
 from reverie.compiler.loops.ir import Accumulate, Var
 from reverie.compiler.loops.parallel import ParallelPlan, Reduction
 
@@ -63,21 +66,21 @@ from .irutil import (
     i64,
     value_name,
 )
-from .threads import POOL_TYPE
+from .pool_runtime import CHUNK_TYPE, RUN_TYPE
 
 if TYPE_CHECKING:
     from .llvm import ProgramCodegen
 
-# statements a loop runs (`loops/parallel.py`'s work x trips) below which one thread is faster
+# statements a loop runs (`loops/parallel.py`'s work x trips) below which it is one chunk
 PARALLEL_MIN_WORK = 1 << 20
-CHUNKS_PER_THREAD = 4
+CHUNK_WORK = 1 << 18  # statements per chunk of a larger loop (at most MAX_CHUNKS chunks)
 MAX_CHUNKS = 256
 CHUNK_ALIGN = 64  # iterations; an innermost loop's chunk bounds stay multiples of this
-CHUNK_TYPE = ir.FunctionType(ir.VoidType(), [PTR])
-BUFFERS, DIMS, NEXT, CHUNKS, LO, PER, HI, PARTIALS = range(8)
+BUFFERS, DIMS, SEEN, CHUNKS, LO, PER, HI, PARTIALS = range(8)
 # the codegen state that belongs to one LLVM function
 FUNCTION_STATE = ("function", "allocas", "b", "buffers_arg", "dims_arg", "values",
-                  "accumulators", "dims", "pointers", "slots", "helpers")
+                  "accumulators", "dims", "pointers", "slots", "helpers", "at_prologue",
+                  "signals_seen", "interrupt_exit")
 
 
 def identity(reduction: Reduction) -> ir.Constant:
@@ -92,42 +95,44 @@ def identity(reduction: Reduction) -> ir.Constant:
 
 
 def emit_parallel_loop(codegen: ProgramCodegen, plan: ParallelPlan) -> None:
-    """Emit `plan.loop` at the codegen's builder: its chunks on the pool when that pays,
-    else on this thread (a top-level loop: as one chunk; a nested one: inline, as a serial
-    loop); then each reduction's partials."""
+    """Emit `plan.loop` at the codegen's builder: a large loop as chunks (on the pool when
+    there is one, else in order on this thread, polling for signals between them), a small
+    one as one chunk (a top-level loop) or inline, as a serial loop (a nested one); then
+    each reduction's partials. The chunks depend only on the loop's size, not on the
+    thread count: every thread count gives the same bits."""
     b, loop = codegen.b, plan.loop
     chunk_function = _define_chunk_function(codegen, plan)
     lo, hi = codegen.index(loop.lo), codegen.index(loop.hi)
     pool = b.load(b.gep(codegen.helpers, [i64(POOL_SLOT)], source_etype=I64), typ=I64)
-    threads = b.load(b.gep(codegen.helpers, [i64(THREADS_SLOT)], source_etype=I64), typ=I64)
-    worth = b.and_(b.icmp_signed(">=", b.mul(b.sub(hi, lo), codegen.index(plan.work)),
-                                 i64(PARALLEL_MIN_WORK)),
-                   b.and_(b.icmp_signed(">", threads, i64(1)),
-                          b.icmp_unsigned("!=", pool, i64(0))))
-    wanted = b.mul(threads, i64(CHUNKS_PER_THREAD))
-    wanted = b.select(b.icmp_signed("<", wanted, i64(MAX_CHUNKS)), wanted, i64(MAX_CHUNKS))
+    total = b.mul(b.sub(hi, lo), codegen.index(plan.work))
+    worth = b.icmp_signed(">=", total, i64(PARALLEL_MIN_WORK))
+    chunks = b.sdiv(total, i64(CHUNK_WORK))
+    chunks = b.select(b.icmp_signed("<", chunks, i64(MAX_CHUNKS)), chunks, i64(MAX_CHUNKS))
+    chunks = b.select(worth, chunks, i64(1))
 
-    def on_pool(context: ir.Value) -> None:
-        entry = FunctionPointer(b.inttoptr(pool, PTR), POOL_TYPE)
-        b.call(entry, [FunctionPointer(chunk_function, CHUNK_TYPE), context,
-                       b.trunc(threads, I32), ir.Constant(I32, 0)])
+    def run(context: ir.Value) -> None:
+        function = FunctionPointer(chunk_function, CHUNK_TYPE)
+        with b.if_else(b.and_(b.icmp_unsigned("!=", pool, i64(0)),
+                              b.icmp_signed(">", chunks, i64(1)))) as (on_pool, here):
+            with on_pool:
+                codegen.poll(arm=True)
+                status = b.call(FunctionPointer(b.inttoptr(pool, PTR), RUN_TYPE),
+                                [function, context, chunks, codegen.seen()])
+                codegen.stop_unless(b.icmp_signed("==", status, i64(0)))
+            with here:
+                with counted_loop(b, i64(0), chunks) as c:
+                    status = b.call(chunk_function, [context, c])
+                    codegen.stop_unless(b.icmp_signed("==", status, ir.Constant(I32, 0)))
+                    codegen.poll(arm=True)
 
     if plan.nested:  # run every step: a small loop stays inline, as if never planned
         with b.if_else(worth) as (parallel, one_thread):
             with parallel:
-                _run_chunks(codegen, plan, wanted, lo, hi, on_pool)
+                _run_chunks(codegen, plan, chunks, lo, hi, run)
             with one_thread:
                 codegen.serial_loop(loop, lo, hi)
         return
-
-    def pool_or_here(context: ir.Value) -> None:
-        with b.if_else(worth) as (parallel, one_thread):
-            with parallel:
-                on_pool(context)
-            with one_thread:
-                b.call(chunk_function, [context])
-
-    _run_chunks(codegen, plan, b.select(worth, wanted, i64(1)), lo, hi, pool_or_here)
+    _run_chunks(codegen, plan, chunks, lo, hi, run)
 
 
 def _run_chunks(codegen: ProgramCodegen, plan: ParallelPlan, chunks: ir.Value, lo: ir.Value,
@@ -146,8 +151,8 @@ def _run_chunks(codegen: ProgramCodegen, plan: ParallelPlan, chunks: ir.Value, l
         b.store(codegen.operand(var), slot)
     pointers = [codegen.base(buffer) for buffer in plan.buffers]
     context = codegen._alloca(ir.ArrayType(I64, _context_size(plan)), "context")
-    fields = [b.ptrtoint(codegen.buffers_arg, I64), b.ptrtoint(codegen.dims_arg, I64), i64(0),
-              chunks, lo, per, hi,
+    fields = [b.ptrtoint(codegen.buffers_arg, I64), b.ptrtoint(codegen.dims_arg, I64),
+              codegen.seen(), chunks, lo, per, hi,
               *(b.ptrtoint(p, I64) for p in partials + captures + pointers)]
     for slot, value in enumerate(fields):
         b.store(value, b.gep(context, [i64(slot)], source_etype=I64))
@@ -177,6 +182,7 @@ def _own_function(codegen: ProgramCodegen, function: ir.Function) -> Iterator[No
     codegen.b = ir.IRBuilder(start)
     codegen.values, codegen.accumulators, codegen.dims = {}, {}, {}
     codegen.pointers, codegen.slots = {}, {}
+    codegen.interrupt_exit = None
     try:
         yield
     finally:
@@ -186,7 +192,8 @@ def _own_function(codegen: ProgramCodegen, function: ir.Function) -> Iterator[No
 
 
 def _define_chunk_function(codegen: ProgramCodegen, plan: ParallelPlan) -> ir.Function:
-    """`void @<entry>_chunks<k>(ptr context)`: take chunks until none is left."""
+    """`i32 @<entry>_chunks<k>(ptr context, i64 chunk)`: run one chunk; 0, or INTERRUPTED
+    when a signal arrived (its outer loops poll, as the entry's do)."""
     module = codegen.module
     prefix = codegen.function.name + "_chunks"
     number = sum(name.startswith(prefix) for name in module.globals)
@@ -194,7 +201,7 @@ def _define_chunk_function(codegen: ProgramCodegen, plan: ParallelPlan) -> ir.Fu
     function.linkage = "internal"
     function.attributes.add("nounwind")
     function.attributes.add("noinline")  # one copy of the loop's code, not one per call site
-    (context,) = function.args
+    context, chunk = function.args
     with _own_function(codegen, function):
         b = codegen.b
 
@@ -204,7 +211,8 @@ def _define_chunk_function(codegen: ProgramCodegen, plan: ParallelPlan) -> ir.Fu
         codegen.buffers_arg = b.inttoptr(field(BUFFERS), PTR)
         codegen.dims_arg = b.inttoptr(field(DIMS), PTR)
         codegen._prologue()
-        chunks, lo, per, hi = field(CHUNKS), field(LO), field(PER), field(HI)
+        codegen.signals_seen = field(SEEN)
+        lo, per, hi = field(LO), field(PER), field(HI)
         partials = [b.inttoptr(field(PARTIALS + k), PTR) for k in range(len(plan.reductions))]
         captured = PARTIALS + len(plan.reductions)
         for k, var in enumerate(plan.captures):
@@ -216,15 +224,6 @@ def _define_chunk_function(codegen: ProgramCodegen, plan: ParallelPlan) -> ir.Fu
         slots = {r.var.name: codegen._alloca(REGISTER[r.var.dtype], "partial")
                  for r in plan.reductions}
         codegen.accumulators.update(slots)
-        take = function.append_basic_block("take")
-        work = function.append_basic_block("chunk")
-        done = function.append_basic_block("no_chunk_left")
-        b.branch(take)
-        b.position_at_end(take)
-        chunk = b.atomic_rmw("add", b.gep(context, [i64(NEXT)], source_etype=I64), i64(1),
-                             "monotonic")
-        b.cbranch(b.icmp_signed("<", chunk, chunks), work, done)
-        b.position_at_end(work)
         start = b.add(lo, b.mul(chunk, per))
         start = b.select(b.icmp_signed("<", start, hi), start, hi)
         stop = b.add(start, per)
@@ -236,7 +235,5 @@ def _define_chunk_function(codegen: ProgramCodegen, plan: ParallelPlan) -> ir.Fu
             type_ = REGISTER[reduction.var.dtype]
             b.store(b.load(slots[reduction.var.name], typ=type_),
                     b.gep(partial, [chunk], source_etype=type_))
-        b.branch(take)
-        b.position_at_end(done)
-        b.ret_void()
+        b.ret(ir.Constant(I32, 0))
     return function

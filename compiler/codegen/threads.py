@@ -3,17 +3,16 @@
 `define_parallel_gemm` fills in `rv_gemm_own_<dtype>` of the helper module (the own
 kernel, which the public `rv_gemm_<dtype>` calls when it does not call BLAS, `gemm_blas.py`);
 its last two arguments are the thread count and the pool's entry (`runtime/pool.py`:
-libgomp's `GOMP_parallel`, or 0 when there is none). Small products (fewer than
+`rv_pool_run` of `pool_runtime.py`, or 0 when there is none). Small products (fewer than
 PARALLEL_MIN_MACS multiply-adds), `threads <= 1` or no pool go straight to the serial kernel.
 Otherwise the output is cut into `tasks` slabs (of whole NR-column panels when N is wide
 enough, else of whole MR-row panels); each slab is the same product on offset operands, with
-its own packing scratch, and the pool's threads (the caller among them) take slabs from a
-shared counter until none is left:
+its own packing scratch, and the pool's threads (the caller among them) claim slabs until
+none is left (a product is never stopped by a signal: the kernel polls after it):
 
-    context = {next = 0, tasks, slab 0's arguments, slab 1's, ...}
-    pool(@rv_gemm_task_<dtype>, &context, tasks, 0)    # returns when every slab is done
-    rv_gemm_task_<dtype>(ptr context):
-        while (t = atomic next++) < tasks: serial kernel on slab t's arguments
+    context = {slab 0's arguments, slab 1's, ...}
+    pool(@rv_gemm_task_<dtype>, &context, tasks, NO_SIGNAL_CHECK)  # every slab done
+    i32 rv_gemm_task_<dtype>(ptr context, i64 t): serial kernel on slab t's arguments
 
 The pool's threads are parked between calls (not started per call), so the cost of a split
 is waking them (microseconds; tens when they sleep, see `runtime/pool.py`).
@@ -23,38 +22,25 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .abi import MAX_TASKS
+from .abi import MAX_TASKS, NO_SIGNAL_CHECK
 from .irutil import I8, I32, I64, PTR, REGISTER, FunctionPointer, alloca, counted_loop, i64
+from .pool_runtime import CHUNK_TYPE, RUN_TYPE
 
 PARALLEL_MIN_MACS = 1 << 22
 FIELDS = 13  # M, N, K, A, sa0, sa1, B, sb0, sb1, C, sc0, sc1, pack
-NEXT, TASKS, FIRST_SLAB = 0, 1, 2  # the context's slots: next slab, slab count, arguments
-POOL_TYPE = ir.FunctionType(ir.VoidType(), [PTR, PTR, I32, I32])  # GOMP_parallel's
 
 
 def _define_task(serial: ir.Function, dtype: str) -> ir.Function:
-    """`void @rv_gemm_task_<dtype>(ptr context)`: the serial kernel on each slab it takes."""
-    task = ir.Function(serial.module, ir.FunctionType(ir.VoidType(), [PTR]),
-                       name=f"rv_gemm_task_{dtype}")
+    """`i32 @rv_gemm_task_<dtype>(ptr context, i64 t)`: the serial kernel on slab t."""
+    task = ir.Function(serial.module, CHUNK_TYPE, name=f"rv_gemm_task_{dtype}")
     task.linkage = "internal"
-    (context,) = task.args
+    context, t = task.args
     b = ir.IRBuilder(task.append_basic_block("entry"))
-    take = task.append_basic_block("take")
-    run = task.append_basic_block("slab")
-    done = task.append_basic_block("no_slab_left")
-    tasks = b.load(b.gep(context, [i64(TASKS)], source_etype=I64), typ=I64)
-    b.branch(take)
-    b.position_at_end(take)
-    t = b.atomic_rmw("add", b.gep(context, [i64(NEXT)], source_etype=I64), i64(1), "monotonic")
-    b.cbranch(b.icmp_signed("<", t, tasks), run, done)
-    b.position_at_end(run)
-    base = b.add(i64(FIRST_SLAB), b.mul(t, i64(FIELDS)))
+    base = b.mul(t, i64(FIELDS))
     args = [b.load(b.gep(context, [b.add(base, i64(k))], source_etype=I64), typ=type_)
             for k, type_ in enumerate(serial.function_type.args)]
     b.call(serial, args)
-    b.branch(take)
-    b.position_at_end(done)
-    b.ret_void()
+    b.ret(ir.Constant(I32, 0))
     return task
 
 
@@ -68,7 +54,7 @@ def define_parallel_gemm(function: ir.Function, serial: ir.Function, dtype: str,
     m, n, k, a, sa0, sa1, bm, sb0, sb1, c, sc0, sc1, pack = serial_args
     entry = function.append_basic_block("entry")
     b = ir.IRBuilder(entry)
-    context = alloca(b, ir.ArrayType(I64, FIRST_SLAB + MAX_TASKS * FIELDS), "context")
+    context = alloca(b, ir.ArrayType(I64, MAX_TASKS * FIELDS), "context")
     tasks = b.select(b.icmp_signed("<", threads, i64(MAX_TASKS)), threads, i64(MAX_TASKS))
     small = b.icmp_signed("<", b.mul(b.mul(m, n), k), i64(PARALLEL_MIN_MACS))
     alone = b.or_(b.icmp_signed("<=", tasks, i64(1)), b.icmp_unsigned("==", pool, i64(0)))
@@ -94,12 +80,10 @@ def define_parallel_gemm(function: ir.Function, serial: ir.Function, dtype: str,
                   b.gep(bm, [b.mul(column, sb1)], source_etype=element), sb0, sb1,
                   b.gep(c, [b.add(b.mul(row, sc0), b.mul(column, sc1))], source_etype=element),
                   sc0, sc1, b.gep(pack, [b.mul(t, i64(pack_bytes))], source_etype=I8)]
-        base = b.add(i64(FIRST_SLAB), b.mul(t, i64(FIELDS)))
+        base = b.mul(t, i64(FIELDS))
         for index, value in enumerate(fields):
             b.store(value, b.gep(context, [b.add(base, i64(index))], source_etype=I64))
-    b.store(i64(0), b.gep(context, [i64(NEXT)], source_etype=I64))
-    b.store(tasks, b.gep(context, [i64(TASKS)], source_etype=I64))
-    entry = FunctionPointer(b.inttoptr(pool, PTR), POOL_TYPE)
-    b.call(entry, [FunctionPointer(task, task.function_type), context,
-                   b.trunc(tasks, I32), ir.Constant(I32, 0)])
+    entry = FunctionPointer(b.inttoptr(pool, PTR), RUN_TYPE)
+    b.call(entry, [FunctionPointer(task, task.function_type), context, tasks,
+                   i64(NO_SIGNAL_CHECK)])
     b.ret_void()

@@ -192,18 +192,6 @@ def test_the_pool_is_in_the_helper_table() -> None:
         assert pool.pool_entry() != 0  # libgomp is on the project machines
 
 
-def test_passive_waiting_is_set_only_while_libgomp_loads(monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
-    with pool._passive_waiting():
-        assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert "OMP_WAIT_POLICY" not in os.environ
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's choice is kept
-    with pool._passive_waiting():
-        assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
-
-
 def test_split_loops_match_the_interpreter() -> None:
     x = sample((LARGE,), seed=1)
     check(SOURCE, x, name="wave")
@@ -301,7 +289,7 @@ print(os.waitpid(pid, 0)[1])
 
 
 def test_a_forked_child_runs_split_kernels_on_one_thread() -> None:
-    """libgomp's threads are not copied by fork: the child must not wait for them."""
+    """The pool's threads are not copied by fork: the child must not wait for them."""
     script = FORK_SCRIPT.format(source=SOURCE, size=LARGE)
     env = {**os.environ, "REVERIE_NUM_THREADS": "2"}
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,

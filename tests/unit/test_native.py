@@ -90,9 +90,9 @@ def test_fused_transcendental_reduction_calls_no_scalar_function() -> None:
                                        "f", "f32"))
     functions = kernel.llvm_ir.split("define ")
     body = functions[1]  # the kernel itself, not its Python entry
-    assert body.startswith("noundef i32 @rv_f(")
+    assert "i32 @rv_f(" in body.split("\n")[0]
     # the loop's chunks for the worker pool, which the kernel passes to it
-    chunks = "".join(f for f in functions if f.startswith("internal void @rv_f_chunks"))
+    chunks = "".join(f for f in functions if "i32 @rv_f_chunks" in f.split("\n")[0])
     assert chunks
     callees = set(re.findall(r"call [^@]*@\"?([\w.]+)", body + chunks)) - {"rv_f_chunks0"}
     assert callees <= {c for c in callees if c.startswith("llvm.")}, callees
