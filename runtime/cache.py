@@ -37,7 +37,6 @@ import functools
 import os
 import stat
 import struct
-import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -49,6 +48,8 @@ try:  # CPython's own BLAKE2 and constant-time comparison (what hashlib and hmac
 except ImportError:  # another interpreter: the public modules
     from hashlib import blake2b
     from hmac import compare_digest
+
+from .locks import runtime_lock
 
 MAX_ENTRY_BYTES = 1 << 28
 _MAGIC = b"RVC3"
@@ -62,7 +63,7 @@ _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOE
 _warned_roots: set[str] = set()
 # by cache root: the identity of the secret file last read there, and its secret
 _secrets_read: dict[str, tuple[tuple[int, ...], bytes]] = {}
-_warned_lock = threading.Lock()
+_warned_lock = runtime_lock()
 _Result = TypeVar("_Result")
 
 

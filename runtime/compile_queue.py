@@ -45,9 +45,10 @@ import os
 import threading
 from collections.abc import Callable, Hashable
 
+from .locks import runtime_condition
 from .pool import pool_threads
 
-_state = threading.Condition()
+_state = runtime_condition()
 _queue: dict[Hashable, Callable[[], object]] = {}  # jobs not started, in order
 _seen: set[Hashable] = set()  # every key ever started (a key runs at most once)
 _failures: dict[Hashable, BaseException] = {}
@@ -146,9 +147,9 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    """Start afresh: no thread, nothing queued (computed where needed), no lock held."""
-    global _state, _running, _worker, _forking
-    _state = threading.Condition()
+    """Start afresh: no thread, nothing queued (computed where needed); the condition's
+    lock is new (`runtime/locks.py`)."""
+    global _running, _worker, _forking
     _queue.clear()
     _seen.clear()
     _failures.clear()

@@ -27,7 +27,6 @@ import ctypes
 import functools
 import os
 import sys
-import threading
 
 import numpy as np
 
@@ -42,10 +41,11 @@ from reverie.compiler.codegen.abi import (
 from .artifacts import artifact_key
 from .blas import blas_requested, find_blas
 from .jit_module import JitModule, Pipeline
+from .locks import runtime_lock
 from .pool import fill_table
 from .remembered import host_description, remembered_module
 
-LOCK = threading.RLock()  # loading helpers, and everything native.py compiles
+LOCK = runtime_lock(reentrant=True)  # loading helpers, and everything native.py compiles
 _COMPILE_QUEUE = __package__ + ".compile_queue"  # the LLVM thread (cold compiles only)
 CALL_ENTRY_AHEAD = ("call entry",)  # the call entry's module, on the LLVM thread
 

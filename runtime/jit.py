@@ -58,7 +58,6 @@ import functools
 import itertools
 import re
 import struct
-import threading
 import weakref
 from collections.abc import Callable, Iterator
 
@@ -68,6 +67,7 @@ from reverie.compiler.print_ir import show
 
 from . import cache
 from .jit_module import KERNEL_PIPELINE, LIVE_MODULES, JitModule, Pipeline
+from .locks import runtime_lock
 from .version import VERSION
 
 
@@ -87,7 +87,7 @@ llvm = _LazyBinding()
 # powers of two as shifts
 _PIPELINE_VERSION = "reverie-jit-8"
 HUGE_BLOCK = 2000
-_LLVM_LOCK = threading.RLock()
+_LLVM_LOCK = runtime_lock(reentrant=True)
 _library_numbers = itertools.count()
 _EXTERNAL_DEFINE = re.compile(r'^define\s+([^@\n]*)@("?)([^"(\s]+)\2\(', re.MULTILINE)
 _LOCAL_LINKAGES = frozenset({"internal", "private", "available_externally"})

@@ -11,9 +11,10 @@ JIT code, is released once nothing else refers to it):
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from typing import Generic, TypeVar
+
+from .locks import runtime_lock
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -27,7 +28,7 @@ class LruCache(Generic[K, V]):
             raise ValueError(f"maxsize must be at least 1, got {maxsize}")
         self.maxsize = maxsize
         self._entries: OrderedDict[K, V] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = runtime_lock()  # new in a fork's child (`runtime/locks.py`)
 
     def get(self, key: K, default: V | None = None) -> V | None:
         """The value for `key` (now the most recently used), or `default`."""

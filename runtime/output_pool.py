@@ -35,12 +35,13 @@ from __future__ import annotations
 import math
 import os
 import sys
-import threading
 from collections.abc import Callable
 
 import numpy as np
 
 from reverie.compiler.codegen.abi import POOLED_OUTPUT_BYTES
+
+from .locks import runtime_lock
 
 MAX_BLOCKS = 4
 MAX_BYTES = 512 << 20
@@ -55,15 +56,7 @@ def _references(blocks: list[np.ndarray], k: int) -> int:
 
 # the count `_references` reads for a block that only the pool's list holds
 FREE_REFERENCES = _references([np.empty(0, np.uint8)], 0)
-_LOCK = threading.Lock()  # the pools' (one lock: a fork must replace it, as it may copy it held)
-
-
-def _new_lock() -> None:
-    global _LOCK
-    _LOCK = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_new_lock)
+_LOCK = runtime_lock()  # the pools' (one lock; new in a fork's child: `runtime/locks.py`)
 
 
 class OutputPool:

@@ -36,6 +36,8 @@ import os
 import threading
 from collections.abc import Callable
 
+from .locks import runtime_lock
+
 LINK_TIMEOUT_S = 60
 # no start files nor default libraries (~7 ms a module instead of ~45 ms); only libgcc's
 # arithmetic helpers are linked in, everything else resolves from the process when opened.
@@ -47,7 +49,7 @@ MAX_PENDING_LINKS = 8  # more waiting jobs than this: new ones are dropped (best
 _DRIVERS = ("cc", "gcc", "clang")
 _file_numbers = itertools.count()
 _jobs: list[Callable[[], None]] = []
-_jobs_lock = threading.Lock()
+_jobs_lock = runtime_lock()
 _worker: threading.Thread | None = None
 
 
@@ -123,9 +125,8 @@ def _run_jobs() -> None:
 
 def _start_afresh_in_child() -> None:
     """After `os.fork`, in the child: the linking thread was not copied (what it had queued
-    is the parent's to link), and it may have held the lock; a new lock, no jobs, no thread."""
-    global _jobs_lock, _worker
-    _jobs_lock = threading.Lock()
+    is the parent's to link); no jobs, no thread (its lock is new: `runtime/locks.py`)."""
+    global _worker
     _jobs.clear()
     _worker = None
 
