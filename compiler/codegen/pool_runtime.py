@@ -2,7 +2,7 @@
 their loops over, and the signal handler that lets a running kernel stop.
 
 One small module, compiled once per process (`runtime/pool.py` loads it; disk-cached like
-the helpers). It uses only libc (`pthread_create`, `syscall` for futexes, `sched_yield`,
+the helpers). It uses only libc (`pthread_create`, `syscall` for futexes,
 `sigaction`).
 
 **The pool.** `i64 @rv_pool_run(ptr fn, ptr context, i64 chunks, i64 seen)` runs
@@ -15,7 +15,8 @@ once the job is over. The calling thread claims chunks like the workers, so
 
 - a worker that is not awake yet, or descheduled (its core busy with another process),
   holds up nothing: when it comes, the chunks are gone and it goes back to sleep;
-- the caller waits only for chunks that were claimed (`done` counts the finished ones);
+- the caller waits only for chunks that were claimed (`done` counts the finished ones),
+  spinning briefly, then asleep on `done` (a worker that finishes a chunk wakes it);
 - which thread runs a chunk changes run to run, never what a chunk computes: the chunk
   bounds are the kernel's (`codegen/parallel.py`), so results are the same bits.
 
@@ -48,7 +49,7 @@ from .irutil import I8, I32, I64, PTR, FunctionPointer, alloca, counted_loop, i6
 WATCHED = tuple(int(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM,
                                  signal.SIGUSR1, signal.SIGUSR2))
 WORKER_SPIN = 1 << 11  # pause instructions a worker spins after a job (~50 µs) before sleeping
-CALLER_SPIN = 1 << 8  # pauses between the caller's looks at claimed chunks, before yielding
+CALLER_SPIN = 1 << 10  # pauses the caller spins on claimed chunks (~25 µs) before sleeping
 ARM_INTERVAL = 100_000_000  # cycles between re-armings (~40 ms at 2.6 GHz)
 SIGACTION_BYTES = 152  # glibc's struct sigaction on 64-bit Linux; the handler comes first
 SIG_BLOCK = 0
@@ -77,6 +78,7 @@ class _Runtime:
         self.fn, self.context, self.table = (variable(n, PTR) for n in ("fn", "context", "table"))
         self.chunks, self.seen = variable("chunks", I64), variable("seen", I64)
         self.wake, self.sleepers = variable("wake", I32), variable("sleepers", I32)
+        self.waiting = variable("waiting", I32)  # the caller sleeps on `done`
         self.previous = variable("previous", ir.ArrayType(PTR, 65))
 
         def libc(name: str, result: ir.Type, args: list[ir.Type], var_arg: bool = False
@@ -84,7 +86,6 @@ class _Runtime:
             return ir.Function(m, ir.FunctionType(result, args, var_arg=var_arg), name=name)
 
         self.syscall = libc("syscall", I64, [I64], var_arg=True)
-        self.sched_yield = libc("sched_yield", I32, [])
         self.pthread_create = libc("pthread_create", I32, [PTR, PTR, PTR, PTR])
         self.pthread_detach = libc("pthread_detach", I32, [I64])
         self.pthread_sigmask = libc("pthread_sigmask", I32, [I32, PTR, PTR])
@@ -107,9 +108,12 @@ class _Runtime:
         if self.machine in ("x86_64", "AMD64"):
             b.call(_declared(self.module, "llvm.x86.sse2.pause", ir.VoidType()), [])
 
-    def futex(self, b: ir.IRBuilder, op: int, value: ir.Value) -> None:
-        b.call(self.syscall, [i64(FUTEX[self.machine]), self.wake, ir.Constant(I32, op), value,
-                              ir.Constant(PTR, None)])
+    def futex(self, b: ir.IRBuilder, op: int, value: ir.Value,
+              word: ir.Value | None = None) -> None:
+        """FUTEX_WAIT (sleep while the 32-bit `word`, `wake` by default, holds `value`) or
+        FUTEX_WAKE (wake up to `value` sleepers on it)."""
+        b.call(self.syscall, [i64(FUTEX[self.machine]), word or self.wake, ir.Constant(I32, op),
+                              value, ir.Constant(PTR, None)])
 
     def signal_count(self, b: ir.IRBuilder) -> ir.Value:
         table = self.load(b, self.table, PTR)
@@ -183,6 +187,8 @@ def _define_work(rt: _Runtime, claim: ir.Function, arm: ir.Function) -> ir.Funct
     with b.if_then(b.icmp_signed("!=", status, ir.Constant(I32, 0))):
         rt.store(b, i64(1), rt.stop)
     b.atomic_rmw("add", rt.done, i64(1), "seq_cst")
+    with b.if_then(b.icmp_signed("!=", rt.load(b, rt.waiting, I32), ir.Constant(I32, 0))):
+        rt.futex(b, FUTEX_WAKE_PRIVATE, ir.Constant(I32, 1), rt.done)
     b.branch(look)
     b.position_at_end(finished)
     b.ret_void()
@@ -238,18 +244,25 @@ def _define_run(rt: _Runtime, work: ir.Function, alone: ir.Function) -> None:
 
 
 def _wait_for(rt: _Runtime, b: ir.IRBuilder, claimed: ir.Value) -> None:
-    """Wait until `claimed` chunks are done: spin CALLER_SPIN pauses between looks, and
-    yield the core between rounds (the thread running the last chunk may need it)."""
+    """Wait until `claimed` chunks are done: spin CALLER_SPIN pauses, then sleep on `done`
+    (its low 32 bits) until a worker finishes a chunk. Sleeping leaves this core idle, so
+    the system may move a worker that was preempted in its chunk onto it."""
     function = b.function
-    look, spin, done = (function.append_basic_block(n) for n in ("wait", "spin", "all_done"))
+    look, spin, sleep, done = (function.append_basic_block(n) for n in (
+        "wait", "spin", "sleep", "all_done"))
     b.branch(look)
     b.position_at_end(look)
     b.cbranch(b.icmp_signed(">=", rt.load(b, rt.done), claimed), done, spin)
     b.position_at_end(spin)
     with counted_loop(b, i64(0), i64(CALLER_SPIN)):
         rt.pause(b)
-    with b.if_then(b.icmp_signed("<", rt.load(b, rt.done), claimed)):
-        b.call(rt.sched_yield, [])
+    b.cbranch(b.icmp_signed(">=", rt.load(b, rt.done), claimed), done, sleep)
+    b.position_at_end(sleep)
+    rt.store(b, ir.Constant(I32, 1), rt.waiting)
+    finished = rt.load(b, rt.done)
+    with b.if_then(b.icmp_signed("<", finished, claimed)):
+        rt.futex(b, FUTEX_WAIT_PRIVATE, b.trunc(finished, I32), rt.done)
+    rt.store(b, ir.Constant(I32, 0), rt.waiting)
     b.branch(look)
     b.position_at_end(done)
 
