@@ -195,8 +195,12 @@ class Kernel:
 
     def enter_native(self, fn: Function) -> None:
         """Put the native entry of specialisation `fn` in front of the call path (nothing
-        for a backend or a boundary without one), and remember how to make it without the
-        IR (`runtime/fastcall.py`). Calls do this themselves, once per specialisation."""
+        for a backend or a boundary without one, or a specialisation whose entry could take
+        a call meant for another: `_entry_keeps_the_rule`), and remember how to make it
+        without the IR (`runtime/fastcall.py`: no launch record, no entry from one either).
+        Calls do this themselves, once per specialisation."""
+        if not self._entry_keeps_the_rule(fn):
+            return
         executable = self.module.executable(fn)
         make = getattr(executable, "native_entry", None)
         entry = make(self._call, not self._single) if make is not None else None
@@ -206,6 +210,20 @@ class Kernel:
                 from reverie.runtime import fastcall
 
                 fastcall.remember_launch(fn.cache_key, executable.launch_record())
+
+    def _entry_keeps_the_rule(self, fn: Function) -> bool:
+        """Whether a native entry of specialisation `fn` takes only calls that the precision
+        rule (`float_dtype_of`) gives `fn`. An entry takes, for a parameter declared
+        `float`, an array of exactly `fn`'s dtype or a Python number. So the f64 entry
+        keeps the rule (an f32 array is never its dtype), and so does an f32 entry with a
+        `float` array parameter (only an f32 array passes it); but with `float` scalars
+        only, the f32 entry would take Python numbers alone, which the rule gives f64:
+        those calls, and 0-d float32 arrays with them, take the Python path."""
+        floats = [param.type for param, declared
+                  in zip(fn.params, self.declared_dtypes, strict=True) if declared == "float"]
+        if not floats or floats[0].dtype != "f32":
+            return True
+        return any(type_.rank for type_ in floats)
 
     def _launch(self, float_dtype: str) -> Callable[..., object] | None:
         """The native entry of the `float_dtype` specialisation made from its launch record
