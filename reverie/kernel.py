@@ -49,7 +49,13 @@ from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.dtypes import FLOAT_DTYPES
 from reverie.runtime import artifacts
-from reverie.runtime.call import bind_arguments, check_arity, finish_results, float_dtype_of
+from reverie.runtime.call import (
+    ArgumentTypeError,
+    bind_arguments,
+    check_arity,
+    finish_results,
+    float_dtype_of,
+)
 from reverie.runtime.lru import LruCache
 
 if TYPE_CHECKING:
@@ -80,6 +86,28 @@ def untaped_call_path(kernel: Kernel) -> Callable[..., object]:
         return kernel._call_python(*args)
 
     return call
+
+
+def by_position(fn_name: str, param_names: Sequence[str], args: Sequence[object],
+                keywords: dict[str, object]) -> tuple[object, ...]:
+    """The arguments of a call with `keywords`, one per parameter in order, bound as
+    Python binds them: positional first, then each keyword to the parameter it names;
+    ArgumentTypeError (a TypeError naming the function) for too many positional
+    arguments, an unknown or repeated name, or a parameter left without a value."""
+    if len(args) > len(param_names):
+        check_arity(fn_name, param_names, args)
+    bound = dict(zip(param_names, args, strict=False))  # (fewer arguments than names)
+    for name, value in keywords.items():
+        if name not in param_names:
+            raise ArgumentTypeError(f"{fn_name}() got an unexpected keyword argument '{name}'")
+        if name in bound:
+            raise ArgumentTypeError(f"{fn_name}() got multiple values for argument '{name}'")
+        bound[name] = value
+    missing = [f"'{name}'" for name in param_names if name not in bound]
+    if missing:
+        raise ArgumentTypeError(f"{fn_name}() missing {len(missing)} required argument(s): "
+                                f"{', '.join(missing)}")
+    return tuple(bound[name] for name in param_names)
 
 
 def is_plain(value: object) -> bool:
@@ -180,10 +208,13 @@ class Kernel:
     array_call = property(attrgetter("_call"), doc="Run on arrays (one per parameter, "
                           "ungrouped, never recorded) through the call path.")
 
-    def _python_path(self, *args: object) -> object:
+    def _python_path(self, *args: object, **keywords: object) -> object:
         """What the native entries fall back to (and what a kernel without one calls):
         the current Python call path, looked up at each call, so that the tape's path
-        takes over once Tensors exist."""
+        takes over once Tensors exist. Keyword arguments are bound to the parameters they
+        name here (`by_position`; the native entries pass every call with them here)."""
+        if keywords:
+            args = by_position(self.name, self.param_names, args, keywords)
         return self._call_python(*args)
 
     @property

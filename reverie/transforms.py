@@ -85,14 +85,16 @@ class GroupedKernel(Kernel):
         self.grouped = grouped
         self.regroup = regroup
 
-    def __call__(self, *args: object) -> object:
-        if self.grouped is not None and args:
+    def __call__(self, *args: object, **keywords: object) -> object:
+        """Run on the arguments, the grouped ones as one tuple after the others (or each
+        by its own name, as a keyword)."""
+        if self.grouped is not None and len(args) > len(self.param_names) - self.grouped:
             *head, group = args
             if not isinstance(group, tuple | list) or len(group) != self.grouped:
                 raise ArgumentTypeError(f"{self.name}() takes its last {self.grouped} "
                                         f"arguments as one tuple, got {group!r}")
             args = (*head, *group)
-        return self.regroup(super().__call__(*args))
+        return self.regroup(super().__call__(*args, **keywords))
 
 
 def _result_count(kernel: Kernel) -> int:
@@ -330,8 +332,8 @@ class JacobianKernel(Kernel):
         fn = self.reverse_ir_for(dtype) if outputs < inputs else self.ir_for(dtype)
         return self.execute(fn, args)
 
-    def __call__(self, *args: object) -> object:
-        blocks = list(super().__call__(*args))
+    def __call__(self, *args: object, **keywords: object) -> object:
+        blocks = list(super().__call__(*args, **keywords))
         per_output = [_one_or_tuple(blocks[j * len(self.chosen):(j + 1) * len(self.chosen)],
                                     self.single) for j in range(self.outputs)]
         return _one_or_tuple(per_output, self.outputs == 1)
