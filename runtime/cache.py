@@ -28,10 +28,14 @@ another process of the same user. It trusts nothing it did not write for that ke
   (temporary file in the same directory, then `os.replace`), so a reader never sees half
   a file.
 - Storing is best effort: a read-only or full disk never makes compilation fail.
+- Orphans: a temporary file is named `.tmp-<pid>-<random>`; one that a killed writer left
+  is removed by the first `store` of a later process in that root (`_remove_orphans`,
+  with `runtime/orphans.py`'s rule: its writer gone, or untouched for an hour).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -64,6 +68,8 @@ _warned_roots: set[str] = set()
 # by cache root: the identity of the secret file last read there, and its secret
 _secrets_read: dict[str, tuple[tuple[int, ...], bytes]] = {}
 _warned_lock = runtime_lock()
+_TEMPORARY_PREFIX = ".tmp-"
+_swept_roots: set[str] = set()  # roots whose orphans this process removed
 _Result = TypeVar("_Result")
 
 
@@ -238,7 +244,7 @@ def _read_secret(root_fd: int, root: Path) -> bytes | None:
 
 def _write_new_file(dir_fd: int, data: bytes) -> str:
     """Write `data` to a fresh temporary file (mode 0600) in the directory; its name."""
-    name = f".tmp-{os.urandom(8).hex()}"
+    name = f"{_TEMPORARY_PREFIX}{os.getpid()}-{os.urandom(8).hex()}"
     fd = os.open(name, _CREATE_FLAGS, 0o600, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as file:
@@ -248,6 +254,38 @@ def _write_new_file(dir_fd: int, data: bytes) -> str:
         os.unlink(name, dir_fd=dir_fd)
         raise
     return name
+
+
+def _remove_orphans(root_fd: int, root: Path) -> None:
+    """Remove the temporary files that killed writers left in the root and its shards
+    (`runtime/orphans.py` says which); once per process and root."""
+    if str(root) in _swept_roots:
+        return
+    _swept_roots.add(str(root))
+    _remove_orphans_in(root_fd)
+    for entry in os.scandir(root_fd):
+        if len(entry.name) == 2 and entry.is_dir(follow_symlinks=False):
+            try:
+                shard_fd = _open_shard(root_fd, entry.name, root, create=False)
+            except (_Untrusted, OSError):  # not ours to clean (`load` says why, if used)
+                continue
+            try:
+                _remove_orphans_in(shard_fd)
+            finally:
+                os.close(shard_fd)
+
+
+def _remove_orphans_in(dir_fd: int) -> None:
+    """Remove the orphaned temporary files directly in the directory `dir_fd`."""
+    from .orphans import is_orphan, owner_pid  # (only where a process first stores)
+
+    for entry in os.scandir(dir_fd):
+        if not entry.name.startswith(_TEMPORARY_PREFIX):
+            continue
+        info = entry.stat(follow_symlinks=False)
+        if is_orphan(owner_pid(_TEMPORARY_PREFIX, entry.name), info, by_age=True):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.name, dir_fd=dir_fd)
 
 
 def _create_secret(root_fd: int, root: Path) -> bytes:
@@ -310,6 +348,9 @@ def _in_cache(
         secret = _create_secret(root_fd, root) if create else _read_secret(root_fd, root)
         if secret is None:
             return None
+        if create:
+            with contextlib.suppress(OSError):  # best effort, as storing is
+                _remove_orphans(root_fd, root)
         shard_fd = _open_shard(root_fd, shard, root, create=create)
         try:
             return action(shard_fd, name, secret)

@@ -22,13 +22,17 @@ a process whose modules all come from shared objects never does (issue 10's warm
   (`link_later`), so a cold compile never waits for it; a failure (or a job dropped from
   a full queue) only means the next process loads the object code through the JIT, and
   links it then. The child of an `os.fork` starts with no linking thread and an empty
-  queue (the parent links what it had queued).
+  queue (the parent links what it had queued), and its own library directory.
+- A process killed while libraries were open leaves its directory (and a library file, if
+  killed between writing and opening it); the next process that opens a library removes
+  the directories of processes that are gone (`runtime/orphans.py`).
 """
 
 from __future__ import annotations
 
 import _ctypes  # dlopen and dlsym, which ctypes.CDLL wraps (see SharedLibrary)
 import atexit
+import contextlib
 import ctypes
 import functools
 import itertools
@@ -39,6 +43,7 @@ from collections.abc import Callable
 from .locks import runtime_lock
 
 LINK_TIMEOUT_S = 60
+DIRECTORY_PREFIX = "reverie-so-"  # then the pid and a random part: `_directory_of`
 # no start files nor default libraries (~7 ms a module instead of ~45 ms); only libgcc's
 # arithmetic helpers are linked in, everything else resolves from the process when opened.
 # Code and read-only data share one segment and the static symbol table is left out
@@ -142,23 +147,56 @@ def wait_for_links() -> None:
         worker = _worker
 
 
-@functools.cache
 def _private_directory() -> str:
+    """This process's directory for its library files (a fork's child makes its own)."""
+    return _directory_of(os.getpid())
+
+
+@functools.cache
+def _directory_of(pid: int) -> str:
     """A new directory (mode 0700, a random name: `mkdir` fails rather than reuse anything)
-    for this process's library files, in $TMPDIR (else /tmp), removed at exit."""
+    for the library files of process `pid` (this one), in $TMPDIR (else /tmp), removed at
+    its exit; first, those that crashed processes left there are removed."""
     base = os.environ.get("TMPDIR") or "/tmp"
-    directory = os.path.join(base, f"reverie-so-{os.getpid()}-{os.urandom(8).hex()}")
+    _remove_orphan_directories(base)
+    directory = os.path.join(base, f"{DIRECTORY_PREFIX}{pid}-{os.urandom(8).hex()}")
     os.mkdir(directory, 0o700)
-    atexit.register(_remove_directory, directory)
+    atexit.register(_remove_directory, directory, pid)
     return directory
 
 
-def _remove_directory(directory: str) -> None:
-    """Remove the (empty: each file is unlinked once opened) library directory."""
+def _remove_directory(directory: str, pid: int) -> None:
+    """Remove the (empty: each file is unlinked once opened) library directory of process
+    `pid`, at its exit (not at the exit of a fork's child, which copied the handler)."""
+    if os.getpid() == pid:
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)
+
+
+def _remove_orphan_directories(base: str) -> None:
+    """Remove, with the files left in them, the library directories in `base` whose
+    process is gone (`runtime/orphans.py`; never one of a live process)."""
+    from .orphans import is_orphan, owner_pid  # (only where a process opens its first)
+
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            pid = owner_pid(DIRECTORY_PREFIX, entry.name)
+            with contextlib.suppress(OSError):
+                if (pid is not None and entry.is_dir(follow_symlinks=False)
+                        and is_orphan(pid, entry.stat(follow_symlinks=False), by_age=False)):
+                    _remove_library_directory(entry.path)
+
+
+def _remove_library_directory(path: str) -> None:
+    """Remove directory `path` and the files in it (not following links; OSError if it
+    holds a directory, which is not a library directory's)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        os.rmdir(directory)
-    except OSError:
-        pass
+        for entry in os.scandir(fd):
+            os.unlink(entry.name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(path)
 
 
 class SharedLibrary:

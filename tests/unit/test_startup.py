@@ -120,7 +120,7 @@ WARM_PATH_MODULES = sorted([
     "reverie.compiler.codegen", "reverie.compiler.codegen.abi",
     "reverie.compiler.codegen.fastcall_descriptor",
     "reverie.runtime.artifacts", "reverie.runtime.cache", "reverie.runtime.lru",
-    "reverie.runtime.locks",
+    "reverie.runtime.locks", "reverie.runtime.orphans",
     "reverie.runtime.call", "reverie.runtime.output_pool", "reverie.runtime.fastcall",
     "reverie.runtime.helpers", "reverie.runtime.blas", "reverie.runtime.jit_module",
     "reverie.runtime.pool", "reverie.runtime.remembered", "reverie.runtime.shared_objects",
