@@ -2,17 +2,17 @@
 
 `call(builder, name, fmt, x)` emits a call to `rv.sincos.<f32|f64>`, which returns the pair
 (sin x, cos x), and takes sin, cos or their quotient, tan. The function is defined once per
-module together with vector versions `rv.sincos.<fmt>.v<lanes>` (one f64 and one f32
-register wide), which return a pair of vectors. The call carries LLVM's
-`vector-function-abi-variant` attribute naming them, so the loop vectoriser replaces it by a
-call to the version of its vector width; the versions are listed in `@llvm.compiler.used`
-so that they survive until then (the scalar one too, so that its type stays). The call
-reads no memory, so `sin x` and `cos x` of one `x` in a loop (every gradient of sin or cos,
-W1's) are one call: one reduction, one pair of polynomials. The vector versions are
-`alwaysinline`: nothing calls them before vectorisation, and the always-inliner that
-`runtime/jit.py` runs after O3 puts their bodies into the vectorised loop (no call, spills
-or constant reloads per vector); the scalar one stays `noinline`, a call the vectoriser can
-widen where it could not widen the branches inside.
+module together with vector versions `rv.sincos.<fmt>.v<lanes>` (a register and half a
+register of f64 and of f32: `vector_widths`), which return a pair of vectors. The call
+carries LLVM's `vector-function-abi-variant` attribute naming them, so the loop vectoriser
+replaces it by a call to the version of its vector width; the versions are listed in
+`@llvm.compiler.used` so that they survive until then (the scalar one too, so that its type
+stays). The call reads no memory, so `sin x` and `cos x` of one `x` in a loop (every
+gradient of sin or cos, W1's) are one call: one reduction, one pair of polynomials. The
+vector versions are `alwaysinline`: nothing calls them before vectorisation, and the
+always-inliner that `runtime/jit.py` runs after O3 puts their bodies into the vectorised
+loop (no call, spills or constant reloads per vector); the scalar one stays `noinline`, a
+call the vectoriser can widen where it could not widen the branches inside.
 
 Each version reduces |x| = k pi/2 + r (sin x = sign(x) sin|x|, cos x = cos|x|). f32
 arguments below F32_SHORT in magnitude (in every lane) are reduced in f32 with three pieces
@@ -50,9 +50,15 @@ REACH = {"f32": 0.7855, "f64": 0.7854}
 
 @functools.cache
 def vector_widths() -> tuple[int, ...]:
-    """The widths given a vector version: a register of f64 (the vectoriser's choice for f64
-    and mixed loops) and of f32 (f32 loops, and the width that `llvm.py` asks of sums)."""
-    return tuple(sorted({vector_lanes("f64"), vector_lanes("f32")}))
+    """The widths given a vector version: a register and half a register of f64 and of f32.
+
+    The loop vectoriser fills a register of f64 (f64 loops) or of f32 (f32 and mixed loops,
+    and the width `llvm.py` asks of sums), or half of one on CPUs that LLVM tunes for
+    vectors narrower than their registers (256-bit ones on Intel's AVX-512 CPUs, Skylake-X
+    to Sapphire Rapids). At a width with no version it would call the scalar function once
+    per lane. A version no loop calls costs compile time only (about 5 ms)."""
+    lanes = (vector_lanes("f64"), vector_lanes("f32"))
+    return tuple(sorted({n for full in lanes for n in (full // 2, full) if n > 1}))
 
 
 def call(builder: ir.IRBuilder, name: str, fmt: Format, x: Value) -> Value:

@@ -14,6 +14,7 @@ import functools
 import math
 import re
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from llvmlite import ir
@@ -22,7 +23,8 @@ import reverie as rv
 from reverie.compiler.codegen import trig
 from reverie.compiler.codegen.mathlib import SUPPORTED, MathLib
 from reverie.compiler.codegen.payne_hanek import two_over_pi_bits
-from reverie.runtime.jit import JitModule, compile_module
+from reverie.runtime.jit import JitModule, compile_module, host_target
+from reverie.runtime.jit_module import KERNEL_PIPELINE
 
 DTYPES = {"f32": np.float32, "f64": np.float64}
 IR_TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType()}
@@ -283,22 +285,90 @@ def _function_bodies(llvm_ir: str) -> dict[str, str]:
 SCALARISED_CALL = re.compile(
     r"call [^@]*@\"?((?!llvm\.|rv\.)[\w.]+|llvm\.(exp|exp2|exp10|log|log2|log10|sin|cos|tan"
     r"|sinh|cosh|tanh|asin|acos|atan|pow|powi)\.)")
+# A symbol that machine code reaches through the GOT or PLT: outside the module unless rv.*
+ASM_SYMBOL = re.compile(r"(?<![\w.])([A-Za-z_][\w.]*)@(?:GOT|GOTOFF|GOTPCREL|PLT|PLTOFF)\b")
+ASM_FUNCTION = re.compile(r"^\"?([A-Za-z_][\w.]*)\"?:", re.MULTILINE)
 
 
+def _without_avx512(features: str) -> str:
+    """An LLVM feature string with every AVX-512 (and AVX10) feature turned off."""
+    return ",".join("-" + f[1:] if "avx512" in f or f[1:].startswith("avx10") else f
+                    for f in features.split(","))
+
+
+def _targets() -> dict[str, tuple[str, str]]:
+    """CPU name and features of each target the kernels are checked on: the host, and on
+    x86-64 two no wider than any AVX-512 host: Skylake-X (AVX-512, which LLVM tunes for
+    256-bit vectors) and Haswell (AVX2, FMA), with the host's features otherwise."""
+    host = host_target()
+    targets = {"host": (host.cpu_name, host.features)}
+    if host.triple.startswith("x86_64"):
+        targets["skylake-avx512"] = ("skylake-avx512", host.features)
+        targets["avx2"] = ("haswell", _without_avx512(host.features))
+    return targets
+
+
+@functools.cache
+def optimised_for(dtype: str, target: str) -> tuple[str, str]:
+    """(optimised IR, assembly) of the kernels module for `target`: the JIT's for the host,
+    else optimised and compiled as `runtime/jit.py` does (KERNEL_PIPELINE, always-inliner)."""
+    if target == "host":
+        return compiled(dtype).llvm_ir, compiled(dtype).asm
+    cpu, features = _targets()[target]
+    host = host_target()
+    machine = llvm.Target.from_triple(host.triple).create_target_machine(
+        cpu=cpu, features=features, opt=3, reloc="pic")
+    context = llvm.create_context()
+    module = llvm.parse_assembly(_build_kernels(dtype), context)
+    module.triple, module.data_layout = host.triple, str(machine.target_data)
+    tuning = llvm.create_pipeline_tuning_options(speed_level=KERNEL_PIPELINE.speed_level)
+    tuning.loop_vectorization = tuning.loop_interleaving = True
+    tuning.slp_vectorization = KERNEL_PIPELINE.slp_vectorization
+    tuning.loop_unrolling = KERNEL_PIPELINE.loop_unrolling
+    pass_builder = llvm.create_pass_builder(machine, tuning)
+    pass_builder.getModulePassManager().run(module, pass_builder)
+    inliner = llvm.create_new_module_pass_manager()
+    inliner.add_always_inliner_pass()
+    inliner.run(module, pass_builder)
+    optimised, assembly = str(module), machine.emit_assembly(module)
+    module.close()
+    context.close()
+    return optimised, assembly
+
+
+def _calls_per_lane(body: str, function: str) -> list[str]:
+    """Calls of the scalar `function` on one lane of a vector (an extractelement)."""
+    lanes = set(re.findall(r"(%[\w.]+) = extractelement", body))
+    calls = re.findall(rf"call [^@]*@\"?{re.escape(function)}\"?\((?:\w+ )+(%[\w.]+)\)", body)
+    return [argument for argument in calls if argument in lanes]
+
+
+@pytest.mark.parametrize("target", list(_targets()))
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
-def test_kernels_vectorise_without_library_calls(dtype: str) -> None:
-    bodies = _function_bodies(compiled(dtype).llvm_ir)
+def test_kernels_vectorise_without_library_calls(dtype: str, target: str) -> None:
+    """Every built-in, on every target: vector code, no call per lane, no library call.
+
+    Widths are not asserted (they are the vectoriser's choice for the target); sin, cos and
+    tan must use the vector version of sincos of the loop's width, inlined."""
+    llvm_ir, assembly = optimised_for(dtype, target)
+    bodies = _function_bodies(llvm_ir)
     element = "float" if dtype == "f32" else "double"
     for name in sorted(SUPPORTED):
         body = bodies[f"k_{name}"]
-        assert re.search(rf"<(4|8|16|32) x {element}>", body), f"{name} {dtype} not vectorised"
+        where = f"{name} {dtype} on {target}"
+        assert re.search(rf"<\d+ x {element}>", body), f"{where}: not vectorised"
         if name in trig.NAMES:  # sin, cos and tan: a vector version of sincos, inlined
             pair = rf"\{{ <(\d+) x {element}>, <\1 x {element}> \}}"
-            assert re.search(rf"insertvalue {pair}", body), f"{name} {dtype}: no vector sincos"
-            assert not re.search(rf"call {pair} @rv\.sincos", body), f"{name} {dtype}: a call"
+            assert re.search(rf"insertvalue {pair}", body), f"{where}: no vector sincos"
+            assert not re.search(rf"call {pair} @rv\.sincos", body), f"{where}: a call"
+            assert not _calls_per_lane(body, f"rv.sincos.{dtype}"), f"{where}: once per lane"
     for function, body in bodies.items():
         calls = SCALARISED_CALL.search(body)
-        assert calls is None, f"{function} ({dtype}) calls {calls.group(0)}"
+        assert calls is None, f"{function} ({dtype}, {target}) calls {calls.group(0)}"
+    functions = ASM_FUNCTION.split(assembly)
+    for function, code in zip(functions[1::2], functions[2::2], strict=True):
+        outside = {s for s in ASM_SYMBOL.findall(code) if not s.startswith(("rv.", "_GLOBAL_"))}
+        assert not outside, f"{function} ({dtype}, {target}) machine code calls {outside}"
 
 
 def test_two_over_pi_bits_match_fdlibm_and_extend_consistently() -> None:
