@@ -2,286 +2,295 @@
 
 A torch FX graph names what each node does by its target: a function (`torch.tanh`,
 `operator.add`, `torch.nn.functional.linear`), a method name (`"softmax"`, `"view"`), or,
-for `call_module` nodes, an `nn.Module` class (`nn.Linear`). Each row below records one
-target on `reverie.tracing.Traced` stand-ins, so a mapped node becomes Reverie statements
-whose gradients, to any order, come from Reverie's own rules.
+for `call_module` nodes, an `nn.Module` class (`nn.Linear`). Each row is a `Rule` that
+records one target on `reverie.tracing.Traced` stand-ins, so a mapped node becomes Reverie
+statements whose gradients, to any order, come from Reverie's own rules.
 
-    FUNCTIONS[torch.nn.functional.linear]  # (x, w, b) -> x @ w.T + b
-    METHODS["softmax"]                      # (x, dim) -> softmax(x, axis=dim)
-    MODULES[nn.LayerNorm]                   # (module, x) -> the same maths, its weights inputs
+    FUNCTIONS[torch.nn.functional.linear]  # (input, weight, bias) -> x @ w.T + b
+    METHODS["softmax"]                      # (input, dim, dtype) -> softmax(x, axis=dim)
+    MODULES[nn.LayerNorm]                   # (module, weights, x) -> F.layer_norm's row
+
+Every argument of a target is honoured or refused by name (SPEC §3.7): a rule's recording
+function takes torch's parameters under torch's names and in torch's order, and those are
+the arguments it honours, save the ones its `only` accepts at one value (`inplace=False`).
+An argument it has no parameter for, a value `only` does not accept, or a tensor that eager
+PyTorch computed (a graph break's result, which is no stand-in) raises
+`UnsupportedArgument` naming the target and the argument; `rv.fx` reports it as an
+unsupported node, or with `fallback=True` runs that node in eager PyTorch. Module rows call
+the rows of their functional form with the module's attributes, so they are checked alike.
 
 The elementwise built-ins come from the op table (every built-in that torch also has:
 `torch.exp`, `Tensor.exp`, ...), so the table grows with the language. `docs/api.md` lists
-`supported_targets()`.
+`supported_targets()`; the `torch.nn.functional` recordings are in `reverie/fx_functional.py`.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 from torch import nn
 
-from reverie.tracing import UNARY_BUILTINS, Axis, Traced, concatenate, where
+from reverie import fx_functional as fn
+from reverie.fx_functional import UnsupportedArgument, float_dtype, refuse
+from reverie.tracing import UNARY_BUILTINS, Traced, concatenate, where
 
 Emit = Callable[..., Any]
 
 
+@dataclass(frozen=True)
+class Rule:
+    """One mapped target, named `target` in errors. `emit` records it; its parameters are
+    the arguments honoured, except that those in `only` are accepted at that value alone."""
+
+    target: str
+    emit: Emit
+    only: Mapping[str, Any] = field(default_factory=dict)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("out", 0) is None:  # torch's default, spelled out
+            del kwargs["out"]
+        bound = self._bind(args, kwargs)
+        for name, value in bound.arguments.items():
+            self._check(name, value)
+        return self.emit(*bound.args, **bound.kwargs)
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
+        signature = inspect.signature(self.emit)
+        try:
+            return signature.bind(*args, **kwargs)
+        except TypeError as error:
+            unknown = [k for k in kwargs if k not in signature.parameters]
+            what = f"argument '{unknown[0]}'" if unknown else f"these arguments ({error})"
+            raise UnsupportedArgument(f"{self.target}: {what} is not supported by "
+                                      f"Reverie's mapping") from None
+
+    def _check(self, name: str, value: Any) -> None:
+        if name in self.only and not _equal(value, self.only[name]):
+            raise refuse(self.target, name, value,
+                         f"Reverie honours only {name}={self.only[name]!r}")
+        if _holds_tensor(value):
+            raise UnsupportedArgument(
+                f"{self.target}: argument '{name}' is a tensor computed outside the compiled "
+                f"graph (by eager PyTorch), not a value Reverie records")
+
+
+def _equal(value: Any, accepted: Any) -> bool:
+    if isinstance(value, Traced | torch.Tensor):
+        return False
+    return value is accepted or value == accepted
+
+
+def _holds_tensor(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, tuple | list):
+        return any(_holds_tensor(v) for v in value)
+    return isinstance(value, dict) and any(_holds_tensor(v) for v in value.values())
+
+
+# ---------------------------------------------------------------- recordings
+
 def _dims(dim: Any) -> Any:
-    """torch's `dim=` (an int, a tuple, or None) as a NumPy-style `axis=`."""
-    return tuple(dim) if isinstance(dim, list) else dim
+    """torch's `dim=` (an int, a sequence, or None) as a NumPy-style `axis=`; an empty
+    sequence (amax's default) is every axis."""
+    if isinstance(dim, tuple | list):
+        return tuple(dim) if dim else None
+    return dim
 
 
 def _reduce(kind: str) -> Emit:
-    def emit(x: Traced, dim: Any = None, keepdim: bool = False, **_: Any) -> Traced:
+    """A reduction over `dim`, of the input first converted to `dtype` where given."""
+    def emit(input: Traced, dim: Any = None, keepdim: bool = False, *,
+             dtype: Any = None) -> Traced:
+        x = input if dtype is None else fn.cast(input, float_dtype(kind, dtype))
         return x._reduce(kind, _dims(dim), keepdim)
 
     return emit
 
 
-def _linear(x: Traced, weight: Traced, bias: Traced | None = None) -> Traced:
-    """F.linear: y = x Wᵀ + b (x of rank 1 or 2)."""
-    y = x @ weight.T
-    return y if bias is None else y + bias
+def _add(sign: int) -> Emit:
+    """torch.add / torch.sub: input ± alpha · other."""
+    def emit(input: Any, other: Any, *, alpha: Any = 1) -> Any:
+        scaled = other if alpha == 1 else other * alpha
+        return input + scaled if sign > 0 else input - scaled
+
+    return emit
 
 
-def _gelu(x: Traced, approximate: str = "none") -> Traced:
-    """F.gelu: x Φ(x) = x (1 + erf(x / √2)) / 2, or torch's tanh approximation."""
-    if approximate == "tanh":
-        inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)
-        return 0.5 * x * (1.0 + inner.tanh())
-    return 0.5 * x * (1.0 + (x * (1 / math.sqrt(2))).erf())
+def _div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Any:
+    if rounding_mode is not None:
+        raise refuse("div", "rounding_mode", rounding_mode)
+    return input / other
 
 
-def _silu(x: Traced, inplace: bool = False) -> Traced:
-    """F.silu: x σ(x)."""
-    return x * x.sigmoid()
+def _view(input: Traced, *shape: Any) -> Traced:
+    return input.reshape(*shape)
 
 
-def _softplus(x: Traced, beta: float = 1.0, threshold: float = 20.0) -> Traced:
-    """F.softplus: log(1 + e^(βx)) / β (torch's threshold only guards overflow, which
-    Reverie's softplus does not have)."""
-    return x.softplus() if beta == 1 else (x * beta).softplus() / beta
+def _reshape(input: Traced, shape: Any) -> Traced:
+    return input.reshape(shape)
 
 
-def _layer_norm(x: Traced, shape: Any, weight: Traced | None = None,
-                bias: Traced | None = None, eps: float = 1e-5) -> Traced:
-    """F.layer_norm over the last len(shape) axes: (x - mean) / √(var + eps) · w + b."""
-    axes = tuple(range(x.ndim - len(shape), x.ndim))
-    centred = x - x.mean(axis=axes, keepdims=True)
-    y = centred * ((centred * centred).mean(axis=axes, keepdims=True) + eps).rsqrt()
-    y = y if weight is None else y * weight
-    return y if bias is None else y + bias
+def _permute(input: Traced, *dims: Any) -> Traced:
+    return input.transpose(*dims)
 
 
-def _reduced(loss: Traced, reduction: str) -> Traced:
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    return loss
+def _flatten(input: Traced, start_dim: int = 0, end_dim: int = -1) -> Traced:
+    start, end = start_dim % input.ndim, end_dim % input.ndim
+    sizes = input.shape[:start] + (math.prod(input.shape[start:end + 1]),) + \
+        input.shape[end + 1:]
+    return input.reshape(sizes)
 
 
-def _mse_loss(x: Traced, target: Traced, reduction: str = "mean", **_: Any) -> Traced:
-    """F.mse_loss: (x - t)², reduced."""
-    difference = x - target
-    return _reduced(difference * difference, reduction)
+def _transpose(input: Traced, dim0: int, dim1: int) -> Traced:
+    order = list(range(input.ndim))
+    a, b = dim0 % input.ndim, dim1 % input.ndim
+    order[a], order[b] = order[b], order[a]
+    return input.transpose(order)
 
 
-def _cross_entropy(logits: Traced, target: Traced, weight: Any = None, reduction: str = "mean",
-                   **kwargs: Any) -> Traced:
-    """F.cross_entropy with class indices: −log_softmax(z)[n, t[n]], reduced."""
-    if weight is not None or kwargs.get("label_smoothing", 0.0):
-        raise NotImplementedError("cross_entropy with weight or label_smoothing")
-    log_p = logits.along("log_softmax", 1)
-    rec = logits.recording
-    picked = rec.let(f"{log_p.name}[n, {target.name}[n]]", target.axes, logits.dtype,
-                     index="[n]")
-    return _reduced(-picked, reduction)
-
-
-def _dropout(x: Traced, p: float = 0.5, training: bool = False, inplace: bool = False
-             ) -> Traced:
-    """F.dropout in evaluation: the identity (training-mode dropout draws random masks)."""
-    if training and p > 0:
-        raise NotImplementedError("dropout in training mode (call model.eval())")
-    return x
-
-
-def _convolution(x: Traced, weight: Traced, bias: Traced | None, stride: Any, padding: Any,
-                 dilation: Any, groups: int) -> Traced:
-    """F.conv1d/conv2d in index notation, zero padding by Reverie's out-of-range reads:
-    y[b, o, i…] = Σ_{c, k…} x[b, c, s·i + k − pad] · w[o, c, k…] + bias[o]."""
-    spatial = x.ndim - 2
-    strides, pads, dilations = (tuple(v) if isinstance(v, tuple | list) else (v,) * spatial
-                                for v in (stride, padding, dilation))
-    if groups != 1 or any(d != 1 for d in dilations) or isinstance(padding, str):
-        raise NotImplementedError("convolution with groups, dilation or string padding")
-    names = "ijh"[:spatial]
-    ranges, reads, axes = [], [], []
-    for axis, (i, s, pad) in enumerate(zip(names, strides, pads, strict=True)):
-        size, kernel = x.axes[2 + axis], weight.axes[2 + axis]
-        out = (size.size + 2 * pad - kernel.size) // s + 1
-        extent = f"{size.dim} + {2 * pad} - {kernel.dim}" if pad else f"{size.dim} - {kernel.dim}"
-        dim = str(out) if f"{size.dim}{kernel.dim}".isdigit() else \
-            f"({extent}) // {s} + 1" if s != 1 else f"{extent} + 1"
-        ranges.append(f"{i} in 0..{dim}")
-        reads.append((f"{s} * {i}" if s != 1 else i) + f" + k{axis}" + (f" - {pad}" if pad else ""))
-        axes.append(Axis(out, dim))
-    taps = ", ".join(f"k{a}" for a in range(spatial))
-    expr = (f"sum[c, {taps}]({x.name}[b, c, {', '.join(reads)}] * "
-            f"{weight.name}[o, c, {taps}])")
-    rec = x.recording
-    y = rec.let(expr, (x.axes[0], weight.axes[0], *axes), x.dtype,
-                index=f"[b, o, {', '.join(ranges)}]")
-    if bias is None:
-        return y
-    return y + rec.let(f"reshape({bias.name}, ({bias.axes[0].dim}, {', '.join('1' * spatial)}))",
-                       (bias.axes[0], *(Axis(1, "1"),) * spatial), bias.dtype)
-
-
-def _conv(x: Traced, weight: Traced, bias: Traced | None = None, stride: Any = 1,
-          padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Traced:
-    return _convolution(x, weight, bias, stride, padding, dilation, groups)
-
-
-def _view(x: Traced, *shape: Any) -> Traced:
-    return x.reshape(*shape)
-
-
-def _flatten(x: Traced, start_dim: int = 0, end_dim: int = -1) -> Traced:
-    start, end = start_dim % x.ndim, end_dim % x.ndim
-    sizes = x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:]
-    return x.reshape(sizes)
-
-
-def _transpose(x: Traced, a: int, b: int) -> Traced:
-    order = list(range(x.ndim))
-    order[a % x.ndim], order[b % x.ndim] = order[b % x.ndim], order[a % x.ndim]
-    return x.transpose(order)
-
-
-def _clamp(x: Traced, min: Any = None, max: Any = None) -> Traced:  # noqa: A002 (torch's)
+def _clamp(input: Traced, min: Any = None, max: Any = None) -> Traced:  # noqa: A002 (torch's)
     """torch.clamp: max(min(x, hi), lo); the gradient is torch's (1 strictly inside)."""
-    y = x if max is None else x._binary("min", max)
+    y = input if max is None else input._binary("min", max)
     return y if min is None else y._binary("max", min)
 
 
-def _cat(values: Any, dim: int = 0) -> Traced:
-    return concatenate(list(values), axis=dim)
+def _cat(tensors: Any, dim: int = 0) -> Traced:
+    return concatenate(list(tensors), axis=dim)
 
 
-def _size(x: Traced, dim: int | None = None) -> Any:
-    return x.shape if dim is None else x.shape[dim]
+def _where(condition: Any, input: Any, other: Any) -> Traced:
+    return where(condition, input, other)
+
+
+def _size(input: Traced, dim: int | None = None) -> Any:
+    return input.shape if dim is None else input.shape[dim]
 
 
 def _unary(builtin: str) -> Emit:
-    def emit(x: Traced, inplace: bool = False) -> Traced:  # F.relu(x, inplace=...)
-        return x._call(builtin)
+    def emit(input: Traced) -> Traced:
+        return input._call(builtin)
 
     return emit
 
 
-def _getattr(x: Traced, name: str) -> Any:
+def _relu(input: Traced, inplace: bool = False) -> Traced:
+    return input.relu()
+
+
+def _getattr(input: Traced, name: str) -> Any:
     """`x.T`, `x.shape`, `x.ndim` as Dynamo records them (`getattr(x, "T")`)."""
     if name not in ("T", "shape", "ndim"):
-        raise NotImplementedError(f"attribute {name!r} of a tensor")
-    return getattr(x, name)
+        raise UnsupportedArgument(f"getattr: attribute {name!r} of a tensor")
+    return getattr(input, name)
 
 
-def _along(builtin: str) -> Emit:
-    def emit(x: Traced, dim: int = -1, dtype: Any = None, **_: Any) -> Traced:
-        return x.along(builtin, dim)
-
-    return emit
+def _contiguous(input: Traced, memory_format: Any = None) -> Traced:
+    """A layout request: Reverie's values are laid out one way, and equal either way."""
+    return input
 
 
-# Functions (call_function targets), beside the elementwise built-ins added below.
-FUNCTIONS: dict[Any, Emit] = {
-    operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
-    operator.truediv: operator.truediv, operator.pow: operator.pow,
-    operator.neg: operator.neg, operator.matmul: operator.matmul,
-    operator.getitem: operator.getitem, getattr: _getattr,
-    operator.gt: operator.gt, operator.ge: operator.ge, operator.lt: operator.lt,
-    operator.le: operator.le, operator.eq: operator.eq, operator.ne: operator.ne,
-    torch.add: operator.add, torch.sub: operator.sub, torch.mul: operator.mul,
-    torch.div: operator.truediv, torch.pow: operator.pow, torch.neg: operator.neg,
-    torch.matmul: operator.matmul, torch.mm: operator.matmul, torch.mv: operator.matmul,
-    torch.square: lambda x: x * x,
-    torch.maximum: lambda a, b: a._binary("max", b),
-    torch.minimum: lambda a, b: a._binary("min", b),
-    torch.clamp: _clamp, torch.where: where, torch.cat: _cat, torch.concat: _cat,
-    torch.sum: _reduce("sum"), torch.mean: _reduce("mean"), torch.prod: _reduce("prod"),
-    torch.amax: _reduce("max"), torch.amin: _reduce("min"),
-    torch.logsumexp: _reduce("logsumexp"),
-    torch.softmax: _along("softmax"), torch.log_softmax: _along("log_softmax"),
-    torch.transpose: _transpose, torch.permute: lambda x, dims: x.transpose(dims),
-    torch.reshape: lambda x, shape: x.reshape(shape), torch.flatten: _flatten,
-    torch.t: lambda x: x.T,
-    F.linear: _linear, F.relu: _unary("relu"), F.gelu: _gelu, F.silu: _silu,
-    F.softplus: _softplus, F.layer_norm: _layer_norm, F.softmax: _along("softmax"),
-    F.log_softmax: _along("log_softmax"), F.dropout: _dropout, F.mse_loss: _mse_loss,
-    F.cross_entropy: _cross_entropy, F.conv1d: _conv, F.conv2d: _conv,
-    torch.sigmoid: _unary("sigmoid"), torch.tanh: _unary("tanh"), torch.relu: _unary("relu"),
+# ---------------------------------------------------------------- the tables
+
+INPLACE = {"inplace": False}  # an in-place write would change values other nodes read
+
+_OPERATORS = [operator.add, operator.sub, operator.mul, operator.truediv, operator.pow,
+              operator.neg, operator.matmul, operator.getitem, operator.gt, operator.ge,
+              operator.lt, operator.le, operator.eq, operator.ne]
+
+# Functions (call_function targets): target -> (recording, arguments accepted at one value).
+_FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
+    **{op: (op, {}) for op in _OPERATORS}, getattr: (_getattr, {}),
+    torch.add: (_add(1), {}), torch.sub: (_add(-1), {}), torch.mul: (operator.mul, {}),
+    torch.div: (_div, {}), torch.pow: (operator.pow, {}), torch.neg: (operator.neg, {}),
+    torch.matmul: (operator.matmul, {}), torch.mm: (operator.matmul, {}),
+    torch.mv: (operator.matmul, {}), torch.square: (lambda input: input * input, {}),
+    torch.maximum: (lambda input, other: input._binary("max", other), {}),
+    torch.minimum: (lambda input, other: input._binary("min", other), {}),
+    torch.clamp: (_clamp, {}), torch.where: (_where, {}), torch.cat: (_cat, {}),
+    torch.concat: (_cat, {}), torch.sum: (_reduce("sum"), {}),
+    torch.mean: (_reduce("mean"), {}), torch.prod: (_reduce("prod"), {}),
+    torch.amax: (_reduce("max"), {}), torch.amin: (_reduce("min"), {}),
+    torch.logsumexp: (_reduce("logsumexp"), {}),
+    torch.softmax: (fn.along("softmax"), {}), torch.log_softmax: (fn.along("log_softmax"), {}),
+    torch.transpose: (_transpose, {}), torch.permute: (lambda input, dims: input.transpose(dims),
+                                                      {}),
+    torch.reshape: (_reshape, {}), torch.flatten: (_flatten, {}),
+    torch.t: (lambda input: input.T, {}),
+    F.linear: (fn.linear, {}), F.relu: (_relu, INPLACE), F.gelu: (fn.gelu, {}),
+    F.silu: (fn.silu, INPLACE), F.softplus: (fn.softplus, {}), F.layer_norm: (fn.layer_norm, {}),
+    F.softmax: (fn.functional_along("softmax"), {}),
+    F.log_softmax: (fn.functional_along("log_softmax"), {}),
+    F.dropout: (fn.dropout, {}), F.mse_loss: (fn.mse_loss, {}),
+    F.cross_entropy: (fn.cross_entropy, {}), F.conv1d: (fn.conv, {}), F.conv2d: (fn.conv, {}),
+    F.pad: (fn.pad, {}), torch._C._nn.pad: (fn.pad, {}),  # the latter in Dynamo's graphs
+    torch.sigmoid: (_unary("sigmoid"), {}), torch.tanh: (_unary("tanh"), {}),
+    torch.relu: (_unary("relu"), {}),
 }
 
-# Tensor methods (call_method targets, by name).
-METHODS: dict[str, Emit] = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
-    "pow": operator.pow, "neg": operator.neg, "matmul": operator.matmul,
-    "sum": _reduce("sum"), "mean": _reduce("mean"), "prod": _reduce("prod"),
-    "amax": _reduce("max"), "amin": _reduce("min"), "logsumexp": _reduce("logsumexp"),
-    "softmax": _along("softmax"), "log_softmax": _along("log_softmax"),
-    "view": _view, "reshape": _view, "flatten": _flatten, "transpose": _transpose,
-    "permute": lambda x, *dims: x.transpose(*dims), "t": lambda x: x.T,
-    "size": _size, "dim": lambda x: x.ndim, "contiguous": lambda x: x,
-    "clamp": _clamp, "square": lambda x: x * x,
+# Tensor methods (call_method targets, by name): the tensor is the first argument.
+_METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
+    "add": (_add(1), {}), "sub": (_add(-1), {}), "mul": (operator.mul, {}), "div": (_div, {}),
+    "pow": (operator.pow, {}), "neg": (operator.neg, {}), "matmul": (operator.matmul, {}),
+    "sum": (_reduce("sum"), {}), "mean": (_reduce("mean"), {}), "prod": (_reduce("prod"), {}),
+    "amax": (_reduce("max"), {}), "amin": (_reduce("min"), {}),
+    "logsumexp": (_reduce("logsumexp"), {}),
+    "softmax": (fn.along("softmax"), {}), "log_softmax": (fn.along("log_softmax"), {}),
+    "view": (_view, {}), "reshape": (_view, {}), "flatten": (_flatten, {}),
+    "transpose": (_transpose, {}), "permute": (_permute, {}), "t": (lambda input: input.T, {}),
+    "size": (_size, {}), "dim": (lambda input: input.ndim, {}), "contiguous": (_contiguous, {}),
+    "clamp": (_clamp, {}), "square": (lambda input: input * input, {}),
 }
 
 for _name in UNARY_BUILTINS:  # every elementwise built-in torch also has, both spellings
     if callable(getattr(torch, _name, None)):
-        FUNCTIONS[getattr(torch, _name)] = _unary(_name)
+        _FUNCTIONS.setdefault(getattr(torch, _name), (_unary(_name), {}))
     if callable(getattr(torch.Tensor, _name, None)):
-        METHODS[_name] = _unary(_name)
-
-
-def _weights(module: nn.Module) -> tuple[Any, Any]:
-    return module.weight, module.bias
-
-
-# nn.Module classes (call_module targets): (module, recorded weights, *inputs) -> value.
-# `Weights` are the module's parameters, recorded as kernel inputs by the caller.
-MODULES: dict[type, Callable[..., Any]] = {
-    nn.Linear: lambda m, w, x: _linear(x, w["weight"], w.get("bias")),
-    nn.Conv1d: lambda m, w, x: _conv(x, w["weight"], w.get("bias"), m.stride, m.padding,
-                                     m.dilation, m.groups),
-    nn.Conv2d: lambda m, w, x: _conv(x, w["weight"], w.get("bias"), m.stride, m.padding,
-                                     m.dilation, m.groups),
-    nn.ReLU: lambda m, w, x: x.relu(), nn.Tanh: lambda m, w, x: x.tanh(),
-    nn.Sigmoid: lambda m, w, x: x.sigmoid(), nn.SiLU: lambda m, w, x: x * x.sigmoid(),
-    nn.GELU: lambda m, w, x: _gelu(x, m.approximate),
-    nn.Softplus: lambda m, w, x: _softplus(x, m.beta, m.threshold),
-    nn.LayerNorm: lambda m, w, x: _layer_norm(x, m.normalized_shape, w.get("weight"),
-                                              w.get("bias"), m.eps),
-    nn.Softmax: lambda m, w, x: x.along("softmax", -1 if m.dim is None else m.dim),
-    nn.LogSoftmax: lambda m, w, x: x.along("log_softmax", -1 if m.dim is None else m.dim),
-    nn.Dropout: lambda m, w, x: _dropout(x, m.p, m.training),
-    nn.Identity: lambda m, w, x: x,
-    nn.Flatten: lambda m, w, x: _flatten(x, m.start_dim, m.end_dim),
-    nn.MSELoss: lambda m, w, x, t: _mse_loss(x, t, m.reduction),
-    nn.CrossEntropyLoss: lambda m, w, x, t: _cross_entropy(x, t, m.weight, m.reduction,
-                                                           label_smoothing=m.label_smoothing),
-}
+        _METHODS.setdefault(_name, (_unary(_name), {}))
 
 
 def target_name(target: Any) -> str:
     """A function target as it is written: `torch.tanh`, `_operator.add`."""
     module = getattr(target, "__module__", None) or "torch"
     return f"{module}.{getattr(target, '__name__', repr(target))}"
+
+
+FUNCTIONS: dict[Any, Rule] = {t: Rule(target_name(t), emit, only)
+                              for t, (emit, only) in _FUNCTIONS.items()}
+METHODS: dict[str, Rule] = {m: Rule(f"Tensor.{m}", emit, only)
+                            for m, (emit, only) in _METHODS.items()}
+
+
+# nn.Module classes (call_module targets): (module, recorded weights, *inputs) -> value.
+# The weights are the module's parameters, recorded as kernel inputs by the caller; each
+# row calls its functional form's rule with the module's attributes.
+MODULES: dict[type, Callable[..., Any]] = {
+    nn.Linear: lambda m, w, x: FUNCTIONS[F.linear](x, w["weight"], w.get("bias")),
+    nn.Conv1d: fn.conv_module, nn.Conv2d: fn.conv_module,
+    nn.ReLU: lambda m, w, x: FUNCTIONS[F.relu](x, m.inplace),
+    nn.Tanh: lambda m, w, x: x.tanh(), nn.Sigmoid: lambda m, w, x: x.sigmoid(),
+    nn.SiLU: lambda m, w, x: FUNCTIONS[F.silu](x, m.inplace),
+    nn.GELU: lambda m, w, x: FUNCTIONS[F.gelu](x, m.approximate),
+    nn.Softplus: lambda m, w, x: FUNCTIONS[F.softplus](x, m.beta, m.threshold),
+    nn.LayerNorm: lambda m, w, x: FUNCTIONS[F.layer_norm](x, m.normalized_shape,
+                                                          w.get("weight"), w.get("bias"), m.eps),
+    nn.Softmax: lambda m, w, x: FUNCTIONS[F.softmax](x, m.dim),
+    nn.LogSoftmax: lambda m, w, x: FUNCTIONS[F.log_softmax](x, m.dim),
+    nn.Dropout: lambda m, w, x: FUNCTIONS[F.dropout](x, m.p, m.training, m.inplace),
+    nn.Identity: lambda m, w, x: x,
+    nn.Flatten: lambda m, w, x: FUNCTIONS[torch.flatten](x, m.start_dim, m.end_dim),
+    nn.MSELoss: lambda m, w, x, t: FUNCTIONS[F.mse_loss](x, t, reduction=m.reduction),
+    nn.CrossEntropyLoss: lambda m, w, x, t: FUNCTIONS[F.cross_entropy](
+        x, t, m.weight, ignore_index=m.ignore_index, reduction=m.reduction,
+        label_smoothing=m.label_smoothing),
+}
 
 
 def supported_targets() -> dict[str, list[str]]:
@@ -291,4 +300,5 @@ def supported_targets() -> dict[str, list[str]]:
             "modules": sorted(f"nn.{m.__name__}" for m in MODULES)}
 
 
-__all__ = ["FUNCTIONS", "METHODS", "MODULES", "supported_targets", "target_name"]
+__all__ = ["FUNCTIONS", "METHODS", "MODULES", "Rule", "UnsupportedArgument",
+           "supported_targets", "target_name"]

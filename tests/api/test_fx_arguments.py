@@ -1,0 +1,238 @@
+"""Every argument of every mapped FX target is honoured or refused by name (SPEC §3.7).
+
+For each row of `reverie.fx_targets` (functions, tensor methods, `nn` modules) the
+optional parameters come from torch's own signature (Python's, or the aten schemas of a
+built-in; a module's constructor), so a new row is covered without editing this file. Each
+is passed, one at a time, at the values of `VALUES` (or at the value the row's example
+gives it), in a one-node graph; the compiled graph must equal eager torch, or compiling it
+must raise an error naming the argument. A row without an example, or a parameter without
+a value to try, fails here until one is added.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+F = torch.nn.functional
+
+from torch.utils._pytree import tree_flatten, tree_unflatten  # noqa: E402
+
+import reverie as rv  # noqa: E402
+from reverie.fx_targets import FUNCTIONS, METHODS, MODULES, target_name  # noqa: E402
+
+torch.manual_seed(0)
+
+
+def normal(*shape):
+    return torch.randn(*shape, dtype=torch.float64)
+
+
+def positive(*shape):
+    return torch.rand(*shape, dtype=torch.float64) + 0.5
+
+
+X, Y = normal(3, 4), normal(3, 4)
+LABELS = torch.tensor([0, 2, 1])
+
+# The values each parameter is tried at (any that torch accepts for the target).
+VALUES: dict[str, list[Any]] = {
+    "alpha": [2.5], "out": [torch.empty(0, dtype=torch.float64)],
+    "rounding_mode": ["floor", "trunc"], "out_dtype": [torch.float32],
+    "min": [-0.5], "max": [0.5], "dim": [0, 1, (0, 1)], "keepdim": [True],
+    "dtype": [torch.float32], "start_dim": [1], "end_dim": [0, -2], "approximate": ["tanh"],
+    "beta": [2.0, 0.5], "threshold": [0.5, -1.0], "eps": [1e-3],
+    "reduction": ["sum", "none"], "size_average": [False], "reduce": [False],
+    "ignore_index": [1, 0], "label_smoothing": [0.2], "training": [True, False],
+    "p": [0.0, 0.3], "inplace": [True], "stride": [2], "padding": [1, "same", "valid"],
+    "dilation": [2], "groups": [2], "mode": ["reflect", "replicate", "circular"],
+    "value": [2.5], "memory_format": [torch.preserve_format], "_stacklevel": [5],
+    "other": [0.5], "self": [0.5], "size": [(4, 3)], "padding_mode":
+    ["circular", "reflect", "replicate"], "bias": [False], "elementwise_affine": [False],
+    "device": ["cpu"], "cudnn_enable": [False], "weight": [positive(4)],
+}
+WRITES = ("out", "inplace")  # refused as in-place writes by rv.fx, which is a refusal
+
+# Example arguments of the targets that take more than one tensor (others take X).
+EXAMPLES: dict[Any, tuple[tuple[Any, ...], dict[str, Any]]] = {
+    **{t: ((X, Y), {}) for t in (torch.add, torch.sub, torch.mul, torch.div, torch.maximum,
+                                 torch.minimum, F.mse_loss, "add", "sub", "mul", "div")},
+    **{t: ((positive(3, 4), normal(3, 4)), {}) for t in (torch.pow, "pow")},
+    **{t: ((X, normal(4, 2)), {}) for t in (torch.matmul, torch.mm, "matmul")},
+    torch.mv: ((X, normal(4)), {}), torch.where: ((X > 0, X), {"other": Y}),
+    torch.clamp: ((X,), {"min": -0.5}), "clamp": ((X,), {"min": -0.5}),
+    torch.cat: (([X, Y],), {}), torch.concat: (([X, Y],), {}),
+    **{t: ((X, 1), {}) for t in (torch.logsumexp, torch.softmax, torch.log_softmax,
+                                 "logsumexp", "softmax", "log_softmax")},
+    torch.transpose: ((X, 0, 1), {}), "transpose": ((X, 0, 1), {}),
+    torch.permute: ((X, (1, 0)), {}), "permute": ((X, 1, 0), {}),
+    torch.reshape: ((X, (4, 3)), {}), "reshape": ((X, 12), {}), "view": ((X, 4, 3), {}),
+    F.linear: ((X, normal(2, 4)), {"bias": normal(2)}),
+    F.layer_norm: ((X, (4,)), {"weight": normal(4), "bias": normal(4)}),
+    F.mse_loss: ((X, Y), {"weight": positive(3, 4)}),
+    F.cross_entropy: ((X, LABELS), {"weight": positive(4)}),
+    F.dropout: ((X,), {"training": False}),
+    F.conv1d: ((normal(2, 4, 7), normal(4, 2, 3)), {"bias": normal(4), "groups": 2}),
+    F.conv2d: ((normal(2, 4, 6, 5), normal(4, 2, 3, 2)), {"bias": normal(4), "groups": 2}),
+    F.pad: ((normal(2, 3, 5), (1, 2)), {}), torch._C._nn.pad: ((normal(2, 3, 5), (1, 2)), {}),
+}
+
+# Module rows: constructor arguments and inputs.
+MODULE_EXAMPLES: dict[type, tuple[tuple[Any, ...], list[Any]]] = {
+    nn.Linear: ((4, 2), [X]), nn.LayerNorm: ((4,), [X]),
+    nn.Conv1d: ((4, 4, 3), [normal(2, 4, 7)]), nn.Conv2d: ((4, 4, 3), [normal(2, 4, 6, 5)]),
+    nn.MSELoss: ((), [X, Y]), nn.CrossEntropyLoss: ((), [X, LABELS]),
+}
+
+
+# ---------------------------------------------------------------- torch's parameters
+
+def optional_parameters(function: Any) -> list[str]:
+    """The parameters torch's signature of `function` lets a call leave out."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # a built-in: its aten schemas
+        return _schema_optional(function.__name__)
+    return [p.name for p in parameters if p.name != "self" and (
+        p.default is not p.empty or p.kind is p.KEYWORD_ONLY)]
+
+
+def _schema_optional(name: str) -> list[str]:
+    """Arguments of aten::name that some tensor overload lacks, defaults or takes by
+    keyword."""
+    schemas = [s for s in torch._C._jit_get_schemas_for_operator(f"aten::{name}")
+               if s.arguments and str(s.arguments[0].type) in ("Tensor", "List[Tensor]")]
+    names = {a.name for s in schemas for a in s.arguments}
+    required = {a.name for a in schemas[0].arguments} if schemas else set()
+    for schema in schemas:
+        required &= {a.name for a in schema.arguments
+                     if not a.has_default_value() and not a.kwarg_only}
+    return sorted(names - required)
+
+
+# ---------------------------------------------------------------- one-node graphs
+
+def one_node_graph(op: str, target: Any, args: tuple, kwargs: dict, root: nn.Module
+                   ) -> tuple[torch.fx.GraphModule, list[torch.Tensor]]:
+    """A graph of the single node `op target(*args, **kwargs)`, its tensors inputs."""
+    leaves, spec = tree_flatten((list(args), kwargs))
+    graph = torch.fx.Graph()
+    tensors = [v for v in leaves if isinstance(v, torch.Tensor)]
+    slots = iter(graph.placeholder(f"t{i}") for i in range(len(tensors)))
+    node_args, node_kwargs = tree_unflatten(
+        [next(slots) if isinstance(v, torch.Tensor) else v for v in leaves], spec)
+    graph.output(graph.create_node(op, target, tuple(node_args), node_kwargs))
+    return torch.fx.GraphModule(root, graph), tensors
+
+
+def verdict(gm: torch.fx.GraphModule, tensors: list[torch.Tensor], name: str) -> str | None:
+    """None when eager torch rejects the call; "ok" when the compiled graph equals eager
+    torch or refuses naming `name`; else what went wrong."""
+    try:
+        want = gm(*[t.clone() for t in tensors])
+    except (TypeError, RuntimeError, ValueError, NotImplementedError):
+        return None
+    try:
+        got = rv.fx.compile(gm, [t.clone() for t in tensors])(*[t.clone() for t in tensors])
+    except Exception as error:  # noqa: BLE001 (any refusal, judged by what it names)
+        message = str(error)
+        named = name in message or (name in WRITES and "in place" in message)
+        return "ok" if named else f"raised without naming it: {message[:300]}"
+    try:
+        float32 = isinstance(want, torch.Tensor) and want.dtype == torch.float32
+        torch.testing.assert_close(got, want, **({} if float32 else
+                                                 {"rtol": 1e-10, "atol": 1e-12}))
+    except AssertionError as error:
+        return f"differs from torch: {str(error)[:300]}"
+    return "ok"
+
+
+def check_parameters(names: list[str], given: dict[str, Any], make) -> list[str]:
+    """Each parameter in turn at each of its values through `make(kwargs)` -> (graph,
+    tensors); the failures, and the parameters no value of which torch accepts."""
+    problems = []
+    for name in names:
+        if name not in given and name not in VALUES:
+            problems.append(f"{name}: no value to try (add one to VALUES)")
+            continue
+        values = [given[name], *VALUES.get(name, [])] if name in given else VALUES[name]
+        verdicts = [verdict(*make({**given, name: value}), name) for value in values]
+        problems += [f"{name}={v!r}: {r}" for v, r in zip(values, verdicts, strict=True)
+                     if r not in (None, "ok")]
+        if all(r is None for r in verdicts) and not _only_unexpected(name, given, make):
+            problems.append(f"{name}: torch accepts none of {values}")
+    return problems
+
+
+def _only_unexpected(name: str, given: dict[str, Any], make) -> bool:
+    """Whether torch's Python spelling has no such keyword (it is in another overload
+    or spelling only, as `out` of a tensor method), or no kernel for it on the CPU."""
+    gm, tensors = make({**given, name: VALUES.get(name, [None])[0]})
+    try:
+        gm(*tensors)
+    except TypeError as error:
+        return "keyword" in str(error) or "invalid combination" in str(error) or \
+            "incompatible function arguments" in str(error)
+    except NotImplementedError:
+        return True
+    except (RuntimeError, ValueError):
+        return False
+    return False
+
+
+# ---------------------------------------------------------------- the property
+
+def _label(target: Any) -> str:
+    return target if isinstance(target, str) else target_name(target)
+
+
+@pytest.mark.parametrize("target", list(FUNCTIONS), ids=_label)
+def test_every_function_argument_is_honoured_or_refused(target: Any) -> None:
+    args, given = EXAMPLES.get(target, ((positive(3, 4),), {}))
+    names = optional_parameters(target)
+
+    def make(kwargs):
+        return one_node_graph("call_function", target, args, kwargs, nn.Module())
+
+    problems = check_parameters(names, given, make)
+    assert not problems, f"{_label(target)}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_method_argument_is_honoured_or_refused(method: str) -> None:
+    args, given = EXAMPLES.get(method, ((positive(3, 4),), {}))
+    names = [n for n in optional_parameters(getattr(torch.Tensor, method)) if n != "self"]
+
+    def make(kwargs):
+        return one_node_graph("call_method", method, args, kwargs, nn.Module())
+
+    problems = check_parameters(names, given, make)
+    assert not problems, f"Tensor.{method}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("cls", list(MODULES), ids=lambda cls: f"nn.{cls.__name__}")
+def test_every_module_argument_is_honoured_or_refused(cls: type) -> None:
+    constructor, inputs = MODULE_EXAMPLES.get(cls, ((), [normal(2, 3, 4)]))
+    names = [n for n, p in inspect.signature(cls.__init__).parameters.items()
+             if p.default is not p.empty]
+
+    def make(kwargs):
+        root = nn.Module()
+        root.m = cls(*constructor, **kwargs).double().eval()
+        return one_node_graph("call_module", "m", tuple(inputs), {}, root)
+
+    problems = check_parameters(names, {}, make)
+    assert not problems, f"nn.{cls.__name__}:\n" + "\n".join(problems)
+
+
+def test_every_row_has_an_example_or_takes_one_tensor() -> None:
+    """Rows whose first parameters are more than one tensor need an entry in EXAMPLES."""
+    for target, rule in FUNCTIONS.items():
+        needed = [p for p in inspect.signature(rule.emit).parameters.values()
+                  if p.default is p.empty and p.kind is not p.VAR_POSITIONAL]
+        if len(needed) > 1 and optional_parameters(target):
+            assert target in EXAMPLES, _label(target)
