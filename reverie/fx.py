@@ -15,7 +15,14 @@ to graph inputs) are kernel inputs read at every call, so training updates them 
 recompiling. A node with no mapping raises `UnsupportedNodeError` naming the node, its
 target and its source line; with `fallback=True` it is a graph break instead: the graph is
 cut into segments, the mapped runs compiled by Reverie and the unmapped nodes run by eager
-PyTorch between them.
+PyTorch between them, at every call and only then.
+
+Planning runs nothing on data: the shape, dtype and kind of every node's value come from
+the graph run on fake tensors (`reverie/fx_fake.py`). A node that writes into a tensor in
+place (`x.add_(1)`, `batch_norm` in training), a view of a tensor the graph writes into,
+and a node whose value is not a tensor or a size (a tuple, a Python float) run in eager
+PyTorch; a Python number computed at run time (a float input, `.item()`) enters a segment
+as a 0-d tensor read at every call, never as a constant.
 """
 
 from __future__ import annotations
@@ -27,14 +34,27 @@ from typing import Any
 import numpy as np
 import torch
 import torch.fx
+from torch.utils._pytree import tree_flatten
 
-from reverie import fx_targets, interop_torch
+from reverie import fx_fake, fx_targets, interop_torch
+from reverie.fx_fake import UNKNOWN, Facts, storage_id, tensors_in
 from reverie.fx_targets import FUNCTIONS, METHODS, MODULES
 from reverie.tracing import RECORDER_FILES, Recording, Traced, TraceError, compile_recording
 
 RECORDER_FILES.update({__file__, fx_targets.__file__})
 
-Source = torch.fx.Node | str  # a graph value, or the dotted path of a module parameter
+
+@dataclass(frozen=True)
+class Scalar:
+    """A Python number computed at run time (a float input, an eager `.item()`), passed
+    to a segment as a 0-d tensor of `dtype`, torch's dtype for it where it is used."""
+
+    node: torch.fx.Node
+    dtype: torch.dtype
+
+
+# A segment input: a graph value, the dotted path of a module parameter, or a number.
+Source = torch.fx.Node | str | Scalar
 
 
 class UnsupportedNodeError(TypeError):
@@ -77,54 +97,92 @@ class _Open:
     inputs: list[Source] = field(default_factory=list)
     nodes: set[torch.fx.Node] = field(default_factory=set)
 
+    def mark(self) -> tuple[int, int, int]:
+        return len(self.inputs), len(self.recording.params), len(self.recording.lines)
+
+    def rollback(self, mark: tuple[int, int, int]) -> None:
+        """Forget the parameters and statements recorded since `mark` (a failed node's)."""
+        inputs, params, lines = mark
+        for source in self.inputs[inputs:]:
+            del self.values[source]
+        del self.inputs[inputs:], self.recording.params[params:], self.recording.lines[lines:]
+
 
 def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
     return torch.empty((), dtype=dtype).numpy().dtype
 
 
-class _Builder:
-    """One walk over the graph, node by node, cutting it into segments."""
+def _is_number(value: Any) -> bool:
+    """An int or float (SymInt, SymFloat on fakes), not a bool."""
+    return isinstance(value, int | float | torch.SymInt | torch.SymFloat) and \
+        not isinstance(value, bool)
 
-    def __init__(self, gm: torch.fx.GraphModule, placeholders: list[torch.fx.Node],
-                 inputs: Sequence[Any], fallback: bool) -> None:
+
+class _Builder:
+    """One walk over the graph, node by node, cutting it into segments. `constants` holds
+    the values fixed by the signature (sizes, flags); every other value is read at run
+    time, with its shape and dtype from `facts`."""
+
+    def __init__(self, gm: torch.fx.GraphModule, facts: Facts,
+                 constants: dict[torch.fx.Node, Any], fallback: bool) -> None:
         self.gm = gm
+        self.facts = facts
         self.fallback = fallback
-        self.examples: dict[Source, Any] = {}
-        self.constants: dict[torch.fx.Node, Any] = {}
+        self.constants = constants
         self.steps: list[Segment | EagerNode] = []
         self.open = _Open()
-        for node, example in zip(placeholders, inputs, strict=True):
-            self._define(node, example)
-
-    def _define(self, node: torch.fx.Node, value: Any) -> None:
-        if isinstance(value, torch.Tensor):
-            self.examples[node] = value
-        else:
-            self.constants[node] = _concrete(value)
+        self.recording_node: torch.fx.Node | None = None
 
     # ------------------------------------------------------------ values inside a segment
-    def value(self, source: Source) -> Any:
-        """The stand-in of `source` in the open segment (a parameter on first use), or
-        the Python value of a constant node (a size, a tuple of them)."""
-        if isinstance(source, torch.fx.Node) and source in self.constants:
-            return self.constants[source]
+    def value(self, node: torch.fx.Node) -> Any:
+        """The stand-in of `node` in the open segment (a parameter on first use), or the
+        Python value of a constant node (a size, a tuple of them)."""
+        if node in self.constants:
+            return self.constants[node]
+        if node in self.open.values:
+            return self.open.values[node]
+        fake = self.facts.values.get(node, UNKNOWN)
+        if isinstance(fake, torch.Tensor):
+            return self.parameter(node, tuple(fake.shape), fake.dtype)
+        if _is_number(fake):
+            scalar = Scalar(node, self.number_dtype(node, fake))
+            if scalar in self.open.values:
+                return self.open.values[scalar]
+            return self.parameter(scalar, (), scalar.dtype)
+        kind = "an unknown value" if fake is UNKNOWN else f"a {type(fake).__name__}"
+        raise NotImplementedError(f"its operand '{node.name}' is {kind} computed at run time")
+
+    def parameter(self, source: Source, shape: tuple[Any, ...], dtype: torch.dtype) -> Traced:
+        """A new parameter of the open segment, read from `source` at every call."""
+        if not all(isinstance(n, int) for n in shape):
+            raise NotImplementedError(f"the shape {list(shape)} depends on data")
+        name = (f"v_{source.node.name}_{_REVERIE.get(source.dtype, 'number')}"
+                if isinstance(source, Scalar) else "v_" + source.name
+                if isinstance(source, torch.fx.Node) else "v_" + source.replace(".", "_"))
         seg = self.open
-        if source not in seg.values:
-            example = self.examples[source]
-            name = "v_" + (source.name if isinstance(source, torch.fx.Node)
-                           else source.replace(".", "_"))
-            seg.values[source] = seg.recording.param_like(name, tuple(map(int, example.shape)),
-                                                          _numpy_dtype(example.dtype))
-            seg.inputs.append(source)
+        seg.values[source] = seg.recording.param_like(name, shape, _numpy_dtype(dtype))
+        seg.inputs.append(source)
         return seg.values[source]
+
+    def number_dtype(self, number: torch.fx.Node, value: Any) -> torch.dtype:
+        """torch's dtype for a Python number in the node being recorded: the result's, or
+        an operand's where the result is bool (a float number needs a float dtype)."""
+        node = self.recording_node
+        beside = [self.facts.values.get(n) for n in (node, *node.all_input_nodes)]
+        dtypes = [v.dtype for v in beside if isinstance(v, torch.Tensor) and v.dtype != torch.bool
+                  and (v.dtype.is_floating_point or not isinstance(value, float | torch.SymFloat))]
+        if not dtypes:
+            raise NotImplementedError(f"the number '{number.name}' has no tensor to take a "
+                                      f"dtype from")
+        return dtypes[0]
 
     def weights(self, path: str, module: torch.nn.Module) -> dict[str, Traced]:
         """A module's parameters as stand-ins, each read from `path.name` at call time."""
         found = {}
         for name, param in module.named_parameters(recurse=False):
             source = f"{path}.{name}"
-            self.examples[source] = param
-            found[name] = self.value(source)
+            found[name] = self.open.values[source] if source in self.open.values else \
+                self.parameter(source, tuple(param.shape), param.dtype)
         return found
 
     # ------------------------------------------------------------ nodes
@@ -145,18 +203,52 @@ class _Builder:
             raise UnsupportedNodeError(describe(node, "no mapping in reverie/fx_targets.py"))
         return rule(*args, **kwargs)
 
-    def node(self, node: torch.fx.Node) -> None:
-        if node.op == "placeholder":
+    def record(self, node: torch.fx.Node) -> Any:
+        """`node` recorded in the open segment, or its value if it is a constant; a node
+        that raises leaves nothing behind (no parameter, no statement)."""
+        if node in self.facts.mutating:
+            raise NotImplementedError("it writes into a tensor in place")
+        mark = self.open.mark()
+        self.recording_node = node
+        self.open.recording.origin = lambda: describe(node).split("\n")[0]
+        try:
+            result = self.emit(node)
+            self.check(node, result)
+        except Exception:
+            self.open.rollback(mark)
+            raise
+        return result
+
+    def check(self, node: torch.fx.Node, result: Any) -> None:
+        """Refuse a recording that is not what torch computes: another shape or dtype, a
+        copy where torch gives a view of a tensor the graph writes into, a tensor where
+        torch gives a number, a container of stand-ins."""
+        fake = self.facts.values.get(node, UNKNOWN)
+        if not isinstance(result, Traced):
+            if any(isinstance(v, Traced) for v in tree_flatten(result)[0]):
+                raise NotImplementedError(f"it gives a {type(result).__name__} of tensors")
             return
-        if node.op == "get_attr":
-            self._define(node, _attribute(self.gm, node.target))
+        if fake is UNKNOWN:
+            return
+        if not isinstance(fake, torch.Tensor):
+            raise NotImplementedError(f"torch gives a {type(fake).__name__}, not a tensor")
+        got = f"{result.dtype}{list(result.shape)}"
+        want = f"{_REVERIE.get(fake.dtype, fake.dtype)}{list(fake.shape)}"
+        if got != want:
+            raise NotImplementedError(f"recorded as {got}, torch gives {want}")
+        inputs = {storage_id(t) for n in node.all_input_nodes
+                  for t in tensors_in(self.facts.values.get(n))}
+        if storage_id(fake) in inputs and storage_id(fake) in self.facts.mutated:
+            raise NotImplementedError("torch gives a view of a tensor written in place")
+
+    def node(self, node: torch.fx.Node) -> None:
+        if node.op in ("placeholder", "get_attr"):  # constants, or values read at run time
             return
         if node.op == "output":
             self.close()
             return
-        self.open.recording.origin = lambda: describe(node).split("\n")[0]
         try:
-            result = self.emit(node)
+            result = self.record(node)
         except (UnsupportedNodeError, NotImplementedError, TraceError) as error:
             if not self.fallback:
                 if isinstance(error, UnsupportedNodeError):
@@ -167,20 +259,13 @@ class _Builder:
         if isinstance(result, Traced):
             self.open.values[node] = result
             self.open.nodes.add(node)
-            self.examples[node] = torch.empty(result.shape, dtype=_TORCH[result.dtype])
         else:
             self.constants[node] = result
 
     def eager(self, node: torch.fx.Node) -> None:
-        """A graph break: close the open segment, run `node` in PyTorch from here on."""
+        """A graph break: close the open segment; `node` runs in PyTorch at every call."""
         self.close()
         self.steps.append(EagerNode(node))
-        args = torch.fx.node.map_arg(node.args, self._example)
-        kwargs = torch.fx.node.map_arg(node.kwargs, self._example)
-        self._define(node, _run_eager(self.gm, node, args, kwargs))
-
-    def _example(self, node: torch.fx.Node) -> Any:
-        return self.constants[node] if node in self.constants else self.examples[node]
 
     def close(self) -> None:
         """Compile the open segment: its outputs are the values used outside it."""
@@ -198,6 +283,7 @@ class _Builder:
 
 _TORCH = {"f64": torch.float64, "f32": torch.float32, "i64": torch.int64, "i32": torch.int32,
           "bool": torch.bool}
+_REVERIE = {dtype: name for name, dtype in _TORCH.items()}
 
 
 def _attribute(gm: torch.nn.Module, path: str) -> Any:
@@ -216,6 +302,15 @@ def _run_eager(gm: torch.fx.GraphModule, node: torch.fx.Node, args: Any, kwargs:
     return node.target(*args, **kwargs)
 
 
+def _read(source: Source, gm: torch.fx.GraphModule, env: dict[torch.fx.Node, Any]) -> Any:
+    """The current value of a segment input."""
+    if isinstance(source, Scalar):
+        return torch.tensor(env[source.node], dtype=source.dtype)
+    if isinstance(source, str):
+        return _attribute(gm, source)
+    return env[source]
+
+
 @dataclass
 class Plan:
     """The graph compiled for one signature of its inputs: the steps to run, and the
@@ -230,9 +325,16 @@ def _concrete(value: Any) -> Any:
     return int(value) if isinstance(value, torch.SymInt) else value
 
 
+def _is_runtime(value: Any) -> bool:
+    """A graph input read at every call: a tensor, or a float (never frozen)."""
+    return isinstance(value, torch.Tensor | float | torch.SymFloat)
+
+
 def _signature(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return tuple(map(int, value.shape)), value.dtype
+    if _is_runtime(value):
+        return float
     return type(value), _concrete(value)
 
 
@@ -251,6 +353,7 @@ class CompiledGraph:
         if len(self.placeholders) != len(example_inputs):
             raise ValueError(f"the graph has {len(self.placeholders)} inputs, but "
                              f"{len(example_inputs)} example inputs were given")
+        self.attributes = [n for n in gm.graph.nodes if n.op == "get_attr"]
         self.output = next(n for n in gm.graph.nodes if n.op == "output").args[0]
         self.plans: dict[tuple[Any, ...], Plan] = {}
         self.plan_for(example_inputs)
@@ -259,7 +362,14 @@ class CompiledGraph:
         key = tuple(_signature(v) for v in inputs)
         plan = self.plans.get(key)
         if plan is None:
-            builder = _Builder(self.gm, self.placeholders, inputs, self.fallback)
+            inputs = [_concrete(v) for v in inputs]
+            constants = {n: v for n, v in zip(self.placeholders, inputs, strict=True)
+                         if not _is_runtime(v)}
+            constants |= {n: value for n in self.attributes
+                          if not isinstance(value := _attribute(self.gm, n.target),
+                                            torch.Tensor)}
+            builder = _Builder(self.gm, fx_fake.propagate(self.gm, inputs), constants,
+                               self.fallback)
             for node in self.gm.graph.nodes:
                 builder.node(node)
             plan = self.plans[key] = Plan(builder.steps, builder.constants)
@@ -272,18 +382,14 @@ class CompiledGraph:
         plan = self.plan_for(inputs)
         env: dict[torch.fx.Node, Any] = dict(plan.constants)
         env.update(zip(self.placeholders, inputs, strict=True))
-        for node in self.gm.graph.nodes:
-            if node.op == "get_attr":
-                env[node] = _attribute(self.gm, node.target)
+        env.update((n, _attribute(self.gm, n.target)) for n in self.attributes)
         for step in plan.steps:
             if isinstance(step, EagerNode):
                 node = step.node
                 env[node] = _run_eager(self.gm, node, torch.fx.node.map_arg(node.args, env.get),
                                        torch.fx.node.map_arg(node.kwargs, env.get))
                 continue
-            args = [env[s] if isinstance(s, torch.fx.Node) else _attribute(self.gm, s)
-                    for s in step.inputs]
-            results = step.kernel(*args)
+            results = step.kernel(*(_read(s, self.gm, env) for s in step.inputs))
             results = results if isinstance(results, tuple) else (results,)
             env.update(zip(step.outputs, results, strict=True))
         return torch.fx.node.map_arg(self.output, env.__getitem__)

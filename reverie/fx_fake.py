@@ -1,0 +1,125 @@
+"""What each node of an FX graph gives, learnt without computing anything (for `rv.fx`).
+
+`rv.fx` plans a graph (which nodes compile, which run in eager PyTorch) from the shape,
+dtype and kind of every node's value. Those come from running the graph on FakeTensors —
+tensors with metadata and no data, the values Dynamo itself records as
+`node.meta["example_value"]` — for the concrete inputs of one call:
+
+    facts = propagate(gm, [x, 0.5])
+    facts.values[node]      # FakeTensor(size=(4, 3), dtype=float64), a SymFloat, a tuple...
+    facts.mutating          # the nodes that write into a tensor (`add_`, batch_norm(training))
+    facts.mutated           # the storages those writes reach (views share their base's)
+
+Every tensor the graph reads (inputs, attributes, a module's parameters and buffers) is
+replaced by a fake one before any node runs, so no node writes into the model's real
+buffers or the caller's tensors, and the random stream and grad mode are as before. A node
+that cannot run on fakes (an op without a fake kernel, a value read from data) has the
+value `UNKNOWN`, and so has every node that uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.utils._pytree import tree_flatten, tree_map
+
+UNKNOWN = object()  # the value of a node that could not run on fake tensors
+
+
+@dataclass
+class Facts:
+    """The fake value of every node, and which nodes write into tensors."""
+
+    values: dict[torch.fx.Node, Any] = field(default_factory=dict)
+    mutating: set[torch.fx.Node] = field(default_factory=set)
+    mutated: set[int] = field(default_factory=set)  # storage ids, see `storage_id`
+
+
+def storage_id(tensor: torch.Tensor) -> int:
+    """The identity of a tensor's storage: equal for a tensor and its views."""
+    return tensor.untyped_storage()._cdata
+
+
+def tensors_in(value: Any) -> list[torch.Tensor]:
+    """The tensors inside a (nested) argument or result."""
+    return [v for v in tree_flatten(value)[0] if isinstance(v, torch.Tensor)]
+
+
+class _FakeInterpreter(torch.fx.Interpreter):
+    """Runs each node on fakes, recording its value and whether it wrote into a tensor."""
+
+    def __init__(self, gm: torch.fx.GraphModule, mode: FakeTensorMode) -> None:
+        super().__init__(gm, garbage_collect_values=False)
+        self.mode = mode
+        self.facts = Facts()
+
+    def fake(self, value: Any) -> Any:
+        return tree_map(lambda v: self.mode.from_tensor(v, static_shapes=True)
+                        if isinstance(v, torch.Tensor) else v, value)
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        if any(v is UNKNOWN for v in tree_flatten((args, kwargs))[0]):
+            result = UNKNOWN
+        else:
+            result = self._run(n, args, kwargs)
+        self.facts.values[n] = result
+        return result
+
+    def _run(self, n: torch.fx.Node, args: Any, kwargs: Any) -> Any:
+        watched = tensors_in((args, kwargs))
+        if n.op == "call_module":
+            watched += self.module_state(n.target).values()
+        versions = [t._version for t in watched]
+        try:
+            with self.mode:
+                result = getattr(self, n.op)(n.target, args, kwargs)
+        except Exception:  # noqa: BLE001 (any failure only means: value unknown)
+            return UNKNOWN
+        written = [t for t, v in zip(watched, versions, strict=True) if t._version != v]
+        if written:
+            self.facts.mutating.add(n)
+            self.facts.mutated.update(storage_id(t) for t in written)
+        return result
+
+    def placeholder(self, target: Any, args: Any, kwargs: Any) -> Any:
+        return self.fake(super().placeholder(target, args, kwargs))
+
+    def get_attr(self, target: Any, args: Any, kwargs: Any) -> Any:
+        return self.fake(super().get_attr(target, args, kwargs))
+
+    def module_state(self, path: str) -> dict[str, torch.Tensor]:
+        """A module's parameters and buffers, as fakes (the same fakes at every use)."""
+        module = self.module.get_submodule(path)
+        state = dict(module.named_parameters()) | dict(module.named_buffers())
+        return {name: self.fake(t) for name, t in state.items()}
+
+    def call_module(self, target: Any, args: Any, kwargs: Any) -> Any:
+        module = self.module.get_submodule(target)
+        return torch.func.functional_call(module, self.module_state(target), args, kwargs)
+
+
+@contextmanager
+def _global_state_kept() -> Iterator[None]:
+    """Grad mode and the random stream as they were, whatever the graph's nodes set."""
+    with torch.random.fork_rng(devices=[]), torch.set_grad_enabled(torch.is_grad_enabled()):
+        yield
+
+
+def propagate(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Facts:
+    """The fake value of every node of `gm` for inputs like `inputs` (static shapes)."""
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    interpreter = _FakeInterpreter(gm, mode)
+    with _global_state_kept():
+        interpreter.run(*inputs)
+    return interpreter.facts
+
+
+__all__ = ["UNKNOWN", "Facts", "propagate", "storage_id", "tensors_in"]
