@@ -22,12 +22,15 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import math
+import os
 import shutil
 import subprocess
 from collections.abc import Sequence
 
 import numpy as np
 
+from reverie.compiler.codegen.allocation import INT64_MAX, MAX_ALLOCATION_BYTES
 from reverie.compiler.ir.capacity import CapacityError, run_with_capacity, trip_symbols
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import evaluate_shape
@@ -119,6 +122,32 @@ def describe(array: np.ndarray) -> ctypes.Structure:
     return descriptor
 
 
+def check_value_sizes(fn: Function, dims: dict[str, int]) -> None:
+    """Refuse a call before MLIR's code allocates a value its sizes make impossible: the
+    memrefs of the lowered code are sized in unchecked int64 (`n * n * 8` bytes with
+    n = 2**61 wraps) and their `malloc` results are not checked. ValueError when a value's
+    bytes exceed what int64 holds, MemoryError when they exceed this machine's memory (or
+    MAX_ALLOCATION_BYTES, `codegen/allocation.py`), naming the function and the value."""
+    limit = min(MAX_ALLOCATION_BYTES, physical_memory())
+    for op in fn.body.walk():
+        for value in op.results:
+            shape = evaluate_shape(value.type.shape, dims)
+            nbytes = math.prod(shape) * np.dtype(NUMPY_DTYPES[value.type.dtype]).itemsize
+            if nbytes <= limit:
+                continue
+            what = f"{fn.name}(): a {value.type.dtype}{list(shape)} value of `{op.name}`"
+            if nbytes > INT64_MAX:
+                raise ValueError(f"{what} would need more bytes than a 64-bit size holds")
+            raise MemoryError(f"{what} would need {nbytes} bytes, more than the {limit} "
+                              f"this machine has")
+
+
+@functools.cache
+def physical_memory() -> int:
+    """Bytes of memory this machine has."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 class MlirProgram:
     """Functions exported into one MLIR module, lowered by one run of the tools, and
     JIT-compiled together (one climb of the MLIR ladder); `kernels` has one `MlirKernel`
@@ -164,6 +193,7 @@ class MlirKernel:
 
     def _run(self, bound: BoundCall, dims: dict[str, int]) -> list[np.ndarray]:
         """One call with every dimension sized by `dims`."""
+        check_value_sizes(self.fn, dims)
         results = [np.empty(evaluate_shape(t.shape, dims), dtype=NUMPY_DTYPES[t.dtype])
                    for t in self.fn.result_types]
         status = np.zeros(4, dtype=np.int64)

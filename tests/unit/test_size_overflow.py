@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from llvmlite import ir
 
@@ -168,6 +169,21 @@ def test_the_xla_handler_refuses_hostile_sizes() -> None:
     for (_, message), steps in ((above_limit, 2**55), (unallocated, 2**45)):
         assert "RESOURCE_EXHAUSTED: f_vjp(): cannot allocate the call's workspace" in message
         assert f"steps = {steps} from argument 'steps'" in message
+
+
+def test_the_mlir_backend_refuses_what_its_memrefs_cannot_hold() -> None:
+    """MLIR's lowered code sizes memrefs in unchecked int64 and never checks malloc: the
+    MLIR kernel checks every value's bytes before it runs (segfault on the old code)."""
+    found = outcomes(f"m = rv.compile({SOURCE!r}, backend='mlir')\n"
+                     f"attempt(lambda: m.g(x, {BIG}))\n"
+                     f"attempt(lambda: m.h(x, {2**31}))\n"
+                     f"attempt(lambda: m.f.grad('x')(x, {BIG}))\n"
+                     f"attempt(lambda: m.g(x, {HUGE}))\n"
+                     "print(json.dumps([None, str(m.g(x, 3))]))\n")
+    assert [kind for kind, _ in found] == ["ValueError"] * 3 + ["MemoryError", None]
+    assert all(OVERFLOWS in message for _, message in found[:3])
+    assert found[3][1].startswith("g(): a f64[8388608, 8388608] value")
+    assert float(found[4][1]) == rv.compile(SOURCE).g(np.ones(8), 3)
 
 
 # ---------------------------------------------------------------- max_iterations
