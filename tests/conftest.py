@@ -54,6 +54,7 @@ SKIPPED_MLIR_TESTS = pytest.StashKey[int]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Registers the `mlir` marker."""
     config.addinivalue_line(
         "markers", "mlir: the test runs the MLIR tools (skipped without them; fails if CI=true)")
 
@@ -84,5 +85,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
     """One line for all the MLIR tests skipped, saying how to run them."""
     skipped = config.stash.get(SKIPPED_MLIR_TESTS, 0)
     if skipped:
-        terminalreporter.write_line(f"{skipped} MLIR tests skipped: each {MLIR_TOOLS_MISSING}",
+        tests = "test" if skipped == 1 else "tests"
+        terminalreporter.write_line(f"{skipped} MLIR {tests} skipped: each {MLIR_TOOLS_MISSING}",
                                     yellow=True)
