@@ -10,8 +10,8 @@ computes C_i = A_i @ B_i for i < batch, where operand X_i starts sXb elements af
 helper the BLAS's `?gemm_batch` (CBLAS, 64-bit integers, the interface OpenBLAS and MKL
 share), or null:
 
-    if batch > 1 and gemm_batch and M*N*K > SMALL_MATRIX_MACS and BLAS can express the
-            layout (gemm_blas.py):
+    if gemm_batch and SMALL_MATRIX_MACS < M*N*K and (batch > 1 or M*N*K <= THREADED_MACS)
+            and BLAS can express the layout (gemm_blas.py):
         for each chunk of at most BATCH_CHUNK products (their pointers on the stack):
             gemm_batch(RowMajor, [transL], [transR], [rows], [cols], [K], [1], lefts, [ldL],
                        rights, [ldR], [0], outs, [ldC], 1 group, [count])
@@ -26,6 +26,17 @@ summed index, so the results are the same bits from call to call at a fixed thre
 in f64 they are bitwise those of the loop of `?gemm` calls (and NumPy's), in f32 too with
 one thread, while with several OpenBLAS's `sgemm_batch` rounds differently from its
 `sgemm` (measured with OpenBLAS 0.3.31; `tests/native/test_gemm_batch.py`).
+
+A single product of at most THREADED_MACS multiply-adds is a batch of one for the same
+reason: `?gemm_batch` runs one product on the calling thread (its `exec_blas` of one job),
+while `?gemm` splits it over OpenBLAS's threads, which wait for each other in spin loops; a
+thread of theirs descheduled by other work (another process, a torch thread, our own worker
+pool) then stalls the product by a time slice (benchmarks/contention.py: W3's rounds took
+60-128 ms against 7 ms). OpenBLAS's threads are left as they are (no global
+`openblas_set_num_threads`, whose `_local` variant is process-wide too in OpenBLAS 0.3.31),
+so NumPy's products keep them. Larger products keep OpenBLAS's threads: there the second
+thread's gain outweighs an occasional wait. The results are those of one-threaded OpenBLAS
+whatever the thread count (f64: also those of threaded `?gemm`, as above).
 
 Small products stay one at a time: OpenBLAS (up to 0.3.31 at least, in its DYNAMIC_ARCH
 builds, which NumPy's wheels are) crashes in `?gemm_batch` when it routes a batch to its
@@ -43,6 +54,7 @@ from .irutil import I32, I64, PTR, REGISTER, FunctionPointer, alloca, counted_lo
 
 BATCH_CHUNK = 256  # products per `?gemm_batch` call: 6 KB of pointer arrays on the stack
 SMALL_MATRIX_MACS = 100 ** 3  # the largest product OpenBLAS's small-matrix path may take
+THREADED_MACS = 2 ** 28  # larger single products are left to OpenBLAS's threads
 
 
 def blas_gemm_batch_type() -> ir.FunctionType:
@@ -61,9 +73,12 @@ def define_batched_gemm(function: ir.Function, product: ir.Function, dtype: str)
     batch, m, n, k, a, sab, sa0, sa1, bm, sbb, sb0, sb1, c, scb, sc0, sc1, *rest = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
     gemm_batch = b.load_atomic(slot, "monotonic", 8, typ=PTR)
-    wanted = b.and_(b.and_(b.icmp_signed(">", batch, i64(1)),
+    macs = b.mul(b.mul(m, n), k)
+    several_or_moderate = b.or_(b.icmp_signed(">", batch, i64(1)),
+                                b.icmp_signed("<=", macs, i64(THREADED_MACS)))
+    wanted = b.and_(b.and_(several_or_moderate,
                            b.icmp_unsigned("!=", gemm_batch, ir.Constant(PTR, None))),
-                    b.icmp_signed(">", b.mul(b.mul(m, n), k), i64(SMALL_MATRIX_MACS)))
+                    b.icmp_signed(">", macs, i64(SMALL_MATRIX_MACS)))
     with b.if_then(wanted):
         by_batch = _define_batch_call(function, dtype)
         with b.if_then(b.call(by_batch, [gemm_batch, *function.args[:16]])):
