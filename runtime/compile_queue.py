@@ -174,11 +174,13 @@ def prepare_native_code() -> None:
 
 
 def prepare_helpers(names: frozenset[str]) -> None:
-    """Start the native call entry's module and the run-time helpers `names` (a kernel's
-    loop program calls them), each unless started before. (No host target here: a kernel
-    whose code the disk cache holds loads them from shared objects, without LLVM.)"""
-    from . import helpers
+    """Start the native call entry's module, the worker pool's and the run-time helpers
+    `names` (a kernel's loop program calls them), each unless started before. (No host
+    target here: a kernel whose code the disk cache holds loads them from shared objects,
+    without LLVM.)"""
+    from . import helpers, pool
 
     start(helpers.CALL_ENTRY_AHEAD, helpers.call_entry)
+    start(helpers.POOL_AHEAD, pool.run_time_module)
     for name in sorted(names):
         start(helpers.helper_ahead(name), lambda name=name: helpers._helper(name))

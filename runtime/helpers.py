@@ -48,6 +48,7 @@ from .remembered import host_description, remembered_module
 LOCK = runtime_lock(reentrant=True)  # loading helpers, and everything native.py compiles
 _COMPILE_QUEUE = __package__ + ".compile_queue"  # the LLVM thread (cold compiles only)
 CALL_ENTRY_AHEAD = ("call entry",)  # the call entry's module, on the LLVM thread
+POOL_AHEAD = ("pool",)  # the worker pool's and signal handler's module (`runtime/pool.py`)
 
 
 def helper_ahead(name: str) -> tuple[str, str]:
@@ -116,6 +117,7 @@ def helper_table() -> np.ndarray:
     (`runtime/pool.py`; see `codegen/abi.py`). A child process made by `fork` runs its
     kernels on one thread: the pool's threads were not copied into it."""
     table = np.zeros(POOL_SLOT + 1, dtype=np.int64)
+    _finish_ahead(POOL_AHEAD)
     fill_table(table)
     os.register_at_fork(after_in_child=lambda: table.__setitem__(POOL_SLOT, 0))
     return table

@@ -62,7 +62,7 @@ def pool_threads() -> int:
 
 
 @functools.cache
-def _runtime() -> object:
+def run_time_module() -> object:
     """The loaded run-time module (a `JitModule`)."""
     from .artifacts import artifact_key
     from .jit_module import Pipeline
@@ -85,14 +85,14 @@ def pool_entry() -> int:
     threads = pool_threads()
     if threads <= 1:
         return 0
-    _COUNT_CALL(_runtime().address("rv_pool_start"))(threads - 1)
-    return _runtime().address("rv_pool_run")
+    _COUNT_CALL(run_time_module().address("rv_pool_start"))(threads - 1)
+    return run_time_module().address("rv_pool_run")
 
 
 def fill_table(table: np.ndarray) -> None:
     """Fill the run time's slots of the helper table `table` (kept alive by the caller for
     the life of the process: the signal handler writes into it) and arm the handler."""
-    module = _runtime()
+    module = run_time_module()
     table[SIGNALS_SLOT] = 0
     table[ARM_SLOT] = module.address("rv_signals_arm")
     table[THREADS_SLOT] = pool_threads()
@@ -104,7 +104,7 @@ def fill_table(table: np.ndarray) -> None:
 def arm_signals() -> None:
     """Put the kernels' signal handler in front of the C handler of each watched signal
     that has one (again, where `signal.signal` replaced it)."""
-    _NO_ARGUMENT_CALL(_runtime().address("rv_signals_arm"))()
+    _NO_ARGUMENT_CALL(run_time_module().address("rv_signals_arm"))()
 
 
 _check = ctypes.pythonapi.PyErr_CheckSignals

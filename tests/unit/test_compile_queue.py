@@ -148,6 +148,7 @@ def test_the_llvm_thread_compiles_the_helpers_and_the_entry_as_inline(tmp_path: 
     inline = run_child(COLD_CHILD, tmp_path / "inline", threads="1")
     threads = {name: thread for name, (thread, _) in ahead["compiled"].items()}
     assert threads == {"rv_vectorcall": LLVM_THREAD, "rv_gemm_f64": LLVM_THREAD,
+                       "rv_pool": LLVM_THREAD,
                        "rv_mlp_loss": "MainThread", "rv_mlp_loss_grad": "MainThread"}
     assert {thread for thread, _ in inline["compiled"].values()} == {"MainThread"}
     assert ({name: ir for name, (_, ir) in ahead["compiled"].items()} ==
