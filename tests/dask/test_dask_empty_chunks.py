@@ -11,28 +11,16 @@ NaN, gradients 0; for a sum: 0 and 0). A cluster of 2 worker processes serves th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import dask.array as da
 import numpy as np
 import pytest
 from dask_programs import SOURCE, rows
-from distributed import Client, LocalCluster, wait
+from distributed import Client, wait
 
 import reverie as rv
 
 CLOSE = {"rtol": 1e-12, "atol": 1e-12}
 KERNELS = [("mean", "mse"), ("sum", "squared_sum")]
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Client]:
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address=None)
-    client = Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
 
 
 @pytest.fixture(scope="module")

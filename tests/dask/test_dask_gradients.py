@@ -16,7 +16,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import dask.array as da
@@ -25,7 +24,7 @@ import pytest
 from dask.task_spec import DataNode, Task
 from dask.utils import key_split
 from dask_programs import SOURCE, UNEVEN, kernels_and_arguments, rows, split
-from distributed import Client, Future, LocalCluster, get_task_stream, wait
+from distributed import Client, Future, get_task_stream, wait
 
 import reverie as rv
 from reverie import dask_call
@@ -34,16 +33,6 @@ from reverie.dask_call import balanced_placement, split_among_threads, split_cal
 
 F64, F32 = {"rtol": 1e-12, "atol": 1e-12}, {"rtol": 1e-5, "atol": 1e-6}
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dask_fit.py"
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Client]:
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address=None)
-    client = Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
 
 
 @pytest.fixture(scope="module")
