@@ -10,11 +10,15 @@ computes C_i = A_i @ B_i for i < batch, where operand X_i starts sXb elements af
 helper the BLAS's `?gemm_batch` (CBLAS, 64-bit integers, the interface OpenBLAS and MKL
 share), or null:
 
-    if gemm_batch and SMALL_MATRIX_MACS < M*N*K and (batch > 1 or M*N*K <= THREADED_MACS)
-            and BLAS can express the layout (gemm_blas.py):
+    if batch > 1 and gemm_batch and M*N*K > SMALL_MATRIX_MACS and BLAS can express the
+            layout (gemm_blas.py):
         for each chunk of at most BATCH_CHUNK products (their pointers on the stack):
             gemm_batch(RowMajor, [transL], [transR], [rows], [cols], [K], [1], lefts, [ldL],
                        rights, [ldR], [0], outs, [ldC], 1 group, [count])
+    elif batch == 1 and gemm_batch and SMALL_MATRIX_MACS < M*N*K <= THREADED_MACS and BLAS
+            can express the layout:
+        split over the worker pool (threads.py: MAX_TASKS slabs of SLAB_UNIT-multiples of rows
+        or columns when threads > 1), each slab a batch of one: gemm_batch(..., [1])
     else:
         for i < batch: product(M, N, K, A_i, sa0, sa1, B_i, sb0, sb1, C_i, sc0, sc1, ...)
 
@@ -27,16 +31,19 @@ in f64 they are bitwise those of the loop of `?gemm` calls (and NumPy's), in f32
 one thread, while with several OpenBLAS's `sgemm_batch` rounds differently from its
 `sgemm` (measured with OpenBLAS 0.3.31; `tests/native/test_gemm_batch.py`).
 
-A single product of at most THREADED_MACS multiply-adds is a batch of one for the same
-reason: `?gemm_batch` runs one product on the calling thread (its `exec_blas` of one job),
-while `?gemm` splits it over OpenBLAS's threads, which wait for each other in spin loops; a
-thread of theirs descheduled by other work (another process, a torch thread, our own worker
-pool) then stalls the product by a time slice (benchmarks/contention.py: W3's rounds took
-60-128 ms against 7 ms). OpenBLAS's threads are left as they are (no global
-`openblas_set_num_threads`, whose `_local` variant is process-wide too in OpenBLAS 0.3.31),
-so NumPy's products keep them. Larger products keep OpenBLAS's threads: there the second
-thread's gain outweighs an occasional wait. The results are those of one-threaded OpenBLAS
-whatever the thread count (f64: also those of threaded `?gemm`, as above).
+A single product of at most THREADED_MACS multiply-adds does not go to `?gemm`, which splits
+it over OpenBLAS's threads; they wait for each other in spin loops, so one of them
+descheduled by other work (another process, a torch thread, our own pool) stalls the product
+by a time slice (benchmarks/contention.py: W3's rounds took 60-128 ms against 7 ms). It is
+split over Reverie's pool instead, whose calling thread claims slabs too, so a late worker
+delays only the slab it took; each slab is a batch of one of `?gemm_batch`, which OpenBLAS
+runs on the calling thread (its `exec_blas` of one job). OpenBLAS's thread count is left
+alone (no `openblas_set_num_threads`; its `_local` variant is process-wide too in OpenBLAS
+0.3.31's pthreads build), so NumPy's products keep their threads. Larger products keep
+OpenBLAS's threads: there a second thread's gain outweighs an occasional wait. Bits: the
+same from call to call at a fixed thread count (the slabs depend on M, N and whether
+threads > 1); they may differ from NumPy's `?gemm` in the last place, since OpenBLAS rounds
+a slab's edge rows as edge rows (measured: f64 1000 x 300 x 500 cut at row 512).
 
 Small products stay one at a time: OpenBLAS (up to 0.3.31 at least, in its DYNAMIC_ARCH
 builds, which NumPy's wheels are) crashes in `?gemm_batch` when it routes a batch to its
@@ -49,12 +56,15 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from .abi import MAX_TASKS
 from .gemm_blas import ROW_MAJOR, BlasOperands, define_pointer_slot
 from .irutil import I32, I64, PTR, REGISTER, FunctionPointer, alloca, counted_loop, i64
+from .threads import define_parallel_gemm
 
 BATCH_CHUNK = 256  # products per `?gemm_batch` call: 6 KB of pointer arrays on the stack
 SMALL_MATRIX_MACS = 100 ** 3  # the largest product OpenBLAS's small-matrix path may take
 THREADED_MACS = 2 ** 28  # larger single products are left to OpenBLAS's threads
+SLAB_UNIT = 64  # rows or columns: a split product's slabs are multiples of this
 
 
 def blas_gemm_batch_type() -> ir.FunctionType:
@@ -74,14 +84,18 @@ def define_batched_gemm(function: ir.Function, product: ir.Function, dtype: str)
     b = ir.IRBuilder(function.append_basic_block("entry"))
     gemm_batch = b.load_atomic(slot, "monotonic", 8, typ=PTR)
     macs = b.mul(b.mul(m, n), k)
-    several_or_moderate = b.or_(b.icmp_signed(">", batch, i64(1)),
-                                b.icmp_signed("<=", macs, i64(THREADED_MACS)))
-    wanted = b.and_(b.and_(several_or_moderate,
-                           b.icmp_unsigned("!=", gemm_batch, ir.Constant(PTR, None))),
+    wanted = b.and_(b.icmp_unsigned("!=", gemm_batch, ir.Constant(PTR, None)),
                     b.icmp_signed(">", macs, i64(SMALL_MATRIX_MACS)))
-    with b.if_then(wanted):
-        by_batch = _define_batch_call(function, dtype)
+    by_batch = _define_batch_call(function, dtype)
+    with b.if_then(b.and_(wanted, b.icmp_signed(">", batch, i64(1)))):
         with b.if_then(b.call(by_batch, [gemm_batch, *function.args[:16]])):
+            b.ret_void()
+    one = b.and_(b.icmp_signed("==", batch, i64(1)),
+                 b.icmp_signed("<=", macs, i64(THREADED_MACS)))
+    with b.if_then(b.and_(wanted, one)):
+        split = _define_split_product(function, by_batch, product, slot, dtype)
+        with b.if_then(b.call(split, [m, n, k, a, sa0, sa1, bm, sb0, sb1, c, sc0, sc1,
+                                      *rest])):
             b.ret_void()
     with counted_loop(b, i64(0), batch) as i:
         element = REGISTER[dtype]
@@ -116,6 +130,56 @@ def _define_batch_call(entry: ir.Function, dtype: str) -> ir.Function:
                               batch, (call.left, call.right, c), steps)
         b.ret(ir.Constant(ir.IntType(1), 1))
     b.ret(ir.Constant(ir.IntType(1), 0))
+    return function
+
+
+def _define_split_product(entry: ir.Function, by_batch: ir.Function, product: ir.Function,
+                          slot: ir.GlobalVariable, dtype: str) -> ir.Function:
+    """`i1 @<entry>_split(M, N, K, A, sa0, sa1, B, sb0, sb1, C, sc0, sc1, pack, threads,
+    pool)` (internal, `optnone` like `_by_batch`): one product whose layout BLAS can express,
+    cut into slabs over the worker pool (`threads.py`), each slab a batch of one of
+    `?gemm_batch` on the thread that claims it (true); false when BLAS cannot express it."""
+    types = [arg.type for arg in product.args]
+    function = ir.Function(entry.module, ir.FunctionType(ir.IntType(1), types),
+                           name=f"{entry.name}_split")
+    function.linkage = "internal"
+    for attribute in ("nounwind", "noinline", "optnone"):
+        function.attributes.add(attribute)
+    m, n, k, a, sa0, sa1, bm, sb0, sb1, c, sc0, sc1, *_ = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    with b.if_then(BlasOperands(b, m, n, k, a, sa0, sa1, bm, sb0, sb1, sc0, sc1).expressible):
+        slabs = ir.Function(entry.module, product.function_type, name=f"{entry.name}_slabs")
+        slabs.linkage = "internal"
+        define_parallel_gemm(slabs, _define_slab(entry, by_batch, product, slot), dtype,
+                             SLAB_UNIT, SLAB_UNIT, 0)
+        *operands, threads, pool = function.args
+        # MAX_TASKS slabs whenever the pool serves: a worker descheduled with a slab of its
+        # own holds back a quarter of the product, not half (two threads)
+        tasks = b.select(b.icmp_signed(">", threads, i64(1)), i64(MAX_TASKS), threads)
+        b.call(slabs, [*operands, tasks, pool])
+        b.ret(ir.Constant(ir.IntType(1), 1))
+    b.ret(ir.Constant(ir.IntType(1), 0))
+    return function
+
+
+def _define_slab(entry: ir.Function, by_batch: ir.Function, product: ir.Function,
+                 slot: ir.GlobalVariable) -> ir.Function:
+    """`void @<entry>_slab(M, ..., sc1, pack)` (internal): one slab of a split product, a
+    batch of one of `?gemm_batch` (a slab of an expressible product is expressible; were it
+    not, `product` on this thread alone)."""
+    types = [arg.type for arg in product.args[:-2]]
+    function = ir.Function(entry.module, ir.FunctionType(ir.VoidType(), types),
+                           name=f"{entry.name}_slab")
+    function.linkage = "internal"
+    function.attributes.add("nounwind")
+    m, n, k, a, sa0, sa1, bm, sb0, sb1, c, sc0, sc1, pack = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    gemm_batch = b.load_atomic(slot, "monotonic", 8, typ=PTR)
+    done = b.call(by_batch, [gemm_batch, i64(1), m, n, k, a, i64(0), sa0, sa1, bm, i64(0), sb0,
+                             sb1, c, i64(0), sc0, sc1])
+    with b.if_then(b.not_(done)):
+        b.call(product, [*function.args, i64(1), i64(0)])
+    b.ret_void()
     return function
 
 

@@ -1,9 +1,10 @@
 """A kernel's matrix product runs OpenBLAS on the calling thread only, and leaves NumPy's
 products their OpenBLAS threads (issue 31: kernels beside other work).
 
-`codegen/gemm_batch.py` sends a single product of moderate size to `?gemm_batch` as a batch
-of one, which OpenBLAS runs on the calling thread; `?gemm` would split it over OpenBLAS's
-threads, which stall when one of them is descheduled. The check runs in a subprocess with
+`codegen/gemm_batch.py` splits a single product of moderate size over Reverie's pool, each
+slab a batch of one of `?gemm_batch`, which OpenBLAS runs on the calling thread (here one
+thread and no pool: one slab); `?gemm` would split it over OpenBLAS's threads, which stall
+when one of them is descheduled. The check runs in a subprocess with
 `OPENBLAS_NUM_THREADS=2` (so it can fail on any machine) and compares the CPU time of the
 calling thread with that of the whole process: OpenBLAS's other threads must do none of a
 kernel's work, and still half of NumPy's.
