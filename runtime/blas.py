@@ -23,8 +23,12 @@ pool.
 Threads: when `REVERIE_NUM_THREADS` is set, OpenBLAS is told to use that many
 (`openblas_set_num_threads`), which NumPy's products then use as well; otherwise its own
 default stands (`OPENBLAS_NUM_THREADS`, else the CPUs) and nothing about NumPy changes.
-OpenBLAS splits a product over the rows and columns of C, never over the summed index, so
-at a fixed thread count the same inputs give bitwise the same outputs.
+(`openblas_set_num_threads_local` is no per-thread setting: in OpenBLAS 0.3.31 it calls the
+global setter.) Kernels' single products of moderate size run one-threaded in OpenBLAS, split
+over Reverie's pool instead (`codegen/gemm_batch.py`), so NumPy's products keep OpenBLAS's
+threads and kernels do not wait on them. OpenBLAS splits a product over the rows and columns
+of C, never over the summed index, so at a fixed thread count the same inputs give bitwise
+the same outputs.
 
 `REVERIE_BLAS=0` (read by `blas_requested`) makes kernels use Reverie's own kernel.
 """
