@@ -78,11 +78,12 @@ def test_generic_operands_read_once_are_computed_in_its_body(reduction: str,
     assert rv.gradcheck(rv.compile(source).f, leaves)
 
 
-@pytest.mark.parametrize(("dtype", "vectors"), [("f32", ("<8 x float>", "<16 x float>")),
-                                                 ("f64", ("<4 x double>", "<8 x double>"))])
-def test_elementwise_kernel_is_vectorised(dtype: str, vectors: tuple[str, str]) -> None:
+@pytest.mark.parametrize(("dtype", "element"), [("f32", "float"), ("f64", "double")])
+def test_elementwise_kernel_is_vectorised(dtype: str, element: str) -> None:
+    """Vectors of at least 2 lanes, at whatever width LLVM picks for the host's registers."""
     kernel = native_kernel(specialised(AXPY, "f", dtype))
-    assert any(v in kernel.llvm_ir for v in vectors)
+    lanes = [int(n) for n in re.findall(rf"<(\d+) x {element}>", kernel.llvm_ir)]
+    assert lanes and max(lanes) >= 2
 
 
 def test_fused_transcendental_reduction_calls_no_scalar_function() -> None:
