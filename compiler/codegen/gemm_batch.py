@@ -166,7 +166,7 @@ def _define_slab(entry: ir.Function, by_batch: ir.Function, product: ir.Function
                  slot: ir.GlobalVariable) -> ir.Function:
     """`void @<entry>_slab(M, ..., sc1, pack)` (internal): one slab of a split product, a
     batch of one of `?gemm_batch` (a slab of an expressible product is expressible; were it
-    not, `product` on this thread alone)."""
+    not, or is it a small slab at the edge, `product` on this thread alone)."""
     types = [arg.type for arg in product.args[:-2]]
     function = ir.Function(entry.module, ir.FunctionType(ir.VoidType(), types),
                            name=f"{entry.name}_slab")
@@ -175,10 +175,18 @@ def _define_slab(entry: ir.Function, by_batch: ir.Function, product: ir.Function
     m, n, k, a, sa0, sa1, bm, sb0, sb1, c, sc0, sc1, pack = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
     gemm_batch = b.load_atomic(slot, "monotonic", 8, typ=PTR)
-    done = b.call(by_batch, [gemm_batch, i64(1), m, n, k, a, i64(0), sa0, sa1, bm, i64(0), sb0,
-                             sb1, c, i64(0), sc0, sc1])
-    with b.if_then(b.not_(done)):
-        b.call(product, [*function.args, i64(1), i64(0)])
+    # a slab at the edge may be small, and OpenBLAS's small-matrix path of `?gemm_batch`
+    # crashes (below): such a slab is `product`'s, on this thread
+    large = b.icmp_signed(">", b.mul(b.mul(m, n), k), i64(SMALL_MATRIX_MACS))
+    alone = [*function.args, i64(1), i64(0)]
+    with b.if_else(large) as (batched, small):
+        with batched:
+            done = b.call(by_batch, [gemm_batch, i64(1), m, n, k, a, i64(0), sa0, sa1, bm,
+                                     i64(0), sb0, sb1, c, i64(0), sc0, sc1])
+            with b.if_then(b.not_(done)):
+                b.call(product, alone)
+        with small:
+            b.call(product, alone)
     b.ret_void()
     return function
 

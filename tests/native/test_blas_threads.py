@@ -65,3 +65,26 @@ def test_kernel_products_stay_on_the_calling_thread_and_numpys_keep_their_thread
         assert shares[dtype] < 0.2, f"{dtype}: OpenBLAS's other threads did kernel work"
         assert shares[f"numpy {dtype}"] > 0.5, f"{dtype}: NumPy's product lost its threads"
     assert shares["equal float64"], "f64: the product should keep NumPy's bits"
+
+
+EDGE_SLABS = """
+import numpy as np
+import reverie as rv
+f = rv.compile("fn f(a: f64[M, K], b: f64[K, N]) -> f64[M, N] { return a @ b; }").f
+rng = np.random.default_rng(0)
+for m, k, n in [(200, 200, 200), (130, 410, 260), (330, 101, 330), (1000, 300, 500)]:
+    a, b = rng.uniform(-1, 1, (m, k)), rng.uniform(-1, 1, (k, n))
+    np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-12, atol=1e-12)
+print("ok")
+"""
+
+
+def test_a_split_product_with_small_edge_slabs_is_right() -> None:
+    """A product cut into slabs of 64-row multiples leaves a small slab at its edge (200
+    rows: 64, 64, 64, 8), which must not reach OpenBLAS's small-matrix path of
+    `?gemm_batch` (a segfault before; with one thread too, hence a subprocess each)."""
+    for threads in ("1", "2"):
+        env = {**os.environ, "REVERIE_NUM_THREADS": threads}
+        done = subprocess.run([sys.executable, "-c", EDGE_SLABS], capture_output=True,
+                              text=True, timeout=300, env=env)
+        assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
