@@ -171,6 +171,7 @@ def test_the_xla_handler_refuses_hostile_sizes() -> None:
         assert f"steps = {steps} from argument 'steps'" in message
 
 
+@pytest.mark.mlir
 def test_the_mlir_backend_refuses_what_its_memrefs_cannot_hold() -> None:
     """MLIR's lowered code sizes memrefs in unchecked int64 and never checks malloc: the
     MLIR kernel checks every value's bytes before it runs (segfault on the old code)."""
