@@ -53,6 +53,13 @@ def example_with_an_empty_chunk() -> tuple[np.ndarray, np.ndarray, np.ndarray, f
     return x, y, w, b
 
 
+def on_dask(kernel: rv.Kernel, reduce: str, dx: da.Array, dy: da.Array, w: np.ndarray,
+            b: np.ndarray) -> tuple:
+    """The loss and its gradients with respect to w and b over the row chunks of dx, dy."""
+    return rv.dask.value_and_grad(kernel, wrt=("w", "b"), batch=("x", "y"),
+                                  reduce=reduce)(dx, dy, w, b)
+
+
 @pytest.mark.parametrize("reduce, loss", KERNELS)
 def test_a_chunk_of_no_rows_adds_nothing(client: Client, m: rv.Module, reduce: str,
                                          loss: str) -> None:
@@ -60,8 +67,7 @@ def test_a_chunk_of_no_rows_adds_nothing(client: Client, m: rv.Module, reduce: s
     dx, dy = filtered(x, y, 0.0, (3, 3))
     assert dx.chunks[0] == (3, 0)
     expected = m[loss].value_and_grad(("w", "b"))(x[:3], y[:3], w, b)
-    got = rv.dask.value_and_grad(m[loss], wrt=("w", "b"), batch=("x", "y"),
-                                 reduce=reduce)(dx, dy, w, b)
+    got = on_dask(m[loss], reduce, dx, dy, w, b)
     assert np.isfinite(got[0]) and np.isfinite(got[1][0]).all()
     assert_same(got, expected)
 
@@ -76,8 +82,7 @@ def test_empty_chunks_among_persisted_ones(client: Client, m: rv.Module, reduce:
     dy = da.from_array(y, chunks=((10, 0, 0, 15, 0, 15),)).persist()
     wait([dx, dy])
     expected = m[loss].value_and_grad(("w", "b"))(x, y, w, b)
-    got = rv.dask.value_and_grad(m[loss], wrt=("w", "b"), batch=("x", "y"),
-                                 reduce=reduce)(dx, dy, w, b)
+    got = on_dask(m[loss], reduce, dx, dy, w, b)
     assert_same(got, expected)
 
 
@@ -88,7 +93,6 @@ def test_no_rows_at_all_is_the_kernel_on_no_rows(client: Client, m: rv.Module, r
     dx, dy = filtered(x, y, 1e9, (3, 3))
     assert dx.chunks[0] == (0, 0)
     expected = m[loss].value_and_grad(("w", "b"))(x[:0], y[:0], w, b)
-    got = rv.dask.value_and_grad(m[loss], wrt=("w", "b"), batch=("x", "y"),
-                                 reduce=reduce)(dx, dy, w, b)
+    got = on_dask(m[loss], reduce, dx, dy, w, b)
     assert np.isnan(got[0]) == (reduce == "mean")  # a mean of no rows is NaN; a sum is 0
     assert_same(got, expected)
