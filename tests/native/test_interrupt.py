@@ -39,6 +39,7 @@ fn rows(x: f64[M], w: f64[K]) -> f64[M] {
     return y;
 }
 """)
+interp = rv.compile(m.source, backend="interp")
 rng = np.random.default_rng(0)
 u, x, w = rng.standard_normal(4096), rng.standard_normal(256), rng.standard_normal(16)
 calls = {
@@ -47,10 +48,11 @@ calls = {
     "while": lambda: m.halve(u, 10**9),
     "nest": lambda: m.rows(rng.standard_normal(1 << 16), rng.standard_normal(1 << 16)),
     "python path": lambda: m.heat(list(u), 10**9),
+    "interp": lambda: interp.heat(u, 10**9),
 }
 small = {"forward": lambda: m.heat(u, 3), "grad": lambda: m.heat.grad("u0")(u, 3),
          "while": lambda: m.halve(u, 3), "nest": lambda: m.rows(x, w),
-         "python path": lambda: m.heat(list(u), 3)}
+         "python path": lambda: m.heat(list(u), 3), "interp": lambda: interp.heat(u, 3)}
 case, handler = sys.argv[1], sys.argv[2]
 expected = small[case]()  # compiles (and warms) the kernel
 if handler == "custom":
@@ -86,7 +88,7 @@ def run_case(case: str, handler: str) -> list[str]:
     return out.stdout.split()
 
 
-@pytest.mark.parametrize("case", ["forward", "grad", "while", "nest", "python path"])
+@pytest.mark.parametrize("case", ["forward", "grad", "while", "nest", "python path", "interp"])
 def test_sigint_stops_a_running_kernel(case: str) -> None:
     status, seconds, again = run_case(case, "default")
     assert status == "stopped", f"the {case} kernel ran to its end ({seconds} s)"
