@@ -232,7 +232,7 @@ class _Builder:
             return
         if not isinstance(fake, torch.Tensor):
             raise NotImplementedError(f"torch gives a {type(fake).__name__}, not a tensor")
-        got = f"{result.dtype}{list(result.shape)}"
+        got = f"{result.element}{list(result.shape)}"
         want = f"{_REVERIE.get(fake.dtype, fake.dtype)}{list(fake.shape)}"
         if got != want:
             raise NotImplementedError(f"recorded as {got}, torch gives {want}")

@@ -38,7 +38,7 @@ def refuse(target: str, name: str, value: Any, why: str = "") -> UnsupportedArgu
 
 def cast(x: Traced, dtype: str) -> Traced:
     """`x` converted to the Reverie dtype `dtype` ("f64", "bool", ...)."""
-    return x if x.dtype == dtype else x.recording.let(f"{dtype}({x.name})", x.axes, dtype)
+    return x if x.element == dtype else x.recording.let(f"{dtype}({x.name})", x.axes, dtype)
 
 
 # ---------------------------------------------------------------- activations
@@ -175,7 +175,7 @@ def cross_entropy(input: Traced, target: Traced, weight: Traced | None = None,
     if input.ndim < 2:
         raise refuse("cross_entropy", "input", input, "logits need a batch axis: [N, C, ...]")
     log_p = input.along("log_softmax", 1)
-    if target.dtype in ("f32", "f64"):
+    if target.element in ("f32", "f64"):
         return _soft_cross_entropy(log_p, target, weight, reduction, label_smoothing)
     return _label_cross_entropy(log_p, target, weight, ignore_index, reduction,
                                 label_smoothing)
@@ -192,7 +192,7 @@ def _label_cross_entropy(log_p: Traced, target: Traced, weight: Traced | None,
                          ignore_index: int, reduction: str, smoothing: float) -> Traced:
     """Class-index targets: rows labelled `ignore_index` count for nothing (their label is
     never read), and the mean divides by the weight of the rows that count."""
-    rec, dtype = log_p.recording, log_p.dtype
+    rec, dtype = log_p.recording, log_p.element
     counted = cast(target != ignore_index, dtype)
     label = where(target == ignore_index, 0, target)  # a label that is safe to read
     batch = ", ".join(f"n{i}" for i in range(target.ndim))
@@ -287,7 +287,7 @@ def _pad_constant(x: Traced, widths: dict[int, tuple[int, int]], value: float) -
     read = f"{x.name}[{', '.join(reads)}]"
     expr = read if value == 0 or not inside else \
         f"where({' and '.join(inside)}, {read}, {float(value)!r})"
-    return x.recording.let(expr, tuple(axes), x.dtype, index=f"[{', '.join(names)}]")
+    return x.recording.let(expr, tuple(axes), x.element, index=f"[{', '.join(names)}]")
 
 
 def _scaled(factor: int, index: str) -> str:
@@ -356,7 +356,7 @@ def _convolve(x: Traced, w: Traced, strides: Sequence[int], pads: Sequence[tuple
         axes.append(Axis(out, str(out)))
     taps = ", ".join(f"k{a}" for a in range(len(strides)))
     expr = f"sum[c, {taps}]({x.name}[b, c, {', '.join(reads)}] * {w.name}[o, c, {taps}])"
-    return x.recording.let(expr, (x.axes[0], w.axes[0], *axes), x.dtype,
+    return x.recording.let(expr, (x.axes[0], w.axes[0], *axes), x.element,
                            index=f"[b, o, {', '.join(ranges)}]")
 
 

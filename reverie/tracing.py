@@ -143,8 +143,6 @@ class Recording:
 
     def __init__(self, literal_dims: bool = False) -> None:
         self.literal_dims = literal_dims  # every dimension its example size (rv.fx)
-        # rv.fx's code reads a stand-in's `.dtype` as the Reverie name (`element`).
-        self.numpy_dtypes = not literal_dims
         self.params: list[str] = []
         self.lines: list[str] = []
         self.dims: dict[int, str] = {}  # example size -> the dimension named for it
@@ -306,10 +304,10 @@ class Traced:
 
     # ------------------------------------------------------------ what NumPy users read
     @property
-    def dtype(self) -> np.dtype | str:
+    def dtype(self) -> np.dtype:
         """The NumPy dtype (`x.dtype == np.float64`, `np.issubdtype(x.dtype, np.floating)`);
-        on rv.fx's stand-ins the Reverie name, as its code reads it."""
-        return NUMPY_DTYPES[self.element] if self.recording.numpy_dtypes else self.element
+        the Reverie name is `element`."""
+        return NUMPY_DTYPES[self.element]
 
     @property
     def shape(self) -> tuple[int | Size, ...]:
