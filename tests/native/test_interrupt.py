@@ -1,8 +1,9 @@
 """Kernels that stop: a signal delivered while a native kernel runs (SIGINT, or one whose
 Python handler raises) stops it at its next poll (`codegen/llvm.py`: outer back-edges,
 `for`/`while` iterations, chunk boundaries) and the call raises the handler's exception,
-no output handed back; the process then calls kernels as before. Each case runs in a child
-process that signals itself from a timer thread while a kernel of several seconds runs."""
+no output handed back; the process then calls kernels as before (the interpreter backend
+stops too, between its NumPy operations). Each case runs in a child process, which another
+process signals while a kernel of several seconds runs."""
 
 from __future__ import annotations
 
@@ -17,17 +18,19 @@ ROOT = Path(__file__).resolve().parents[2]
 SIGNAL_AFTER = 0.4  # seconds into the long call
 LATE = 1.0  # seconds after the signal by which the call must have stopped (generous for CI)
 
+HEAT_KERNEL = """fn heat(u0: f64[N], steps: i64) -> f64 {
+    var u = u0;
+    for t in 0..steps { u = u + 0.1 * (roll(u, 1) - 2.0 * u + roll(u, -1)); }
+    return sum(u * u);
+}"""  # a long loop of time steps, written into both child scripts
+
 SCRIPT = r'''
 import os, signal, subprocess, sys, time
 import numpy as np
 import reverie as rv
 
 m = rv.compile("""
-fn heat(u0: f64[N], steps: i64) -> f64 {
-    var u = u0;
-    for t in 0..steps { u = u + 0.1 * (roll(u, 1) - 2.0 * u + roll(u, -1)); }
-    return sum(u * u);
-}
+HEAT_KERNEL
 fn halve(x: f64[N], limit: i64) -> f64[N] {
     var y = x;
     var steps = 0;
@@ -77,7 +80,7 @@ except caught:
     print("stopped", stopped - float(sender.communicate()[0]))
 again = small[case]()
 print("same" if np.array_equal(np.asarray(again), np.asarray(expected)) else "different")
-'''.replace("SIGNAL_AFTER", str(SIGNAL_AFTER))
+'''.replace("SIGNAL_AFTER", str(SIGNAL_AFTER)).replace("HEAT_KERNEL", HEAT_KERNEL)
 
 
 def run_case(case: str, handler: str) -> list[str]:
@@ -107,11 +110,7 @@ import os, signal, subprocess, sys, time
 import numpy as np
 import reverie as rv
 m = rv.compile("""
-fn heat(u0: f64[N], steps: i64) -> f64 {
-    var u = u0;
-    for t in 0..steps { u = u + 0.1 * (roll(u, 1) - 2.0 * u + roll(u, -1)); }
-    return sum(u * u);
-}
+HEAT_KERNEL
 """)
 u = np.ones(4096)
 m.heat(u, 3)
@@ -124,7 +123,7 @@ try:
     print("finished")
 except KeyboardInterrupt:
     print("stopped", time.time() - start)
-'''
+'''.replace("HEAT_KERNEL", HEAT_KERNEL)
 
 
 def test_the_handler_is_armed_again_after_signal_signal() -> None:
