@@ -29,9 +29,8 @@ How a call runs, on the current Dask scheduler (a `distributed.Client` if one ex
    memory (persisted) are placed on workers (where they lie, but for a few moved to
    balance the workers' rows) and taken a group at a time, up to `split_every` chunks of
    one worker, by one task that adds their weighted partials (the first level of the
-   sum, fused with the gradients;
-   `dask_call.SplitCall.colocated_groups`); every other chunk is a task alone, so that
-   rows still to be made are held one chunk at a time.
+   sum, fused with the gradients; `dask_call.SplitCall.colocated_groups`); every other
+   chunk is a task alone, so that rows still to be made are held one chunk at a time.
 4. The weighted partials are summed by a tree of tasks, `split_every` at a time, on the
    workers, up to the root's inputs (at most `split_every` partials), which reach the
    client and are added there (`tree_below_root`). The tasks are built as Dask task specs
