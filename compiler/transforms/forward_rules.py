@@ -10,9 +10,10 @@ same one reverse mode builds its rule from.
 
 Values at non-differentiable points match reverse mode and PyTorch (SPEC §2.4): d|x| at 0
 is 0, relu'(0) = 0, maximum/minimum ties take the mean of both tangents, reduce_max/min
-average the tangents of all extremal entries (torch.amax), reduce_prod is exact with
-zeros, and pow masks 0 like torch. Ops in `NON_DIFFERENTIABLE` have no rule: their
-results never carry a tangent.
+average the tangents of the entries equal to their result, the NaN ones where it is NaN
+(`where_extremal` in `reverse_rules.py`; torch's forward mode gives NaN there, unlike its
+reverse mode), reduce_prod is exact with zeros, and pow masks 0 like torch. Ops in
+`NON_DIFFERENTIABLE` have no rule: their results never carry a tangent.
 
 Region ops (`generic`, `generic_scatter`, `for`, `for_history`, `if`, `while`) transform
 their regions with the same pass (`JvpContext.region`): a tangent generic reads the
@@ -36,6 +37,7 @@ from .reverse_rules import (
     pow_exponent_masked,
     pow_exponent_slope,
     prod_partials,
+    where_extremal,
 )
 
 Dots = list[Value | None]
@@ -230,11 +232,12 @@ def _matmul(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
 
 
 def reduce_extremum_tangent(s: Scope, x: Value, y: Value, dx: Value, axes: Sequence[int]) -> Value:
-    """ẏ = mean of ẋ over the entries where x equals its max/min y (reduced over `axes`)."""
-    hit = s.eq(x, expand(s, y, x.type.shape, axes))
-    zero = s.zeros(x.type)
-    count = s.op("reduce_sum", [s.select(hit, s.const(1, x.type), zero)], {"axes": tuple(axes)})
-    total = s.op("reduce_sum", [s.select(hit, dx, zero)], {"axes": tuple(axes)})
+    """ẏ = mean of ẋ over the entries where x equals its max/min y (reduced over `axes`),
+    the NaN entries where y is NaN."""
+    y = expand(s, y, x.type.shape, axes)
+    count = s.op("reduce_sum", [where_extremal(s, x, y, s.const(1, x.type))],
+                 {"axes": tuple(axes)})
+    total = s.op("reduce_sum", [where_extremal(s, x, y, dx)], {"axes": tuple(axes)})
     return s.div(total, count)
 
 

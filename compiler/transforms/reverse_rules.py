@@ -12,8 +12,10 @@ gradient (the op table says why: argmax/argmin, sign, floor, ceil, floordiv, sto
 and the comparisons and logic, whose bool results are never active): they need no rule.
 
 Values at non-differentiable points follow PyTorch (SPEC §2.4): d|x| at 0 is 0 (ȳ·sign x),
-relu'(0) = 0, sqrt'(0) = inf, maximum/minimum ties send half of ȳ to each side,
-reduce_max/min split ȳ evenly among all maxima (like torch.amax), reduce_prod is exact in
+relu'(0) = 0, sqrt'(0) = inf, maximum/minimum ties send half of ȳ to each side (and 0
+to both where one is NaN, as torch.clamp, which Tensor.clamp is built from; torch.maximum
+sends ȳ to both), reduce_max/min split ȳ evenly among the entries equal to their result,
+the NaN entries where it is NaN (`where_extremal`), reduce_prod is exact in
 the presence of zeros, pow follows torch's masks at 0 (computing the masked entries from
 safe operands, so that its second derivatives there are 0, not 0 · inf), and `select`
 routes ȳ by its condition, so the unselected branch receives an exact 0 (a NaN or inf
@@ -163,6 +165,21 @@ def pow_exponent_slope(s: Scope, y: Value, a: Value, masked: Value) -> Value:
     return s.mul(y, s.op("log", [s.select(masked, s.const(1, a.type), a)]))
 
 
+def where_extremal(s: Scope, x: Value, y: Value, value: Value) -> Value:
+    """`value` where `x` is an extremal entry of the max/min `y` it is reduced to, else 0.
+
+    The extremal entries are those equal to `y`, or its NaN entries where `y` is NaN: max
+    and min propagate NaN, so a NaN entry makes `y` NaN. The gradient of a max/min is split
+    evenly among them: torch's rule for its full reduction `x.max()`, whose Jacobian both
+    modes share (torch's forward mode gives a NaN tangent there; torch.amax over axes a NaN
+    gradient to the whole slice, `x.max(dim)` all of it to one index). Two selects over
+    comparisons of x and y rather than one mask, so that loop fusion recomputes those in
+    every loop nest that needs them instead of storing a mask; the inner one, on x == y,
+    differs for every y, so the max and the min of one x share no select either."""
+    is_nan = s.op("ne", [x, x])
+    return s.select(is_nan, value, s.select(s.eq(x, y), value, s.zeros(value.type)))
+
+
 def _extremum(larger: str, doc: str) -> Rule:
     def vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
         s, (a, b), ybar = ctx.scope, op.operands, bars[0]
@@ -226,13 +243,13 @@ def _reduce_sum(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
 
 
 def _reduce_extremum(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
-    """d max/min over axes: ȳ / (number of extremal entries) to every extremal entry"""
+    """d max/min over axes: ȳ / (number of extremal entries) to every extremal entry (the
+    NaN entries where the result is NaN)"""
     s, x, axes = ctx.scope, op.operands[0], op.attrs["axes"]
-    hit = s.eq(x, expand(s, op.result, x.type.shape, axes))
-    count = s.op("reduce_sum", [s.select(hit, s.const(1, x.type), s.zeros(x.type))],
-                 {"axes": axes})
+    y = expand(s, op.result, x.type.shape, axes)
+    count = s.op("reduce_sum", [where_extremal(s, x, y, s.const(1, x.type))], {"axes": axes})
     share = expand(s, s.div(bars[0], count), x.type.shape, axes)
-    return [s.select(hit, share, s.zeros(x.type))]
+    return [where_extremal(s, x, y, share)]
 
 
 rule("reduce_max", "reduce_min")(_reduce_extremum)

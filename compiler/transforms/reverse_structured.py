@@ -10,7 +10,8 @@ r̄(p) is added into x̄ at the same position e(p):
   `generic_scatter`, which drops out-of-range positions of `zero`-mode reads;
 - a scalar operand used directly gets the sum of its adjoint over all points.
 The seed is ȳ at p's output position for no reduction and `sum`; for `max`/`min` it is ȳ
-split evenly among the points equal to the extremum (like torch.amax); for `prod` it is ȳ
+split evenly among the points equal to the extremum, the NaN points where it is NaN
+(`reverse_rules.where_extremal`, like torch.max()); for `prod` it is ȳ
 times the product of the other factors, exact when some factors are 0.
 
 
@@ -27,7 +28,7 @@ from ..ir.dims import Dim
 from ..ir.scope import Scope
 from ..ir.types import scalar
 from ..ir.views import GenericOp, GenericScatterOp, LoopNestOp, ReadOp
-from .reverse_rules import Bars, RuleContext, product_partials, rule
+from .reverse_rules import Bars, RuleContext, product_partials, rule, where_extremal
 
 I64 = scalar("i64")
 Seed = Callable[[Scope, list[Value], list[Value]], Value]
@@ -68,15 +69,14 @@ def _generic(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
         return _output_read(s, tensor, indices[:len(out)], out)
 
     if kind in ("max", "min"):
-        def hit(s: Scope, indices: list[Value], v: Value) -> Value:
-            return s.select(s.eq(v, at_out(s, y, indices)), s.const(1, v.type), s.zeros(v.type))
+        def count(s: Scope, indices: list[Value], v: Value) -> Value:
+            return where_extremal(s, v, at_out(s, y, indices), s.const(1, v.type))
 
-        share = ctx.scope.div(ybar, _per_point_reduce(ctx, op, "sum", hit))
+        share = ctx.scope.div(ybar, _per_point_reduce(ctx, op, "sum", count))
 
         def seed(s: Scope, indices: list[Value], results: list[Value]) -> Value:
             v = results[0]
-            return s.select(s.eq(v, at_out(s, y, indices)), at_out(s, share, indices),
-                            s.zeros(v.type))
+            return where_extremal(s, v, at_out(s, y, indices), at_out(s, share, indices))
     elif kind == "prod":
         def is_zero(s: Scope, v: Value) -> Value:
             return s.eq(v, s.zeros(v.type))
