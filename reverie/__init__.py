@@ -28,7 +28,14 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from reverie.module import Module, compile, load
     from reverie.runtime.autograd import backward, grad
     from reverie.runtime.call import ArgumentTypeError, ArgumentValueError, ShapeMismatchError
-    from reverie.runtime.grad_mode import enable_grad, no_grad
+    from reverie.runtime.grad_mode import (
+        enable_grad,
+        inference_mode,
+        is_grad_enabled,
+        is_inference_mode_enabled,
+        no_grad,
+        set_grad_enabled,
+    )
     from reverie.runtime.gradcheck import gradcheck, gradgradcheck
     from reverie.runtime.tensor import Tensor, tensor
     from reverie.tracing import TraceError, trace
@@ -41,12 +48,13 @@ EXPORTS = {
     "reverie.runtime.call": ("ArgumentTypeError", "ArgumentValueError", "ShapeMismatchError"),
     "reverie.runtime.gradcheck": ("gradcheck", "gradgradcheck"),
     "reverie.runtime.tensor": ("Tensor", "tensor"),
-    "reverie.runtime.grad_mode": ("enable_grad", "no_grad"),
+    "reverie.runtime.grad_mode": ("enable_grad", "inference_mode", "is_grad_enabled",
+                                  "is_inference_mode_enabled", "no_grad", "set_grad_enabled"),
     "reverie.tracing": ("TraceError", "trace"),
 }
 HOME_MODULES = {name: module for module, names in EXPORTS.items() for name in names}
-INTEROP_MODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax",
-                   "fx": "reverie.fx", "dask": "reverie.dask"}
+SUBMODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax",
+                   "fx": "reverie.fx", "dask": "reverie.dask", "autograd": "reverie.autograd"}
 # `rv.exp`, `rv.tanh`, ...: the elementwise built-ins on Tensors, named by the op table
 # (runtime/tensor_ops.py FUNCTIONS), looked up there for any other public-looking name
 ELEMENTWISE_FUNCTIONS_MODULE = "reverie.runtime.tensor_ops"
@@ -69,8 +77,12 @@ __all__ = [
     "grad",
     "gradcheck",
     "gradgradcheck",
+    "inference_mode",
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
     "load",
     "no_grad",
+    "set_grad_enabled",
     "tensor",
     "trace",
 ]
@@ -95,8 +107,8 @@ def __getattr__(name: str) -> object:
     SPEC §3.3)."""
     if name in HOME_MODULES:
         value = getattr(importlib.import_module(HOME_MODULES[name]), name)
-    elif name in INTEROP_MODULES:
-        value = importlib.import_module(INTEROP_MODULES[name])
+    elif name in SUBMODULES:
+        value = importlib.import_module(SUBMODULES[name])
     elif not name.startswith("_") and name in _elementwise_functions():
         value = _elementwise_functions()[name]
     else:

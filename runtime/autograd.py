@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from .graph import accumulate_grad, apply_tensor_hooks
 from .tape import TENSOR_OR_ARRAY, Gradient, Pass, one_call_gradients, plain
 from .tensor import Tensor, wrap
 
@@ -144,6 +145,9 @@ def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor] |
                                        create_graph)
     if gradients is None:
         gradients = _walk(outputs, seeds, inputs_tuple, retain_graph, create_graph, batch)
+    for i, t in enumerate(inputs_tuple):
+        if t._hooks is not None and gradients[i] is not None:
+            gradients[i] = _leaf_hooks(t, gradients[i], create_graph)
     result: list[Tensor | None] = []
     complete = True
     for g in gradients:
@@ -206,17 +210,6 @@ def _unused(result: list[Tensor | None], inputs: tuple[Tensor, ...], allow_unuse
             result[i] = Tensor(np.zeros(t.shape, t.dtype), requires_grad=create_graph)
 
 
-def _accumulate(tensor: Tensor, gradient: Gradient, create_graph: bool) -> None:
-    """Add `gradient` to `tensor.grad` (in place unless building a graph)."""
-    old = tensor._grad
-    if old is None:
-        tensor._grad = gradient if isinstance(gradient, Tensor) else wrap(np.array(gradient))
-    elif create_graph or old.requires_grad:
-        tensor._grad = old + gradient
-    else:
-        np.add(old._data, plain(gradient), out=old._data)
-
-
 def backward(tensors: Tensor | Iterable[Tensor], grad_tensors: object = None,
              retain_graph: bool | None = None, create_graph: bool = False,
              inputs: Tensor | Iterable[Tensor] | dict | None = None) -> None:
@@ -238,4 +231,16 @@ def backward(tensors: Tensor | Iterable[Tensor], grad_tensors: object = None,
         filled = [(t, graph.gradient(t)) for t in unique]
     for t, g in filled:
         if g is not None:
-            _accumulate(t, g, create_graph)
+            g = _leaf_hooks(t, g, create_graph)
+            accumulate_grad(t, g, create_graph)
+            if t._hooks is not None:
+                for hook in list(t._hooks.post_accumulate.values()):
+                    hook(t)
+
+
+def _leaf_hooks(leaf: Tensor, gradient: Gradient, create_graph: bool) -> Gradient:
+    """`gradient` of a leaf passed through the leaf's tensor hooks (`register_hook`)."""
+    hooks = leaf._hooks
+    if hooks is None or leaf.grad_fn is not None or not hooks.pre:
+        return gradient
+    return apply_tensor_hooks(hooks.pre, gradient, create_graph)

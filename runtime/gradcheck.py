@@ -32,16 +32,21 @@ def _as_tuple(values: object) -> tuple[object, ...]:
     return tuple(values) if isinstance(values, tuple | list) else (values,)
 
 
+def _array(value: object) -> np.ndarray:
+    """The array behind a Tensor (graph or not), or `value` as an array."""
+    return value._data if isinstance(value, Tensor) else np.asarray(value)
+
+
 def _outputs(fn: Function, inputs: Sequence[object]) -> tuple[object, ...]:
     """The float outputs of `fn(*inputs)` (the ones that can be differentiated)."""
     return tuple(out for out in _as_tuple(fn(*inputs))
-                 if np.asarray(out).dtype.kind == "f")
+                 if _array(out).dtype.kind == "f")
 
 
 def _numerical(fn: Function, inputs: Sequence[object], index: int, eps: float,
                sizes: Sequence[int]) -> list[np.ndarray]:
     """d outputs / d inputs[index] by central differences, one (out.size, in.size) per output."""
-    base = np.array(inputs[index].numpy())
+    base = np.array(_array(inputs[index]))
     columns: list[list[np.ndarray]] = [[] for _ in sizes]
     for k in range(base.size):
         values = []
@@ -49,9 +54,9 @@ def _numerical(fn: Function, inputs: Sequence[object], index: int, eps: float,
             moved = base.copy()
             moved.flat[k] += step
             args = [wrap(moved) if i == index else
-                    wrap(x.numpy()) if isinstance(x, Tensor) else x
+                    wrap(x._data) if isinstance(x, Tensor) else x
                     for i, x in enumerate(inputs)]
-            values.append([np.asarray(o, dtype=np.float64).ravel() for o in _outputs(fn, args)])
+            values.append([_array(o).astype(np.float64).ravel() for o in _outputs(fn, args)])
         for column, plus, minus in zip(columns, *values, strict=True):
             column.append((plus - minus) / (2 * eps))
     return [np.stack(c, axis=1) if c else np.zeros((size, 0))
@@ -70,7 +75,7 @@ def _analytical(outputs: Sequence[object], inputs: Sequence[Tensor]) -> list[lis
                 grads = grad(out, inputs, seed, retain_graph=True, allow_unused=True)
                 for row, g in zip(rows, grads, strict=True):
                     if g is not None:
-                        row[k] = np.asarray(g, dtype=np.float64).ravel()
+                        row[k] = _array(g).astype(np.float64).ravel()
         jacobians.append(rows)
     return jacobians
 
@@ -87,7 +92,7 @@ def _check(fn: Function, inputs: tuple[object, ...], eps: float, atol: float,
                           "differences are unreliable below float64; pass float64 inputs",
                           UserWarning, stacklevel=3)
     outputs = _outputs(fn, inputs)
-    sizes = [int(np.asarray(o).size) for o in outputs]
+    sizes = [int(_array(o).size) for o in outputs]
     analytical = _analytical(outputs, [inputs[i] for i in differentiable])
     for column, i in enumerate(differentiable):
         numerical = _numerical(fn, inputs, i, eps, sizes)
@@ -124,7 +129,7 @@ def gradgradcheck(fn: Function, inputs: object, grad_outputs: object = None, *,
     if grad_outputs is None:
         rng = np.random.default_rng(0)
         grad_outputs = tuple(
-            Tensor(rng.uniform(-1, 1, np.shape(o)).astype(np.asarray(o).dtype),
+            Tensor(rng.uniform(-1, 1, np.shape(o)).astype(_array(o).dtype),
                    requires_grad=True)
             for o in _outputs(fn, inputs))
     grad_outputs = _as_tuple(grad_outputs)
@@ -134,7 +139,7 @@ def gradgradcheck(fn: Function, inputs: object, grad_outputs: object = None, *,
 
     def restore(x: object, wanted: bool) -> object:
         """`x` as a leaf requiring grad when `wanted` (finite differences pass plain ones)."""
-        return Tensor(x.numpy(), requires_grad=True) if wanted and not x.requires_grad else x
+        return Tensor(x._data, requires_grad=True) if wanted and not x.requires_grad else x
 
     def first_derivative(*args: object) -> tuple[Tensor, ...]:
         """The VJP of fn at the primal args for the grad_outputs args, differentiable."""

@@ -193,6 +193,21 @@ def _unary_source(op: str, a: object, spelled: str) -> CompiledKernel:
                    spelled.format(_converted("a", dtype, compute)))
 
 
+@_memoised(lambda c, a, b: (_describe(c), _describe(a), _describe(b)))
+def where_kernel(condition: object, a: object, b: object) -> CompiledKernel:
+    """The kernel computing `where(condition, a, b)` with broadcasting: `a` where the bool
+    `condition` holds, else `b`, in their promoted dtype."""
+    if np.dtype(condition.dtype) != np.bool_:
+        raise TypeError(f"where() takes a bool condition, not {condition.dtype}")
+    compute = reverie_dtype(np.result_type(*[x if _is_scalar(x) else x.dtype for x in (a, b)]))
+    dtypes = ["bool"] + [compute if _is_scalar(x) else reverie_dtype(x.dtype) for x in (a, b)]
+    shapes = [() if _is_scalar(x) else tuple(x.shape) for x in (condition, a, b)]
+    tokens, result_tokens = _broadcast_tokens(shapes)
+    params = [(name, (dtype, t)) for name, dtype, t in zip("cab", dtypes, tokens, strict=True)]
+    body = f"where(c, {_converted('a', dtypes[1], compute)}, {_converted('b', dtypes[2], compute)})"
+    return cached_kernel(("where", *params), params, (compute, result_tokens), body)
+
+
 @_memoised(lambda op, a: (op, a.dtype, len(a.shape)))
 def unary_kernel(op: str, a: object) -> CompiledKernel:
     """The kernel computing built-in `op(a)` (one of UNARY_BUILTINS) elementwise."""

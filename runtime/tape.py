@@ -31,7 +31,11 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from . import graph
+from .anomaly import AnomalyMode, check_gradients, remember_trace
 from .grad_mode import grad_enabled
+from .graph import GraphNode
+from .inplace import check_not_stale, check_versions
 from .kernel_protocol import CompiledKernel
 from .tape_plans import DIFFERENTIABLE as DIFFERENTIABLE  # re-exported for the interop layers
 from .tape_plans import RecordPlan, record_plan, vjp_plan
@@ -60,24 +64,35 @@ def _placeholder(value: object) -> object:
     return np.ndarray(value.shape, value.dtype, zero, strides=(0,) * value.ndim)
 
 
-class Node:
+class Node(GraphNode):
     """One recorded kernel call: the kernel, its arguments (as given, and the arrays behind
     them), and the Tensors (edges) at the parameter positions `wrt` that gradients flow
     back to. Made by `record_call` alone, which sets every slot (no `__init__`: one Python
     frame fewer per recorded call, 0.9k of its ~51k instructions, benchmarks/instructions.py):
 
     kernel, plan (its RecordPlan), wrt, edges, args, arrays, dtype (the call's float dtype),
-    outputs ((shape, dtype) of each result), freed (whether `release` ran)."""
+    outputs ((shape, dtype) of each result), freed (whether `release` ran), versions (None,
+    or the version of each argument tensor whose memory had been written in place when
+    the call was recorded, by position: `inplace.py`), extras (hooks: `graph.py`)."""
 
     __slots__ = ("kernel", "plan", "wrt", "args", "arrays", "edges", "dtype", "outputs",
-                 "freed")
+                 "freed", "versions", "extras")
 
-    @property
     def name(self) -> str:
         return f"{self.kernel.name}_backward"
 
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
+    def input_edges(self) -> tuple[Tensor | None, ...]:
+        """One entry per parameter that can carry a gradient: the edge, or None."""
+        edge_at = dict(zip(self.wrt, self.edges, strict=True))
+        return tuple(edge_at.get(i) for i, d in enumerate(self.plan.differentiable) if d)
+
+    def check_saved(self, reads_primal: tuple[bool, ...]) -> None:
+        """torch's error when an argument tensor the VJP reads was written in place since
+        the call (its version differs from the one recorded)."""
+        versions = self.versions or {}
+        saved = tuple((a, versions.get(i, 0)) for i, a in enumerate(self.args)
+                      if reads_primal[i] and isinstance(a, Tensor))
+        check_versions(saved, self.name())
 
     def release(self, keep_stand_ins: bool) -> None:
         """Drop the saved arguments (keeping zero-strided stand-ins with their shapes when
@@ -105,6 +120,8 @@ class Node:
                 f"{self.kernel.name}: this part of the graph was already differentiated and "
                 "its saved arrays were released; pass retain_graph=True to the first "
                 "rv.grad/backward call to differentiate through it again")
+        if plan.reads_any and not self.freed:
+            self.check_saved(plan.reads_primal)
         for i in range(len(cotangents)):
             if cotangents[i] is None:
                 shape, dtype = self.outputs[i]
@@ -159,18 +176,22 @@ def python_call_path(kernel: CompiledKernel, run: Callable[..., object]
     """`kernel`'s Python call path (what its native entry hands every call it does not
     take): a call with a Tensor argument that requires grad, while grad mode is on (no
     `rv.no_grad` block is active), is recorded (`record_call`, with the kernel's
-    RecordPlan, looked up on the first such call and kept here); any other is `run(*args)`."""
+    RecordPlan, looked up on the first such call and kept here); any other runs on the
+    arrays (`run`; the arrays behind Tensors, which the native entry's fast binder takes)."""
     plan: RecordPlan | None = None
 
     def call(*args: object) -> object:
         nonlocal plan
-        if grad_enabled():
-            for a in args:
-                if type(a) is not ndarray and isinstance(a, Tensor) and a._requires_grad:
+        recording = grad_enabled()
+        tensors = False
+        for a in args:
+            if type(a) is not ndarray and isinstance(a, Tensor):
+                if recording and a._requires_grad:
                     if plan is None:
                         plan = record_plan(kernel)
                     return record_call(kernel, args, plan)
-        return run(*args)
+                tensors = True
+        return run(*[plain(b) for b in args]) if tensors else run(*args)
 
     return call
 
@@ -187,14 +208,23 @@ def record_call(kernel: CompiledKernel, args: Sequence[object],
     arrays = list(args)
     wrt: list[int] = []
     edges: list[Tensor] = []
+    versions: dict[int, int] | None = None
     if len(args) == len(differentiable):  # else the call below raises the arity error
         for i in range(len(args)):  # (an `enumerate` costs ~1,000 instructions more)
             a = args[i]
             if type(a) is not ndarray and isinstance(a, Tensor):
                 arrays[i] = a._data
+                if a._version_counter is not None:
+                    if a._view_of is not None:
+                        check_not_stale(a)
+                    versions = versions or {}
+                    versions[i] = a._version_counter.value
                 if a._requires_grad and differentiable[i]:
                     wrt.append(i)
-                    edges.append(a)
+                    # a computed edge by its place in the graph now (an in-place write
+                    # may later make the tensor the output of another node)
+                    edges.append(a if a.grad_fn is None else
+                                 wrap(a._data, a.grad_fn, a._output_index))
     results = kernel.array_call(*arrays)
     single = not isinstance(results, tuple)
     if single:
@@ -217,6 +247,10 @@ def record_call(kernel: CompiledKernel, args: Sequence[object],
     node.dtype = plan.fixed_dtype or plan.float_dtype(arrays)
     node.outputs = outputs
     node.freed = False
+    node.versions = versions
+    node.extras = None
+    if AnomalyMode.enabled:
+        remember_trace(node)
     if single:
         return wrap(result, node)
     return tuple([wrap(r, node if r.dtype in FLOAT_KINDS else None, i)
@@ -280,7 +314,7 @@ def one_call_gradients(output: Tensor, seed: Gradient, inputs: Sequence[Tensor],
     call of leaf tensors and every input is a leaf: the common `rv.grad(f(x, ...), x)`, in
     one VJP call without a `Pass`. None when the graph is larger (a `Pass` then walks it)."""
     node = output.grad_fn
-    if node is None:
+    if node is None or node.extras is not None or type(node) is not Node:
         return None
     edges = node.edges
     for tensor in edges:
@@ -351,13 +385,22 @@ class Pass:
             cotangents = self.buffers.pop(node, None)
             if cotangents is None:
                 continue
+            extras = node.extras
+            if extras is not None:
+                graph.run_tensor_hooks(extras, cotangents, create_graph)
             for index in self.captured_at.get(node, ()):
                 if cotangents[index] is not None:
                     self.captured[(node, index)] = cotangents[index]
             if self.needed is not None and not self.needed[node]:
                 continue
+            if extras is not None and extras.prehooks:
+                graph.run_prehooks(extras, cotangents, create_graph)
             edges = node.edges
             grads = node.vjp(cotangents, create_graph, batch, retain_graph)
+            if AnomalyMode.enabled:
+                check_gradients(node, grads)
+            if extras is not None and extras.hooks:
+                grads = graph.run_hooks(node, grads, cotangents, create_graph)
             for edge, g in zip(edges, grads, strict=True):
                 if g is not None:
                     self.deposit(edge, g)

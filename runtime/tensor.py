@@ -19,17 +19,18 @@ Tensors (`np.exp(t)`), each a recorded compiled kernel too.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import ops_kernels
+from . import grad_mode, graph, ops_kernels
 from .kernel_protocol import CompiledKernel
 from .ops_kernels import REVERIE_DTYPES, reverie_dtype
 
 if TYPE_CHECKING:
-    from .tape import Node
+    from .graph import GraphNode, RemovableHandle
 
 # float64 first: `dtype in FLOAT_KINDS` is then one identity check in the common case
 FLOAT_KINDS = (np.dtype(np.float64), np.dtype(np.float32))
@@ -40,7 +41,11 @@ DTYPE_NAMES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.
 class Tensor:
     """A NumPy array with an optional autograd history."""
 
-    __slots__ = ("_data", "_requires_grad", "_grad", "grad_fn", "_output_index")
+    __slots__ = ("_data", "_requires_grad", "_grad", "grad_fn", "_output_index",
+                 "_version_counter", "_hooks", "_view_of", "__weakref__")
+    # `_version_counter`: None or the `inplace.Version` shared with the tensors that share
+    # this one's memory (views); `_hooks`: a leaf's `graph.LeafHooks`, else None;
+    # `_view_of`: for a view recorded in the graph, its memory's version when it was taken
     __hash__ = object.__hash__  # by identity, as torch's, although `==` is elementwise
 
     def __init__(self, data: object, requires_grad: bool = False) -> None:
@@ -49,8 +54,9 @@ class Tensor:
             reverie_dtype(self._data.dtype)  # the TypeError that names the dtypes
         self._requires_grad = False
         self._grad: Tensor | None = None
-        self.grad_fn: Node | None = None
+        self.grad_fn: GraphNode | None = None
         self._output_index = 0
+        self._version_counter = self._hooks = self._view_of = None
         if requires_grad:
             self.requires_grad = True
 
@@ -72,15 +78,22 @@ class Tensor:
     def size(self) -> int:
         return self._data.size
 
-    def numpy(self) -> np.ndarray:
-        """The wrapped array (shared, not copied)."""
-        return self._data
+    def numpy(self, force: bool = False) -> np.ndarray:
+        """The wrapped array (shared, not copied). A tensor that requires grad raises, as
+        torch's: an array cannot carry the graph (`.detach().numpy()`, or `force=True` for
+        a copy; allowed under `rv.no_grad()`, as torch's)."""
+        if self._requires_grad and not force and grad_mode.grad_enabled():
+            raise RuntimeError("can't call numpy() on a tensor that requires grad: NumPy "
+                               "would drop its graph; use tensor.detach().numpy() instead")
+        return self._data.copy() if force and self._requires_grad else self._data
 
     def item(self) -> float | int | bool:
         """The value of a one-element tensor as a Python number."""
         return self._data.item()
 
     def __array__(self, dtype: object = None, copy: bool | None = None) -> np.ndarray:
+        if self._requires_grad:  # np.asarray(t), np.where(t > 0, t, 0), ...
+            self.numpy()  # the RuntimeError unless under no_grad
         if copy:
             return np.array(self._data, dtype=dtype)
         return self._data if dtype is None else self._data.astype(dtype, copy=False)
@@ -127,31 +140,92 @@ class Tensor:
 
     @property
     def grad(self) -> Tensor | None:
-        if self._grad is None and self.grad_fn is not None:
+        if self._grad is None and self.grad_fn is not None and not self.retains_grad:
             warnings.warn("reading .grad of a non-leaf tensor: it is None, because backward() "
-                          "fills .grad of leaves only; pass this tensor in backward(inputs=...) "
-                          "or use rv.grad(output, this_tensor) to get its gradient",
+                          "fills .grad of leaves only; call .retain_grad() on it first, pass "
+                          "it in backward(inputs=...) or use rv.grad(output, this_tensor)",
                           UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
         if value is not None:
-            if not isinstance(value, Tensor):
-                raise TypeError(f".grad must be a Tensor or None, got {type(value).__name__}")
-            if value.shape != self.shape:
-                raise RuntimeError(f"cannot assign a gradient of shape {value.shape} to a "
-                                   f"tensor of shape {self.shape}; they must match")
+            _check_assigned_grad(self, value)
         self._grad = value
 
+    @grad.deleter
+    def grad(self) -> None:
+        self._grad = None
+
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        """Set `requires_grad` of this leaf in place and return it (torch's)."""
+        """Set `requires_grad` of this leaf in place and return it (torch's: on a computed
+        tensor, which requires grad already, `requires_grad_()` does nothing)."""
+        if requires_grad and self.grad_fn is not None:
+            return self
         self.requires_grad = requires_grad
         return self
 
     def detach(self) -> Tensor:
-        """A tensor sharing this data, outside the graph (requires_grad False)."""
-        return wrap(self._data)
+        """A tensor sharing this data and its version counter, outside the graph
+        (requires_grad False): an in-place write to either shows in both."""
+        return inplace.alias(self, self._data)
+
+    def detach_(self) -> Tensor:
+        """Take this tensor out of the graph, in place: it becomes a leaf that does not
+        require grad (torch's; not allowed on a view recorded in the graph)."""
+        return inplace.detach_(self)
+
+    def clone(self) -> Tensor:
+        """A copy of this tensor in new memory, recorded (the gradient passes unchanged)."""
+        return run_kernel(ops_kernels.cast_kernel(self, self._data.dtype), self)
+
+    @property
+    def _version(self) -> int:
+        """How many in-place writes this tensor's memory has had (torch's `_version`)."""
+        counter = self._version_counter
+        return 0 if counter is None else counter.value
+
+    # ------------------------------------------------------------ hooks (graph.py)
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+        """`hook(grad)` runs when this tensor's gradient is computed; a Tensor it returns
+        replaces the gradient. Returns a handle whose `remove()` unregisters it."""
+        return graph.add_hook(self._tensor_hooks(), hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]
+                                           ) -> RemovableHandle:
+        """`hook(tensor)` runs after backward() accumulated into this leaf's `.grad`."""
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors: backward() accumulates into leaves only")
+        self._check_requires_grad("register_post_accumulate_grad_hook")
+        return graph.add_hook(graph.leaf_hooks(self).post_accumulate, hook)
+
+    def retain_grad(self) -> None:
+        """Fill `.grad` of this non-leaf tensor in backward passes too (a no-op on leaves)."""
+        self._check_requires_grad("retain_grad")
+        if self.grad_fn is not None:
+            self.grad_fn.extra().retained[self._output_index] = weakref.ref(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether `.grad` of this non-leaf tensor is filled (`retain_grad()`)."""
+        node = self.grad_fn
+        return (node is not None and node.extras is not None
+                and self._output_index in node.extras.retained)
+
+    def _tensor_hooks(self) -> dict[int, graph.Hook]:
+        """The hooks run on this tensor's gradient: on its node for a computed tensor, on
+        the tensor for a leaf."""
+        self._check_requires_grad("register_hook")
+        if self.grad_fn is None:
+            return graph.leaf_hooks(self).pre
+        return self.grad_fn.extra().tensor_hooks.setdefault(self._output_index, {})
+
+    def _check_requires_grad(self, what: str) -> None:
+        if not self._requires_grad:
+            raise RuntimeError(f"cannot {what} on a tensor that doesn't require grad; "
+                               "create it with requires_grad=True")
 
     def backward(self, gradient: Tensor | np.ndarray | None = None,
                  retain_graph: bool | None = None, create_graph: bool = False,
@@ -268,6 +342,68 @@ class Tensor:
             return self
         return run_kernel(ops_kernels.cast_kernel(self, np.dtype(dtype)), self)
 
+    # ------------------------------------------------------------ in-place (inplace.py)
+
+    def add_(self, other: object, *, alpha: float = 1) -> Tensor:
+        """`self += alpha * other` in place, recorded."""
+        return inplace.binary(self, "add", other if alpha == 1 else other * alpha)
+
+    def sub_(self, other: object, *, alpha: float = 1) -> Tensor:
+        """`self -= alpha * other` in place, recorded."""
+        return inplace.binary(self, "sub", other if alpha == 1 else other * alpha)
+
+    def mul_(self, other: object) -> Tensor:
+        """`self *= other` in place, recorded."""
+        return inplace.binary(self, "mul", other)
+
+    def div_(self, other: object) -> Tensor:
+        """`self /= other` in place, recorded."""
+        return inplace.binary(self, "div", other)
+
+    def pow_(self, other: object) -> Tensor:
+        """`self **= other` in place, recorded."""
+        return inplace.binary(self, "pow", other)
+
+    def clamp_(self, min: object = None, max: object = None) -> Tensor:  # noqa: A002
+        """`self` limited to [min, max] in place, recorded (torch's names)."""
+        return inplace.clamp(self, min, max)
+
+    def zero_(self) -> Tensor:
+        """Every element set to zero, in place (recorded: no gradient flows back)."""
+        return inplace.setitem(self, Ellipsis, 0)
+
+    def fill_(self, value: object) -> Tensor:
+        """Every element set to `value` (a number or a one-element tensor), in place."""
+        return inplace.setitem(self, Ellipsis, value)
+
+    def copy_(self, source: object) -> Tensor:
+        """`source` (broadcast to this shape, converted to this dtype) written in place;
+        the gradient flows to `source`."""
+        return inplace.setitem(self, Ellipsis, source)
+
+    def __setitem__(self, index: object, value: object) -> None:
+        """`t[index] = value`: NumPy indexing, written in place and recorded."""
+        inplace.setitem(self, index, value)
+
+    def __iadd__(self, other: object) -> Tensor:
+        return inplace.binary(self, "add", other)
+
+    def __isub__(self, other: object) -> Tensor:
+        return inplace.binary(self, "sub", other)
+
+    def __imul__(self, other: object) -> Tensor:
+        return inplace.binary(self, "mul", other)
+
+    def __itruediv__(self, other: object) -> Tensor:
+        return inplace.binary(self, "div", other)
+
+    def __ipow__(self, other: object) -> Tensor:
+        return inplace.binary(self, "pow", other)
+
+    def __reduce_ex__(self, protocol: object) -> tuple[object, tuple[np.ndarray, bool]]:
+        """Pickled as its data and `requires_grad` (any protocol); unpickled as a leaf."""
+        return _rebuild, (self._data, self._requires_grad)
+
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: object,
                         **kwargs: object) -> object:
         """`np.exp(t)`, `array + t`: a NumPy ufunc on Tensors, recorded where Reverie has
@@ -278,7 +414,7 @@ class Tensor:
 _new_object = object.__new__  # what `Tensor.__new__` is, without looking it up
 
 
-def wrap(array: np.ndarray, grad_fn: Node | None = None, index: int = 0) -> Tensor:
+def wrap(array: np.ndarray, grad_fn: GraphNode | None = None, index: int = 0) -> Tensor:
     """A Tensor around `array` without copying or checks (requires grad iff `grad_fn`)."""
     tensor = _new_object(Tensor)
     tensor._data = array
@@ -286,7 +422,28 @@ def wrap(array: np.ndarray, grad_fn: Node | None = None, index: int = 0) -> Tens
     tensor._grad = None
     tensor.grad_fn = grad_fn
     tensor._output_index = index
+    tensor._version_counter = tensor._hooks = tensor._view_of = None
     return tensor
+
+
+def _rebuild(data: np.ndarray, requires_grad: bool) -> Tensor:
+    """A pickled Tensor, unpickled: a leaf, as torch's."""
+    return Tensor(data, requires_grad)
+
+
+def _check_assigned_grad(tensor: Tensor, grad: object) -> None:
+    """The errors torch gives for `tensor.grad = grad` (type, itself, dtype, shape)."""
+    if not isinstance(grad, Tensor):
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                        f"{type(grad).__name__}")
+    if grad is tensor:
+        raise RuntimeError("can't assign a tensor as its own grad")
+    if grad.dtype != tensor.dtype:
+        raise RuntimeError(f"attempting to assign a gradient with dtype {grad.dtype} to a "
+                           f"tensor of dtype {tensor.dtype}; they must match")
+    if grad.shape != tensor.shape:
+        raise RuntimeError(f"attempting to assign a gradient of shape {grad.shape} to a "
+                           f"tensor of shape {tensor.shape}; they must match")
 
 
 def run_kernel(kernel: CompiledKernel, *args: object) -> Tensor:
@@ -322,4 +479,5 @@ def tensor(data: object, dtype: object = None, requires_grad: bool = False) -> T
     return result
 
 
-from . import tensor_ops  # noqa: E402 -- it builds on Tensor, which uses it at call time
+from . import inplace, tensor_ops  # noqa: E402 -- they build on Tensor, which uses them at
+# call time

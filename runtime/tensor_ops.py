@@ -66,6 +66,24 @@ def binary(op: str, a: object, b: object) -> Tensor:
     return run_kernel(kernel, a, b)
 
 
+def where(condition: object, a: object, b: object) -> Tensor:
+    """`a` where `condition` holds, else `b` (NumPy broadcasting), recorded: the gradient
+    flows to `a` where the condition holds and to `b` elsewhere."""
+    operands = [_operand(v) for v in (condition, a, b)]
+    if NotImplemented in [o if o is NotImplemented else None for o in operands]:
+        raise TypeError("where() takes Tensors, NumPy arrays or numbers")
+    condition = np.asarray(_plain(operands[0]), dtype=bool)
+    return run_kernel(ops_kernels.where_kernel(condition, operands[1], operands[2]),
+                      condition, operands[1], operands[2])
+
+
+def clamp(t: Tensor, low: object = None, high: object = None) -> Tensor:
+    """`t` limited to [low, high] (either may be None), recorded (torch's `clamp`)."""
+    if low is not None:
+        t = binary("maximum", t, low)
+    return t if high is None else binary("minimum", t, high)
+
+
 def matmul(a: object, b: object) -> Tensor:
     """`a @ b` through its compiled kernel (NotImplemented for foreign operands)."""
     a, b = _operand(a), _operand(b)
@@ -153,10 +171,12 @@ def _method(function: Callable[[object], Tensor]) -> Callable[[Tensor], Tensor]:
     return method
 
 
-FUNCTIONS: dict[str, Callable[[object], Tensor]] = {
+FUNCTIONS: dict[str, Callable[..., Tensor]] = {
     op: _elementwise_function(op) for op in ops_kernels.UNARY_BUILTINS}
 for _name, _function in FUNCTIONS.items():
     setattr(Tensor, _name, _method(_function))
+FUNCTIONS.update(where=where, clamp=clamp)
+Tensor.clamp = clamp  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------- NumPy ufuncs

@@ -35,7 +35,7 @@ def test_sin_derivatives_to_fourth_order(m: rv.Module) -> None:
     for order, closed_form in enumerate(expected, start=1):
         (derivative,) = rv.grad(derivative.sum(), x, create_graph=True)
         assert derivative.requires_grad
-        np.testing.assert_allclose(derivative.numpy(), closed_form, rtol=1e-12,
+        np.testing.assert_allclose(derivative.detach().numpy(), closed_form, rtol=1e-12,
                                    err_msg=f"order {order}")
 
 
@@ -67,9 +67,9 @@ def test_cubic_third_derivative_is_constant() -> None:
     (g,) = rv.grad((x ** 3).sum(), x, create_graph=True)
     (h,) = rv.grad(g.sum(), x, create_graph=True)
     (t,) = rv.grad(h.sum(), x)
-    np.testing.assert_allclose(g.numpy(), 3 * x.numpy() ** 2)
-    np.testing.assert_allclose(h.numpy(), 6 * x.numpy())
-    np.testing.assert_allclose(t.numpy(), [6.0, 6.0])
+    np.testing.assert_allclose(g.detach().numpy(), 3 * x.detach().numpy() ** 2)
+    np.testing.assert_allclose(h.detach().numpy(), 6 * x.detach().numpy())
+    np.testing.assert_allclose(t.detach().numpy(), [6.0, 6.0])
 
 
 def _mlp_problem(rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -94,9 +94,9 @@ def test_tanh_mlp_hessian_vector_product_matches_torch(m: rv.Module) -> None:
     t1, t2 = torch.autograd.grad(loss, [tw1, tw2], create_graph=True)
     tdot = (t1 * torch.tensor(data["v1"])).sum() + (t2 * torch.tensor(data["v2"])).sum()
     th1, th2 = torch.autograd.grad(tdot, [tw1, tw2])
-    np.testing.assert_allclose(g1.numpy(), t1.detach().numpy(), rtol=1e-10)
-    np.testing.assert_allclose(hv1.numpy(), th1.numpy(), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(hv2.numpy(), th2.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(g1.detach().numpy(), t1.detach().numpy(), rtol=1e-10)
+    np.testing.assert_allclose(hv1.detach().numpy(), th1.detach().numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(hv2.detach().numpy(), th2.detach().numpy(), rtol=1e-9, atol=1e-12)
 
 
 def test_mlp_from_operators_and_an_elementwise_kernel(m: rv.Module) -> None:
@@ -112,7 +112,7 @@ def test_mlp_from_operators_and_an_elementwise_kernel(m: rv.Module) -> None:
               - torch.tensor(data["y"])) ** 2).mean()
     (tg,) = torch.autograd.grad(tloss, tw1, create_graph=True)
     (thv,) = torch.autograd.grad((tg * torch.tensor(data["v1"])).sum(), tw1)
-    np.testing.assert_allclose(hv.numpy(), thv.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(hv.detach().numpy(), thv.detach().numpy(), rtol=1e-9, atol=1e-12)
 
 
 def test_backward_with_create_graph_gives_differentiable_grad(m: rv.Module) -> None:
@@ -121,5 +121,6 @@ def test_backward_with_create_graph_gives_differentiable_grad(m: rv.Module) -> N
     first = x.grad
     assert first.requires_grad
     (second,) = rv.grad(first.sum(), x)
-    values = x.numpy()
-    np.testing.assert_allclose(second.numpy(), 2 * np.cos(values) - values * np.sin(values))
+    values = x.detach().numpy()
+    np.testing.assert_allclose(second.detach().numpy(),
+                               2 * np.cos(values) - values * np.sin(values))

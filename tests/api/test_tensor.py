@@ -36,8 +36,8 @@ def test_tensor_copies_and_numpy_shares() -> None:
     data = np.array([1.0, 2.0])
     t = rv.tensor(data)
     data[0] = 5.0
-    assert t.numpy()[0] == 1.0
-    assert np.asarray(t) is t.numpy()
+    assert t.detach().numpy()[0] == 1.0
+    assert np.asarray(t) is t.detach().numpy()
     assert t.shape == (2,) and t.ndim == 1 and t.size == 2 and len(t) == 2
 
 
@@ -61,14 +61,14 @@ def test_leaf_and_graph_attributes() -> None:
     assert x.is_leaf and x.grad_fn is None and x.grad is None
     assert not y.is_leaf and y.requires_grad and "mul" in repr(y.grad_fn)
     d = y.detach()
-    assert d.is_leaf and not d.requires_grad and d.numpy() is y.numpy()
+    assert d.is_leaf and not d.requires_grad and d.detach().numpy() is y.detach().numpy()
     assert "grad_fn" in repr(y) and "requires_grad=True" in repr(x)
 
 
 def test_grad_setter_checks_shape() -> None:
     x = rv.tensor([1.0, 2.0], requires_grad=True)
     x.grad = rv.tensor([0.5, 0.5])
-    assert x.grad.numpy().tolist() == [0.5, 0.5]
+    assert x.grad.detach().numpy().tolist() == [0.5, 0.5]
     with pytest.raises(RuntimeError, match="shape"):
         x.grad = rv.tensor([1.0])
     x.grad = None
@@ -95,24 +95,24 @@ def test_binary_values_and_grads_match_torch(name: str, op: object, shapes: tupl
     ta = torch.tensor(a_data, requires_grad=True)
     tb = torch.tensor(b_data, requires_grad=True)
     out, expected = op(a, b), op(ta, tb)
-    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-12)
     seed = rng.normal(size=expected.shape)
     grads = rv.grad(out, [a, b], rv.tensor(seed))
     expected_grads = torch.autograd.grad(expected, [ta, tb], torch.tensor(seed))
     for g, e in zip(grads, expected_grads, strict=True):
         assert g.shape == tuple(e.shape)
-        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-10)
+        np.testing.assert_allclose(g.detach().numpy(), e.detach().numpy(), rtol=1e-10)
 
 
 def test_operators_with_scalars_arrays_and_reflected_forms() -> None:
     x = rv.tensor([1.0, 2.0, 4.0], requires_grad=True)
-    values = x.numpy()
+    values = x.detach().numpy()
     cases = [(2 - x, 2 - values), (3.0 / x, 3.0 / values), (2 ** x, 2.0 ** values),
              (np.ones(3) * x, values), (np.arange(3.0) + x, np.arange(3.0) + values),
              (-x, -values), (x ** 0.5, np.sqrt(values))]
     for result, expected in cases:
         assert isinstance(result, rv.Tensor) and result.requires_grad
-        np.testing.assert_allclose(result.numpy(), expected)
+        np.testing.assert_allclose(result.detach().numpy(), expected)
 
 
 def test_dtype_promotion_follows_numpy() -> None:
@@ -150,11 +150,11 @@ def test_sum_and_mean_match_torch(axis: object, keepdims: bool) -> None:
     for ours, theirs in [(x.sum(axis, keepdims), tx.sum() if whole else tx.sum(axis, keepdims)),
                          (x.mean(axis, keepdims),
                           tx.mean() if whole else tx.mean(axis, keepdims))]:
-        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy())
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy())
         seed = np.linspace(1.0, 2.0, ours.size).reshape(ours.shape)
         (g,) = rv.grad(ours, x, rv.tensor(seed))
         (tg,) = torch.autograd.grad(theirs, tx, torch.tensor(seed))
-        np.testing.assert_allclose(g.numpy(), tg.numpy())
+        np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy())
 
 
 @pytest.mark.parametrize("shapes", [((2, 3), (3, 4)), ((3,), (3, 4)), ((2, 3), (3,)),
@@ -165,10 +165,10 @@ def test_matmul_matches_torch(shapes: tuple) -> None:
     a, b = rv.tensor(a_data, requires_grad=True), rv.tensor(b_data, requires_grad=True)
     ta, tb = torch.tensor(a_data, requires_grad=True), torch.tensor(b_data, requires_grad=True)
     out, expected = a @ b, ta @ tb
-    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-12)
     grads = rv.grad(out.sum(), [a, b])
     for g, e in zip(grads, torch.autograd.grad(expected.sum(), [ta, tb]), strict=True):
-        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(g.detach().numpy(), e.detach().numpy(), rtol=1e-12)
     with pytest.raises(ValueError):
         rv.tensor(np.ones((2, 2, 2))) @ b
 
@@ -198,14 +198,14 @@ def test_chained_calls_and_operators_compose(m: rv.Module) -> None:
     tm = (th * th).mean(1)
     tloss = tm.sum() + tm.max() * 0.5
     for g, e in zip(grads, torch.autograd.grad(tloss, [tw, tb]), strict=True):
-        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-10)
+        np.testing.assert_allclose(g.detach().numpy(), e.detach().numpy(), rtol=1e-10)
 
 
 def test_integer_arguments_and_results_carry_no_gradient(m: rv.Module) -> None:
     x = rv.tensor([1.0, 5.0, 2.0], requires_grad=True)
     picked = m.pick(x, 1)
     (g,) = rv.grad(picked, x)
-    np.testing.assert_array_equal(g.numpy(), [0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(g.detach().numpy(), [0.0, 1.0, 0.0])
 
 
 def test_saved_arrays_are_released_after_a_pass(m: rv.Module) -> None:
@@ -216,7 +216,7 @@ def test_saved_arrays_are_released_after_a_pass(m: rv.Module) -> None:
     assert not node.freed and node.args[0] is x
     y.backward()
     assert node.freed and all(not isinstance(a, rv.Tensor) for a in node.args)
-    np.testing.assert_allclose(x.grad.numpy(), np.full((2, 3), 8.0))
+    np.testing.assert_allclose(x.grad.detach().numpy(), np.full((2, 3), 8.0))
     with pytest.raises(RuntimeError, match="retain_graph=True"):
         y.backward()
 
@@ -225,9 +225,9 @@ def test_backward_on_a_compiled_tuple_result(m: rv.Module) -> None:
     x = rv.tensor([1.0, 3.0, 2.0], requires_grad=True)
     total, top = m.stats(x)
     top.backward(retain_graph=True)
-    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(x.grad.detach().numpy(), [0.0, 1.0, 0.0])
     total.backward()
-    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 2.0, 1.0])
+    np.testing.assert_array_equal(x.grad.detach().numpy(), [1.0, 2.0, 1.0])
 
 
 def test_a_pass_releases_intermediate_arrays(m: rv.Module) -> None:
@@ -235,7 +235,7 @@ def test_a_pass_releases_intermediate_arrays(m: rv.Module) -> None:
 
     x = rv.tensor(np.ones((2, 3)), requires_grad=True)
     hidden = m.affine(x, np.ones((3, 4)), np.ones(4))
-    alive = weakref.ref(hidden.numpy())
+    alive = weakref.ref(hidden.detach().numpy())
     loss = (hidden * hidden).sum()
     del hidden
     assert alive() is not None

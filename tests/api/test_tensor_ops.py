@@ -32,16 +32,16 @@ def check_against_torch(ours: Op, theirs: Op, data: np.ndarray, rtol: float = 1e
     tx = torch.tensor(data, requires_grad=True)
     y, ty = ours(x), theirs(tx)
     assert isinstance(y, rv.Tensor) and y.shape == tuple(ty.shape)
-    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-12, atol=1e-14)
     f, tf = y * y, ty * ty
     seed = rng.normal(size=tf.shape)
     (g,) = rv.grad(f, x, rv.tensor(seed), create_graph=True)
     (tg,) = torch.autograd.grad(tf, tx, torch.tensor(seed), create_graph=True)
-    np.testing.assert_allclose(g.numpy(), tg.detach().numpy(), rtol=rtol, atol=1e-12)
+    np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy(), rtol=rtol, atol=1e-12)
     seed2 = rng.normal(size=data.shape)
     (h,) = rv.grad(g, x, rv.tensor(seed2))
     (th,) = torch.autograd.grad(tg, tx, torch.tensor(seed2))
-    np.testing.assert_allclose(h.numpy(), th.numpy(), rtol=rtol, atol=1e-12)
+    np.testing.assert_allclose(h.detach().numpy(), th.detach().numpy(), rtol=rtol, atol=1e-12)
 
 
 # ---------------------------------------------------------------- elementwise built-ins
@@ -92,15 +92,16 @@ def test_piecewise_constant_builtins_have_no_gradient(op: str) -> None:
     data = builtin_data(op) * 3
     x = rv.tensor(data, requires_grad=True)
     y = getattr(x, op)()
-    np.testing.assert_array_equal(y.numpy(), torch_builtin(op)(torch.tensor(data)).numpy())
+    np.testing.assert_array_equal(y.detach().numpy(),
+                                  torch_builtin(op)(torch.tensor(data)).detach().numpy())
     (g,) = rv.grad(y.sum(), x, materialize_grads=True)
-    np.testing.assert_array_equal(g.numpy(), np.zeros_like(data))
+    np.testing.assert_array_equal(g.detach().numpy(), np.zeros_like(data))
 
 
 def test_builtins_of_integers_follow_numpy() -> None:
     ints = rv.tensor([1, 2, 3])
     assert rv.exp(ints).dtype == np.float64 and rv.abs(-ints).dtype == np.int64
-    np.testing.assert_allclose(np.exp(ints).numpy(), np.exp([1, 2, 3]))
+    np.testing.assert_allclose(np.exp(ints).detach().numpy(), np.exp([1, 2, 3]))
     assert abs(rv.tensor([-2.0])).item() == 2.0
     with pytest.raises(TypeError, match="bool"):
         rv.exp(rv.tensor([True]))
@@ -126,7 +127,7 @@ def test_max_and_min_reductions(op: str, axis: object, keepdims: bool) -> None:
 
 def test_reductions_of_integers_and_errors() -> None:
     ints = rv.tensor([[3, 1], [2, 5]])
-    assert ints.max().item() == 5 and ints.min(axis=0).numpy().tolist() == [2, 1]
+    assert ints.max().item() == 5 and ints.min(axis=0).detach().numpy().tolist() == [2, 1]
     assert ints.max().dtype == np.int64
     with pytest.raises(TypeError, match="bool"):
         rv.tensor([True, False]).max()
@@ -169,14 +170,14 @@ def test_advanced_indices_apart_go_first_as_in_numpy() -> None:
              (lambda t: t[1, :, [0, 1]], lambda t: t[1][:, [0, 1]].T)]
     for index, torch_index in cases:
         check_against_torch(index, torch_index or index, data)
-        np.testing.assert_array_equal(index(rv.tensor(data)).numpy(), index(data))
+        np.testing.assert_array_equal(index(rv.tensor(data)).detach().numpy(), index(data))
 
 
 def test_negative_steps_match_numpy() -> None:
     data = np.random.default_rng(13).normal(size=(5, 4))
     check_against_torch(lambda t: t[::-2, 3:0:-1],
                         lambda t: t.flip(0)[::2].flip(1)[:, :3], data)
-    np.testing.assert_array_equal(rv.tensor(data)[::-1].numpy(), data[::-1])
+    np.testing.assert_array_equal(rv.tensor(data)[::-1].detach().numpy(), data[::-1])
 
 
 def test_one_kernel_serves_every_position() -> None:
@@ -185,7 +186,7 @@ def test_one_kernel_serves_every_position() -> None:
                for t in range(3)}
     assert len(kernels) == 1
     for t in range(3):
-        np.testing.assert_array_equal(x[t, 1:3].numpy(), x.numpy()[t, 1:3])
+        np.testing.assert_array_equal(x[t, 1:3].detach().numpy(), x.detach().numpy()[t, 1:3])
 
 
 def test_indexing_errors_are_index_errors() -> None:
@@ -253,7 +254,7 @@ def test_comparisons_give_bool_tensors_without_grad(symbol: str, op: Callable) -
                              (op(a, 2.0), op(a_data, 2.0)), (op(b_data, a), op(b_data, a_data))]:
         assert isinstance(result, rv.Tensor) and result.dtype == np.bool_
         assert not result.requires_grad and result.grad_fn is None
-        np.testing.assert_array_equal(result.numpy(), expected)
+        np.testing.assert_array_equal(result.detach().numpy(), expected)
 
 
 def test_tensors_stay_hashable_and_bool_of_one_element_works() -> None:
@@ -280,17 +281,17 @@ def test_ufuncs_are_recorded_where_reverie_has_the_op() -> None:
                    np.matmul(np.ones((3, 2)), x), np.power(x, 2.0)]:
         assert isinstance(result, rv.Tensor) and result.grad_fn is not None
     (g,) = rv.grad(np.sin(x).sum(), x)
-    np.testing.assert_allclose(g.numpy(), np.cos([0.5, 1.0]))
+    np.testing.assert_allclose(g.detach().numpy(), np.cos([0.5, 1.0]))
 
 
 def test_other_ufuncs_run_in_numpy_without_grad_and_refuse_with_it() -> None:
     plain = rv.tensor([1.0, 4.0])
     result = np.arctan2(plain, plain)
     assert isinstance(result, rv.Tensor)
-    np.testing.assert_allclose(result.numpy(), np.arctan2([1.0, 4.0], [1.0, 4.0]))
+    np.testing.assert_allclose(result.detach().numpy(), np.arctan2([1.0, 4.0], [1.0, 4.0]))
     assert np.add.reduce(plain).item() == 5.0
     out = rv.tensor([0.0, 0.0])
-    assert np.exp(plain, out=out) is out and out.numpy()[0] == np.e
+    assert np.exp(plain, out=out) is out and out.detach().numpy()[0] == np.e
     x = rv.tensor([1.0, 4.0], requires_grad=True)
     with pytest.raises(TypeError, match="detach"):
         np.arctan2(x, x)

@@ -41,11 +41,11 @@ def test_derivatives_to_fourth_order_match_torch(m: rv.Module, name: str) -> Non
     for order in range(1, 5):
         (ours,) = rv.grad(ours.sum(), x, create_graph=True)
         (theirs,) = torch.autograd.grad(theirs.sum(), t, create_graph=True)
-        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-8,
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-8,
                                    err_msg=f"{name}, order {order}")
         n = first + order - 1
         exact = [float(mpmath.digamma(v) if n == 0 else mpmath.polygamma(n, v)) for v in POINTS]
-        np.testing.assert_allclose(ours.numpy(), exact, rtol=1e-13,
+        np.testing.assert_allclose(ours.detach().numpy(), exact, rtol=1e-13,
                                    err_msg=f"{name}, order {order}")
 
 
@@ -58,11 +58,11 @@ def test_gradient_and_second_derivatives_of_a_program_match_torch(m: rv.Module) 
     first = rv.grad(m.f(x, y), (x, y), create_graph=True)
     first_torch = torch.autograd.grad(theirs, (tx, ty), create_graph=True)
     for a, b in zip(first, first_torch, strict=True):
-        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-8)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-8)
     second = rv.grad(first[1].sum(), (x, y))
     second_torch = torch.autograd.grad(first_torch[1].sum(), (tx, ty))
     for a, b in zip(second, second_torch, strict=True):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-8)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-8)
 
 
 def test_the_adjoint_of_digamma_is_polygamma_of_order_one() -> None:
