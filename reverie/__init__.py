@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from reverie.dsl.diagnostics import CompileError, Diagnostic, ParseError, TypeCheckError
     from reverie.kernel import Kernel
     from reverie.module import Module, compile, load
+    from reverie.runtime.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled
     from reverie.runtime.autograd import backward, grad
     from reverie.runtime.call import ArgumentTypeError, ArgumentValueError, ShapeMismatchError
     from reverie.runtime.grad_mode import (
@@ -45,6 +46,7 @@ EXPORTS = {
     "reverie.kernel": ("Kernel",),
     "reverie.module": ("Module", "compile", "load"),
     "reverie.runtime.autograd": ("backward", "grad"),
+    "reverie.runtime.anomaly": ("is_anomaly_check_nan_enabled", "is_anomaly_enabled"),
     "reverie.runtime.call": ("ArgumentTypeError", "ArgumentValueError", "ShapeMismatchError"),
     "reverie.runtime.gradcheck": ("gradcheck", "gradgradcheck"),
     "reverie.runtime.tensor": ("Tensor", "tensor"),
@@ -78,6 +80,8 @@ __all__ = [
     "gradcheck",
     "gradgradcheck",
     "inference_mode",
+    "is_anomaly_check_nan_enabled",
+    "is_anomaly_enabled",
     "is_grad_enabled",
     "is_inference_mode_enabled",
     "load",

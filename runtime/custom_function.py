@@ -53,7 +53,7 @@ import numpy as np
 from .anomaly import AnomalyMode, remember_trace
 from .grad_mode import enable_grad, grad_enabled, no_grad
 from .graph import GraphNode
-from .inplace import _sum_to, alias, check_not_stale, check_versions, counter, recorded_view
+from .inplace import alias, check_not_stale, check_versions, counter, recorded_view, sum_to
 from .tensor import FLOAT_KINDS, Tensor, wrap
 
 Gradient = np.ndarray | Tensor
@@ -217,7 +217,7 @@ class BackwardFunction(FunctionCtx, GraphNode):
                 raise RuntimeError(f"Function {self.name()} returned an invalid gradient at "
                                    f"index {position} - got {list(value.shape)} but expected "
                                    f"shape compatible with {list(edge.shape)}")
-            value = _sum_to(value, edge.shape)
+            value = sum_to(value, edge.shape)
         return value if value.dtype == edge.dtype else value.astype(edge.dtype)
 
     # ------------------------------------------------------------ recording a call

@@ -24,6 +24,7 @@ node's `extras` is None until then.
 from __future__ import annotations
 
 import itertools
+import traceback
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -79,7 +80,7 @@ class NodeExtras:
         self.tensor_hooks: dict[int, dict[int, Hook]] = {}
         self.retained: dict[int, weakref.ref[Tensor]] = {}
         self.metadata: dict[object, object] = {}
-        self.trace: str | None = None
+        self.trace: traceback.StackSummary | None = None
 
 
 class GraphNode:

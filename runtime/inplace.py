@@ -239,11 +239,11 @@ class SetItemNode(GraphNode):
                          else np.where(mask, 0, g))
         if self._inputs[1] is not None:
             picked = g[self.index]
-            grads.append(_sum_to(picked, self.value_shape).astype(self._inputs[1].dtype))
+            grads.append(sum_to(picked, self.value_shape).astype(self._inputs[1].dtype))
         return grads
 
 
-def _sum_to(g: object, shape: tuple[int, ...]) -> object:
+def sum_to(g: object, shape: tuple[int, ...]) -> object:
     """`g` summed over the axes that broadcasting `shape` to `g`'s shape added or widened."""
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)

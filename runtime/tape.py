@@ -38,7 +38,7 @@ from .graph import GraphNode
 from .inplace import check_not_stale, check_versions
 from .kernel_protocol import CompiledKernel
 from .tape_plans import DIFFERENTIABLE as DIFFERENTIABLE  # re-exported for the interop layers
-from .tape_plans import RecordPlan, record_plan, vjp_plan
+from .tape_plans import RecordPlan, inputs_reaching, record_plan, vjp_plan
 from .tensor import FLOAT_KINDS, Tensor, wrap
 
 Gradient = np.ndarray | Tensor
@@ -86,6 +86,12 @@ class Node(GraphNode):
         edge_at = dict(zip(self.wrt, self.edges, strict=True))
         return tuple(edge_at.get(i) for i, d in enumerate(self.plan.differentiable) if d)
 
+    def reached(self, cotangents: list[Gradient | None]) -> frozenset[int]:
+        """The parameters that the results with a cotangent (not None) depend on."""
+        by_result = inputs_reaching(self.kernel, self.plan, self.dtype)
+        return frozenset().union(*(by_result[k] for k, c in enumerate(cotangents)
+                                   if c is not None))
+
     def check_saved(self, reads_primal: tuple[bool, ...]) -> None:
         """torch's error when an argument tensor the VJP reads was written in place since
         the call (its version differs from the one recorded)."""
@@ -122,8 +128,11 @@ class Node(GraphNode):
                 "rv.grad/backward call to differentiate through it again")
         if plan.reads_any and not self.freed:
             self.check_saved(plan.reads_primal)
+        reached = None  # the parameters the results with a nonzero cotangent depend on
         for i in range(len(cotangents)):
             if cotangents[i] is None:
+                if reached is None:
+                    reached = self.reached(cotangents)
                 shape, dtype = self.outputs[i]
                 cotangents[i] = np.zeros(shape if batch is None else (batch, *shape), dtype)
         if batch is not None:
@@ -141,7 +150,7 @@ class Node(GraphNode):
         zero = plan.zero  # one flag per edge, as `grads` has one gradient per edge
         for i in range(len(grads)):
             g = grads[i]
-            if zero[i]:
+            if zero[i] or reached is not None and self.wrt[i] not in reached:
                 gradients.append(None)
                 continue
             # an array (or Tensor) of the dtype of the input it flows into

@@ -55,13 +55,14 @@ class RecordPlan:
     which specialisation ran; `fixed_dtype`, the dtype of every call's VJP when there are
     none, else None), and the kernel's VjpPlans by (wrt, dtype), filled on use."""
 
-    __slots__ = ("differentiable", "fixed_dtype", "float_params", "vjps")
+    __slots__ = ("differentiable", "fixed_dtype", "float_params", "vjps", "reached_by")
 
     def __init__(self, declared_dtypes: Sequence[str]) -> None:
         self.differentiable = tuple(d in DIFFERENTIABLE for d in declared_dtypes)
         self.float_params = tuple(i for i, d in enumerate(declared_dtypes) if d == "float")
         self.fixed_dtype = None if self.float_params else "f32"
         self.vjps: dict[tuple[tuple[int, ...], str], VjpPlan] = {}
+        self.reached_by: tuple[frozenset[int], ...] | None = None  # `inputs_reaching`
 
     def float_dtype(self, arrays: Sequence[object]) -> str:
         """What `float` meant for a call that ran on `arrays` (the call checked that they
@@ -111,3 +112,26 @@ def vjp_plan(kernel: CompiledKernel, wrt: tuple[int, ...], dtype: str,
         plan = VjpPlan(vjp, fn, reads, any(reads), tuple(_is_zero(v) for v in fn.body.results))
         vjps[(wrt, dtype)] = plan
     return plan
+
+
+def inputs_reaching(kernel: CompiledKernel, plan: RecordPlan, dtype: str
+                    ) -> tuple[frozenset[int], ...]:
+    """For each result of `kernel`, the parameters it may depend on (read from its IR,
+    once per kernel; an op with regions depends on everything its regions read). A
+    gradient flows from a result only to these: an input no result with a nonzero
+    cotangent reaches is unused, as torch's multi-output nodes say."""
+    if plan.reached_by is None:
+        fn = kernel.ir_for(dtype)
+        reaching: dict[int, frozenset[int]] = {id(p): frozenset((i,))
+                                               for i, p in enumerate(fn.params)}
+        for op in fn.body.ops:
+            used = list(op.operands)
+            for region in op.regions:
+                for inner in region.walk():
+                    used.extend(inner.operands)
+                used.extend(region.results)
+            reached = frozenset().union(*(reaching.get(id(v), frozenset()) for v in used))
+            for result in op.results:
+                reaching[id(result)] = reached
+        plan.reached_by = tuple(reaching.get(id(v), frozenset()) for v in fn.body.results)
+    return plan.reached_by

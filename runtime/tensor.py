@@ -42,10 +42,11 @@ class Tensor:
     """A NumPy array with an optional autograd history."""
 
     __slots__ = ("_data", "_requires_grad", "_grad", "grad_fn", "_output_index",
-                 "_version_counter", "_hooks", "_view_of", "__weakref__")
+                 "_version_counter", "_hooks", "_view_of", "_inference", "__weakref__")
     # `_version_counter`: None or the `inplace.Version` shared with the tensors that share
     # this one's memory (views); `_hooks`: a leaf's `graph.LeafHooks`, else None;
-    # `_view_of`: for a view recorded in the graph, its memory's version when it was taken
+    # `_view_of`: for a view recorded in the graph, its memory's version when it was taken;
+    # `_inference`: set (True) only on tensors made in `rv.inference_mode`, unset otherwise
     __hash__ = object.__hash__  # by identity, as torch's, although `==` is elementwise
 
     def __init__(self, data: object, requires_grad: bool = False) -> None:
@@ -57,6 +58,7 @@ class Tensor:
         self.grad_fn: GraphNode | None = None
         self._output_index = 0
         self._version_counter = self._hooks = self._view_of = None
+        _mark_inference(self)
         if requires_grad:
             self.requires_grad = True
 
@@ -132,7 +134,15 @@ class Tensor:
                                ".detach() to get a tensor outside the graph")
         if value:
             _check_can_require_grad(self._data.dtype)
+            if self.is_inference() and not grad_mode.inference_mode_enabled():
+                raise RuntimeError("setting requires_grad=True on an inference tensor (made "
+                                   "in rv.inference_mode) outside inference mode is not "
+                                   "allowed; make a clone() of it outside first")
         self._requires_grad = bool(value)
+
+    def is_inference(self) -> bool:
+        """Whether this tensor was made inside `rv.inference_mode` (torch's)."""
+        return getattr(self, "_inference", False)
 
     @property
     def is_leaf(self) -> bool:
@@ -449,7 +459,16 @@ def _check_assigned_grad(tensor: Tensor, grad: object) -> None:
 def run_kernel(kernel: CompiledKernel, *args: object) -> Tensor:
     """Call an operator kernel and return its result as a Tensor (recorded when needed)."""
     result = kernel(*args)
-    return result if isinstance(result, Tensor) else wrap(np.asarray(result))
+    if isinstance(result, Tensor):
+        return result
+    return _mark_inference(wrap(np.asarray(result)))
+
+
+def _mark_inference(tensor: Tensor) -> Tensor:
+    """`tensor`, marked as an inference tensor when made inside `rv.inference_mode`."""
+    if grad_mode.inference_mode_enabled():
+        tensor._inference = True
+    return tensor
 
 
 def _check_can_require_grad(dtype: np.dtype) -> None:
@@ -469,7 +488,7 @@ def tensor(data: object, dtype: object = None, requires_grad: bool = False) -> T
     else:
         array = np.array(data, dtype=DTYPE_NAMES.get(dtype, dtype) if isinstance(dtype, str)
                          else dtype)
-    result = wrap(array)
+    result = _mark_inference(wrap(array))
     if requires_grad:
         if array.dtype not in FLOAT_KINDS:
             _check_can_require_grad(array.dtype)  # the RuntimeError

@@ -14,10 +14,11 @@ import importlib
 
 EXPORTS = {
     "reverie.runtime.autograd": ("backward", "grad"),
-    "reverie.runtime.grad_mode": ("enable_grad", "inference_mode", "no_grad",
-                                  "set_grad_enabled"),
+    "reverie.runtime.grad_mode": ("enable_grad", "inference_mode", "is_grad_enabled",
+                                  "is_inference_mode_enabled", "no_grad", "set_grad_enabled"),
     "reverie.runtime.custom_function": ("Function", "FunctionCtx", "once_differentiable"),
-    "reverie.runtime.anomaly": ("detect_anomaly", "is_anomaly_enabled", "set_detect_anomaly"),
+    "reverie.runtime.anomaly": ("detect_anomaly", "is_anomaly_check_nan_enabled",
+                                "is_anomaly_enabled", "set_detect_anomaly"),
     "reverie.runtime.gradcheck": ("gradcheck", "gradgradcheck"),
 }
 HOME_MODULES = {name: module for module, names in EXPORTS.items() for name in names}
