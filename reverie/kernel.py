@@ -61,8 +61,6 @@ from reverie.runtime.lru import LruCache
 if TYPE_CHECKING:
     import inspect
 
-    import numpy as np
-
     from reverie.compiler.ir.core import Function
 
     from .module import Module
@@ -386,12 +384,13 @@ class Kernel:
         return reverie.transforms.vjp(self, wrt, checkpoint)
 
     def batched_vjp(self, wrt: Sequence[int], args: Sequence[object],
-                    batched_cotangents: Sequence[object | None]) -> tuple[np.ndarray, ...]:
+                    batched_cotangents: Sequence[object | None], recorded: bool = False
+                    ) -> tuple[object, ...]:
         """All VJPs at `args` for cotangents with a leading batch axis, in one compiled
         call (`rv.grad(..., is_grads_batched=True)`; see `transforms.batched_vjp`)."""
         import reverie.transforms
 
-        return reverie.transforms.batched_vjp(self, wrt, args, batched_cotangents)
+        return reverie.transforms.batched_vjp(self, wrt, args, batched_cotangents, recorded)
 
     def jvp(self, wrt: Wrt = None) -> Kernel:
         """Forward mode: a kernel `(*args, tangent)` giving `(value, tangent_out)`."""

@@ -186,7 +186,8 @@ def _vjp(kernel: Kernel, chosen: list[int], single: bool, checkpoint: bool) -> K
 
 
 def batched_vjp(kernel: Kernel, wrt: Sequence[int], args: Sequence[object],
-                batched_cotangents: Sequence[object | None]) -> tuple[np.ndarray, ...]:
+                batched_cotangents: Sequence[object | None], recorded: bool = False
+                ) -> tuple[object, ...]:
     """All vector-Jacobian products of `kernel` at `args` in ONE batched compiled call.
 
     `wrt`: parameter positions (float parameters). `batched_cotangents`: one entry per
@@ -195,7 +196,9 @@ def batched_vjp(kernel: Kernel, wrt: Sequence[int], args: Sequence[object],
     shape `(B, *param.shape)` per `wrt` position, in order. The batched IR is
     `batch_function(vjp_function(f, wrt), batched=<cotangent positions>)`, compiled once
     per (wrt, which cotangents are given, dtype). Shape errors (disagreeing batch sizes,
-    a missing batch axis) raise `ShapeMismatchError` / `ArgumentTypeError`.
+    a missing batch axis) raise `ShapeMismatchError` / `ArgumentTypeError`. `recorded`
+    (`create_graph=True`): `args` and cotangents may be Tensors, and the call is recorded
+    on the tape like any kernel call, so the products differentiate again.
     """
     wrt = tuple(wrt)
     given = tuple(c is not None for c in batched_cotangents)
@@ -209,11 +212,12 @@ def batched_vjp(kernel: Kernel, wrt: Sequence[int], args: Sequence[object],
     batched = kernel.cached_transform(
         ("batched_vjp", wrt, given, dtype),
         lambda: _batched_vjp_kernel(kernel, wrt, given, [t.dtype for t in primal.result_types]))
-    dims = bind_arguments(primal, args).dims
+    dims = bind_arguments(primal, [getattr(a, "_data", a) for a in args]).dims
     cotangents = [c if c is not None else
                   np.zeros(evaluate_shape(t.shape, dims), dtype=NUMPY_DTYPES[t.dtype])
                   for c, t in zip(batched_cotangents, primal.result_types, strict=True)]
-    return tuple(batched.run(*args, *cotangents))
+    results = batched(*args, *cotangents) if recorded else batched.run(*args, *cotangents)
+    return results if isinstance(results, tuple) else (results,)
 
 
 def _batched_vjp_kernel(kernel: Kernel, wrt: tuple[int, ...], given: tuple[bool, ...],

@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    import numpy as np
 
     from reverie.compiler.ir.core import Function
 
@@ -70,9 +69,12 @@ class CompiledKernel(Protocol):
         `wrt` (the same kernel each time it is asked)."""
 
     def batched_vjp(self, wrt: Sequence[int], args: Sequence[object],
-                    batched_cotangents: Sequence[object | None]) -> tuple[np.ndarray, ...]:
+                    batched_cotangents: Sequence[object | None], recorded: bool = False
+                    ) -> tuple[object, ...]:
         """All VJPs at `args` for cotangents with a leading batch axis (None: no cotangent
-        for that result), in one compiled call; one `(B, *param.shape)` array per `wrt`."""
+        for that result), in one compiled call; one `(B, *param.shape)` array per `wrt`
+        (a Tensor recording the call, when `recorded` and a Tensor argument requires
+        grad: `create_graph=True`)."""
 
 
 FunctionCompiler = Callable[[str, str, str, str], CompiledKernel]

@@ -135,12 +135,13 @@ class Node(GraphNode):
                     reached = self.reached(cotangents)
                 shape, dtype = self.outputs[i]
                 cotangents[i] = np.zeros(shape if batch is None else (batch, *shape), dtype)
-        if batch is not None:
-            grads = batched_vjp(self.kernel, self.wrt, self.arrays, cotangents)
-        elif create_graph:  # the VJP call is recorded (its call path sees the Tensors)
+        if create_graph:  # the VJP call is recorded (its call path sees the Tensors)
             args = [a if read else plain(a)
                     for a, read in zip(self.args, plan.reads_primal, strict=True)]
-            grads = plan.kernel.array_call(*args, *cotangents)
+            grads = (plan.kernel.array_call(*args, *cotangents) if batch is None else
+                     self.kernel.batched_vjp(self.wrt, args, cotangents, recorded=True))
+        elif batch is not None:
+            grads = batched_vjp(self.kernel, self.wrt, self.arrays, cotangents)
         else:
             grads = plan.kernel.array_call(*self.arrays, *cotangents)
         edges = self.edges
