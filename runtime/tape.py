@@ -49,19 +49,25 @@ def plain(value: object) -> object:
     return value._data if isinstance(value, Tensor) else value
 
 
-_ZEROS: dict[np.dtype, np.ndarray] = {}
+_STAND_INS: dict[tuple[tuple[int, ...], np.dtype], np.ndarray] = {}
+STAND_INS_KEPT = 4096  # distinct (shape, dtype) stand-ins kept for reuse
 
 
 def _placeholder(value: object) -> object:
     """A read-only zero-strided stand-in with `value`'s shape and dtype (scalars stay as
-    they are)."""
+    they are); one per (shape, dtype), reused."""
     if not isinstance(value, Tensor | np.ndarray):
         return value
-    zero = _ZEROS.get(value.dtype)
-    if zero is None:
-        zero = _ZEROS[value.dtype] = np.zeros(1, value.dtype)
+    key = (value.shape, value.dtype)
+    stand_in = _STAND_INS.get(key)
+    if stand_in is None:
+        if len(_STAND_INS) >= STAND_INS_KEPT:
+            _STAND_INS.clear()
+        zero = np.zeros(1, value.dtype)
         zero.flags.writeable = False
-    return np.ndarray(value.shape, value.dtype, zero, strides=(0,) * value.ndim)
+        stand_in = _STAND_INS[key] = np.ndarray(value.shape, value.dtype, zero,
+                                                strides=(0,) * len(value.shape))
+    return stand_in
 
 
 class Node(GraphNode):
@@ -95,25 +101,20 @@ class Node(GraphNode):
     def check_saved(self, reads_primal: tuple[bool, ...]) -> None:
         """torch's error when an argument tensor the VJP reads was written in place since
         the call (its version differs from the one recorded)."""
-        versions = self.versions or {}
-        saved = tuple((a, versions.get(i, 0)) for i, a in enumerate(self.args)
-                      if reads_primal[i] and isinstance(a, Tensor))
-        check_versions(saved, self.name())
+        args, versions = self.args, self.versions
+        for i in range(len(args)):
+            a = args[i]
+            if reads_primal[i] and isinstance(a, Tensor) and a._version_counter is not None:
+                expected = versions.get(i, 0) if versions else 0
+                if a._version_counter.value != expected:
+                    check_versions(((a, expected),), self.name())
 
     def release(self, keep_stand_ins: bool) -> None:
         """Drop the saved arguments (keeping zero-strided stand-ins with their shapes when
-        `keep_stand_ins`: the node may then run again) and the arrays of intermediate
-        edges, keeping their shapes, dtypes and places in the graph."""
+        `keep_stand_ins`: the node may then run again). Computed edges hold stand-ins
+        from the start (`record_call`)."""
         self.args = self.arrays = [_placeholder(a) for a in self.args] if keep_stand_ins else ()
         self.freed = True
-        for edge in self.edges:
-            if edge.grad_fn is not None:
-                break
-        else:
-            return
-        self.edges = tuple(e if e.grad_fn is None else
-                           wrap(_placeholder(e), e.grad_fn, e._output_index)
-                           for e in self.edges)
 
     def vjp(self, cotangents: list[Gradient | None], create_graph: bool, batch: int | None,
             retain_graph: bool = True) -> list[Gradient | None]:
@@ -187,7 +188,7 @@ def python_call_path(kernel: CompiledKernel, run: Callable[..., object]
     take): a call with a Tensor argument that requires grad, while grad mode is on (no
     `rv.no_grad` block is active), is recorded (`record_call`, with the kernel's
     RecordPlan, looked up on the first such call and kept here); any other runs on the
-    arrays (`run`; the arrays behind Tensors, which the native entry's fast binder takes)."""
+    arrays: `run(*args)`, or for Tensors the native entry on the arrays behind them."""
     plan: RecordPlan | None = None
 
     def call(*args: object) -> object:
@@ -201,7 +202,9 @@ def python_call_path(kernel: CompiledKernel, run: Callable[..., object]
                         plan = record_plan(kernel)
                     return record_call(kernel, args, plan)
                 tensors = True
-        return run(*[plain(b) for b in args]) if tensors else run(*args)
+        if tensors:  # unrecorded: the arrays, through the native entry
+            return kernel.array_call(*[plain(b) for b in args])
+        return run(*args)
 
     return call
 
@@ -232,9 +235,10 @@ def record_call(kernel: CompiledKernel, args: Sequence[object],
                 if a._requires_grad and differentiable[i]:
                     wrt.append(i)
                     # a computed edge by its place in the graph now (an in-place write
-                    # may later make the tensor the output of another node)
+                    # may later make the tensor the output of another node), with a
+                    # stand-in for its array (the node's arguments hold the array)
                     edges.append(a if a.grad_fn is None else
-                                 wrap(a._data, a.grad_fn, a._output_index))
+                                 wrap(_placeholder(a._data), a.grad_fn, a._output_index))
     results = kernel.array_call(*arrays)
     single = not isinstance(results, tuple)
     if single:
