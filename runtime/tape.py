@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from . import graph
-from .anomaly import AnomalyMode, check_gradients, remember_trace
+from .anomaly import AnomalyMode, check_gradients, remember_trace, warn_forward_trace
 from .grad_mode import grad_enabled
 from .graph import GraphNode
 from .inplace import check_not_stale, check_versions
@@ -410,7 +410,12 @@ class Pass:
             if extras is not None and extras.prehooks:
                 graph.run_prehooks(extras, cotangents, create_graph)
             edges = node.edges
-            grads = node.vjp(cotangents, create_graph, batch, retain_graph)
+            try:
+                grads = node.vjp(cotangents, create_graph, batch, retain_graph)
+            except Exception:
+                if AnomalyMode.enabled:
+                    warn_forward_trace(node)  # where the failing node was recorded
+                raise
             if AnomalyMode.enabled:
                 check_gradients(node, grads)
             if extras is not None and extras.hooks:
