@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .graph import accumulate_grad, apply_tensor_hooks
+from .graph import accumulate_leaf, leaf_tensor_hooks, retain
 from .tape import TENSOR_OR_ARRAY, Gradient, Pass, one_call_gradients, plain
 from .tensor import Tensor, wrap
 
@@ -147,7 +147,7 @@ def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor] |
         gradients = _walk(outputs, seeds, inputs_tuple, retain_graph, create_graph, batch)
     for i, t in enumerate(inputs_tuple):
         if t._hooks is not None and gradients[i] is not None:
-            gradients[i] = _leaf_hooks(t, gradients[i], create_graph)
+            gradients[i] = leaf_tensor_hooks(t, gradients[i], create_graph)
     result: list[Tensor | None] = []
     complete = True
     for g in gradients:
@@ -223,24 +223,17 @@ def backward(tensors: Tensor | Iterable[Tensor], grad_tensors: object = None,
         retain_graph = create_graph
     _check_graph_ends(tensors, seeds, inputs_tuple or ())
     graph = Pass(tensors, seeds, inputs_tuple)
-    graph.run(retain_graph, create_graph)
     if inputs_tuple is None:
-        filled = [(t, g) for t, g in graph.leaves.values()]
-    else:
+        graph.run(retain_graph, create_graph)
+        filled = list(graph.leaves.values())
+    else:  # as torch: a non-leaf input retains its grad (from now on) and its node runs
         unique = {id(t): t for t in inputs_tuple}.values()
-        filled = [(t, graph.gradient(t)) for t in unique]
+        for t in unique:
+            if t.grad_fn is not None:
+                retain(t)
+        graph.input_nodes = frozenset(t.grad_fn for t in unique if t.grad_fn is not None)
+        graph.run(retain_graph, create_graph)
+        filled = [(t, graph.gradient(t)) for t in unique if t.grad_fn is None]
     for t, g in filled:
         if g is not None:
-            g = _leaf_hooks(t, g, create_graph)
-            accumulate_grad(t, g, create_graph)
-            if t._hooks is not None:
-                for hook in list(t._hooks.post_accumulate.values()):
-                    hook(t)
-
-
-def _leaf_hooks(leaf: Tensor, gradient: Gradient, create_graph: bool) -> Gradient:
-    """`gradient` of a leaf passed through the leaf's tensor hooks (`register_hook`)."""
-    hooks = leaf._hooks
-    if hooks is None or leaf.grad_fn is not None or not hooks.pre:
-        return gradient
-    return apply_tensor_hooks(hooks.pre, gradient, create_graph)
+            accumulate_leaf(t, g, create_graph)

@@ -10,12 +10,17 @@ custom `rv.autograd.Function` call, an in-place write. A node offers what torch'
     y.grad_fn.register_prehook(lambda grad_outputs: ...)
 
 Tensor hooks (`t.register_hook`, `t.retain_grad()`) of a non-leaf tensor are kept on the
-node that produced it, per output; those of a leaf on the leaf itself (`LeafHooks`, with
-its `AccumulateGrad` node). A backward `Pass` runs them in torch's order: the output's
-tensor hooks (each may replace the gradient), then `retain_grad` stores it, then the
-node's pre-hooks (may replace the gradient outputs), the node, its hooks (may replace the
-gradient inputs); for a leaf, its tensor hooks, then accumulation into `.grad`, then its
-post-accumulate hooks.
+node that produced it, per output (a hook registered before an in-place write stays with
+the old version's node, as torch's; `retain_grad` follows the tensor to its new node); those
+of a leaf on the leaf itself (`LeafHooks`, with its `AccumulateGrad` node). A backward
+`Pass` runs them in torch's order ("Backward Hooks execution" in torch's docs): the
+output's tensor hooks in registration order (each may replace the gradient; called with
+None for an output without one), then `retain_grad` stores it, then the node's pre-hooks
+(may replace the gradient outputs), the node, its hooks (may replace the gradient inputs);
+for a leaf in `backward`, its tensor hooks, the AccumulateGrad pre-hooks, accumulation into
+`.grad`, the post-accumulate hooks, the AccumulateGrad hooks (`rv.grad` runs a leaf's
+tensor hooks only). Hooks run with grad mode on only when the pass builds a graph, and
+what they return is checked as torch does (type, shape, dtype, count).
 
 Nothing here costs a recorded call anything until a hook or metadata is asked for: a
 node's `extras` is None until then.
@@ -26,10 +31,12 @@ from __future__ import annotations
 import itertools
 import traceback
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from .grad_mode import set_grad_enabled
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -188,7 +195,48 @@ def leaf_hooks(leaf: Tensor) -> LeafHooks:
     return hooks
 
 
+# ---------------------------------------------------------------- retain_grad
+
+
+RETAINING: dict[int, weakref.ref[Tensor]] = {}
+# every live tensor that called retain_grad(), by id: an in-place write makes such a tensor
+# the output of a new node, and its retain_grad follows it there (`follow_inplace_writes`)
+
+
+def retain(tensor: Tensor) -> None:
+    """Fill `.grad` of the non-leaf `tensor` in backward passes (`retain_grad()`)."""
+    key = id(tensor)
+    RETAINING[key] = weakref.ref(tensor, lambda _, key=key: RETAINING.pop(key, None))
+    tensor.grad_fn.extra().retained[tensor._output_index] = RETAINING[key]
+
+
+def retains(tensor: Tensor) -> bool:
+    """Whether `tensor` is a non-leaf that retains its gradient (`retains_grad`)."""
+    reference = RETAINING.get(id(tensor))
+    return tensor.grad_fn is not None and reference is not None and reference() is tensor
+
+
+def follow_inplace_writes() -> None:
+    """Move the retain_grad of each tensor written in place since it called `retain_grad()`
+    to the node that now produces it (torch moves the hook at the write; the old node's
+    entry is ignored from then on: see `_is_output`)."""
+    for reference in list(RETAINING.values()):
+        tensor = reference()
+        if tensor is not None and tensor.grad_fn is not None:
+            retained = tensor.grad_fn.extra().retained
+            if retained.get(tensor._output_index) is not reference:
+                retained[tensor._output_index] = reference
+
+
+def _is_output(tensor: Tensor | None, node: GraphNode, index: int) -> bool:
+    return tensor is not None and tensor.grad_fn is node and tensor._output_index == index
+
+
 # ---------------------------------------------------------------- running hooks (tape.Pass)
+
+
+def _name(hook: Hook) -> str:
+    return getattr(hook, "__name__", type(hook).__name__)
 
 
 def _as_tensor(gradient: object) -> Tensor | None:
@@ -200,72 +248,145 @@ def _as_tensor(gradient: object) -> Tensor | None:
     return wrap(np.asarray(gradient))
 
 
-def _returned(value: object, like: object, create_graph: bool, what: str) -> object:
-    """A hook's replacement gradient, checked against the one it replaces (`like`) and
-    given back as the tape carries gradients (an array unless building a graph)."""
+def _returned(value: object, like: object, create_graph: bool, hook: Hook) -> object:
+    """A hook's replacement for the gradient `like`, checked as torch does (a Tensor of
+    its shape and dtype; None keeps it) and given back as the tape carries gradients (an
+    array unless building a graph)."""
     from .tensor import Tensor
 
     if value is None:
-        return None
+        return like
+    if like is None:
+        raise RuntimeError(f"hook {_name(hook)!r}: can't replace a None gradient with a "
+                           "non-None value")
     if not isinstance(value, Tensor):
-        raise TypeError(f"{what} returned a {type(value).__name__}; a hook returns a Tensor "
-                        "or None")
-    if like is not None and value.shape != np.shape(like):
-        raise RuntimeError(f"{what} returned a gradient of shape {value.shape}, expected "
-                           f"{np.shape(like)}")
+        raise TypeError(f"expected a Tensor or None, but hook returned "
+                        f"'{type(value).__name__}' (hook {_name(hook)!r})")
+    if value.dtype != like.dtype:
+        raise RuntimeError(f"hook {_name(hook)!r} has changed the type of value (was "
+                           f"{like.dtype}, got {value.dtype})")
+    if value.shape != like.shape:
+        raise RuntimeError(f"hook {_name(hook)!r} has changed the size of value (was "
+                           f"{like.shape}, got {value.shape})")
     return value if create_graph else value._data
+
+
+def _returned_tuple(value: object, like: list[object], create_graph: bool, hook: Hook
+                    ) -> list[object]:
+    """A node hook's replacement gradients (a tuple, one per gradient; a None entry drops
+    that gradient), checked as torch does."""
+    if not isinstance(value, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(value).__name__}' (hook "
+                        f"{_name(hook)!r})")
+    if len(value) != len(like):
+        raise RuntimeError(f"hook {_name(hook)!r} has returned an incorrect number of values "
+                           f"(got {len(value)}, but expected {len(like)})")
+    return [None if v is None else _returned(v, g, create_graph, hook)
+            for v, g in zip(value, like, strict=True)]
 
 
 def apply_tensor_hooks(hooks: dict[int, Hook], gradient: object, create_graph: bool
                        ) -> object:
     """`gradient` passed through each hook of `hooks` in order (a hook that returns a
-    Tensor replaces it for the next)."""
-    for hook in list(hooks.values()):
-        replaced = _returned(hook(_as_tensor(gradient)), gradient, create_graph,
-                             "a tensor hook")
-        if replaced is not None:
-            gradient = replaced
+    Tensor replaces it for the next), with grad mode on only when building a graph."""
+    with set_grad_enabled(create_graph):
+        for hook in list(hooks.values()):
+            gradient = _returned(hook(_as_tensor(gradient)), gradient, create_graph, hook)
     return gradient
 
 
-def run_tensor_hooks(extras: NodeExtras, cotangents: list[object], create_graph: bool
-                     ) -> None:
-    """The tensor hooks of each output, then `retain_grad`'s store, on `cotangents` (in
-    place)."""
-    for index, hooks in extras.tensor_hooks.items():
-        if cotangents[index] is not None and hooks:
+def run_tensor_hooks(node: GraphNode, cotangents: list[object], create_graph: bool,
+                     outputs: Iterable[int] | None = None) -> None:
+    """The tensor hooks of the node's outputs (`outputs`; None: all, the node runs, and an
+    output without a gradient has its hooks called with None), then `retain_grad`'s store,
+    on `cotangents` (in place)."""
+    extras = node.extras
+    for index in range(len(cotangents)) if outputs is None else outputs:
+        hooks = extras.tensor_hooks.get(index)
+        if hooks and (outputs is None or cotangents[index] is not None):
             cotangents[index] = apply_tensor_hooks(hooks, cotangents[index], create_graph)
-    for index, reference in extras.retained.items():
+    for index, reference in list(extras.retained.items()):
         tensor = reference()
-        if tensor is not None and cotangents[index] is not None:
+        if (_is_output(tensor, node, index) and cotangents[index] is not None
+                and (outputs is None or index in outputs)):
             accumulate_grad(tensor, cotangents[index], create_graph)
 
 
 def run_prehooks(extras: NodeExtras, cotangents: list[object], create_graph: bool) -> None:
     """The node's pre-hooks on its gradient outputs (in place)."""
-    for hook in list(extras.prehooks.values()):
-        replaced = hook(tuple(_as_tensor(c) for c in cotangents))
-        if replaced is not None:
-            cotangents[:] = [_returned(r, c, create_graph, "a node pre-hook")
-                             for r, c in zip(replaced, cotangents, strict=True)]
+    with set_grad_enabled(create_graph):
+        for hook in list(extras.prehooks.values()):
+            replaced = hook(tuple(_as_tensor(c) for c in cotangents))
+            if replaced is not None:
+                cotangents[:] = _returned_tuple(replaced, cotangents, create_graph, hook)
 
 
-def run_hooks(node: GraphNode, grads: list[object], cotangents: list[object],
+def run_hooks(node: GraphNode, grads: list[object] | None, cotangents: list[object],
               create_graph: bool) -> list[object]:
     """The node's hooks on (gradient inputs, gradient outputs); the gradients per edge,
-    as the hooks left them."""
+    as the hooks left them. `grads` None: the node's inputs get no gradient (torch calls
+    the node of a non-leaf `backward(inputs=...)` with every input masked)."""
     slots = node.input_edges()
-    by_input: list[object] = []
-    produced = iter(grads)
-    for edge in slots:
-        by_input.append(None if edge is None else next(produced))
-    for hook in list(node.extras.hooks.values()):
-        replaced = hook(tuple(_as_tensor(g) for g in by_input),
-                        tuple(_as_tensor(c) for c in cotangents))
-        if replaced is not None:
-            by_input = [_returned(r, g, create_graph, "a node hook")
-                        for r, g in zip(replaced, by_input, strict=True)]
+    produced = iter(grads or ())
+    by_input = [None if edge is None or grads is None else next(produced) for edge in slots]
+    with set_grad_enabled(create_graph):
+        for hook in list(node.extras.hooks.values()):
+            replaced = hook(tuple(_as_tensor(g) for g in by_input),
+                            tuple(_as_tensor(c) for c in cotangents))
+            if replaced is not None:
+                by_input = _returned_tuple(replaced, by_input, create_graph, hook)
     return [g for g, edge in zip(by_input, slots, strict=True) if edge is not None]
+
+
+def run_input_node_hooks(node: GraphNode, cotangents: list[object], create_graph: bool
+                         ) -> None:
+    """The pre-hooks and hooks of the node of a non-leaf `backward(inputs=...)` tensor that
+    no other input needs: torch runs that node with its inputs masked (no gradient flows
+    on), so its hooks see None for every gradient input."""
+    if node.extras is None:
+        return
+    run_prehooks(node.extras, cotangents, create_graph)
+    run_hooks(node, None, cotangents, create_graph)
+
+
+# ---------------------------------------------------------------- leaves (AccumulateGrad)
+
+
+def leaf_tensor_hooks(leaf: Tensor, gradient: object, create_graph: bool) -> object:
+    """`gradient` of a leaf passed through the leaf's tensor hooks (`register_hook`): what
+    `rv.grad` returns for a leaf input."""
+    hooks = leaf._hooks
+    if hooks is None or leaf.grad_fn is not None or not hooks.pre:
+        return gradient
+    return apply_tensor_hooks(hooks.pre, gradient, create_graph)
+
+
+def accumulate_leaf(leaf: Tensor, gradient: object, create_graph: bool) -> None:
+    """What torch's AccumulateGrad node does for `leaf` in `backward`: the leaf's tensor
+    hooks, the node's pre-hooks, the accumulation into `.grad`, the leaf's post-accumulate
+    hooks (`hook(leaf)`, which must return None), then the node's hooks, which see
+    `((), (gradient,))` (the gradient stored: the new `.grad` when it was None)."""
+    hooks = leaf._hooks
+    if hooks is None:
+        accumulate_grad(leaf, gradient, create_graph)
+        return
+    gradient = leaf_tensor_hooks(leaf, gradient, create_graph)
+    extras = hooks.accumulate.extras
+    cotangents = [gradient]
+    if extras is not None and extras.prehooks:
+        run_prehooks(extras, cotangents, create_graph)
+    if cotangents[0] is None:
+        return
+    first = leaf._grad is None
+    accumulate_grad(leaf, cotangents[0], create_graph)
+    with set_grad_enabled(create_graph):
+        for hook in list(hooks.post_accumulate.values()):
+            if hook(leaf) is not None:
+                raise RuntimeError(f"post accumulate grad hook {_name(hook)!r} returned a "
+                                   "value: hooks should return None.")
+        stored = (leaf._grad if first and not create_graph else _as_tensor(cotangents[0]),)
+        for hook in list(extras.hooks.values()) if extras is not None else ():
+            hook((), stored)
 
 
 def accumulate_grad(tensor: Tensor, gradient: object, create_graph: bool) -> None:

@@ -362,7 +362,11 @@ def _per_input(edges: Sequence[Tensor], grads: list[Gradient | None],
 
 
 class Pass:
-    """One backward pass: cotangents per node output, gradients per leaf and target."""
+    """One backward pass: cotangents per node output, gradients per leaf and target.
+    `input_nodes`: the nodes of non-leaf `backward(inputs=...)` tensors, whose hooks run
+    even where no other input needs them (set by `autograd.backward`)."""
+
+    input_nodes: frozenset[GraphNode] = frozenset()
 
     def __init__(self, roots: Sequence[Tensor], seeds: Sequence[Gradient],
                  targets: Sequence[Tensor] | None) -> None:
@@ -395,17 +399,22 @@ class Pass:
 
     def run(self, retain_graph: bool, create_graph: bool, batch: int | None = None) -> None:
         """Walk the nodes from outputs to inputs, running each needed node's VJP."""
+        graph.follow_inplace_writes()
         for node in self.order:
             cotangents = self.buffers.pop(node, None)
             if cotangents is None:
                 continue
             extras = node.extras
-            if extras is not None:
-                graph.run_tensor_hooks(extras, cotangents, create_graph)
+            runs = self.needed is None or self.needed[node]
+            if extras is not None:  # hooks of the outputs it runs for, or of captured ones
+                graph.run_tensor_hooks(node, cotangents, create_graph,
+                                       None if runs else self.captured_at.get(node, ()))
             for index in self.captured_at.get(node, ()):
                 if cotangents[index] is not None:
                     self.captured[(node, index)] = cotangents[index]
-            if self.needed is not None and not self.needed[node]:
+            if not runs:
+                if node in self.input_nodes:
+                    graph.run_input_node_hooks(node, cotangents, create_graph)
                 continue
             if extras is not None and extras.prehooks:
                 graph.run_prehooks(extras, cotangents, create_graph)

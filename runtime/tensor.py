@@ -19,7 +19,6 @@ Tensors (`np.exp(t)`), each a recorded compiled kernel too.
 from __future__ import annotations
 
 import warnings
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -215,14 +214,13 @@ class Tensor:
         """Fill `.grad` of this non-leaf tensor in backward passes too (a no-op on leaves)."""
         self._check_requires_grad("retain_grad")
         if self.grad_fn is not None:
-            self.grad_fn.extra().retained[self._output_index] = weakref.ref(self)
+            graph.retain(self)
 
     @property
     def retains_grad(self) -> bool:
-        """Whether `.grad` of this non-leaf tensor is filled (`retain_grad()`)."""
-        node = self.grad_fn
-        return (node is not None and node.extras is not None
-                and self._output_index in node.extras.retained)
+        """Whether `.grad` of this non-leaf tensor is filled (`retain_grad()`; it follows
+        the tensor through in-place writes)."""
+        return graph.retains(self)
 
     def _tensor_hooks(self) -> dict[int, graph.Hook]:
         """The hooks run on this tensor's gradient: on its node for a computed tensor, on
