@@ -3,7 +3,9 @@
 Consumes output and input Tensors, optional grad_outputs and the torch flags; checks them the
 way torch does (same defaults, same exception classes, Reverie's own messages that say what
 to do), runs one backward `Pass`, and returns the gradients (`grad`) or accumulates them into
-`.grad` (`backward`). See shared/reference/torch_grad_semantics.md for the behaviour table.
+`.grad` (`backward`). As torch's engine, a pass with `create_graph=True` records its
+computation whatever the caller's grad mode (under `rv.no_grad` too). See
+shared/reference/torch_grad_semantics.md for the behaviour table.
 
     rv.grad(loss, [w, b], create_graph=True)      # (dw, db), differentiable again
     loss.backward(); w.grad                        # accumulated in place
@@ -16,6 +18,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from .grad_mode import enable_grad, is_grad_enabled
 from .graph import accumulate_leaf, leaf_tensor_hooks, retain
 from .tape import TENSOR_OR_ARRAY, Gradient, Pass, one_call_gradients, plain
 from .tensor import Tensor, wrap
@@ -122,6 +125,10 @@ def grad(outputs: Tensor | Iterable[Tensor], inputs: Tensor | Iterable[Tensor] |
          is_grads_batched: bool = False, materialize_grads: bool = False
          ) -> tuple[Tensor | None, ...] | dict[object, Tensor | None]:
     """Sum of the vector-Jacobian products of `outputs` for each input (torch.autograd.grad)."""
+    if create_graph and not is_grad_enabled():  # torch's engine records a create_graph
+        with enable_grad():  # pass whatever the caller's grad mode (under no_grad too)
+            return grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                        only_inputs, allow_unused, is_grads_batched, materialize_grads)
     if materialize_grads and allow_unused is False:
         raise ValueError("materialize_grads=True returns zeros for unused inputs, which "
                          "contradicts allow_unused=False; drop allow_unused")
@@ -207,13 +214,16 @@ def _unused(result: list[Tensor | None], inputs: tuple[Tensor, ...], allow_unuse
                                "allow_unused=True to get None for it (or "
                                "materialize_grads=True to get zeros)")
         if materialize_grads:
-            result[i] = Tensor(np.zeros(t.shape, t.dtype), requires_grad=create_graph)
+            result[i] = Tensor(np.zeros(t.shape, t.dtype), requires_grad=bool(create_graph))
 
 
 def backward(tensors: Tensor | Iterable[Tensor], grad_tensors: object = None,
              retain_graph: bool | None = None, create_graph: bool = False,
              inputs: Tensor | Iterable[Tensor] | dict | None = None) -> None:
     """Accumulate the gradients of `tensors` into `.grad` of the leaves (or of `inputs`)."""
+    if create_graph and not is_grad_enabled():  # as in `grad`: a create_graph pass records
+        with enable_grad():
+            return backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
     inputs_tuple = None if inputs is None else _inputs(inputs, "backward")
     if inputs_tuple == ():
         raise RuntimeError("`inputs` of backward() is empty; leave it out to fill every leaf")

@@ -18,6 +18,7 @@ Tensors (`np.exp(t)`), each a recorded compiled kernel too.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -58,7 +59,8 @@ class Tensor:
         self._output_index = 0
         self._version_counter = self._hooks = self._view_of = None
         _mark_inference(self)
-        if requires_grad:
+        if requires_grad is not False:
+            _check_flag(requires_grad, "Tensor")
             self.requires_grad = True
 
     # ------------------------------------------------------------ array protocol
@@ -128,6 +130,9 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
+        if value is not True and value is not False:
+            raise RuntimeError(f"requires_grad must be a bool (True or False), not "
+                               f"{type(value).__name__}")
         if self.grad_fn is not None:
             raise RuntimeError("requires_grad can only be changed on leaf tensors; use "
                                ".detach() to get a tensor outside the graph")
@@ -137,7 +142,11 @@ class Tensor:
                 raise RuntimeError("setting requires_grad=True on an inference tensor (made "
                                    "in rv.inference_mode) outside inference mode is not "
                                    "allowed; make a clone() of it outside first")
-        self._requires_grad = bool(value)
+        self._requires_grad = value
+
+    @requires_grad.deleter
+    def requires_grad(self) -> None:
+        raise RuntimeError("requires_grad cannot be deleted; set it to False instead")
 
     def is_inference(self) -> bool:
         """Whether this tensor was made inside `rv.inference_mode` (torch's)."""
@@ -169,6 +178,7 @@ class Tensor:
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set `requires_grad` of this leaf in place and return it (torch's: on a computed
         tensor, which requires grad already, `requires_grad_()` does nothing)."""
+        _check_flag(requires_grad, "requires_grad_()")
         if requires_grad and self.grad_fn is not None:
             return self
         self.requires_grad = requires_grad
@@ -409,8 +419,21 @@ class Tensor:
         return inplace.binary(self, "pow", other)
 
     def __reduce_ex__(self, protocol: object) -> tuple[object, tuple[np.ndarray, bool]]:
-        """Pickled as its data and `requires_grad` (any protocol); unpickled as a leaf."""
+        """Pickled as its data and `requires_grad` (any protocol); unpickled as a leaf
+        (also by `copy.copy`), without `.grad`, as torch's."""
         return _rebuild, (self._data, self._requires_grad)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Tensor:
+        """A leaf with copies of the data and of `.grad` (torch's); a computed tensor
+        raises, since the copy could not keep its graph."""
+        if self.grad_fn is not None:
+            raise RuntimeError("only leaf tensors can be deep-copied: this one was computed "
+                               "and its copy would lose the graph; deep-copy "
+                               "tensor.detach() instead")
+        duplicate = Tensor(self._data.copy(), self._requires_grad)
+        memo[id(self)] = duplicate
+        duplicate._grad = copy.deepcopy(self._grad, memo)
+        return duplicate
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: object,
                         **kwargs: object) -> object:
@@ -469,6 +492,14 @@ def _mark_inference(tensor: Tensor) -> Tensor:
     return tensor
 
 
+def _check_flag(value: object, caller: str) -> None:
+    """TypeError unless `requires_grad` given to `caller` is True or False (torch's: 1,
+    None and NumPy bools are refused)."""
+    if value is not True and value is not False:
+        raise TypeError(f"{caller}: requires_grad must be a bool (True or False), not "
+                        f"{type(value).__name__}")
+
+
 def _check_can_require_grad(dtype: np.dtype) -> None:
     """RuntimeError unless tensors of `dtype` can require grad (float32, float64)."""
     if dtype not in FLOAT_KINDS:
@@ -487,7 +518,8 @@ def tensor(data: object, dtype: object = None, requires_grad: bool = False) -> T
         array = np.array(data, dtype=DTYPE_NAMES.get(dtype, dtype) if isinstance(dtype, str)
                          else dtype)
     result = _mark_inference(wrap(array))
-    if requires_grad:
+    if requires_grad is not False:
+        _check_flag(requires_grad, "tensor()")
         if array.dtype not in FLOAT_KINDS:
             _check_can_require_grad(array.dtype)  # the RuntimeError
         result._requires_grad = True
