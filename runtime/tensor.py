@@ -83,12 +83,12 @@ class Tensor:
 
     def numpy(self, force: bool = False) -> np.ndarray:
         """The wrapped array (shared, not copied). A tensor that requires grad raises, as
-        torch's: an array cannot carry the graph (`.detach().numpy()`, or `force=True` for
-        a copy; allowed under `rv.no_grad()`, as torch's)."""
+        torch's: an array cannot carry the graph (`.detach().numpy()`, or `force=True`,
+        the same array; allowed under `rv.no_grad()`, as torch's)."""
         if self._requires_grad and not force and grad_mode.grad_enabled():
             raise RuntimeError("can't call numpy() on a tensor that requires grad: NumPy "
                                "would drop its graph; use tensor.detach().numpy() instead")
-        return self._data.copy() if force and self._requires_grad else self._data
+        return self._data
 
     def item(self) -> float | int | bool:
         """The value of a one-element tensor as a Python number."""

@@ -772,6 +772,16 @@ def test_detach(lib, request):
 # ---------------------------------------------------------------- the issue's divergences
 
 
+def test_numpy_force_shares_memory(lib):
+    """`numpy(force=True)` of a CPU tensor that requires grad is `detach().numpy()`: the
+    tensor's own memory (Reverie gave a copy)."""
+    x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    array = x.numpy(force=True)
+    array[0] = 5.0
+    assert_close(x, [5.0, 2.0])
+    assert x.requires_grad
+
+
 def test_numpy_drops_no_graph_silently(lib):
     """`np.where(x > 0, x, 0)` on a tensor that requires grad raises (NumPy would drop the
     graph); so does `np.asarray(x)`; `x.detach()` or `no_grad` make an array."""
