@@ -1,5 +1,7 @@
 """The grad/backward API and a Tensor's autograd state, ported from PyTorch's
-`test/test_autograd.py` (issue 32 item 1), plus one test per divergence the issue lists.
+`test/test_autograd.py` (issue 32 item 1), plus one test per divergence the issue lists
+(section "the issue's divergences"; max/min at NaN are in tests/grad/test_max_min_nan.py,
+decorated generators and classes in tests/autograd/test_port_grad_mode.py).
 
 Ported (each run on torch, proving the port, and on Reverie): test_tensor_grad_warnings,
 test_accumulate_grad, test_accumulate_grad_tensor_reference (dense part),
@@ -770,6 +772,33 @@ def test_detach(lib, request):
 
 
 # ---------------------------------------------------------------- the issue's divergences
+
+
+def test_sgd_step_under_no_grad_updates_in_place(lib):
+    """The manual SGD step `p -= lr * p.grad` under no_grad updates p in place: the same
+    object, still a leaf that requires grad, so the next step trains it again."""
+    p = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    before = p
+    for _ in range(2):
+        (p * p).sum().backward()
+        with lib.no_grad():
+            p -= 0.25 * p.grad
+        p.grad = None
+    assert p is before
+    assert p.requires_grad and p.is_leaf
+    assert_close(p, [0.25, 0.5])
+
+
+def test_in_place_under_no_grad_is_seen_by_backward(lib):
+    """`x *= 2` under no_grad after x was saved for `z = (x * y).sum()`: backward raises
+    (x's version moved on) instead of using the new values."""
+    x = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+    y = lib.tensor([3.0, 4.0], dtype=lib.float64, requires_grad=True)
+    z = (x * y).sum()
+    with lib.no_grad():
+        x *= 2
+    with pytest.raises(RuntimeError, match="modified by an inplace operation|in-place|in place"):
+        z.backward()
 
 
 def test_numpy_force_shares_memory(lib):
