@@ -361,6 +361,46 @@ class Tensor:
         return run_kernel(ops_kernels.cast_kernel(self, np.dtype(dtype)), self)
 
     # ------------------------------------------------------------ in-place (inplace.py)
+    # and views: tensors sharing memory and version counter with their base
+
+    def view(self, *shape: int | tuple[int, ...]) -> Tensor:
+        """The same memory in `shape` (one axis may be -1), a view recorded as a reshape;
+        RuntimeError where the layout needs a copy (use `reshape`), as torch's."""
+        if len(shape) == 1 and not isinstance(shape[0], int | tuple | list):
+            raise TypeError(f"view() takes a shape; reinterpreting the memory as another "
+                            f"dtype ({shape[0]!r}) is not supported: use astype()")
+        return tensor_ops.view(self, shape)
+
+    def view_as(self, other: Tensor) -> Tensor:
+        """`self.view(other.shape)`."""
+        return tensor_ops.view(self, (other.shape,))
+
+    @property
+    def _base(self) -> Tensor | None:
+        """The tensor whose memory this view shares (torch's `_base`); None if no view."""
+        info = self._view_of
+        return None if info is None else info.base
+
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another's memory (torch's `_is_view`)."""
+        return self._view_of is not None
+
+    @property
+    def data(self) -> Tensor:
+        """This tensor's memory outside the graph with a version counter of its own:
+        writes through it are hidden from autograd (torch's `.data`; `detach()` is safer)."""
+        return wrap(self._data)
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        """Make this tensor hold `value`'s memory (shape may change), keeping its graph
+        state and version counter, as torch's `x.data = value`."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got "
+                            f"{type(value).__name__}")
+        if self._requires_grad and value.dtype not in FLOAT_KINDS:
+            _check_can_require_grad(value.dtype)
+        self._data = value._data
 
     def add_(self, other: object, *, alpha: float = 1) -> Tensor:
         """`self += alpha * other` in place, recorded."""
@@ -391,7 +431,11 @@ class Tensor:
         return inplace.setitem(self, Ellipsis, 0)
 
     def fill_(self, value: object) -> Tensor:
-        """Every element set to `value` (a number or a one-element tensor), in place."""
+        """Every element set to `value` (a number or a rank-0 tensor), in place."""
+        rank = np.ndim(value._data if isinstance(value, Tensor) else value)
+        if rank:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor "
+                               f"with {rank} dimensions.")
         return inplace.setitem(self, Ellipsis, value)
 
     def copy_(self, source: object) -> Tensor:

@@ -27,7 +27,7 @@ import numpy as np
 
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 
-from . import ops_kernels, ops_shape
+from . import inplace, ops_kernels, ops_shape
 from .grad_mode import grad_enabled
 from .indexing import index_plan
 from .tensor import Tensor, run_kernel, wrap
@@ -111,34 +111,125 @@ def reduce(op: str, t: Tensor, axis: int | tuple[int, ...] | None, keepdims: boo
 
 
 def transpose(t: Tensor, axes: tuple[object, ...]) -> Tensor:
-    """`t` with its axes permuted (`ops_shape.normalise_permutation` reads `axes`)."""
+    """`t` with its axes permuted (`ops_shape.normalise_permutation` reads `axes`): a view."""
     permutation = ops_shape.normalise_permutation(axes, t._data.ndim)
     if permutation == tuple(range(t._data.ndim)):
         return t
-    return run_kernel(ops_shape.transpose_kernel(t._data.dtype, permutation), t)
+    return inplace.view(t, ("transpose", permutation), t._data.transpose(permutation))
 
 
 def reshape(t: Tensor, shape: tuple[object, ...]) -> Tensor:
-    """`t` in `shape` (a tuple or the sizes; one of them may be -1), C order."""
+    """`t` in `shape` (a tuple or the sizes; one of them may be -1), C order: a view where
+    NumPy can reshape without copying, else a copy."""
+    target = _target_shape(t, shape)
+    if target == t._data.shape:
+        return t
+    array = _reshaped_view(t._data, target)
+    if array is None:
+        return _reshape_copy(t, target)
+    return inplace.view(t, ("reshape", target), array)
+
+
+def view(t: Tensor, shape: tuple[object, ...]) -> Tensor:
+    """`t` in `shape`, always a view (torch's `view`): RuntimeError where the memory
+    layout needs a copy."""
+    target = _target_shape(t, shape)
+    if target == t._data.shape:
+        return t
+    array = _reshaped_view(t._data, target)
+    if array is None:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride "
+                           "(at least one dimension spans across two contiguous subspaces). "
+                           "Use .reshape(...) instead.")
+    return inplace.view(t, ("reshape", target), array)
+
+
+def _target_shape(t: Tensor, shape: tuple[object, ...]) -> tuple[int, ...]:
+    """The shape `t` reshaped to `shape` has (NumPy's checks and -1)."""
     if len(shape) == 1 and isinstance(shape[0], tuple | list):
         shape = tuple(shape[0])
-    target = np.broadcast_to(_PROBE, t._data.shape).reshape(shape).shape  # NumPy's checks
+    return np.broadcast_to(_PROBE, t._data.shape).reshape(shape).shape
+
+
+def _reshaped_view(array: np.ndarray, target: tuple[int, ...]) -> np.ndarray | None:
+    """`array` in `target` shape without copying, or None where NumPy would copy."""
+    try:
+        return np.reshape(array, target, copy=False)
+    except ValueError:
+        return None
+
+
+def _reshape_copy(t: Tensor, target: tuple[int, ...]) -> Tensor:
+    """`t` in `target` shape through its compiled kernel (a copy), recorded."""
     if target == t._data.shape:
         return t
     return run_kernel(ops_shape.reshape_kernel(t._data.dtype, t._data.shape, target), t)
 
 
 def getitem(t: Tensor, index: object) -> Tensor:
+    """`t[index]`: a view for basic indexing (integers, slices, None, `...`; a full integer
+    index gives a rank-0 view), else one gather (a copy)."""
+    basic = _basic_index(index)
+    if basic is None:
+        return _gather(t, index)
+    index_plan(t._data.shape, index)  # Reverie's IndexErrors
+    return inplace.view(t, ("getitem", basic), t._data[basic])
+
+
+def _basic_index(index: object) -> tuple[object, ...] | None:
+    """`index` as a NumPy basic index ending in `...` (so that integers alone give a view,
+    not a scalar), or None when it holds an array (advanced indexing: a copy)."""
+    items = index if isinstance(index, tuple) else (index,)
+    basic: list[object] = []
+    for item in items:
+        if item is None or item is Ellipsis or isinstance(item, slice):
+            basic.append(item)
+            continue
+        if isinstance(item, Tensor):
+            item = item._data
+        if isinstance(item, bool | np.bool_) or (isinstance(item, np.ndarray) and (
+                item.ndim or item.dtype.kind not in "iu")):
+            return None
+        if not isinstance(item, int | np.integer | np.ndarray):
+            return None
+        basic.append(int(item))
+    if not any(item is Ellipsis for item in basic):
+        basic.append(Ellipsis)
+    return tuple(basic)
+
+
+def _gather(t: Tensor, index: object) -> Tensor:
     """`t[index]` with NumPy's basic and integer- or bool-array indexing, as one gather."""
     plan = index_plan(t._data.shape, index)
     if not plan.axes:  # a rank-0 tensor: `t[()]`, `t[None]`
-        return reshape(t, (plan.final_shape,))
+        return _reshape_copy(t, plan.final_shape)
     if 0 in plan.final_shape:  # nothing to read (and no gradient to give back)
         return wrap(np.zeros(plan.final_shape, t._data.dtype))
     kernel = ops_shape.index_kernel(t._data.dtype, t._data.ndim, plan)
     result = run_kernel(kernel, t, *plan.values)
-    return result if result._data.shape == plan.final_shape else reshape(
-        result, (plan.final_shape,))
+    return _reshape_copy(result, plan.final_shape)
+
+
+def record_step(t: Tensor, step: inplace.Step) -> Tensor:
+    """A new Tensor holding what a view's `step` reads from `t`, computed by its compiled
+    kernel (recorded when `t` requires grad): the history of views (`inplace.py`)."""
+    kind, arg = step
+    if kind == "getitem":
+        result = _gather(t, arg)
+    elif kind == "transpose":
+        result = run_kernel(ops_shape.transpose_kernel(t._data.dtype, arg), t)
+    else:
+        result = _reshape_copy(t, arg)
+    if result is t:  # a step that changes nothing: the copy kernel records it
+        result = run_kernel(ops_kernels.cast_kernel(t, t._data.dtype), t)
+    return result
+
+
+def record_steps(t: Tensor, steps: tuple[inplace.Step, ...]) -> Tensor:
+    """`record_step` of each of `steps` in turn, from `t`."""
+    for step in steps:
+        t = record_step(t, step)
+    return t
 
 
 # ---------------------------------------------------------------- built-ins as functions
@@ -177,6 +268,20 @@ for _name, _function in FUNCTIONS.items():
     setattr(Tensor, _name, _method(_function))
 FUNCTIONS.update(where=where, clamp=clamp)
 Tensor.clamp = clamp  # type: ignore[attr-defined]
+
+
+def _inplace_method(op: str) -> Callable[[Tensor], Tensor]:
+    """`t.<op>_()`: the built-in written into `t` in place (`inplace.unary`)."""
+    def method(self: Tensor) -> Tensor:
+        return inplace.unary(self, op)
+
+    method.__name__, method.__qualname__ = f"{op}_", f"Tensor.{op}_"
+    method.__doc__ = f"`{op}` of this tensor written into it in place, recorded."
+    return method
+
+
+for _name in (*ops_kernels.UNARY_BUILTINS, "neg"):
+    setattr(Tensor, f"{_name}_", _inplace_method(_name))
 
 
 # ---------------------------------------------------------------- NumPy ufuncs
