@@ -24,7 +24,7 @@ from its base (`View`). A recorded write to a view rebases the base, as torch's 
     b = x.clone(); v = b[0]     # v.grad_fn: the gather of b[0]
     v.mul_(2)                   # b.grad_fn: SetItemNode(old b, steps of v, 2 * old v)
 
-and every live view of the base then follows (`_follow`): its history becomes its steps
+and every live view of the base then follows (`follow`): its history becomes its steps
 replayed on the base's new history (so it may start to require grad, as torch's). Not
 followed, as in torch, and raising torch's errors when written or used after their base
 was written with grad recorded: views taken with grad mode off, and views a custom
@@ -181,7 +181,7 @@ def replay(steps: tuple[Step, ...], array: np.ndarray) -> np.ndarray:
     return array
 
 
-def _follow(base: Tensor) -> None:
+def follow(base: Tensor) -> None:
     """After a recorded write changed `base`'s history: each live view of it takes its
     steps replayed on the new history; a custom Function's view cannot follow and is
     marked (one taken with grad mode off is stale by its version: `check_not_stale`)."""
@@ -319,7 +319,7 @@ def _rebase(t: Tensor, compute: Callable[[Tensor], Tensor]) -> Tensor:
     else:
         base.grad_fn = SetItemNode(old_base, info.steps, result, "CopySlices")
         base._output_index, base._requires_grad = 0, True
-    _follow(base)
+    follow(base)
     return t
 
 
