@@ -328,7 +328,8 @@ def one_call_gradients(output: Tensor, seed: Gradient, inputs: Sequence[Tensor],
     call of leaf tensors and every input is a leaf: the common `rv.grad(f(x, ...), x)`, in
     one VJP call without a `Pass`. None when the graph is larger (a `Pass` then walks it)."""
     node = output.grad_fn
-    if node is None or node.extras is not None or type(node) is not Node:
+    if (node is None or node.extras is not None or type(node) is not Node
+            or len(node.outputs) > 1):  # (a Pass skips a node no used result reaches)
         return None
     edges = node.edges
     for tensor in edges:
@@ -376,12 +377,13 @@ class Pass:
         self.captured: dict[tuple[Node, int], Gradient] = {}
         self.captured_at: dict[Node, set[int]] = {}
         self.needed: dict[Node, bool] | None = None
+        self.leaf_ids: set[int] = set()
         if targets is not None:
             for t in targets:
                 if t.grad_fn is not None:
                     self.captured_at.setdefault(t.grad_fn, set()).add(t._output_index)
-            leaf_ids = {id(t) for t in targets if t.grad_fn is None}
-            self.needed = _needed(self.order, leaf_ids, self.captured_at)
+            self.leaf_ids = {id(t) for t in targets if t.grad_fn is None}
+            self.needed = _needed(self.order, self.leaf_ids, self.captured_at)
         for root, seed in zip(roots, seeds, strict=True):
             self.deposit(root, seed)
 
@@ -405,7 +407,8 @@ class Pass:
             if cotangents is None:
                 continue
             extras = node.extras
-            runs = self.needed is None or self.needed[node]
+            runs = self.needed is None or self.needed[node] and self._reaches_target(
+                node, cotangents)
             if extras is not None:  # hooks of the outputs it runs for, or of captured ones
                 graph.run_tensor_hooks(node, cotangents, create_graph,
                                        None if runs else self.captured_at.get(node, ()))
@@ -432,6 +435,23 @@ class Pass:
             for edge, g in zip(edges, grads, strict=True):
                 if g is not None:
                     self.deposit(edge, g)
+
+    def _reaches_target(self, node: GraphNode, cotangents: list[Gradient | None]) -> bool:
+        """Whether a gradient from the outputs of `node` with a cotangent can reach a
+        target: for a kernel call with results left without one, only the parameters
+        those results depend on count (`Node.reached`); so a node that would give every
+        target nothing does not run (nor release its saved arrays)."""
+        if type(node) is not Node or all(c is not None for c in cotangents):
+            return True
+        reached = node.reached(cotangents)
+        for position, edge in zip(node.wrt, node.edges, strict=True):
+            if position in reached:
+                producer = edge.grad_fn
+                if (id(edge) in self.leaf_ids if producer is None else
+                        self.needed[producer]
+                        or edge._output_index in self.captured_at.get(producer, ())):
+                    return True
+        return False
 
     def gradient(self, target: Tensor) -> Gradient | None:
         """What flowed into `target` (None when nothing did)."""
