@@ -46,14 +46,14 @@ from __future__ import annotations
 import functools
 import inspect
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from .anomaly import AnomalyMode, remember_trace
 from .grad_mode import enable_grad, grad_enabled, no_grad
 from .graph import GraphNode
-from .inplace import alias, check_not_stale, check_versions, counter, recorded_view, sum_to
+from .inplace import check_not_stale, check_versions, counter, follow, recorded_view, sum_to
 from .tensor import FLOAT_KINDS, Tensor, wrap
 
 Gradient = np.ndarray | Tensor
@@ -249,6 +249,8 @@ class BackwardFunction(FunctionCtx, GraphNode):
                 wrapped[position] = aliases[id(value)]
             elif differentiable:
                 wrapped[position] = self._own(value, index, inputs.values())
+            else:
+                _mark_views(value, inputs.values())
         self._dirty = self._non_differentiable = ()
         if recording:
             self._saved_versions = tuple(0 if t is None else t._version for t in self._to_save)
@@ -317,26 +319,33 @@ class BackwardFunction(FunctionCtx, GraphNode):
         counter(t).value += 1
         if differentiable:
             t.grad_fn, t._output_index, t._requires_grad = self, index, True
+            follow(t)  # its live views take the new history
         elif recording:
             t.grad_fn, t._output_index, t._requires_grad = None, 0, False
         return t
 
     def _alias(self, t: Tensor, index: int, differentiable: bool) -> Tensor:
         """Input `t` returned as output `index`: a new Tensor sharing its memory (a view
-        recorded in the graph when differentiable)."""
-        if not differentiable:
-            return alias(t, t._data)
-        return recorded_view(t, wrap(t._data, self, index), t._data)
+        recorded in the graph when differentiable). Either way it is a custom Function's
+        view, which cannot be written in place with grad recorded, as torch's."""
+        view = wrap(t._data, self, index) if differentiable else wrap(t._data)
+        return recorded_view(t, view, t._data)
 
     def _own(self, value: Tensor, index: int, inputs: object) -> Tensor:
         """Result `value` made output `index` of this node (a recorded view of the input it
         shares memory with, if any: an in-place write to it then raises)."""
         value.grad_fn, value._output_index, value._requires_grad = self, index, True
-        shared = value._version_counter
-        for t in inputs:
-            if shared is not None and t._version_counter is shared:
-                recorded_view(t, value, value._data)
+        _mark_views(value, inputs)
         return value
+
+
+def _mark_views(value: Tensor, inputs: Iterable[Tensor]) -> None:
+    """A result sharing memory with an input made that input's custom-Function view (an
+    in-place write to it with grad recorded then raises, as torch's)."""
+    shared = value._version_counter
+    for t in inputs:
+        if shared is not None and t._version_counter is shared:
+            recorded_view(t, value, value._data)
 
 
 def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
