@@ -38,6 +38,13 @@ import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 from torch import nn
 
 from reverie import fx_functional as fn
+from reverie import (
+    fx_rows_activations,
+    fx_rows_attention,
+    fx_rows_losses,
+    fx_rows_norm_pool,
+    fx_rows_shapes,
+)
 from reverie.fx_functional import UnsupportedArgument, float_dtype, refuse
 from reverie.tracing import UNARY_BUILTINS, Traced, concatenate, where
 
@@ -249,6 +256,13 @@ _METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
     "clamp": (_clamp, {}), "square": (lambda input: input * input, {}),
 }
 
+# the families kept in modules of their own (`fx_rows_*.py`), in tables of the same form
+FAMILIES = (fx_rows_activations, fx_rows_attention, fx_rows_losses, fx_rows_norm_pool,
+            fx_rows_shapes)
+for _family in FAMILIES:
+    _FUNCTIONS.update(_family.FUNCTIONS)
+    _METHODS.update(_family.METHODS)
+
 for _name in UNARY_BUILTINS:  # every elementwise built-in torch also has, both spellings
     if callable(getattr(torch, _name, None)):
         _FUNCTIONS.setdefault(getattr(torch, _name), (_unary(_name), {}))
@@ -291,6 +305,8 @@ MODULES: dict[type, Callable[..., Any]] = {
         x, t, m.weight, ignore_index=m.ignore_index, reduction=m.reduction,
         label_smoothing=m.label_smoothing),
 }
+for _family in FAMILIES:
+    MODULES.update(_family.MODULES)
 
 
 def supported_targets() -> dict[str, list[str]]:
