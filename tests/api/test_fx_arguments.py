@@ -54,6 +54,7 @@ VALUES: dict[str, list[Any]] = {
     "other": [0.5], "self": [0.5], "size": [(4, 3)], "padding_mode":
     ["circular", "reflect", "replicate"], "bias": [False], "elementwise_affine": [False],
     "device": ["cpu"], "cudnn_enable": [False], "weight": [positive(4)],
+    "log_target": [True], "pos_weight": [positive(4)], "delta": [0.5, 2.0],
 }
 WRITES = ("out", "inplace")  # refused as in-place writes by rv.fx, which is a refusal
 
@@ -79,6 +80,13 @@ EXAMPLES: dict[Any, tuple[tuple[Any, ...], dict[str, Any]]] = {
     F.conv1d: ((normal(2, 4, 7), normal(4, 2, 3)), {"bias": normal(4), "groups": 2}),
     F.conv2d: ((normal(2, 4, 6, 5), normal(4, 2, 3, 2)), {"bias": normal(4), "groups": 2}),
     F.pad: ((normal(2, 3, 5), (1, 2)), {}), torch._C._nn.pad: ((normal(2, 3, 5), (1, 2)), {}),
+    # the losses family (reverie/fx_rows_losses.py)
+    F.nll_loss: ((X, LABELS), {"weight": positive(4)}),
+    F.binary_cross_entropy: ((X.sigmoid(), Y.sigmoid()), {"weight": positive(3, 4)}),
+    F.binary_cross_entropy_with_logits: ((X, Y.sigmoid()), {"weight": positive(3, 4)}),
+    F.kl_div: ((X, positive(3, 4)), {}),
+    **{t: ((X, Y), {"weight": positive(3, 4)}) for t in (F.l1_loss, F.huber_loss)},
+    F.smooth_l1_loss: ((X, Y), {}),
 }
 
 # Module rows: constructor arguments and inputs.
