@@ -23,6 +23,13 @@ place (`x.add_(1)`, `batch_norm` in training), a view of a tensor the graph writ
 and a node whose value is not a tensor or a size (a tuple, a Python float) run in eager
 PyTorch; a Python number computed at run time (a float input, `.item()`) enters a segment
 as a 0-d tensor read at every call, never as a constant.
+
+Autocast: a node that `torch.autocast` casts (in a `with torch.autocast(...)` block of the
+model, or anywhere in a model called under autocast) would compute in bf16/f16 in torch,
+which Reverie's kernels do not: it runs in eager PyTorch with `fallback=True` (the block's
+`_enter_autocast`/`_exit_autocast` nodes too, so eager autocast sets its dtypes), and is
+an `UnsupportedNodeError` without — never computed in f32 instead. So is a node reading a
+tensor of a dtype Reverie lacks (bf16, f16).
 """
 
 from __future__ import annotations
@@ -37,9 +44,16 @@ import torch.fx
 from torch.utils._pytree import tree_flatten
 
 from reverie import fx_fake, fx_targets, interop_torch
-from reverie.fx_fake import UNKNOWN, Facts, storage_id, tensors_in
+from reverie.fx_fake import UNKNOWN, Facts, autocast_kept, autocast_state, storage_id, tensors_in
 from reverie.fx_targets import FUNCTIONS, METHODS, MODULES
-from reverie.tracing import RECORDER_FILES, Recording, Traced, TraceError, compile_recording
+from reverie.tracing import (
+    HOST_INPUTS,
+    RECORDER_FILES,
+    Recording,
+    Traced,
+    TraceError,
+    compile_recording,
+)
 
 RECORDER_FILES.update({__file__, fx_targets.__file__})
 
@@ -53,8 +67,27 @@ class Scalar:
     dtype: torch.dtype
 
 
-# A segment input: a graph value, the dotted path of a module parameter, or a number.
-Source = torch.fx.Node | str | Scalar
+@dataclass(frozen=True, eq=False)
+class Made:
+    """A tensor PyTorch makes at every call for the node being recorded (a dropout mask,
+    `randn_like`'s draw, `arange`), read by its segment before the kernel runs: the
+    segment's made inputs are made in graph order, as eager's are."""
+
+    node: torch.fx.Node
+    make: Callable[[], torch.Tensor]
+
+
+# A segment input: a graph value, the dotted path of a module parameter, a number, or a
+# tensor made at every call.
+Source = torch.fx.Node | str | Scalar | Made
+
+
+# Dynamo's nodes for `with torch.autocast(...)` inside a compiled function.
+AUTOCAST_MARKERS = (torch.amp.autocast_mode._enter_autocast,
+                    torch.amp.autocast_mode._exit_autocast)
+AUTOCAST_REFUSAL = ("torch.autocast computes it in reduced precision, and Reverie has no "
+                    "bf16/f16 kernels; compile with fallback=True (torch.compile(..., "
+                    "options={'fallback': True})) to run autocast regions in eager PyTorch")
 
 
 class UnsupportedNodeError(TypeError):
@@ -79,6 +112,9 @@ class Segment:
     kernel: interop_torch.KernelFunction
     inputs: list[Source]
     outputs: list[torch.fx.Node]
+    widths: list[int | None]  # the length of each output that is a tuple (`split`), or None
+    writes: list[Source] = field(default_factory=list)  # inputs written after the call with
+    # the kernel's last results (`Recording.write`: BatchNorm's running statistics)
 
 
 @dataclass
@@ -96,16 +132,21 @@ class _Open:
     values: dict[Source, Traced] = field(default_factory=dict)
     inputs: list[Source] = field(default_factory=list)
     nodes: set[torch.fx.Node] = field(default_factory=set)
+    writes: dict[Source, Traced] = field(default_factory=dict)  # input -> its value after
 
-    def mark(self) -> tuple[int, int, int]:
-        return len(self.inputs), len(self.recording.params), len(self.recording.lines)
+    def mark(self) -> tuple[int, int, int, int]:
+        recording = self.recording
+        return len(self.inputs), len(recording.params), len(recording.lines), \
+            len(recording.writes)
 
-    def rollback(self, mark: tuple[int, int, int]) -> None:
+    def rollback(self, mark: tuple[int, int, int, int]) -> None:
         """Forget the parameters and statements recorded since `mark` (a failed node's)."""
-        inputs, params, lines = mark
+        inputs, params, lines, writes = mark
         for source in self.inputs[inputs:]:
             del self.values[source]
-        del self.inputs[inputs:], self.recording.params[params:], self.recording.lines[lines:]
+        recording = self.recording
+        del self.inputs[inputs:], recording.params[params:], recording.lines[lines:]
+        del recording.writes[writes:]
 
 
 def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
@@ -156,8 +197,12 @@ class _Builder:
         """A new parameter of the open segment, read from `source` at every call."""
         if not all(isinstance(n, int) for n in shape):
             raise NotImplementedError(f"the shape {list(shape)} depends on data")
+        if dtype not in _REVERIE:
+            raise NotImplementedError(f"its operand has dtype {dtype}, which Reverie's kernels "
+                                      f"do not compute")
         name = (f"v_{source.node.name}_{_REVERIE.get(source.dtype, 'number')}"
-                if isinstance(source, Scalar) else "v_" + source.name
+                if isinstance(source, Scalar) else f"v_{source.node.name}_made"
+                if isinstance(source, Made) else "v_" + source.name
                 if isinstance(source, torch.fx.Node) else "v_" + source.replace(".", "_"))
         seg = self.open
         seg.values[source] = seg.recording.param_like(name, shape, _numpy_dtype(dtype))
@@ -176,10 +221,26 @@ class _Builder:
                                       f"dtype from")
         return dtypes[0]
 
+    def host_input(self, make: Callable[[torch.Tensor | None], torch.Tensor],
+                   shape: tuple[int, ...], element: str, like: Traced | None = None) -> Traced:
+        """`reverie.tracing.host_input` in rv.fx: a parameter of the open segment whose value
+        is `make(template)` at every call, `template` empty and laid out as eager's `like`
+        (its node's fake value gives the strides, which decide where random draws land)."""
+        fake = next((self.facts.values.get(n) for n, v in self.open.values.items()
+                     if v is like and isinstance(n, torch.fx.Node)), None)
+        if like is not None and not isinstance(fake, torch.Tensor):
+            fake = torch.empty(like.shape, dtype=_TORCH[like.element], device="meta")
+        layout = None if fake is None else (tuple(fake.shape), fake.stride(), fake.dtype)
+        source = Made(self.recording_node, lambda: make(
+            None if layout is None else torch.empty_strided(*layout[:2], dtype=layout[2])))
+        return self.parameter(source, shape, _TORCH[element])
+
     def weights(self, path: str, module: torch.nn.Module) -> dict[str, Traced]:
-        """A module's parameters as stand-ins, each read from `path.name` at call time."""
+        """A module's parameters and buffers as stand-ins, each read from `path.name` at
+        call time."""
         found = {}
-        for name, param in module.named_parameters(recurse=False):
+        for name, param in [*module.named_parameters(recurse=False),
+                            *module.named_buffers(recurse=False)]:
             source = f"{path}.{name}"
             found[name] = self.open.values[source] if source in self.open.values else \
                 self.parameter(source, tuple(param.shape), param.dtype)
@@ -206,28 +267,75 @@ class _Builder:
     def record(self, node: torch.fx.Node) -> Any:
         """`node` recorded in the open segment, or its value if it is a constant; a node
         that raises leaves nothing behind (no parameter, no statement)."""
-        if node in self.facts.mutating:
-            raise NotImplementedError("it writes into a tensor in place")
+        if node in self.facts.autocast:
+            raise NotImplementedError(AUTOCAST_REFUSAL)
         mark = self.open.mark()
         self.recording_node = node
         self.open.recording.origin = lambda: describe(node).split("\n")[0]
+        maker = HOST_INPUTS.set(self.host_input)
         try:
             result = self.emit(node)
             self.check(node, result)
+            writes = self.writes(node, mark)
         except Exception:
             self.open.rollback(mark)
             raise
+        finally:
+            HOST_INPUTS.reset(maker)
+        for source, value in writes:  # the nodes after this one read the new value
+            self.open.writes[source] = self.open.values[source] = value
         return result
+
+    def writes(self, node: torch.fx.Node, mark: tuple[int, ...]) -> list[tuple[Source, Traced]]:
+        """The in-place writes `node`'s row recorded (`Recording.write`), as (input, new
+        value): each into a tensor the segment reads (a graph input, a parameter or
+        buffer) that requires no gradient. A node that writes with no row recording it
+        is refused."""
+        recorded = self.open.recording.writes[mark[3]:]
+        if node in self.facts.mutating and not recorded:
+            raise NotImplementedError("it writes into a tensor in place")
+        writes = []
+        for target, value in recorded:
+            source = next((s for s in self.open.inputs if self.open.values[s] is target), None)
+            tensor = self.facts.values.get(source) if isinstance(source, torch.fx.Node) \
+                else _attribute(self.gm, source) if isinstance(source, str) else None
+            if not isinstance(tensor, torch.Tensor) or tensor.requires_grad:
+                raise NotImplementedError("it writes in place into a tensor that is not a "
+                                          "graph input, parameter or buffer free of autograd")
+            writes.append((source, value))
+        return writes
+
+    def sole_writer(self, node: torch.fx.Node, storage: int) -> bool:
+        """Whether `node` writes into `storage` and no other node that writes in place
+        reads it (so `node`'s result, a view of it, keeps its value)."""
+        return node in self.facts.mutating and not any(
+            storage in self.input_storages(other) for other in self.facts.mutating - {node})
+
+    def input_storages(self, node: torch.fx.Node) -> set[int]:
+        return {storage_id(t) for n in node.all_input_nodes
+                for t in tensors_in(self.facts.values.get(n))}
 
     def check(self, node: torch.fx.Node, result: Any) -> None:
         """Refuse a recording that is not what torch computes: another shape or dtype, a
         copy where torch gives a view of a tensor the graph writes into, a tensor where
         torch gives a number, a container of stand-ins."""
         fake = self.facts.values.get(node, UNKNOWN)
+        if _stand_ins(result):  # a tuple of tensors (`split`, `chunk`), each checked
+            fakes = fake if isinstance(fake, tuple | list) else [UNKNOWN] * len(result)
+            if len(fakes) != len(result):
+                raise NotImplementedError(f"recorded {len(result)} tensors, torch gives "
+                                          f"{len(fakes)}")
+            for member, member_fake in zip(result, fakes, strict=True):
+                self.check_tensor(node, member, member_fake)
+            return
         if not isinstance(result, Traced):
             if any(isinstance(v, Traced) for v in tree_flatten(result)[0]):
                 raise NotImplementedError(f"it gives a {type(result).__name__} of tensors")
             return
+        self.check_tensor(node, result, fake)
+
+    def check_tensor(self, node: torch.fx.Node, result: Traced, fake: Any) -> None:
+        """`check` of one recorded tensor against torch's fake value."""
         if fake is UNKNOWN:
             return
         if not isinstance(fake, torch.Tensor):
@@ -236,9 +344,9 @@ class _Builder:
         want = f"{_REVERIE.get(fake.dtype, fake.dtype)}{list(fake.shape)}"
         if got != want:
             raise NotImplementedError(f"recorded as {got}, torch gives {want}")
-        inputs = {storage_id(t) for n in node.all_input_nodes
-                  for t in tensors_in(self.facts.values.get(n))}
-        if storage_id(fake) in inputs and storage_id(fake) in self.facts.mutated:
+        storage = storage_id(fake)
+        if storage in self.input_storages(node) and storage in self.facts.mutated and \
+                not self.sole_writer(node, storage):
             raise NotImplementedError("torch gives a view of a tensor written in place")
 
     def node(self, node: torch.fx.Node) -> None:
@@ -246,6 +354,9 @@ class _Builder:
             return
         if node.op == "output":
             self.close()
+            return
+        if node.target in AUTOCAST_MARKERS:
+            self.autocast_marker(node)
             return
         try:
             result = self.record(node)
@@ -256,11 +367,20 @@ class _Builder:
                 raise UnsupportedNodeError(describe(node, str(error))) from None
             self.eager(node)
             return
-        if isinstance(result, Traced):
+        if isinstance(result, Traced) or _stand_ins(result):
             self.open.values[node] = result
             self.open.nodes.add(node)
         else:
             self.constants[node] = result
+
+    def autocast_marker(self, node: torch.fx.Node) -> None:
+        """Entering or leaving an autocast block: at run time with `fallback` (the nodes it
+        casts run eagerly between them); without, the nodes it casts were refused, so the
+        block changes nothing that compiles."""
+        if self.fallback:
+            self.eager(node)
+        else:
+            self.constants[node] = None
 
     def eager(self, node: torch.fx.Node) -> None:
         """A graph break: close the open segment; `node` runs in PyTorch at every call."""
@@ -272,13 +392,27 @@ class _Builder:
         seg = self.open
         outputs = [n for n in seg.values if isinstance(n, torch.fx.Node) and n in seg.nodes
                    and any(user not in seg.nodes for user in n.users)]
-        if outputs:
+        if outputs or seg.writes:
             name = f"segment{len(self.steps)}"
-            module = compile_recording(seg.recording, name, [seg.values[n] for n in outputs],
-                                       tuple_return=len(outputs) > 1)
+            results = [t for n in outputs for t in _members(seg.values[n])]
+            results += seg.writes.values()
+            module = compile_recording(seg.recording, name, results,
+                                       tuple_return=len(results) > 1)
+            widths = [len(v) if isinstance(v := seg.values[n], tuple) else None
+                      for n in outputs]
             self.steps.append(Segment(interop_torch.function(module[name]), seg.inputs,
-                                      outputs))
+                                      outputs, widths, list(seg.writes)))
         self.open = _Open()
+
+
+def _stand_ins(value: Any) -> bool:
+    """Whether `value` is a tuple of recorded tensors (the result of `split`)."""
+    return isinstance(value, tuple) and bool(value) and \
+        all(isinstance(v, Traced) for v in value)
+
+
+def _members(value: Traced | tuple[Traced, ...]) -> tuple[Traced, ...]:
+    return value if isinstance(value, tuple) else (value,)
 
 
 _TORCH = {"f64": torch.float64, "f32": torch.float32, "i64": torch.int64, "i32": torch.int32,
@@ -306,6 +440,8 @@ def _read(source: Source, gm: torch.fx.GraphModule, env: dict[torch.fx.Node, Any
     """The current value of a segment input."""
     if isinstance(source, Scalar):
         return torch.tensor(env[source.node], dtype=source.dtype)
+    if isinstance(source, Made):
+        return source.make()
     if isinstance(source, str):
         return _attribute(gm, source)
     return env[source]
@@ -318,6 +454,11 @@ class Plan:
 
     steps: list[Segment | EagerNode]
     constants: dict[torch.fx.Node, Any]
+    autocast_blocks: bool = field(init=False)  # whether an eager step enters autocast
+
+    def __post_init__(self) -> None:
+        self.autocast_blocks = any(isinstance(s, EagerNode) and s.node.target in
+                                   AUTOCAST_MARKERS for s in self.steps)
 
 
 def _concrete(value: Any) -> Any:
@@ -359,7 +500,7 @@ class CompiledGraph:
         self.plan_for(example_inputs)
 
     def plan_for(self, inputs: Sequence[Any]) -> Plan:
-        key = tuple(_signature(v) for v in inputs)
+        key = (*(_signature(v) for v in inputs), autocast_state())
         plan = self.plans.get(key)
         if plan is None:
             inputs = [_concrete(v) for v in inputs]
@@ -383,16 +524,31 @@ class CompiledGraph:
         env: dict[torch.fx.Node, Any] = dict(plan.constants)
         env.update(zip(self.placeholders, inputs, strict=True))
         env.update((n, _attribute(self.gm, n.target)) for n in self.attributes)
+        if plan.autocast_blocks:
+            with autocast_kept():  # left as it was if a step raises inside a block
+                self.run(plan, env)
+        else:
+            self.run(plan, env)
+        return torch.fx.node.map_arg(self.output, env.__getitem__)
+
+    def run(self, plan: Plan, env: dict[torch.fx.Node, Any]) -> None:
+        """Each step of `plan` in order, adding the values it defines to `env`."""
         for step in plan.steps:
             if isinstance(step, EagerNode):
                 node = step.node
                 env[node] = _run_eager(self.gm, node, torch.fx.node.map_arg(node.args, env.get),
                                        torch.fx.node.map_arg(node.kwargs, env.get))
                 continue
-            results = step.kernel(*(_read(s, self.gm, env) for s in step.inputs))
-            results = results if isinstance(results, tuple) else (results,)
-            env.update(zip(step.outputs, results, strict=True))
-        return torch.fx.node.map_arg(self.output, env.__getitem__)
+            # an input written after the call is passed as a copy: autograd saves it
+            results = step.kernel(*(_read(s, self.gm, env).clone() if s in step.writes
+                                    else _read(s, self.gm, env) for s in step.inputs))
+            flat = iter(results if isinstance(results, tuple) else (results,))
+            for node, width in zip(step.outputs, step.widths, strict=True):
+                env[node] = next(flat) if width is None else tuple(next(flat)
+                                                                    for _ in range(width))
+            with torch.no_grad():  # the in-place writes, once per call, as eager's
+                for source, value in zip(step.writes, flat, strict=True):
+                    _read(source, self.gm, env).copy_(value)
 
     @property
     def sources(self) -> list[str]:

@@ -9,12 +9,20 @@ tensors with metadata and no data, the values Dynamo itself records as
     facts.values[node]      # FakeTensor(size=(4, 3), dtype=float64), a SymFloat, a tuple...
     facts.mutating          # the nodes that write into a tensor (`add_`, batch_norm(training))
     facts.mutated           # the storages those writes reach (views share their base's)
+    facts.autocast          # the nodes whose operands `torch.autocast` casts (see below)
 
 Every tensor the graph reads (inputs, attributes, a module's parameters and buffers) is
 replaced by a fake one before any node runs, so no node writes into the model's real
 buffers or the caller's tensors, and the random stream and grad mode are as before. A node
 that cannot run on fakes (an op without a fake kernel, a value read from data) has the
 value `UNKNOWN`, and so has every node that uses it.
+
+The graph runs under the caller's `torch.autocast` state (Dynamo compiles a model called
+under autocast with that state on, and guards on it), and its own `_enter_autocast` /
+`_exit_autocast` nodes change it as they would at run time, so the fake values have
+autocast's dtypes. A node that reads a tensor autocast casts — a floating tensor other than
+f64, on a device where autocast is on — is in `facts.autocast`: torch computes it in
+reduced precision (or casts it to f32), which Reverie's kernels do not.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ class Facts:
     values: dict[torch.fx.Node, Any] = field(default_factory=dict)
     mutating: set[torch.fx.Node] = field(default_factory=set)
     mutated: set[int] = field(default_factory=set)  # storage ids, see `storage_id`
+    autocast: set[torch.fx.Node] = field(default_factory=set)
 
 
 def storage_id(tensor: torch.Tensor) -> int:
@@ -50,6 +59,35 @@ def storage_id(tensor: torch.Tensor) -> int:
 def tensors_in(value: Any) -> list[torch.Tensor]:
     """The tensors inside a (nested) argument or result."""
     return [v for v in tree_flatten(value)[0] if isinstance(v, torch.Tensor)]
+
+
+def autocast_casts(tensors: list[torch.Tensor]) -> bool:
+    """Whether `torch.autocast`, in its current state, casts any of `tensors` (autocast's
+    `is_eligible`: a floating tensor other than f64, on a device where autocast is on)."""
+    return any(t.is_floating_point() and t.dtype != torch.float64
+               and torch.is_autocast_enabled(t.device.type) for t in tensors)
+
+
+AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def autocast_state() -> tuple[Any, ...]:
+    """Whether autocast is on, and its dtype, on each device type it serves."""
+    return tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
+                 for d in AUTOCAST_DEVICES)
+
+
+@contextmanager
+def autocast_kept() -> Iterator[None]:
+    """The autocast state as it was, whatever autocast regions the graph entered and did
+    not leave (a node that raised between them)."""
+    state = autocast_state()
+    try:
+        yield
+    finally:
+        for device, (enabled, dtype) in zip(AUTOCAST_DEVICES, state, strict=True):
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
 
 
 class _FakeInterpreter(torch.fx.Interpreter):
@@ -77,6 +115,8 @@ class _FakeInterpreter(torch.fx.Interpreter):
         watched = tensors_in((args, kwargs))
         if n.op == "call_module":
             watched += self.module_state(n.target).values()
+        if autocast_casts(watched):
+            self.facts.autocast.add(n)
         versions = [t._version for t in watched]
         try:
             with self.mode:
@@ -108,8 +148,10 @@ class _FakeInterpreter(torch.fx.Interpreter):
 
 @contextmanager
 def _global_state_kept() -> Iterator[None]:
-    """Grad mode and the random stream as they were, whatever the graph's nodes set."""
-    with torch.random.fork_rng(devices=[]), torch.set_grad_enabled(torch.is_grad_enabled()):
+    """Grad mode, autocast and the random stream as they were, whatever the graph's nodes
+    set."""
+    with torch.random.fork_rng(devices=[]), torch.set_grad_enabled(torch.is_grad_enabled()), \
+            autocast_kept():
         yield
 
 
@@ -122,4 +164,5 @@ def propagate(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Facts:
     return interpreter.facts
 
 
-__all__ = ["UNKNOWN", "Facts", "propagate", "storage_id", "tensors_in"]
+__all__ = ["UNKNOWN", "Facts", "autocast_kept", "autocast_state", "propagate", "storage_id",
+           "tensors_in"]

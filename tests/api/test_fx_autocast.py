@@ -1,0 +1,166 @@
+"""`torch.autocast` through `rv.fx` and `torch.compile(backend="reverie")` (issue 33 item 3).
+
+Reverie has no bf16/f16 kernels yet, so a node that autocast casts runs in eager PyTorch
+(with `fallback=True`) and is refused by name without: the compiled model gives eager
+autocast's dtypes and values, never an f32 computation in their place. Nodes autocast does
+not cast (f64 ones, those outside a `with torch.autocast` block) still compile.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import reverie as rv  # noqa: E402
+
+BF16 = {"rtol": 1.6e-2, "atol": 1e-2}  # bf16 has 8 bits of mantissa
+STEPS = 3
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+
+
+def fallback(model: nn.Module) -> nn.Module:
+    return torch.compile(model, backend="reverie", options={"fallback": True})
+
+
+def penalty_step(run, model: nn.Module, optimizer, scaler, x, target) -> tuple:
+    """One step of the AMP docs' gradient penalty recipe: scaled create_graph gradients,
+    unscaled by hand, their norm added to the loss under autocast, then scaler.step."""
+    optimizer.zero_grad()
+    with torch.autocast("cpu", torch.bfloat16):
+        output = run(x)
+        loss = nn.functional.mse_loss(output, target)
+    params = list(model.parameters())
+    scaled = torch.autograd.grad(scaler.scale(loss), params, create_graph=True)
+    inv_scale = 1.0 / scaler.get_scale()
+    grads = [g * inv_scale for g in scaled]
+    with torch.autocast("cpu", torch.bfloat16):
+        norm = sum(g.pow(2).sum() for g in grads).sqrt()
+        loss = loss + norm
+    scaler.scale(loss).backward()
+    step_grads = [p.grad.clone() for p in params]
+    scaler.step(optimizer)
+    scaler.update()
+    return output, loss, grads, step_grads
+
+
+def test_gradient_penalty_recipe_equals_eager_autocast() -> None:
+    model = mlp()
+    twin = copy.deepcopy(model)
+    compiled = fallback(model)
+    runs = []
+    for run, m in ((compiled, model), (twin, twin)):
+        optimizer = torch.optim.SGD(m.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu", init_scale=256.0)
+        torch.manual_seed(1)
+        runs.append([penalty_step(run, m, optimizer, scaler, torch.randn(8, 6),
+                                  torch.randn(8, 3)) for _ in range(STEPS)])
+    for got, want in zip(*runs, strict=True):
+        for a, b in zip(torch.utils._pytree.tree_leaves(got),
+                        torch.utils._pytree.tree_leaves(want), strict=True):
+            assert a.dtype == b.dtype
+            torch.testing.assert_close(a, b, **BF16)
+    assert got[0].dtype == torch.bfloat16  # not computed in f32
+    for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(p, q, **BF16)
+
+
+def test_model_called_under_autocast_is_refused_without_fallback() -> None:
+    compiled = torch.compile(mlp(), backend="reverie")
+    with pytest.raises(Exception, match="torch.autocast computes it in reduced precision"), \
+            torch.autocast("cpu", torch.bfloat16):
+        compiled(torch.randn(4, 6))
+
+
+def test_f64_model_under_autocast_compiles_whole() -> None:
+    """Autocast never casts f64 tensors, so an f64 model compiles without fallback."""
+    model = mlp().double()
+    compiled = torch.compile(model, backend="reverie", fullgraph=True)
+    x = torch.randn(4, 6, dtype=torch.float64)
+    with torch.autocast("cpu", torch.bfloat16):
+        got, want = compiled(x), model(x)
+    assert got.dtype == want.dtype == torch.float64
+    torch.testing.assert_close(got, want)
+
+
+class AutocastBlock(nn.Module):
+    """An autocast block inside forward, between f32 computations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(6, 16)
+        self.outer = nn.Linear(16, 3)
+
+    def forward(self, x):
+        h = torch.tanh(x) * 2
+        with torch.autocast("cpu", torch.bfloat16):
+            h = torch.relu(self.inner(h))
+        return self.outer(h.float()).sin()
+
+
+class Captured:
+    """The `reverie` backend with fallback, keeping each graph it compiled."""
+
+    def __init__(self) -> None:
+        self.graphs: list[rv.fx.CompiledGraph] = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append(rv.fx.backend(gm, example_inputs, options={"fallback": True}))
+        return self.graphs[-1]
+
+
+def test_autocast_block_inside_forward_runs_eagerly_the_rest_compiles() -> None:
+    torch.manual_seed(0)
+    model = AutocastBlock()
+    twin = copy.deepcopy(model)
+    backend = Captured()
+    compiled = torch.compile(model, backend=backend)
+    for _ in range(STEPS):
+        x = torch.randn(5, 6)
+        outputs = []
+        for run, m in ((compiled, model), (twin, twin)):
+            m.zero_grad()
+            xg = x.clone().requires_grad_()
+            out = run(xg)
+            out.pow(2).sum().backward()
+            outputs.append([out, xg.grad, *(p.grad for p in m.parameters())])
+        for a, b in zip(*outputs, strict=True):
+            assert a.dtype == b.dtype
+            torch.testing.assert_close(a, b, **BF16)
+        assert not torch.is_autocast_enabled("cpu")  # the block was left
+    graph, = backend.graphs
+    eager = [s.node.name for s in next(iter(graph.plans.values())).steps
+             if isinstance(s, rv.fx.EagerNode)]
+    assert "_enter_autocast" in eager and "_exit_autocast" in eager
+    assert len(graph.sources) == 2  # tanh * 2 before the block, outer/sin after it
+    assert "bf16" not in "".join(graph.sources)
+
+
+def test_autocast_block_is_refused_by_name_without_fallback() -> None:
+    compiled = torch.compile(AutocastBlock(), backend="reverie")
+    with pytest.raises(Exception, match=r"(?s)node 'linear' \(call_function .*linear\).*"
+                                        r"torch.autocast computes it"):
+        compiled(torch.randn(5, 6))
+    assert not torch.is_autocast_enabled("cpu")
+
+
+def test_fx_graph_called_under_autocast_plans_again() -> None:
+    """rv.fx.compile outside autocast, called inside: the autocast state is part of the
+    signature a plan is made for, so the call gives eager autocast's bf16."""
+    model = mlp()
+    compiled = rv.fx.compile(torch.fx.symbolic_trace(model), [torch.randn(4, 6)],
+                             fallback=True)
+    x = torch.randn(4, 6)
+    torch.testing.assert_close(compiled(x), model(x))
+    with torch.autocast("cpu", torch.bfloat16):
+        got, want = compiled(x), model(x)
+    assert got.dtype == want.dtype == torch.bfloat16
+    torch.testing.assert_close(got, want, **BF16)
+    assert len(compiled.plans) == 2
