@@ -143,6 +143,12 @@ class BackwardFunction(FunctionCtx, GraphNode):
     def name(self) -> str:
         return type(self).__name__
 
+    def hook_layout(self) -> tuple[tuple[int, ...], int] | None:
+        """The tensor results' places among the forward's results (hooks see them all)."""
+        if len(self._output_positions) == self._result_count:
+            return None
+        return self._output_positions, self._result_count
+
     def input_edges(self) -> tuple[Tensor | None, ...]:
         return self._tensor_inputs
 
@@ -445,6 +451,12 @@ class DelayedError(GraphNode):
 
     def name(self) -> str:
         return "DelayedError"
+
+    def hook_layout(self) -> tuple[tuple[int, ...], int] | None:
+        """The tensor results' places among the forward's results (hooks see them all)."""
+        if len(self._output_positions) == self._result_count:
+            return None
+        return self._output_positions, self._result_count
 
     def input_edges(self) -> tuple[Tensor | None, ...]:
         return self._inputs

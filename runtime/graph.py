@@ -110,6 +110,11 @@ class GraphNode:
         default: the edges)."""
         return self.edges
 
+    def hook_layout(self) -> tuple[tuple[int, ...], int] | None:
+        """Where the tensor results sit among all results, for a node some of whose
+        results are no tensors (hooks see one entry per result); None: all are tensors."""
+        return None
+
     @property
     def next_functions(self) -> tuple[tuple[GraphNode | AccumulateGrad | None, int], ...]:
         """For each input, the node its gradient flows to and that node's output index:
@@ -312,13 +317,35 @@ def run_tensor_hooks(node: GraphNode, cotangents: list[object], create_graph: bo
             accumulate_grad(tensor, cotangents[index], create_graph)
 
 
-def run_prehooks(extras: NodeExtras, cotangents: list[object], create_graph: bool) -> None:
-    """The node's pre-hooks on its gradient outputs (in place)."""
+def run_prehooks(extras: NodeExtras, cotangents: list[object], create_graph: bool,
+                 node: GraphNode | None = None) -> None:
+    """The node's pre-hooks on its gradient outputs (in place; one per result of `node`,
+    None for a result that is no tensor, as torch shows them)."""
+    shown = _per_result(node, cotangents)
     with set_grad_enabled(create_graph):
         for hook in list(extras.prehooks.values()):
-            replaced = hook(tuple(_as_tensor(c) for c in cotangents))
+            replaced = hook(tuple(_as_tensor(c) for c in shown))
             if replaced is not None:
-                cotangents[:] = _returned_tuple(replaced, cotangents, create_graph, hook)
+                shown = _returned_tuple(replaced, shown, create_graph, hook)
+    cotangents[:] = _per_tensor_result(node, shown)
+
+
+def _per_result(node: GraphNode | None, cotangents: list[object]) -> list[object]:
+    """Cotangents (one per tensor result) laid out one per result of `node`."""
+    layout = None if node is None else node.hook_layout()
+    if layout is None:
+        return list(cotangents)
+    positions, count = layout
+    shown: list[object] = [None] * count
+    for position, c in zip(positions, cotangents, strict=True):
+        shown[position] = c
+    return shown
+
+
+def _per_tensor_result(node: GraphNode | None, shown: list[object]) -> list[object]:
+    """The inverse of `_per_result`."""
+    layout = None if node is None else node.hook_layout()
+    return list(shown) if layout is None else [shown[p] for p in layout[0]]
 
 
 def run_hooks(node: GraphNode, grads: list[object] | None, cotangents: list[object],
@@ -332,7 +359,7 @@ def run_hooks(node: GraphNode, grads: list[object] | None, cotangents: list[obje
     with set_grad_enabled(create_graph):
         for hook in list(node.extras.hooks.values()):
             replaced = hook(tuple(_as_tensor(g) for g in by_input),
-                            tuple(_as_tensor(c) for c in cotangents))
+                            tuple(_as_tensor(c) for c in _per_result(node, cotangents)))
             if replaced is not None:
                 by_input = _returned_tuple(replaced, by_input, create_graph, hook)
     return [g for g, edge in zip(by_input, slots, strict=True) if edge is not None]
@@ -345,7 +372,7 @@ def run_input_node_hooks(node: GraphNode, cotangents: list[object], create_graph
     on), so its hooks see None for every gradient input."""
     if node.extras is None:
         return
-    run_prehooks(node.extras, cotangents, create_graph)
+    run_prehooks(node.extras, cotangents, create_graph, node)
     run_hooks(node, None, cotangents, create_graph)
 
 

@@ -420,7 +420,7 @@ class Pass:
                     graph.run_input_node_hooks(node, cotangents, create_graph)
                 continue
             if extras is not None and extras.prehooks:
-                graph.run_prehooks(extras, cotangents, create_graph)
+                graph.run_prehooks(extras, cotangents, create_graph, node)
             edges = node.edges
             try:
                 grads = node.vjp(cotangents, create_graph, batch, retain_graph)

@@ -198,12 +198,8 @@ def test_grad_fn_prehooks_multiple_outputs(lib):
     assert_close(a.grad, as_array(b.grad) * 2)
 
 
-def test_grad_fn_prehooks_multiple_outputs_custom_function(lib, request):
+def test_grad_fn_prehooks_multiple_outputs_custom_function(lib):
     # the second half of torch's test_grad_fn_prehooks_multiple_outputs
-    if lib is not torch:
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="a custom Function's node hooks see its Tensor results only "
-                                "(torch: one entry per result, None for the int)"))
     DoubleMul2 = function(  # noqa: N806 -- torch's name
         lib, "DoubleMul2", lambda ctx, x, a, y: (ctx.__setattr__("a", a) or a * x * 2, a,
                                                  a * y * 2),
