@@ -533,15 +533,26 @@ def _unary_ufunc(x: Traced, name: str) -> Traced:
 
 
 def _matmul(a: Traced, b: Traced) -> Traced:
-    """NumPy `matmul` shapes for 1-D and 2-D operands (SPEC §2.3)."""
-    if a.ndim not in (1, 2) or b.ndim not in (1, 2):
-        raise TraceError(f"@ takes 1-D or 2-D operands, got {a.shape} and {b.shape} "
-                         f"({_user_line()})")
+    """NumPy `matmul` shapes (SPEC §2.3): a 1-D operand's axis is contracted and dropped,
+    the axes before the last two are batch axes, broadcast against each other."""
+    if not a.ndim or not b.ndim:
+        raise TraceError(f"@ takes operands of at least one dimension, got {a.shape} and "
+                         f"{b.shape} ({_user_line()}): use * for a scalar")
     if a.axes[-1].size != b.axes[0 if b.ndim == 1 else -2].size:
         raise TraceError(f"@ of shapes {a.shape} and {b.shape}: inner sizes differ "
                          f"({_user_line()})")
-    axes = a.axes[:-1] + (b.axes[-1:] if b.ndim == 2 else ())
+    batch = broadcast(a.axes[:-2], b.axes[:-2])
+    axes = batch + a.axes[-2:-1] + (b.axes[-1:] if b.ndim > 1 else ())
     return a.recording.let(f"{a.name} @ {b.name}", axes, a.element)
+
+
+def _dot(a: Traced, b: Traced) -> Traced:
+    """`np.dot`, which is `matmul` when `b` has at most two axes (else it pairs every
+    matrix of `a` with every one of `b`: refused)."""
+    if b.ndim > 2:
+        raise TraceError(f"np.dot with a second operand of {b.ndim} axes cannot be traced "
+                         f"({_user_line()}): use @ (np.matmul) for batched products")
+    return a @ b
 
 
 def _subscript(x: Traced, key: tuple[Any, ...]) -> Traced:
@@ -743,7 +754,7 @@ ARRAY_FUNCTIONS: dict[str, Callable[..., Traced]] = {
     "transpose": lambda x, axes=None: x.transpose(*(axes or ())),
     "reshape": lambda x, shape, **_: x.reshape(shape),
     "concatenate": concatenate,
-    "dot": lambda a, b: a @ b,
+    "dot": _dot,
 }
 
 

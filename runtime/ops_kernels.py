@@ -278,19 +278,28 @@ def reduce_kernel(op: str, a: object, axis: int | tuple[int, ...] | None,
                    [("a", (dtype, tokens))], (compute, result), body)
 
 
-@_memoised(lambda a, b: (a.dtype, len(a.shape), b.dtype, len(b.shape)))
+@_memoised(lambda a, b: (_describe(a), _describe(b)))
 def matmul_kernel(a: object, b: object) -> CompiledKernel:
-    """The kernel computing `a @ b` for 1-D and 2-D operands (NumPy `matmul` rules)."""
-    ranks = (len(a.shape), len(b.shape))
-    if not all(r in (1, 2) for r in ranks):
-        raise ValueError(f"'@' takes 1-D and 2-D tensors, got shapes {tuple(a.shape)} and "
-                         f"{tuple(b.shape)}; reshape them first")
+    """The kernel computing `a @ b` by NumPy `matmul` rules: a 1-D operand is a row (left)
+    or a column (right) whose axis the result drops, and the axes before the last two are
+    batch axes that broadcast (`[B, 1, M, K] @ [H, K, N]` is `[B, H, M, N]`)."""
+    shapes = (tuple(a.shape), tuple(b.shape))
+    if not all(shapes):
+        raise ValueError(f"'@' does not take 0-d tensors, got shapes {shapes[0]} and "
+                         f"{shapes[1]}; use '*'")
     compute = reverie_dtype(np.result_type(a.dtype, b.dtype))
     if compute not in NUMERIC:
         raise TypeError(f"'@' is not defined for {compute} tensors")
-    tokens_a = ("D0", "D1") if ranks[0] == 2 else ("D1",)
-    tokens_b = ("D1", "D2") if ranks[1] == 2 else ("D1",)
-    result = tokens_a[:-1] + tokens_b[1:]
+    if shapes[0][-1] != shapes[1][-2 if len(shapes[1]) > 1 else 0]:
+        raise ValueError(f"'@' of shapes {shapes[0]} and {shapes[1]}: the inner sizes differ")
+    try:
+        (batch_a, batch_b), batch = _broadcast_tokens([shapes[0][:-2], shapes[1][:-2]])
+    except ValueError:
+        raise ValueError(f"'@' of shapes {shapes[0]} and {shapes[1]}: the batch axes do not "
+                         f"broadcast") from None
+    tokens_a = (*batch_a, "M", "K") if len(shapes[0]) > 1 else ("K",)
+    tokens_b = (*batch_b, "K", "N") if len(shapes[1]) > 1 else ("K",)
+    result = (*batch, *tokens_a[-2:-1], *(tokens_b[-1:] if len(shapes[1]) > 1 else ()))
     dtypes = (reverie_dtype(a.dtype), reverie_dtype(b.dtype))
     params = [("a", (dtypes[0], tokens_a)), ("b", (dtypes[1], tokens_b))]
     body = f"{_converted('a', dtypes[0], compute)} @ {_converted('b', dtypes[1], compute)}"

@@ -387,16 +387,18 @@ def _arg_reduce(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
 
 @lowering("matmul")
 def _matmul(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
+    """C[..., i, j] = sum over k of A[..., i, k] · B[..., k, j] (a batched product keeps its
+    leading batch index in all three)"""
     w = ex.w
     a, b = args
-    inner = [w.extent(a.type.shape[1])]
+    inner = [w.extent(a.type.shape[-1])]
 
     def element(position: list[str]) -> str:
-        i, j = position
+        *batch, i, j = position
 
         def product(k: list[str]) -> str:
-            return scalar_op(w, "mul", [w.load(a, [i, k[0]]), w.load(b, [k[0], j])],
-                             a.type.dtype)
+            return scalar_op(w, "mul", [w.load(a, [*batch, i, k[0]]),
+                                        w.load(b, [*batch, k[0], j])], a.type.dtype)
 
         return reduce_value(w, "sum", a.type.dtype, inner, product)
 

@@ -21,7 +21,8 @@ Groups, with an IR example each:
 - elementwise       in `elementwise.py`: `%2 = tanh %x : f32[N]`, `%3 = add %a, %b : f32[N]`
 - broadcast         `%4 = broadcast %b {shape = [N, D]} : f32[N, D]`
 - reductions        `%5 = reduce_sum %x {axes = [1]} : f32[N]`, `argmax {axis = 0}`
-- linear algebra    `%6 = matmul %a, %b : f32[N, M]` (2-D only; the front end reshapes 1-D)
+- linear algebra    `%6 = matmul %a, %b : f32[N, M]` (2-D, or 3-D batched; the front end
+                    reshapes NumPy's 1-D and N-D operands to these)
 - shape ops         in `ops_shape.py`: transpose, reshape, slice, pad, concat, roll, ...
 - structured/loops  in `ops_structured.py`: generic (index notation), read, for
 - adjoint-only      in `ops_adjoint.py`: generic_scatter, for_history, trip_dim
@@ -310,9 +311,9 @@ def _infer_matmul(ops: list[TensorType], attrs: dict, regions: list) -> list[Ten
 
 register("matmul", "linalg", _infer_matmul,
          lambda ctx, args, op: [np.matmul(args[0], args[1])],
-         "Matrix product of 2-D operands: `%2 = matmul %a, %b : f32[N, M]` (3-D ones "
-         "[B, N, K] @ [B, K, M]: one product per batch row, made only by the back end's "
-         "contraction pass).", attrs={},
+         "Matrix product of 2-D operands: `%2 = matmul %a, %b : f32[N, M]`, or of 3-D ones "
+         "[B, N, K] @ [B, K, M]: one product per batch row (the front end's `@` on N-D "
+         "operands, and the back end's contraction pass).", attrs={},
          fusion=ROOT)
 
 # the other groups (each registers its ops here)

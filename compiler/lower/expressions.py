@@ -10,9 +10,10 @@ from __future__ import annotations
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import did_you_mean, error_at
 
-from ..ir.dims import Dim
-from ..ir.ops import dtype_class
-from ..ir.types import INT_DTYPES
+from ..ir.core import Value
+from ..ir.dims import Dim, num_elements
+from ..ir.ops import broadcast_shapes, dtype_class
+from ..ir.types import INT_DTYPES, ShapeError
 from .index_notation import IndexLowering
 from .slices import SliceLowering
 from .values import ExprTuple, ExprValue, FailedBinding, Suppressed, VarBinding
@@ -115,21 +116,46 @@ class ExpressionLowering(IndexLowering, SliceLowering):
         return self.elementwise(name, [left, right], node.span)
 
     def matmul(self, a: ExprValue, b: ExprValue, span: ast.Span) -> ExprValue:
-        """NumPy matmul for 1-D and 2-D operands, through a 2-D `matmul` op and reshapes."""
+        """NumPy `matmul`: a 1-D operand is a row (left) or column (right) whose axis the
+        result drops; the axes before the last two are batch axes, broadcast against each
+        other. The product is one 2-D `matmul` op when the right operand has no batch axes
+        (the left one's fold into its rows), else one 3-D one over the flattened batch."""
         (a, b), _ = self.unify([a, b], span)
-        if not (1 <= a.type.rank <= 2 and 1 <= b.type.rank <= 2):
-            raise error_at(span, f"'@' needs 1-D or 2-D operands, got {a.type} and {b.type}")
+        if a.type.rank == 0 or b.type.rank == 0:
+            raise error_at(span, f"'@' needs operands of at least one dimension, got {a.type} "
+                                 f"and {b.type}; use '*' for a scalar")
         one = Dim.const(1)
-        a2 = a.value if a.type.rank == 2 else self.builder.op_at(
-            span, "reshape", [a.value], {"shape": (one, a.type.shape[0])})
-        b2 = b.value if b.type.rank == 2 else self.builder.op_at(
-            span, "reshape", [b.value], {"shape": (b.type.shape[0], one)})
-        product = self.builder.op_at(span, "matmul", [a2, b2])
-        shape = tuple(([a.type.shape[0]] if a.type.rank == 2 else [])
-                      + ([b.type.shape[1]] if b.type.rank == 2 else []))
-        if shape != product.type.shape:
-            product = self.builder.op_at(span, "reshape", [product], {"shape": shape})
-        return ExprValue(product)
+        left = a.value if a.type.rank > 1 else self._reshaped(a.value, (one, *a.type.shape), span)
+        right = b.value if b.type.rank > 1 else self._reshaped(b.value, (*b.type.shape, one),
+                                                                  span)
+        k, k2 = left.type.shape[-1], right.type.shape[-2]
+        if k != k2:
+            raise error_at(span, f"matmul inner dimensions differ: {k} and {k2}")
+        try:
+            batch = broadcast_shapes(left.type.shape[:-2], right.type.shape[:-2])
+        except ShapeError as e:
+            raise error_at(span, f"'@' of {a.type} and {b.type}: the batch axes do not "
+                                 f"broadcast ({e})") from None
+        if right.type.rank == 2:
+            rows = self._reshaped(left, (num_elements(left.type.shape[:-1]), k), span)
+            product = self.builder.op_at(span, "matmul", [rows, right])
+        else:
+            stacks = [self._stacked(v, batch, span) for v in (left, right)]
+            product = self.builder.op_at(span, "matmul", stacks)
+        shape = (*batch, *a.type.shape[-2:-1], *(b.type.shape[-1:] if b.type.rank > 1 else ()))
+        return ExprValue(self._reshaped(product, shape, span))
+
+    def _stacked(self, matrices: Value, batch: tuple[Dim, ...], span: ast.Span) -> Value:
+        """`matrices` broadcast to the batch axes `batch`, then flattened to one batch axis."""
+        matrix = matrices.type.shape[-2:]
+        full = self.broadcast_to(ExprValue(matrices), (*batch, *matrix), span).value
+        return self._reshaped(full, (num_elements(batch), *matrix), span)
+
+    def _reshaped(self, value: Value, shape: tuple[Dim, ...], span: ast.Span) -> Value:
+        """`value` reshaped to `shape` (itself when it has that shape)."""
+        if value.type.shape == shape:
+            return value
+        return self.builder.op_at(span, "reshape", [value], {"shape": shape})
 
     def lower_attribute(self, node: ast.Attribute) -> ExprValue:
         """`x.T`: reverse the axes, like NumPy."""

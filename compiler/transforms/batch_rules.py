@@ -124,8 +124,11 @@ def _argsort(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[V
 @rule("matmul")
 def _matmul(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """a: [B, N, K] @ b = reshape(reshape(a, [B·N, K]) @ b); a @ b: [B, K, M] through
-    [K, B·M]; both batched: a generic over (B, N, M) reducing K"""
+    [K, B·M]; both batched: a generic over (B, N, M) reducing K; a batched product (3-D)
+    over the batch of both batch axes"""
     s, (a, b), size = ctx.scope, xs, ctx.size
+    if op.result.type.rank == 3:
+        return [_stacked_matmul(ctx, op, xs, flags)]
     if all(flags):
         return [_as_generic(ctx, op, xs, flags)]
     if flags[0]:
@@ -136,6 +139,17 @@ def _matmul(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Va
     wide = s.op("reshape", [s.op("transpose", [b], {"perm": [1, 0, 2]})], {"shape": (k, size * m)})
     product = s.op("reshape", [s.op("matmul", [a, wide])], {"shape": (a.type.shape[0], size, m)})
     return [s.op("transpose", [product], {"perm": [1, 0, 2]})]
+
+
+def _stacked_matmul(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> Value:
+    """a: [B, P, N, K] @ b: [B, P, K, M] = reshape(a as [B·P, N, K] @ b as [B·P, K, M]), an
+    unbatched operand broadcast along B first"""
+    s, size = ctx.scope, ctx.size
+    stacks = [s.op("reshape", [ctx.lift(x, f)],
+                   {"shape": (size * x_type.shape[0], *x_type.shape[1:])})
+              for x, f, x_type in zip(xs, flags, (v.type for v in op.operands), strict=True)]
+    product = s.op("matmul", stacks)
+    return s.op("reshape", [product], {"shape": (size, *op.result.type.shape)})
 
 
 def _generic_matmul(op: Op) -> Op:

@@ -295,9 +295,9 @@ def _reduce_prod(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
 
 @rule("matmul")
 def _matmul(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
-    """d (A @ B): Ā += C̄ @ Bᵀ, B̄ += Aᵀ @ C̄"""
+    """d (A @ B): Ā += C̄ @ Bᵀ, B̄ += Aᵀ @ C̄ (ᵀ of a batched operand: of each matrix)"""
     s, (a, b), cbar = ctx.scope, op.operands, bars[0]
-    t = {"perm": [1, 0]}
+    t = {"perm": [*range(a.type.rank - 2), a.type.rank - 1, a.type.rank - 2]}
     return [s.op("matmul", [cbar, s.op("transpose", [b], t)]) if ctx.wants[0] else None,
             s.op("matmul", [s.op("transpose", [a], t), cbar]) if ctx.wants[1] else None]
 

@@ -335,14 +335,15 @@ class BlockLowering:
         dtype = op.result.type.dtype
         if dtype in ("f32", "f64"):
             emit_matmul(em, out, a, b, self._pack_buffer())
-        else:
+        else:  # integers: out[..., i, j] += a[..., i, p] · b[..., p, j] in a loop nest
             em.map_nest(out, lambda index, body: zero(dtype))
-            m, k = a.shape
-            n = b.shape[1]
-            (i, p, j), inner = em.nest([(Dim.const(0), m), (Dim.const(0), k), (Dim.const(0), n)])
-            product = inner.let("mul", (inner.load(a, (i, p)), inner.load(b, (p, j))), dtype)
-            total = inner.let("add", (inner.load(out, (i, j)), product), dtype)
-            inner.stmts.append(Store(out, (i, j), total))
+            *batch, m, k = a.shape
+            n = b.shape[-1]
+            (*h, i, p, j), inner = em.nest([(Dim.const(0), d) for d in (*batch, m, k, n)])
+            product = inner.let("mul", (inner.load(a, (*h, i, p)), inner.load(b, (*h, p, j))),
+                                dtype)
+            total = inner.let("add", (inner.load(out, (*h, i, j)), product), dtype)
+            inner.stmts.append(Store(out, (*h, i, j), total))
         self.env[op.result] = out
 
     def _pack_buffer(self) -> Buffer:
