@@ -30,30 +30,45 @@ which Reverie's kernels do not: it runs in eager PyTorch with `fallback=True` (t
 `_enter_autocast`/`_exit_autocast` nodes too, so eager autocast sets its dtypes), and is
 an `UnsupportedNodeError` without — never computed in f32 instead. So is a node reading a
 tensor of a dtype Reverie lacks (bf16, f16).
+
+Sizes: a graph Dynamo made dynamic (at a second batch size, or with `dynamic=True`,
+`mark_dynamic`) is planned on its symbolic sizes, each of Dynamo's symbols a dimension of
+the kernels (`s0` is `S0`) and each size node (`x.size(0)`, `s0 * 5`) computed from the
+call's sizes, so every size Dynamo's guards admit runs the kernels compiled once. Kernels
+are kept by their Reverie source (`KERNELS`), so a graph Dynamo compiles again with the
+same source (a `no_grad` call) compiles nothing.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
+import sympy
 import torch
 import torch.fx
 from torch.utils._pytree import tree_flatten
+from torch.utils._sympy.functions import FloorDiv
 
 from reverie import fx_fake, fx_targets, interop_torch
+from reverie.dsl.diagnostics import CompileError
 from reverie.fx_fake import UNKNOWN, Facts, autocast_kept, autocast_state, storage_id, tensors_in
 from reverie.fx_targets import FUNCTIONS, METHODS, MODULES
+from reverie.runtime.lru import LruCache
 from reverie.tracing import (
     HOST_INPUTS,
     RECORDER_FILES,
+    Axis,
     Recording,
     Traced,
+    TracedModule,
     TraceError,
     compile_recording,
 )
+from reverie.tracing_sizes import Size
 
 RECORDER_FILES.update({__file__, fx_targets.__file__})
 
@@ -92,6 +107,11 @@ AUTOCAST_REFUSAL = ("torch.autocast computes it in reduced precision, and Reveri
 
 class UnsupportedNodeError(TypeError):
     """A graph node that Reverie cannot compile (no mapping, or an unsupported option)."""
+
+
+class _NotSymbolic(Exception):  # noqa: N818 (not an error: the static plan is used)
+    """A symbolic size the segments cannot express (an expression as a segment input's
+    size, two dimensions equal in the example): the graph is planned per static shape."""
 
 
 def describe(node: torch.fx.Node, reason: str = "") -> str:
@@ -133,15 +153,57 @@ class _Open:
     inputs: list[Source] = field(default_factory=list)
     nodes: set[torch.fx.Node] = field(default_factory=set)
     writes: dict[Source, Traced] = field(default_factory=dict)  # input -> its value after
+    dims: dict[sympy.Symbol, Axis] = field(default_factory=dict)  # Dynamo's size -> axis
 
-    def mark(self) -> tuple[int, int, int, int]:
+    def axis(self, size: int | torch.SymInt) -> Axis:
+        """The axis of a parameter of this size: a literal, or the dimension named for
+        Dynamo's symbol (`s0` is `S0`), with the example size as its value."""
+        if isinstance(size, int) or size.node.expr.is_number:  # static, or specialised
+            return Axis(int(size), str(int(size)))
+        symbol, hint = size.node.expr, size.node.hint
+        if hint is None:
+            raise NotImplementedError(f"the size {symbol} depends on data")
+        if not isinstance(symbol, sympy.Symbol):
+            raise _NotSymbolic(f"a segment input's size is the expression {symbol}")
+        if symbol not in self.dims:
+            named = self.recording.dims  # what `Recording.fix` finds a dimension by
+            if hint in named:
+                raise _NotSymbolic(f"the sizes {symbol} and {named[hint]} are equal in the "
+                                   f"example")
+            named[hint] = self.recording.claim(symbol.name.upper())
+            self.dims[symbol] = Axis(hint, named[hint])
+        return self.dims[symbol]
+
+    def declare(self, name: str, shape: Sequence[int | torch.SymInt],
+                element: str) -> Traced:
+        """A parameter `name: element[dims]` of this segment."""
+        name = self.recording.claim(name)
+        axes = tuple(self.axis(n) for n in shape)
+        dims = f"[{', '.join(a.dim for a in axes)}]" if axes else ""
+        self.recording.params.append(f"{name}: {element}{dims}")
+        return Traced(self.recording, name, axes, element)
+
+    def size(self, value: torch.SymInt) -> Size:
+        """A symbolic size as a `Size` of this segment's dimensions (`s0 * 5` is `S0 * 5`)."""
+        return _evaluate(value.node.expr, self.dimension)
+
+    def dimension(self, symbol: sympy.Symbol) -> Size:
+        if symbol not in self.dims:
+            raise _NotSymbolic(f"the size {symbol} is no axis of the segment's inputs")
+        axis = self.dims[symbol]
+        return Size(self.recording, axis.dim, axis.size, True)
+
+    def mark(self) -> tuple[int, int, int, int, int]:
         recording = self.recording
         return len(self.inputs), len(recording.params), len(recording.lines), \
-            len(recording.writes)
+            len(recording.writes), len(self.dims)
 
-    def rollback(self, mark: tuple[int, int, int, int]) -> None:
-        """Forget the parameters and statements recorded since `mark` (a failed node's)."""
-        inputs, params, lines, writes = mark
+    def rollback(self, mark: tuple[int, int, int, int, int]) -> None:
+        """Forget the parameters, dimensions and statements recorded since `mark` (a failed
+        node's)."""
+        inputs, params, lines, writes, dims = mark
+        for symbol in list(self.dims)[dims:]:
+            del self.recording.dims[self.dims.pop(symbol).size]
         for source in self.inputs[inputs:]:
             del self.values[source]
         recording = self.recording
@@ -149,8 +211,35 @@ class _Open:
         del recording.writes[writes:]
 
 
-def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    return torch.empty((), dtype=dtype).numpy().dtype
+def _evaluate(expr: sympy.Expr, symbol: Callable[[sympy.Symbol], Any]) -> Any:
+    """`expr`, a size of Dynamo's, computed with `symbol` for each of its symbols: a
+    `Size` with a segment's dimensions, or an int with a call's sizes."""
+    if isinstance(expr, sympy.Symbol):
+        return symbol(expr)
+    if isinstance(expr, sympy.Integer):
+        return int(expr)
+    args = [_evaluate(a, symbol) for a in expr.args]
+    if isinstance(expr, sympy.Add):
+        return functools.reduce(operator.add, args)
+    if isinstance(expr, sympy.Mul):
+        return functools.reduce(operator.mul, args)
+    if isinstance(expr, FloorDiv):
+        return args[0] // args[1]
+    raise _NotSymbolic(f"the size {expr} is not a sum or product of sizes")
+
+
+def _is_size(value: Any) -> bool:
+    """Whether `value` is a symbolic size of Dynamo's, or a tuple holding one."""
+    return fx_fake.is_symbolic(value) and not tensors_in(value)
+
+
+def _map_sizes(size: Callable[[torch.SymInt], Any], value: Any) -> Any:
+    """`value` with `size` of each symbolic size in it (a tuple of sizes as a tuple)."""
+    if isinstance(value, tuple | list):
+        return tuple(_map_sizes(size, v) for v in value)
+    if isinstance(value, torch.SymInt):
+        return size(value) if fx_fake.is_symbolic(value) else int(value)
+    return value
 
 
 def _is_number(value: Any) -> bool:
@@ -171,6 +260,8 @@ class _Builder:
         self.fallback = fallback
         self.constants = constants
         self.steps: list[Segment | EagerNode] = []
+        self.sizes: dict[torch.fx.Node, Any] = {}  # nodes of Dynamo's symbolic sizes
+        self.fixed: dict[sympy.Symbol, int] = {}  # the sizes a kernel was specialised to
         self.open = _Open()
         self.recording_node: torch.fx.Node | None = None
 
@@ -185,6 +276,8 @@ class _Builder:
         fake = self.facts.values.get(node, UNKNOWN)
         if isinstance(fake, torch.Tensor):
             return self.parameter(node, tuple(fake.shape), fake.dtype)
+        if _is_size(fake):  # Dynamo's symbolic size (`x.size(0)`, `s0 * 5`)
+            return _map_sizes(self.open.size, fake)
         if _is_number(fake):
             scalar = Scalar(node, self.number_dtype(node, fake))
             if scalar in self.open.values:
@@ -195,8 +288,9 @@ class _Builder:
 
     def parameter(self, source: Source, shape: tuple[Any, ...], dtype: torch.dtype) -> Traced:
         """A new parameter of the open segment, read from `source` at every call."""
-        if not all(isinstance(n, int) for n in shape):
-            raise NotImplementedError(f"the shape {list(shape)} depends on data")
+        if isinstance(source, Made) and not all(isinstance(n, int) for n in shape):
+            raise _NotSymbolic("a tensor made at every call (a random mask) has a symbolic "
+                               "size")
         if dtype not in _REVERIE:
             raise NotImplementedError(f"its operand has dtype {dtype}, which Reverie's kernels "
                                       f"do not compute")
@@ -205,7 +299,7 @@ class _Builder:
                 if isinstance(source, Made) else "v_" + source.name
                 if isinstance(source, torch.fx.Node) else "v_" + source.replace(".", "_"))
         seg = self.open
-        seg.values[source] = seg.recording.param_like(name, shape, _numpy_dtype(dtype))
+        seg.values[source] = seg.declare(name, shape, _REVERIE[dtype])
         seg.inputs.append(source)
         return seg.values[source]
 
@@ -340,8 +434,8 @@ class _Builder:
             return
         if not isinstance(fake, torch.Tensor):
             raise NotImplementedError(f"torch gives a {type(fake).__name__}, not a tensor")
-        got = f"{result.element}{list(result.shape)}"
-        want = f"{_REVERIE.get(fake.dtype, fake.dtype)}{list(fake.shape)}"
+        got = f"{result.element}{[a.size for a in result.axes]}"  # sizes in the example
+        want = f"{_REVERIE.get(fake.dtype, fake.dtype)}{[_hint(n) for n in fake.shape]}"
         if got != want:
             raise NotImplementedError(f"recorded as {got}, torch gives {want}")
         storage = storage_id(fake)
@@ -357,6 +451,9 @@ class _Builder:
             return
         if node.target in AUTOCAST_MARKERS:
             self.autocast_marker(node)
+            return
+        if _is_size(self.facts.values.get(node)):  # Dynamo's symbolic size (`x.size(0)`):
+            self.sizes[node] = self.facts.values[node]  # computed from a call's sizes
             return
         try:
             result = self.record(node)
@@ -400,9 +497,30 @@ class _Builder:
                                        tuple_return=len(results) > 1)
             widths = [len(v) if isinstance(v := seg.values[n], tuple) else None
                       for n in outputs]
-            self.steps.append(Segment(interop_torch.function(module[name]), seg.inputs,
-                                      outputs, widths, list(seg.writes)))
+            self.steps.append(Segment(_kernel(module, name), seg.inputs, outputs, widths,
+                                      list(seg.writes)))
+            self.fixed |= {symbol: axis.size for symbol, axis in seg.dims.items()
+                           if axis.dim in seg.recording.fixed}
         self.open = _Open()
+
+
+# Each segment's kernel by its Reverie source, which decides it: a graph Dynamo compiles
+# again (made dynamic, or for a `no_grad` call) runs the kernels already compiled.
+KERNELS: LruCache[str, interop_torch.KernelFunction] = LruCache(256)
+
+
+def _kernel(module: TracedModule, name: str) -> interop_torch.KernelFunction:
+    """The kernel `name` of `module` on torch tensors, the one compiled before for the
+    same source if any (its native code, derivatives and torch operator with it)."""
+    kernel = KERNELS.get(module.source)
+    if kernel is None:
+        kernel = KERNELS.setdefault(module.source, interop_torch.function(module[name]))
+    return kernel
+
+
+def _hint(size: int | torch.SymInt) -> int | None:
+    """A size in the example (None for one that depends on data)."""
+    return size if isinstance(size, int) else size.node.hint
 
 
 def _stand_ins(value: Any) -> bool:
@@ -454,11 +572,53 @@ class Plan:
 
     steps: list[Segment | EagerNode]
     constants: dict[torch.fx.Node, Any]
+    sizes: dict[torch.fx.Node, Any] = field(default_factory=dict)  # Dynamo's symbolic sizes,
+    # computed at every call from the call's (`Symbols.bind`)
+    fixed: dict[sympy.Symbol, int] = field(default_factory=dict)  # sizes a kernel fixed
     autocast_blocks: bool = field(init=False)  # whether an eager step enters autocast
 
     def __post_init__(self) -> None:
         self.autocast_blocks = any(isinstance(s, EagerNode) and s.node.target in
                                    AUTOCAST_MARKERS for s in self.steps)
+
+
+@dataclass
+class Symbols:
+    """Where a call's inputs hold each size symbol of a dynamic graph: Dynamo's fake value
+    of every input (`s0` for a dynamic dimension), and the autocast state planned under."""
+
+    examples: list[Any]
+    autocast: tuple[Any, ...]
+
+    def bind(self, inputs: Sequence[Any]) -> dict[sympy.Symbol, int] | None:
+        """Each symbol's size in `inputs`, or None where they do not fit the examples
+        (another dtype, rank or static size, a symbol of two sizes)."""
+        if autocast_state() != self.autocast:
+            return None
+        bindings: dict[sympy.Symbol, int] = {}
+        pairs: list[tuple[Any, int]] = []
+        for example, value in zip(self.examples, inputs, strict=True):
+            if isinstance(example, torch.Tensor):
+                if not isinstance(value, torch.Tensor) or value.dtype != example.dtype or \
+                        value.dim() != example.dim():
+                    return None
+                pairs += zip(example.shape, value.shape, strict=True)
+            elif isinstance(example, torch.SymInt):
+                pairs.append((example, value))
+            elif not _is_runtime(example) and example != value:
+                return None
+        for size, value in pairs:
+            expr = size.node.expr if isinstance(size, torch.SymInt) else size
+            if isinstance(expr, sympy.Symbol) and bindings.setdefault(expr, value) != value:
+                return None
+        if any(size_at(bindings, size) != value for size, value in pairs):
+            return None
+        return bindings
+
+
+def size_at(bindings: dict[sympy.Symbol, int], size: Any) -> Any:
+    """A size of Dynamo's (or a tuple of them) at a call's sizes."""
+    return _map_sizes(lambda s: int(_evaluate(s.node.expr, bindings.__getitem__)), size)
 
 
 def _concrete(value: Any) -> Any:
@@ -482,9 +642,14 @@ def _signature(value: Any) -> Any:
 class CompiledGraph:
     """The compiled graph: call it as the graph module (same inputs, same outputs).
 
-    Kernels are compiled for the example inputs' shapes (every dimension a literal, as
-    Dynamo's graphs are specialised to them); a call with other shapes compiles the graph
-    again for those, once, and keeps both."""
+    A dynamic graph of Dynamo's (a second batch size, `dynamic=True`, `mark_dynamic`) is
+    compiled once with its symbolic sizes as Reverie's dimensions (`s0` is `S0`), so every
+    size its guards admit runs the same kernels; a static graph is compiled for the example
+    inputs' shapes (every dimension a literal, as Dynamo specialised it), and a call with
+    other shapes (or sizes a kernel fixed, as `rv.trace` fixes a size Python decided with)
+    compiles the graph again for those, once, and keeps both. A kernel is compiled once
+    per Reverie source (`KERNELS`): the graph Dynamo compiles again for a `no_grad` call
+    runs the training graph's kernels."""
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                  fallback: bool) -> None:
@@ -497,33 +662,57 @@ class CompiledGraph:
         self.attributes = [n for n in gm.graph.nodes if n.op == "get_attr"]
         self.output = next(n for n in gm.graph.nodes if n.op == "output").args[0]
         self.plans: dict[tuple[Any, ...], Plan] = {}
-        self.plan_for(example_inputs)
+        self.symbolic: tuple[Plan, Symbols] | None = self.symbolic_plan()
+        if self.symbolic is None:
+            self.plan_for(example_inputs)
 
-    def plan_for(self, inputs: Sequence[Any]) -> Plan:
+    def symbolic_plan(self) -> tuple[Plan, Symbols] | None:
+        """The graph planned on Dynamo's symbolic sizes, or None for a static graph or one
+        whose sizes the segments cannot express (then it is planned per static shape)."""
+        examples = fx_fake.symbolic_examples(self.gm)
+        if examples is None:
+            return None
+        try:
+            plan = self.build(examples)
+        except (_NotSymbolic, UnsupportedNodeError, NotImplementedError, TraceError,
+                CompileError):
+            return None
+        return plan, Symbols(examples, autocast_state())
+
+    def build(self, inputs: Sequence[Any]) -> Plan:
+        """The plan for inputs like `inputs` (values, or Dynamo's fake values)."""
+        constants = {n: v for n, v in zip(self.placeholders, inputs, strict=True)
+                     if not _is_runtime(v) and not _is_size(v)}
+        constants |= {n: value for n in self.attributes
+                      if not isinstance(value := _attribute(self.gm, n.target), torch.Tensor)}
+        builder = _Builder(self.gm, fx_fake.propagate(self.gm, inputs), constants,
+                           self.fallback)
+        for node in self.gm.graph.nodes:
+            builder.node(node)
+        return Plan(builder.steps, builder.constants, builder.sizes, builder.fixed)
+
+    def plan_for(self, inputs: Sequence[Any]) -> tuple[Plan, dict[sympy.Symbol, int]]:
+        """The plan for a call's inputs, and the sizes of its symbols there."""
+        if self.symbolic is not None:
+            plan, symbols = self.symbolic
+            bindings = symbols.bind(inputs)
+            if bindings is not None and \
+                    all(bindings.get(s) == n for s, n in plan.fixed.items()):
+                return plan, bindings
         key = (*(_signature(v) for v in inputs), autocast_state())
-        plan = self.plans.get(key)
-        if plan is None:
-            inputs = [_concrete(v) for v in inputs]
-            constants = {n: v for n, v in zip(self.placeholders, inputs, strict=True)
-                         if not _is_runtime(v)}
-            constants |= {n: value for n in self.attributes
-                          if not isinstance(value := _attribute(self.gm, n.target),
-                                            torch.Tensor)}
-            builder = _Builder(self.gm, fx_fake.propagate(self.gm, inputs), constants,
-                               self.fallback)
-            for node in self.gm.graph.nodes:
-                builder.node(node)
-            plan = self.plans[key] = Plan(builder.steps, builder.constants)
-        return plan
+        if key not in self.plans:
+            self.plans[key] = self.build([_concrete(v) for v in inputs])
+        return self.plans[key], {}
 
     def __call__(self, *inputs: Any) -> Any:
         if len(inputs) != len(self.placeholders):
             raise TypeError(f"the compiled graph takes {len(self.placeholders)} inputs, "
                             f"got {len(inputs)}")
-        plan = self.plan_for(inputs)
+        plan, bindings = self.plan_for(inputs)
         env: dict[torch.fx.Node, Any] = dict(plan.constants)
         env.update(zip(self.placeholders, inputs, strict=True))
         env.update((n, _attribute(self.gm, n.target)) for n in self.attributes)
+        env.update((n, size_at(bindings, size)) for n, size in plan.sizes.items())
         if plan.autocast_blocks:
             with autocast_kept():  # left as it was if a step raises inside a block
                 self.run(plan, env)
@@ -552,8 +741,9 @@ class CompiledGraph:
 
     @property
     def sources(self) -> list[str]:
-        """The Reverie source of each compiled segment (of the first signature)."""
-        plan = next(iter(self.plans.values()))
+        """The Reverie source of each compiled segment (of the symbolic plan, else of the
+        first signature)."""
+        plan = self.symbolic[0] if self.symbolic else next(iter(self.plans.values()))
         return [s.kernel.kernel.module.source for s in plan.steps if isinstance(s, Segment)]
 
 

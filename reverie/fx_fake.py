@@ -3,9 +3,11 @@
 `rv.fx` plans a graph (which nodes compile, which run in eager PyTorch) from the shape,
 dtype and kind of every node's value. Those come from running the graph on FakeTensors —
 tensors with metadata and no data, the values Dynamo itself records as
-`node.meta["example_value"]` — for the concrete inputs of one call:
+`node.meta["example_value"]` — for the concrete inputs of one call, or for Dynamo's own
+example values, whose sizes may be symbolic (`s0` where Dynamo made a dimension dynamic):
 
     facts = propagate(gm, [x, 0.5])
+    facts = propagate(gm, symbolic_examples(gm))   # sizes s0, s0 * 5, ...: torch.SymInt
     facts.values[node]      # FakeTensor(size=(4, 3), dtype=float64), a SymFloat, a tuple...
     facts.mutating          # the nodes that write into a tensor (`add_`, batch_norm(training))
     facts.mutated           # the storages those writes reach (views share their base's)
@@ -34,7 +36,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -99,8 +101,10 @@ class _FakeInterpreter(torch.fx.Interpreter):
         self.facts = Facts()
 
     def fake(self, value: Any) -> Any:
+        """`value` with each tensor a fake of this mode (a fake of it already kept)."""
         return tree_map(lambda v: self.mode.from_tensor(v, static_shapes=True)
-                        if isinstance(v, torch.Tensor) else v, value)
+                        if isinstance(v, torch.Tensor) and not
+                        (isinstance(v, FakeTensor) and v.fake_mode is self.mode) else v, value)
 
     def run_node(self, n: torch.fx.Node) -> Any:
         args, kwargs = self.fetch_args_kwargs_from_env(n)
@@ -155,14 +159,44 @@ def _global_state_kept() -> Iterator[None]:
         yield
 
 
+def is_symbolic(value: Any) -> bool:
+    """Whether `value` (a size, a tuple of them, tensors) holds a size that is not a number."""
+    return any(isinstance(v, torch.SymInt) and not v.node.expr.is_number
+               for v in _numbers_in(value))
+
+
+def _numbers_in(value: Any) -> Iterator[Any]:
+    """The leaves of `value`, with a tensor's sizes and a `torch.Size`'s (which pytree
+    keeps whole) in its place."""
+    for leaf in tree_flatten(value)[0]:
+        if isinstance(leaf, torch.Tensor):
+            yield from leaf.shape
+        elif isinstance(leaf, tuple):
+            yield from leaf
+        else:
+            yield leaf
+
+
+def symbolic_examples(gm: torch.fx.GraphModule) -> list[Any] | None:
+    """The fake values Dynamo gave the graph's inputs, where some size among them is
+    symbolic (a dynamic graph); None for a graph of static sizes or without them."""
+    examples = [n.meta.get("example_value", UNKNOWN) for n in gm.graph.nodes
+                if n.op == "placeholder"]
+    if any(e is UNKNOWN for e in examples) or not is_symbolic(examples):
+        return None
+    return examples
+
+
 def propagate(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Facts:
-    """The fake value of every node of `gm` for inputs like `inputs` (static shapes)."""
-    mode = FakeTensorMode(shape_env=ShapeEnv())
+    """The fake value of every node of `gm` for inputs like `inputs`: concrete values
+    (static sizes), or fake ones (`symbolic_examples`), run in their own fake mode."""
+    modes = [v.fake_mode for v in inputs if isinstance(v, FakeTensor)]
+    mode = modes[0] if modes else FakeTensorMode(shape_env=ShapeEnv())
     interpreter = _FakeInterpreter(gm, mode)
     with _global_state_kept():
         interpreter.run(*inputs)
     return interpreter.facts
 
 
-__all__ = ["UNKNOWN", "Facts", "autocast_kept", "autocast_state", "propagate", "storage_id",
-           "tensors_in"]
+__all__ = ["UNKNOWN", "Facts", "autocast_kept", "autocast_state", "is_symbolic", "propagate",
+           "storage_id", "symbolic_examples", "tensors_in"]

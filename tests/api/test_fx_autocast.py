@@ -164,3 +164,25 @@ def test_fx_graph_called_under_autocast_plans_again() -> None:
     assert got.dtype == want.dtype == torch.bfloat16
     torch.testing.assert_close(got, want, **BF16)
     assert len(compiled.plans) == 2
+
+
+class RaisesInBlock(nn.Module):
+    """An autocast block whose eager node raises (Cholesky of a matrix that is not
+    positive definite)."""
+
+    def forward(self, x):
+        y = x * 2
+        with torch.autocast("cpu", torch.bfloat16):
+            factor = torch.linalg.cholesky(y @ y.T)
+        return factor.float() + 1
+
+
+def test_an_error_inside_a_block_leaves_autocast_as_it_was() -> None:
+    backend = Captured()
+    good = torch.eye(3) + 0.1
+    torch.testing.assert_close(torch.compile(RaisesInBlock(), backend=backend)(good),
+                               RaisesInBlock()(good))
+    graph, = backend.graphs  # called directly: Dynamo's frame does not restore the state
+    with pytest.raises(torch.linalg.LinAlgError):
+        graph(torch.zeros(3, 3))
+    assert not torch.is_autocast_enabled("cpu")  # as eager's `with` block leaves it
