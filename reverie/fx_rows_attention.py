@@ -4,15 +4,183 @@ Each table has the form of `fx_targets`' own: `FUNCTIONS` (call_function target 
 (recording, arguments accepted at one value)), `METHODS` (Tensor method name -> the same),
 `MODULES` (nn.Module class -> (module, recorded weights, *inputs) -> value). `fx_targets`
 merges them into the one table.
+
+Attention is recorded as torch's math: batched products (`@` over the leading axes),
+an additive mask, a softmax over the last axis.
+
+    scaled_dot_product_attention   softmax(q kᵀ · scale + mask) v; a bool `attn_mask`
+        keeps the positions where it is True, a float one is added; `is_causal` keeps
+        key j ≤ query i. A query masked from every key gets 0 (torch's safe softmax).
+        Dropout (`dropout_p` > 0) and grouped-query attention are refused.
+    multi_head_attention_forward   what `nn.MultiheadAttention` calls (Dynamo hands it over
+        as one node, the module's inputs transposed to (L, N, E) for `batch_first`): the
+        in-projection (packed or separate weights), `attn_mask` (2-D or 3-D, bool True =
+        masked out, or float) and `key_padding_mask` merged as torch merges them, the heads'
+        attention, the out-projection, and the attention weights, averaged over the heads
+        with `average_attn_weights`. `is_causal` is the hint torch then ignores (the mask
+        is used). `need_weights=False` (a result of (output, None), which rv.fx does not
+        record), `bias_k`/`bias_v`, `add_zero_attn`, `static_k`/`static_v` and dropout in
+        training are refused.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
+
+from reverie.fx_functional import linear, refuse
+from reverie.tracing import RECORDER_FILES, Axis, Traced, where
+
+RECORDER_FILES.add(__file__)
+
 Emit = Callable[..., Any]
 
-FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {}
+
+def _minus_infinity(like: Traced) -> Traced:
+    """−∞ of `like`'s dtype, as a statement (source constants are finite): the score of a
+    masked position, which the softmax turns into a weight of exactly 0."""
+    return like.recording.let("log(0.0)", (), like.element)
+
+
+def _causal(length: int, sources: int, like: Traced) -> Traced:
+    """The bool [length, sources] mask of torch's `is_causal`, in `like`'s recording:
+    key j ≤ query i."""
+    rec = like.recording
+    i, j = rec.claim("ci"), rec.claim("cj")
+    return rec.let(f"{j} <= {i}", (Axis(length, str(length)), Axis(sources, str(sources))),
+                   "bool", index=f"[{i} in 0..{length}, {j} in 0..{sources}]")
+
+
+def _masked(scores: Traced, mask: Traced | None) -> Traced:
+    """Scores with a mask applied as SDPA reads it: bool keeps where True, float adds."""
+    if mask is None:
+        return scores
+    if mask.element == "bool":
+        return where(mask, scores, _minus_infinity(scores))
+    return scores + mask
+
+
+def _attend(q: Traced, k: Traced, v: Traced, scale: float, mask: Traced | None,
+            safe: bool = False) -> tuple[Traced, Traced]:
+    """(softmax(q kᵀ · scale + mask) v, the weights) over the leading batch axes, the
+    mask read as `_masked` reads it. `safe` is SDPA's softmax: a row masked out whole
+    weighs 0 (torch's `_safe_softmax`), where the plain one is NaN."""
+    order = (*range(k.ndim - 2), k.ndim - 1, k.ndim - 2)
+    scores = _masked((q @ k.transpose(order)) * scale, mask)
+    weights = scores.along("softmax", -1)
+    if safe:
+        dead = scores.max(axis=-1, keepdims=True) == _minus_infinity(scores)
+        weights = where(dead, 0.0, weights)
+    return weights @ v, weights
+
+
+def scaled_dot_product_attention(query: Traced, key: Traced, value: Traced,
+                                 attn_mask: Traced | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Traced:
+    """F.scaled_dot_product_attention (torch's math): softmax(q kᵀ · scale + mask) v."""
+    if query.shape[:-2] != key.shape[:-2]:
+        raise refuse("scaled_dot_product_attention", "key", key,
+                     "Reverie takes the query's batch axes (no broadcasting)")
+    if is_causal and attn_mask is not None:
+        raise refuse("scaled_dot_product_attention", "is_causal", is_causal,
+                     "torch takes is_causal or attn_mask, not both")
+    factor = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    mask = _causal(query.shape[-2], key.shape[-2], query) if is_causal else attn_mask
+    return _attend(query, key, value, factor, mask, safe=True)[0]
+
+
+def _additive(mask: Traced | None, like: Traced) -> Traced | None:
+    """A mask of `nn.MultiheadAttention` (bool True = masked out, or float) as the float
+    mask torch adds to the scores."""
+    if mask is None or mask.element != "bool":
+        return mask
+    return where(mask, _minus_infinity(like), 0.0)
+
+
+def _in_projection(query: Traced, key: Traced, value: Traced, weights: list[Traced],
+                   bias: Traced | None) -> list[Traced]:
+    """q, k, v: each input through its weight and its third of the packed bias."""
+    embed = weights[0].shape[0]
+    biases = [None] * 3 if bias is None else [bias[i * embed:(i + 1) * embed] for i in range(3)]
+    return [linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases,
+                                               strict=True)]
+
+
+def _heads(x: Traced, batch: int, heads: int) -> Traced:
+    """(L, N, E) -> (N, heads, L, E / heads)."""
+    length, _, embed = x.shape
+    return x.reshape(length, batch, heads, embed // heads).transpose(1, 2, 0, 3)
+
+
+def _attention_bias(attn_mask: Traced | None, key_padding_mask: Traced | None, batch: int,
+                    heads: int, like: Traced) -> Traced | None:
+    """The float mask torch adds to the (N, heads, L, S) scores: `attn_mask` (L, S) or
+    (N·heads, L, S) plus `key_padding_mask` (N, S) along the keys."""
+    bias = _additive(attn_mask, like)
+    if bias is not None and bias.ndim == 3:
+        bias = bias.reshape(batch, heads, *bias.shape[1:])
+    padding = _additive(key_padding_mask, like)
+    if padding is not None:
+        padding = padding.reshape(batch, 1, 1, padding.shape[-1])
+        bias = padding if bias is None else bias + padding
+    return bias
+
+
+def multi_head_attention_forward(
+        query: Traced, key: Traced, value: Traced, embed_dim_to_check: int, num_heads: int,
+        in_proj_weight: Traced | None, in_proj_bias: Traced | None, bias_k: Any, bias_v: Any,
+        add_zero_attn: bool, dropout_p: float, out_proj_weight: Traced,
+        out_proj_bias: Traced | None, training: bool = True,
+        key_padding_mask: Traced | None = None, need_weights: bool = True,
+        attn_mask: Traced | None = None, use_separate_proj_weight: bool = False,
+        q_proj_weight: Traced | None = None, k_proj_weight: Traced | None = None,
+        v_proj_weight: Traced | None = None, static_k: Any = None, static_v: Any = None,
+        average_attn_weights: bool = True, is_causal: bool = False
+) -> tuple[Traced, Traced]:
+    """F.multi_head_attention_forward on (L, N, E) inputs (or unbatched (L, E))."""
+    target = "multi_head_attention_forward"
+    if training and dropout_p > 0:
+        raise refuse(target, "dropout_p", dropout_p, "dropout in training mode draws masks; "
+                     "call model.eval() or use dropout=0")
+    if not need_weights:
+        raise refuse(target, "need_weights", need_weights, "rv.fx records a tuple of "
+                     "tensors, and (output, None) is not one")
+    if query.shape[-1] != embed_dim_to_check:
+        raise refuse(target, "embed_dim_to_check", embed_dim_to_check,
+                     f"the query's embedding is {query.shape[-1]}")
+    batched = query.ndim == 3
+    if not batched:
+        query, key, value = (x.reshape(x.shape[0], 1, x.shape[1]) for x in (query, key, value))
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.reshape(1, *key_padding_mask.shape)
+    length, batch, embed = query.shape
+    weights = [q_proj_weight, k_proj_weight, v_proj_weight] if use_separate_proj_weight \
+        else [in_proj_weight[i * embed:(i + 1) * embed] for i in range(3)]
+    q, k, v = (_heads(x, batch, num_heads)
+               for x in _in_projection(query, key, value, weights, in_proj_bias))
+    bias = _attention_bias(attn_mask, key_padding_mask, batch, num_heads, q)
+    out, attention = _attend(q, k, v, 1 / math.sqrt(embed // num_heads), bias)
+    out = linear(out.transpose(2, 0, 1, 3).reshape(length, batch, embed), out_proj_weight,
+                 out_proj_bias)
+    if average_attn_weights:
+        attention = attention.mean(axis=1)
+    if not batched:
+        out = out.reshape(length, embed)
+        attention = attention.reshape(attention.shape[1:])
+    return out, attention
+
+
+ONE_VALUE = {"enable_gqa": False, "dropout_p": 0.0}  # grouped queries, dropout: refused
+MHA_ONLY = {"bias_k": None, "bias_v": None, "add_zero_attn": False, "static_k": None,
+            "static_v": None}
+
+FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
+    F.scaled_dot_product_attention: (scaled_dot_product_attention, ONE_VALUE),
+    F.multi_head_attention_forward: (multi_head_attention_forward, MHA_ONLY),
+}
 METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {}
 MODULES: dict[type, Callable[..., Any]] = {}

@@ -55,6 +55,12 @@ VALUES: dict[str, list[Any]] = {
     ["circular", "reflect", "replicate"], "bias": [False], "elementwise_affine": [False],
     "device": ["cpu"], "cudnn_enable": [False], "weight": [positive(4)],
     "log_target": [True], "pos_weight": [positive(4)], "delta": [0.5, 2.0],
+    "attn_mask": [normal(3, 3) > 0.3, normal(3, 3)], "dropout_p": [0.0, 0.1],
+    "is_causal": [True], "scale": [0.3], "enable_gqa": [True],
+    "key_padding_mask": [torch.tensor([[False, False, True], [False] * 3])],
+    "need_weights": [False], "average_attn_weights": [False],
+    "use_separate_proj_weight": [True],
+    "static_k": [normal(4, 3, 2)], "static_v": [normal(4, 3, 2)],
 }
 WRITES = ("out", "inplace")  # refused as in-place writes by rv.fx, which is a refusal
 
@@ -87,6 +93,12 @@ EXAMPLES: dict[Any, tuple[tuple[Any, ...], dict[str, Any]]] = {
     F.kl_div: ((X, positive(3, 4)), {}),
     **{t: ((X, Y), {"weight": positive(3, 4)}) for t in (F.l1_loss, F.huber_loss)},
     F.smooth_l1_loss: ((X, Y), {}),
+    # the attention family (reverie/fx_rows_attention.py)
+    F.scaled_dot_product_attention: ((normal(2, 3, 4), normal(2, 3, 4), normal(2, 3, 4)), {}),
+    F.multi_head_attention_forward: (
+        (normal(3, 2, 4), normal(3, 2, 4), normal(3, 2, 4), 4, 2, normal(12, 4), normal(12),
+         None, None, False, 0.0, normal(4, 4), normal(4)),
+        {"attn_mask": normal(3, 3), **{f"{x}_proj_weight": normal(4, 4) for x in "qkv"}}),
 }
 
 # Module rows: constructor arguments and inputs.

@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
 
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 DTYPES = [torch.float32, torch.float64]
 
@@ -51,7 +52,8 @@ def assert_same(fn, inputs, dtype, parameters=(), second=True, frozen=()) -> Non
     """`fn` compiled whole by Reverie equals eager `fn` to every order asked."""
     compiled = torch.compile(fn, backend="reverie", fullgraph=True)
     got = derivatives(compiled, inputs, parameters, second, frozen)
-    want = derivatives(fn, inputs, parameters, second, frozen)
+    with sdpa_kernel(SDPBackend.MATH):  # the CPU's flash attention has no double backward
+        want = derivatives(fn, inputs, parameters, second, frozen)
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a.detach(), b.detach(), **tolerance(dtype))
 
@@ -140,3 +142,99 @@ def test_loss_arguments_refused_by_name() -> None:
     refused(lambda x, t: F.l1_loss(x, t), [x, t], "target")
     refused(lambda x, t: F.smooth_l1_loss(x, t, reduction="mean_all"), [x, x], "reduction")
     refused(lambda x: F.nll_loss(x, torch.tensor(1)), [x[0]], "input")
+
+
+# ---------------------------------------------------------------- attention
+
+def qkv(dtype, *batch, length=5, sources=5, depth=4):
+    return [logits(dtype, *batch, length, depth), logits(dtype, *batch, sources, depth),
+            logits(dtype, *batch, sources, depth)]
+
+
+ATTENTION = {
+    "plain 4-d": lambda d: (F.scaled_dot_product_attention, qkv(d, 2, 3)),
+    "3-d, cross": lambda d: (F.scaled_dot_product_attention, qkv(d, 2, sources=6)),
+    "is_causal": lambda d: (lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, is_causal=True), qkv(d, 2, 2, sources=7)),
+    "scale": lambda d: (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3),
+                        qkv(d, 2, 2)),
+    "bool mask": lambda d: (lambda q, k, v, m: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=m > -0.5),
+        [*qkv(d, 2, 2), logits(d, 5, 5) + 10 * torch.eye(5, dtype=d)]),
+    "bool mask, a query masked whole": lambda d: (lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.arange(5) < torch.arange(5)[:, None]), qkv(d, 2)),
+    "float mask": lambda d: (lambda q, k, v, m: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=m), [*qkv(d, 2, 2), logits(d, 2, 1, 5, 5)]),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", sorted(ATTENTION))
+def test_scaled_dot_product_attention(case: str, dtype: torch.dtype) -> None:
+    fn, inputs = ATTENTION[case](dtype)
+    assert_same(fn, inputs, dtype, frozen=(3,) if case == "bool mask" else ())
+
+
+def test_attention_arguments_refused_by_name() -> None:
+    q, k, v = qkv(torch.float64, 2, 2)
+    refused(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.1),
+            [q, k, v], "dropout_p")
+    refused(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+            [q, k, v], "enable_gqa")
+
+
+def attention_module(dtype, batch_first, **options) -> nn.MultiheadAttention:
+    return nn.MultiheadAttention(8, 2, batch_first=batch_first, **options).to(dtype)
+
+
+# forward(module, x, key padding, attention mask) for each call pattern; the module turns
+# bool masks into float ones in place (`_canonical_mask`: masked_fill_), so it gets float
+# masks here, and F.multi_head_attention_forward gets bool ones in test_mha_bool_masks
+MHA = {
+    "self": lambda m, x, kpm, mask: m(x, x, x),
+    "per-head weights": lambda m, x, kpm, mask: m(x, x, x, average_attn_weights=False),
+    "key_padding_mask": lambda m, x, kpm, mask: m(x, x, x, key_padding_mask=kpm),
+    "attn_mask": lambda m, x, kpm, mask: m(x, x, x, attn_mask=mask),
+    "both masks": lambda m, x, kpm, mask: m(x, x, x, key_padding_mask=kpm, attn_mask=mask),
+    "cross": lambda m, x, kpm, mask: m(x, x.tanh() * 2, x.tanh() * 2, attn_mask=mask),
+}
+
+
+def float_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return torch.zeros(mask.shape, dtype=dtype).masked_fill(mask, float("-inf"))
+
+
+KEY_PADDING = torch.tensor([[False] * 4 + [True], [False] * 5, [False, True] + [False] * 3])
+CAUSAL = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("case", sorted(MHA))
+def test_multihead_attention(case: str, batch_first: bool, dtype: torch.dtype) -> None:
+    module = attention_module(dtype, batch_first)
+    x = logits(dtype, 3, 5, 8) if batch_first else logits(dtype, 5, 3, 8)
+    key_padding, mask = float_mask(KEY_PADDING, dtype), float_mask(CAUSAL, dtype)
+    forward = MHA[case]
+    assert_same(lambda x: forward(module, x, key_padding, mask), [x], dtype,
+                list(module.parameters()))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("batched", [True, False])
+def test_mha_bool_masks(batched: bool, dtype: torch.dtype) -> None:
+    """F.multi_head_attention_forward itself, bool masks (True = masked out), 3-D
+    attn_mask (one per batch row and head), separate projection weights, unbatched input."""
+    m = attention_module(dtype, False)
+    w = list(m.in_proj_weight.detach().chunk(3))
+    x = logits(dtype, 5, 3, 8) if batched else logits(dtype, 5, 8)
+    key_padding = KEY_PADDING if batched else KEY_PADDING[0]
+    mask = CAUSAL.expand(6, 5, 5) if batched else CAUSAL
+
+    def forward(x, q_weight, k_weight, v_weight):
+        return F.multi_head_attention_forward(
+            x, x, x, 8, 2, None, m.in_proj_bias, None, None, False, 0.0, m.out_proj.weight,
+            m.out_proj.bias, key_padding_mask=key_padding, attn_mask=mask,
+            use_separate_proj_weight=True, q_proj_weight=q_weight, k_proj_weight=k_weight,
+            v_proj_weight=v_weight)
+    assert_same(forward, [x, *w], dtype, list(m.parameters())[1:])
