@@ -44,7 +44,7 @@ def cast(x: Traced, dtype: str) -> Traced:
 # ---------------------------------------------------------------- activations
 
 def linear(input: Traced, weight: Traced, bias: Traced | None = None) -> Traced:
-    """F.linear: y = x Wᵀ + b (x of rank 1 or 2)."""
+    """F.linear: y = x Wᵀ + b over the last axis of x, of any rank (`@`'s batch axes)."""
     y = input @ weight.T
     return y if bias is None else y + bias
 

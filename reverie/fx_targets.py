@@ -137,6 +137,24 @@ def _div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Any:
     return input / other
 
 
+def _scaled_sum(input: Any, product: Traced, beta: Any, alpha: Any) -> Traced:
+    """beta · input + alpha · product, as torch's `addmm` family: at beta=0 the input is
+    not read (its NaNs do not propagate)."""
+    scaled = product if alpha == 1 else product * alpha
+    if beta == 0:
+        return scaled
+    return scaled + (input if beta == 1 else input * beta)
+
+
+def _addmm(input: Any, mat1: Traced, mat2: Traced, *, beta: Any = 1, alpha: Any = 1) -> Traced:
+    return _scaled_sum(input, mat1 @ mat2, beta, alpha)
+
+
+def _baddbmm(input: Any, batch1: Traced, batch2: Traced, *, beta: Any = 1,
+             alpha: Any = 1) -> Traced:
+    return _scaled_sum(input, batch1 @ batch2, beta, alpha)
+
+
 def _view(input: Traced, *shape: Any) -> Traced:
     return input.reshape(*shape)
 
@@ -218,7 +236,9 @@ _FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     torch.add: (_add(1), {}), torch.sub: (_add(-1), {}), torch.mul: (operator.mul, {}),
     torch.div: (_div, {}), torch.pow: (operator.pow, {}), torch.neg: (operator.neg, {}),
     torch.matmul: (operator.matmul, {}), torch.mm: (operator.matmul, {}),
-    torch.mv: (operator.matmul, {}), torch.square: (lambda input: input * input, {}),
+    torch.mv: (operator.matmul, {}), torch.bmm: (operator.matmul, {}),
+    torch.addmm: (_addmm, {}), torch.baddbmm: (_baddbmm, {}),
+    torch.square: (lambda input: input * input, {}),
     torch.maximum: (lambda input, other: input._binary("max", other), {}),
     torch.minimum: (lambda input, other: input._binary("min", other), {}),
     torch.clamp: (_clamp, {}), torch.where: (_where, {}), torch.cat: (_cat, {}),
@@ -246,6 +266,8 @@ _FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
 _METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
     "add": (_add(1), {}), "sub": (_add(-1), {}), "mul": (operator.mul, {}), "div": (_div, {}),
     "pow": (operator.pow, {}), "neg": (operator.neg, {}), "matmul": (operator.matmul, {}),
+    "mm": (operator.matmul, {}), "bmm": (operator.matmul, {}), "addmm": (_addmm, {}),
+    "baddbmm": (_baddbmm, {}),
     "sum": (_reduce("sum"), {}), "mean": (_reduce("mean"), {}), "prod": (_reduce("prod"), {}),
     "amax": (_reduce("max"), {}), "amin": (_reduce("min"), {}),
     "logsumexp": (_reduce("logsumexp"), {}),

@@ -69,7 +69,11 @@ EXAMPLES: dict[Any, tuple[tuple[Any, ...], dict[str, Any]]] = {
     **{t: ((X, Y), {}) for t in (torch.add, torch.sub, torch.mul, torch.div, torch.maximum,
                                  torch.minimum, F.mse_loss, "add", "sub", "mul", "div")},
     **{t: ((positive(3, 4), normal(3, 4)), {}) for t in (torch.pow, "pow")},
-    **{t: ((X, normal(4, 2)), {}) for t in (torch.matmul, torch.mm, "matmul")},
+    **{t: ((X, normal(4, 2)), {}) for t in (torch.matmul, torch.mm, "matmul", "mm")},
+    **{t: ((normal(2, 3, 4), normal(2, 4, 5)), {}) for t in (torch.bmm, "bmm")},
+    **{t: ((normal(3, 2), X, normal(4, 2)), {}) for t in (torch.addmm, "addmm")},
+    **{t: ((normal(2, 3, 5), normal(2, 3, 4), normal(2, 4, 5)), {})
+       for t in (torch.baddbmm, "baddbmm")},
     torch.mv: ((X, normal(4)), {}), torch.where: ((X > 0, X), {"other": Y}),
     torch.clamp: ((X,), {"min": -0.5}), "clamp": ((X,), {"min": -0.5}),
     torch.cat: (([X, Y],), {}), torch.concat: (([X, Y],), {}),
