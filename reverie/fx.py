@@ -19,8 +19,11 @@ PyTorch between them, at every call and only then.
 
 Planning runs nothing on data: the shape, dtype and kind of every node's value come from
 the graph run on fake tensors (`reverie/fx_fake.py`). A node that writes into a tensor in
-place (`x.add_(1)`, `batch_norm` in training), a view of a tensor the graph writes into,
-and a node whose value is not a tensor or a size (a tuple, a Python float) run in eager
+place compiles where its row records the write (`Recording.write`: `batch_norm`'s running
+statistics in training, `add_`) into a graph input, parameter or buffer that requires no
+grad: its kernel returns the new value, written into the tensor after the call, once, as
+eager writes it. Other in-place nodes, a view of a tensor the graph writes into, and a
+node whose value is not a tensor or a size (a Python float) run in eager
 PyTorch; a Python number computed at run time (a float input, `.item()`) enters a segment
 as a 0-d tensor read at every call, never as a constant.
 
@@ -395,9 +398,21 @@ class _Builder:
                 else _attribute(self.gm, source) if isinstance(source, str) else None
             if not isinstance(tensor, torch.Tensor) or tensor.requires_grad:
                 raise NotImplementedError("it writes in place into a tensor that is not a "
-                                          "graph input, parameter or buffer free of autograd")
+                                          "graph input, parameter or buffer, or requires grad")
+            if self.aliased(source, node):
+                raise NotImplementedError("it writes in place into a tensor whose memory "
+                                          "another value of the graph shares")
             writes.append((source, value))
         return writes
+
+    def aliased(self, source: torch.fx.Node | str, writer: torch.fx.Node) -> bool:
+        """Whether a value of the graph other than `source` and `writer`'s result shares
+        the memory of `source` (a view of it, or an attribute node reading it)."""
+        if isinstance(source, str):
+            return any(n.op == "get_attr" and n.target == source for n in self.gm.graph.nodes)
+        storage = storage_id(self.facts.values[source])
+        return any(storage in {storage_id(t) for t in tensors_in(value)}
+                   for n, value in self.facts.values.items() if n not in (source, writer))
 
     def sole_writer(self, node: torch.fx.Node, storage: int) -> bool:
         """Whether `node` writes into `storage` and no other node that writes in place

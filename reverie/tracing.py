@@ -149,6 +149,7 @@ class Recording:
         self.fixed: dict[str, tuple[int, str]] = {}  # dimension -> (size, the line fixing it)
         self.taken: set[str] = set()
         self.origin: Callable[[], str] = _user_line  # what each statement's comment names
+        self.writes: list[tuple[Traced, Traced]] = []  # in-place writes, see `write`
         self._count = 0
 
     # ------------------------------------------------------------ names
@@ -226,6 +227,11 @@ class Recording:
         name = self.temporary()
         self.lines.append(f"    let {name}{index} = {expr};  # {self.origin()}")
         return Traced(self, name, axes, element_name(dtype))
+
+    def write(self, target: Traced, value: Traced) -> None:
+        """Record that `target`, a parameter, is written in place with `value` (rv.fx
+        returns the value from the kernel and writes it into the tensor after the call)."""
+        self.writes.append((target, value))
 
     # ------------------------------------------------------------ the source
     def fixed_text(self, line: str) -> str:
@@ -449,8 +455,10 @@ class Traced:
         kept = tuple(Axis(1, "1") if i in reduced else a for i, a in enumerate(self.axes)
                      if keepdims or i not in reduced)
         keywords = ""
-        if axis is not None:
-            keywords += f", axis=({', '.join(map(str, reduced))},)"
+        if axis is not None:  # argmax/argmin take one axis, written as an int
+            one = len(reduced) == 1 and kind in ("argmax", "argmin")
+            keywords += f", axis={reduced[0]}" if one else \
+                f", axis=({', '.join(map(str, reduced))},)"
         if keepdims:
             keywords += ", keepdims=true"
         element = "i64" if kind in ("argmax", "argmin") else self.element
@@ -670,14 +678,18 @@ def _length(start: Position, stop: Position, recording: Recording) -> tuple[str,
 
 
 def _gather(x: Traced, index: Traced) -> Traced:
-    """`x[idx]` with a traced integer vector: index notation, `let g[i, ...] = x[idx[i], ...]`."""
-    if index.element not in ("i32", "i64") or index.ndim != 1:
-        raise TraceError(f"an array subscript must be a 1-D integer vector, got "
-                         f"{index!r} ({_user_line()})")
-    names = [x.recording.claim(f"g{i}") for i in range(x.ndim)]
-    rhs = ", ".join([f"{index.name}[{names[0]}]", *names[1:]])
-    return x.recording.let(f"{x.name}[{rhs}]", index.axes + x.axes[1:], x.element,
-                           index=f"[{', '.join(names)}]")
+    """`x[idx]` with a traced integer array of any rank (NumPy's integer-array indexing of
+    the first axis): index notation, `let g[i, j, ...] = x[idx[i, j], ...]`; its
+    gradient is the scatter-add."""
+    if index.element not in ("i32", "i64") or not x.axes:
+        raise TraceError(f"an array subscript must be an integer array indexing an axis, "
+                         f"got {index!r} ({_user_line()})")
+    at = [x.recording.claim(f"g{i}") for i in range(index.ndim)]
+    rest = [x.recording.claim(f"g{index.ndim + i}") for i in range(x.ndim - 1)]
+    read = f"{index.name}[{', '.join(at)}]" if at else index.name
+    names = at + rest
+    return x.recording.let(f"{x.name}[{', '.join([read, *rest])}]", index.axes + x.axes[1:],
+                           x.element, index=f"[{', '.join(names)}]" if names else "")
 
 
 def _reshape(x: Traced, target: tuple[Any, ...]) -> Traced:

@@ -135,6 +135,11 @@ MODULE_CASES = [
      [normal(2, 2, 5)]),
     (nn.Sequential(nn.Conv2d(1, 2, 3), nn.Tanh(), nn.Flatten(), nn.Linear(2 * 3 * 3, 1)),
      [normal(3, 1, 5, 5)]),
+    (nn.Sequential(nn.BatchNorm2d(2), nn.MaxPool2d(2), nn.GroupNorm(2, 2),
+                   nn.AvgPool2d(2, ceil_mode=True), nn.AdaptiveAvgPool2d((2, 1)), nn.Flatten(),
+                   nn.BatchNorm1d(4)), [normal(3, 2, 7, 6)]),
+    (nn.Sequential(nn.MaxPool1d(2), nn.AvgPool1d(2, ceil_mode=True), nn.AdaptiveAvgPool1d(2)),
+     [normal(2, 2, 11)]),
 ]
 
 
@@ -160,8 +165,8 @@ def test_loss_modules() -> None:
 
 
 def test_every_module_row_is_tested() -> None:
-    tested = {type(m) for model, _ in MODULE_CASES for m in model} | {nn.MSELoss,
-                                                                   nn.CrossEntropyLoss}
+    tested = {type(m) for model, _ in MODULE_CASES for m in model} | {
+        nn.MSELoss, nn.CrossEntropyLoss, nn.Embedding}  # (test_fx_norm_pool.py: int input)
     assert set(MODULES) <= tested
     listed = supported_targets()
     assert len(listed["functions"]) >= 40 and "nn.LayerNorm" in listed["modules"]

@@ -112,6 +112,33 @@ MODULE_EXAMPLES: dict[type, tuple[tuple[Any, ...], list[Any]]] = {
     nn.MSELoss: ((), [X, Y]), nn.CrossEntropyLoss: ((), [X, LABELS]),
 }
 
+# The normalisation, pooling and embedding family (reverie/fx_rows_norm_pool.py).
+TOKENS = torch.tensor([[1, 2], [0, 5]])
+VALUES.update({
+    "padding_idx": [1, -1], "max_norm": [1.0], "norm_type": [1.0],
+    "scale_grad_by_freq": [True], "sparse": [True], "_weight": [normal(6, 3)],
+    "_freeze": [True], "momentum": [0.5, None], "affine": [False],
+    "track_running_stats": [False], "ceil_mode": [True], "return_indices": [True],
+    "count_include_pad": [False], "divisor_override": [3],
+})
+EXAMPLES.update({
+    F.embedding: ((TOKENS, normal(6, 3)), {}), "add_": ((X, Y), {}),
+    F.batch_norm: ((normal(3, 4, 2), normal(4), positive(4)),
+                   {"weight": normal(4), "bias": normal(4)}),
+    F.group_norm: ((normal(2, 4, 3), 2), {"weight": normal(4), "bias": normal(4)}),
+    **{t: ((normal(2, 3, 8), 3), {}) for t in (F.max_pool1d_with_indices, F.avg_pool1d,
+                                               F.adaptive_avg_pool1d)},
+    **{t: ((normal(2, 3, 6, 8), 3), {}) for t in (F.max_pool2d_with_indices, F.avg_pool2d)},
+})
+MODULE_EXAMPLES.update({
+    nn.Embedding: ((6, 3), [TOKENS]), nn.GroupNorm: ((2, 4), [normal(2, 4, 3)]),
+    nn.BatchNorm1d: ((4,), [normal(3, 4, 2)]), nn.BatchNorm2d: ((4,), [normal(2, 4, 3, 2)]),
+    **{cls: ((3,), [normal(2, 3, 8)]) for cls in (nn.MaxPool1d, nn.AvgPool1d,
+                                                  nn.AdaptiveAvgPool1d)},
+    **{cls: ((3,), [normal(2, 3, 6, 8)]) for cls in (nn.MaxPool2d, nn.AvgPool2d,
+                                                     nn.AdaptiveAvgPool2d)},
+})
+
 
 # ---------------------------------------------------------------- torch's parameters
 
