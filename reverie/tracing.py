@@ -64,6 +64,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -251,6 +252,23 @@ class Recording:
                          "rv.ShapeMismatchError):")
             lines += [f"#   {dim} = {size} by {line}" for dim, (size, line) in self.fixed.items()]
         return lines
+
+
+# Makes the parameters whose value the host makes at every call (rv.fx sets it while it
+# records a node: PyTorch draws dropout masks and makes factories' tensors); None elsewhere.
+HOST_INPUTS: ContextVar[Callable[..., Traced] | None] = ContextVar("HOST_INPUTS", default=None)
+
+
+def host_input(make: Callable[[Any], Any], shape: tuple[int, ...], element: str,
+               like: Traced | None = None) -> Traced:
+    """A new parameter of the recording in progress whose value at every call is
+    `make(template)`, `template` an empty host array laid out as the host's value of `like`
+    (None without one): a random draw of the host's stream, a factory's array."""
+    maker = HOST_INPUTS.get()
+    if maker is None:
+        raise TraceError(f"a value made at every call (a random draw, a factory) is recorded "
+                         f"by rv.fx only ({_user_line()})")
+    return maker(make, shape, element, like)
 
 
 def _element_of(name: str, dtype: Any) -> str:
@@ -564,8 +582,10 @@ def _dot(a: Traced, b: Traced) -> Traced:
 
 
 def _subscript(x: Traced, key: tuple[Any, ...]) -> Traced:
-    """Basic indexing with integers, sizes and slices (with an `...`), and integer-array
-    indexing of the first axis by a traced integer vector (a gather)."""
+    """Basic indexing with integers, sizes and slices (with an `...` and `None`s), and
+    integer-array indexing of the first axis by a traced integer vector (a gather)."""
+    if any(k is None for k in key):
+        return _new_axes(x, key)
     if len(key) == 1 and isinstance(key[0], Traced):
         return _gather(x, key[0])
     if any(k is Ellipsis for k in key):
@@ -586,6 +606,22 @@ def _subscript(x: Traced, key: tuple[Any, ...]) -> Traced:
             raise TraceError(f"subscript {k!r} cannot be traced ({_user_line()}): "
                              f"use integers, slices, or one integer-array subscript")
     return x.recording.let(f"{x.name}[{', '.join(parts)}]", tuple(axes), x.element)
+
+
+def _new_axes(x: Traced, key: tuple[Any, ...]) -> Traced:
+    """`x[None, ..., 1]`: x indexed by the key without its `None`s, then reshaped with an
+    axis of size 1 where each `None` stands (NumPy's `np.newaxis`)."""
+    indexing = [k for k in key if k is not None]
+    at = next((i for i, k in enumerate(key) if k is Ellipsis), None)
+    if at is not None:
+        key = key[:at] + (slice(None),) * (x.ndim - len(indexing) + 1) + key[at + 1:]
+    indexed = _subscript(x, tuple(k for k in key if k is not None))
+    sizes, kept = list(indexed.shape), 0  # kept: the result axes of the entries so far
+    for k in key:
+        if k is None:
+            sizes.insert(kept, 1)
+        kept += k is None or isinstance(k, slice | Traced)
+    return indexed.reshape(sizes)
 
 
 def _index(k: int | np.integer | Size, axis: Axis) -> str:
