@@ -407,12 +407,14 @@ class _Builder:
 
     def aliased(self, source: torch.fx.Node | str, writer: torch.fx.Node) -> bool:
         """Whether a value of the graph other than `source` and `writer`'s result shares
-        the memory of `source` (a view of it, or an attribute node reading it)."""
+        the memory of `source` (a view of it, or an attribute node reading it); the graph's
+        output may return them, as it is read after the write."""
         if isinstance(source, str):
             return any(n.op == "get_attr" and n.target == source for n in self.gm.graph.nodes)
         storage = storage_id(self.facts.values[source])
         return any(storage in {storage_id(t) for t in tensors_in(value)}
-                   for n, value in self.facts.values.items() if n not in (source, writer))
+                   for n, value in self.facts.values.items()
+                   if n not in (source, writer) and n.op != "output")
 
     def sole_writer(self, node: torch.fx.Node, storage: int) -> bool:
         """Whether `node` writes into `storage` and no other node that writes in place
