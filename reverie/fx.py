@@ -328,6 +328,8 @@ class _Builder:
         if like is not None and not isinstance(fake, torch.Tensor):
             fake = torch.empty(like.shape, dtype=_TORCH[like.element], device="meta")
         layout = None if fake is None else (tuple(fake.shape), fake.stride(), fake.dtype)
+        if layout and not all(isinstance(n, int) for n in (*layout[0], *layout[1])):
+            raise _NotSymbolic("a tensor made at every call is laid out by symbolic sizes")
         source = Made(self.recording_node, lambda: make(
             None if layout is None else torch.empty_strided(*layout[:2], dtype=layout[2])))
         return self.parameter(source, shape, _TORCH[element])

@@ -11,9 +11,10 @@ merges them into the one table.
     expand/broadcast_to    index notation reading index 0 of each size-1 axis
     repeat/tile            new size-1 axes beside the repeated ones, expanded, reshaped
     narrow/select          slices and integer subscripts
-    factories              `arange`, `zeros`, `ones`, `full`, `empty`, `randn`, `rand`, their
-                           `*_like` and `Tensor.new_*` forms: made by torch at every call
-                           (`made`), so values and random draws are eager's exactly
+    factories              `arange`, `zeros`, `ones`, `full`, `randn`, `rand`, their `*_like`
+                           and `Tensor.new_*` forms: made by torch at every call (`made`),
+                           so values and random draws are eager's exactly (`empty` is not
+                           mapped: its values are whatever memory held)
 
 A factory's tensor is a kernel input made by torch when its segment runs, in graph order,
 by the very call eager makes (`torch.randn_like(x)` on a tensor laid out as eager's `x`), so
@@ -247,7 +248,7 @@ def _plain(target: str, layout: Any, device: Any, pin_memory: Any, requires_grad
 
 
 def sized(name: str) -> Emit:
-    """torch.zeros / ones / empty (`*size`)."""
+    """torch.zeros / ones (`*size`)."""
     def emit(*size: Any, dtype: Any = None, layout: Any = None, device: Any = None,
              pin_memory: bool | None = False, requires_grad: bool = False) -> Traced:
         _plain(name, layout, device, pin_memory, requires_grad, size=_sizes(size))
@@ -287,7 +288,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
 
 
 def like(name: str) -> Emit:
-    """torch.zeros_like / ones_like / empty_like, of a tensor laid out as eager's input."""
+    """torch.zeros_like / ones_like, of a tensor laid out as eager's input."""
     def emit(input: Traced, *, dtype: Any = None, layout: Any = None, device: Any = None,
              pin_memory: bool | None = False, requires_grad: bool = False,
              memory_format: Any = torch.preserve_format) -> Traced:
@@ -323,7 +324,7 @@ def full_like(input: Traced, fill_value: Any, *, dtype: Any = None, layout: Any 
 
 
 def new(name: str) -> Emit:
-    """Tensor.new_zeros / new_ones / new_empty: the input's dtype unless `dtype` is given."""
+    """Tensor.new_zeros / new_ones: the input's dtype unless `dtype` is given."""
     def emit(input: Traced, *size: Any, dtype: Any = None, layout: Any = None,
              device: Any = None, pin_memory: bool | None = False,
              requires_grad: bool = False) -> Traced:
@@ -358,10 +359,10 @@ FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     torch.unbind: (unbind, {}), torch.narrow: (narrow, {}), torch.select: (select, {}),
     torch.stack: (stack, {}), torch.broadcast_to: (broadcast_to, {}), torch.tile: (tile, {}),
     torch.arange: (arange, {}), torch.full: (full, {}), torch.full_like: (full_like, {}),
-    **{getattr(torch, name): (sized(name), {}) for name in ("zeros", "ones", "empty")},
+    **{getattr(torch, name): (sized(name), {}) for name in ("zeros", "ones")},
     **{getattr(torch, name): (random_sized(name), {}) for name in ("randn", "rand")},
     **{getattr(torch, f"{name}_like"): (like(f"{name}_like"), {})
-       for name in ("zeros", "ones", "empty")},
+       for name in ("zeros", "ones")},
     **{getattr(torch, f"{name}_like"): (random_like(f"{name}_like"), {})
        for name in ("randn", "rand")},
 }
@@ -373,7 +374,7 @@ METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
     "narrow": (narrow, {}), "select": (select, {}), "expand": (expand, {}),
     "expand_as": (expand_as, {}), "broadcast_to": (broadcast_to, {}), "repeat": (repeat, {}),
     "tile": (tile, {}), "new_full": (new_full, {}),
-    **{f"new_{name}": (new(f"new_{name}"), {}) for name in ("zeros", "ones", "empty")},
+    **{f"new_{name}": (new(f"new_{name}"), {}) for name in ("zeros", "ones")},
 }
 
 MODULES: dict[type, Callable[..., Any]] = {

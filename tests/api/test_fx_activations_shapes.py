@@ -197,6 +197,37 @@ def test_random_draws_are_eager_s_bit_for_bit(dtype: torch.dtype) -> None:
         assert torch.equal(a, b)
 
 
+def test_dropout_modules_of_a_traced_model_draw_eager_s_masks() -> None:
+    """call_module nodes (torch.fx.symbolic_trace): nn.Dropout, nn.Dropout1d/2d in
+    training mode, twice, each call drawing new masks as eager does."""
+    model = nn.Sequential(nn.Linear(5, 6), nn.Dropout(0.4), nn.Unflatten(1, (2, 3)),
+                          nn.Dropout1d(0.5), nn.Dropout2d(0.3), nn.Flatten()).double()
+    x = normal(4, 5)
+    fast = rv.fx.compile(torch.fx.symbolic_trace(model), [x])
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        want = model(x)
+        torch.manual_seed(seed)
+        got = fast(x)
+        assert torch.equal(got == 0, want == 0)
+        torch.testing.assert_close(got, want, **TOLERANCE[torch.float64])
+
+
+def test_dropout_at_new_batch_sizes() -> None:
+    """A batch size Dynamo makes dynamic: the masks are made at each call's size (the plan
+    of a graph with made tensors is static per size), equal to eager's."""
+    model = nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.3), nn.LeakyReLU()).double()
+    fast = compiled(model)
+    for n in (4, 8, 3):
+        x = normal(n, 6)
+        torch.manual_seed(n)
+        want = model(x) + torch.randn_like(x).sum()
+        torch.manual_seed(n)
+        got = fast(x) + torch.randn_like(x).sum()
+        assert torch.equal(got == 0, want == 0)
+        torch.testing.assert_close(got, want, **TOLERANCE[torch.float64])
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_dropout_gradients_use_the_same_mask(dtype: torch.dtype) -> None:
     def fn(x):
@@ -230,8 +261,9 @@ SHAPES = {
     .sum(-1) + torch.stack((x, x), dim=0).prod(0) + torch.cat((x, x), 0)[2:5],
     "expand": lambda x: x[:, :1].expand(3, 3, 5) * x + x[0, 0].expand(2, 3, 3, -1).sum(0)
     + x.sum(0).expand_as(x) + torch.broadcast_to(x[:1], (3, 3, 5)),
-    "permute, flatten, unflatten": lambda x: x.permute(2, 0, 1).flatten(1).unflatten(1, (3, -1))
-    .permute(1, 2, 0) * torch.unflatten(x.flatten(), 0, (3, 15)).view(3, 3, 5),
+    "permute, flatten, unflatten": lambda x: x.permute(-1, 0, -2).transpose(1, 2).flatten(1)
+    .unflatten(1, (3, -1)).permute(1, 2, 0)
+    * torch.unflatten(x.flatten(), 0, (3, 15)).view(3, 3, 5),
     "view, reshape": lambda x: x.view(-1, 5).reshape(3, -1).view_as(x) + x.reshape(9, 5)
     .reshape_as(x) * x.view(3, 15)[:, :5].reshape(-1).sum(),
     "repeat, tile": lambda x: x.repeat(2, 1, 1)[3:] + x[:, :, :1].repeat(1, 1, 5)

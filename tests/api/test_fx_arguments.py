@@ -139,6 +139,20 @@ MODULE_EXAMPLES.update({
                                                      nn.AdaptiveAvgPool2d)},
 })
 
+# The activations and shapes families (reverie/fx_rows_activations.py, fx_rows_shapes.py).
+VALUES.update({
+    "negative_slope": [0.2], "min_val": [-0.5], "max_val": [0.5], "min_value": [-0.5],
+    "max_value": [0.5], "layout": [torch.strided], "pin_memory": [False],
+    "generator": [None], "implicit": [True],
+})
+EXAMPLES.update({
+    **{t: ((X, 2), {}) for t in (torch.split, "split", torch.chunk, "chunk")},
+    **{t: ((X, [1, 2]), {}) for t in (torch.split_with_sizes, "split_with_sizes")},
+    torch.stack: (([X, Y],), {}), torch.full_like: ((X, 2.5), {}),
+    "expand": ((X, 2, 3, 4), {}), "repeat": ((X, 2, 1), {}),
+    **{t: ((X, (2, 3)), {}) for t in ("new_zeros", "new_ones")},
+    "new_full": ((X, (2, 3), 1.5), {}),
+})
 
 # ---------------------------------------------------------------- torch's parameters
 
@@ -184,11 +198,14 @@ def verdict(gm: torch.fx.GraphModule, tensors: list[torch.Tensor], name: str) ->
     """None when eager torch rejects the call; "ok" when the compiled graph equals eager
     torch or refuses naming `name`; else what went wrong."""
     try:
+        torch.manual_seed(0)  # random rows (dropout, randn_like) draw what eager draws
         want = gm(*[t.clone() for t in tensors])
     except (TypeError, RuntimeError, ValueError, NotImplementedError):
         return None
     try:
-        got = rv.fx.compile(gm, [t.clone() for t in tensors])(*[t.clone() for t in tensors])
+        compiled = rv.fx.compile(gm, [t.clone() for t in tensors])
+        torch.manual_seed(0)
+        got = compiled(*[t.clone() for t in tensors])
     except Exception as error:  # noqa: BLE001 (any refusal, judged by what it names)
         message = str(error)
         named = name in message or (name in WRITES and "in place" in message)

@@ -180,9 +180,14 @@ def test_split_then_transpose_falls_back() -> None:
 
 
 def test_torch_defaults_are_torch_s() -> None:
-    """F.dropout trains by default; F.softmax without `dim` takes torch's implicit axis."""
-    with pytest.raises(rv.fx.UnsupportedNodeError, match="training=True"):
-        by_fx(lambda x: F.dropout(x), [normal(4)])
+    """F.dropout trains by default (drawing eager's mask under one seed); F.softmax without
+    `dim` takes torch's implicit axis."""
+    x = normal(16)
+    dropped = by_fx(lambda x: F.dropout(x), [x])
+    torch.manual_seed(0)
+    want = F.dropout(x)
+    torch.manual_seed(0)
+    assert (want == 0).any() and torch.equal(dropped(x), want)
     x = normal(2, 3, 4)
     assert_same(by_fx(nn.Softmax(), [x]), nn.Softmax(), [x])
 
