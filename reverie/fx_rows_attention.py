@@ -1,4 +1,4 @@
-"""Rows of the `rv.fx` target table (`fx_targets.py`): the attention family.
+"""Rows of the `rv.fx` target table (`fx_targets.py`): the attention and recurrent family.
 
 Each table has the form of `fx_targets`' own: `FUNCTIONS` (call_function target ->
 (recording, arguments accepted at one value)), `METHODS` (Tensor method name -> the same),
@@ -21,6 +21,15 @@ an additive mask, a softmax over the last axis.
         is used). `need_weights=False` (a result of (output, None), which rv.fx does not
         record), `bias_k`/`bias_v`, `add_zero_attn`, `static_k`/`static_v` and dropout in
         training are refused.
+
+Recurrent cells and layers, as Dynamo hands them over: `nn.LSTMCell`/`GRUCell`/`RNNCell`
+as `torch.lstm_cell`/`gru_cell`/`rnn_tanh_cell`/`rnn_relu_cell`, and, under
+`torch._dynamo.config.allow_rnn = True`, `nn.LSTM`/`GRU`/`RNN` as one `torch.lstm`/`gru`/
+`rnn_tanh`/`rnn_relu` node (without it Dynamo runs the model's frame in eager torch and
+gives the backend no graph). A layer is unrolled over the example's time steps (rv.fx's
+kernels are compiled per shape), each direction and layer in turn (`num_layers`,
+`bidirectional`, `batch_first`, with or without biases); `proj_size` and dropout between
+layers in training are refused.
 """
 
 from __future__ import annotations
@@ -29,10 +38,11 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
 import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 
 from reverie.fx_functional import linear, refuse
-from reverie.tracing import RECORDER_FILES, Axis, Traced, where
+from reverie.tracing import RECORDER_FILES, Axis, Traced, concatenate, where
 
 RECORDER_FILES.add(__file__)
 
@@ -184,3 +194,118 @@ FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
 }
 METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {}
 MODULES: dict[type, Callable[..., Any]] = {}
+
+
+# ---------------------------------------------------------------- recurrent cells and layers
+
+def _gates(x: Traced, h: Traced, w_ih: Traced, w_hh: Traced, b_ih: Traced | None,
+           b_hh: Traced | None, count: int) -> tuple[list[Traced], list[Traced]]:
+    """The `count` gate blocks of x W_ihᵀ + b_ih and of h W_hhᵀ + b_hh, apart (GRU reads
+    its new gate's halves apart; the others add them)."""
+    size = w_hh.shape[1]
+    outer, inner = linear(x, w_ih, b_ih), linear(h, w_hh, b_hh)
+    return ([outer[..., g * size:(g + 1) * size] for g in range(count)],
+            [inner[..., g * size:(g + 1) * size] for g in range(count)])
+
+
+def lstm_cell(input: Traced, hx: Any, w_ih: Traced, w_hh: Traced, b_ih: Traced | None = None,
+              b_hh: Traced | None = None) -> tuple[Traced, Traced]:
+    """torch.lstm_cell: gates i, f, g, o; c' = σ(f) c + σ(i) tanh(g), h' = σ(o) tanh(c')."""
+    h, c = hx
+    outer, inner = _gates(input, h, w_ih, w_hh, b_ih, b_hh, 4)
+    i, f, g, o = (a + b for a, b in zip(outer, inner, strict=True))
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c.tanh(), c
+
+
+def gru_cell(input: Traced, hx: Traced, w_ih: Traced, w_hh: Traced, b_ih: Traced | None = None,
+             b_hh: Traced | None = None) -> Traced:
+    """torch.gru_cell: r, z = σ(…), n = tanh(x_n + r h_n), h' = n + z (h − n)."""
+    (x_r, x_z, x_n), (h_r, h_z, h_n) = _gates(input, hx, w_ih, w_hh, b_ih, b_hh, 3)
+    r, z = (x_r + h_r).sigmoid(), (x_z + h_z).sigmoid()
+    n = (x_n + r * h_n).tanh()
+    return n + z * (hx - n)
+
+
+def _rnn_cell(activation: str) -> Emit:
+    """torch.rnn_tanh_cell / rnn_relu_cell: act(x W_ihᵀ + b_ih + h W_hhᵀ + b_hh)."""
+    def cell(input: Traced, hx: Traced, w_ih: Traced, w_hh: Traced,
+             b_ih: Traced | None = None, b_hh: Traced | None = None) -> Traced:
+        (outer,), (inner,) = _gates(input, hx, w_ih, w_hh, b_ih, b_hh, 1)
+        return (outer + inner)._call(activation)
+
+    return cell
+
+
+CELLS: dict[str, tuple[Emit, int]] = {  # the cell of each layer, its weights' gate count
+    "lstm": (lstm_cell, 4), "gru": (gru_cell, 3),
+    "rnn_tanh": (_rnn_cell("tanh"), 1), "rnn_relu": (_rnn_cell("relu"), 1),
+}
+
+
+def _stack(steps: list[Traced]) -> Traced:
+    """[N, H] values along a new first (time) axis."""
+    return concatenate([s.reshape(1, *s.shape) for s in steps], axis=0)
+
+
+def _direction(kind: str, sequence: Traced, state: Any, weights: list[Traced],
+               reverse: bool) -> tuple[Traced, Any]:
+    """One direction of one layer over time (T, N, F), unrolled: the outputs (T, N, H) in
+    time order and the last state."""
+    cell = CELLS[kind][0]
+    times = range(sequence.shape[0])
+    outputs = []
+    for t in reversed(times) if reverse else times:
+        state = cell(sequence[t], state, *weights)
+        outputs.append(state[0] if kind == "lstm" else state)
+    return _stack(outputs[::-1] if reverse else outputs), state
+
+
+def _layers(kind: str, input: Traced, hx: Any, params: list[Traced], has_biases: bool,
+            num_layers: int, dropout: float, train: bool, bidirectional: bool,
+            batch_first: bool) -> tuple[Traced, ...]:
+    """torch.lstm / gru / rnn_tanh / rnn_relu (Dynamo's graph under allow_rnn=True): the
+    layers over the sequence, each direction unrolled; the outputs and the last states."""
+    target = f"torch.{kind}"
+    directions = 2 if bidirectional else 1
+    per_layer = 4 if has_biases else 2
+    if len(params) != num_layers * directions * per_layer:
+        raise refuse(target, "params", f"{len(params)} tensors", "a projection (proj_size) "
+                     "is not supported")
+    if train and dropout > 0 and num_layers > 1:
+        raise refuse(target, "dropout", dropout, "dropout in training mode draws masks")
+    states = list(hx) if kind == "lstm" else [hx]
+    sequence = input.transpose(1, 0, 2) if batch_first else input
+    last: list[list[Traced]] = [[] for _ in states]
+    for layer in range(num_layers):
+        outputs = []
+        for direction in range(directions):
+            index = layer * directions + direction
+            weights = params[index * per_layer:(index + 1) * per_layer] + [None] * (4 - per_layer)
+            start = tuple(s[index] for s in states)
+            out, final = _direction(kind, sequence, start if kind == "lstm" else start[0],
+                                    weights, reverse=direction == 1)
+            for kept, value in zip(last, final if kind == "lstm" else (final,), strict=True):
+                kept.append(value)
+            outputs.append(out)
+        sequence = concatenate(outputs, axis=2) if bidirectional else outputs[0]
+    output = sequence.transpose(1, 0, 2) if batch_first else sequence
+    return (output, *(_stack(values) for values in last))
+
+
+def _layer_row(kind: str) -> Emit:
+    def emit(input: Traced, hx: Any, params: list[Traced], has_biases: bool, num_layers: int,
+             dropout: float, train: bool, bidirectional: bool, batch_first: bool
+             ) -> tuple[Traced, ...]:
+        return _layers(kind, input, hx, list(params), has_biases, num_layers, dropout,
+                       train, bidirectional, batch_first)
+
+    return emit
+
+
+FUNCTIONS.update({
+    torch.lstm_cell: (lstm_cell, {}), torch.gru_cell: (gru_cell, {}),
+    torch.rnn_tanh_cell: (CELLS["rnn_tanh"][0], {}),
+    torch.rnn_relu_cell: (CELLS["rnn_relu"][0], {}),
+    **{getattr(torch, kind): (_layer_row(kind), {}) for kind in CELLS},
+})

@@ -61,6 +61,8 @@ VALUES: dict[str, list[Any]] = {
     "need_weights": [False], "average_attn_weights": [False],
     "use_separate_proj_weight": [True],
     "static_k": [normal(4, 3, 2)], "static_v": [normal(4, 3, 2)],
+    "batch_first": [True], "input": [normal(5, 2, 3)], "data": [normal(5, 3)],
+    "batch_sizes": [torch.tensor([2, 2, 1])],
 }
 WRITES = ("out", "inplace")  # refused as in-place writes by rv.fx, which is a refusal
 
@@ -103,6 +105,17 @@ EXAMPLES: dict[Any, tuple[tuple[Any, ...], dict[str, Any]]] = {
         (normal(3, 2, 4), normal(3, 2, 4), normal(3, 2, 4), 4, 2, normal(12, 4), normal(12),
          None, None, False, 0.0, normal(4, 4), normal(4)),
         {"attn_mask": normal(3, 3), **{f"{x}_proj_weight": normal(4, 4) for x in "qkv"}}),
+    # recurrent cells (gates × hidden 4 over inputs of 3) and layers (torch.lstm's .input)
+    **{getattr(torch, f"{kind}_cell"): (
+        (normal(2, 3), [normal(2, 4)] * 2 if kind == "lstm" else normal(2, 4),
+         normal(gates * 4, 3), normal(gates * 4, 4)),
+        {"b_ih": normal(gates * 4), "b_hh": normal(gates * 4)})
+       for kind, gates in (("lstm", 4), ("gru", 3), ("rnn_tanh", 1), ("rnn_relu", 1))},
+    **{getattr(torch, kind): (
+        (normal(5, 2, 3), [normal(1, 2, 4)] * 2 if kind == "lstm" else normal(1, 2, 4),
+         [normal(gates * 4, 3), normal(gates * 4, 4), normal(gates * 4), normal(gates * 4)],
+         True, 1, 0.0, True, False), {"batch_first": False})
+       for kind, gates in (("lstm", 4), ("gru", 3), ("rnn_tanh", 1), ("rnn_relu", 1))},
 }
 
 # Module rows: constructor arguments and inputs.

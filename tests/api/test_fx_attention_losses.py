@@ -3,7 +3,7 @@
 Each case compiles through `torch.compile(backend="reverie", fullgraph=True)` (Dynamo's own
 graph) and compares the value, the gradient of every float input and parameter, and the
 gradient of that gradient with eager PyTorch, in float32 and float64; the recurrent models
-train for three steps, compared step by step.
+(Dynamo's `allow_rnn=True` route) train for three steps, compared step by step.
 """
 
 from __future__ import annotations
@@ -238,3 +238,117 @@ def test_mha_bool_masks(batched: bool, dtype: torch.dtype) -> None:
             use_separate_proj_weight=True, q_proj_weight=q_weight, k_proj_weight=k_weight,
             v_proj_weight=v_weight)
     assert_same(forward, [x, *w], dtype, list(m.parameters())[1:])
+
+
+# ---------------------------------------------------------------- recurrent cells and layers
+
+CELLS = {"LSTMCell": nn.LSTMCell, "GRUCell": nn.GRUCell, "RNNCell tanh": nn.RNNCell,
+         "RNNCell relu": lambda i, h: nn.RNNCell(i, h, nonlinearity="relu")}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_recurrent_cell(name: str, bias: bool, dtype: torch.dtype) -> None:
+    """Dynamo hands a cell over as torch.lstm_cell / gru_cell / rnn_*_cell; two steps."""
+    cell = (CELLS[name](3, 5) if bias else _without_bias(CELLS[name], 3, 5)).to(dtype)
+    h = [logits(dtype, 2, 5)] * (2 if name == "LSTMCell" else 1)
+
+    def two_steps(x, *state):
+        state = cell(x, tuple(state) if len(state) == 2 else state[0])
+        state = cell(x.tanh(), state)
+        return state if isinstance(state, tuple) else (state,)
+    assert_same(two_steps, [logits(dtype, 2, 3), *h], dtype, list(cell.parameters()))
+
+
+def _without_bias(make, *sizes):
+    return make(*sizes, bias=False) if make is not CELLS["RNNCell relu"] else \
+        nn.RNNCell(*sizes, bias=False, nonlinearity="relu")
+
+
+LAYERS = {
+    "LSTM": lambda: nn.LSTM(3, 4, batch_first=True),
+    "LSTM 2 layers bidirectional": lambda: nn.LSTM(3, 4, num_layers=2, bidirectional=True),
+    "GRU 2 layers": lambda: nn.GRU(3, 4, num_layers=2, batch_first=True),
+    "GRU bidirectional no bias": lambda: nn.GRU(3, 4, bidirectional=True, bias=False),
+    "RNN relu": lambda: nn.RNN(3, 4, nonlinearity="relu", num_layers=2),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_recurrent_layer_allow_rnn(name: str, dtype: torch.dtype, monkeypatch) -> None:
+    """Under allow_rnn=True Dynamo hands a layer over as one torch.lstm / gru / rnn_* node."""
+    monkeypatch.setattr(torch._dynamo.config, "allow_rnn", True)
+    layer = LAYERS[name]().to(dtype)
+
+    def run(x):
+        out, state = layer(x)
+        return (out, *state) if isinstance(state, tuple) else (out, state)
+    assert_same(run, [logits(dtype, 2, 3, 3)], dtype, list(layer.parameters()))
+
+
+class LanguageModel(nn.Module):
+    """pytorch/examples' word-level language model: embedding -> LSTM -> linear."""
+
+    def __init__(self, kind: type = nn.LSTM) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(11, 6)
+        self.rnn = kind(6, 5, num_layers=2)
+        self.decode = nn.Linear(5, 11)
+
+    def forward(self, tokens, targets):
+        out, _ = self.rnn(self.embed(tokens))
+        return F.cross_entropy(self.decode(out).reshape(-1, 11), targets.reshape(-1))
+
+
+class Classifier(nn.Module):
+    """A GRU classifier: the last hidden state through a linear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = nn.GRU(4, 6, batch_first=True)
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x, labels):
+        _, hidden = self.rnn(x)
+        return F.cross_entropy(self.head(hidden[-1]), labels)
+
+
+def training_losses(model, batches, steps=3):
+    """Losses and every parameter after each of `steps` SGD steps."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    history = []
+    for step in range(steps):
+        optimizer.zero_grad()
+        loss = model(*batches[step])
+        loss.backward()
+        optimizer.step()
+        history.append([loss.detach(), *(p.detach().clone() for p in model.parameters())])
+    return history
+
+
+MODELS = {
+    "LSTM language model": lambda d: (
+        LanguageModel().to(d),
+        [(torch.randint(0, 11, (7, 2)), torch.randint(0, 11, (7, 2))) for _ in range(3)]),
+    "GRU classifier": lambda d: (
+        Classifier().to(d),
+        [(logits(d, 3, 5, 4), torch.randint(0, 3, (3,))) for _ in range(3)]),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_recurrent_model_training(name: str, dtype: torch.dtype, monkeypatch) -> None:
+    """Three training steps equal eager's, the model compiled whole under allow_rnn=True
+    (without it Dynamo gives the backend no graph: it runs the model's frame eagerly)."""
+    monkeypatch.setattr(torch._dynamo.config, "allow_rnn", True)
+    model, batches = MODELS[name](dtype)
+    twin = type(model)().to(dtype)
+    twin.load_state_dict(model.state_dict())
+    compiled = torch.compile(twin, backend="reverie", fullgraph=True)
+    for got, want in zip(training_losses(compiled, batches), training_losses(model, batches),
+                         strict=True):
+        for a, b in zip(got, want, strict=True):
+            torch.testing.assert_close(a, b, **tolerance(dtype))
