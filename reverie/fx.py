@@ -151,7 +151,8 @@ class EagerNode:
 class _Open:
     """The segment being recorded: its stand-ins and where each parameter comes from."""
 
-    recording: Recording = field(default_factory=lambda: Recording(literal_dims=True))
+    recording: Recording = field(default_factory=lambda: Recording(literal_dims=True,
+                                                                  promotion="torch"))
     values: dict[Source, Traced] = field(default_factory=dict)
     inputs: list[Source] = field(default_factory=list)
     nodes: set[torch.fx.Node] = field(default_factory=set)

@@ -142,8 +142,9 @@ def element_name(dtype: str | np.dtype) -> str:
 class Recording:
     """The statements recorded so far, the names they bind and the dimensions fixed."""
 
-    def __init__(self, literal_dims: bool = False) -> None:
+    def __init__(self, literal_dims: bool = False, promotion: str = "numpy") -> None:
         self.literal_dims = literal_dims  # every dimension its example size (rv.fx)
+        self.promotion = promotion  # how mixed operand types promote: "numpy" or "torch"
         self.params: list[str] = []
         self.lines: list[str] = []
         self.dims: dict[int, str] = {}  # example size -> the dimension named for it
@@ -396,6 +397,8 @@ class Traced:
     def _binary(self, op: str, other: Any, reverse: bool = False) -> Traced:
         other = operand(self.recording, other, self.element)
         left, right = (other, self) if reverse else (self, other)
+        if left.element != right.element and op not in ("and", "or"):
+            left, right = _promoted(left, right)
         if op == "@":
             return _matmul(left, right)
         element = "bool" if op in COMPARISONS or op in ("and", "or") else left.element
@@ -556,6 +559,23 @@ def _unary_ufunc(x: Traced, name: str) -> Traced:
     if name == "reciprocal":
         return 1.0 / x
     return x._call(builtin)
+
+
+
+PROMOTION_ORDER = ("bool", "i32", "i64", "f32", "f64")  # torch's: a float beats an int
+
+
+def _promoted(left: Traced, right: Traced) -> tuple[Traced, Traced]:
+    """Two operands of different element types, both converted to the type their
+    recording's library gives the result: NumPy's (`f32 + i64` is f64) for rv.trace,
+    torch's (`f32 + i64` is f32: a float operand's type wins over an integer's) for rv.fx."""
+    if left.recording.promotion == "torch":
+        rank = {element: i for i, element in enumerate(PROMOTION_ORDER)}
+        target = max(left.element, right.element, key=lambda e: rank.get(e, -1))
+    else:
+        target = DTYPE_NAMES[np.result_type(*(NUMPY_DTYPES[t.element] for t in (left, right)))]
+    return tuple(t if t.element == target else t.recording.let(
+        f"{target}({t.name})", t.axes, target) for t in (left, right))  # type: ignore[return-value]
 
 
 def _matmul(a: Traced, b: Traced) -> Traced:
