@@ -135,7 +135,8 @@ class Segment:
     kernel: interop_torch.KernelFunction
     inputs: list[Source]
     outputs: list[torch.fx.Node]
-    widths: list[int | None]  # the length of each output that is a tuple (`split`), or None
+    widths: list[tuple[bool, ...] | None]  # for an output that is a tuple (`split`), which
+    # members are tensors (the others are None: `need_weights=False`); None for a tensor
     writes: list[Source] = field(default_factory=list)  # inputs written after the call with
     # the kernel's last results (`Recording.write`: BatchNorm's running statistics)
 
@@ -440,7 +441,11 @@ class _Builder:
                 raise NotImplementedError(f"recorded {len(result)} tensors, torch gives "
                                           f"{len(fakes)}")
             for member, member_fake in zip(result, fakes, strict=True):
-                self.check_tensor(node, member, member_fake)
+                if (member is None) != (member_fake is None):
+                    raise NotImplementedError("a tuple member is None where torch's is not "
+                                              "(or the other way)")
+                if member is not None:
+                    self.check_tensor(node, member, member_fake)
             return
         if not isinstance(result, Traced):
             if any(isinstance(v, Traced) for v in tree_flatten(result)[0]):
@@ -515,8 +520,8 @@ class _Builder:
             results += seg.writes.values()
             module = compile_recording(seg.recording, name, results,
                                        tuple_return=len(results) > 1)
-            widths = [len(v) if isinstance(v := seg.values[n], tuple) else None
-                      for n in outputs]
+            widths = [tuple(m is not None for m in v)
+                      if isinstance(v := seg.values[n], tuple) else None for n in outputs]
             self.steps.append(Segment(_kernel(module, name), seg.inputs, outputs, widths,
                                       list(seg.writes)))
             self.fixed |= {symbol: axis.size for symbol, axis in seg.dims.items()
@@ -544,13 +549,15 @@ def _hint(size: int | torch.SymInt) -> int | None:
 
 
 def _stand_ins(value: Any) -> bool:
-    """Whether `value` is a tuple of recorded tensors (the result of `split`)."""
-    return isinstance(value, tuple) and bool(value) and \
-        all(isinstance(v, Traced) for v in value)
+    """Whether `value` is a tuple of recorded tensors (the result of `split`), some of
+    them perhaps None (`multi_head_attention_forward(need_weights=False)`)."""
+    return isinstance(value, tuple) and any(isinstance(v, Traced) for v in value) and \
+        all(v is None or isinstance(v, Traced) for v in value)
 
 
-def _members(value: Traced | tuple[Traced, ...]) -> tuple[Traced, ...]:
-    return value if isinstance(value, tuple) else (value,)
+def _members(value: Traced | tuple[Traced | None, ...]) -> tuple[Traced, ...]:
+    """The recorded tensors of a value: itself, or a tuple's tensor members."""
+    return tuple(v for v in value if v is not None) if isinstance(value, tuple) else (value,)
 
 
 _TORCH = {"f64": torch.float64, "f32": torch.float32, "i64": torch.int64, "i32": torch.int32,
@@ -753,8 +760,8 @@ class CompiledGraph:
                                     else _read(s, self.gm, env) for s in step.inputs))
             flat = iter(results if isinstance(results, tuple) else (results,))
             for node, width in zip(step.outputs, step.widths, strict=True):
-                env[node] = next(flat) if width is None else tuple(next(flat)
-                                                                    for _ in range(width))
+                env[node] = next(flat) if width is None else tuple(
+                    next(flat) if tensor else None for tensor in width)
             with torch.no_grad():  # the in-place writes, once per call, as eager's
                 for source, value in zip(step.writes, flat, strict=True):
                     _read(source, self.gm, env).copy_(value)

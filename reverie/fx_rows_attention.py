@@ -18,9 +18,8 @@ an additive mask, a softmax over the last axis.
         masked out, or float) and `key_padding_mask` merged as torch merges them, the heads'
         attention, the out-projection, and the attention weights, averaged over the heads
         with `average_attn_weights`. `is_causal` is the hint torch then ignores (the mask
-        is used). `need_weights=False` (a result of (output, None), which rv.fx does not
-        record), `bias_k`/`bias_v`, `add_zero_attn`, `static_k`/`static_v` and dropout in
-        training are refused.
+        is used); `need_weights=False` gives (output, None). `bias_k`/`bias_v`,
+        `add_zero_attn`, `static_k`/`static_v` and dropout in training are refused.
 
 Recurrent cells and layers, as Dynamo hands them over: `nn.LSTMCell`/`GRUCell`/`RNNCell`
 as `torch.lstm_cell`/`gru_cell`/`rnn_tanh_cell`/`rnn_relu_cell`, and, under
@@ -150,15 +149,12 @@ def multi_head_attention_forward(
         q_proj_weight: Traced | None = None, k_proj_weight: Traced | None = None,
         v_proj_weight: Traced | None = None, static_k: Any = None, static_v: Any = None,
         average_attn_weights: bool = True, is_causal: bool = False
-) -> tuple[Traced, Traced]:
+) -> tuple[Traced, Traced | None]:
     """F.multi_head_attention_forward on (L, N, E) inputs (or unbatched (L, E))."""
     target = "multi_head_attention_forward"
     if training and dropout_p > 0:
         raise refuse(target, "dropout_p", dropout_p, "dropout in training mode draws masks; "
                      "call model.eval() or use dropout=0")
-    if not need_weights:
-        raise refuse(target, "need_weights", need_weights, "rv.fx records a tuple of "
-                     "tensors, and (output, None) is not one")
     if query.shape[-1] != embed_dim_to_check:
         raise refuse(target, "embed_dim_to_check", embed_dim_to_check,
                      f"the query's embedding is {query.shape[-1]}")
@@ -181,7 +177,7 @@ def multi_head_attention_forward(
     if not batched:
         out = out.reshape(length, embed)
         attention = attention.reshape(attention.shape[1:])
-    return out, attention
+    return (out, attention) if need_weights else (out, None)
 
 
 ONE_VALUE = {"enable_gqa": False, "dropout_p": 0.0}  # grouped queries, dropout: refused

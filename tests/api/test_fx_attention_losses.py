@@ -8,6 +8,8 @@ gradient of that gradient with eager PyTorch, in float32 and float64; the recurr
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -352,3 +354,24 @@ def test_recurrent_model_training(name: str, dtype: torch.dtype, monkeypatch) ->
                          strict=True):
         for a, b in zip(got, want, strict=True):
             torch.testing.assert_close(a, b, **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_transformer_encoder_layer_compiles_whole(dtype: torch.dtype) -> None:
+    """nn.TransformerEncoderLayer calls its attention with need_weights=False, whose
+    (output, None) result rv.fx records: the layer compiles with fullgraph=True and its
+    output and every gradient equal eager's, on the first call and the next."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=16, nhead=4, dim_feedforward=32, dropout=0.0,
+                                       batch_first=True).to(dtype)
+    eager = copy.deepcopy(layer)
+    compiled = torch.compile(layer, backend="reverie", fullgraph=True)
+    x = torch.randn(2, 5, 16, dtype=dtype, requires_grad=True)
+    tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {}
+    for _ in range(2):
+        got, expected = compiled(x), eager(x)
+        torch.testing.assert_close(got, expected, **tolerance)
+        grads = torch.autograd.grad(got.square().sum(), [x, *layer.parameters()])
+        wanted = torch.autograd.grad(expected.square().sum(), [x, *eager.parameters()])
+        for g, w in zip(grads, wanted, strict=True):
+            torch.testing.assert_close(g, w, **tolerance)
