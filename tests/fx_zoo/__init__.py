@@ -1,0 +1,1 @@
+"""The zoo of canonical PyTorch models through torch.compile(backend="reverie") (issue 33)."""
