@@ -108,6 +108,10 @@ AUTOCAST_REFUSAL = ("torch.autocast computes it in reduced precision, and Reveri
                     "options={'fallback': True})) to run autocast regions in eager PyTorch")
 
 
+# Python's in-place operators on tensors, by the operator `Builder.rebinds` records instead
+IN_PLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub,
+                      operator.imul: operator.mul, operator.itruediv: operator.truediv}
+
 class UnsupportedNodeError(TypeError):
     """A graph node that Reverie cannot compile (no mapping, or an unsupported option)."""
 
@@ -352,6 +356,12 @@ class _Builder:
         """Record `node`; raises UnsupportedNodeError when it has no mapping."""
         args = torch.fx.node.map_arg(node.args, self.value)
         kwargs = torch.fx.node.map_arg(node.kwargs, self.value)
+        if self.rebinds(node):  # in place on a value this segment computed: out of place
+            if node.kwargs.get("inplace") is True:
+                return FUNCTIONS[node.target](*args, **{**kwargs, "inplace": False})
+            if node.op == "call_method":
+                return METHODS[node.target[:-1]](*args, **kwargs)
+            return FUNCTIONS[IN_PLACE_OPERATORS[node.target]](*args, **kwargs)
         if node.op == "call_module":
             module = self.gm.get_submodule(node.target)
             rule = MODULES.get(type(module))
@@ -385,7 +395,43 @@ class _Builder:
             HOST_INPUTS.reset(maker)
         for source, value in writes:  # the nodes after this one read the new value
             self.open.writes[source] = self.open.values[source] = value
+        if self.rebinds(node):
+            for earlier in self.same_memory(node):
+                self.open.values[earlier] = result
         return result
+
+    def rebinds(self, node: torch.fx.Node) -> bool:
+        """Whether `node` writes in place into its first argument (`out += x`,
+        `F.relu(out, inplace=True)`, `out.mul_(2)`) and that argument is a value this
+        segment computed whose memory no other value of the graph shares: it is then
+        recorded out of place, and the nodes after it read its result in the argument's
+        place, as they read the written tensor in eager PyTorch."""
+        if not _in_place_call(node) or node not in self.facts.mutating:
+            return False
+        written = node.args[0]
+        if not (written in self.open.nodes and isinstance(self.open.values.get(written), Traced)):
+            return False
+        layout = _layout(self.facts.values[written])
+        return all(_layout(self.facts.values[n]) == layout for n in self.same_memory(node))
+
+    def rebound_memory(self, storage: int) -> bool:
+        """Whether every write into `storage` is an in-place call on a value holding all
+        of it (`rebinds`' kind), so each value holding it is the latest written one."""
+        layouts = {_layout(t) for value in self.facts.values.values() for t in tensors_in(value)
+                   if storage_id(t) == storage}
+        return len(layouts) == 1 and all(
+            _in_place_call(n) and isinstance(fake := self.facts.values.get(n.args[0]),
+                                             torch.Tensor) and storage_id(fake) == storage
+            for n in self.facts.mutating if storage in self.input_storages(n))
+
+    def same_memory(self, node: torch.fx.Node) -> list[torch.fx.Node]:
+        """The values recorded before `node` that hold the memory its first argument does
+        (the argument, and earlier in-place results on it: all rebound to the new value;
+        a view among them, of another layout, makes `rebinds` refuse)."""
+        storage = storage_id(self.facts.values[node.args[0]])
+        return [n for n in self.open.values if isinstance(n, torch.fx.Node)
+                and isinstance(fake := self.facts.values.get(n), torch.Tensor)
+                and storage_id(fake) == storage]
 
     def writes(self, node: torch.fx.Node, mark: tuple[int, ...]) -> list[tuple[Source, Traced]]:
         """The in-place writes `node`'s row recorded (`Recording.write`), as (input, new
@@ -393,7 +439,7 @@ class _Builder:
         buffer) that requires no gradient. A node that writes with no row recording it
         is refused."""
         recorded = self.open.recording.writes[mark[3]:]
-        if node in self.facts.mutating and not recorded:
+        if node in self.facts.mutating and not recorded and not self.rebinds(node):
             raise NotImplementedError("it writes into a tensor in place")
         writes = []
         for target, value in recorded:
@@ -465,7 +511,7 @@ class _Builder:
             raise NotImplementedError(f"recorded as {got}, torch gives {want}")
         storage = storage_id(fake)
         if storage in self.input_storages(node) and storage in self.facts.mutated and \
-                not self.sole_writer(node, storage):
+                not self.sole_writer(node, storage) and not self.rebound_memory(storage):
             raise NotImplementedError("torch gives a view of a tensor written in place")
 
     def node(self, node: torch.fx.Node) -> None:
@@ -547,6 +593,19 @@ def _hint(size: int | torch.SymInt) -> int | None:
     """A size in the example (None for one that depends on data)."""
     return size if isinstance(size, int) else size.node.hint
 
+
+def _in_place_call(node: torch.fx.Node) -> bool:
+    """Whether `node` is a call that writes its result into its first argument: an
+    `inplace=True` function, a `Tensor.<op>_` method with an out-of-place row, `+=`."""
+    return bool(node.args) and isinstance(node.args[0], torch.fx.Node) and (
+        node.kwargs.get("inplace") is True and node.target in FUNCTIONS
+        or node.op == "call_method" and isinstance(node.target, str)
+        and node.target.endswith("_") and node.target[:-1] in METHODS
+        or node.op == "call_function" and node.target in IN_PLACE_OPERATORS)
+
+def _layout(fake: torch.Tensor) -> tuple[Any, ...]:
+    """A tensor's place in its memory: shape, strides and offset."""
+    return tuple(fake.shape), fake.stride(), fake.storage_offset()
 
 def _stand_ins(value: Any) -> bool:
     """Whether `value` is a tuple of recorded tensors (the result of `split`), some of

@@ -41,12 +41,11 @@ class Failure:
 
 
 KNOWN_FAILURES: dict[str, Failure] = {
-    "F.relu / F.leaky_relu with inplace=True are refused (nn.ReLU(inplace=True) in "
-    "torchvision's BasicBlock, nn.ReLU(True) and nn.LeakyReLU(0.2, inplace=True) in DCGAN "
-    "and WGAN-GP)": Failure(
+    "F.relu / F.leaky_relu with inplace=True on a value the graph does not compute in "
+    "the same segment (DCGAN's nn.ReLU(True) after a refused conv_transpose2d) is "
+    "refused": Failure(
         r"(relu|leaky_relu): argument inplace=True is not supported",
-        [("resnet_block", ANY, "fullgraph"), ("dcgan", ANY, "fullgraph"),
-         ("wgan_gp", ANY, "fullgraph")]),
+        [("dcgan", ANY, "fullgraph")]),
     "torch.lstm with dropout between layers in training (the word language model's "
     "nn.LSTM(8, 8, 2, dropout=0.2), Dynamo's node under allow_rnn) is refused": Failure(
         r"torch\.lstm: argument dropout=0.2 is not supported",
