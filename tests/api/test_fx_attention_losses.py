@@ -18,19 +18,7 @@ F = torch.nn.functional
 
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
-DTYPES = [torch.float32, torch.float64]
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    """Each test compiles afresh (Dynamo stops recompiling one function after 8 graphs)."""
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-
-
-def tolerance(dtype: torch.dtype) -> dict[str, float]:
-    return {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else \
-        {"rtol": 1e-9, "atol": 1e-11}
+from tests.api.fx_helpers import DTYPES, fresh_dynamo, tolerance  # noqa: E402, F401
 
 
 def derivatives(fn, inputs, parameters=(), second=True, frozen=()):

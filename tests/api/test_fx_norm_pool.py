@@ -22,20 +22,7 @@ F = torch.nn.functional
 
 import reverie as rv  # noqa: E402
 from reverie.fx import UnsupportedNodeError  # noqa: E402
-
-DTYPES = [torch.float32, torch.float64]
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    """Each test compiles afresh (Dynamo stops recompiling one function after 8 graphs)."""
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-
-
-def tolerance(dtype: torch.dtype) -> dict[str, float]:
-    return {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else \
-        {"rtol": 1e-9, "atol": 1e-11}
+from tests.api.fx_helpers import DTYPES, fresh_dynamo, tolerance  # noqa: E402, F401
 
 
 def derivatives(fn, inputs, frozen=()):
