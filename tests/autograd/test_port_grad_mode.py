@@ -49,12 +49,8 @@ def no_mode_left_switched() -> object:
 
 
 @pytest.fixture
-def is_inference(lib: object, request: pytest.FixtureRequest) -> Callable[[object], bool]:
-    """`t.is_inference()`; expected to fail on Reverie while runtime/tensor.py lacks it."""
-    if lib is not torch and not hasattr(rv.Tensor, "is_inference"):
-        request.applymarker(pytest.mark.xfail(
-            raises=AttributeError, strict=True,
-            reason="Tensor.is_inference is not wired in runtime/tensor.py yet"))
+def is_inference() -> Callable[[object], bool]:
+    """`t.is_inference()`, on torch's tensors and Reverie's alike."""
     return lambda t: t.is_inference()
 
 
