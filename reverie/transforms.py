@@ -179,7 +179,10 @@ def _vjp(kernel: Kernel, chosen: list[int], single: bool, checkpoint: bool) -> K
                               f"{kernel.name}_vjp")
 
     names = ["cotangent"] if outputs == 1 else [f"cotangent{i}" for i in range(outputs)]
-    dtypes = ["float" if t.is_float else t.dtype for t in result_types]
+    # a float result follows the `float` specialisation only if the kernel has `float`
+    # parameters; else its type is fixed (`f32(x)` of an f64 `x`), and so is its cotangent's
+    generic = "float" in kernel.declared_dtypes
+    dtypes = ["float" if t.is_float and generic else t.dtype for t in result_types]
     flat = derived_kernel(kernel, "vjp", build, False, names, dtypes)
     return GroupedKernel(flat, outputs if outputs > 1 else None,
                          lambda results: results[0] if single else results)

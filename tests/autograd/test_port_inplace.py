@@ -775,12 +775,7 @@ def copy_with_dtype_conversion(lib, x, w):
 
 
 @pytest.mark.parametrize("order", [1, 2])
-def test_copy_with_dtype_conversion_matches_torch(order, request):
-    if order == 2:
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="not in-place: the second derivative through any float32 "
-                                "cast fails (cast_op_vjp_vjp gets float32 and float64 "
-                                "cotangents), also for (x * w).astype(f32).astype(f64)"))
+def test_copy_with_dtype_conversion_matches_torch(order):
     expected = _derivatives(torch, copy_with_dtype_conversion, order)
     actual = _derivatives(ReverieLibForGradients(), copy_with_dtype_conversion, order)
     for got, want in zip(actual, expected, strict=True):
