@@ -420,7 +420,7 @@ def accumulate_grad(tensor: Tensor, gradient: object, create_graph: bool) -> Non
     """Add `gradient` to `tensor.grad` (torch's AccumulateGrad): the first gradient is
     stored as a copy (never the caller's object), later ones added in place unless
     building a graph."""
-    from .tensor import Tensor, wrap
+    from .tensor import Tensor, plain, wrap
 
     old = tensor._grad
     if old is None:
@@ -432,5 +432,4 @@ def accumulate_grad(tensor: Tensor, gradient: object, create_graph: bool) -> Non
             gradient._requires_grad:
         tensor._grad = old + gradient
     else:
-        np.add(old._data, gradient._data if isinstance(gradient, Tensor) else gradient,
-               out=old._data)
+        np.add(old._data, plain(gradient), out=old._data)

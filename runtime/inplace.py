@@ -41,7 +41,7 @@ import numpy as np
 
 from .grad_mode import grad_enabled, inference_mode_enabled
 from .graph import GraphNode
-from .tensor import FLOAT_KINDS, Tensor, wrap
+from .tensor import FLOAT_KINDS, Tensor, plain, wrap
 
 Step = tuple[str, object]  # ("getitem", basic index) | ("transpose", axes) | ("reshape", shape)
 
@@ -258,10 +258,10 @@ def _check_broadcast(t: Tensor, other: object) -> None:
     """torch's RuntimeError when `other` does not broadcast with `t` (the shape of `t`
     itself is checked by `_write`)."""
     try:
-        np.broadcast_shapes(t.shape, np.shape(_plain(other)))
+        np.broadcast_shapes(t.shape, np.shape(plain(other)))
     except ValueError:
         raise RuntimeError(f"the size of tensor a {list(t.shape)} must match the size of "
-                           f"tensor b {list(np.shape(_plain(other)))} (broadcasting)") from None
+                           f"tensor b {list(np.shape(plain(other)))} (broadcasting)") from None
 
 
 def _recording(t: Tensor, *values: object) -> bool:
@@ -273,10 +273,6 @@ def _recording(t: Tensor, *values: object) -> bool:
     info = t._view_of
     return (t._requires_grad or info is not None and info.base._requires_grad
             or any(isinstance(v, Tensor) and v._requires_grad for v in values))
-
-
-def _plain(value: object) -> object:
-    return value._data if isinstance(value, Tensor) else value
 
 
 # ---------------------------------------------------------------- writes
@@ -336,7 +332,7 @@ def binary(t: Tensor, op: str, other: object) -> Tensor:
     if _recording(t, other):
         return _rebase(t, lambda old: tensor_ops.binary(op, old, other))
     with np.errstate(all="ignore"):
-        result = UFUNCS[op](t._data, _plain(other))
+        result = UFUNCS[op](t._data, plain(other))
     _write(t, np.asarray(result))
     return t
 
@@ -361,7 +357,7 @@ def clamp(t: Tensor, low: object, high: object) -> Tensor:
         raise RuntimeError("clamp_: at least one of 'min' or 'max' must not be None")
     if _recording(t, low, high):
         return _rebase(t, lambda old: tensor_ops.clamp(old, low, high))
-    _write(t, np.clip(t._data, _plain(low), _plain(high)))
+    _write(t, np.clip(t._data, plain(low), plain(high)))
     return t
 
 
@@ -395,17 +391,17 @@ def _set(old: Tensor, index: object, value: object) -> Tensor:
 def _assign(data: np.ndarray, index: object, value: object) -> None:
     """`data[index] = value`, with torch's RuntimeError where `value` does not broadcast."""
     try:
-        data[index] = _plain(value)
+        data[index] = plain(value)
     except ValueError as error:
-        raise RuntimeError(f"shape mismatch: value of shape {list(np.shape(_plain(value)))} "
+        raise RuntimeError(f"shape mismatch: value of shape {list(np.shape(plain(value)))} "
                            f"cannot be broadcast to the indexing result ({error})") from None
 
 
 def _array_index(index: object) -> object:
     """`index` with Tensors in it (integer or bool) replaced by their arrays."""
     if isinstance(index, tuple):
-        return tuple(_plain(i) for i in index)
-    return _plain(index)
+        return tuple(plain(i) for i in index)
+    return plain(index)
 
 
 # ---------------------------------------------------------------- the write's node
@@ -423,7 +419,7 @@ class SetItemNode(GraphNode):
     def __init__(self, old: Tensor, steps: tuple[Step, ...], value: object,
                  name: str) -> None:
         self.steps = steps
-        self.value_shape = np.shape(_plain(value))
+        self.value_shape = np.shape(plain(value))
         self._inputs = (old if old._requires_grad else None,
                         value if isinstance(value, Tensor) and value._requires_grad else None)
         self.edges = tuple(e for e in self._inputs if e is not None)

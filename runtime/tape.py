@@ -39,14 +39,9 @@ from .inplace import check_not_stale, check_versions
 from .kernel_protocol import CompiledKernel
 from .tape_plans import DIFFERENTIABLE as DIFFERENTIABLE  # re-exported for the interop layers
 from .tape_plans import RecordPlan, inputs_reaching, record_plan, vjp_plan
-from .tensor import FLOAT_KINDS, Tensor, wrap
+from .tensor import FLOAT_KINDS, Tensor, plain, wrap
 
 Gradient = np.ndarray | Tensor
-
-
-def plain(value: object) -> object:
-    """The array behind a Tensor (anything else unchanged)."""
-    return value._data if isinstance(value, Tensor) else value
 
 
 _STAND_INS: dict[tuple[tuple[int, ...], np.dtype], np.ndarray] = {}

@@ -501,6 +501,11 @@ def wrap(array: np.ndarray, grad_fn: GraphNode | None = None, index: int = 0) ->
     return tensor
 
 
+def plain(value: object) -> object:
+    """The array behind a Tensor (anything else unchanged)."""
+    return value._data if isinstance(value, Tensor) else value
+
+
 def _rebuild(data: np.ndarray, requires_grad: bool) -> Tensor:
     """A pickled Tensor, unpickled: a leaf, as torch's."""
     return Tensor(data, requires_grad)

@@ -30,7 +30,7 @@ from reverie.compiler.ir.elementwise import ELEMENTWISE
 from . import inplace, ops_kernels, ops_shape
 from .grad_mode import grad_enabled
 from .indexing import index_plan
-from .tensor import Tensor, run_kernel, wrap
+from .tensor import Tensor, plain, run_kernel, wrap
 
 # NumPy's ufuncs that are rows of the op table, by row name (`np.add` -> "add")
 UFUNCS: dict[np.ufunc, str] = {
@@ -49,11 +49,6 @@ def _operand(value: object) -> object:
     return NotImplemented if array.dtype == object else array
 
 
-def _plain(value: object) -> object:
-    """The array behind a Tensor (anything else unchanged)."""
-    return value._data if isinstance(value, Tensor) else value
-
-
 def binary(op: str, a: object, b: object) -> Tensor:
     """`a <op> b` (an op of `ops_kernels.BINARY_OPS`) through its compiled kernel;
     NotImplemented for foreign operands."""
@@ -62,7 +57,7 @@ def binary(op: str, a: object, b: object) -> Tensor:
         return NotImplemented
     kernel = ops_kernels.binary_kernel(op, a, b)
     if ELEMENTWISE[op].result == "bool":  # a comparison: nothing to record
-        return run_kernel(kernel, _plain(a), _plain(b))
+        return run_kernel(kernel, plain(a), plain(b))
     return run_kernel(kernel, a, b)
 
 
@@ -72,7 +67,7 @@ def where(condition: object, a: object, b: object) -> Tensor:
     operands = [_operand(v) for v in (condition, a, b)]
     if NotImplemented in [o if o is NotImplemented else None for o in operands]:
         raise TypeError("where() takes Tensors, NumPy arrays or numbers")
-    condition = np.asarray(_plain(operands[0]), dtype=bool)
+    condition = np.asarray(plain(operands[0]), dtype=bool)
     return run_kernel(ops_kernels.where_kernel(condition, operands[1], operands[2]),
                       condition, operands[1], operands[2])
 
@@ -312,8 +307,8 @@ def apply_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[object, ...],
                         "recorded on Tensors that require grad; use the Tensor operators, "
                         "methods and rv. functions, or .detach() the tensors first")
     if outs:
-        kwargs = {**kwargs, "out": tuple(_plain(o) for o in outs)}
-    result = getattr(ufunc, method)(*(_plain(i) for i in inputs), **kwargs)
+        kwargs = {**kwargs, "out": tuple(plain(o) for o in outs)}
+    result = getattr(ufunc, method)(*(plain(i) for i in inputs), **kwargs)
     if outs:
         return outs[0] if len(outs) == 1 else outs
     if isinstance(result, tuple):
