@@ -60,6 +60,8 @@ _grad_function = lazy("reverie.compiler.transforms.reverse:grad_function")
 _vjp_function = lazy("reverie.compiler.transforms.reverse:vjp_function")
 _jvp_function = lazy("reverie.compiler.transforms.forward:jvp_function")
 _batch_function = lazy("reverie.compiler.transforms.batch:batch_function")
+_split_scatters = lazy(
+    "reverie.compiler.transforms.scatter_contractions:split_scatter_contractions")
 _contract_function = lazy("reverie.compiler.transforms.contractions:contract_function")
 _hoist_function = lazy("reverie.compiler.transforms.hoist:hoist_function")
 _plan_block = lazy("reverie.compiler.loops.fusion:plan_block")
@@ -181,7 +183,7 @@ def _batch(fn: Function, request: Request) -> Function:
 
 
 def _fuse(fn: Function, request: Request) -> Fused:
-    fn = _hoist_function(_contract_function(fn))  # matrix products first, then hoisting
+    fn = _hoist_function(_contract_function(_split_scatters(fn)))  # matrix products first
     fused = Fused(fn, _plan_block(fn.body))
     show("fuse", f"@{fn.name}", lambda: format_fusion(fused))
     return fused

@@ -26,6 +26,7 @@ The passes, in the order a kernel meets them (`compiler/pipeline.py` runs them):
     batch                 tensor IR    the batched function as built (transforms/batch.py)
     jacobian              tensor IR    the Jacobian as built (transforms/jacobian.py)
     simplify              tensor IR    after simplify, which ends lowering and every transform
+    scatter_contract      tensor IR    scatters of sums split (transforms/scatter_contractions.py)
     contract              tensor IR    contractions as matrix products (transforms/contractions.py)
     hoist                 tensor IR    expensive work on fewer indices hoisted (transforms/hoist.py)
     fuse                  fusion plan  each body op's fusion decision (loops/fusion.py)
@@ -65,6 +66,7 @@ PASSES: dict[str, str] = {  # pass name -> the level its result is at
     "batch": "tensor IR",
     "jacobian": "tensor IR",
     "simplify": "tensor IR",
+    "scatter_contract": "tensor IR",
     "contract": "tensor IR",
     "hoist": "tensor IR",
     "fuse": "fusion plan",

@@ -28,6 +28,7 @@ loop nests.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
 from itertools import product
@@ -37,7 +38,7 @@ from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.printer import format_function
 from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.types import scalar
-from reverie.compiler.ir.views import GenericOp
+from reverie.compiler.ir.views import GenericOp, LoopNestOp
 from reverie.compiler.print_ir import show
 
 PASS_NAME = "contract"
@@ -98,10 +99,11 @@ def contract_function(fn: Function) -> Function:
 # ---------------------------------------------------------------- recognising
 
 
-def _factors(generic: GenericOp) -> list[_Factor] | None:
-    """The factors of the yielded product, or None when the body is not a product."""
-    body = generic.body
-    position = {p: k for k, p in enumerate(generic.index_params)}
+def factors_of(nest: LoopNestOp, yielded: Value) -> list[_Factor] | None:
+    """The factors of `yielded`, a value of the nest's body, or None when it is not a
+    product of region-free scalar expressions."""
+    body = nest.body
+    position = {p: k for k, p in enumerate(nest.index_params)}
     defining = {r: op for op in body.ops for r in op.results}
 
     def uses(value: Value) -> frozenset[int]:
@@ -121,7 +123,7 @@ def _factors(generic: GenericOp) -> list[_Factor] | None:
         return [value]
 
     try:
-        return [_Factor(v, uses(v)) for v in split(body.results[0])]
+        return [_Factor(v, uses(v)) for v in split(yielded)]
     except _NotAContraction:
         return None
 
@@ -135,13 +137,17 @@ def _plan(generic: GenericOp) -> _Plan | None:
     result = generic.op.result
     if generic.reduce != "sum" or not result.type.is_float:
         return None
-    if any(lo != Dim.const(0) for _, lo, _ in generic.ranges):
+    factors = factors_of(generic, generic.body.results[0])
+    if factors is None or any(lo != Dim.const(0) for _, lo, _ in generic.ranges):
         return None
-    factors = _factors(generic)
-    if factors is None:
-        return None
-    outputs = frozenset(range(len(generic.indices)))
-    reductions = frozenset(range(len(generic.indices), len(generic.ranges)))
+    return best_split(factors, frozenset(range(len(generic.indices))),
+                      frozenset(range(len(generic.indices), len(generic.ranges))))
+
+
+def best_split(factors: list[_Factor], outputs: frozenset[int],
+               reductions: frozenset[int]) -> _Plan | None:
+    """The best way to multiply `factors` summed over `reductions` as one matrix product
+    (None: not a true matrix product)."""
     post = tuple(f for f in factors if not f.indices & reductions)
     summed = [f for f in factors if f.indices & reductions]
     if len(summed) < 2:
@@ -212,7 +218,7 @@ def _size(sizes: list[Dim], axes: tuple[int, ...]) -> Dim:
     return reduce(lambda total, k: total * sizes[k], axes, Dim.const(1))
 
 
-def _nest(generic: GenericOp, axes: tuple[int, ...]) -> tuple[Block, list[Value | None]]:
+def nest_block(generic: LoopNestOp, axes: tuple[int, ...]) -> tuple[Block, list[Value | None]]:
     """A region whose index parameters are the generic's indices `axes`, in that order;
     the index parameter standing for each of the generic's indices (None: not looped)."""
     old = generic.index_params
@@ -235,7 +241,7 @@ def _materialise(scope: Scope, generic: GenericOp, operands: list[Value],
         if perm == tuple(range(len(perm))):
             return value
         return scope.op("transpose", [value], {"perm": perm})
-    block, index = _nest(generic, axes)
+    block, index = nest_block(generic, axes)
     body = scope.child(block)
     block.results = [_product(body, generic, operands, factors, index)]
     ranges = [generic.ranges[k] for k in axes]
@@ -271,7 +277,7 @@ def _output(scope: Scope, generic: GenericOp, operands: list[Value], post: tuple
         if perm == outputs:
             return matrix
         return scope.op("transpose", [matrix], {"perm": perm})
-    block, index = _nest(generic, outputs)
+    block, index = nest_block(generic, outputs)
     body = scope.child(block)
     read = body.op("read", [matrix, *(index[k] for k in layout)],
                    {"modes": ("direct",) * len(layout), "label": "contraction"})
@@ -280,14 +286,26 @@ def _output(scope: Scope, generic: GenericOp, operands: list[Value], post: tuple
     return scope.op("generic", body.outer_operands(), {"indices": generic.indices}, [block])
 
 
-def _product(body: Scope, generic: GenericOp, operands: list[Value],
+def _product(body: Scope, generic: LoopNestOp, operands: list[Value],
              factors: tuple[_Factor, ...], index: list[Value | None]) -> Value | None:
     """The factors recomputed in `body` (None: no factors), with the original index
     parameters bound to `index` and operand parameters to the outer `operands`."""
-    bound = {param: value for param, value in zip(generic.index_params, index, strict=True)
+    copy = copier(body, generic, operands, index)
+    result = None
+    for factor in factors:
+        value = copy(factor.value)
+        result = value if result is None else body.mul(result, value)
+    return result
+
+
+def copier(body: Scope, nest: LoopNestOp, operands: list[Value],
+           index: list[Value | None]) -> Callable[[Value], Value]:
+    """A function recomputing values of the nest's body in `body`, its index parameters
+    bound to `index` and its operand parameters to the outer `operands`."""
+    bound = {param: value for param, value in zip(nest.index_params, index, strict=True)
              if value is not None}
-    outer = dict(zip(generic.operand_params, operands, strict=True))
-    defining = {r: op for op in generic.body.ops for r in op.results}
+    outer = dict(zip(nest.operand_params, operands, strict=True))
+    defining = {r: op for op in nest.body.ops for r in op.results}
 
     def copy(value: Value) -> Value:
         if value not in bound and value in outer:
@@ -299,8 +317,4 @@ def _product(body: Scope, generic: GenericOp, operands: list[Value],
             bound.update(zip(op.results, new.results, strict=True))
         return bound[value]
 
-    result = None
-    for factor in factors:
-        value = copy(factor.value)
-        result = value if result is None else body.mul(result, value)
-    return result
+    return copy
