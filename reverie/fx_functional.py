@@ -9,9 +9,9 @@ honour. Every value is torch's, to rounding, and so is every gradient:
     cross_entropy  class-index targets with `weight`, `ignore_index` (rows whose label is
                  ignored count for nothing, the mean divides by the weight of the rest) and
                  `label_smoothing`; probability targets
-    conv1d/2d    strides, dilation, groups, integer or "same"/"valid" padding
     pad          "constant" (any value), "reflect", "replicate" and "circular" padding, by
                  which the `nn.Conv` modules honour their `padding_mode`
+                 (`reverie/fx_rows_conv.py`)
 """
 
 from __future__ import annotations
@@ -298,74 +298,3 @@ def _scaled(factor: int, index: str) -> str:
 def _offset(index: str, shift: int) -> str:
     """`i + 2`, `i - 1` or `i`."""
     return index if not shift else f"{index} + {shift}" if shift > 0 else f"{index} - {-shift}"
-
-
-# ---------------------------------------------------------------- convolution
-
-def _per_axis(value: Any, spatial: int) -> tuple[int, ...]:
-    """An int, or a sequence of one or `spatial` ints, as one int per spatial axis."""
-    values = tuple(value) if isinstance(value, tuple | list) else (value,)
-    return tuple(int(v) for v in (values * spatial if len(values) == 1 else values))
-
-
-def _conv_padding(padding: Any, kernel: Sequence[int], dilation: Sequence[int],
-                  stride: Sequence[int]) -> list[tuple[int, int]]:
-    """(before, after) zero padding per spatial axis, from ints, "valid" or "same"."""
-    if padding == "valid":
-        return [(0, 0)] * len(kernel)
-    if padding == "same":
-        if any(s != 1 for s in stride):
-            raise refuse("conv", "padding", padding, "torch takes 'same' with stride 1 only")
-        totals = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
-        return [(t // 2, t - t // 2) for t in totals]
-    if isinstance(padding, str):
-        raise refuse("conv", "padding", padding, "torch takes 'valid', 'same' or sizes")
-    return [(p, p) for p in _per_axis(padding, len(kernel))]
-
-
-def conv(input: Traced, weight: Traced, bias: Traced | None = None, stride: Any = 1,
-         padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Traced:
-    """F.conv1d / F.conv2d: each group of channels convolved in index notation, the
-    groups concatenated, the bias added."""
-    spatial = input.ndim - 2
-    strides, dilations = _per_axis(stride, spatial), _per_axis(dilation, spatial)
-    pads = _conv_padding(padding, weight.shape[2:], dilations, strides)
-    if groups == 1:
-        y = _convolve(input, weight, strides, pads, dilations)
-    else:
-        ins, outs = input.shape[1] // groups, weight.shape[0] // groups
-        y = concatenate([_convolve(input[:, g * ins:(g + 1) * ins],
-                                   weight[g * outs:(g + 1) * outs], strides, pads, dilations)
-                         for g in range(groups)], axis=1)
-    if bias is None:
-        return y
-    return y + bias.reshape(bias.shape + (1,) * spatial)
-
-
-def _convolve(x: Traced, w: Traced, strides: Sequence[int], pads: Sequence[tuple[int, int]],
-              dilations: Sequence[int]) -> Traced:
-    """y[b, o, i…] = Σ_{c, k…} x[b, c, s·i + d·k − before] · w[o, c, k…]; reads outside x
-    are Reverie's zeros, which is the zero padding."""
-    ranges, reads, axes = [], [], []
-    for axis, (s, (before, after), d) in enumerate(zip(strides, pads, dilations, strict=True)):
-        size, kernel = x.axes[2 + axis], w.axes[2 + axis]
-        i, k = f"i{axis}", f"k{axis}"
-        out = (size.size + before + after - d * (kernel.size - 1) - 1) // s + 1
-        ranges.append(f"{i} in 0..{out}")
-        reads.append(_offset(f"{_scaled(s, i)} + {_scaled(d, k)}", -before))
-        axes.append(Axis(out, str(out)))
-    taps = ", ".join(f"k{a}" for a in range(len(strides)))
-    expr = f"sum[c, {taps}]({x.name}[b, c, {', '.join(reads)}] * {w.name}[o, c, {taps}])"
-    return x.recording.let(expr, (x.axes[0], w.axes[0], *axes), x.element,
-                           index=f"[b, o, {', '.join(ranges)}]")
-
-
-def conv_module(module: Any, weights: dict[str, Traced], input: Traced) -> Traced:
-    """nn.Conv1d / nn.Conv2d as torch runs them: padded by `padding_mode` first (F.pad
-    with the module's padding) when it is not "zeros", then convolved."""
-    padding = module.padding
-    if module.padding_mode != "zeros":
-        input = pad(input, module._reversed_padding_repeated_twice, module.padding_mode)
-        padding = 0
-    return conv(input, weights["weight"], weights.get("bias"), module.stride, padding,
-                module.dilation, module.groups)

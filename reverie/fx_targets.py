@@ -257,7 +257,7 @@ _FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     F.softmax: (fn.functional_along("softmax"), {}),
     F.log_softmax: (fn.functional_along("log_softmax"), {}),
     F.dropout: (fn.dropout, {}), F.mse_loss: (fn.mse_loss, {}),
-    F.cross_entropy: (fn.cross_entropy, {}), F.conv1d: (fn.conv, {}), F.conv2d: (fn.conv, {}),
+    F.cross_entropy: (fn.cross_entropy, {}),
     F.pad: (fn.pad, {}), torch._C._nn.pad: (fn.pad, {}),  # the latter in Dynamo's graphs
     torch.sigmoid: (_unary("sigmoid"), {}), torch.tanh: (_unary("tanh"), {}),
     torch.relu: (_unary("relu"), {}),
@@ -310,7 +310,6 @@ METHODS: dict[str, Rule] = {m: Rule(f"Tensor.{m}", emit, only)
 # row calls its functional form's rule with the module's attributes.
 MODULES: dict[type, Callable[..., Any]] = {
     nn.Linear: lambda m, w, x: FUNCTIONS[F.linear](x, w["weight"], w.get("bias")),
-    nn.Conv1d: fn.conv_module, nn.Conv2d: fn.conv_module,
     nn.ReLU: lambda m, w, x: FUNCTIONS[F.relu](x, m.inplace),
     nn.Tanh: lambda m, w, x: x.tanh(), nn.Sigmoid: lambda m, w, x: x.sigmoid(),
     nn.SiLU: lambda m, w, x: FUNCTIONS[F.silu](x, m.inplace),

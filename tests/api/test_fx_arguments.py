@@ -167,6 +167,20 @@ EXAMPLES.update({
     "new_full": ((X, (2, 3), 1.5), {}),
 })
 
+# The convolution family (reverie/fx_rows_conv.py): transposed convolutions (an output
+# padding of 1 is one torch takes at stride 2, the functions' example).
+VALUES.update({"output_padding": [1, 0], "padding_mode": [*VALUES["padding_mode"], "zeros"]})
+EXAMPLES.update({
+    F.conv_transpose1d: ((normal(2, 4, 5), normal(4, 3, 3)),
+                         {"bias": normal(6), "stride": 2, "groups": 2}),
+    F.conv_transpose2d: ((normal(2, 4, 5, 4), normal(4, 3, 3, 2)),
+                         {"bias": normal(6), "stride": 2, "groups": 2}),
+})
+MODULE_EXAMPLES.update({
+    nn.ConvTranspose1d: ((4, 4, 3), [normal(2, 4, 5)]),
+    nn.ConvTranspose2d: ((4, 4, 3), [normal(2, 4, 5, 4)]),
+})
+
 # ---------------------------------------------------------------- torch's parameters
 
 def optional_parameters(function: Any) -> list[str]:
@@ -232,6 +246,16 @@ def verdict(gm: torch.fx.GraphModule, tensors: list[torch.Tensor], name: str) ->
     return "ok"
 
 
+def judged(make, kwargs: dict[str, Any], name: str) -> str | None:
+    """The verdict on the graph `make(kwargs)`; None when torch rejects `kwargs` already
+    in making it (a module's constructor: ConvTranspose takes padding_mode="zeros" only)."""
+    try:
+        built = make(kwargs)
+    except (TypeError, ValueError):
+        return None
+    return verdict(*built, name)
+
+
 def check_parameters(names: list[str], given: dict[str, Any], make) -> list[str]:
     """Each parameter in turn at each of its values through `make(kwargs)` -> (graph,
     tensors); the failures, and the parameters no value of which torch accepts."""
@@ -241,7 +265,7 @@ def check_parameters(names: list[str], given: dict[str, Any], make) -> list[str]
             problems.append(f"{name}: no value to try (add one to VALUES)")
             continue
         values = [given[name], *VALUES.get(name, [])] if name in given else VALUES[name]
-        verdicts = [verdict(*make({**given, name: value}), name) for value in values]
+        verdicts = [judged(make, {**given, name: value}, name) for value in values]
         problems += [f"{name}={v!r}: {r}" for v, r in zip(values, verdicts, strict=True)
                      if r not in (None, "ok")]
         if all(r is None for r in verdicts) and not _only_unexpected(name, given, make):
