@@ -39,9 +39,10 @@ from reverie.compiler.ir.core import Function
 from reverie.compiler.lazy import lazy
 from reverie.kernel import Kernel
 from reverie.runtime.tape import vjp_plan
-from reverie.transforms import derived_kernel
+from reverie.runtime.tape_plans import is_zero
+from reverie.transforms import derived_kernel, vjp_backward, vjp_forward
 
-from .torch_op import LIBRARY, KernelOp
+from .torch_op import LIBRARY, KernelOp, stand_in, to_numpy, to_torch
 
 __all__ = ["KernelCall", "batched_kernel", "call", "op_for"]
 
@@ -113,15 +114,32 @@ class KernelCall(torch.autograd.Function):
 
 class EagerKernelCall(torch.autograd.Function):
     """`KernelCall` for plain tensors outside torch.func, in the old style (forward takes
-    `ctx`), which spares `apply` binding the arguments to `setup_context` on every call."""
+    `ctx`), which spares `apply` binding the arguments to `setup_context` on every call.
+
+    Its forward runs the forward half of the VJP (`transforms.vjp_forward`), which also
+    returns the residuals the backward half reads, so a plain `.backward()` runs the
+    adjoint sweep alone instead of the whole VJP, forward included, again (a backward
+    that builds a graph, `create_graph=True`, still calls the differentiable VJP)."""
 
     @staticmethod
     def forward(ctx: Any, op: KernelOp, *args: Any) -> tuple[torch.Tensor, ...]:
-        outputs = op.run(args)
+        ctx.split_wrt = split_wrt(op, args)
+        if ctx.split_wrt is None:
+            outputs = op.run(args)
+        else:
+            forward = vjp_forward(op.kernel, list(ctx.split_wrt))
+            *outputs, ctx.residuals = split_results(forward.run_arrays([to_numpy(a) for a
+                                                                        in args]), op.outputs)
         save_context(op, ctx, args, outputs)
-        return outputs
+        return tuple(outputs)
 
-    backward = KernelCall.backward
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: torch.Tensor | None) -> tuple:
+        needs = ctx.needs_input_grad[1:]
+        if ctx.split_wrt is not None and not torch.is_grad_enabled() \
+                and ctx.split_wrt == wanted(ctx.reverie_op, needs):
+            return None, *residual_gradients(ctx, grad_outputs)
+        return None, *gradients(ctx, grad_outputs, needs, call)
 
 
 # ---------------------------------------------------------------- rules
@@ -144,25 +162,76 @@ def saved_inputs(ctx: Any) -> list[Any]:
     return [next(tensors) if a is None else a for a in args]
 
 
+def wanted(op: KernelOp, needs_input_grad: Sequence[bool]) -> tuple[int, ...]:
+    """The inputs to differentiate: those that need a gradient and can have one."""
+    return tuple(i for i, need in enumerate(needs_input_grad) if need and op.differentiable[i])
+
+
+def split_wrt(op: KernelOp, args: Sequence[Any]) -> tuple[int, ...] | None:
+    """The inputs a forward saving residuals is split for (those requiring grad), or None
+    where the kernel recomputes instead (a module that asked for checkpointing)."""
+    if op.kernel.module.checkpoint:
+        return None
+    wrt = wanted(op, [isinstance(a, torch.Tensor) and a.requires_grad for a in args])
+    return wrt or None
+
+
+def split_results(results: Any, outputs: int) -> list[Any]:
+    """The forward half's flat results as the outputs, then one tuple of residuals."""
+    tensors = to_torch(results)
+    return [*tensors[:outputs], tensors[outputs:]]
+
+
+def cotangents_of(ctx: Any, grad_outputs: Sequence[torch.Tensor | None]) -> list[torch.Tensor]:
+    """One cotangent per output: zeros for integer outputs and outputs given none."""
+    return [g if g is not None and dtype.is_floating_point else torch.zeros(shape, dtype=dtype)
+            for g, (shape, dtype) in zip(grad_outputs, ctx.output_types, strict=True)]
+
+
+def in_input_dtypes(wrt: Sequence[int], results: Sequence[torch.Tensor], zero: Sequence[bool],
+                    args: Sequence[Any]) -> list[torch.Tensor | None]:
+    """One gradient per input: the results at `wrt` in their inputs' dtypes, None
+    elsewhere and where the adjoint is a known zero."""
+    grads: list[torch.Tensor | None] = [None] * len(args)
+    for i, grad, known_zero in zip(wrt, results, zero, strict=True):
+        if not known_zero:
+            grads[i] = grad if grad.dtype == args[i].dtype else grad.to(args[i].dtype)
+    return grads
+
+
 def gradients(ctx: Any, grad_outputs: Sequence[torch.Tensor | None],
               needs_input_grad: Sequence[bool], via: Via) -> list[torch.Tensor | None]:
     """One gradient per input (None where none is needed or it is zero), by one call of
     the VJP kernel: `x̄_i = Σ_j ȳ_j · ∂y_j/∂x_i` in the dtype of input i."""
     op: KernelOp = ctx.reverie_op
     args = saved_inputs(ctx)
-    grads: list[torch.Tensor | None] = [None] * len(args)
-    wrt = tuple(i for i, need in enumerate(needs_input_grad) if need and op.differentiable[i])
+    wrt = wanted(op, needs_input_grad)
     if not wrt:
-        return grads
+        return [None] * len(args)
     plan = vjp_plan(op.kernel, wrt, op.float_dtype(args))
-    cotangents = [g if g is not None and dtype.is_floating_point
-                  else torch.zeros(shape, dtype=dtype)  # integer outputs, or none given
-                  for g, (shape, dtype) in zip(grad_outputs, ctx.output_types, strict=True)]
-    results = via(op_for(plan.kernel), [*args, *cotangents])
-    for i, grad, zero in zip(wrt, results, plan.zero, strict=True):
-        if not zero:
-            grads[i] = grad if grad.dtype == args[i].dtype else grad.to(args[i].dtype)
-    return grads
+    results = via(op_for(plan.kernel), [*args, *cotangents_of(ctx, grad_outputs)])
+    return in_input_dtypes(wrt, results, plan.zero, args)
+
+
+def residual_gradients(ctx: Any, grad_outputs: Sequence[torch.Tensor | None]
+                       ) -> list[torch.Tensor | None]:
+    """`gradients` by the backward half of the split VJP, from the forward's residuals."""
+    op: KernelOp = ctx.reverie_op
+    args = saved_inputs(ctx)
+    backward = vjp_backward(op.kernel, list(ctx.split_wrt))
+    flat = [*args, *ctx.residuals, *cotangents_of(ctx, grad_outputs)]
+    results = to_torch(backward.run_arrays([to_numpy(a) for a in flat]))
+    return in_input_dtypes(ctx.split_wrt, results, zero_results(backward, flat), args)
+
+
+def zero_results(kernel: Kernel, args: Sequence[Any]) -> tuple[bool, ...]:
+    """Which results of `kernel` are known zeros (read from its IR once per dtype)."""
+    dtype = kernel.float_dtype_for([stand_in(a) for a in args])
+    zero = kernel.autograd_cache.get(("zero results", dtype))
+    if zero is None:
+        zero = tuple(is_zero(v) for v in kernel.ir_for(dtype).body.results)
+        kernel.autograd_cache[("zero results", dtype)] = zero
+    return zero
 
 
 def output_tangents(ctx: Any, tangents: Sequence[torch.Tensor | None]) -> tuple:

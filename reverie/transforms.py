@@ -48,6 +48,7 @@ jvp_function = lazy("reverie.compiler.transforms.forward:jvp_function")
 jacobian_function = lazy("reverie.compiler.transforms.jacobian:jacobian_function")
 grad_function = lazy("reverie.compiler.transforms.reverse:grad_function")
 vjp_function = lazy("reverie.compiler.transforms.reverse:vjp_function")
+split_vjp = lazy("reverie.compiler.transforms.residuals:split_vjp")
 simplify = lazy("reverie.compiler.transforms.simplify:simplify")
 # ... and the IR itself, which a warm start's `f.grad(...)(...)` never builds
 Block = lazy("reverie.compiler.ir.core:Block")
@@ -179,13 +180,59 @@ def _vjp(kernel: Kernel, chosen: list[int], single: bool, checkpoint: bool) -> K
                               f"{kernel.name}_vjp")
 
     names = ["cotangent"] if outputs == 1 else [f"cotangent{i}" for i in range(outputs)]
-    # a float result follows the `float` specialisation only if the kernel has `float`
-    # parameters; else its type is fixed (`f32(x)` of an f64 `x`), and so is its cotangent's
-    generic = "float" in kernel.declared_dtypes
-    dtypes = ["float" if t.is_float and generic else t.dtype for t in result_types]
-    flat = derived_kernel(kernel, "vjp", build, False, names, dtypes)
+    flat = derived_kernel(kernel, "vjp", build, False, names, _cotangent_dtypes(kernel))
     return GroupedKernel(flat, outputs if outputs > 1 else None,
                          lambda results: results[0] if single else results)
+
+
+def vjp_forward(kernel: Kernel, wrt: Wrt = None) -> Kernel:
+    """The forward half of `kernel`'s VJP for `wrt`: `(*args)` returning the results, then
+    the residuals its backward half reads (`compiler/transforms/residuals.py`)."""
+    chosen, _ = kernel.wrt_indices(wrt)
+    return kernel.cached_transform(("vjp_forward", tuple(chosen), False),
+                                   lambda: _vjp_half(kernel, chosen, "forward"))
+
+
+def vjp_backward(kernel: Kernel, wrt: Wrt = None) -> Kernel:
+    """The backward half of `kernel`'s VJP for `wrt`: `(*args, *residuals, *cotangents)`
+    returning one adjoint per `wrt` position, without recomputing the forward."""
+    chosen, _ = kernel.wrt_indices(wrt)
+    return kernel.cached_transform(("vjp_backward", tuple(chosen), False),
+                                   lambda: _vjp_half(kernel, chosen, "backward"))
+
+
+def _vjp_half(kernel: Kernel, chosen: list[int], half: str) -> Kernel:
+    """One half of the split VJP, built per dtype from the same split."""
+    outputs = _result_count(kernel)
+
+    def build(dtype: str) -> Function:
+        vjp = vjp_function(kernel.ir_for(dtype), chosen)
+        return simplify(getattr(split_vjp(vjp, len(kernel.param_names), outputs), half))
+
+    if half == "forward":
+        return derived_kernel(kernel, "vjp_forward", build, False)
+    residuals = _residual_dtypes(kernel, vjp_forward(kernel, chosen), outputs)
+    names = [f"residual{i}" for i in range(len(residuals))] + (
+        ["cotangent"] if outputs == 1 else [f"cotangent{i}" for i in range(outputs)])
+    return derived_kernel(kernel, "vjp_backward", build, False, names,
+                          residuals + _cotangent_dtypes(kernel))
+
+
+def _residual_dtypes(kernel: Kernel, forward: Kernel, outputs: int) -> list[str]:
+    """The declared dtype of each residual: `float` where it follows the specialisation."""
+    f32 = forward.ir_for("f32").result_types[outputs:]
+    if "float" not in kernel.declared_dtypes:
+        return [t.dtype for t in f32]
+    f64 = forward.ir_for("f64").result_types[outputs:]
+    return ["float" if a.dtype != b.dtype else a.dtype for a, b in zip(f32, f64, strict=True)]
+
+
+def _cotangent_dtypes(kernel: Kernel) -> list[str]:
+    """A cotangent follows the `float` specialisation only if the kernel has `float`
+    parameters; else its type is fixed (the cotangent of `f32(x)` for an f64 `x` is f32)."""
+    generic = "float" in kernel.declared_dtypes
+    return ["float" if t.is_float and generic else t.dtype
+            for t in kernel.ir_for("f32").result_types]
 
 
 def batched_vjp(kernel: Kernel, wrt: Sequence[int], args: Sequence[object],
@@ -386,5 +433,6 @@ def rebuild(kernel: Kernel, key: tuple) -> Kernel:
 
 TRANSFORMS: dict[str, Callable[..., Kernel]] = {
     "grad": grad, "value_and_grad": value_and_grad, "vjp": vjp, "jvp": jvp, "hvp": hvp,
-    "jacobian": jacobian, "hessian": hessian,
+    "jacobian": jacobian, "hessian": hessian, "vjp_forward": vjp_forward,
+    "vjp_backward": vjp_backward,
 }

@@ -39,7 +39,7 @@ class VjpPlan:
     zero: tuple[bool, ...]
 
 
-def _is_zero(value: Value) -> bool:
+def is_zero(value: Value) -> bool:
     """True when `value` is a constant 0 (possibly broadcast, reshaped or cast)."""
     while value.op is not None and value.op.name in ZERO_PRESERVING:
         value = value.op.operands[0]
@@ -109,7 +109,7 @@ def vjp_plan(kernel: CompiledKernel, wrt: tuple[int, ...], dtype: str,
         fn = vjp.ir_for(dtype)
         read = {v for op in fn.body.ops for v in op.operands} | set(fn.body.results)
         reads = tuple(p in read for p in fn.params[:len(kernel.param_names)])
-        plan = VjpPlan(vjp, fn, reads, any(reads), tuple(_is_zero(v) for v in fn.body.results))
+        plan = VjpPlan(vjp, fn, reads, any(reads), tuple(is_zero(v) for v in fn.body.results))
         vjps[(wrt, dtype)] = plan
     return plan
 

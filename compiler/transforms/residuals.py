@@ -1,0 +1,113 @@
+"""A VJP split in two at its cotangents: a forward that also returns the residuals (the
+primal values the adjoint reads) and a backward that starts from them.
+
+A VJP function (`reverse.vjp_function`) first recomputes the primal program, then runs the
+adjoint sweep, which reads primal values: a training step that calls the forward kernel
+and later the VJP kernel computes the forward twice. Splitting it where the cotangents
+enter removes the second time, as torch autograd does by saving tensors for backward:
+
+    vjp(x, ȳ)          = (y, x̄)      one function: y and every primal value recomputed
+    forward(x)         = (y, r)      r: the primal values the adjoint sweep reads
+    backward(x, r, ȳ)  = x̄           the adjoint sweep alone
+
+An op belongs to the backward when it reads a cotangent (or a value that does), else to
+the forward; the residuals are the forward's values that backward ops read or that are
+adjoints themselves. Constants and dimension sizes are re-emitted, never saved.
+
+Contract: `split_vjp(vjp, inputs, outputs)` takes a VJP function with `inputs` primal
+parameters followed by one cotangent per each of its first `outputs` results, and returns
+`Split(forward, backward, residual_types)`: `forward` has the primal parameters and
+returns the first `outputs` results then the residuals; `backward` has the primal
+parameters, then one parameter per residual, then the cotangents, and returns the
+remaining results (the adjoints). Together they compute what `vjp` does, with the same
+rounding (the same ops on the same values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reverie.compiler.ir.core import Block, Function, Op, Value
+from reverie.compiler.ir.scope import Scope, copy_block
+from reverie.compiler.ir.types import TensorType
+
+REEMITTED = ("const", "dim")  # no operands, cheap: recomputed where used, never saved
+
+
+@dataclass(frozen=True)
+class Split:
+    """The two halves of a VJP and the types of what passes between them."""
+
+    forward: Function
+    backward: Function
+    residual_types: tuple[TensorType, ...]
+
+
+def split_vjp(vjp: Function, inputs: int, outputs: int) -> Split:
+    """The forward (with residuals) and backward halves of `vjp` (see the module doc)."""
+    cotangents = vjp.params[inputs:]
+    backward_ops = _reading(vjp.body.ops, set(cotangents))
+    adjoints = vjp.body.results[outputs:]
+    residuals = _residuals(vjp, backward_ops, adjoints, set(vjp.params))
+    forward_body = Block(list(vjp.params[:inputs]),
+                         [op for op in vjp.body.ops if op not in backward_ops],
+                         [*vjp.body.results[:outputs], *residuals])
+    forward = vjp.derive(f"{vjp.name}_forward", forward_body, vjp.param_names[:inputs])
+    names = [f"residual{i}" for i in range(len(residuals))]
+    backward = vjp.derive(f"{vjp.name}_backward",
+                          _backward_body(vjp, inputs, backward_ops, residuals, adjoints),
+                          [*vjp.param_names[:inputs], *names, *vjp.param_names[inputs:]])
+    return Split(forward, backward, tuple(r.type for r in residuals))
+
+
+def _reading(ops: list[Op], sources: set[Value]) -> set[Op]:
+    """The ops that read one of `sources`, directly or through other ops' results."""
+    tainted, reading = set(sources), set()
+    for op in ops:
+        if any(v in tainted for v in op.operands):
+            reading.add(op)
+            tainted.update(op.results)
+    return reading
+
+
+def _residuals(vjp: Function, backward_ops: set[Op], adjoints: list[Value],
+               params: set[Value]) -> list[Value]:
+    """The forward values the backward reads (or returns), in definition order."""
+    defined_by = {r: op for op in vjp.body.ops for r in op.results}
+    read = {v for op in backward_ops for v in op.operands} | set(adjoints)
+
+    def saved(value: Value) -> bool:
+        op = defined_by.get(value)
+        return (value not in params and op is not None and op not in backward_ops
+                and op.name not in REEMITTED)
+
+    return [r for op in vjp.body.ops for r in op.results if r in read and saved(r)]
+
+
+def _backward_body(vjp: Function, inputs: int, backward_ops: set[Op],
+                   residuals: list[Value], adjoints: list[Value]) -> Block:
+    """The adjoint sweep over parameters (inputs, residuals, cotangents), with the
+    constants and sizes it reads re-emitted."""
+    inputs_params = [Value(p.type, name=p.name) for p in vjp.params[:inputs]]
+    residual_params = [Value(r.type, name=f"residual{i}") for i, r in enumerate(residuals)]
+    cotangent_params = [Value(p.type, name=p.name) for p in vjp.params[inputs:]]
+    block = Block(params=[*inputs_params, *residual_params, *cotangent_params])
+    scope = Scope(block)
+    values: dict[Value, Value] = dict(zip(vjp.params, [*inputs_params, *cotangent_params],
+                                          strict=True))
+    values.update(zip(residuals, residual_params, strict=True))
+    defined_by = {r: op for op in vjp.body.ops for r in op.results}
+
+    def operand(value: Value) -> Value:
+        if value not in values:  # a constant or size of the forward: emitted again here
+            op = defined_by[value]
+            values[value] = scope.emit(op.name, [], dict(op.attrs), span=op.span).result
+        return values[value]
+
+    for op in vjp.body.ops:
+        if op in backward_ops:
+            new = scope.emit(op.name, [operand(v) for v in op.operands], dict(op.attrs),
+                             [copy_block(r) for r in op.regions], op.span)
+            values.update(zip(op.results, new.results, strict=True))
+    block.results = [operand(v) for v in adjoints]
+    return block
