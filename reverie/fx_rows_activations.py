@@ -129,9 +129,9 @@ def softsign(input: Traced) -> Traced:
 
 # ---------------------------------------------------------------- dropout
 
-def _probability(target: str, p: float) -> None:
+def _probability(target: str, p: float, name: str = "p") -> None:
     if not 0 <= p <= 1:
-        raise refuse(target, "p", p, "dropout probability has to be between 0 and 1")
+        raise refuse(target, name, p, "dropout probability has to be between 0 and 1")
 
 
 def _dropped(input: Traced, p: float, noise: Callable[[torch.Tensor], torch.Tensor]
@@ -143,13 +143,19 @@ def _dropped(input: Traced, p: float, noise: Callable[[torch.Tensor], torch.Tens
     return input * made(lambda t: noise(t).bernoulli_(1 - p).div_(1 - p), input)
 
 
+def dropout_in_training(target: str, name: str, input: Traced, p: float) -> Traced:
+    """aten's `at::dropout(input, p, train=true)`, which torch's own ops also call (between
+    an RNN's layers, on attention's weights): on the CPU, `_dropout_impl`'s noise, drawn
+    laid out as eager's `input`; `p` is `target`'s argument `name`."""
+    _probability(target, p, name)
+    return input if p == 0 else _dropped(input, p, torch.empty_like)
+
+
 def dropout(input: Traced, p: float = 0.5, training: bool = True, inplace: bool = False
             ) -> Traced:
     """F.dropout: each element kept with probability 1 − p and scaled by 1 / (1 − p)."""
     _probability("dropout", p)
-    if not training or p == 0:
-        return input
-    return _dropped(input, p, torch.empty_like)
+    return dropout_in_training("dropout", "p", input, p) if training else input
 
 
 def torch_dropout(input: Traced, p: float, train: bool) -> Traced:
@@ -262,4 +268,4 @@ MODULES: dict[type, Callable[..., Any]] = {
     nn.FeatureAlphaDropout: _functional(F.feature_alpha_dropout, "p", "training"),
 }
 
-__all__ = ["FUNCTIONS", "METHODS", "MODULES"]
+__all__ = ["FUNCTIONS", "METHODS", "MODULES", "dropout_in_training"]

@@ -11,7 +11,7 @@ an additive mask, a softmax over the last axis.
     scaled_dot_product_attention   softmax(q kᵀ · scale + mask) v; a bool `attn_mask`
         keeps the positions where it is True, a float one is added; `is_causal` keeps
         key j ≤ query i. A query masked from every key gets 0 (torch's safe softmax).
-        Dropout (`dropout_p` > 0) and grouped-query attention are refused.
+        Grouped-query attention is refused.
     multi_head_attention_forward   what `nn.MultiheadAttention` calls (Dynamo hands it over
         as one node, the module's inputs transposed to (L, N, E) for `batch_first`): the
         in-projection (packed or separate weights), `attn_mask` (2-D or 3-D, bool True =
@@ -19,7 +19,15 @@ an additive mask, a softmax over the last axis.
         attention, the out-projection, and the attention weights, averaged over the heads
         with `average_attn_weights`. `is_causal` is the hint torch then ignores (the mask
         is used); `need_weights=False` gives (output, None). `bias_k`/`bias_v`,
-        `add_zero_attn`, `static_k`/`static_v` and dropout in training are refused.
+        `add_zero_attn` and `static_k`/`static_v` are refused.
+    masked_fill   `value` where a bool mask is True (also `masked_fill_` on a value the
+        graph computes: how `nn.MultiheadAttention` turns a bool mask into a float one).
+
+Dropout on the attention weights (`dropout_p` > 0, in training) multiplies them by noise
+torch draws at every call, as eager draws it on the CPU (SDPA takes its math path there
+when dropping out, and MHA's `need_weights` path drops out alike): `at::dropout` of the
+(…, L, S) weights, so under one `torch.manual_seed` the compiled model drops what eager
+drops (`fx_rows_activations.dropout_in_training`).
 
 Recurrent cells and layers, as Dynamo hands them over: `nn.LSTMCell`/`GRUCell`/`RNNCell`
 as `torch.lstm_cell`/`gru_cell`/`rnn_tanh_cell`/`rnn_relu_cell`, and, under
@@ -27,8 +35,9 @@ as `torch.lstm_cell`/`gru_cell`/`rnn_tanh_cell`/`rnn_relu_cell`, and, under
 `rnn_tanh`/`rnn_relu` node (without it Dynamo runs the model's frame in eager torch and
 gives the backend no graph). A layer is unrolled over the example's time steps (rv.fx's
 kernels are compiled per shape), each direction and layer in turn (`num_layers`,
-`bidirectional`, `batch_first`, with or without biases); `proj_size` and dropout between
-layers in training are refused.
+`bidirectional`, `batch_first`, with or without biases); `proj_size` is refused. Dropout
+in training follows every layer's output but the last, as aten's `_rnn_impl` applies it:
+`at::dropout` of the (T, N, directions · H) output, layer by layer.
 """
 
 from __future__ import annotations
@@ -40,7 +49,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 
-from reverie.fx_functional import linear, refuse
+from reverie.fx_functional import cast, linear, refuse
+from reverie.fx_rows_activations import dropout_in_training
 from reverie.tracing import RECORDER_FILES, Axis, Traced, concatenate, where
 
 RECORDER_FILES.add(__file__)
@@ -52,6 +62,16 @@ def _minus_infinity(like: Traced) -> Traced:
     """−∞ of `like`'s dtype, as a statement (source constants are finite): the score of a
     masked position, which the softmax turns into a weight of exactly 0."""
     return like.recording.let("log(0.0)", (), like.element)
+
+
+def _float_constant(target: str, value: float, like: Traced) -> Traced | float:
+    """A float argument `value` as an operand beside `like`: the number, or ±∞ as a
+    statement of `like`'s dtype; NaN is refused."""
+    if math.isnan(value):
+        raise refuse(target, "value", value, "Reverie writes no NaN constant")
+    if math.isfinite(value):
+        return value
+    return _minus_infinity(like) if value < 0 else -_minus_infinity(like)
 
 
 def _causal(length: int, sources: int, like: Traced) -> Traced:
@@ -72,17 +92,21 @@ def _masked(scores: Traced, mask: Traced | None) -> Traced:
     return scores + mask
 
 
-def _attend(q: Traced, k: Traced, v: Traced, scale: float, mask: Traced | None,
-            safe: bool = False) -> tuple[Traced, Traced]:
+def _attend(target: str, q: Traced, k: Traced, v: Traced, scale: float, mask: Traced | None,
+            dropout_p: float, safe: bool = False) -> tuple[Traced, Traced]:
     """(softmax(q kᵀ · scale + mask) v, the weights) over the leading batch axes, the
     mask read as `_masked` reads it. `safe` is SDPA's softmax: a row masked out whole
-    weighs 0 (torch's `_safe_softmax`), where the plain one is NaN."""
+    weighs 0 (torch's `_safe_softmax`), where the plain one is NaN. With `dropout_p` > 0
+    the weights are dropped out, by noise torch draws as both of its CPU paths do (the
+    math SDPA, which the CPU picks for dropout, and MHA's `need_weights` path):
+    `at::dropout` on the weights, (…, L, S) and contiguous."""
     order = (*range(k.ndim - 2), k.ndim - 1, k.ndim - 2)
     scores = _masked((q @ k.transpose(order)) * scale, mask)
     weights = scores.along("softmax", -1)
     if safe:
         dead = scores.max(axis=-1, keepdims=True) == _minus_infinity(scores)
         weights = where(dead, 0.0, weights)
+    weights = dropout_in_training(target, "dropout_p", weights, dropout_p)
     return weights @ v, weights
 
 
@@ -99,7 +123,8 @@ def scaled_dot_product_attention(query: Traced, key: Traced, value: Traced,
                      "torch takes is_causal or attn_mask, not both")
     factor = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
     mask = _causal(query.shape[-2], key.shape[-2], query) if is_causal else attn_mask
-    return _attend(query, key, value, factor, mask, safe=True)[0]
+    return _attend("scaled_dot_product_attention", query, key, value, factor, mask,
+                   dropout_p, safe=True)[0]
 
 
 def _additive(mask: Traced | None, like: Traced) -> Traced | None:
@@ -152,9 +177,6 @@ def multi_head_attention_forward(
 ) -> tuple[Traced, Traced | None]:
     """F.multi_head_attention_forward on (L, N, E) inputs (or unbatched (L, E))."""
     target = "multi_head_attention_forward"
-    if training and dropout_p > 0:
-        raise refuse(target, "dropout_p", dropout_p, "dropout in training mode draws masks; "
-                     "call model.eval() or use dropout=0")
     if query.shape[-1] != embed_dim_to_check:
         raise refuse(target, "embed_dim_to_check", embed_dim_to_check,
                      f"the query's embedding is {query.shape[-1]}")
@@ -169,7 +191,8 @@ def multi_head_attention_forward(
     q, k, v = (_heads(x, batch, num_heads)
                for x in _in_projection(query, key, value, weights, in_proj_bias))
     bias = _attention_bias(attn_mask, key_padding_mask, batch, num_heads, q)
-    out, attention = _attend(q, k, v, 1 / math.sqrt(embed // num_heads), bias)
+    out, attention = _attend(target, q, k, v, 1 / math.sqrt(embed // num_heads), bias,
+                             dropout_p if training else 0.0)
     out = linear(out.transpose(2, 0, 1, 3).reshape(length, batch, embed), out_proj_weight,
                  out_proj_bias)
     if average_attn_weights:
@@ -180,15 +203,37 @@ def multi_head_attention_forward(
     return (out, attention) if need_weights else (out, None)
 
 
-ONE_VALUE = {"enable_gqa": False, "dropout_p": 0.0}  # grouped queries, dropout: refused
+def masked_fill(input: Traced, mask: Traced, value: Any) -> Traced:
+    """Tensor.masked_fill: `value` (a number, or a 0-d tensor) where the bool `mask` is True,
+    else the input, in the input's dtype (what `nn.MultiheadAttention` makes of a bool mask:
+    `zeros_like(mask, dtype).masked_fill_(mask, -inf)`; rv.fx records the in-place
+    `masked_fill_` on a value the graph computes as this)."""
+    target = "masked_fill"
+    if not isinstance(mask, Traced) or mask.element != "bool":
+        raise refuse(target, "mask", mask, "torch takes a bool mask")
+    floating = input.element in ("f32", "f64")
+    if isinstance(value, Traced):
+        if value.ndim:
+            raise refuse(target, "value", value, "torch takes a number or a 0-d tensor")
+        value = cast(value, input.element)
+    elif isinstance(value, int | float) and floating:
+        value = _float_constant(target, float(value), input)
+    elif isinstance(value, float) or isinstance(value, bool) != (input.element == "bool"):
+        raise refuse(target, "value", value,
+                     f"a {type(value).__name__} into a {input.element} tensor")
+    return where(mask, value, input)
+
+
+ONE_VALUE = {"enable_gqa": False}  # grouped-query attention: refused
 MHA_ONLY = {"bias_k": None, "bias_v": None, "add_zero_attn": False, "static_k": None,
             "static_v": None}
 
 FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     F.scaled_dot_product_attention: (scaled_dot_product_attention, ONE_VALUE),
     F.multi_head_attention_forward: (multi_head_attention_forward, MHA_ONLY),
+    torch.masked_fill: (masked_fill, {}),
 }
-METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {}
+METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {"masked_fill": (masked_fill, {})}
 MODULES: dict[type, Callable[..., Any]] = {}
 
 
@@ -268,8 +313,6 @@ def _layers(kind: str, input: Traced, hx: Any, params: list[Traced], has_biases:
     if len(params) != num_layers * directions * per_layer:
         raise refuse(target, "params", f"{len(params)} tensors", "a projection (proj_size) "
                      "is not supported")
-    if train and dropout > 0 and num_layers > 1:
-        raise refuse(target, "dropout", dropout, "dropout in training mode draws masks")
     states = list(hx) if kind == "lstm" else [hx]
     sequence = input.transpose(1, 0, 2) if batch_first else input
     last: list[list[Traced]] = [[] for _ in states]
@@ -285,6 +328,8 @@ def _layers(kind: str, input: Traced, hx: Any, params: list[Traced], has_biases:
                 kept.append(value)
             outputs.append(out)
         sequence = concatenate(outputs, axis=2) if bidirectional else outputs[0]
+        if train and layer < num_layers - 1:  # aten's `_rnn_impl`: (T, N, D·H), time first
+            sequence = dropout_in_training(target, "dropout", sequence, dropout)
     output = sequence.transpose(1, 0, 2) if batch_first else sequence
     return (output, *(_stack(values) for values in last))
 

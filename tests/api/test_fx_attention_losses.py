@@ -167,7 +167,7 @@ def test_scaled_dot_product_attention(case: str, dtype: torch.dtype) -> None:
 
 def test_attention_arguments_refused_by_name() -> None:
     q, k, v = qkv(torch.float64, 2, 2)
-    refused(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.1),
+    refused(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=1.5),
             [q, k, v], "dropout_p")
     refused(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
             [q, k, v], "enable_gqa")
