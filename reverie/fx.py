@@ -28,18 +28,23 @@ PyTorch; a Python number computed at run time (a float input, `.item()`) enters 
 as a 0-d tensor read at every call, never as a constant.
 
 Autocast: a node that `torch.autocast` casts (in a `with torch.autocast(...)` block of the
-model, or anywhere in a model called under autocast) would compute in bf16/f16 in torch,
-which Reverie's kernels do not: it runs in eager PyTorch with `fallback=True` (the block's
-`_enter_autocast`/`_exit_autocast` nodes too, so eager autocast sets its dtypes), and is
-an `UnsupportedNodeError` without — never computed in f32 instead. So is a node reading a
-tensor of a dtype Reverie lacks (bf16, f16).
+model, or anywhere in a model called under autocast) computes in bf16/f16 in torch, which
+Reverie's kernels do not: until they do, it runs in eager PyTorch in both routes, with or
+without `fallback` — a deliberate delegation, not a graph break of an unmapped node — and
+so do the block's `_enter_autocast`/`_exit_autocast` nodes (eager autocast sets the dtypes)
+and a node reading a bf16/f16 tensor such a node made (`h.float()` after the block). The
+results have eager autocast's dtypes and values, never an f32 computation in their place.
+Any other node reading a tensor of a dtype Reverie lacks (a model cast to bf16) is an
+`UnsupportedNodeError` without `fallback`.
 
 Sizes: a graph Dynamo made dynamic (at a second batch size, or with `dynamic=True`,
 `mark_dynamic`) is planned on its symbolic sizes, each of Dynamo's symbols a dimension of
 the kernels (`s0` is `S0`) and each size node (`x.size(0)`, `s0 * 5`) computed from the
-call's sizes, so every size Dynamo's guards admit runs the kernels compiled once. Kernels
-are kept by their Reverie source (`KERNELS`), so a graph Dynamo compiles again with the
-same source (a `no_grad` call) compiles nothing.
+call's sizes, so every size Dynamo's guards admit runs the kernels compiled once. A tensor
+made at every call (a dropout mask) takes the symbolic sizes of the tensor it is laid out
+as, and is made with the call's sizes. Kernels are kept by their Reverie source
+(`KERNELS`), so a graph Dynamo compiles again with the same source (a `no_grad` call)
+compiles nothing.
 """
 
 from __future__ import annotations
@@ -89,10 +94,21 @@ class Scalar:
 class Made:
     """A tensor PyTorch makes at every call for the node being recorded (a dropout mask,
     `randn_like`'s draw, `arange`), read by its segment before the kernel runs: the
-    segment's made inputs are made in graph order, as eager's are."""
+    segment's made inputs are made in graph order, as eager's are. `make` is given an
+    empty template laid out as `layout` (shape and strides, Dynamo's sizes among them,
+    and dtype) at the call's sizes, or None."""
 
     node: torch.fx.Node
-    make: Callable[[], torch.Tensor]
+    make: Callable[[torch.Tensor | None], torch.Tensor]
+    layout: tuple[tuple[Any, ...], tuple[Any, ...], torch.dtype] | None
+
+    def tensor(self, bindings: dict[sympy.Symbol, int]) -> torch.Tensor:
+        """The tensor made for a call whose symbols have the sizes `bindings`."""
+        if self.layout is None:
+            return self.make(None)
+        shape, strides, dtype = self.layout
+        return self.make(torch.empty_strided(size_at(bindings, shape),
+                                             size_at(bindings, strides), dtype=dtype))
 
 
 # A segment input: a graph value, the dotted path of a module parameter, a number, or a
@@ -103,9 +119,8 @@ Source = torch.fx.Node | str | Scalar | Made
 # Dynamo's nodes for `with torch.autocast(...)` inside a compiled function.
 AUTOCAST_MARKERS = (torch.amp.autocast_mode._enter_autocast,
                     torch.amp.autocast_mode._exit_autocast)
-AUTOCAST_REFUSAL = ("torch.autocast computes it in reduced precision, and Reverie has no "
-                    "bf16/f16 kernels; compile with fallback=True (torch.compile(..., "
-                    "options={'fallback': True})) to run autocast regions in eager PyTorch")
+# The dtypes of reduced precision, which torch computes and Reverie's kernels do not.
+REDUCED_PRECISION = (torch.bfloat16, torch.float16)
 
 
 # Python's in-place operators on tensors, by the operator `Builder.rebinds` records instead
@@ -273,6 +288,7 @@ class _Builder:
         self.fixed: dict[sympy.Symbol, int] = {}  # the sizes a kernel was specialised to
         self.open = _Open()
         self.recording_node: torch.fx.Node | None = None
+        self.autocast_nodes: set[torch.fx.Node] = set()  # left to eager autocast
 
     # ------------------------------------------------------------ values inside a segment
     def value(self, node: torch.fx.Node) -> Any:
@@ -297,9 +313,6 @@ class _Builder:
 
     def parameter(self, source: Source, shape: tuple[Any, ...], dtype: torch.dtype) -> Traced:
         """A new parameter of the open segment, read from `source` at every call."""
-        if isinstance(source, Made) and not all(isinstance(n, int) for n in shape):
-            raise _NotSymbolic("a tensor made at every call (a random mask) has a symbolic "
-                               "size")
         if dtype not in _REVERIE:
             raise NotImplementedError(f"its operand has dtype {dtype}, which Reverie's kernels "
                                       f"do not compute")
@@ -325,20 +338,47 @@ class _Builder:
         return dtypes[0]
 
     def host_input(self, make: Callable[[torch.Tensor | None], torch.Tensor],
-                   shape: tuple[int, ...], element: str, like: Traced | None = None) -> Traced:
+                   like: Traced | None = None) -> Traced:
         """`reverie.tracing.host_input` in rv.fx: a parameter of the open segment whose value
-        is `make(template)` at every call, `template` empty and laid out as eager's `like`
-        (its node's fake value gives the strides, which decide where random draws land)."""
-        fake = next((self.facts.values.get(n) for n, v in self.open.values.items()
+        is `make(template)` at every call, `template` empty and laid out as eager's `like`.
+        Its shape and dtype are those of `make` run on the fake template (no data, no draw),
+        so a mask laid out as a tensor of Dynamo's symbolic sizes has those sizes too."""
+        template = None if like is None else self.template(like)
+        with self.facts.mode:
+            probe = make(template)
+        if probe.dtype not in _REVERIE:
+            raise NotImplementedError(f"it makes a tensor of dtype {probe.dtype}; Reverie's "
+                                      f"kernels hold {', '.join(map(str, _REVERIE))}")
+        layout = None if template is None else (
+            _computable(tuple(template.shape)), _computable(template.stride()), template.dtype)
+        return self.parameter(Made(self.recording_node, make, layout), tuple(probe.shape),
+                              probe.dtype)
+
+    def template(self, like: Traced) -> torch.Tensor:
+        """A fake tensor laid out as eager's value of `like`: its node's fake value (whose
+        strides decide where random draws land), or for a value recorded inside a row a
+        contiguous one of its sizes."""
+        node = next((n for n, v in self.open.values.items()
                      if v is like and isinstance(n, torch.fx.Node)), None)
-        if like is not None and not isinstance(fake, torch.Tensor):
-            fake = torch.empty(like.shape, dtype=_TORCH[like.element], device="meta")
-        layout = None if fake is None else (tuple(fake.shape), fake.stride(), fake.dtype)
-        if layout and not all(isinstance(n, int) for n in (*layout[0], *layout[1])):
-            raise _NotSymbolic("a tensor made at every call is laid out by symbolic sizes")
-        source = Made(self.recording_node, lambda: make(
-            None if layout is None else torch.empty_strided(*layout[:2], dtype=layout[2])))
-        return self.parameter(source, shape, _TORCH[element])
+        fake = self.facts.values.get(node)
+        if isinstance(fake, torch.Tensor):
+            return fake
+        sizes = [int(a.dim) if a.dim.isdigit() else self.symbolic_size(a.dim)
+                 for a in like.axes]
+        with self.facts.mode:
+            return torch.empty(sizes, dtype=_TORCH[like.element])
+
+    def symbolic_size(self, dim: str) -> torch.SymInt:
+        """Dimension `dim` of the open segment, one of Dynamo's symbols (`S0` for `s0`), as
+        a `SymInt` of the graph's fake values."""
+        symbol = next((s for s, axis in self.open.dims.items() if axis.dim == dim), None)
+        size = next((size for value in self.facts.values.values() for t in tensors_in(value)
+                     for size in t.shape
+                     if isinstance(size, torch.SymInt) and size.node.expr == symbol), None)
+        if symbol is None or size is None:
+            raise _NotSymbolic(f"a tensor made at every call is laid out as a value of size "
+                               f"{dim}, not one of Dynamo's sizes")
+        return size
 
     def weights(self, path: str, module: torch.nn.Module) -> dict[str, Traced]:
         """A module's parameters and buffers as stand-ins, each read from `path.name` at
@@ -378,8 +418,6 @@ class _Builder:
     def record(self, node: torch.fx.Node) -> Any:
         """`node` recorded in the open segment, or its value if it is a constant; a node
         that raises leaves nothing behind (no parameter, no statement)."""
-        if node in self.facts.autocast:
-            raise NotImplementedError(AUTOCAST_REFUSAL)
         mark = self.open.mark()
         self.recording_node = node
         self.open.recording.origin = lambda: describe(node).split("\n")[0]
@@ -520,11 +558,12 @@ class _Builder:
         if node.op == "output":
             self.close()
             return
-        if node.target in AUTOCAST_MARKERS:
-            self.autocast_marker(node)
-            return
         if _is_size(self.facts.values.get(node)):  # Dynamo's symbolic size (`x.size(0)`):
             self.sizes[node] = self.facts.values[node]  # computed from a call's sizes
+            return
+        if node.target in AUTOCAST_MARKERS or self.in_autocast_region(node):
+            self.autocast_nodes.add(node)
+            self.eager(node)
             return
         try:
             result = self.record(node)
@@ -541,14 +580,13 @@ class _Builder:
         else:
             self.constants[node] = result
 
-    def autocast_marker(self, node: torch.fx.Node) -> None:
-        """Entering or leaving an autocast block: at run time with `fallback` (the nodes it
-        casts run eagerly between them); without, the nodes it casts were refused, so the
-        block changes nothing that compiles."""
-        if self.fallback:
-            self.eager(node)
-        else:
-            self.constants[node] = None
+    def in_autocast_region(self, node: torch.fx.Node) -> bool:
+        """Whether `node` is left to eager autocast, whatever `fallback` says: autocast casts
+        its operands (torch computes it in reduced precision, which Reverie's kernels do
+        not), or it reads a bf16/f16 tensor such a node made (`h.float()` after a block)."""
+        return node in self.facts.autocast or any(
+            t.dtype in REDUCED_PRECISION for n in node.all_input_nodes
+            if n in self.autocast_nodes for t in tensors_in(self.facts.values.get(n)))
 
     def eager(self, node: torch.fx.Node) -> None:
         """A graph break: close the open segment; `node` runs in PyTorch at every call."""
@@ -640,12 +678,14 @@ def _run_eager(gm: torch.fx.GraphModule, node: torch.fx.Node, args: Any, kwargs:
     return node.target(*args, **kwargs)
 
 
-def _read(source: Source, gm: torch.fx.GraphModule, env: dict[torch.fx.Node, Any]) -> Any:
-    """The current value of a segment input."""
+def _read(source: Source, gm: torch.fx.GraphModule, env: dict[torch.fx.Node, Any],
+          bindings: dict[sympy.Symbol, int]) -> Any:
+    """The current value of a segment input, at a call whose symbols have the sizes
+    `bindings`."""
     if isinstance(source, Scalar):
         return torch.tensor(env[source.node], dtype=source.dtype)
     if isinstance(source, Made):
-        return source.make()
+        return source.tensor(bindings)
     if isinstance(source, str):
         return _attribute(gm, source)
     return env[source]
@@ -700,6 +740,13 @@ class Symbols:
         if any(size_at(bindings, size) != value for size, value in pairs):
             return None
         return bindings
+
+
+def _computable(sizes: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`sizes` (ints and Dynamo's sizes), checked to be computable from a call's sizes by
+    `size_at`: sums, products and floor divisions of symbols."""
+    _map_sizes(lambda size: _evaluate(size.node.expr, lambda _: 1), sizes)
+    return sizes
 
 
 def size_at(bindings: dict[sympy.Symbol, int], size: Any) -> Any:
@@ -801,13 +848,15 @@ class CompiledGraph:
         env.update((n, size_at(bindings, size)) for n, size in plan.sizes.items())
         if plan.autocast_blocks:
             with autocast_kept():  # left as it was if a step raises inside a block
-                self.run(plan, env)
+                self.run(plan, env, bindings)
         else:
-            self.run(plan, env)
+            self.run(plan, env, bindings)
         return torch.fx.node.map_arg(self.output, env.__getitem__)
 
-    def run(self, plan: Plan, env: dict[torch.fx.Node, Any]) -> None:
-        """Each step of `plan` in order, adding the values it defines to `env`."""
+    def run(self, plan: Plan, env: dict[torch.fx.Node, Any],
+            bindings: dict[sympy.Symbol, int]) -> None:
+        """Each step of `plan` in order, adding the values it defines to `env` (the call's
+        symbols have the sizes `bindings`)."""
         for step in plan.steps:
             if isinstance(step, EagerNode):
                 node = step.node
@@ -815,15 +864,16 @@ class CompiledGraph:
                                        torch.fx.node.map_arg(node.kwargs, env.get))
                 continue
             # an input written after the call is passed as a copy: autograd saves it
-            results = step.kernel(*(_read(s, self.gm, env).clone() if s in step.writes
-                                    else _read(s, self.gm, env) for s in step.inputs))
+            results = step.kernel(*(_read(s, self.gm, env, bindings).clone()
+                                    if s in step.writes else _read(s, self.gm, env, bindings)
+                                    for s in step.inputs))
             flat = iter(results if isinstance(results, tuple) else (results,))
             for node, width in zip(step.outputs, step.widths, strict=True):
                 env[node] = next(flat) if width is None else tuple(
                     next(flat) if tensor else None for tensor in width)
             with torch.no_grad():  # the in-place writes, once per call, as eager's
                 for source, value in zip(step.writes, flat, strict=True):
-                    _read(source, self.gm, env).copy_(value)
+                    _read(source, self.gm, env, bindings).copy_(value)
 
     @property
     def sources(self) -> list[str]:

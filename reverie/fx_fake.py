@@ -23,8 +23,9 @@ The graph runs under the caller's `torch.autocast` state (Dynamo compiles a mode
 under autocast with that state on, and guards on it), and its own `_enter_autocast` /
 `_exit_autocast` nodes change it as they would at run time, so the fake values have
 autocast's dtypes. A node that reads a tensor autocast casts — a floating tensor other than
-f64, on a device where autocast is on — is in `facts.autocast`: torch computes it in
-reduced precision (or casts it to f32), which Reverie's kernels do not.
+f64, on a device where autocast is on — and gives a tensor (not a size) is in
+`facts.autocast`: torch computes it in reduced precision (or casts it to f32), which
+Reverie's kernels do not, so `rv.fx` leaves it to eager autocast.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ UNKNOWN = object()  # the value of a node that could not run on fake tensors
 class Facts:
     """The fake value of every node, and which nodes write into tensors."""
 
+    mode: FakeTensorMode  # the fake mode the values belong to
     values: dict[torch.fx.Node, Any] = field(default_factory=dict)
     mutating: set[torch.fx.Node] = field(default_factory=set)
     mutated: set[int] = field(default_factory=set)  # storage ids, see `storage_id`
@@ -98,7 +100,7 @@ class _FakeInterpreter(torch.fx.Interpreter):
     def __init__(self, gm: torch.fx.GraphModule, mode: FakeTensorMode) -> None:
         super().__init__(gm, garbage_collect_values=False)
         self.mode = mode
-        self.facts = Facts()
+        self.facts = Facts(mode)
 
     def fake(self, value: Any) -> Any:
         """`value` with each tensor a fake of this mode (a fake of it already kept)."""
@@ -119,14 +121,17 @@ class _FakeInterpreter(torch.fx.Interpreter):
         watched = tensors_in((args, kwargs))
         if n.op == "call_module":
             watched += self.module_state(n.target).values()
-        if autocast_casts(watched):
-            self.facts.autocast.add(n)
+        casts = autocast_casts(watched)
         versions = [t._version for t in watched]
         try:
             with self.mode:
                 result = getattr(self, n.op)(n.target, args, kwargs)
         except Exception:  # noqa: BLE001 (any failure only means: value unknown)
-            return UNKNOWN
+            result = UNKNOWN
+        if casts and (result is UNKNOWN or tensors_in(result)):
+            self.facts.autocast.add(n)
+        if result is UNKNOWN:
+            return result
         written = [t for t, v in zip(watched, versions, strict=True) if t._version != v]
         if written:
             self.facts.mutating.add(n)

@@ -40,7 +40,6 @@ Emit = Callable[..., Any]
 # The torch dtypes a Reverie kernel holds, by their Reverie names.
 ELEMENTS = {torch.float32: "f32", torch.float64: "f64", torch.int32: "i32",
             torch.int64: "i64", torch.bool: "bool"}
-TORCH_DTYPES = {name: dtype for dtype, name in ELEMENTS.items()}
 
 
 # ---------------------------------------------------------------- dimensions
@@ -215,16 +214,10 @@ def tile(input: Traced, dims: Sequence[int]) -> Traced:
 def made(make: Callable[[torch.Tensor | None], torch.Tensor],
          like: Traced | None = None) -> Traced:
     """A kernel input that `make(template)` makes at every call (`template` empty and laid
-    out as eager's `like`, or None); its shape and dtype come from `make` run on the meta
-    device, which makes no data and draws nothing."""
-    template = None if like is None else torch.empty(
-        tuple(like.shape), dtype=TORCH_DTYPES[like.element], device="meta")
-    with torch.device("meta"):
-        probe = make(template)
-    if probe.dtype not in ELEMENTS:
-        raise refuse("factory", "dtype", probe.dtype, "Reverie holds float32, float64, "
-                     "int32, int64 and bool")
-    return host_input(make, tuple(probe.shape), ELEMENTS[probe.dtype], like)
+    out as eager's `like`, or None); rv.fx finds its shape and dtype by running `make` on a
+    fake template (symbolic where `like`'s sizes are), which makes no data and draws
+    nothing, and refuses a dtype Reverie does not hold by name."""
+    return host_input(make, like)
 
 
 def _plain(target: str, layout: Any, device: Any, pin_memory: Any, requires_grad: bool,

@@ -260,16 +260,17 @@ class Recording:
 HOST_INPUTS: ContextVar[Callable[..., Traced] | None] = ContextVar("HOST_INPUTS", default=None)
 
 
-def host_input(make: Callable[[Any], Any], shape: tuple[int, ...], element: str,
-               like: Traced | None = None) -> Traced:
+def host_input(make: Callable[[Any], Any], like: Traced | None = None) -> Traced:
     """A new parameter of the recording in progress whose value at every call is
     `make(template)`, `template` an empty host array laid out as the host's value of `like`
-    (None without one): a random draw of the host's stream, a factory's array."""
+    (None without one): a random draw of the host's stream, a factory's array. The host
+    finds its shape and dtype by running `make` on a template without data, whose sizes
+    are symbolic where `like`'s are (so a mask laid out as `x` has `x`'s dimensions)."""
     maker = HOST_INPUTS.get()
     if maker is None:
         raise TraceError(f"a value made at every call (a random draw, a factory) is recorded "
                          f"by rv.fx only ({_user_line()})")
-    return maker(make, shape, element, like)
+    return maker(make, like)
 
 
 def _element_of(name: str, dtype: Any) -> str:

@@ -1,9 +1,12 @@
 """`torch.autocast` through `rv.fx` and `torch.compile(backend="reverie")` (issue 33 item 3).
 
-Reverie has no bf16/f16 kernels yet, so a node that autocast casts runs in eager PyTorch
-(with `fallback=True`) and is refused by name without: the compiled model gives eager
-autocast's dtypes and values, never an f32 computation in their place. Nodes autocast does
-not cast (f64 ones, those outside a `with torch.autocast` block) still compile.
+Reverie has no bf16/f16 kernels yet, so a node that autocast casts runs in eager PyTorch in
+both routes (with or without `fallback=True`: a deliberate delegation, not a graph break),
+as do the block's `_enter_autocast`/`_exit_autocast` nodes and a node reading the bf16
+tensor such a node made: the compiled model gives eager autocast's dtypes and values, never
+an f32 computation in their place. Nodes autocast does not cast (f64 ones, those outside a
+`with torch.autocast` block) still compile, and an unmapped node is still refused without
+`fallback`.
 """
 
 from __future__ import annotations
@@ -72,11 +75,14 @@ def test_gradient_penalty_recipe_equals_eager_autocast() -> None:
         torch.testing.assert_close(p, q, **BF16)
 
 
-def test_model_called_under_autocast_is_refused_without_fallback() -> None:
-    compiled = torch.compile(mlp(), backend="reverie")
-    with pytest.raises(Exception, match="torch.autocast computes it in reduced precision"), \
-            torch.autocast("cpu", torch.bfloat16):
-        compiled(torch.randn(4, 6))
+def test_model_called_under_autocast_gives_eager_autocast_without_fallback() -> None:
+    model = mlp()
+    compiled = torch.compile(model, backend="reverie", fullgraph=True)
+    x = torch.randn(4, 6)
+    with torch.autocast("cpu", torch.bfloat16):
+        got, want = compiled(x), model(x)
+    assert got.dtype == want.dtype == torch.bfloat16
+    torch.testing.assert_close(got, want, **BF16)
 
 
 def test_f64_model_under_autocast_compiles_whole() -> None:
@@ -106,22 +112,25 @@ class AutocastBlock(nn.Module):
 
 
 class Captured:
-    """The `reverie` backend with fallback, keeping each graph it compiled."""
+    """The `reverie` backend (with `fallback` or without), keeping each graph it compiled."""
 
-    def __init__(self) -> None:
+    def __init__(self, fallback: bool = True) -> None:
+        self.fallback = fallback
         self.graphs: list[rv.fx.CompiledGraph] = []
 
     def __call__(self, gm, example_inputs):
-        self.graphs.append(rv.fx.backend(gm, example_inputs, options={"fallback": True}))
+        self.graphs.append(rv.fx.backend(gm, example_inputs,
+                                         options={"fallback": self.fallback}))
         return self.graphs[-1]
 
 
-def test_autocast_block_inside_forward_runs_eagerly_the_rest_compiles() -> None:
+@pytest.mark.parametrize("fallback", [True, False], ids=["fallback", "fullgraph"])
+def test_autocast_block_inside_forward_runs_eagerly_the_rest_compiles(fallback: bool) -> None:
     torch.manual_seed(0)
     model = AutocastBlock()
     twin = copy.deepcopy(model)
-    backend = Captured()
-    compiled = torch.compile(model, backend=backend)
+    backend = Captured(fallback)
+    compiled = torch.compile(model, backend=backend, fullgraph=not fallback)
     for _ in range(STEPS):
         x = torch.randn(5, 6)
         outputs = []
@@ -138,17 +147,31 @@ def test_autocast_block_inside_forward_runs_eagerly_the_rest_compiles() -> None:
     graph, = backend.graphs
     eager = [s.node.name for s in next(iter(graph.plans.values())).steps
              if isinstance(s, rv.fx.EagerNode)]
-    assert "_enter_autocast" in eager and "_exit_autocast" in eager
+    # the block (its linear and relu) and `h.float()`, which reads its bf16 result
+    assert eager == ["_enter_autocast", "linear", "h_1", "_exit_autocast", "float_1"]
     assert len(graph.sources) == 2  # tanh * 2 before the block, outer/sin after it
     assert "bf16" not in "".join(graph.sources)
 
 
-def test_autocast_block_is_refused_by_name_without_fallback() -> None:
-    compiled = torch.compile(AutocastBlock(), backend="reverie")
-    with pytest.raises(Exception, match=r"(?s)node 'linear' \(call_function .*linear\).*"
-                                        r"torch.autocast computes it"):
+class BlockThenUnmapped(AutocastBlock):
+    """An autocast block, then a node with no mapping (`torch.roll`)."""
+
+    def forward(self, x):
+        return torch.roll(super().forward(x), 1, 0)
+
+
+def test_unmapped_node_beside_a_block_is_still_refused_without_fallback() -> None:
+    compiled = torch.compile(BlockThenUnmapped(), backend="reverie")
+    with pytest.raises(Exception, match=r"node 'roll' \(call_function torch.roll\)"):
         compiled(torch.randn(5, 6))
     assert not torch.is_autocast_enabled("cpu")
+
+
+def test_model_cast_to_bf16_is_refused_without_fallback() -> None:
+    """Only autocast's reduced precision is delegated: a bf16 model is refused by dtype."""
+    compiled = torch.compile(mlp().bfloat16(), backend="reverie")
+    with pytest.raises(Exception, match="dtype torch.bfloat16"):
+        compiled(torch.randn(4, 6, dtype=torch.bfloat16))
 
 
 def test_fx_graph_called_under_autocast_plans_again() -> None:

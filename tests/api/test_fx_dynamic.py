@@ -4,7 +4,8 @@ A dynamic graph of Dynamo's (made so at the second batch size, or by `dynamic=Tr
 `mark_dynamic`) is compiled once with its sizes as Reverie's dimensions, so every later
 batch size or sequence length runs the kernels already compiled; the graph Dynamo compiles
 again for a `no_grad` call records the same Reverie source and reuses the training
-graph's kernel. Each call's outputs and gradients equal eager's.
+graph's kernel. Each call's outputs and gradients equal eager's. A tensor torch makes at
+every call (a dropout mask) takes the symbolic sizes too and is drawn with the call's.
 """
 
 from __future__ import annotations
@@ -42,17 +43,20 @@ def compilations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def assert_step_matches_eager(compiled, model: nn.Module, twin: nn.Module, x,
                               mark_dynamic: bool = False) -> None:
-    """Outputs, input and parameter gradients of one forward/backward equal eager's
-    (with `mark_dynamic`, the input's first dimension marked dynamic)."""
+    """Outputs, input and parameter gradients of one forward/backward from one seed equal
+    eager's, and the random stream is left where eager leaves it (with `mark_dynamic`, the
+    input's first dimension marked dynamic)."""
     results = []
     for run, m in ((compiled, model), (twin, twin)):
         m.zero_grad()
         xg = x.detach().clone().requires_grad_()
         if mark_dynamic:
             torch._dynamo.mark_dynamic(xg, 0)
+        torch.manual_seed(len(x))
         out = run(xg)
         out.pow(2).sum().backward()
-        results.append([out, xg.grad, *(p.grad for p in m.parameters())])
+        results.append([out, xg.grad, *(p.grad for p in m.parameters()),
+                        torch.rand((), dtype=torch.float64)])
     for got, want in zip(*results, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 
@@ -150,3 +154,39 @@ def test_size_read_by_an_eager_node_is_the_calls(compilations: list[str]) -> Non
     kernels = len(compilations)
     assert_step_matches_eager(compiled, model, twin, torch.randn(6, 3).double())
     assert len(compilations) == kernels
+
+
+class DroppedOut(nn.Module):
+    """Dropout in training on the hidden layer, and on its transpose (a mask laid out as a
+    tensor whose strides hold the batch size, as eager's `empty_like` lays it out)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden = nn.Linear(8, 16)
+        self.dropout = nn.Dropout(0.3)
+        self.out = nn.Linear(16, 2)
+
+    def forward(self, x):
+        h = self.dropout(torch.relu(self.hidden(x)))
+        return self.out(nn.functional.dropout(h.t(), 0.5).t())
+
+
+def test_dropout_masks_take_the_symbolic_batch_size(compilations: list[str]) -> None:
+    torch.manual_seed(0)
+    model = DroppedOut().double()
+    twin = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="reverie", fullgraph=True)
+    counts = []
+    for size in (4, 5, 6, 7, 9, 12):
+        assert_step_matches_eager(compiled, model, twin, torch.randn(size, 8).double())
+        counts.append(len(compilations))
+    assert counts == [1, 2, 2, 2, 2, 2]  # static at 4, dynamic from 5 on: masks included
+    assert re.search(r"_made: f64\[S\d+, 16\]", compilations[1])
+    assert re.search(r"_made: f64\[16, S\d+\]", compilations[1])
+    x = torch.randn(10, 8).double()
+    with torch.no_grad():
+        torch.manual_seed(1)
+        got = compiled(x)
+        torch.manual_seed(1)
+        torch.testing.assert_close(got, twin(x), rtol=1e-10, atol=1e-12)
+    assert len(compilations) == 2  # Dynamo's no_grad graph runs the training kernel
