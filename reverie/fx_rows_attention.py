@@ -20,6 +20,10 @@ an additive mask, a softmax over the last axis.
         with `average_attn_weights`. `is_causal` is the hint torch then ignores (the mask
         is used); `need_weights=False` gives (output, None). `bias_k`/`bias_v`,
         `add_zero_attn` and `static_k`/`static_v` are refused.
+    _transformer_encoder_layer_fwd   `nn.TransformerEncoderLayer`'s fused fast path (eval
+        mode without grad): its self-attention through the row above, its mask read as
+        aten's `masked_softmax` reads it (as bool: nonzero masks out), then the
+        feed-forward block, each with its residual and layer norm (`norm_first` or not).
     masked_fill   `value` where a bool mask is True (also `masked_fill_` on a value the
         graph computes: how `nn.MultiheadAttention` turns a bool mask into a float one).
 
@@ -49,7 +53,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 
-from reverie.fx_functional import cast, linear, refuse
+from reverie.fx_functional import cast, gelu, layer_norm, linear, refuse
 from reverie.fx_rows_activations import dropout_in_training
 from reverie.tracing import RECORDER_FILES, Axis, Traced, concatenate, where
 
@@ -203,6 +207,63 @@ def multi_head_attention_forward(
     return (out, attention) if need_weights else (out, None)
 
 
+def _fast_path_masks(mask: Traced | None, mask_type: int | None, batch: int, heads: int
+                     ) -> tuple[Traced | None, Traced | None]:
+    """The fused fast path's `mask` as MHA's (attn_mask, key_padding_mask), bool: aten's
+    `masked_softmax` reads any mask as bool (nonzero masks out, even a finite float), by
+    `mask_type`: 0 (L, S), 1 key padding (N, S), 2 (N, heads, L, S)."""
+    target = "_transformer_encoder_layer_fwd"
+    if mask is None:
+        return None, None
+    masked = mask if mask.element == "bool" else mask != 0
+    if mask_type == 0:
+        return masked, None
+    if mask_type == 1:
+        return None, masked
+    if mask_type != 2:
+        raise refuse(target, "mask_type", mask_type, "torch takes 0, 1 or 2 with a mask")
+    if masked.shape[:2] != (batch, heads):
+        raise refuse(target, "mask", mask, f"mask_type 2 takes ({batch}, {heads}, L, S)")
+    return masked.reshape(batch * heads, *masked.shape[2:]), None
+
+
+def transformer_encoder_layer_fwd(
+        src: Traced, embed_dim: int, num_heads: int, qkv_weight: Traced, qkv_bias: Traced,
+        proj_weight: Traced, proj_bias: Traced, use_gelu: bool, norm_first: bool, eps: float,
+        norm_weight_1: Traced, norm_bias_1: Traced, norm_weight_2: Traced,
+        norm_bias_2: Traced, ffn_weight_1: Traced, ffn_bias_1: Traced, ffn_weight_2: Traced,
+        ffn_bias_2: Traced, mask: Traced | None = None, mask_type: int | None = None
+) -> Traced:
+    """torch._transformer_encoder_layer_fwd, `nn.TransformerEncoderLayer`'s fused fast path
+    (eval mode without grad, batch first): self-attention (its mask read as bool, a query
+    masked from every key NaN, as aten's), the feed-forward block (ReLU or GELU), each
+    added to its input and layer-normalised after it or, with `norm_first`, before."""
+    if src.ndim != 3:
+        raise refuse("_transformer_encoder_layer_fwd", "src", src, "Reverie takes (N, L, E)")
+    attn_mask, key_padding_mask = _fast_path_masks(mask, mask_type, src.shape[0], num_heads)
+
+    def attend(x: Traced) -> Traced:
+        sequence = x.transpose(1, 0, 2)
+        out, _ = multi_head_attention_forward(
+            sequence, sequence, sequence, embed_dim, num_heads, qkv_weight, qkv_bias, None,
+            None, False, 0.0, proj_weight, proj_bias, training=False,
+            key_padding_mask=key_padding_mask, need_weights=False, attn_mask=attn_mask)
+        return out.transpose(1, 0, 2)
+
+    def feed_forward(x: Traced) -> Traced:
+        hidden = linear(x, ffn_weight_1, ffn_bias_1)
+        return linear(gelu(hidden) if use_gelu else hidden.relu(), ffn_weight_2, ffn_bias_2)
+
+    def norm(x: Traced, weight: Traced, bias: Traced) -> Traced:
+        return layer_norm(x, (embed_dim,), weight, bias, eps)
+
+    if norm_first:
+        x = src + attend(norm(src, norm_weight_1, norm_bias_1))
+        return x + feed_forward(norm(x, norm_weight_2, norm_bias_2))
+    x = norm(src + attend(src), norm_weight_1, norm_bias_1)
+    return norm(x + feed_forward(x), norm_weight_2, norm_bias_2)
+
+
 def masked_fill(input: Traced, mask: Traced, value: Any) -> Traced:
     """Tensor.masked_fill: `value` (a number, or a 0-d tensor) where the bool `mask` is True,
     else the input, in the input's dtype (what `nn.MultiheadAttention` makes of a bool mask:
@@ -231,6 +292,7 @@ MHA_ONLY = {"bias_k": None, "bias_v": None, "add_zero_attn": False, "static_k": 
 FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     F.scaled_dot_product_attention: (scaled_dot_product_attention, ONE_VALUE),
     F.multi_head_attention_forward: (multi_head_attention_forward, MHA_ONLY),
+    torch._transformer_encoder_layer_fwd: (transformer_encoder_layer_fwd, {}),
     torch.masked_fill: (masked_fill, {}),
 }
 METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {"masked_fill": (masked_fill, {})}

@@ -105,6 +105,12 @@ EXAMPLES: dict[Any, tuple[tuple[Any, ...], dict[str, Any]]] = {
         (normal(3, 2, 4), normal(3, 2, 4), normal(3, 2, 4), 4, 2, normal(12, 4), normal(12),
          None, None, False, 0.0, normal(4, 4), normal(4)),
         {"attn_mask": normal(3, 3), **{f"{x}_proj_weight": normal(4, 4) for x in "qkv"}}),
+    torch._transformer_encoder_layer_fwd: (
+        (normal(2, 3, 4), 4, 2, normal(12, 4), normal(12), normal(4, 4), normal(4), False,
+         False, 1e-5, *(positive(4), normal(4)) * 2, normal(6, 4), normal(6), normal(4, 6),
+         normal(4)),
+        {"mask": torch.tensor([[False, False, True], [False] * 3]), "mask_type": 1}),
+    **{t: ((X, X > 0.5, 2.5), {}) for t in (torch.masked_fill, "masked_fill")},
     # recurrent cells (gates × hidden 4 over inputs of 3) and layers (torch.lstm's .input)
     **{getattr(torch, f"{kind}_cell"): (
         (normal(2, 3), [normal(2, 4)] * 2 if kind == "lstm" else normal(2, 4),

@@ -202,3 +202,36 @@ def test_transformer_encoder_layer_training(dropout: float, dtype: torch.dtype) 
                                                     [x, *model.parameters()])])
         for a, b in zip(*results, strict=True):
             torch.testing.assert_close(a, b, **tolerance(dtype))
+
+
+# ---------------------------------------------------------------- the encoder's fast path
+
+FAST_PATH_MASKS = {
+    "none": {},
+    "key padding": {"src_key_padding_mask": KEY_PADDING},
+    "float causal": {"src_mask": torch.triu(torch.full((5, 5), float("-inf")), diagonal=1)},
+    "finite float, read as bool": {"src_mask": torch.tensor([0.0, 0.5, 0.0, -2.0, 0.0])
+                                   .expand(5, 5)},
+    "3-d float": {"src_mask": torch.triu(torch.full((5, 5), float("-inf")), diagonal=1)
+                  .expand(6, 5, 5)},
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("masks", sorted(FAST_PATH_MASKS))
+def test_transformer_encoder_layer_fast_path(masks: str, activation: str, norm_first: bool,
+                                             dtype: torch.dtype) -> None:
+    """In eval mode without grad the layer calls torch._transformer_encoder_layer_fwd,
+    which reads any mask as bool (nonzero masks out, even 0.5): equal to eager's, twice."""
+    layer = nn.TransformerEncoderLayer(8, 2, 16, activation=activation, norm_first=norm_first,
+                                       batch_first=True).to(dtype).eval()
+    compiled = torch.compile(layer, backend="reverie", fullgraph=True)
+    kwargs = {name: mask.to(dtype) if mask.is_floating_point() else mask
+              for name, mask in FAST_PATH_MASKS[masks].items()}
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(3, 5, 8, dtype=dtype)
+            torch.testing.assert_close(compiled(x, **kwargs), layer(x, **kwargs),
+                                       **tolerance(dtype))
