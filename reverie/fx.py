@@ -50,6 +50,7 @@ compiles nothing.
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -397,7 +398,8 @@ class _Builder:
         args = torch.fx.node.map_arg(node.args, self.value)
         kwargs = torch.fx.node.map_arg(node.kwargs, self.value)
         if self.rebinds(node):  # in place on a value this segment computed: out of place
-            if node.kwargs.get("inplace") is True:
+            args, kwargs = _inplace_as_keyword(node.target, args, kwargs)
+            if kwargs.get("inplace") is True:
                 return FUNCTIONS[node.target](*args, **{**kwargs, "inplace": False})
             if node.op == "call_method":
                 return METHODS[node.target[:-1]](*args, **kwargs)
@@ -636,10 +638,30 @@ def _in_place_call(node: torch.fx.Node) -> bool:
     """Whether `node` is a call that writes its result into its first argument: an
     `inplace=True` function, a `Tensor.<op>_` method with an out-of-place row, `+=`."""
     return bool(node.args) and isinstance(node.args[0], torch.fx.Node) and (
-        node.kwargs.get("inplace") is True and node.target in FUNCTIONS
+        node.target in FUNCTIONS
+        and _inplace_as_keyword(node.target, node.args, node.kwargs)[1].get("inplace") is True
         or node.op == "call_method" and isinstance(node.target, str)
         and node.target.endswith("_") and node.target[:-1] in METHODS
         or node.op == "call_function" and node.target in IN_PLACE_OPERATORS)
+
+def _inplace_as_keyword(target: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The call's arguments with an `inplace` given by position (Dynamo writes
+    `leaky_relu(x, 0.2, True)` for `nn.LeakyReLU(0.2, inplace=True)`) made a keyword."""
+    position = _inplace_position(target)
+    if position is None or "inplace" in kwargs or len(args) != position + 1:
+        return args, kwargs
+    return args[:position] + args[position + 1:], {**kwargs, "inplace": args[position]}
+
+
+@functools.cache
+def _inplace_position(target: Any) -> int | None:
+    """The position of a function's `inplace` parameter (None: it has none)."""
+    try:
+        names = list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature
+        return None
+    return names.index("inplace") if "inplace" in names else None
+
 
 def _layout(fake: torch.Tensor) -> tuple[Any, ...]:
     """A tensor's place in its memory: shape, strides and offset."""

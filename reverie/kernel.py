@@ -288,6 +288,10 @@ class Kernel:
             self.enter_native(fn)
         return result
 
+    def has_run(self) -> bool:
+        """Whether a specialisation of this kernel has run (its native code is loaded)."""
+        return bool(self._entered)
+
     def run_arrays(self, args: Sequence[object]) -> object:
         """Run on `args` (arrays, never recorded; one per parameter, ungrouped) through
         the call path: the native entry where there is one (`array_call(*args)`)."""

@@ -102,6 +102,7 @@ class KernelOp:
 
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
+        self.forward_half: Kernel | None = None  # the VJP's forward half, once one has run
         fn = kernel.ir_for("f32")
         self.outputs = len(fn.result_types)
         self.value_params = frozenset(index for _, index in fn.value_dims)
@@ -128,6 +129,15 @@ class KernelOp:
     def run(self, args: Sequence[Any]) -> tuple[torch.Tensor, ...]:
         """The kernel's results on plain CPU tensors (and ints), through its native entry."""
         return to_torch(self.kernel.run_arrays([to_numpy(a) for a in args]))
+
+    def run_without_grad(self, args: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+        """The results where autograd records nothing: through the forward half of the VJP
+        when training compiled one and the kernel itself has not run (so a `no_grad` call
+        after training steps compiles nothing; its residuals are dropped), else `run`."""
+        if self.forward_half is None or self.kernel.has_run():
+            return self.run(args)
+        results = to_torch(self.forward_half.run_arrays([to_numpy(a) for a in args]))
+        return results[:self.outputs]
 
     def implementation(self, *args: Any) -> Any:
         """The operator's CPU implementation."""

@@ -75,7 +75,7 @@ def call(op: KernelOp, args: Sequence[Any]) -> tuple[torch.Tensor, ...]:
         return KernelCall.apply(op, *args)
     if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
         return EagerKernelCall.apply(op, *args)
-    return op.run(args)
+    return op.run_without_grad(args)
 
 
 def is_plain(args: Sequence[Any]) -> bool:
@@ -127,7 +127,7 @@ class EagerKernelCall(torch.autograd.Function):
         if ctx.split_wrt is None:
             outputs = op.run(args)
         else:
-            forward = vjp_forward(op.kernel, list(ctx.split_wrt))
+            forward = op.forward_half = vjp_forward(op.kernel, list(ctx.split_wrt))
             *outputs, ctx.residuals = split_results(forward.run_arrays([to_numpy(a) for a
                                                                         in args]), op.outputs)
         save_context(op, ctx, args, outputs)

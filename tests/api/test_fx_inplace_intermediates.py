@@ -27,6 +27,18 @@ class Residual(torch.nn.Module):
         return F.leaky_relu(out, 0.2, inplace=True) + out  # `out` read after the writes
 
 
+class LeakyBlock(torch.nn.Module):
+    """DCGAN's discriminator layer: Dynamo passes `inplace` to leaky_relu by position."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l1, self.l2 = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+        self.leaky = torch.nn.LeakyReLU(0.2, inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.l2(self.leaky(self.l1(x)))
+
+
 class ViewThenWrite(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = x * 2
@@ -36,10 +48,11 @@ class ViewThenWrite(torch.nn.Module):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_in_place_calls_on_computed_values_compile_whole(dtype: torch.dtype) -> None:
+@pytest.mark.parametrize("make", [Residual, LeakyBlock])
+def test_in_place_calls_on_computed_values_compile_whole(make: type, dtype: torch.dtype) -> None:
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model = Residual().to(dtype)
+    model = make().to(dtype)
     eager = copy.deepcopy(model)
     compiled = torch.compile(model, backend="reverie", fullgraph=True)
     x = torch.randn(4, 8, dtype=dtype, requires_grad=True)

@@ -40,25 +40,7 @@ class Failure:
     cases: list[Case]
 
 
-KNOWN_FAILURES: dict[str, Failure] = {
-    "F.relu / F.leaky_relu with inplace=True on a value the graph does not compute in "
-    "the same segment (DCGAN's nn.ReLU(True) after a refused conv_transpose2d) is "
-    "refused": Failure(
-        r"(relu|leaky_relu): argument inplace=True is not supported",
-        [("dcgan", ANY, "fullgraph")]),
-    "torch.lstm with dropout between layers in training (the word language model's "
-    "nn.LSTM(8, 8, 2, dropout=0.2), Dynamo's node under allow_rnn) is refused": Failure(
-        r"torch\.lstm: argument dropout=0.2 is not supported",
-        [("lstm_lm", ANY, "fullgraph")]),
-    "F.multi_head_attention_forward with dropout_p > 0 in training (nn.TransformerEncoderLayer's "
-    "self-attention, dropout=0.1) is refused": Failure(
-        r"multi_head_attention_forward: argument dropout_p=0.1 is not supported",
-        [("transformer_encoder", ANY, "fullgraph")]),
-    "torch.autocast('cpu', bfloat16) over f32: Reverie has no bf16 kernels, so a whole graph "
-    "refuses the autocast region (fallback=True runs it in eager PyTorch)": Failure(
-        r"torch.autocast computes it in reduced precision, and Reverie has no bf16/f16 kernels",
-        [("amp_gradient_penalty", "f32", "fullgraph")]),
-}
+KNOWN_FAILURES: dict[str, Failure] = {}
 
 
 class KnownFailure(Exception):

@@ -157,3 +157,22 @@ def test_a_checkpointing_module_recomputes(kernel_calls: list[str]) -> None:
     x, w, b = (torch.tensor(a, requires_grad=True) for a in arguments("layer"))
     layer(x, w, b).sum().backward()
     assert kernel_calls == ["layer", "layer_vjp"]
+
+
+def test_no_grad_after_training_reuses_the_forward_half(kernel_calls: list[str]) -> None:
+    """A `no_grad` call after a training step compiles nothing: it runs the forward half
+    (residuals dropped); a kernel that has run itself keeps running itself."""
+    layer = rv.torch.function(rv.compile(SOURCE).layer)
+    x, w, b = (torch.tensor(a, requires_grad=True) for a in arguments("layer"))
+    trained = layer(x, w, b)
+    with torch.no_grad():
+        evaluated = layer(x, w, b)
+    assert kernel_calls == ["layer_vjp_forward", "layer_vjp_forward"]
+    torch.testing.assert_close(evaluated, trained.detach(), rtol=0, atol=0)
+    fresh = rv.torch.function(rv.compile(SOURCE).layer)
+    with torch.no_grad():
+        fresh(x, w, b)
+    fresh(x, w, b).sum().backward()
+    with torch.no_grad():
+        fresh(x, w, b)
+    assert kernel_calls[2:] == ["layer", "layer_vjp_forward", "layer_vjp_backward", "layer"]
