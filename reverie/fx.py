@@ -125,6 +125,10 @@ REDUCED_PRECISION = (torch.bfloat16, torch.float16)
 
 
 # Python's in-place operators on tensors, by the operator `Builder.rebinds` records instead
+# Comparisons and negations: without users (Dynamo leaves `not_(s0 == s0)` after an RNN
+# at a dynamic batch size), nothing reads them, so nothing is recorded.
+UNUSED_TESTS = frozenset({operator.not_, operator.eq, operator.ne, operator.lt, operator.le,
+                          operator.gt, operator.ge, operator.truth})
 IN_PLACE_OPERATORS = {operator.iadd: operator.add, operator.isub: operator.sub,
                       operator.imul: operator.mul, operator.itruediv: operator.truediv}
 
@@ -559,6 +563,8 @@ class _Builder:
             return
         if node.op == "output":
             self.close()
+            return
+        if not node.users and node.target in UNUSED_TESTS:  # `not (s0 == s0)`: read by none
             return
         if _is_size(self.facts.values.get(node)):  # Dynamo's symbolic size (`x.size(0)`):
             self.sizes[node] = self.facts.values[node]  # computed from a call's sizes

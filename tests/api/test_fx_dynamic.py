@@ -190,3 +190,30 @@ def test_dropout_masks_take_the_symbolic_batch_size(compilations: list[str]) -> 
         torch.manual_seed(1)
         torch.testing.assert_close(got, twin(x), rtol=1e-10, atol=1e-12)
     assert len(compilations) == 2  # Dynamo's no_grad graph runs the training kernel
+
+
+class Recurrent(nn.Module):
+    """A two-layer LSTM read time-first; its output's last step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(4, 5, 2)
+
+    def forward(self, x):
+        return self.lstm(x)[0][-1]
+
+
+def test_recurrent_layers_at_new_batch_sizes(compilations: list[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """At a dynamic batch size Dynamo leaves unused `not_(s0 == s0)` nodes beside the RNN;
+    they record nothing, and every size equals eager. (The recurrent row slices each step
+    with the example's extents, so the graph is planned per size: a kernel each.)"""
+    monkeypatch.setattr(torch._dynamo.config, "allow_rnn", True)
+    torch.manual_seed(0)
+    model = Recurrent().double()
+    twin = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="reverie", fullgraph=True)
+    for size in (3, 6, 9):
+        assert_step_matches_eager(compiled, model, twin,
+                                  torch.randn(7, size, 4, dtype=torch.float64))
+    assert len(compilations) == 3
