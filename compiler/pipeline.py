@@ -272,7 +272,8 @@ BATCH = Stage("batch", "Function: over a leading batch axis of the wrt parameter
               ("batch", "simplify"), _batch, format_function, transform=True)
 FUSE = Stage("fuse", "Fused: the function, its contractions made matrix products, "
              "expensive partial-index work hoisted, and the fusion plan of its body",
-             ("contract", "hoist", "fuse"), _fuse, format_fusion)
+             ("scatter_contract", "contract", "hoist", "fuse"), _fuse,
+             format_fusion)
 TO_LOOPS = Stage("to_loops", "loops.ir.Program: loop nests over buffers",
                  ("to_loops", "outer_products", "fuse_loops", "split_wrapping_loops",
                   "split_guarded_loops", "interchange", "dead_code"),

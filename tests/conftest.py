@@ -53,6 +53,22 @@ MLIR_PARAMETERS = ("backend", "level")  # parameters whose value "mlir" runs the
 SKIPPED_MLIR_TESTS = pytest.StashKey[int]()
 
 
+@pytest.fixture
+def kernel_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the kernels run, in order (every path runs them through run_arrays)."""
+    from reverie.kernel import Kernel
+
+    calls: list[str] = []
+    run_arrays = Kernel.run_arrays
+
+    def spy(self: Kernel, args: object) -> object:
+        calls.append(self.name)
+        return run_arrays(self, args)
+
+    monkeypatch.setattr(Kernel, "run_arrays", spy)
+    return calls
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Registers the `mlir` marker."""
     config.addinivalue_line(

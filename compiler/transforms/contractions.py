@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import reduce
 from itertools import product
 
-from reverie.compiler.ir.core import Block, Function, Value
+from reverie.compiler.ir.core import Block, Function, Op, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.printer import format_function
 from reverie.compiler.ir.scope import Scope, copy_block
@@ -73,27 +73,38 @@ def contract_function(fn: Function) -> Function:
               and (source := _identity_source(GenericOp(op))) is not None}
     plans = {op: plan for op in fn.body.ops if op.name == "generic"
              and (plan := _plan(GenericOp(op))) is not None}
-    if not plans and not copies:
-        show(PASS_NAME, f"@{fn.name}", lambda: format_function(fn))
+    replacements: dict[Op, Replacement] = {
+        op: lambda scope, values, op=op: values[op.operands[copies[op]]] for op in copies}
+    replacements.update({
+        op: lambda scope, values, op=op: _rewrite(scope, GenericOp(op), plans[op], values)
+        for op in plans})
+    rewritten = replace_ops(fn, replacements)
+    show(PASS_NAME, f"@{fn.name}", lambda: format_function(rewritten))
+    return rewritten
+
+
+Replacement = Callable[[Scope, dict[Value, Value]], Value]
+
+
+def replace_ops(fn: Function, replacements: dict[Op, Replacement]) -> Function:
+    """`fn` (itself when `replacements` is empty) with each top-level op in `replacements`
+    replaced by the value its function emits (given the scope and the new value of every
+    earlier value); the other ops copied."""
+    if not replacements:
         return fn
     params = [Value(p.type, name=p.name) for p in fn.params]
     block = Block(params=params)
     scope = Scope(block)
     values: dict[Value, Value] = dict(zip(fn.params, params, strict=True))
     for op in fn.body.ops:
-        if op in copies:
-            values[op.result] = values[op.operands[copies[op]]]
-            continue
-        if op in plans:
-            values[op.result] = _rewrite(scope, GenericOp(op), plans[op], values)
+        if op in replacements:
+            values[op.result] = replacements[op](scope, values)
             continue
         new = scope.emit(op.name, [values[v] for v in op.operands], dict(op.attrs),
                          [copy_block(r) for r in op.regions], op.span)
         values.update(zip(op.results, new.results, strict=True))
     block.results = [values[v] for v in fn.body.results]
-    rewritten = fn.derive(fn.name, block)
-    show(PASS_NAME, f"@{fn.name}", lambda: format_function(rewritten))
-    return rewritten
+    return fn.derive(fn.name, block)
 
 
 # ---------------------------------------------------------------- recognising

@@ -24,13 +24,19 @@ result; scatters that are not matrix products are left alone.
 
 from __future__ import annotations
 
-from reverie.compiler.ir.core import Block, Function, Value
+from reverie.compiler.ir.core import Function, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.printer import format_function
-from reverie.compiler.ir.scope import Scope, copy_block
+from reverie.compiler.ir.scope import Scope
 from reverie.compiler.ir.views import GenericScatterOp
 from reverie.compiler.print_ir import show
-from reverie.compiler.transforms.contractions import best_split, copier, factors_of, nest_block
+from reverie.compiler.transforms.contractions import (
+    best_split,
+    copier,
+    factors_of,
+    nest_block,
+    replace_ops,
+)
 
 PASS_NAME = "scatter_contract"
 
@@ -39,22 +45,9 @@ def split_scatter_contractions(fn: Function) -> Function:
     """`fn` with each scatter of a matrix product split into the product and a scatter."""
     splits = {op: positioned for op in fn.body.ops if op.name == "generic_scatter"
               and (positioned := _positioned_indices(GenericScatterOp(op))) is not None}
-    if not splits:
-        show(PASS_NAME, f"@{fn.name}", lambda: format_function(fn))
-        return fn
-    params = [Value(p.type, name=p.name) for p in fn.params]
-    block = Block(params=params)
-    scope = Scope(block)
-    values: dict[Value, Value] = dict(zip(fn.params, params, strict=True))
-    for op in fn.body.ops:
-        if op in splits:
-            values[op.result] = _split(scope, GenericScatterOp(op), splits[op], values)
-            continue
-        new = scope.emit(op.name, [values[v] for v in op.operands], dict(op.attrs),
-                         [copy_block(r) for r in op.regions], op.span)
-        values.update(zip(op.results, new.results, strict=True))
-    block.results = [values[v] for v in fn.body.results]
-    rewritten = fn.derive(fn.name, block)
+    rewritten = replace_ops(fn, {
+        op: lambda scope, values, op=op: _split(scope, GenericScatterOp(op), splits[op], values)
+        for op in splits})
     show(PASS_NAME, f"@{fn.name}", lambda: format_function(rewritten))
     return rewritten
 

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.kernel import Kernel
 
 torch = pytest.importorskip("torch")
 func = torch.func
@@ -56,19 +55,6 @@ def fresh_dynamo() -> Iterator[None]:
     yield
     torch._dynamo.reset()
 
-
-@pytest.fixture
-def kernel_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the kernels run, in order (every path runs them through run_arrays)."""
-    calls: list[str] = []
-    run_arrays = Kernel.run_arrays
-
-    def spy(self: Kernel, args: object) -> object:
-        calls.append(self.name)
-        return run_arrays(self, args)
-
-    monkeypatch.setattr(Kernel, "run_arrays", spy)
-    return calls
 
 
 def normal(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float64) -> torch.Tensor:

@@ -211,7 +211,8 @@ def test_print_ir_1_prints_every_pass_of_every_level(
     module.loss.grad()(x, x)
     printed = headers(capsys.readouterr().err)
     assert [name for name, _ in printed] == [
-        "parse", "lower", "simplify", "reverse", "simplify", "contract", "hoist", "fuse",
+        "parse", "lower", "simplify", "reverse", "simplify", "scatter_contract", "contract",
+        "hoist", "fuse",
         "to_loops", "outer_products", "fuse_loops", "split_wrapping_loops", "split_guarded_loops",
         "interchange", "dead_code", "codegen", "llvm-opt"]
     assert {level for _, level in printed} == {"AST", "tensor IR", "fusion plan", "loop IR",

@@ -102,18 +102,6 @@ def test_backward_half_recomputes_no_primal_op(module: rv.Module) -> None:
     assert split.residual_types
 
 
-@pytest.fixture
-def kernel_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    calls: list[str] = []
-    run_arrays = Kernel.run_arrays
-
-    def spy(self: Kernel, args: object) -> object:
-        calls.append(self.name)
-        return run_arrays(self, args)
-
-    monkeypatch.setattr(Kernel, "run_arrays", spy)
-    return calls
-
 
 def torch_layer(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.tanh(x @ w + b)
