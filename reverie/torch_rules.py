@@ -37,6 +37,7 @@ import torch.autograd.forward_ad as forward_ad
 
 from reverie.compiler.ir.core import Function
 from reverie.compiler.lazy import lazy
+from reverie.dsl.diagnostics import CompileError
 from reverie.kernel import Kernel
 from reverie.runtime.tape import vjp_plan
 from reverie.runtime.tape_plans import is_zero
@@ -124,12 +125,17 @@ class EagerKernelCall(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, op: KernelOp, *args: Any) -> tuple[torch.Tensor, ...]:
         ctx.split_wrt = split_wrt(op, args)
-        if ctx.split_wrt is None:
+        outputs = None
+        if ctx.split_wrt is not None:
+            try:
+                forward = vjp_forward(op.kernel, list(ctx.split_wrt))
+                *outputs, ctx.residuals = split_results(
+                    forward.run_arrays([to_numpy(a) for a in args]), op.outputs)
+                op.forward_half = forward
+            except CompileError:  # no VJP (an op reverse mode cannot differentiate): the
+                ctx.split_wrt = None  # forward still runs; a backward raises, as before
+        if outputs is None:
             outputs = op.run(args)
-        else:
-            forward = op.forward_half = vjp_forward(op.kernel, list(ctx.split_wrt))
-            *outputs, ctx.residuals = split_results(forward.run_arrays([to_numpy(a) for a
-                                                                        in args]), op.outputs)
         save_context(op, ctx, args, outputs)
         return tuple(outputs)
 

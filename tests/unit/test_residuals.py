@@ -164,3 +164,17 @@ def test_no_grad_after_training_reuses_the_forward_half(kernel_calls: list[str])
     with torch.no_grad():
         fresh(x, w, b)
     assert kernel_calls[2:] == ["layer", "layer_vjp_forward", "layer_vjp_backward", "layer"]
+
+
+def test_a_kernel_without_a_vjp_still_runs_forward(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where reverse mode has no rule for an op, the forward under grad runs the kernel
+    itself (no residuals), and only a backward raises the compile error, as before."""
+    from reverie.compiler.transforms import reverse_rules
+
+    monkeypatch.delitem(reverse_rules.VJP_RULES, "tanh")
+    layer = rv.torch.function(rv.compile(SOURCE.replace("tanh(", "tanh( ")).layer)
+    x, w, b = (torch.tensor(a, requires_grad=True) for a in arguments("layer"))
+    out = layer(x, w, b)
+    torch.testing.assert_close(out, torch_layer(x, w, b))
+    with pytest.raises(rv.CompileError, match="cannot differentiate 'tanh'"):
+        out.sum().backward()
