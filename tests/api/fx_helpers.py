@@ -20,3 +20,18 @@ def tolerance(dtype: torch.dtype) -> dict[str, float]:
     """`torch.testing.assert_close` tolerances against eager for `dtype`."""
     return {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else \
         {"rtol": 1e-9, "atol": 1e-11}
+
+
+def compiled_as_modules(model: torch.nn.Module):
+    """`model` traced by `torch.fx.symbolic_trace` (its modules kept as `call_module`
+    nodes) and compiled by rv.fx, once per mode (train, eval)."""
+    import reverie as rv
+
+    plans = {}
+
+    def run(x):
+        if model.training not in plans:
+            plans[model.training] = rv.fx.compile(torch.fx.symbolic_trace(model), [x])
+        return plans[model.training](x)
+
+    return run

@@ -21,7 +21,12 @@ import reverie as rv  # noqa: E402
 from reverie.fx_rows_conv import conv_transpose  # noqa: E402
 from reverie.fx_targets import FUNCTIONS, MODULES  # noqa: E402
 from reverie.tracing import Recording  # noqa: E402
-from tests.api.fx_helpers import DTYPES, fresh_dynamo, tolerance  # noqa: E402, F401
+from tests.api.fx_helpers import (  # noqa: E402, F401
+    DTYPES,
+    compiled_as_modules,
+    fresh_dynamo,
+    tolerance,
+)
 
 
 def derivatives(fn, inputs):
@@ -128,17 +133,6 @@ class Upsampler(nn.Module):
         return self.up(x, output_size=[2, 2, 3 * x.shape[-1]])
 
 
-def as_modules(model: nn.Module):
-    """`call_module` nodes (nn.ConvTranspose2d itself), compiled by rv.fx for each mode."""
-    plans = {}
-
-    def run(x):
-        if model.training not in plans:
-            plans[model.training] = rv.fx.compile(torch.fx.symbolic_trace(model), [x])
-        return plans[model.training](x)
-
-    return run
-
 
 def train(model: nn.Module, run, dtype) -> list[torch.Tensor]:
     """Outputs, gradients and parameters of three SGD steps of `run`, then eval's output."""
@@ -163,7 +157,7 @@ def test_generator_trains_as_eager(route: str, dtype) -> None:
     eager = Generator().to(dtype)
     compiled = Generator().to(dtype)
     compiled.load_state_dict(eager.state_dict())
-    run = as_modules(compiled) if route == "modules" else \
+    run = compiled_as_modules(compiled) if route == "modules" else \
         torch.compile(compiled, backend="reverie", fullgraph=True)
     assert_same(train(compiled, run, dtype), train(eager, eager, dtype), dtype)
 

@@ -22,7 +22,12 @@ F = torch.nn.functional
 
 import reverie as rv  # noqa: E402
 from reverie.fx import UnsupportedNodeError  # noqa: E402
-from tests.api.fx_helpers import DTYPES, fresh_dynamo, tolerance  # noqa: E402, F401
+from tests.api.fx_helpers import (  # noqa: E402, F401
+    DTYPES,
+    compiled_as_modules,
+    fresh_dynamo,
+    tolerance,
+)
 
 
 def derivatives(fn, inputs, frozen=()):
@@ -242,17 +247,6 @@ def train(model: nn.Module, run, dtype: torch.dtype) -> list[list[torch.Tensor]]
 def compiled_by_dynamo(model: nn.Module):
     return torch.compile(model, backend="reverie", fullgraph=True)
 
-
-def compiled_as_modules(model: nn.Module):
-    """`call_module` nodes (nn.BatchNorm2d itself), compiled again for eval mode."""
-    plans = {}
-
-    def run(x):
-        if model.training not in plans:
-            plans[model.training] = rv.fx.compile(torch.fx.symbolic_trace(model), [x])
-        return plans[model.training](x)
-
-    return run
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
