@@ -516,6 +516,17 @@ class _Builder:
         return node in self.facts.mutating and not any(
             storage in self.input_storages(other) for other in self.facts.mutating - {node})
 
+    def written_after(self, node: torch.fx.Node, storage: int) -> bool:
+        """Whether a node after `node` writes in place into `storage` (a view of it taken
+        after its last write, such as MHA's `mask.view(1, 1, L, L)` after the
+        `masked_fill_` that made it, holds its final value: a copy is the same)."""
+        later = False
+        for other in self.gm.graph.nodes:
+            if later and other in self.facts.mutating and storage in self.input_storages(other):
+                return True
+            later = later or other is node
+        return False
+
     def input_storages(self, node: torch.fx.Node) -> set[int]:
         return {storage_id(t) for n in node.all_input_nodes
                 for t in tensors_in(self.facts.values.get(n))}
@@ -555,7 +566,8 @@ class _Builder:
             raise NotImplementedError(f"recorded as {got}, torch gives {want}")
         storage = storage_id(fake)
         if storage in self.input_storages(node) and storage in self.facts.mutated and \
-                not self.sole_writer(node, storage) and not self.rebound_memory(storage):
+                not self.sole_writer(node, storage) and not self.rebound_memory(storage) \
+                and self.written_after(node, storage):
             raise NotImplementedError("torch gives a view of a tensor written in place")
 
     def node(self, node: torch.fx.Node) -> None:

@@ -39,6 +39,16 @@ class LeakyBlock(torch.nn.Module):
         return self.l2(self.leaky(self.l1(x)))
 
 
+class WriteThenView(torch.nn.Module):
+    """A view taken after the last write (how MHA reshapes the float mask it made with
+    `masked_fill_`): it holds the final value, so the graph compiles whole."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = x * 2
+        out.add_(1)
+        return out.view(1, -1) * 3
+
+
 class ViewThenWrite(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = x * 2
@@ -76,3 +86,24 @@ def test_a_view_of_the_written_value_is_not_rebound() -> None:
     torch._dynamo.reset()
     compiled = torch.compile(ViewThenWrite(), backend="reverie", options={"fallback": True})
     torch.testing.assert_close(compiled(x), ViewThenWrite()(x))
+
+
+def test_a_view_after_the_last_write_compiles_whole() -> None:
+    torch._dynamo.reset()
+    x = torch.randn(4, 3, dtype=torch.float64)
+    compiled = torch.compile(WriteThenView(), backend="reverie", fullgraph=True)
+    torch.testing.assert_close(compiled(x), WriteThenView()(x))
+
+
+def test_encoder_layer_with_a_bool_mask_in_eval_without_grad() -> None:
+    """nn.TransformerEncoderLayer's fast path: the bool `src_mask` made a float mask by
+    `masked_fill_`, then viewed as [1, 1, L, L]."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True).double().eval()
+    mask = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    compiled = torch.compile(lambda v: layer(v, src_mask=mask), backend="reverie",
+                             fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), layer(x, src_mask=mask))
