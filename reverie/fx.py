@@ -49,6 +49,7 @@ compiles nothing.
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import operator
@@ -402,6 +403,8 @@ class _Builder:
         args = torch.fx.node.map_arg(node.args, self.value)
         kwargs = torch.fx.node.map_arg(node.kwargs, self.value)
         if self.rebinds(node):  # in place on a value this segment computed: out of place
+            if node.op == "call_module":  # nn.ReLU(inplace=True) and its kind
+                return self.module_call(node, args, kwargs, out_of_place=True)
             args, kwargs = _inplace_as_keyword(node.target, args, kwargs)
             if kwargs.get("inplace") is True:
                 return FUNCTIONS[node.target](*args, **{**kwargs, "inplace": False})
@@ -409,17 +412,26 @@ class _Builder:
                 return METHODS[node.target[:-1]](*args, **kwargs)
             return FUNCTIONS[IN_PLACE_OPERATORS[node.target]](*args, **kwargs)
         if node.op == "call_module":
-            module = self.gm.get_submodule(node.target)
-            rule = MODULES.get(type(module))
-            if rule is None:
-                raise UnsupportedNodeError(
-                    describe(node, f"no mapping for nn.{type(module).__name__}"))
-            return rule(module, self.weights(node.target, module), *args, **kwargs)
+            return self.module_call(node, args, kwargs)
         table = METHODS if node.op == "call_method" else FUNCTIONS
         rule = table.get(node.target)
         if rule is None:
             raise UnsupportedNodeError(describe(node, "no mapping in reverie/fx_targets.py"))
         return rule(*args, **kwargs)
+
+    def module_call(self, node: torch.fx.Node, args: Any, kwargs: Any,
+                    out_of_place: bool = False) -> Any:
+        """A `call_module` node through its module's row (`out_of_place`: with the module's
+        `inplace` off, its result rebound as `rebinds` says)."""
+        module = self.gm.get_submodule(node.target)
+        rule = MODULES.get(type(module))
+        if rule is None:
+            raise UnsupportedNodeError(describe(node, f"no mapping for nn.{type(module).__name__}"))
+        weights = self.weights(node.target, module)
+        if out_of_place:
+            module = copy.copy(module)  # shares the parameters; only `inplace` differs
+            module.inplace = False
+        return rule(module, weights, *args, **kwargs)
 
     def record(self, node: torch.fx.Node) -> Any:
         """`node` recorded in the open segment, or its value if it is a constant; a node
@@ -450,7 +462,7 @@ class _Builder:
         segment computed whose memory no other value of the graph shares: it is then
         recorded out of place, and the nodes after it read its result in the argument's
         place, as they read the written tensor in eager PyTorch."""
-        if not _in_place_call(node) or node not in self.facts.mutating:
+        if not _in_place_call(node, self.gm) or node not in self.facts.mutating:
             return False
         written = node.args[0]
         if not (written in self.open.nodes and isinstance(self.open.values.get(written), Traced)):
@@ -464,7 +476,7 @@ class _Builder:
         layouts = {_layout(t) for value in self.facts.values.values() for t in tensors_in(value)
                    if storage_id(t) == storage}
         return len(layouts) == 1 and all(
-            _in_place_call(n) and isinstance(fake := self.facts.values.get(n.args[0]),
+            _in_place_call(n, self.gm) and isinstance(fake := self.facts.values.get(n.args[0]),
                                              torch.Tensor) and storage_id(fake) == storage
             for n in self.facts.mutating if storage in self.input_storages(n))
 
@@ -652,10 +664,14 @@ def _hint(size: int | torch.SymInt) -> int | None:
     return size if isinstance(size, int) else size.node.hint
 
 
-def _in_place_call(node: torch.fx.Node) -> bool:
+def _in_place_call(node: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
     """Whether `node` is a call that writes its result into its first argument: an
-    `inplace=True` function, a `Tensor.<op>_` method with an out-of-place row, `+=`."""
+    `inplace=True` function or module, a `Tensor.<op>_` method with an out-of-place row,
+    `+=`."""
     return bool(node.args) and isinstance(node.args[0], torch.fx.Node) and (
+        node.op == "call_module"
+        and getattr(gm.get_submodule(node.target), "inplace", False) is True
+        or
         node.target in FUNCTIONS
         and _inplace_as_keyword(node.target, node.args, node.kwargs)[1].get("inplace") is True
         or node.op == "call_method" and isinstance(node.target, str)

@@ -107,3 +107,24 @@ def test_encoder_layer_with_a_bool_mask_in_eval_without_grad() -> None:
                              fullgraph=True)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), layer(x, src_mask=mask))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_inplace_modules_as_call_module_nodes(dtype: torch.dtype) -> None:
+    """rv.fx.compile of a symbolically traced model keeps `nn.ReLU(True)` and its kind as
+    `call_module` nodes: recorded out of place, like the functional spelling."""
+    import reverie as rv
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.ReLU(True),
+                                torch.nn.Linear(5, 3), torch.nn.LeakyReLU(0.1, True),
+                                torch.nn.Linear(3, 3), torch.nn.Hardtanh(-0.5, 0.5, True)
+                                ).to(dtype)
+    x = torch.randn(6, 4, dtype=dtype, requires_grad=True)
+    compiled = rv.fx.compile(torch.fx.symbolic_trace(model), [x])
+    got, expected = compiled(x), model(x)
+    tolerance = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {}
+    torch.testing.assert_close(got, expected, **tolerance)
+    for g, w in zip(torch.autograd.grad(got.sum(), [x, *model.parameters()]),
+                    torch.autograd.grad(expected.sum(), [x, *model.parameters()]), strict=True):
+        torch.testing.assert_close(g, w, **tolerance)
