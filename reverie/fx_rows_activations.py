@@ -172,8 +172,8 @@ def _feature_dropout(target: str, input: Traced, p: float, training: bool,
         raise refuse(target, "input", input, f"torch takes at least {channels + 1} dimensions")
     if not training or p == 0:
         return input
-    noise = tuple(input.shape[:channels]) + (1,) * (input.ndim - channels)
-    return _dropped(input, p, lambda t: t.new_empty(noise))
+    singles = (1,) * (input.ndim - channels)  # its (sample, channel) sizes: the call's
+    return _dropped(input, p, lambda t: t.new_empty((*t.shape[:channels], *singles)))
 
 
 def feature_dropout(input: Traced, p: float, train: bool) -> Traced:

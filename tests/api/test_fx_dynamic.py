@@ -217,3 +217,18 @@ def test_recurrent_layers_at_new_batch_sizes(compilations: list[str],
         assert_step_matches_eager(compiled, model, twin,
                                   torch.randn(7, size, 4, dtype=torch.float64))
     assert len(compilations) == 3
+
+
+def test_feature_dropout_takes_the_symbolic_batch_size(compilations: list[str]) -> None:
+    """Dropout2d draws one number per (sample, channel): its noise is shaped by each call's
+    batch, so every batch size runs the kernels compiled once."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.Dropout2d(0.3), nn.Tanh()).double()
+    twin = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="reverie", fullgraph=True)
+    counts = []
+    for size in (4, 6, 9):
+        assert_step_matches_eager(compiled, model, twin,
+                                  torch.randn(size, 2, 7, 7, dtype=torch.float64))
+        counts.append(len(compilations))
+    assert counts == [1, 2, 2]
