@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     emit.add_argument("file")
     emit.add_argument("--stage", choices=STAGES, default="tensor",
                       help="grad-raw: the adjoint before simplification; llvm-raw: the LLVM "
-                           "IR before LLVM's optimiser (SPEC §3.4)")
+                           "IR before LLVM's optimiser (docs/pipeline.md)")
     emit.add_argument("--fn", default=None, help="only this function")
     emit.add_argument("--wrt", default=None,
                       help="comma-separated parameters (stages grad and grad-raw; with "
