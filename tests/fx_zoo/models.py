@@ -230,16 +230,20 @@ RESNET = Case(
 
 # ---------------------------------------------------------------- 4. VAE
 
+VAE_SIZES = (64, 32, 4)  # pixels, hidden, latent: 784-400-20 in the original (28x28 images)
+
+
 class VAE(nn.Module):
-    """pytorch/examples vae/main.py's VAE; 784-400-20 -> 64-32-4 (8x8 images)."""
+    """pytorch/examples vae/main.py's VAE; 784-400-20 -> `VAE_SIZES` (8x8 images)."""
 
     def __init__(self):
         super().__init__()
-        self.fc1 = nn.Linear(64, 32)
-        self.fc21 = nn.Linear(32, 4)
-        self.fc22 = nn.Linear(32, 4)
-        self.fc3 = nn.Linear(4, 32)
-        self.fc4 = nn.Linear(32, 64)
+        pixels, hidden, latent = VAE_SIZES
+        self.fc1 = nn.Linear(pixels, hidden)
+        self.fc21 = nn.Linear(hidden, latent)
+        self.fc22 = nn.Linear(hidden, latent)
+        self.fc3 = nn.Linear(latent, hidden)
+        self.fc4 = nn.Linear(hidden, pixels)
 
     def encode(self, x):
         h1 = F.relu(self.fc1(x))
@@ -255,14 +259,14 @@ class VAE(nn.Module):
         return torch.sigmoid(self.fc4(h3))
 
     def forward(self, x):
-        mu, logvar = self.encode(x.view(-1, 64))
+        mu, logvar = self.encode(x.view(-1, VAE_SIZES[0]))
         z = self.reparameterize(mu, logvar)
         return self.decode(z), mu, logvar
 
 
 def vae_loss_function(recon_x, x, mu, logvar):
     """Reconstruction + KL divergence losses summed over all elements and batch."""
-    BCE = F.binary_cross_entropy(recon_x, x.view(-1, 64), reduction="sum")  # noqa: N806
+    BCE = F.binary_cross_entropy(recon_x, x.view(-1, VAE_SIZES[0]), reduction="sum")  # noqa: N806
     KLD = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())  # noqa: N806
     return BCE + KLD
 
