@@ -3,11 +3,12 @@
 A cold compile allocates long-lived objects by the hundred thousand (the IR of every
 stage, the classes and tables of the passes it imports). Each collection those
 allocations trigger walks the young objects again, and the full collection they end in
-walks every object of the process: 60-75 ms of CPU in a cold MLP loss and gradient of
-~0.9 s (benchmarks/README.md, "Latency"). What a compile frees is almost all acyclic, so
+walks every object of the process, a visible share of a cold compile (benchmarks/README.md,
+"Latency"). What a compile frees is almost all acyclic, so
 reference counting frees it at once; the few cycles it leaves are found by the first
 collection after it. Nesting and threads are safe: only the outermost pause that found
-the collector on turns it back on, and a collector the program turned off stays off.
+the collector on turns it back on (so a compile in a second thread that began inside a
+first thread's pause may end unpaused), and a collector off when the pause begins stays off.
 
     with collector_paused():
         ...                       # allocate freely

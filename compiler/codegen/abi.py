@@ -68,7 +68,7 @@ POOLED_OUTPUT_BYTES = 32 << 20
 # when that holds at most KEEP_WORKSPACE_BYTES, freeing the spare it displaces.
 WORKSPACE_HEADER = 64  # keeps the workspace's alignment (mod 64) that of the malloc'd block
 WORKSPACE_SLACK = 4
-KEEP_WORKSPACE_BYTES = 1 << 30  # W8's gradient needs ~330 MB: faulting it in each call cost 40 %
+KEEP_WORKSPACE_BYTES = 1 << 30  # W8's gradient needs ~330 MB (benchmarks/README.md, W8)
 
 
 def workspace_fits(capacity: int, needed: int) -> bool:

@@ -1,9 +1,9 @@
 """The native call entry: one CPython vectorcall function for every kernel, in LLVM IR.
 
-Calling a kernel from Python through ctypes costs ~10 µs; NumPy's `2 * x` costs ~1 µs.
-This entry does the whole common call in native code. It is compiled once per process,
-in a small module of its own (`entry_module`; loaded from the disk cache like the
-run-time helpers, `runtime/helpers.py`), and is table-driven: what it knows of a kernel
+A call through ctypes costs several times NumPy's `2 * x` (benchmarks/README.md, W4 call
+overhead), so this entry does the whole common call in native code. It is compiled once
+per process, in a small module of its own (`entry_module`; loaded from the disk cache like
+the run-time helpers, `runtime/helpers.py`), and is table-driven: what it knows of a kernel
 comes from the `self` tuple that `runtime/fastcall.py` builds for that kernel. In C:
 
     PyObject *rv_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,

@@ -24,8 +24,9 @@ kernel is a module of its own (`helper_module("rv_gemm_own_<dtype>")`), compiled
 kernel may need it (no BLAS, or a layout BLAS cannot express: `abi.needs_own_kernel`) and
 handed to the public helper through `void @rv_gemm_<dtype>_use_own(ptr own)`; until then the
 public helper's fallback is plain dot products (any strides: what an empty product, which
-BLAS is never asked for, needs). That saves compiling the own kernel (~0.25 s, a third of
-the MLP example's LLVM time before) wherever NumPy's OpenBLAS serves every product.
+BLAS is never asked for, needs). That saves compiling the own kernel, a large part of a cold
+process's LLVM time, wherever NumPy's OpenBLAS serves every product (benchmarks/README.md,
+"Latency").
 
     helper_module("rv_gemm_f64")       # batch entry, BLAS dispatch, fallback (own kernel or
                                        # dot products)
@@ -82,8 +83,7 @@ def _public_helper_module(dtype: str) -> str:
     product = ir.Function(module, PRODUCT_TYPE, name=f"rv_gemm_product_{dtype}")
     product.linkage = "internal"
     # a call from the batch entry's loop, not inlined there: optimising the two together
-    # took 45-60 ms more of LLVM's time per process (with the batch path outlined,
-    # gemm_batch.py), for one call saved per product
+    # costs LLVM time in every process with an empty cache, for one call saved per product
     product.attributes.add("noinline")
     define_blas_dispatch(product, _define_fallback(module, dtype), dtype, f"rv_gemm_{dtype}")
     public = ir.Function(module, GEMM_TYPE, name=f"rv_gemm_{dtype}")
@@ -98,7 +98,7 @@ def _define_fallback(module: ir.Module, dtype: str) -> ir.Function:
     plain = ir.Function(module, SERIAL_TYPE, name=f"rv_gemm_plain_{dtype}")
     plain.linkage = "internal"
     for attribute in ("nounwind", "noinline", "optnone"):  # only for empty products: not
-        plain.attributes.add(attribute)                     # worth 90 % of the compile time
+        plain.attributes.add(attribute)                     # worth most of the compile time
     _GemmBuilder(plain, dtype).build_dot_products()
     fallback = ir.Function(module, PRODUCT_TYPE, name=f"rv_gemm_fallback_{dtype}")
     fallback.linkage = "internal"

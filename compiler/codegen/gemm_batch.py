@@ -24,7 +24,8 @@ share), or null:
 
 Why: OpenBLAS threads one `?gemm` over blocks of C and wakes and synchronises its threads
 once per product, which for many small products (W8: 100 products of 1000 x 64 x 64) costs
-about as much as the arithmetic; `?gemm_batch` gives each thread whole products, one wake-up
+about as much as the arithmetic (benchmarks/README.md, "W8: each batched product one
+`?gemm_batch` call"); `?gemm_batch` gives each thread whole products, one wake-up
 per chunk. Each product is then computed by one thread, and OpenBLAS never splits the
 summed index, so the results are the same bits from call to call at a fixed thread count;
 in f64 they are bitwise those of the loop of `?gemm` calls (and NumPy's), in f32 too with
@@ -34,7 +35,7 @@ one thread, while with several OpenBLAS's `sgemm_batch` rounds differently from 
 A single product of at most THREADED_MACS multiply-adds does not go to `?gemm`, which splits
 it over OpenBLAS's threads; they wait for each other in spin loops, so one of them
 descheduled by other work (another process, a torch thread, our own pool) stalls the product
-by a time slice (benchmarks/contention.py: W3's rounds took 60-128 ms against 7 ms). It is
+by a time slice (benchmarks/README.md, "The pool beside other work"). It is
 split over Reverie's pool instead, whose calling thread claims slabs too, so a late worker
 delays only the slab it took; each slab is a batch of one of `?gemm_batch`, which OpenBLAS
 runs on the calling thread (its `exec_blas` of one job). OpenBLAS's thread count is left
@@ -111,8 +112,8 @@ def _define_batch_call(entry: ir.Function, dtype: str) -> ir.Function:
     whole batch through `?gemm_batch` when BLAS can express its layout (true), else nothing
     (false). Compiled without LLVM's optimiser (`optnone`): it runs only for batches of
     products of over SMALL_MATRIX_MACS multiply-adds each, where a few instructions more
-    cost nothing, and optimising it inside the entry was a third of the helper module's
-    LLVM time, which every process with an empty cache pays before its first product."""
+    cost nothing, and optimising it would be a large share of the helper module's LLVM
+    time, which every process with an empty cache pays before its first product."""
     types = [PTR, *(arg.type for arg in entry.args[:16])]
     function = ir.Function(entry.module, ir.FunctionType(ir.IntType(1), types),
                            name=f"{entry.name}_by_batch")

@@ -17,7 +17,7 @@ pi/2 in double-double arithmetic. The fraction of a double is never below 2**-62
 closest approach of a double to a multiple of pi/2), so 128 bits keep 66 significant bits.
 
 The bits of 2/pi are computed here from Machin's formula in integer arithmetic (once per
-process, on the first module that needs them: about 0.3 ms, nothing at import) and stored
+process, on the first module that needs them; nothing at import) and stored
 as a constant global array of 64-bit words, preceded by one zero word so that exponents
 e >= -26 need no special case.
 """
@@ -74,7 +74,8 @@ def rem_pio2_large(module: ir.Module) -> ir.Function:
     table.initializer = ir.Constant(table_type, table_words())
     fn = ir.Function(module, ir.FunctionType(RESULT, [F64]), name="rv.rem_pio2_large")
     fn.linkage = "internal"
-    # optnone: the O3 pipeline would spend ~20 ms on this rarely run i128 code per module
+    # optnone: optimising this rarely run i128 code would cost LLVM time in every
+    # module with sin, cos or tan
     for attribute in ("nounwind", "readnone", "noinline", "optnone"):
         fn.attributes.add(attribute)
     b = ir.IRBuilder(fn.append_basic_block("entry"))

@@ -5,12 +5,12 @@ One small module, compiled once per process (`runtime/pool.py` loads it; disk-ca
 the helpers). It uses only libc (`pthread_create`, `syscall` for futexes,
 `sigaction`).
 
-Why hand-written, where libgomp served before: an OpenMP parallel region ends in a barrier
+Why hand-written rather than OpenMP (libgomp): an OpenMP parallel region ends in a barrier
 that every thread of the team must reach, whatever the schedule, so one descheduled worker
-(its core lent to another process, or to torch's or OpenBLAS's threads) held every call
-up: the MLP gradient took 104–131 ms with two threads on a shared core against 5–12 ms
-with one. No portable OpenMP call lets the caller finish a job without the team, and a
-kernel also needs a stop point per chunk for signals, which OpenMP has no hook for.
+(its core lent to another process, or to torch's or OpenBLAS's threads) holds every call
+up (benchmarks/README.md, "The pool beside other work"). No portable OpenMP call lets the
+caller finish a job without the team, and a kernel also needs a stop point per chunk for
+signals, which OpenMP has no hook for.
 
 **The pool.** `i64 @rv_pool_run(ptr fn, ptr context, i64 chunks, i64 seen)` runs
 `i32 fn(context, c)` for every chunk `c` in `0..chunks` and returns 0, or INTERRUPTED when

@@ -10,9 +10,10 @@ replaces it by a call to the version of its vector width; the versions are liste
 stays). The call reads no memory, so `sin x` and `cos x` of one `x` in a loop (every
 gradient of sin or cos, W1's) are one call: one reduction, one pair of polynomials. The
 vector versions are `alwaysinline`: nothing calls them before vectorisation, and the
-always-inliner that `runtime/jit.py` runs after O3 puts their bodies into the vectorised
-loop (no call, spills or constant reloads per vector); the scalar one stays `noinline`, a
-call the vectoriser can widen where it could not widen the branches inside.
+always-inliner that `runtime/jit.py` runs after the optimisation pipeline puts their bodies
+into the vectorised loop (no call, spills or constant reloads per vector); the scalar one
+stays `noinline`, a call the vectoriser can widen where it could not widen the branches
+inside.
 
 Each version reduces |x| = k pi/2 + r (sin x = sign(x) sin|x|, cos x = cos|x|). f32
 arguments below F32_SHORT in magnitude (in every lane) are reduced in f32 with three pieces
@@ -56,7 +57,7 @@ def vector_widths() -> tuple[int, ...]:
     and the width `llvm.py` asks of sums), or half of one on CPUs that LLVM tunes for
     vectors narrower than their registers (256-bit ones on Intel's AVX-512 CPUs, Skylake-X
     to Sapphire Rapids). At a width with no version it would call the scalar function once
-    per lane. A version no loop calls costs compile time only (about 5 ms)."""
+    per lane. A version no loop calls costs compile time only."""
     lanes = (vector_lanes("f64"), vector_lanes("f32"))
     return tuple(sorted({n for full in lanes for n in (full // 2, full) if n > 1}))
 
@@ -76,7 +77,7 @@ def call(builder: ir.IRBuilder, name: str, fmt: Format, x: Value) -> Value:
                        for lanes in vector_widths())
     # llvmlite only accepts a fixed list of attribute names; this one is a string attribute
     set.add(instruction.attributes, f'"vector-function-abi-variant"="{mapping}"')
-    if name == "tan":  # sin x / cos x = ±sin r / ±cos r (or ±cos r / ±sin r), as before
+    if name == "tan":  # sin x / cos x = ±sin r / ±cos r (or ±cos r / ±sin r)
         return builder.fdiv(builder.extract_value(instruction, 0),
                             builder.extract_value(instruction, 1))
     return builder.extract_value(instruction, 0 if name == "sin" else 1)

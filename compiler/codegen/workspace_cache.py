@@ -2,18 +2,22 @@
 
 Allocating a kernel's workspace (its temporaries and loop histories) on every call costs
 more than the allocation: above glibc's mmap threshold (32 MB at most) every block is
-fresh memory, so every call page-faults the whole workspace in again (a `cumprod`
-gradient of 10⁶ elements, 73 MB of temporaries: 162 ms per call against 46 ms with the
-memory reused). The entry (`fastcall.py`) therefore keeps each kernel's last block in a
-cell, the int64 array in that kernel's `self` tuple's SPARE_WORKSPACE slot
-(`runtime/fastcall.py` makes it and frees what is left in it when the entry goes). The
-block layout and the policy are in `abi.py`:
+fresh memory, so every call page-faults the whole workspace in again (benchmarks/README.md,
+"Scans": workspace reuse). The entry (`fastcall.py`) therefore keeps each
+kernel's last block in a cell, the int64 array in that kernel's `self` tuple's
+SPARE_WORKSPACE slot (`runtime/fastcall.py` makes it and frees what is left in it when the
+entry goes). The block layout and the policy are in `abi.py`:
 
     spare  = atomic_exchange(cell, 0)             # this call owns it now, or there is none
     block  = spare if workspace_fits(capacity(spare), needed) else malloc(HEADER + needed)
+                                                  # (a spare that does not fit is freed)
     ... the kernel runs on block + HEADER ...
-    displaced = atomic_exchange(cell, block)      # only if capacity(block) <= KEEP
-    free(displaced)
+    if capacity(block) <= KEEP_WORKSPACE_BYTES:
+        free(atomic_exchange(cell, block))        # the spare it displaces, if any
+    else:
+        free(block)
+
+(`malloc` and `free` are CPython's `PyMem_RawMalloc` and `PyMem_RawFree`.)
 
 The exchanges make it safe for calls from several threads at once (with or without the
 GIL): a block belongs to one call at a time; a call that finds the cell empty allocates

@@ -65,8 +65,8 @@ from .splitting import defined_names, rewritten
 # LLVM cannot tell the temporaries of one workspace apart, so it vectorises a loop behind
 # run-time overlap checks between each buffer written and each other one accessed: merging
 # loops multiplies them. A merge making more than this many such pairs is not done (the
-# LSTM gradient module's LLVM instructions against no merging: unbounded +54 %, 64: +25 %,
-# 32: +12 %, 16: -0.8 %; benchmarks/README.md, eighth session).
+# budget that kept the LSTM gradient module's LLVM instructions at or below those of no
+# merging: benchmarks/README.md, "Latency", fewer loops in scans).
 ALIAS_BUDGET = 16
 
 

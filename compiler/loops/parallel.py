@@ -3,13 +3,13 @@
 `parallel_plans(program)` finds the `Loop`s whose iterations are independent, and says how
 their chunks are combined and what they take from around them. Code generation
 (`compiler/codegen/parallel.py`) splits such a loop's range into chunks that the worker
-pool runs; every other loop runs as before. A planned loop sits in the kernel body or
-in the body of a `for`, `while` or `if` (a time-stepping scan splits each step's loops:
-issue 11's W7); the loops nested in a planned loop run inside its chunks. A `for` or
-`while` whose step multiplies matrices or sorts is left alone: such a step is a recurrence
-whose elementwise loops cost O(n) beside the product's O(n^2) (which the matrix kernel
-splits itself), and planning them would only add code to every step (the LSTM's gradient
-module grew by 46 %, its cold compile with it).
+pool runs; every other loop runs serially where it stands. A planned loop sits in the kernel
+body or in the body of a `for`, `while` or `if` (a time-stepping scan, W7's heat equation,
+splits each step's loops); the loops nested in a planned loop run inside its chunks. A
+`for` or `while` whose step multiplies matrices or sorts is left alone: such a step is a
+recurrence whose elementwise loops cost O(n) beside the product's O(n^2) (which the matrix
+kernel splits itself), and planning them would only add code to every step, and compile
+time with it (benchmarks/README.md, "Threads: the worker pool").
 
 A loop qualifies when its body (nested loops included)
 
