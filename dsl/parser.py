@@ -5,10 +5,11 @@ carries the `Span` of its text. The grammar is `grammar.lark` next to this file,
 Lark's LALR(1) parser (linear time, an explicit stack, no recursion); `ast_builder` then
 turns the parse tree into AST dataclasses without recursion either.
 
-Building the LALR tables from the grammar costs 0.2-0.6 s, so it is done once, ahead of
-time: `generated_parser.py` is Lark's stand-alone parser for grammar.lark (its tables and
-the part of Lark that runs them; tests/unit/test_startup.py checks that it is up to date
-and regenerates it with REVERIE_UPDATE_GOLDEN=1). It is imported on the first parse only.
+Building the LALR tables from the grammar is slow (longer than a warm start), so it is
+done once, ahead of time: `generated_parser.py` is Lark's stand-alone parser for
+grammar.lark (its tables and the part of Lark that runs them; tests/unit/test_startup.py
+checks that it is up to date and regenerates it with REVERIE_UPDATE_GOLDEN=1). It is
+imported on the first parse only.
 
 `parse` raises nothing but `ParseError`, whatever the input:
 - Lark's exceptions become diagnostics with readable token names, e.g.

@@ -199,8 +199,8 @@ class TaskLayer:
 
     A task given a `worker` runs there while that worker lives: the scheduler's own choice
     weighs each worker's queue against the bytes to fetch, and for chunks of kilobytes
-    sends a group to whichever worker is idler, undoing the balanced placement (150 of 200
-    rows on one of two workers, measured). The restriction is loose
+    sends a group to whichever worker is idler, undoing the balanced placement (most rows
+    on one worker). The restriction is loose
     (`allow_other_workers`), so the task moves if that worker dies."""
 
     def __init__(self) -> None:

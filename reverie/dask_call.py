@@ -140,10 +140,9 @@ def balanced_placement(holders: Sequence[set[str] | None], rows: Sequence[int],
     rows per thread (`threads`: per worker): each chunk, largest first, goes to the least
     loaded worker holding it; then, while the most loaded worker has a chunk that would
     leave the least loaded one still below it, that chunk moves there. Persisted chunks
-    are spread as placement left them (9 and 7 of 16 chunks on 2 workers in two of three
-    persists measured), and the busiest worker bounds the call, so one chunk's rows
-    fetched by another worker (a transfer, small next to a compute-bound gradient of the
-    rows) buys the idle thread's time."""
+    are spread as placement left them, often unevenly, and the busiest worker bounds the
+    call, so one chunk's rows fetched by another worker (a transfer, small next to a
+    compute-bound gradient of the rows) buys the idle thread's time."""
     def per_row(worker: str) -> float:
         return 1 / threads.get(worker, 1)
 

@@ -49,7 +49,7 @@ class IrStage:
     stage whose result it prints (None: the tensor IR itself) and on which backend's
     ladder, how that result prints (default: the stage's own `text`), and `raw`: print what
     the reverse pass hands to simplify instead (pass `reverse` of compiler/print_ir.py).
-    (A plain class: `dataclasses` costs a warm start ~2 ms to import.)"""
+    (A plain class, so that a warm start does not import `dataclasses`.)"""
 
     __slots__ = ("shows", "stop", "backend", "text", "raw")
 

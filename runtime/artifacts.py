@@ -1,5 +1,5 @@
 """The whole-pipeline cache: what compiling produced, kept on disk so that a new process
-skips the front end, the passes and LLVM (SPEC §3.1 cache, issue 10's warm start).
+skips the front end, the passes and LLVM: a warm start (SPEC §3.1 cache).
 
 The object cache (`jit.py`) is keyed on LLVM IR, so using it still needs the parse, the
 lowering, the passes and the code generator to run. The artifacts here are keyed on what
@@ -56,8 +56,8 @@ def code_fingerprint() -> str:
     imports included, since they made what the cache holds.
 
     Hashed as the sorted paths joined by NULs, then the sizes and times as 64-bit integers
-    (`struct`), not as the `repr` of the (path, size, time) list: that `repr` was a third of
-    the fingerprint's 3 M instructions of a warm start (valgrind)."""
+    (`struct`), not as the `repr` of the (path, size, time) list, which costs a warm start
+    far more."""
     roots = _source_roots()
     signature: list[tuple[str, int, int]] = []
     for root in roots:
@@ -90,8 +90,8 @@ def _add_source_files(directory: str, roots: frozenset[str],
                       signature: list[tuple[str, int, int]]) -> None:
     """Append (path, size, mtime_ns) of every SOURCE_SUFFIXES file under `directory`, not
     descending into `__pycache__` nor into another root (walked on its own). One `stat`
-    per file and no more: os.scandir's entries know which are directories; a stat result
-    costs ~6k instructions, 3 M of a warm start went into the fingerprint."""
+    per file and no more (os.scandir's entries know which are directories): the
+    fingerprint runs on every warm start."""
     with os.scandir(directory) as entries:
         for entry in entries:
             name = entry.name

@@ -7,7 +7,7 @@ Where it looks, in order:
 1. the libraries NumPy's wheels ship beside the package (`numpy.libs/` on Linux and
    Windows, `numpy/.dylibs/` on macOS) that this process has already loaded (`dlopen`
    with RTLD_NOLOAD): importing NumPy loaded the one its `_multiarray_umath` links, so
-   this is the usual find, and needs no read of `/proc/self/maps` (~0.5–1 ms);
+   this is the usual find, and needs no (slower) read of `/proc/self/maps`;
 2. shared libraries already mapped into this process whose name contains "blas"
    (`/proc/self/maps`);
 3. NumPy's bundled libraries, loaded now.
@@ -57,8 +57,8 @@ BATCH_SYMBOLS = (
 
 class Blas:
     """A loaded BLAS: its file, the addresses of its `?gemm` by element type, and of its
-    `?gemm_batch` (absent where the library has none). (A plain class: `dataclasses` costs a
-    warm start ~2 ms to import.)"""
+    `?gemm_batch` (absent where the library has none). (A plain class, so that a warm start
+    does not import `dataclasses`.)"""
 
     __slots__ = ("path", "gemm", "library", "gemm_batch")
 

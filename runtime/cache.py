@@ -16,8 +16,8 @@ another process of the same user. It trusts nothing it did not write for that ke
 - Entries: `RVC3`, key length, data length, the full key, a 32-byte tag over all of these
   and the data, then the data. The tag is BLAKE2b keyed with the secret (a MAC by design,
   as strong as HMAC-SHA256, and built into CPython without OpenSSL: `import hashlib` or
-  `hmac` loads libcrypto, ~4 ms of a warm start, so `_blake2` and the constant-time
-  comparison are imported directly). An entry is used only when its file is a regular
+  `hmac` loads libcrypto, which a warm start should not pay for, so `_blake2` and the
+  constant-time comparison are imported directly). An entry is used only when its file is a regular
   file (never a link, FIFO or device: opened with O_NOFOLLOW | O_NONBLOCK) owned by the
   user and not writable by group or others, its size is exactly the recorded one (at most
   `MAX_ENTRY_BYTES`, nothing more is read), its key is the requested key and its tag

@@ -39,7 +39,7 @@ class ShapeMismatchError(ValueError):
 class BoundCall:
     """Arguments converted to their declared dtypes (read-only C-contiguous views, so the
     caller's arrays cannot be written through them), and the size of every dimension.
-    (A plain class: `dataclasses` costs a warm start ~2 ms to import.)"""
+    (A plain class, so that a warm start does not import `dataclasses`.)"""
 
     __slots__ = ("arrays", "dims")
 

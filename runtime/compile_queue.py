@@ -10,8 +10,8 @@ thread, work that no kernel's code decides and that is computed once per process
   table is not in the disk cache: `reverie/module.py`) or by `prepare_helpers` (a native
   kernel made: `runtime/native.py`). `prepare_native_code` first sets up LLVM's host
   target on the calling thread: that is importing `llvmlite.binding`, Python work
-  holding the GIL, which on the thread cost the cold MLP ~0.07 s more CPU than inline
-  and gained nothing (benchmarks/README.md, "Latency", eighth session);
+  holding the GIL, which on the thread costs more CPU than inline and gains nothing
+  (benchmarks/README.md, "Latency", "The host target stays on the main thread");
 - the run-time helpers a kernel's loop program calls (`helpers._helper`, the BLAS
   dispatch of matrix products), started by `prepare_helpers` as soon as that program is
   made, while its LLVM IR is generated.

@@ -1,7 +1,7 @@
 """Native call entries as Python callables (the other half of `codegen/fastcall.py`), and
 launch records: a kernel specialisation's entry made from the disk cache without its IR,
 so a warm start imports neither the front end, the IR, the passes nor LLVM. (One module:
-a warm start pays ~0.3 M instructions for each module it imports, however small.)
+every module a warm start imports costs it time, however small.)
 
 `native_entry` wraps the one native call entry of the process (`rv_vectorcall`, loaded by
 `helpers.call_entry`) in a CPython builtin function object per kernel (`PyCFunction_NewEx`

@@ -55,14 +55,11 @@ def helper_ahead(name: str) -> tuple[str, str]:
     """The key of the helper `name`'s module on the LLVM thread (`compile_queue.py`)."""
     return ("helper", name)
 
-# The helpers' inner loops are written with explicit vector FMAs: O2 without the SLP
-# vectoriser and unrolling runs them as fast as O3 (256^3 and matrix-vector products,
-# measured) and compiles in about half the time (0.4 s -> 0.2 s per helper).
+# The helpers' inner loops are written with explicit vector FMAs, so O2 without the SLP
+# vectoriser and unrolling runs them as fast as O3 and compiles in less time.
 HELPER_PIPELINE = Pipeline(speed_level=2, slp_vectorization=False)
-# The native call entry is compiled without LLVM's optimiser: at O2 it took 4x as long
-# (valgrind: 287 M instructions against 72 M; the MLP's forward kernel module takes 328 M)
-# and its calls took as many instructions (2,605 against 2,601 per forward call of
-# benchmarks/latency.py's kernel): a call's work is CPython's and NumPy's functions.
+# The native call entry is compiled without LLVM's optimiser: optimising it costs compile
+# time and saves its calls nothing, since a call's work is CPython's and NumPy's functions.
 ENTRY_PIPELINE = None
 
 
@@ -143,13 +140,10 @@ def load_helpers(names: frozenset[str], *, own_kernel: bool = True) -> np.ndarra
 
 
 # Matrix products call OpenBLAS (the one NumPy uses, `runtime/blas.py`) where the layout
-# allows, and the own kernel (`gemm.py`) otherwise. Measured on the 2-core AVX2 machine,
-# one thread each (`OPENBLAS_NUM_THREADS=1 REVERIE_NUM_THREADS=1`), own kernel ÷ OpenBLAS:
-# W2's 4096x512 @ 512x10 1.07 (f32) / 1.02 (f64), its X^T @ G 1.46 / 1.97, W3's
-# x^T @ d_pre 1.22 / 1.40, h^T @ d_out 1.60 / 1.76, 256^3 1.06 / 1.07: OpenBLAS's
-# edge kernels for narrow N and its vectorised packing of transposed operands are what
-# the own kernel lacks. Through BLAS the same kernels take 1.01-1.06x NumPy's `@` (the
-# difference is Reverie's call path) and give NumPy's bits (see benchmarks/README.md).
+# allows, and the own kernel (`gemm.py`) otherwise: OpenBLAS's edge kernels for narrow N
+# and its vectorised packing of transposed operands make it faster than the own kernel,
+# and through it kernels give NumPy's bits (measured in benchmarks/README.md, "Matrix
+# products through OpenBLAS").
 _blas_wanted = [blas_requested()]  # REVERIE_BLAS=0: own kernel only; `use_blas` changes it
 _SET_POINTER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 

@@ -38,14 +38,13 @@ helpers) on one background thread while the main thread runs Python.
 Memory per compiled module: each is parsed into its own LLVM context, freed with the
 module once the object code is emitted (the global context would keep every type and
 constant forever), and the pass manager is freed explicitly (llvmlite 0.50's
-`ModulePassManager.close()` frees nothing: that alone kept ~60 KB per compile). What
-stays, measured with heaptrack over 300 compile-and-unload cycles (LLVM 22, llvmlite
-0.50): ~8 KB per JIT library ever linked (its JITDylib, symbol tables and process-symbol
-generator: llvmlite names a new JITDylib per link and cannot remove one) and ~1.5 KB per
-optimisation (the PassInstrumentationCallbacks that llvmlite's `create_pass_builder`
-allocates and never deletes). A distinct compile-and-call cycle grows RSS by ~7 KB.
-Setting up the host target also turns off LLVM's epilogue vectorisation process-wide (about
-20 % less compile time, no measured slowdown).
+`ModulePassManager.close()` frees nothing). What stays (LLVM 22, llvmlite 0.50): per JIT
+library ever linked, its JITDylib, symbol tables and process-symbol generator (llvmlite
+names a new JITDylib per link and cannot remove one), and per optimisation, the
+PassInstrumentationCallbacks that llvmlite's `create_pass_builder` allocates and never
+deletes; so each distinct compile-and-call cycle grows the process by a few kilobytes.
+Setting up the host target also turns off LLVM's epilogue vectorisation process-wide (less
+compile time, no measured slowdown).
 
 Assumes generated IR holds no process-specific addresses (pass pointers as arguments), so
 the cached object code is valid in any process on the same CPU.
@@ -72,8 +71,8 @@ from .version import VERSION
 
 
 class _LazyBinding:
-    """`llvmlite.binding`, imported on first use: importing it loads LLVM (~40–50 ms), which
-    a warm start whose modules come from shared objects never needs."""
+    """`llvmlite.binding`, imported on first use: importing it loads LLVM, which a warm
+    start whose modules come from shared objects never needs."""
 
     def __getattr__(self, name: str) -> object:
         import llvmlite.binding
@@ -82,9 +81,8 @@ class _LazyBinding:
 
 
 llvm = _LazyBinding()
-# 4: the always-inliner after O3; 5: the large code model; 6: the native entry's `self`
-# tuple has the POOLED_EMPTY slot (`codegen/abi.py`); 7: kernels at O2, floor division by
-# powers of two as shifts
+# Part of every object-cache key: changed whenever the same IR text and `Pipeline` would
+# give different object code (how modules are optimised or emitted, the native entry's ABI).
 _PIPELINE_VERSION = "reverie-jit-8"
 HUGE_BLOCK = 2000
 _LLVM_LOCK = runtime_lock(reentrant=True)
@@ -203,11 +201,10 @@ def _largest_block(llvm_ir: str) -> int:
 
 def _code_generator(optimized_ir: str) -> llvm.TargetMachine:
     """The target machine that emits `optimized_ir`: the level-3 one, unless a basic block
-    holds more than HUGE_BLOCK instructions. LLVM's instruction schedulers take time
-    quadratic in a block's length (a 2,000-output tuple: 12 s of a 14 s compile; at opt
-    level 1 still 2 s for 1,000 outputs, at level 0 0.02 s). Such blocks are nearly always
-    straight-line code that runs once per call (wide tuples, unrolled scalar code); the
-    choice depends on the IR alone, so the cache key stays the IR's."""
+    holds more than HUGE_BLOCK instructions. At levels 1 to 3 LLVM's instruction schedulers
+    take time quadratic in a block's length; level 0 emits such a block quickly. Such blocks
+    are nearly always straight-line code that runs once per call (wide tuples, unrolled
+    scalar code); the choice depends on the IR alone, so the cache key stays the IR's."""
     if _largest_block(optimized_ir) > HUGE_BLOCK:
         return _straight_line_target()
     return host_target().target_machine

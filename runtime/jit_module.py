@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # (a Protocol class would cost a warm start ~0.1 ms to create)
+if TYPE_CHECKING:  # (not a Protocol class, which every warm start would create)
     from llvmlite.binding import ResourceTracker
 
     from .shared_objects import SharedLibrary
@@ -70,17 +70,13 @@ class Pipeline:
         return f"Pipeline({settings})"
 
 
-# Kernels: O3 with both vectorisers. Runtime unrolling is off: on the examples it tripled
-# machine-code generation time (the MLP gradient 0.54 s -> 0.18 s without it, a mixture
-# model's 1.63 s -> 0.47 s) and the interleaved vector loops gain nothing measurable from it.
-# Loop strength reduction is off too: it took 50-80 % of machine-code generation (the MLP
-# gradient 0.26 s -> 0.13 s without it, a mixture model's 0.70 -> 0.29 s, an LSTM
-# gradient's 3.7 -> 0.5 s), and the kernels ran as fast without it (benchmarks/README.md,
-# "Latency"; x86's addressing modes do most of what it would).
-# The speed level is O2: O3 adds non-trivial loop unswitching and argument promotion, which
-# cost 6 % of LLVM's work on the mixture and LSTM gradients (valgrind) and left the object
-# code of W1, W5 and W7 byte for byte the same, W3 and W8 as fast (benchmarks/README.md,
-# "Latency", seventh session).
+# Kernels: O2 with both vectorisers (the loop vectoriser with interleaving, and SLP).
+# O3 adds non-trivial loop unswitching and argument promotion, which cost compile time and
+# made the workloads' kernels no faster. Runtime unrolling is off: it multiplies
+# machine-code generation time and the interleaved vector loops gain nothing measurable
+# from it. Loop strength reduction is off too: it takes most of machine-code generation,
+# and x86's addressing modes do most of what it would (all measured in benchmarks/README.md,
+# "Latency").
 KERNEL_PIPELINE = Pipeline(speed_level=2, strength_reduction=False)
 
 

@@ -11,9 +11,9 @@ the results as NumPy arrays. The route is the MLIR ladder of `compiler/pipeline.
     call          _mlir_ciface_<fn>(&x, ..., &result0, ..., &status)   via ctypes memref descriptors
 
 This backend exists to cross-check the native pipeline, so it favours compile time:
-LLVM's code generator runs without optimisation (40 ms where `runtime/jit.py`'s O3
-pipeline takes about a second per kernel). The LLVM IR of each MLIR text is kept in the
-disk cache (`runtime/cache.py`), so the tools run once per function. Transcendentals
+LLVM's optimiser does not run on its modules (`pipeline=None`), which takes far less
+compile time than the native kernels' `KERNEL_PIPELINE`. The LLVM IR of each MLIR text is
+kept in the disk cache (`runtime/cache.py`), so the tools run once per function. Transcendentals
 become libm calls (`convert-math-to-libm`), resolved in the running process.
 """
 

@@ -1,8 +1,8 @@
 """Native kernels: a specialised tensor-IR `Function` compiled to machine code and called.
 
 Compiling climbs the ladder of `compiler/pipeline.py` from the function: fuse → to_loops →
-codegen → llvm-opt → jit (LLVM O3 with the vectorisers, disk object cache; see
-`runtime/jit.py`). A kernel that multiplies matrices or sorts first loads the run-time
+codegen → llvm-opt → jit (LLVM O2 with the vectorisers, `KERNEL_PIPELINE`; disk object
+cache; see `runtime/jit.py`). A kernel that multiplies matrices or sorts first loads the run-time
 helper it calls and enters its address in the helper table every kernel receives
 (`runtime/helpers.py`, whose names are re-exported here; the helper starts compiling on
 the LLVM thread, `runtime/compile_queue.py`, once the loop program is made, while the

@@ -1,5 +1,5 @@
 """Modules remembered by key: loaded in a later process without making their IR, and from
-shared objects without LLVM (issue 10's warm start).
+shared objects without LLVM (the warm start: docs/pipeline.md, "The whole-pipeline cache").
 
 Consumes a key of what determines a module's IR (such as `artifacts.artifact_key`, which
 also covers the host) and a function making that IR; produces the loaded `JitModule`.
@@ -8,8 +8,8 @@ symbols under the remembered key, and has the object code linked into a shared o
 the background thread (`runtime/shared_objects.py`), which adds it to the note (one cache
 entry per module). A later process finds the note and opens its shared object with
 `dlopen` once the disk cache verified the entry (no LLVM), else links the cached object
-code into the JIT (and has the shared object linked for the next process). A note written
-before notes carried images (no NUL in it) reads as one not linked yet. `host_description`,
+code into the JIT (and has the shared object linked for the next process). A note without
+an image (no NUL in it) reads as one not linked yet. `host_description`,
 which every such key includes, is itself remembered under the CPU's identity from
 /proc/cpuinfo and llvmlite's installed files, so that a warm start never asks LLVM for it,
 nor imports llvmlite.

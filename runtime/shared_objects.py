@@ -4,8 +4,8 @@ Consumes the relocatable object code `jit.py` emits for a module; produces, thro
 system C compiler driver (`cc`, else `gcc` or `clang`, as `cc -shared -nostdlib ... -lgcc`),
 the bytes of a shared object, and later loads such bytes with `dlopen` (ctypes' own) as a
 `SharedLibrary` whose `library[symbol]` is the native address of an exported function
-(the interface of a JIT library). Importing `llvmlite.binding` loads LLVM (~40–50 ms);
-a process whose modules all come from shared objects never does (issue 10's warm start).
+(the interface of a JIT library). Importing `llvmlite.binding` loads LLVM, which is slow;
+a process whose modules all come from shared objects (a warm start) never does.
 
 - Security: bytes are only ever loaded after `runtime/cache.py` returned them, i.e. after
   their MAC under the user's secret verified (nothing another user planted, nothing
@@ -18,7 +18,7 @@ a process whose modules all come from shared objects never does (issue 10's warm
 - Symbols a module leaves undefined (CPython's API for the native call entries, libm,
   libc) resolve against the process when the library is opened, as with the JIT.
 - `REVERIE_SHARED_OBJECTS=0`, or no C compiler driver on PATH, turns linking off; modules
-  then load through the JIT as before. Linking runs on a background thread
+  then load through the JIT. Linking runs on a background thread
   (`link_later`), so a cold compile never waits for it; a failure (or a job dropped from
   a full queue) only means the next process loads the object code through the JIT, and
   links it then. The child of an `os.fork` starts with no linking thread and an empty
@@ -44,11 +44,11 @@ from .locks import runtime_lock
 
 LINK_TIMEOUT_S = 60
 DIRECTORY_PREFIX = "reverie-so-"  # then the pid and a random part: `_directory_of`
-# no start files nor default libraries (~7 ms a module instead of ~45 ms); only libgcc's
+# No start files nor default libraries (linking is much faster without them); only libgcc's
 # arithmetic helpers are linked in, everything else resolves from the process when opened.
 # Code and read-only data share one segment and the static symbol table is left out
-# (`dlsym` reads the dynamic one): the MLP's images 13.7-18.0 KB -> 9.1-13.2 KB, most of the
-# rest page padding; a warm start MACs and writes every image it opens (`SharedLibrary`).
+# (`dlsym` reads the dynamic one), so images are smaller: a warm start MACs and writes every
+# image it opens (`SharedLibrary`).
 LINK_FLAGS = ("-shared", "-nostdlib", "-Wl,-z,noseparate-code", "-s")
 MAX_PENDING_LINKS = 8  # more waiting jobs than this: new ones are dropped (best effort)
 _DRIVERS = ("cc", "gcc", "clang")
@@ -74,7 +74,7 @@ def linker() -> str | None:
 
 def link(object_code: bytes) -> bytes | None:
     """The shared object made of relocatable `object_code`, or None if linking failed."""
-    import subprocess  # (with tempfile: ~60 ms of imports that a warm start never needs)
+    import subprocess  # (with tempfile: imports that a warm start never needs)
     import tempfile
 
     driver = linker()
@@ -209,8 +209,8 @@ class SharedLibrary:
             with os.fdopen(fd, "wb") as file:
                 file.write(image)
             # the handle, not a ctypes.CDLL: what callers need is addresses, and a CDLL
-            # makes a class per library and a function object per symbol looked up (200k
-            # instructions a library of a warm start, against 6k; valgrind)
+            # makes a class per library and a function object per symbol looked up, on
+            # every warm start
             self._handle = _ctypes.dlopen(path, ctypes.DEFAULT_MODE)
         finally:
             os.unlink(path)

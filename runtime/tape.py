@@ -69,7 +69,7 @@ class Node(GraphNode):
     """One recorded kernel call: the kernel, its arguments (as given, and the arrays behind
     them), and the Tensors (edges) at the parameter positions `wrt` that gradients flow
     back to. Made by `record_call` alone, which sets every slot (no `__init__`: one Python
-    frame fewer per recorded call, 0.9k of its ~51k instructions, benchmarks/instructions.py):
+    frame fewer per recorded call; benchmarks/instructions.py counts the cost):
 
     kernel, plan (its RecordPlan), wrt, edges, args, arrays, dtype (the call's float dtype),
     outputs ((shape, dtype) of each result), freed (whether `release` ran), versions (None,
@@ -218,7 +218,7 @@ def record_call(kernel: CompiledKernel, args: Sequence[object],
     edges: list[Tensor] = []
     versions: dict[int, int] | None = None
     if len(args) == len(differentiable):  # else the call below raises the arity error
-        for i in range(len(args)):  # (an `enumerate` costs ~1,000 instructions more)
+        for i in range(len(args)):  # (not `enumerate`: it costs more per recorded call)
             a = args[i]
             if type(a) is not ndarray and isinstance(a, Tensor):
                 arrays[i] = a._data
