@@ -179,8 +179,8 @@ def _vjp(kernel: Kernel, chosen: list[int], single: bool, checkpoint: bool) -> K
         return select_results(full, range(outputs, outputs + len(chosen)),
                               f"{kernel.name}_vjp")
 
-    names = ["cotangent"] if outputs == 1 else [f"cotangent{i}" for i in range(outputs)]
-    flat = derived_kernel(kernel, "vjp", build, False, names, _cotangent_dtypes(kernel))
+    flat = derived_kernel(kernel, "vjp", build, False, _cotangent_names(outputs),
+                          _cotangent_dtypes(kernel))
     return GroupedKernel(flat, outputs if outputs > 1 else None,
                          lambda results: results[0] if single else results)
 
@@ -202,18 +202,22 @@ def vjp_backward(kernel: Kernel, wrt: Wrt = None) -> Kernel:
 
 
 def _vjp_half(kernel: Kernel, chosen: list[int], half: str) -> Kernel:
-    """One half of the split VJP, built per dtype from the same split."""
+    """One half of the split VJP, built per dtype from the one split both halves share."""
     outputs = _result_count(kernel)
 
     def build(dtype: str) -> Function:
-        vjp = vjp_function(kernel.ir_for(dtype), chosen)
-        return simplify(getattr(split_vjp(vjp, len(kernel.param_names), outputs), half))
+        key = ("vjp split", tuple(chosen), dtype)  # the reverse pass runs once for both
+        split = kernel.autograd_cache.get(key)
+        if split is None:
+            vjp = vjp_function(kernel.ir_for(dtype), chosen)
+            split = kernel.autograd_cache[key] = split_vjp(vjp, len(kernel.param_names),
+                                                           outputs)
+        return simplify(getattr(split, half))
 
     if half == "forward":
         return derived_kernel(kernel, "vjp_forward", build, False)
     residuals = _residual_dtypes(kernel, vjp_forward(kernel, chosen), outputs)
-    names = [f"residual{i}" for i in range(len(residuals))] + (
-        ["cotangent"] if outputs == 1 else [f"cotangent{i}" for i in range(outputs)])
+    names = [f"residual{i}" for i in range(len(residuals))] + _cotangent_names(outputs)
     return derived_kernel(kernel, "vjp_backward", build, False, names,
                           residuals + _cotangent_dtypes(kernel))
 
@@ -225,6 +229,11 @@ def _residual_dtypes(kernel: Kernel, forward: Kernel, outputs: int) -> list[str]
         return [t.dtype for t in f32]
     f64 = forward.ir_for("f64").result_types[outputs:]
     return ["float" if a.dtype != b.dtype else a.dtype for a, b in zip(f32, f64, strict=True)]
+
+
+def _cotangent_names(outputs: int) -> list[str]:
+    """The VJP's cotangent parameters: `cotangent`, or one per result."""
+    return ["cotangent"] if outputs == 1 else [f"cotangent{i}" for i in range(outputs)]
 
 
 def _cotangent_dtypes(kernel: Kernel) -> list[str]:
