@@ -103,6 +103,7 @@ class KernelOp:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         self.forward_half: Kernel | None = None  # the VJP's forward half, once one has run
+        self.halves: dict[tuple[str, tuple[int, ...]], Kernel] = {}  # (half, wrt) -> kernel
         fn = kernel.ir_for("f32")
         self.outputs = len(fn.result_types)
         self.value_params = frozenset(index for _, index in fn.value_dims)

@@ -43,7 +43,7 @@ from reverie.runtime.tape import vjp_plan
 from reverie.runtime.tape_plans import is_zero
 from reverie.transforms import derived_kernel, vjp_backward, vjp_forward
 
-from .torch_op import LIBRARY, KernelOp, stand_in, to_numpy, to_torch
+from .torch_op import LIBRARY, KernelOp, to_numpy, to_torch
 
 __all__ = ["KernelCall", "batched_kernel", "call", "op_for"]
 
@@ -128,7 +128,7 @@ class EagerKernelCall(torch.autograd.Function):
         outputs = None
         if ctx.split_wrt is not None:
             try:
-                forward = vjp_forward(op.kernel, list(ctx.split_wrt))
+                forward = vjp_half(op, "forward", ctx.split_wrt)
                 *outputs, ctx.residuals = split_results(
                     forward.run_arrays([to_numpy(a) for a in args]), op.outputs)
                 op.forward_half = forward
@@ -224,15 +224,27 @@ def residual_gradients(ctx: Any, grad_outputs: Sequence[torch.Tensor | None]
     """`gradients` by the backward half of the split VJP, from the forward's residuals."""
     op: KernelOp = ctx.reverie_op
     args = saved_inputs(ctx)
-    backward = vjp_backward(op.kernel, list(ctx.split_wrt))
+    backward = vjp_half(op, "backward", ctx.split_wrt)
     flat = [*args, *ctx.residuals, *cotangents_of(ctx, grad_outputs)]
     results = to_torch(backward.run_arrays([to_numpy(a) for a in flat]))
-    return in_input_dtypes(ctx.split_wrt, results, zero_results(backward, flat), args)
+    zero = zero_results(backward, op.float_dtype(args))
+    return in_input_dtypes(ctx.split_wrt, results, zero, args)
 
 
-def zero_results(kernel: Kernel, args: Sequence[Any]) -> tuple[bool, ...]:
+HALVES = {"forward": vjp_forward, "backward": vjp_backward}
+
+
+def vjp_half(op: KernelOp, half: str, wrt: tuple[int, ...]) -> Kernel:
+    """`transforms.vjp_forward`/`vjp_backward` of the op's kernel for `wrt`, kept on the op
+    (asked for at every call: this skips resolving `wrt` and the transform cache's key)."""
+    kernel = op.halves.get((half, wrt))
+    if kernel is None:
+        kernel = op.halves[half, wrt] = HALVES[half](op.kernel, list(wrt))
+    return kernel
+
+
+def zero_results(kernel: Kernel, dtype: str) -> tuple[bool, ...]:
     """Which results of `kernel` are known zeros (read from its IR once per dtype)."""
-    dtype = kernel.float_dtype_for([stand_in(a) for a in args])
     zero = kernel.autograd_cache.get(("zero results", dtype))
     if zero is None:
         zero = tuple(is_zero(v) for v in kernel.ir_for(dtype).body.results)
