@@ -19,8 +19,8 @@ from collections.abc import Callable
 import numpy as np
 
 import reverie as rv
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.native import NativeKernel
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.native_kernel import NativeKernel
 
 SOURCE = """
 fn w1(x: float[N]) -> float { return sum(tanh(x) * sin(x) + exp(-x * x)); }

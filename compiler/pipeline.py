@@ -23,9 +23,10 @@ Lowering and every transform end with the pass `simplify`; what a transform hand
 simplify is visible only through the printing hook (`capture("reverse")`: "grad-raw").
 The jit stage consults the disk cache, keyed on the unoptimised IR, so `llvm-opt` only
 names the optimisation pipeline and optimises when its text is asked for (see
-`runtime/jit.py`): a kernel's cold compile optimises once, a cache hit not at all.
+`runtime/native/jit.py`): a kernel's cold compile optimises once, a cache hit not at all.
 
-The runtime backends (`runtime/native.py`, `runtime/mlir_backend.py`) climb from a tensor
+The runtime backends (`runtime/native/native_kernel.py`, `runtime/native/mlir_backend.py`) climb
+from a tensor
 Function, as `reverie.Module` specialises and transforms functions itself (and caches them).
 """
 
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from reverie.compiler.collector import collector_paused
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.printer import format_function
+from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.ir.types import TensorType
 from reverie.compiler.lazy import lazy
 from reverie.compiler.print_ir import show
@@ -45,16 +46,16 @@ from reverie.dsl.diagnostics import did_you_mean
 
 if TYPE_CHECKING:
     from reverie.compiler.export.mlir import MlirFunction
-    from reverie.compiler.loops.fusion import Plan
     from reverie.compiler.loops.ir import Program
+    from reverie.compiler.to_loops.fusion_plan import Plan
     from reverie.dsl import ast
-    from reverie.runtime.jit import JitModule, LlvmModule
+    from reverie.runtime.native.jit import JitModule, LlvmModule
 
 
 # What the stages call beyond the front end, each imported when first needed so that
 # `rv.compile` loads no transform or back end it does not use (tests/unit/test_startup.py).
 _parse_text = lazy("reverie.dsl.parser:parse")  # the parser tables: only when parsing
-_format_ast = lazy("reverie.dsl.printer:format_ast")
+_format_ast = lazy("reverie.dsl.source_printer:format_ast")
 _module_lowering = lazy("reverie.compiler.lower:ModuleLowering")
 _grad_function = lazy("reverie.compiler.transforms.reverse:grad_function")
 _vjp_function = lazy("reverie.compiler.transforms.reverse:vjp_function")
@@ -64,15 +65,15 @@ _split_scatters = lazy(
     "reverie.compiler.transforms.scatter_contractions:split_scatter_contractions")
 _contract_function = lazy("reverie.compiler.transforms.contractions:contract_function")
 _hoist_function = lazy("reverie.compiler.transforms.hoist:hoist_function")
-_plan_block = lazy("reverie.compiler.loops.fusion:plan_block")
-_lower_to_loops = lazy("reverie.compiler.transforms.to_loops:lower_to_loops")
-_format_program = lazy("reverie.compiler.loops.printer:format_program")
-_generate_llvm = lazy("reverie.compiler.codegen.llvm:generate_llvm")
-_module_name = lazy("reverie.runtime.jit:first_exported_symbol")
-_llvm_module = lazy("reverie.runtime.jit:LlvmModule")
+_plan_block = lazy("reverie.compiler.to_loops.fusion_plan:plan_block")
+_lower_to_loops = lazy("reverie.compiler.to_loops.lower_blocks:lower_to_loops")
+_format_program = lazy("reverie.compiler.loops.loop_printer:format_program")
+_generate_llvm = lazy("reverie.compiler.backend.llvm:generate_llvm")
+_module_name = lazy("reverie.runtime.native.jit:first_exported_symbol")
+_llvm_module = lazy("reverie.runtime.native.jit:LlvmModule")
 _export_function = lazy("reverie.compiler.export.mlir:export_function")
 _mlir_module = lazy("reverie.compiler.export.mlir:mlir_module")
-_mlir_to_llvm_ir = lazy("reverie.runtime.mlir_backend:mlir_to_llvm_ir")
+_mlir_to_llvm_ir = lazy("reverie.runtime.native.mlir_backend:mlir_to_llvm_ir")
 
 BACKENDS = ("native", "mlir")
 TRANSFORMS = ("reverse", "forward", "batch")

@@ -29,8 +29,8 @@ The passes, in the order a kernel meets them (`compiler/pipeline.py` runs them):
     scatter_contract      tensor IR    scatters of sums split (transforms/scatter_contractions.py)
     contract              tensor IR    contractions as matrix products (transforms/contractions.py)
     hoist                 tensor IR    expensive work on fewer indices hoisted (transforms/hoist.py)
-    fuse                  fusion plan  each body op's fusion decision (loops/fusion.py)
-    to_loops              loop IR      the loop nests as lowered (transforms/to_loops.py)
+    fuse                  fusion plan  each body op's fusion decision (to_loops/fusion_plan.py)
+    to_loops              loop IR      the loop nests as lowered (to_loops/lower_blocks.py)
     outer_products        loop IR      scan bodies' [M, 1] @ [1, N] products computed where read
     fuse_loops            loop IR      scan bodies' same-extent loops merged (loops/loop_fusion.py)
     split_wrapping_loops  loop IR      after splitting loops at index wrap-arounds
@@ -38,7 +38,7 @@ The passes, in the order a kernel meets them (`compiler/pipeline.py` runs them):
     interchange           loop IR      reductions over a strided axis made outermost
     dead_code             loop IR      unread temporaries and unused scalars removed
     codegen               LLVM IR      as generated, before LLVM's optimiser (stage "llvm-raw")
-    llvm-opt              LLVM IR      after LLVM's optimiser (stage "llvm"; runtime/jit.py)
+    llvm-opt              LLVM IR      after LLVM's optimiser (stage "llvm"; runtime/native/jit.py)
     mlir                  MLIR         the MLIR backend's export (compiler/export/mlir.py)
     mlir-to-llvm          LLVM IR      what mlir-opt and mlir-translate make of it
 

@@ -15,11 +15,11 @@ def __getattr__(name: str) -> Any:
     """`parse` and `format_ast`, imported when first used (the parser's tables take a while
     to load, and `reverie.dsl.ast` alone is all most of Reverie needs)."""
     if name == "parse":
-        from .parser import parse
+        from reverie.dsl.parser import parse
 
         return parse
     if name == "format_ast":
-        from .printer import format_ast
+        from reverie.dsl.source_printer import format_ast
 
         return format_ast
     raise AttributeError(f"module 'reverie.dsl' has no attribute {name!r}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .span import NO_SPAN, Span
+from reverie.dsl.span import NO_SPAN, Span
 
 # ---------------------------------------------------------------- types
 

@@ -18,12 +18,12 @@ import functools
 import math
 from typing import TYPE_CHECKING
 
-from . import ast
-from .ast import Span
-from .diagnostics import ParseError, did_you_mean, error_at
+from reverie.dsl import ast
+from reverie.dsl.ast import Span
+from reverie.dsl.diagnostics import ParseError, did_you_mean, error_at
 
 if TYPE_CHECKING:
-    from .generated_parser import Meta, Token, Tree
+    from reverie.dsl.generated_parser import Meta, Token, Tree
 
 MAX_NESTING = 200
 DTYPES = ("f32", "f64", "i32", "i64", "bool", "float")
@@ -54,7 +54,7 @@ def _error(span: Span, message: str) -> ParseError:
 
 def build_ast(tree: Tree) -> list[ast.FunctionDef]:
     """Rebuild the parse tree bottom-up with an explicit stack (no recursion)."""
-    from .generated_parser import Tree  # imported with the parser, on the first parse
+    from reverie.dsl.generated_parser import Tree  # imported with the parser, on the first parse
 
     builder = _AstBuilder()
     postorder: list[Tree] = []

@@ -8,9 +8,8 @@ shape rule runs.
 from __future__ import annotations
 
 from reverie.compiler.ir.ops import unary_builtins
-
-from . import ast
-from .diagnostics import Diagnostic, TypeCheckError, diagnostic_at, error_at
+from reverie.dsl import ast
+from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, diagnostic_at, error_at
 
 # The built-ins that are not one elementwise op (SPEC §2.3: reductions, shape functions,
 # composites, casts) and the dtype names; `tests/unit/test_op_table.py` checks that they

@@ -16,7 +16,7 @@ import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .ast import Span
+from reverie.dsl.ast import Span
 
 
 @dataclass(frozen=True)

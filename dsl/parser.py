@@ -27,12 +27,12 @@ import functools
 import re
 from typing import TYPE_CHECKING
 
-from . import ast
-from .ast_builder import MAX_NESTING, STRAY_RANGE, build_ast, check_tree, token_span
-from .diagnostics import Diagnostic, ParseError, error_at
+from reverie.dsl import ast
+from reverie.dsl.ast_builder import MAX_NESTING, STRAY_RANGE, build_ast, check_tree, token_span
+from reverie.dsl.diagnostics import Diagnostic, ParseError, error_at
 
 if TYPE_CHECKING:
-    from .generated_parser import Lark, Token, UnexpectedCharacters, UnexpectedToken
+    from reverie.dsl.generated_parser import Lark, Token, UnexpectedCharacters, UnexpectedToken
 
 KEYWORDS = frozenset("fn let var for in return true false and or not if else while".split())
 
@@ -73,14 +73,14 @@ def parse(source: str, filename: str = "<source>") -> ast.Module:
 @functools.cache
 def _lark() -> Lark:
     """The LALR parser for grammar.lark, from its generated tables (imported on first use)."""
-    from .generated_parser import Lark_StandAlone
+    from reverie.dsl.generated_parser import Lark_StandAlone
 
     return Lark_StandAlone()
 
 
 def _parse_functions(source: str) -> list[ast.FunctionDef]:
     """Parse and validate; raise ParseError without source attached."""
-    from .generated_parser import UnexpectedCharacters, UnexpectedToken
+    from reverie.dsl.generated_parser import UnexpectedCharacters, UnexpectedToken
 
     _check_brackets(source)
     try:
@@ -97,7 +97,7 @@ def _syntax_errors(source: str,
     """The diagnostic of syntax error `first`, then of the first syntax error of the rest
     of the source after each: parsing resumes at the next line that starts a function
     (`fn`), with the text before it blanked so positions stay those of `source`."""
-    from .generated_parser import UnexpectedCharacters, UnexpectedToken
+    from reverie.dsl.generated_parser import UnexpectedCharacters, UnexpectedToken
 
     diagnostics: list[Diagnostic] = []
     text, error = source, first
@@ -174,7 +174,7 @@ def _check_brackets(source: str) -> list[tuple[str, int, int]]:
 @functools.cache
 def _token_names() -> dict[str, str]:
     """Lark terminal name -> readable name: `';'`, `'fn'`, `identifier`, `end of file`."""
-    from .generated_parser import PatternStr
+    from reverie.dsl.generated_parser import PatternStr
 
     names = {
         terminal.name: f"'{terminal.pattern.value}'"

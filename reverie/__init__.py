@@ -10,7 +10,7 @@ and the run time only when it uses them, and never for torch or jax unless it as
 
 The run time (`reverie.runtime`) lies below the public modules and never imports them;
 this file hands it the one thing it needs from above, the compiler behind the Tensor
-operators (`_compile_source`, given to `runtime/kernel_protocol.py`), before any module
+operators (`_compile_source`, given to `runtime/native/kernel_protocol.py`), before any module
 under `reverie` is imported.
 """
 
@@ -19,17 +19,21 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from reverie.runtime import kernel_protocol as _kernel_protocol
-from reverie.runtime.version import VERSION as __version__  # noqa: F401 (public)
+from reverie.runtime.native import kernel_protocol as _kernel_protocol
+from reverie.runtime.native.version import VERSION as __version__  # noqa: F401 (public)
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from reverie.dsl.diagnostics import CompileError, Diagnostic, ParseError, TypeCheckError
     from reverie.kernel import Kernel
     from reverie.module import Module, compile, load
-    from reverie.runtime.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled
-    from reverie.runtime.autograd import backward, grad
-    from reverie.runtime.call import ArgumentTypeError, ArgumentValueError, ShapeMismatchError
-    from reverie.runtime.grad_mode import (
+    from reverie.runtime.native.call import (
+        ArgumentTypeError,
+        ArgumentValueError,
+        ShapeMismatchError,
+    )
+    from reverie.runtime.tensors.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled
+    from reverie.runtime.tensors.autograd_api import backward, grad
+    from reverie.runtime.tensors.grad_mode import (
         enable_grad,
         inference_mode,
         is_grad_enabled,
@@ -37,20 +41,21 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
         no_grad,
         set_grad_enabled,
     )
-    from reverie.runtime.gradcheck import gradcheck, gradgradcheck
-    from reverie.runtime.tensor import Tensor, tensor
+    from reverie.runtime.tensors.gradcheck import gradcheck, gradgradcheck
+    from reverie.runtime.tensors.tensor import Tensor, tensor
     from reverie.tracing import TraceError, trace
 
 EXPORTS = {
     "reverie.dsl.diagnostics": ("CompileError", "Diagnostic", "ParseError", "TypeCheckError"),
     "reverie.kernel": ("Kernel",),
     "reverie.module": ("Module", "compile", "load"),
-    "reverie.runtime.autograd": ("backward", "grad"),
-    "reverie.runtime.anomaly": ("is_anomaly_check_nan_enabled", "is_anomaly_enabled"),
-    "reverie.runtime.call": ("ArgumentTypeError", "ArgumentValueError", "ShapeMismatchError"),
-    "reverie.runtime.gradcheck": ("gradcheck", "gradgradcheck"),
-    "reverie.runtime.tensor": ("Tensor", "tensor"),
-    "reverie.runtime.grad_mode": ("enable_grad", "inference_mode", "is_grad_enabled",
+    "reverie.runtime.tensors.autograd_api": ("backward", "grad"),
+    "reverie.runtime.tensors.anomaly": ("is_anomaly_check_nan_enabled", "is_anomaly_enabled"),
+    "reverie.runtime.native.call": (
+        "ArgumentTypeError", "ArgumentValueError", "ShapeMismatchError"),
+    "reverie.runtime.tensors.gradcheck": ("gradcheck", "gradgradcheck"),
+    "reverie.runtime.tensors.tensor": ("Tensor", "tensor"),
+    "reverie.runtime.tensors.grad_mode": ("enable_grad", "inference_mode", "is_grad_enabled",
                                   "is_inference_mode_enabled", "no_grad", "set_grad_enabled"),
     "reverie.tracing": ("TraceError", "trace"),
 }
@@ -58,8 +63,8 @@ HOME_MODULES = {name: module for module, names in EXPORTS.items() for name in na
 SUBMODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax",
                    "fx": "reverie.fx", "dask": "reverie.dask", "autograd": "reverie.autograd"}
 # `rv.exp`, `rv.tanh`, ...: the elementwise built-ins on Tensors, named by the op table
-# (runtime/tensor_ops.py FUNCTIONS), looked up there for any other public-looking name
-ELEMENTWISE_FUNCTIONS_MODULE = "reverie.runtime.tensor_ops"
+# (runtime/tensors/tensor_ops.py FUNCTIONS), looked up there for any other public-looking name
+ELEMENTWISE_FUNCTIONS_MODULE = "reverie.runtime.tensors.tensor_ops"
 
 __all__ = [
     "ArgumentTypeError",

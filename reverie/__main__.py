@@ -13,8 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from reverie.dsl.diagnostics import CompileError
-
-from .module import FORMATS, STAGES, load
+from reverie.module import FORMATS, STAGES, load
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -43,14 +42,14 @@ def _emit(args: argparse.Namespace) -> int:
 
 
 def _grad(args: argparse.Namespace) -> int:
-    from .cli_grad import run_grad
+    from reverie.cli_grad import run_grad
 
     module = load(args.file)
     return run_grad(module, args.fn, args.wrt, args.dims, args.dtype, args.check, args.bench)
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from reverie.demo import run_demo
 
     return run_demo(plot=args.plot)
 

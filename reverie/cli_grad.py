@@ -19,12 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.interpreter import interpret
+from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.ir.types import NUMPY_DTYPES
-from reverie.runtime.call import bind_arguments
-
-from .kernel import Kernel
-from .module import Module
+from reverie.kernel import Kernel
+from reverie.module import Module
+from reverie.runtime.native.call import bind_arguments
 
 DEFAULT_SIZE = 8
 EVERY_ENTRY_UP_TO = 64  # --check perturbs every entry of a parameter this small

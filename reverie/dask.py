@@ -59,9 +59,8 @@ from dask.task_spec import DataNode, List, Task, TaskRef
 
 from reverie.compiler.ir.dims import evaluate_shape
 from reverie.compiler.ir.types import NUMPY_DTYPES
-
-from .dask_call import Batch, ChunkGroup, batch_positions, split_call
-from .kernel import Kernel, Wrt
+from reverie.dask_call import Batch, ChunkGroup, batch_positions, split_call
+from reverie.kernel import Kernel, Wrt
 
 REDUCTIONS = ("sum", "mean")
 SPLIT_EVERY = 4  # partials summed per task of the tree, persisted chunks per task

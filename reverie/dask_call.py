@@ -32,14 +32,13 @@ from dask.typing import Key
 
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.types import NUMPY_DTYPES
-from reverie.runtime.call import (
+from reverie.kernel import Kernel
+from reverie.runtime.native.call import (
     ArgumentTypeError,
     ShapeMismatchError,
     bind_arguments,
     check_arity,
 )
-
-from .kernel import Kernel
 
 Batch = str | int | Sequence[str | int]
 INLINE_BYTES = 1 << 20  # the most bytes of shared values sent in the call's graph

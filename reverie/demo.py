@@ -20,8 +20,7 @@ import numpy as np
 from tqdm import tqdm
 
 import reverie as rv
-
-from .cli_grad import check_gradient, median_seconds
+from reverie.cli_grad import check_gradient, median_seconds
 
 PROGRESS_LINE_SECONDS = 5.0  # off a terminal, one progress line this often at most
 MODEL = """

@@ -67,7 +67,7 @@ from reverie import fx_fake, fx_targets, interop_torch
 from reverie.dsl.diagnostics import CompileError
 from reverie.fx_fake import UNKNOWN, Facts, autocast_kept, autocast_state, storage_id, tensors_in
 from reverie.fx_targets import FUNCTIONS, METHODS, MODULES
-from reverie.runtime.lru import LruCache
+from reverie.runtime.native.lru import LruCache
 from reverie.tracing import (
     HOST_INPUTS,
     RECORDER_FILES,

@@ -32,11 +32,10 @@ import torch
 
 from reverie.compiler.ir.types import FLOAT_DTYPES
 from reverie.kernel import Kernel
-from reverie.runtime.call import ArgumentTypeError, ArgumentValueError, check_arity
-from reverie.transforms import GroupedKernel
-
-from .torch_op import TORCH_DTYPES, KernelOp
-from .torch_rules import call, op_for
+from reverie.kernel_transforms import GroupedKernel
+from reverie.runtime.native.call import ArgumentTypeError, ArgumentValueError, check_arity
+from reverie.torch_op import TORCH_DTYPES, KernelOp
+from reverie.torch_rules import call, op_for
 
 __all__ = ["KernelFunction", "function"]
 

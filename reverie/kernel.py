@@ -2,7 +2,7 @@
 
 A `Kernel` knows how to build its typed IR for each float dtype and runs it on NumPy
 arrays through the module's backend; given Tensors that require grad, it hands the call to
-the tape (`runtime/tape.py`), which sees it as a `runtime.kernel_protocol.CompiledKernel`.
+the tape (`runtime/tensors/tape.py`), which sees it as a `runtime.kernel_protocol.CompiledKernel`.
 Transforms return new Kernels whose IR is derived from the parent's, so they can be
 transformed again:
 
@@ -10,7 +10,7 @@ transformed again:
     loss.grad("w").vjp()           # IR: vjp_function of that — a second derivative
 
 The transform methods (`grad`, `value_and_grad`, `vjp`, `jvp`, `hvp`, `jacobian`,
-`hessian`, and `batched_vjp` for the tape) are one-line entries into `reverie/transforms.py`,
+`hessian`, and `batched_vjp` for the tape) are one-line entries into `reverie/kernel_transforms.py`,
 where every transform lives. That module builds Kernels, so it imports this one; each
 method here imports it when called (the first import loads it and the AD passes, which a
 program that only compiles and calls functions never pays for; later ones are a look-up).
@@ -24,10 +24,10 @@ refers to it.
 
 A kernel's `identity` says what it is: its module's key and function name, then each
 transform that derived it. Its IR per dtype, and what the native backend makes of it, are
-kept under that identity in the whole-pipeline cache (`runtime/artifacts.py`), so a new
+kept under that identity in the whole-pipeline cache (`runtime/native/artifacts.py`), so a new
 process with a populated cache reaches native code without parsing or transforming; and a
 specialisation's first call makes its native entry from the cache's launch record
-(`runtime/fastcall.py`) without building its IR at all (`run`). This module imports neither
+(`runtime/native/fastcall.py`) without building its IR at all (`run`). This module imports neither
 the IR's classes nor the tape until a call needs them (the tape once Tensors exist).
 
 Kernels pickle as what they are, never as native code: a module's function as its module
@@ -48,37 +48,36 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.dtypes import FLOAT_DTYPES
-from reverie.runtime import artifacts
-from reverie.runtime.call import (
+from reverie.runtime.native import artifacts
+from reverie.runtime.native.call import (
     ArgumentTypeError,
     bind_arguments,
     check_arity,
     finish_results,
     float_dtype_of,
 )
-from reverie.runtime.lru import LruCache
+from reverie.runtime.native.lru import LruCache
 
 if TYPE_CHECKING:
     import inspect
 
     from reverie.compiler.ir.core import Function
-
-    from .module import Module
+    from reverie.module import Module
 
 Wrt = str | int | Sequence[str | int] | None
 TRANSFORM_CACHE_SIZE = 64
 
 
 def untaped_call_path(kernel: Kernel) -> Callable[..., object]:
-    """`kernel`'s Python call path until `runtime/tensor.py` is imported: no argument can
+    """`kernel`'s Python call path until `runtime/tensors/tensor.py` is imported: no argument can
     be a Tensor yet, so every call runs (without importing the tape: a warm start need
     not). The first call after that import puts the tape's path in its place
     (`tape.python_call_path`: Tensors that require grad are recorded, other calls run)."""
 
     def call(*args: object) -> object:
-        if "reverie.runtime.tensor" not in sys.modules:
+        if "reverie.runtime.tensors.tensor" not in sys.modules:
             return kernel.run(*args)
-        from reverie.runtime.tape import python_call_path as tape_call_path
+        from reverie.runtime.tensors.tape import python_call_path as tape_call_path
 
         kernel._call_python = tape_call_path(kernel, kernel.run)
         return kernel._call_python(*args)
@@ -118,7 +117,7 @@ def is_plain(value: object) -> bool:
 
 class Kernel:
     """A callable compiled function: `kernel(*arrays)` returns NumPy results; given Tensors
-    that require grad it returns Tensors recording the call (`runtime/tape.py`)."""
+    that require grad it returns Tensors recording the call (`runtime/tensors/tape.py`)."""
 
     def __init__(self, module: Module, name: str, param_names: list[str],
                  declared_dtypes: list[str], build: Callable[[str], Function],
@@ -226,7 +225,7 @@ class Kernel:
         """Put the native entry of specialisation `fn` in front of the call path (nothing
         for a backend or a boundary without one, or a specialisation whose entry could take
         a call meant for another: `_entry_keeps_the_rule`), and remember how to make it
-        without the IR (`runtime/fastcall.py`: no launch record, no entry from one either).
+        without the IR (`runtime/native/fastcall.py`: no launch record, no entry from one either).
         Calls do this themselves, once per specialisation."""
         if not self._entry_keeps_the_rule(fn):
             return
@@ -236,7 +235,7 @@ class Kernel:
         if entry is not None:
             self._call = entry
             if fn.cache_key:
-                from reverie.runtime import fastcall
+                from reverie.runtime.native import fastcall
 
                 fastcall.remember_launch(fn.cache_key, executable.launch_record())
 
@@ -259,12 +258,14 @@ class Kernel:
         in the disk cache, without building its IR (None when there is none)."""
         if self.identity is None or self.module.backend != "native":
             return None
-        from reverie.runtime import fastcall  # (the run time's native side: on first call)
+        from reverie.runtime.native import (
+            fastcall,  # (the run time's native side: on first call)
+        )
 
         ir_key = artifacts.artifact_key("ir", *self.identity, float_dtype)
 
         def make_ir() -> str:  # only if the object code itself is missing
-            from reverie.runtime.native import source_ir_of
+            from reverie.runtime.native.native_kernel import source_ir_of
 
             return source_ir_of(self.ir_for(float_dtype))
 
@@ -370,55 +371,55 @@ class Kernel:
         `checkpoint=True` keeps O(sqrt(T)) loop states and recomputes (SPEC §2.6); the
         default is the module's `checkpoint` setting.
         """
-        import reverie.transforms
+        import reverie.kernel_transforms
 
-        return reverie.transforms.grad(self, wrt, checkpoint)
+        return reverie.kernel_transforms.grad(self, wrt, checkpoint)
 
     def value_and_grad(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """`(value, grads)` of a scalar function in one compiled call."""
-        import reverie.transforms
+        import reverie.kernel_transforms
 
-        return reverie.transforms.value_and_grad(self, wrt, checkpoint)
+        return reverie.kernel_transforms.value_and_grad(self, wrt, checkpoint)
 
     def vjp(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """A kernel `(*args, cotangent)` returning the vector-Jacobian product(s); for a tuple
         return, the cotangent is a tuple with one entry per result."""
-        import reverie.transforms
+        import reverie.kernel_transforms
 
-        return reverie.transforms.vjp(self, wrt, checkpoint)
+        return reverie.kernel_transforms.vjp(self, wrt, checkpoint)
 
     def batched_vjp(self, wrt: Sequence[int], args: Sequence[object],
                     batched_cotangents: Sequence[object | None], recorded: bool = False
                     ) -> tuple[object, ...]:
         """All VJPs at `args` for cotangents with a leading batch axis, in one compiled
         call (`rv.grad(..., is_grads_batched=True)`; see `transforms.batched_vjp`)."""
-        import reverie.transforms
+        import reverie.kernel_transforms
 
-        return reverie.transforms.batched_vjp(self, wrt, args, batched_cotangents, recorded)
+        return reverie.kernel_transforms.batched_vjp(self, wrt, args, batched_cotangents, recorded)
 
     def jvp(self, wrt: Wrt = None) -> Kernel:
         """Forward mode: a kernel `(*args, tangent)` giving `(value, tangent_out)`."""
-        import reverie.transforms
+        import reverie.kernel_transforms
 
-        return reverie.transforms.jvp(self, wrt)
+        return reverie.kernel_transforms.jvp(self, wrt)
 
     def hvp(self, wrt: Wrt = None) -> Kernel:
         """Hessian-vector products `(*args, v)`, forward over reverse."""
-        import reverie.transforms
+        import reverie.kernel_transforms
 
-        return reverie.transforms.hvp(self, wrt)
+        return reverie.kernel_transforms.hvp(self, wrt)
 
     def jacobian(self, wrt: Wrt = None) -> Kernel:
         """A kernel giving d out / d param with shape out.shape + param.shape (one call)."""
-        import reverie.transforms
+        import reverie.kernel_transforms
 
-        return reverie.transforms.jacobian(self, wrt)
+        return reverie.kernel_transforms.jacobian(self, wrt)
 
     def hessian(self, wrt: Wrt = None) -> Kernel:
         """For a scalar function: second derivatives, shape param.shape + param.shape."""
-        import reverie.transforms
+        import reverie.kernel_transforms
 
-        return reverie.transforms.hessian(self, wrt)
+        return reverie.kernel_transforms.hessian(self, wrt)
 
 
 def function_of(module: Module, name: str) -> Kernel:
@@ -428,7 +429,7 @@ def function_of(module: Module, name: str) -> Kernel:
 
 def transform_of(kernel: Kernel, key: tuple) -> Kernel:
     """The transform of `kernel` that transform key `key` names (how a pickled derived
-    kernel is rebuilt; see `reverie.transforms.rebuild`)."""
-    import reverie.transforms
+    kernel is rebuilt; see `reverie.kernel_transforms.rebuild`)."""
+    import reverie.kernel_transforms
 
-    return reverie.transforms.rebuild(kernel, key)
+    return reverie.kernel_transforms.rebuild(kernel, key)

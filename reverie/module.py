@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from reverie.compiler.ir.iteration_limit import max_iterations as resolve_max_iterations
 from reverie.compiler.lazy import lazy
-from reverie.runtime import artifacts
-from reverie.runtime.lru import LruCache
-
-from .kernel import Kernel
+from reverie.kernel import Kernel
+from reverie.runtime.native import artifacts
+from reverie.runtime.native.lru import LruCache
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
     from reverie.compiler.ir.core import Function
     from reverie.compiler.lower import ModuleLowering
     from reverie.dsl import ast
-    from reverie.runtime.call import BoundCall
+    from reverie.runtime.native.call import BoundCall
 
     Executable = Callable[[BoundCall], list[np.ndarray]]
 
@@ -90,11 +89,11 @@ compile_source = lazy("reverie.compiler.pipeline:compile_source")
 ladder_stage = lazy("reverie.compiler.pipeline:stage")
 capture = lazy("reverie.compiler.print_ir:capture")
 did_you_mean = lazy("reverie.dsl.diagnostics:did_you_mean")
-format_function = lazy("reverie.compiler.ir.printer:format_function")
-interpret = lazy("reverie.compiler.ir.interpreter:interpret")  # the "interp" backend only
+format_function = lazy("reverie.compiler.ir.tensor_printer:format_function")
+interpret = lazy("reverie.compiler.ir.tensor_interpreter:interpret")  # the "interp" backend only
 hoist_function = lazy("reverie.compiler.transforms.hoist:hoist_function")  # likewise
-format_ast = lazy("reverie.dsl.printer:format_ast")  # stage "ast" only
-format_ast_function = lazy("reverie.dsl.printer:format_function")
+format_ast = lazy("reverie.dsl.source_printer:format_ast")  # stage "ast" only
+format_ast_function = lazy("reverie.dsl.source_printer:format_function")
 format_dot = lazy("reverie.compiler.ir.dot:format_dot")
 
 
@@ -115,7 +114,7 @@ class Module:
         table = artifacts.load(self.key)
         if not isinstance(table, list):
             if backend == "native":  # a cold compile is likely: LLVM set up, the entry begun
-                from reverie.runtime.compile_queue import prepare_native_code
+                from reverie.runtime.native.compile_queue import prepare_native_code
 
                 prepare_native_code()
             table = self._check()
@@ -174,10 +173,10 @@ class Module:
             hoisted = hoist_function(fn)
             return lambda bound: interpret(hoisted, bound.arrays, bound.dims)
         if self.backend == "mlir":
-            from reverie.runtime.mlir_backend import MlirKernel
+            from reverie.runtime.native.mlir_backend import MlirKernel
 
             return MlirKernel(fn)
-        from reverie.runtime.native import NativeKernel
+        from reverie.runtime.native.native_kernel import NativeKernel
 
         return NativeKernel(fn)
 

@@ -39,8 +39,8 @@ import torch
 
 from reverie.compiler.ir.core import Function
 from reverie.kernel import Kernel
-from reverie.runtime.call import ArgumentTypeError, ShapeMismatchError, _solve
-from reverie.runtime.tape import DIFFERENTIABLE
+from reverie.runtime.native.call import ArgumentTypeError, ShapeMismatchError, _solve
+from reverie.runtime.tensors.tape import DIFFERENTIABLE
 
 __all__ = ["LIBRARY", "TORCH_DTYPES", "KernelOp"]
 

@@ -39,11 +39,10 @@ from reverie.compiler.ir.core import Function
 from reverie.compiler.lazy import lazy
 from reverie.dsl.diagnostics import CompileError
 from reverie.kernel import Kernel
-from reverie.runtime.tape import vjp_plan
-from reverie.runtime.tape_plans import is_zero
-from reverie.transforms import derived_kernel, vjp_backward, vjp_forward
-
-from .torch_op import LIBRARY, KernelOp, to_numpy, to_torch
+from reverie.kernel_transforms import derived_kernel, vjp_backward, vjp_forward
+from reverie.runtime.tensors.tape import vjp_plan
+from reverie.runtime.tensors.tape_plans import is_zero
+from reverie.torch_op import LIBRARY, KernelOp, to_numpy, to_torch
 
 __all__ = ["KernelCall", "batched_kernel", "call", "op_for"]
 

@@ -1,1 +1,2 @@
-"""Reverie run time: JIT, object cache, the call boundary, tensors and autograd."""
+"""Reverie run time: native code (JIT, caches, the call boundary) in `native/`, tensors and
+autograd in `tensors/`."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from reverie.runtime.mlir_backend import mlir_tools
+from reverie.runtime.native.mlir_backend import mlir_tools
 
 UPDATE = os.environ.get("REVERIE_UPDATE_GOLDEN") == "1"
 # every loop program any test lowers is checked after each loop pass (to_loops.after_loop_pass)

@@ -7,7 +7,7 @@ machine's load falls on all of them alike), CPU time (`time.process_time`) and w
 
 - `gradient`, `forward`: the Reverie calls `run.py` times;
 - `X @ W`, `X^T @ G`: the gradient's two products as the very `?gemm` calls its kernel makes
-  (`runtime/blas.py`'s library, row-major, the same transposes and leading dimensions), so
+  (`runtime/native/blas.py`'s library, row-major, the same transposes and leading dimensions), so
   they time BLAS alone, without Reverie's call;
 - `softmax part`: a Reverie gradient of the same loss with respect to the logits (every
   loop nest of the W2 gradient except the products);
@@ -31,7 +31,7 @@ from collections.abc import Callable
 import numpy as np
 
 import reverie as rv
-from reverie.runtime.blas import find_blas
+from reverie.runtime.native.blas import find_blas
 
 from .w2_softmax_xent import arguments, make
 
@@ -42,7 +42,8 @@ fn xent(L: f32[N, C], b: f32[C], labels: i64[N]) -> f32 {
     return -mean(picked);
 }
 """
-ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS enum values (as compiler/codegen/gemm_blas.py)
+# CBLAS enum values (as compiler/runtime_library/gemm_blas.py)
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 SGEMM = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64,
                          ctypes.c_int64, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p,
                          ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_float,

@@ -1,7 +1,7 @@
 """Export a tensor-IR `Function` as MLIR text in upstream dialects (SPEC §3.4, stage "mlir").
 
 Consumes a typed `Function` (any specialisation, including adjoints); produces text that
-`mlir-opt` parses and lowers to LLVM with the pipeline in `runtime/mlir_backend.py`.
+`mlir-opt` parses and lowers to LLVM with the pipeline in `runtime/native/mlir_backend.py`.
 Dialects: `func`, `arith`, `math`, `memref`, `scf` and `linalg` (generic form only, which
 reads the same in MLIR 19 and 22).
 
@@ -13,7 +13,7 @@ Calling convention (destination passing, `llvm.emit_c_interface`):
                  %trips: memref<2xi64>)                        // only with trip dimensions
 
 Inputs of rank 0 are rank-0 memrefs too. Dimension sizes are read from the arguments
-(`memref.dim`); the caller has checked that they agree (`runtime/call.py`). Run-time
+(`memref.dim`); the caller has checked that they agree (`runtime/native/call.py`). Run-time
 errors (an integer subscript out of range, `argmax` of an empty tensor) never touch
 memory outside a buffer: the faulty access is skipped and the first error is written to
 `%status`; `MlirFunction.errors[site]` is its message, with `{value}` and `{bound}` to fill.
@@ -31,15 +31,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from reverie.compiler.export import mlir_control, mlir_regions, mlir_scan, mlir_sort  # noqa: F401  (their rules)
+from reverie.compiler.export.mlir_ops import LOWERINGS, identity_map
+from reverie.compiler.export.mlir_writer import MlirWriter, Tensor, memref_type
 from reverie.compiler.ir.capacity import trip_symbols
 from reverie.compiler.ir.core import Block, Function, Op
 from reverie.compiler.ir.dims import Dim
 from reverie.dsl.ast import NO_SPAN
 from reverie.dsl.diagnostics import CompileError, error_at
-
-from . import mlir_control, mlir_regions, mlir_scan, mlir_sort  # noqa: F401  (their rules)
-from .mlir_ops import LOWERINGS, identity_map
-from .mlir_writer import MlirWriter, Tensor, memref_type
 
 STATUS_TYPE = "memref<4xi64>"
 

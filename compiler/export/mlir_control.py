@@ -19,18 +19,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from reverie.compiler.export.mlir_ops import lowering
+from reverie.compiler.export.mlir_regions import carry_into_buffers
+from reverie.compiler.export.mlir_writer import REGISTER, Tensor
 from reverie.compiler.ir.capacity import MESSAGE
 from reverie.compiler.ir.core import Block, Op
 from reverie.compiler.ir.iteration_limit import limit_error
 from reverie.compiler.ir.types import scalar
 from reverie.compiler.ir.views import IfOp, WhileOp
 
-from .mlir_ops import lowering
-from .mlir_regions import carry_into_buffers
-from .mlir_writer import REGISTER, Tensor
-
 if TYPE_CHECKING:
-    from .mlir import Exporter
+    from reverie.compiler.export.mlir import Exporter
 
 
 @lowering("if")

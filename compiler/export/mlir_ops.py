@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from reverie.compiler.export.mlir_scalar import Scalars, scalar_op
+from reverie.compiler.export.mlir_writer import REGISTER, MlirWriter, Tensor
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.dims import num_elements
 from reverie.compiler.ir.elementwise import ELEMENTWISE
@@ -29,11 +31,8 @@ from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import TensorType
 from reverie.compiler.ir.views import WindowOp
 
-from .mlir_scalar import Scalars, scalar_op
-from .mlir_writer import REGISTER, MlirWriter, Tensor
-
 if TYPE_CHECKING:
-    from .mlir import Exporter
+    from reverie.compiler.export.mlir import Exporter
 
 Lowering = Callable[["Exporter", Op, list[Tensor]], list[Tensor]]
 LOWERINGS: dict[str, Lowering] = {}

@@ -21,12 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reverie.compiler.ir.core import Block, Op
-from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.types import scalar
-from reverie.compiler.ir.views import ForHistoryOp, ForOp, GenericOp, GenericScatterOp, ReadOp
-
-from .mlir_ops import (
+from reverie.compiler.export.mlir_ops import (
     INDEX_ERROR,
     all_of,
     generate,
@@ -35,11 +30,15 @@ from .mlir_ops import (
     lowering,
     reduce_value,
 )
-from .mlir_scalar import scalar_op
-from .mlir_writer import REGISTER, Tensor
+from reverie.compiler.export.mlir_scalar import scalar_op
+from reverie.compiler.export.mlir_writer import REGISTER, Tensor
+from reverie.compiler.ir.core import Block, Op
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.types import scalar
+from reverie.compiler.ir.views import ForHistoryOp, ForOp, GenericOp, GenericScatterOp, ReadOp
 
 if TYPE_CHECKING:
-    from .mlir import Exporter
+    from reverie.compiler.export.mlir import Exporter
 
 
 def index_values(ex: Exporter, ivs: list[str], ranges: list[tuple[str, Dim, Dim]]) -> list[Tensor]:

@@ -13,7 +13,7 @@ Ops without a single MLIR counterpart are written out (`COMPOSITES`): `sigmoid` 
 integer division guarded so that division by 0 gives 0 (as NumPy does) instead of
 trapping, and float → int casts guarded so that NaN, ±inf and out-of-range values give
 INT_MIN (`arith.fptosi` would give poison), as the native backend does. Ops that MLIR
-lacks and the math library implements backend-neutrally (`codegen/mathlib_special.NEUTRAL`)
+lacks and the math library implements backend-neutrally (`backend/mathlib_special.NEUTRAL`)
 are that same algorithm, written in arith/math ops by `MlirArith`.
 """
 
@@ -22,12 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from reverie.compiler.codegen.mathlib_formats import F32, F64, Format
-from reverie.compiler.codegen.mathlib_special import NEUTRAL
+from reverie.compiler.backend.mathlib_formats import F32, F64, Format
+from reverie.compiler.backend.mathlib_special import NEUTRAL
+from reverie.compiler.export.mlir_writer import REGISTER, MlirWriter
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import dtype_class, missing_rule
-
-from .mlir_writer import REGISTER, MlirWriter
 
 WIDTH = {"f32": 32, "f64": 64, "i32": 32, "i64": 64}
 
@@ -260,7 +259,7 @@ COMPOSITES: dict[tuple[str, str], Callable[..., str]] = {
 
 class MlirArith:
     """The operations of the math library's `Emitter` that its backend-neutral bodies use
-    (`codegen/mathlib_special.NEUTRAL`), writing arith/math ops on scalars of one float
+    (`backend/mathlib_special.NEUTRAL`), writing arith/math ops on scalars of one float
     dtype: `MlirArith(w, "f64").fma(a, b, c)` is `math.fma %a, %b, %c : f64`. Conditions
     are i1 values; `log` is `math.log` (the MLIR backend makes it a libm call)."""
 

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from reverie.compiler.export.mlir_ops import index_arith, lowering
+from reverie.compiler.export.mlir_scalar import Scalars, scalar_op
+from reverie.compiler.export.mlir_writer import REGISTER, Tensor
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.ops_scan import ScanOp
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 
-from .mlir_ops import index_arith, lowering
-from .mlir_scalar import Scalars, scalar_op
-from .mlir_writer import REGISTER, Tensor
-
 if TYPE_CHECKING:
-    from .mlir import Exporter
+    from reverie.compiler.export.mlir import Exporter
 
 
 @lowering("scan")

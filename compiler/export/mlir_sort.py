@@ -9,7 +9,7 @@ The upstream dialects have no sort, so the export counts: within each line along
 (≺ the sort order: by value, NaN after every number, reversed when descending; ~ a tie:
 equal values, -0.0 with +0.0, NaN with NaN), and the permutation is p[rank(i)] = i. The
 ranks of a line are distinct and cover 0..n-1, so every element of p is written once.
-This costs O(n²) per line, where the native code (`codegen/sort.py`) merge-sorts in
+This costs O(n²) per line, where the native code (`runtime_library/sort.py`) merge-sorts in
 O(n log n); it is the one stage that keeps the quadratic form.
 
     %rank = scf.for %j = %c0 to %n step %c1 iter_args(%count = %zero) -> (i64) {
@@ -25,16 +25,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from reverie.compiler.export.mlir_ops import lowering
+from reverie.compiler.export.mlir_scalar import Scalars
+from reverie.compiler.export.mlir_writer import Tensor
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.ops import dtype_class
 from reverie.compiler.ir.ops_sort import ArgsortOp
 
-from .mlir_ops import lowering
-from .mlir_scalar import Scalars
-from .mlir_writer import Tensor
-
 if TYPE_CHECKING:
-    from .mlir import Exporter
+    from reverie.compiler.export.mlir import Exporter
 
 
 def _comes_before(s: Scalars, p: str, q: str) -> str:

@@ -21,8 +21,8 @@ from typing import Any, Literal, NotRequired, Union, get_args, get_origin
 
 import numpy as np
 
-from .dims import Dim
-from .types import DTYPES
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.types import DTYPES
 
 Range = tuple[str, Dim, Dim]                        # an index variable: `i in 0..N`
 Mode = Literal["direct", "zero", "checked"]         # how `read` treats an index (ops_structured)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from .core import Block
+    from reverie.compiler.ir.core import Block
 
 PREFIX = "#T"
 MESSAGE = "trip count {needed} exceeds the capacity of {symbol}"

@@ -18,10 +18,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.types import TensorType
 from reverie.dsl.span import Span
-
-from .dims import Dim
-from .types import TensorType
 
 
 class Value:
@@ -83,7 +82,7 @@ class Function:
     (e.g. `N - 1` for `x[1:]`); the call boundary checks them. `value_dims` names the
     dimensions bound by the value of an i64 scalar parameter (name, parameter index), so
     `for t in 0..steps` has a symbolic trip count. `cache_key` names a kernel
-    specialisation in the whole-pipeline cache (`runtime/artifacts.py`); functions that
+    specialisation in the whole-pipeline cache (`runtime/native/artifacts.py`); functions that
     passes derive have none.
     """
 
@@ -140,7 +139,7 @@ class Builder:
         regions: Sequence[Block] = (),
     ) -> list[Value]:
         """Create op `name`, append it, and return its results (ShapeError if ill-typed)."""
-        from .ops import infer_types
+        from reverie.compiler.ir.ops import infer_types
 
         attrs = dict(attrs or {})
         types = infer_types(name, [v.type for v in operands], attrs, list(regions))

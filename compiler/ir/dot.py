@@ -26,8 +26,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .core import Function, Op, Value
-from .printer import Namer, format_attr
+from reverie.compiler.ir.core import Function, Op, Value
+from reverie.compiler.ir.tensor_printer import Namer, format_attr
 
 PRIMAL_COLOUR, ADJOINT_COLOUR = "lightblue", "salmon"
 RENDERED_SUFFIXES = (".svg", ".png")

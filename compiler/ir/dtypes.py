@@ -1,7 +1,7 @@
 """The IR's element types by name, and the NumPy dtype of each (a leaf: NumPy only).
 
 `types.py` re-exports these beside the tensor types; the run time's call path imports them
-from here, so a warm start (`runtime/fastcall.py`) checks and allocates by dtype without
+from here, so a warm start (`runtime/native/fastcall.py`) checks and allocates by dtype without
 loading the IR's classes.
 """
 

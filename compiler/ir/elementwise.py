@@ -11,8 +11,8 @@ An `Elementwise` row says everything about one op applied element by element:
   and JVP are different expressions (the JVP of a / b is (ȧ − y·ḃ) / b, one division,
   where the transposed form needs two). `no_derivative` says why an op needs neither;
 - how the back ends compute it: a `math` op is a function of the math library
-  (`codegen/mathlib*.py`, under the op's name) for float operands; the others are a few
-  instructions in `codegen/scalar_ops.py`. `mlir` names the MLIR op per dtype class
+  (`backend/mathlib*.py`, under the op's name) for float operands; the others are a few
+  instructions in `backend/scalar_ops.py`. `mlir` names the MLIR op per dtype class
   (`arith.addf`; a comparison with its predicate, `arith.cmpf olt`); a class without one is
   written out by `export/mlir_scalar.py` (a composite, or the math library's
   backend-neutral algorithm);
@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from .attr_types import DType, Schema
-from .core import Op, Value
-from .ops import (
+from reverie.compiler.ir.attr_types import DType, Schema
+from reverie.compiler.ir.core import Op, Value
+from reverie.compiler.ir.ops import (
     FUSED,
     VIEW,
     Evaluate,
@@ -54,8 +54,8 @@ from .ops import (
     no_derivative,
     register,
 )
-from .scope import Scope
-from .types import NUMPY_DTYPES, ShapeError, TensorType
+from reverie.compiler.ir.scope import Scope
+from reverie.compiler.ir.types import NUMPY_DTYPES, ShapeError, TensorType
 
 FLOAT, NUMERIC, ANY = ("float",), ("float", "int"), ("float", "int", "bool")
 
@@ -327,4 +327,4 @@ declare(Elementwise(
     doc="Convert the element type: `%1 = cast %x {dtype = f64} : f64[N]`."))
 
 # the special functions (erf, ...) are declared in their own module
-from . import special  # noqa: E402,F401
+from reverie.compiler.ir import special  # noqa: E402,F401

@@ -9,8 +9,8 @@ the other levels treat it: its `fusion` class (a loop nest of its own, a strided
 fused into its consumer's loop), whether it is `cheap` enough to recompute in every nest,
 and which per-op rule tables it needs no entry in (`exempt`, with the reason). The rules
 themselves live with the level that applies them, in tables keyed by op name: reverse and
-forward mode and batching (`transforms/*_rules.py`), loop lowering (`loops/emitter.py`,
-`transforms/to_loops.py`), scalar code (`codegen/scalar_ops.py`) and the MLIR export.
+forward mode and batching (`transforms/*_rules.py`), loop lowering (`to_loops/emitter.py`,
+`to_loops/lower_blocks.py`), scalar code (`backend/scalar_ops.py`) and the MLIR export.
 Elementwise ops are declared once in `elementwise.py`, and those tables take their entries
 from the declaration. `tests/unit/test_op_table.py` walks this table and fails when a table
 lacks an op that is not exempt from it; at compile time a missing rule is a `CompileError`
@@ -39,22 +39,28 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from reverie.compiler.ir.attr_types import DType, Schema
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, ir_dtype
+from reverie.compiler.ir.types import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    NUMPY_DTYPES,
+    ShapeError,
+    TensorType,
+    scalar,
+)
 from reverie.dsl.ast import NO_SPAN, Span
 from reverie.dsl.diagnostics import CompileError, error_at
 
-from .attr_types import DType, Schema
-from .dims import Dim
-from .reduce_kinds import REDUCE_KINDS, ir_dtype
-from .types import FLOAT_DTYPES, INT_DTYPES, NUMPY_DTYPES, ShapeError, TensorType, scalar
-
 if TYPE_CHECKING:
-    from .core import Block, Op
-    from .elementwise import Elementwise
+    from reverie.compiler.ir.core import Block, Op
+    from reverie.compiler.ir.elementwise import Elementwise
 
 Infer = Callable[[list[TensorType], dict[str, Any], list["Block"]], list[TensorType]]
 Evaluate = Callable[[Any, list[np.ndarray], "Op"], list[np.ndarray]]
 
-# Fusion classes (how `loops/fusion.py` plans an op):
+# Fusion classes (how `to_loops/fusion_plan.py` plans an op):
 FUSED = "fused"            # evaluated inside its consumers' loop nest (or materialised)
 VIEW = "view"              # data movement: a strided view of a buffer, or an index mapping
 ROOT = "root"              # always its own loop nest(s), writing a buffer
@@ -317,7 +323,7 @@ register("matmul", "linalg", _infer_matmul,
          fusion=ROOT)
 
 # the other groups (each registers its ops here)
-from . import (  # noqa: E402,F401
+from reverie.compiler.ir import (  # noqa: E402,F401
     elementwise,
     ops_adjoint,
     ops_control,

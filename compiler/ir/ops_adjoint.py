@@ -46,15 +46,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .attr_types import Label, Mode, Range
-from .capacity import CapacityError
-from .dims import Dim
-from .ops import JVP, OPS, ROOT, VJP, expect_arity, register
-from .types import ShapeError, TensorType, scalar
-from .views import ForHistoryOp, GenericScatterOp
+from reverie.compiler.ir.attr_types import Label, Mode, Range
+from reverie.compiler.ir.capacity import CapacityError
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.ops import JVP, OPS, ROOT, VJP, expect_arity, register
+from reverie.compiler.ir.types import ShapeError, TensorType, scalar
+from reverie.compiler.ir.views import ForHistoryOp, GenericScatterOp
 
 if TYPE_CHECKING:
-    from .core import Op
+    from reverie.compiler.ir.core import Op
 
 
 # ---------------------------------------------------------------- generic_scatter

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any, NotRequired
 
 import numpy as np
 
-from .iteration_limit import limit_error
-from .ops import ROOT, register
-from .types import ShapeError, TensorType, scalar
-from .views import IfOp, WhileOp
+from reverie.compiler.ir.iteration_limit import limit_error
+from reverie.compiler.ir.ops import ROOT, register
+from reverie.compiler.ir.types import ShapeError, TensorType, scalar
+from reverie.compiler.ir.views import IfOp, WhileOp
 
 if TYPE_CHECKING:
-    from .core import Block, Op
+    from reverie.compiler.ir.core import Block, Op
 
 def _check_region(block: Block, params: list[TensorType], results: list[TensorType],
                   what: str) -> None:

@@ -9,7 +9,7 @@ transpose of a forward cumulative sum, which its VJP needs). f32 values accumula
 and are rounded once per element, like the reductions (`reduce_kinds.py`); the result has
 the operand's type. Each level runs it as one pass along the axis carrying the running
 value: the rules are `transforms/scan_rules.py` (derivatives, batching),
-`loops/scans.py` (loop nests) and `export/mlir_scan.py` (`scf.for` with `iter_args`).
+`to_loops/scans.py` (loop nests) and `export/mlir_scan.py` (`scf.for` with `iter_args`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from .ops import ROOT, expect_arity, register
-from .reduce_kinds import REDUCE_KINDS, ir_dtype
-from .types import NUMPY_DTYPES, ShapeError, TensorType
-from .views import OpView
+from reverie.compiler.ir.ops import ROOT, expect_arity, register
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, ir_dtype
+from reverie.compiler.ir.types import NUMPY_DTYPES, ShapeError, TensorType
+from reverie.compiler.ir.views import OpView
 
 if TYPE_CHECKING:
-    from .core import Op
+    from reverie.compiler.ir.core import Op
 
 ScanKind = Literal["sum", "prod"]
 

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .attr_types import Label
-from .dims import Dim, num_elements, shape_str
-from .ops import FUSED, ROOT, VIEW, expect_arity, register
-from .types import ShapeError, TensorType
-from .views import WindowOp
+from reverie.compiler.ir.attr_types import Label
+from reverie.compiler.ir.dims import Dim, num_elements, shape_str
+from reverie.compiler.ir.ops import FUSED, ROOT, VIEW, expect_arity, register
+from reverie.compiler.ir.types import ShapeError, TensorType
+from reverie.compiler.ir.views import WindowOp
 
 if TYPE_CHECKING:
-    from .core import Op
+    from reverie.compiler.ir.core import Op
 
 
 def _concrete(shape: tuple[Dim, ...], ctx: Any) -> tuple[int, ...]:

@@ -12,11 +12,11 @@ of the element that lands at position r once the line is sorted: the order of
 - tied elements in their original order, in both directions.
 
 `sort(x)` is the gather x[p] and `topk(x, k)` the gather of the first k of the descending
-permutation (`lower/scans.py`), so gradients flow through the gather (a scatter of the
+permutation (`lower/scans_sorts.py`), so gradients flow through the gather (a scatter of the
 cotangent back through the permutation); the permutation itself is an integer and carries
 none. Each level runs it in O(n log n) per line: NumPy's stable sort here (the tensor
 interpreter) and in the loop interpreter, a merge sort at run time in native code (the
-loop IR's `Sort`, `codegen/sort.py`). Only the MLIR export counts ranks, in O(n²)
+loop IR's `Sort`, `runtime_library/sort.py`). Only the MLIR export counts ranks, in O(n²)
 (`export/mlir_sort.py`).
 """
 
@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .ops import ROOT, expect_arity, no_derivative, register
-from .types import ShapeError, TensorType
-from .views import OpView
+from reverie.compiler.ir.ops import ROOT, expect_arity, no_derivative, register
+from reverie.compiler.ir.types import ShapeError, TensorType
+from reverie.compiler.ir.views import OpView
 
 if TYPE_CHECKING:
-    from .core import Op
+    from reverie.compiler.ir.core import Op
 
 
 class ArgsortOp(OpView):

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any, NotRequired
 
 import numpy as np
 
-from .attr_types import Label, Mode, Range, ReduceKind
-from .ops import FUSED, ROOT, ROOT_WHEN_REDUCING, VJP, reduce_array, register
-from .types import ShapeError, TensorType, scalar
-from .views import ForOp, GenericOp, ReadOp, nest_ranges
+from reverie.compiler.ir.attr_types import Label, Mode, Range, ReduceKind
+from reverie.compiler.ir.ops import FUSED, ROOT, ROOT_WHEN_REDUCING, VJP, reduce_array, register
+from reverie.compiler.ir.types import ShapeError, TensorType, scalar
+from reverie.compiler.ir.views import ForOp, GenericOp, ReadOp, nest_ranges
 
 if TYPE_CHECKING:
-    from .core import Block, Op
+    from reverie.compiler.ir.core import Block, Op
 
 
 def _expect_params(block: Block, types: list[TensorType], what: str) -> None:

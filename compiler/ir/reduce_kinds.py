@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .types import FLOAT_DTYPES, NUMPY_DTYPES
+from reverie.compiler.ir.types import FLOAT_DTYPES, NUMPY_DTYPES
 
 Number = float | int
 

@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from reverie.compiler.ir.core import Block, Builder, Op, Value
+from reverie.compiler.ir.types import TensorType
 from reverie.dsl.span import Span
-
-from .core import Block, Builder, Op, Value
-from .types import TensorType
 
 
 class Scope:

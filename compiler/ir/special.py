@@ -2,7 +2,7 @@
 
 Declared like the other elementwise ops (`elementwise.py`): one row each, whose local
 derivative gives both differentiation modes and whose `math` flag sends float operands to
-the math library's function of the same name (`codegen/mathlib_special.py`, which also
+the math library's function of the same name (`backend/mathlib_special.py`, which also
 takes the exact constants below). The NumPy semantics use only NumPy and the standard
 library (SciPy is not a run-time dependency) and match `scipy.special`:
 
@@ -32,7 +32,7 @@ from functools import cache
 
 import numpy as np
 
-from .elementwise import scale, unary
+from reverie.compiler.ir.elementwise import scale, unary
 
 TWO_OVER_SQRT_PI = 1.1283791670955126
 

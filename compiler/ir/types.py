@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .dims import Dim, Shape, shape_str
-from .dtypes import DTYPES as DTYPES  # the element types, re-exported (see dtypes.py)
-from .dtypes import FLOAT_DTYPES as FLOAT_DTYPES
-from .dtypes import INT_DTYPES as INT_DTYPES
-from .dtypes import NUMPY_DTYPES as NUMPY_DTYPES
+from reverie.compiler.ir.dims import Dim, Shape, shape_str
+from reverie.compiler.ir.dtypes import (
+    DTYPES as DTYPES,  # the element types, re-exported (see dtypes.py)
+)
+from reverie.compiler.ir.dtypes import FLOAT_DTYPES as FLOAT_DTYPES
+from reverie.compiler.ir.dtypes import INT_DTYPES as INT_DTYPES
+from reverie.compiler.ir.dtypes import NUMPY_DTYPES as NUMPY_DTYPES
 
 
 class ShapeError(Exception):

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
-from .attr_types import Range
-from .core import Block, Op, Value
-from .dims import Dim
+from reverie.compiler.ir.attr_types import Range
+from reverie.compiler.ir.core import Block, Op, Value
+from reverie.compiler.ir.dims import Dim
 
 T = TypeVar("T")
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .effects import operands
-from .ir import (
+from reverie.compiler.loops.effects import operands
+from reverie.compiler.loops.ir import (
     BLOCK_STMTS,
     Accumulate,
     Accumulator,

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reverie.compiler.ir.dims import Dim
-
-from .ir import (
+from reverie.compiler.loops.ir import (
     BLOCK_STMTS,
     Accumulate,
     ArgUpdate,
@@ -35,7 +34,7 @@ from .ir import (
     statement_dims,
     walk,
 )
-from .splitting import defined_names
+from reverie.compiler.loops.splitting import defined_names
 
 
 def alias_groups(stmts: list[Stmt]) -> dict[int, int]:

@@ -26,9 +26,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reverie.compiler.ir.dims import Dim
-
-from .emitter import Context
-from .ir import Accumulate, Accumulator, Let, Load, Loop, Stmt, Store, View
+from reverie.compiler.loops.ir import Accumulate, Accumulator, Let, Load, Loop, Stmt, Store, View
+from reverie.compiler.to_loops.emitter import Context
 
 COMBINE = {"sum": "add", "prod": "mul"}  # the reductions rewritten, as scalar ops
 

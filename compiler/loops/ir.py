@@ -7,7 +7,7 @@ statements. Statements are structured (`Loop`, `ForLoop`, `WhileLoop`, `If`), sc
 `Sort`). Scalar values are SSA variables named `%0`, `%1`, ...; loop variables
 are `%i0`, `%i1`, ... . Index arithmetic is carried by `Dim`s whose symbols are dimension
 names (`N`) or i64 variables (`%i0`, `%3`), so `x[%i0 * D + %i1]` is one `Dim`.
-`sum(tanh(x))` for an f32 `x` prints (`loops/printer.py`) as
+`sum(tanh(x))` for an f32 `x` prints (`loops/loop_printer.py`) as
 
     kernel @loss(x: f32[N] input 0, out0: f32 output 0) {
       %acc0: f64 = 0.0
@@ -21,8 +21,8 @@ names (`N`) or i64 variables (`%i0`, `%3`), so `x[%i0 * D + %i1]` is one `Dim`.
       store out0[] = %3
     }
 
-`loops/verifier.py` checks the invariants the code generator relies on (scoping, dtypes,
-ranks, declared buffers); `loops/interpreter.py` runs a program with NumPy.
+`loops/loop_verifier.py` checks the invariants the code generator relies on (scoping, dtypes,
+ranks, declared buffers); `loops/loop_interpreter.py` runs a program with NumPy.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from reverie.compiler.ir.dims import Dim, Shape, num_elements
 from reverie.compiler.ir.iteration_limit import limit_error
 
 if TYPE_CHECKING:
-    from .boundary import CallBoundary
+    from reverie.compiler.to_loops.boundary import CallBoundary
 
 
 @dataclass(frozen=True)
@@ -274,7 +274,8 @@ class ExitUnless:
 @dataclass
 class Matmul:
     """`out = a @ b` for float 2-D views (any strides), or for 3-D views the products
-    `out[i] = a[i] @ b[i]` along a first, batch axis (one helper call: `codegen/gemm_batch.py`).
+    `out[i] = a[i] @ b[i]` along a first, batch axis (one helper call:
+    `runtime_library/gemm_batch.py`).
     `out` is a whole buffer."""
 
     out: View
@@ -295,7 +296,7 @@ class Sort:
     scratch: Buffer
 
 
-SORT_SCRATCH_PER_KEY = 4  # the merge sort's keys and indices, twice (codegen/sort.py)
+SORT_SCRATCH_PER_KEY = 4  # the merge sort's keys and indices, twice (runtime_library/sort.py)
 
 Stmt = Let | Load | Store | Accumulator | Accumulate | ArgUpdate | Check | If | Guarded | Loop | \
     ForLoop | WhileLoop | ExitUnless | Matmul | Sort
@@ -351,7 +352,7 @@ class Program:
     temps: list[Buffer]
     body: list[Stmt]
     sites: list[ErrorSite]
-    boundary: CallBoundary | None = None  # what a native caller checks (loops/boundary.py)
+    boundary: CallBoundary | None = None  # what a native caller checks (to_loops/boundary.py)
 
     def walk(self) -> list[Stmt]:
         """Every statement, depth first."""

@@ -1,6 +1,6 @@
 """Loop fusion inside sequential loops: same-extent loops of a scan body become one loop.
 
-Consumes and produces loop-IR statement lists. Tensor-level fusion (`loops/fusion.py`)
+Consumes and produces loop-IR statement lists. Tensor-level fusion (`to_loops/fusion_plan.py`)
 inlines a value into its consumer's nest only when every consumer is in one nest, so a
 loop body (the step of a `for`, a reverse sweep) whose values feed several nests becomes
 a row of elementwise loops over one extent, each writing a temporary the next reads at
@@ -43,9 +43,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reverie.compiler.ir.dims import Dim
-
-from .effects import Effects, alias_groups, can_move_above, effects
-from .ir import (
+from reverie.compiler.loops.effects import Effects, alias_groups, can_move_above, effects
+from reverie.compiler.loops.ir import (
     BLOCK_STMTS,
     Check,
     ForLoop,
@@ -60,7 +59,7 @@ from .ir import (
     WhileLoop,
     walk,
 )
-from .splitting import defined_names, rewritten
+from reverie.compiler.loops.splitting import defined_names, rewritten
 
 # LLVM cannot tell the temporaries of one workspace apart, so it vectorises a loop behind
 # run-time overlap checks between each buffer written and each other one accessed: merging

@@ -33,10 +33,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reverie.compiler.ir.dims import Dim
-
-from .effects import alias_groups, effects
-from .emitter import Context
-from .ir import BLOCK_STMTS, ForLoop, Let, Load, Matmul, Stmt, WhileLoop, walk
+from reverie.compiler.loops.effects import alias_groups, effects
+from reverie.compiler.loops.ir import (
+    BLOCK_STMTS,
+    ForLoop,
+    Let,
+    Load,
+    Matmul,
+    Stmt,
+    WhileLoop,
+    walk,
+)
+from reverie.compiler.to_loops.emitter import Context
 
 ZERO, ONE = Dim.const(0), Dim.const(1)
 

@@ -27,10 +27,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reverie.compiler.ir.dims import Dim
-
-from .emitter import Context
-from .ir import BLOCK_STMTS, Guarded, If, Let, Loop, Operand, Stmt
-from .splitting import TRUE, defined_names, rewritten, substituted
+from reverie.compiler.loops.ir import BLOCK_STMTS, Guarded, If, Let, Loop, Operand, Stmt
+from reverie.compiler.loops.splitting import TRUE, defined_names, rewritten, substituted
+from reverie.compiler.to_loops.emitter import Context
 
 MIN_TRIPS = 16  # a loop of fewer (constant) iterations is left whole: too short to gain
 

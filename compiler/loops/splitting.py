@@ -21,9 +21,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from reverie.compiler.ir.dims import Dim
-
-from .emitter import Context
-from .ir import (
+from reverie.compiler.loops.ir import (
     BLOCK_STMTS,
     Accumulate,
     Accumulator,
@@ -44,6 +42,7 @@ from .ir import (
     WhileLoop,
     as_index,
 )
+from reverie.compiler.to_loops.emitter import Context
 
 MAX_SPLITS = 3
 ZERO = Dim.const(0)

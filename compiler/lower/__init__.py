@@ -44,7 +44,7 @@ the import graph has no cycle and no import inside a function):
                        BlockBuilder · static dimensions, annotations · ExprValue, VarBinding
 """
 
-from .lowerer import Lowerer
-from .module import ModuleLowering
+from reverie.compiler.lower.lowerer import Lowerer
+from reverie.compiler.lower.module_lowering import ModuleLowering
 
 __all__ = ["Lowerer", "ModuleLowering"]

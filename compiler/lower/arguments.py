@@ -6,10 +6,9 @@ Pure functions of the AST: each checks one part of a built-in's signature and ra
 
 from __future__ import annotations
 
+from reverie.compiler.ir.dims import Dim
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import error_at
-
-from ..ir.dims import Dim
 
 
 def signature(call: ast.Call, positional: int | tuple[int, int],

@@ -21,13 +21,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.lower.builder import BlockBuilder
+from reverie.compiler.lower.dim_expressions import DIMENSION_OPS, dim_chain, dim_of, static_dim
+from reverie.compiler.lower.values import (
+    ExprTuple,
+    ExprValue,
+    FailedBinding,
+    Suppressed,
+    VarBinding,
+)
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, error_at
-
-from ..ir.dims import Dim
-from .builder import BlockBuilder
-from .dims import DIMENSION_OPS, dim_chain, dim_of, static_dim
-from .values import ExprTuple, ExprValue, FailedBinding, Suppressed, VarBinding
 
 Range = tuple[Dim, Dim]
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from reverie.compiler.ir.core import Block, Value
+from reverie.compiler.ir.scope import Scope
+from reverie.compiler.ir.types import ShapeError
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import error_at
-
-from ..ir.core import Block, Value
-from ..ir.scope import Scope
-from ..ir.types import ShapeError
 
 
 class BlockBuilder(Scope):

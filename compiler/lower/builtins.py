@@ -21,16 +21,15 @@ from collections.abc import Callable
 
 import numpy as np
 
+from reverie.compiler.ir.dims import num_elements
+from reverie.compiler.ir.ops import cast_array, dtype_class, unary_builtins
+from reverie.compiler.ir.types import DTYPES, INT_DTYPES, NUMPY_DTYPES
+from reverie.compiler.lower.arguments import axes, axis, keepdims, kept_shape, signature
+from reverie.compiler.lower.dim_expressions import static_dim
+from reverie.compiler.lower.scans_sorts import SCAN_BUILTINS, ScanLowering
+from reverie.compiler.lower.values import ExprValue
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import did_you_mean, error_at
-
-from ..ir.dims import num_elements
-from ..ir.ops import cast_array, dtype_class, unary_builtins
-from ..ir.types import DTYPES, INT_DTYPES, NUMPY_DTYPES
-from .arguments import axes, axis, keepdims, kept_shape, signature
-from .dims import static_dim
-from .scans import SCAN_BUILTINS, ScanLowering
-from .values import ExprValue
 
 UNARY_BUILTINS = unary_builtins()
 BINARY_BUILTINS = {"pow": "pow", "max": "maximum", "min": "minimum"}

@@ -7,16 +7,21 @@ through `lower_expr`, the dispatch of `Lowerer`.
 
 from __future__ import annotations
 
+from reverie.compiler.ir.core import Value
+from reverie.compiler.ir.dims import Dim, num_elements
+from reverie.compiler.ir.ops import broadcast_shapes, dtype_class
+from reverie.compiler.ir.types import INT_DTYPES, ShapeError
+from reverie.compiler.lower.index_notation import IndexLowering
+from reverie.compiler.lower.slices import SliceLowering
+from reverie.compiler.lower.values import (
+    ExprTuple,
+    ExprValue,
+    FailedBinding,
+    Suppressed,
+    VarBinding,
+)
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import did_you_mean, error_at
-
-from ..ir.core import Value
-from ..ir.dims import Dim, num_elements
-from ..ir.ops import broadcast_shapes, dtype_class
-from ..ir.types import INT_DTYPES, ShapeError
-from .index_notation import IndexLowering
-from .slices import SliceLowering
-from .values import ExprTuple, ExprValue, FailedBinding, Suppressed, VarBinding
 
 ARITHMETIC = {"+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floordiv", "%": "mod",
               "**": "pow"}

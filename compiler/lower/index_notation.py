@@ -24,17 +24,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from reverie.compiler.ir.core import Block, Value
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.types import INT_DTYPES, scalar
+from reverie.compiler.lower.base import IndexContext, Range
+from reverie.compiler.lower.builder import BlockBuilder
+from reverie.compiler.lower.dim_expressions import static_dim
+from reverie.compiler.lower.triangular import TriangularMasks, bounding_range
+from reverie.compiler.lower.values import ExprValue
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import error_at
-
-from ..ir.core import Block, Value
-from ..ir.dims import Dim
-from ..ir.types import INT_DTYPES, scalar
-from .base import IndexContext, Range
-from .builder import BlockBuilder
-from .dims import static_dim
-from .triangular import TriangularMasks, bounding_range
-from .values import ExprValue
 
 
 def mentions(node: ast.Expr, names: set[str] | list[str]) -> bool:

@@ -8,17 +8,16 @@ dimensions bound to the arguments' shapes, into the caller's current block.
 
 from __future__ import annotations
 
+from reverie.compiler.ir.core import Value
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.types import FLOAT_DTYPES
+from reverie.compiler.lower.builtins import BuiltinLowering
+from reverie.compiler.lower.dim_expressions import default_float_of, dim_of, is_dim_scalar, type_of
+from reverie.compiler.lower.expressions import ExpressionLowering
+from reverie.compiler.lower.statements import StatementLowering
+from reverie.compiler.lower.values import ExprTuple, ExprValue
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import error_at
-
-from ..ir.core import Value
-from ..ir.dims import Dim
-from ..ir.types import FLOAT_DTYPES
-from .builtins import BuiltinLowering
-from .dims import default_float_of, dim_of, is_dim_scalar, type_of
-from .expressions import ExpressionLowering
-from .statements import StatementLowering
-from .values import ExprTuple, ExprValue
 
 
 def _bind_dims(callee: ast.FunctionDef, args: list[ExprValue], call: ast.Call) -> dict[str, Dim]:

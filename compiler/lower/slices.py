@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.types import TensorType
+from reverie.compiler.lower.typing_rules import DtypeRules
+from reverie.compiler.lower.values import ExprValue
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import error_at
-
-from ..ir.dims import Dim
-from ..ir.types import TensorType
-from .dtypes import DtypeRules
-from .values import ExprValue
 
 
 @dataclass(frozen=True)

@@ -18,17 +18,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from reverie.compiler.ir.core import Block, Value
+from reverie.compiler.ir.scope import share_captures
+from reverie.compiler.ir.types import scalar
+from reverie.compiler.lower.builder import BlockBuilder
+from reverie.compiler.lower.dim_expressions import return_types, type_of
+from reverie.compiler.lower.index_notation import IndexLowering
+from reverie.compiler.lower.updates import UpdateLowering
+from reverie.compiler.lower.values import (
+    ExprTuple,
+    ExprValue,
+    FailedBinding,
+    Suppressed,
+    VarBinding,
+)
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import diagnostic_at, did_you_mean, error_at
-
-from ..ir.core import Block, Value
-from ..ir.scope import share_captures
-from ..ir.types import scalar
-from .builder import BlockBuilder
-from .dims import return_types, type_of
-from .index_notation import IndexLowering
-from .updates import UpdateLowering
-from .values import ExprTuple, ExprValue, FailedBinding, Suppressed, VarBinding
 
 RETURN_IN_LOOP = ("'return' is only allowed at the end of a function, not inside a loop; "
                   "assign the result to a 'var' declared before the loop and return it after")

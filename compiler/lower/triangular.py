@@ -15,15 +15,14 @@ adds the mask to a generic body.
 
 from __future__ import annotations
 
+from reverie.compiler.ir.dims import Dim, nonnegative
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
+from reverie.compiler.lower.base import Range
+from reverie.compiler.lower.dim_expressions import static_dim
+from reverie.compiler.lower.typing_rules import DtypeRules
+from reverie.compiler.lower.values import ExprValue
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import error_at
-
-from ..ir.dims import Dim, nonnegative
-from ..ir.reduce_kinds import REDUCE_KINDS
-from .base import Range
-from .dims import static_dim
-from .dtypes import DtypeRules
-from .values import ExprValue
 
 
 def _extreme(bound: Dim, outer: dict[str, Range], largest: bool, node: ast.Expr) -> Dim:

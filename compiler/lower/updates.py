@@ -16,16 +16,15 @@ with the updated window zeroed) and ē = ḡ[window] (the cotangent's window).
 
 from __future__ import annotations
 
+from reverie.compiler.ir.core import Value
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.ops import broadcast_shapes
+from reverie.compiler.ir.ops_shape import slice_extent
+from reverie.compiler.ir.types import ShapeError
+from reverie.compiler.lower.slices import SliceLowering, Window
+from reverie.compiler.lower.values import ExprValue
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import error_at
-
-from ..ir.core import Value
-from ..ir.dims import Dim
-from ..ir.ops import broadcast_shapes
-from ..ir.ops_shape import slice_extent
-from ..ir.types import ShapeError
-from .slices import SliceLowering, Window
-from .values import ExprValue
 
 
 def _without(shape: tuple[Dim, ...], axis: int) -> tuple[Dim, ...]:

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reverie.compiler.ir.core import Value
+from reverie.compiler.ir.types import TensorType
 from reverie.dsl import ast
-
-from ..ir.core import Value
-from ..ir.types import TensorType
 
 
 @dataclass

@@ -1,1 +1,2 @@
-"""IR → IR passes: simplification, reverse and forward mode, batching, lowering to loops."""
+"""IR → IR passes over the tensor IR: simplification, contractions, hoisting, reverse and
+forward mode, batching, the VJP split."""

@@ -24,16 +24,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from reverie.compiler.ir.core import Block, Function, Value
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.scope import Scope, copy_block
+from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
+from reverie.compiler.transforms.batch_rules import BATCH_RULES, BatchContext, lift
+from reverie.compiler.transforms.simplify import simplify
+from reverie.compiler.transforms.undim import undim_parameters
 from reverie.dsl.ast import NO_SPAN
 from reverie.dsl.diagnostics import CompileError, error_at
-
-from ..ir.core import Block, Function, Value
-from ..ir.dims import Dim
-from ..ir.scope import Scope, copy_block
-from ..ir.verifier import after_pass, show_raw
-from .batch_rules import BATCH_RULES, BatchContext, lift
-from .simplify import simplify
-from .undim import undim_parameters
 
 
 class BlockBatch:

@@ -25,11 +25,18 @@ history of that many rows holds every element's states: n' = minimum(n, trip_dim
 
 from __future__ import annotations
 
-from ..ir.core import Block, Op, Value
-from ..ir.scope import Scope
-from ..ir.types import scalar
-from ..ir.views import IfOp, WhileOp
-from .batch_rules import BatchContext, Flags, dependent_values, lift, rule, spread_mask
+from reverie.compiler.ir.core import Block, Op, Value
+from reverie.compiler.ir.scope import Scope
+from reverie.compiler.ir.types import scalar
+from reverie.compiler.ir.views import IfOp, WhileOp
+from reverie.compiler.transforms.batch_rules import (
+    BatchContext,
+    Flags,
+    dependent_values,
+    lift,
+    rule,
+    spread_mask,
+)
 
 I64 = scalar("i64")
 

@@ -18,15 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from reverie.compiler.ir.core import Block, Op, Value
+from reverie.compiler.ir.dims import Dim, num_elements
+from reverie.compiler.ir.elementwise import ELEMENTWISE
+from reverie.compiler.ir.scope import Scope, copy_block
+from reverie.compiler.ir.types import scalar
+from reverie.compiler.ir.views import ForHistoryOp, ForOp, GenericScatterOp, LoopNestOp, ReadOp
 from reverie.dsl.ast import NO_SPAN
 from reverie.dsl.diagnostics import CompileError, error_at
-
-from ..ir.core import Block, Op, Value
-from ..ir.dims import Dim, num_elements
-from ..ir.elementwise import ELEMENTWISE
-from ..ir.scope import Scope, copy_block
-from ..ir.types import scalar
-from ..ir.views import ForHistoryOp, ForOp, GenericScatterOp, LoopNestOp, ReadOp
 
 Flags = list[bool]
 BatchRule = Callable[["BatchContext", Op, list[Value], Flags], list[Value]]
@@ -470,4 +469,4 @@ def _rows_in_range(ctx: BatchContext, lo: Value, hi: Value, rows: Dim, stride: i
 
 
 # The rules of `if` and `while` live in `batch_control.py`, and scan's in `scan_rules.py`.
-from . import batch_control, scan_rules  # noqa: E402,F401
+from reverie.compiler.transforms import batch_control, scan_rules  # noqa: E402,F401

@@ -35,8 +35,8 @@ from itertools import product
 
 from reverie.compiler.ir.core import Block, Function, Op, Value
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.printer import format_function
 from reverie.compiler.ir.scope import Scope, copy_block
+from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.ir.types import scalar
 from reverie.compiler.ir.views import GenericOp, LoopNestOp
 from reverie.compiler.print_ir import show

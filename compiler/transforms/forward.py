@@ -32,15 +32,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from reverie.compiler.ir.core import Block, Function, Op, Value
+from reverie.compiler.ir.scope import Scope, copy_block
+from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
+from reverie.compiler.transforms.forward_rules import (
+    JVP_RULES,
+    NON_DIFFERENTIABLE,
+    Dots,
+    JvpContext,
+    JvpRegion,
+)
+from reverie.compiler.transforms.reverse import check_wrt, state_activity
+from reverie.compiler.transforms.simplify import simplify
 from reverie.dsl.ast import NO_SPAN
 from reverie.dsl.diagnostics import CompileError, error_at
-
-from ..ir.core import Block, Function, Op, Value
-from ..ir.scope import Scope, copy_block
-from ..ir.verifier import after_pass, show_raw
-from .forward_rules import JVP_RULES, NON_DIFFERENTIABLE, Dots, JvpContext, JvpRegion
-from .reverse import check_wrt, state_activity
-from .simplify import simplify
 
 # ---------------------------------------------------------------- transforming a block
 

@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..ir.core import Block, Op, Value
-from ..ir.elementwise import ELEMENTWISE, Derivative
-from ..ir.scope import Scope, copy_block
-from ..ir.views import ForOp, GenericOp, IfOp, LoopNestOp, WhileOp
-from .reverse_rules import (
+from reverie.compiler.ir.core import Block, Op, Value
+from reverie.compiler.ir.elementwise import ELEMENTWISE, Derivative
+from reverie.compiler.ir.scope import Scope, copy_block
+from reverie.compiler.ir.views import ForOp, GenericOp, IfOp, LoopNestOp, WhileOp
+from reverie.compiler.transforms.reverse_rules import (
     NON_DIFFERENTIABLE,
     expand,
     pow_base_slope,

@@ -60,8 +60,8 @@ from reverie.compiler.ir.attr_types import Range
 from reverie.compiler.ir.core import Block, Builder, Function, Op, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.ops import OPS
-from reverie.compiler.ir.printer import format_function
 from reverie.compiler.ir.scope import copy_block
+from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.ir.views import GenericOp, nest_ranges
 from reverie.compiler.print_ir import show
 from reverie.dsl.span import Span

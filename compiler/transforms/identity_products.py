@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.core import Block, Builder, Op, Value
-from ..ir.dims import Dim
-from ..ir.views import GenericOp
+from reverie.compiler.ir.core import Block, Builder, Op, Value
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.views import GenericOp
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ir.core import Block, Function, Value
-from ..ir.dims import Dim, num_elements
-from ..ir.scope import Scope
-from ..ir.types import TensorType, scalar
-from ..ir.verifier import after_pass, show_raw
-from .batch import batch_function
-from .forward import jvp_function
-from .simplify import simplify
+from reverie.compiler.ir.core import Block, Function, Value
+from reverie.compiler.ir.dims import Dim, num_elements
+from reverie.compiler.ir.scope import Scope
+from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
+from reverie.compiler.ir.types import TensorType, scalar
+from reverie.compiler.transforms.batch import batch_function
+from reverie.compiler.transforms.forward import jvp_function
+from reverie.compiler.transforms.simplify import simplify
 
 MODES = ("forward", "reverse")
 
@@ -96,7 +96,7 @@ def jacobian_function(fn: Function, wrt: Sequence[int], mode: str = "forward", *
         blocks = [_move_front(s, _rows(s, tangent, o, t.shape), t.rank)
                   for tangent in tangents for o, t in zip(offsets, inputs, strict=True)]
     else:
-        from .reverse import vjp_function
+        from reverie.compiler.transforms.reverse import vjp_function
 
         offsets, total = _offsets(outputs)
         seeds = [identity_columns(s, total, o, t.shape, t.dtype)

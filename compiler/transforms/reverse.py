@@ -33,21 +33,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from reverie.dsl.ast import NO_SPAN
-from reverie.dsl.diagnostics import CompileError, error_at
-
-from ..ir.core import Block, Function, Op, Value
-from ..ir.scope import Scope, copy_block
-from ..ir.verifier import after_pass, show_raw
-from ..ir.views import ForOp, IfOp, WhileOp
-from . import (  # noqa: F401  (their rules register on import)
+from reverie.compiler.ir.core import Block, Function, Op, Value
+from reverie.compiler.ir.scope import Scope, copy_block
+from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
+from reverie.compiler.ir.views import ForOp, IfOp, WhileOp
+from reverie.compiler.transforms import (  # noqa: F401  (their rules register on import)
     reverse_control,
     reverse_loops,
     reverse_structured,
     scan_rules,
 )
-from .reverse_rules import NON_DIFFERENTIABLE, VJP_RULES, Bars, RuleContext
-from .simplify import simplify
+from reverie.compiler.transforms.reverse_rules import (
+    NON_DIFFERENTIABLE,
+    VJP_RULES,
+    Bars,
+    RuleContext,
+)
+from reverie.compiler.transforms.simplify import simplify
+from reverie.dsl.ast import NO_SPAN
+from reverie.dsl.diagnostics import CompileError, error_at
 
 STATEFUL_OPS = ("for", "for_history", "while", "if")  # results follow `state_activity`
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir.core import Block, Op, Value
-from ..ir.scope import Scope, copy_block, share_captures
-from ..ir.types import scalar
-from ..ir.views import IfOp, WhileOp
-from .reverse_loops import loop_forward, loop_vjp, trip_count
-from .reverse_rules import Bars, RuleContext, rule
+from reverie.compiler.ir.core import Block, Op, Value
+from reverie.compiler.ir.scope import Scope, copy_block, share_captures
+from reverie.compiler.ir.types import scalar
+from reverie.compiler.ir.views import IfOp, WhileOp
+from reverie.compiler.transforms.reverse_loops import loop_forward, loop_vjp, trip_count
+from reverie.compiler.transforms.reverse_rules import Bars, RuleContext, rule
 
 I64 = scalar("i64")
 

@@ -34,13 +34,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..ir.capacity import fresh_trip_symbol, is_trip_symbol
-from ..ir.core import Block, Op, Value
-from ..ir.dims import Dim, ceil_sqrt, nonnegative
-from ..ir.scope import Scope, copy_block
-from ..ir.types import scalar
-from ..ir.views import ForHistoryOp, ForOp
-from .reverse_rules import Bars, RuleContext, rule
+from reverie.compiler.ir.capacity import fresh_trip_symbol, is_trip_symbol
+from reverie.compiler.ir.core import Block, Op, Value
+from reverie.compiler.ir.dims import Dim, ceil_sqrt, nonnegative
+from reverie.compiler.ir.scope import Scope, copy_block
+from reverie.compiler.ir.types import scalar
+from reverie.compiler.ir.views import ForHistoryOp, ForOp
+from reverie.compiler.transforms.reverse_rules import Bars, RuleContext, rule
 
 I64 = scalar("i64")
 

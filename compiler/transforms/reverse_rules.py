@@ -29,13 +29,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..ir.core import Op, Value
-from ..ir.dims import Dim
-from ..ir.elementwise import ELEMENTWISE, Derivative
-from ..ir.ops import OPS
-from ..ir.scope import Scope
-from ..ir.types import TensorType
-from ..ir.views import WindowOp
+from reverie.compiler.ir.core import Op, Value
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.elementwise import ELEMENTWISE, Derivative
+from reverie.compiler.ir.ops import OPS
+from reverie.compiler.ir.scope import Scope
+from reverie.compiler.ir.types import TensorType
+from reverie.compiler.ir.views import WindowOp
 
 Bars = list[Value | None]
 Rule = Callable[["RuleContext", Op, Bars], Bars]

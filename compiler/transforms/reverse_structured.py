@@ -23,12 +23,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..ir.core import Block, Op, Value
-from ..ir.dims import Dim
-from ..ir.scope import Scope
-from ..ir.types import scalar
-from ..ir.views import GenericOp, GenericScatterOp, LoopNestOp, ReadOp
-from .reverse_rules import Bars, RuleContext, product_partials, rule, where_extremal
+from reverie.compiler.ir.core import Block, Op, Value
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.scope import Scope
+from reverie.compiler.ir.types import scalar
+from reverie.compiler.ir.views import GenericOp, GenericScatterOp, LoopNestOp, ReadOp
+from reverie.compiler.transforms.reverse_rules import (
+    Bars,
+    RuleContext,
+    product_partials,
+    rule,
+    where_extremal,
+)
 
 I64 = scalar("i64")
 Seed = Callable[[Scope, list[Value], list[Value]], Value]

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.core import Op, Value
-from ..ir.ops_scan import ScanOp
-from ..ir.scope import Scope
-from . import batch_rules, forward_rules, reverse_rules
+from reverie.compiler.ir.core import Op, Value
+from reverie.compiler.ir.ops_scan import ScanOp
+from reverie.compiler.ir.scope import Scope
+from reverie.compiler.transforms import batch_rules, forward_rules, reverse_rules
 
 
 def scan(s: Scope, x: Value, like: ScanOp, kind: str, backwards: bool = False) -> Value:

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from reverie.compiler.ir.core import Function, Value
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.printer import format_function
 from reverie.compiler.ir.scope import Scope
+from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.ir.views import GenericScatterOp
 from reverie.compiler.print_ir import show
 from reverie.compiler.transforms.contractions import (

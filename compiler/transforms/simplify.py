@@ -29,12 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.core import Block, Function, Op, Value
-from ..ir.ops import OPS
-from ..ir.reduce_kinds import REDUCE_OPS
-from ..ir.types import NUMPY_DTYPES
-from ..ir.views import ForOp, LoopNestOp, WhileOp
-from .identity_products import identity_product
+from reverie.compiler.ir.core import Block, Function, Op, Value
+from reverie.compiler.ir.ops import OPS
+from reverie.compiler.ir.reduce_kinds import REDUCE_OPS
+from reverie.compiler.ir.types import NUMPY_DTYPES
+from reverie.compiler.ir.views import ForOp, LoopNestOp, WhileOp
+from reverie.compiler.transforms.identity_products import identity_product
 
 
 def constant_value(value: Value) -> Any:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ir.core import Block, Builder, Function, Op, Value
-from ..ir.dims import Dim, FloorDiv, NonNegative
+from reverie.compiler.ir.core import Block, Builder, Function, Op, Value
+from reverie.compiler.ir.dims import Dim, FloorDiv, NonNegative
 
 
 def _emit_dim(builder: Builder, dim: Dim, values: dict[str, Value]) -> Value:

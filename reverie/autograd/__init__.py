@@ -16,13 +16,13 @@ from __future__ import annotations
 import importlib
 
 EXPORTS = {
-    "reverie.runtime.autograd": ("backward", "grad"),
-    "reverie.runtime.grad_mode": ("enable_grad", "inference_mode", "is_grad_enabled",
+    "reverie.runtime.tensors.autograd_api": ("backward", "grad"),
+    "reverie.runtime.tensors.grad_mode": ("enable_grad", "inference_mode", "is_grad_enabled",
                                   "is_inference_mode_enabled", "no_grad", "set_grad_enabled"),
-    "reverie.runtime.custom_function": ("Function", "FunctionCtx", "once_differentiable"),
-    "reverie.runtime.anomaly": ("detect_anomaly", "is_anomaly_check_nan_enabled",
+    "reverie.runtime.tensors.custom_function": ("Function", "FunctionCtx", "once_differentiable"),
+    "reverie.runtime.tensors.anomaly": ("detect_anomaly", "is_anomaly_check_nan_enabled",
                                 "is_anomaly_enabled", "set_detect_anomaly"),
-    "reverie.runtime.gradcheck": ("gradcheck", "gradgradcheck"),
+    "reverie.runtime.tensors.gradcheck": ("gradcheck", "gradgradcheck"),
 }
 HOME_MODULES = {name: module for module, names in EXPORTS.items() for name in names}
 SUBMODULES = {"functional": "reverie.autograd.functional"}
@@ -54,7 +54,7 @@ NOT_BUILT = {  # torch.autograd's names that Reverie lacks, and what to use inst
                  "rv.inference_mode (also in rv.autograd)",
     "graph": "a tensor's grad_fn offers name(), next_functions, metadata, register_hook and "
              "register_prehook; Node, GradientEdge and the saved-tensor hooks are not built, "
-             "increment_version is reverie.runtime.inplace.increment_version",
+             "increment_version is reverie.runtime.tensors.inplace.increment_version",
     "is_multithreading_enabled": _THREADS,
     "is_view_replay_enabled": "Reverie does not replay views",
     "kineto_available": _PROFILER,

@@ -30,8 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import reverie as rv
-
-from .functional_tape import (
+from reverie.autograd.functional_tape import (
     Function,
     Tensors,
     as_tuple,
@@ -49,7 +48,7 @@ from .functional_tape import (
     unpack,
     zero_cotangents,
 )
-from .functional_traced import TracedFunction, trace_function
+from reverie.autograd.functional_traced import TracedFunction, trace_function
 
 __all__ = ["hessian", "hvp", "jacobian", "jvp", "vhp", "vjp"]
 

@@ -2,7 +2,7 @@
 
 `run(kernel, known, args)` returns the kernel's results as JAX values, with their shapes
 and dtypes computed at trace time (`result_specs`). Where it can, the call is an XLA CPU
-custom call to the kernel's native code: the handler `compiler/codegen/xla_ffi.py`
+custom call to the kernel's native code: the handler `compiler/call_boundary/xla_ffi.py`
 generates for the specialisation, compiled once and registered with
 `jax.ffi.register_ffi_target` under a name of its own, so no Python runs inside `jit`.
 Each argument is converted (`astype`) to the kernel's dtype as JAX holds it: without
@@ -26,14 +26,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from reverie.compiler.codegen.xla_ffi import handler_module, handler_symbol
+from reverie.compiler.call_boundary.xla_ffi import handler_module, handler_symbol
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import evaluate_shape
 from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.kernel import Kernel
-from reverie.runtime.call import ArgumentTypeError, bind_arguments, check_arity
-from reverie.runtime.jit import JitModule, compile_module
-from reverie.runtime.native import NativeKernel
+from reverie.runtime.native.call import ArgumentTypeError, bind_arguments, check_arity
+from reverie.runtime.native.jit import JitModule, compile_module
+from reverie.runtime.native.native_kernel import NativeKernel
 
 KnownIntegers = tuple[tuple[int, int], ...]
 HANDLER = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)  # XLA_FFI_Handler

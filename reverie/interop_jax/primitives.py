@@ -36,12 +36,11 @@ import jax.numpy as jnp
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
+from reverie.interop_jax import ffi
+from reverie.interop_jax.ffi import KnownIntegers, aval
 from reverie.kernel import Kernel
-from reverie.runtime.tape import DIFFERENTIABLE
-from reverie.transforms import batch_function, derived_kernel
-
-from . import ffi
-from .ffi import KnownIntegers, aval
+from reverie.kernel_transforms import batch_function, derived_kernel
+from reverie.runtime.tensors.tape import DIFFERENTIABLE
 
 call_p = Primitive("reverie_call")
 call_p.multiple_results = True

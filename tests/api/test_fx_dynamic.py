@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import reverie as rv  # noqa: E402
-from reverie.runtime.lru import LruCache  # noqa: E402
+from reverie.runtime.native.lru import LruCache  # noqa: E402
 
 SIZES = (4, 8, 16, 3)
 

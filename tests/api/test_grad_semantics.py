@@ -682,7 +682,7 @@ def test_batched_grads_use_one_compiled_batched_vjp_and_match_torch() -> None:
 
 
 def test_batched_grads_make_one_batched_call_per_node(monkeypatch: pytest.MonkeyPatch) -> None:
-    from reverie.runtime import tape
+    from reverie.runtime.tensors import tape
 
     batches = []
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.runtime.gradcheck import GradcheckError
+from reverie.runtime.tensors.gradcheck import GradcheckError
 
 SOURCE = """
 fn loss(x: f64[N, D], w: f64[D], labels: i64[N]) -> f64 {

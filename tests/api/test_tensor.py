@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.runtime import ops_kernels
+from reverie.runtime.tensors import operator_kernels as ops_kernels
 
 torch = pytest.importorskip("torch")
 

@@ -15,8 +15,9 @@ import pytest
 
 import reverie as rv
 from reverie.compiler.ir.elementwise import ELEMENTWISE
-from reverie.runtime import ops_kernels, ops_shape
-from reverie.runtime.indexing import index_plan
+from reverie.runtime.tensors import operator_kernels as ops_kernels
+from reverie.runtime.tensors import shape_kernels as ops_shape
+from reverie.runtime.tensors.indexing import index_plan
 
 torch = pytest.importorskip("torch")
 import torch.nn.functional as torch_f  # noqa: E402

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.runtime import anomaly
+from reverie.runtime.tensors import anomaly
 from tests.autograd.conftest import ReverieLib, torch
 from tests.autograd.parity import assert_close
 

@@ -1,5 +1,5 @@
 """Ports of PyTorch's test/test_autograd.py tests of in-place operations, version counters
-and views (issue 32 item 2; runtime/inplace.py), each run on torch and on Reverie (`lib`).
+and views (issue 32 item 2; runtime/tensors/inplace.py), each run on torch and on Reverie (`lib`).
 
 Adapted: `narrow`/`select` are written as basic slicing (the same views), `torch.ones(...)`
 as `lib.tensor(np.ones(...))`, list indices of several axes as tuples (NumPy's reading).
@@ -26,7 +26,7 @@ from tests.autograd.parity import as_array, assert_close
 torch = pytest.importorskip("torch")
 
 import reverie as rv  # noqa: E402
-from reverie.runtime import inplace  # noqa: E402
+from reverie.runtime.tensors import inplace  # noqa: E402
 
 
 def is_torch(lib: object) -> bool:

@@ -13,7 +13,7 @@ import numpy as np
 
 import reverie as rv
 from reverie.kernel import Kernel
-from reverie.transforms import rebuild
+from reverie.kernel_transforms import rebuild
 
 SOURCE = """
 fn mse(x: float[N, D], y: float[N], w: float[D], b: float) -> float {

@@ -22,7 +22,7 @@ import reverie as rv
 from reverie import demo
 from reverie.__main__ import main
 from reverie.compiler.ir.dot import ADJOINT_COLOUR, PRIMAL_COLOUR, format_dot, primal_half
-from reverie.compiler.ir.printer import format_function
+from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.transforms.reverse import vjp_function
 
 KERNELS = ROOT / "docs" / "tutorial" / "kernels"

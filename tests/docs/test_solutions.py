@@ -17,8 +17,8 @@ import pytest
 from tutorial_runner import ROOT
 
 import reverie as rv
-from reverie.compiler.ir.interpreter import interpret
-from reverie.compiler.ir.printer import format_function
+from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.compiler.ir.tensor_printer import format_function
 
 SOLUTIONS = ROOT / "docs" / "tutorial" / "solutions"
 LINEAR = ROOT / "docs" / "tutorial" / "kernels" / "linear.rv"

@@ -14,10 +14,10 @@ import numpy as np
 
 from reverie.compiler.ir.core import Block, Function, Value
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.scope import Scope
+from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.compiler.ir.tensor_verifier import verify_function
 from reverie.compiler.ir.types import NUMPY_DTYPES, TensorType
-from reverie.compiler.ir.verifier import verify_function
 from reverie.compiler.transforms.batch import batch_function
 from reverie.compiler.transforms.forward import jvp_function
 

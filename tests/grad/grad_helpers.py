@@ -14,8 +14,8 @@ import numpy as np
 
 import reverie as rv
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.interpreter import interpret
-from reverie.compiler.ir.verifier import verify_function
+from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.compiler.ir.tensor_verifier import verify_function
 from reverie.compiler.transforms.reverse import grad_function, vjp_function
 
 

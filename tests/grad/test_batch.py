@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import reverie as rv
-from reverie import transforms as tf
+from reverie import kernel_transforms as tf
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.printer import format_function
+from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.transforms import batch_rules
 from reverie.compiler.transforms.batch import batch_function
 from reverie.compiler.transforms.reverse import vjp_function

@@ -21,15 +21,15 @@ from grad_helpers import fd_jacobian, specialise
 
 import reverie as rv
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.interpreter import interpret
-from reverie.compiler.loops.interpreter import run_program
-from reverie.compiler.loops.verifier import verify_program
+from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.compiler.loops.loop_interpreter import run_program
+from reverie.compiler.loops.loop_verifier import verify_program
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.compiler.transforms.batch import batch_function
 from reverie.compiler.transforms.forward import jvp_function
 from reverie.compiler.transforms.reverse import grad_function
-from reverie.compiler.transforms.to_loops import lower_to_loops
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.native import native_kernel
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.native_kernel import native_kernel
 
 # name: (a's shape, b's shape, (a @ b)'s shape), in the language's dimension names
 CASES = {

@@ -21,11 +21,11 @@ import pytest
 from grad_helpers import grad, specialise
 from llvmlite import ir
 
-from reverie.compiler.codegen.irutil import I64, index_value
+from reverie.compiler.backend.irutil import I64, index_value
 from reverie.compiler.ir.capacity import run_with_capacity, trip_symbols
 from reverie.compiler.ir.core import Block, Function
 from reverie.compiler.ir.dims import Dim, ceil_sqrt, nonnegative, python_expr
-from reverie.compiler.ir.interpreter import Interpreter
+from reverie.compiler.ir.tensor_interpreter import Interpreter
 from reverie.compiler.transforms.reverse import grad_function
 
 SCAN = """

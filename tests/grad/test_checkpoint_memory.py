@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.runtime.call import bind_arguments
+from reverie.runtime.native.call import bind_arguments
 
 # A nonlinear reaction-diffusion step: its adjoint needs every primal state (a linear
 # step such as the plain heat equation needs none, and stores none).

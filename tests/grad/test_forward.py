@@ -23,8 +23,8 @@ from forward_helpers import (
 )
 
 import reverie as rv
-from reverie import transforms as tf
-from reverie.compiler.ir.printer import format_function
+from reverie import kernel_transforms as tf
+from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.transforms import forward_rules
 from reverie.compiler.transforms.forward import jvp_function
 from reverie.compiler.transforms.jacobian import jacobian_function

@@ -17,8 +17,8 @@ import pytest
 
 import reverie as rv
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.printer import format_function
-from reverie.compiler.ir.verifier import verify_function
+from reverie.compiler.ir.tensor_printer import format_function
+from reverie.compiler.ir.tensor_verifier import verify_function
 from reverie.compiler.transforms.reverse import grad_function, vjp_function
 
 GOLDEN_DIR = Path(__file__).parents[1] / "golden" / "grad"

@@ -13,7 +13,7 @@ import pytest
 from grad_helpers import run, specialise
 
 from reverie.compiler.ir.core import Block, Function
-from reverie.compiler.ir.verifier import verify_function
+from reverie.compiler.ir.tensor_verifier import verify_function
 from reverie.compiler.transforms.reverse import grad_function, vjp_function
 
 torch = pytest.importorskip("torch")

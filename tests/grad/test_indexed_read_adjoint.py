@@ -1,4 +1,4 @@
-"""The adjoint of `xs[t]` in a loop adds one row per step (`compiler/loops/accumulate.py`).
+"""The adjoint of `xs[t]` in a loop adds one row per step (`compiler/to_loops/accumulate.py`).
 
 The reverse sweep accumulates x̄s += scatter(v, t) as a loop state; lowered as a carried
 state, each step rewrote all of x̄s (O(T²) for the loop: 0.18 ms at T = 1000, 90 ms at
@@ -16,7 +16,7 @@ import torch
 import reverie as rv
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.loops.ir import ForLoop, If, Loop, Program, WhileLoop
-from reverie.runtime.native import native_kernel
+from reverie.runtime.native.native_kernel import native_kernel
 
 SOURCE = """
 fn scalar(xs: f64[T], w: f64, h0: f64) -> f64 {

@@ -24,8 +24,8 @@ import torch
 import reverie as rv
 from reverie.compiler.export.mlir import export_mlir
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.printer import format_function
-from reverie.compiler.ir.verifier import verify_function
+from reverie.compiler.ir.tensor_printer import format_function
+from reverie.compiler.ir.tensor_verifier import verify_function
 from reverie.compiler.transforms import simplify as simplify_module
 from reverie.compiler.transforms.jacobian import MODES, jacobian_function
 

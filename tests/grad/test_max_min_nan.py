@@ -24,11 +24,11 @@ import pytest
 import torch
 
 import reverie as rv
-from reverie.compiler.ir.interpreter import interpret
-from reverie.compiler.loops.interpreter import run_program
+from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.compiler.loops.loop_interpreter import run_program
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.compiler.transforms.reverse import grad_function
-from reverie.compiler.transforms.to_loops import lower_to_loops
-from reverie.runtime.call import bind_arguments
+from reverie.runtime.native.call import bind_arguments
 
 NAN, INF = float("nan"), float("inf")
 DATA = {

@@ -16,12 +16,12 @@ from grad_helpers import assert_jacobians_match, run, specialise, vjp_jacobian
 
 import reverie as rv
 from reverie.compiler.ir.capacity import CapacityError, run_with_capacity
-from reverie.compiler.ir.interpreter import interpret
+from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.transforms.batch import batch_function
 from reverie.compiler.transforms.reverse import grad_function, vjp_function
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.mlir_backend import mlir_tools
-from reverie.runtime.native import NativeKernel
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.mlir_backend import mlir_tools
+from reverie.runtime.native.native_kernel import NativeKernel
 
 BACKENDS = ["interp", "native"] + (["mlir"] if mlir_tools() is not None else [])
 

@@ -2,7 +2,7 @@
 
 `call_gemm(a, b, c)` runs the loaded helper `rv_gemm_<dtype>` (as a kernel would: its
 address from the helper table) on NumPy views of any strides, writing `c`: 2-D views, or
-3-D ones for a batch of products (`codegen/gemm_batch.py`). `guarded(shape,
+3-D ones for a batch of products (`runtime_library/gemm_batch.py`). `guarded(shape,
 dtype, at_end)` returns an array whose first or last byte touches a PROT_NONE page, so a
 read or write past the operand's elements kills the process (tests run such calls in a
 subprocess). `LAYOUTS` names operand layouts: those BLAS can express and those it cannot.
@@ -21,9 +21,9 @@ from collections.abc import Callable
 import numpy as np
 
 import reverie as rv
-from reverie.compiler.codegen.abi import HELPERS
+from reverie.compiler.call_boundary.abi import HELPERS
 from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
-from reverie.runtime import native
+from reverie.runtime.native import native_kernel as native
 
 I64, PTR = ctypes.c_int64, ctypes.c_void_p
 # batch, M, N, K, then A, B, C each with its batch stride and two strides, pack, threads, pool

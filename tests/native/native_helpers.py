@@ -9,9 +9,9 @@ import numpy as np
 
 import reverie as rv
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.interpreter import interpret
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.native import native_kernel
+from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.native_kernel import native_kernel
 
 # relative tolerance per dtype: arithmetic is exact up to reassociation, transcendentals
 # are within a few ulps

@@ -20,10 +20,10 @@ import numpy as np
 import torch
 from blas_cases import guarded
 
-from reverie.compiler.codegen.abi import HELPERS, SORT_DTYPES
+from reverie.compiler.call_boundary.abi import HELPERS, SORT_DTYPES
 from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.compiler.loops.ir import SORT_SCRATCH_PER_KEY
-from reverie.runtime import native
+from reverie.runtime.native import native_kernel as native
 
 I64, PTR = ctypes.c_int64, ctypes.c_void_p
 SORT = ctypes.CFUNCTYPE(None, I64, PTR, I64, I64, I64, PTR, I64, PTR)

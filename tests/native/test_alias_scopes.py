@@ -1,4 +1,4 @@
-"""Alias scopes (`loops/effects.py` `alias_regions`, `codegen/llvm.py`): every load and
+"""Alias scopes (`loops/effects.py` `alias_regions`, `backend/llvm.py`): every load and
 store of an input, output or temporary carries scoped-noalias metadata naming its region,
 so LLVM vectorises loops without run-time overlap checks; a loop state's two buffers and
 their swapped pointers are one region (each is the other's memory an iteration later).

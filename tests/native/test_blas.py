@@ -1,6 +1,7 @@
 """Matrix products through NumPy's OpenBLAS and through the own kernel.
 
-`runtime/blas.py` finds the BLAS; `compiler/codegen/gemm_blas.py` calls it for layouts it can
+`runtime/native/blas.py` finds the BLAS; `compiler/runtime_library/gemm_blas.py` calls it for
+layouts it can
 express and the own kernel otherwise. Both paths must give NumPy's results on every layout,
 the BLAS path NumPy's very bits (it makes the same call), neither may touch memory outside
 the operands (guard pages, in a subprocess), and results must not vary from call to call
@@ -20,7 +21,8 @@ import numpy as np
 import pytest
 from blas_cases import LAYOUTS, call_gemm, kernel
 
-from reverie.runtime import blas, native
+from reverie.runtime.native import blas
+from reverie.runtime.native import native_kernel as native
 
 HERE = Path(__file__).resolve().parent
 SHAPES = [(37, 29, 10), (64, 300, 48), (1, 17, 9), (8, 1, 5), (12, 40, 1), (5, 5, 5)]
@@ -118,7 +120,8 @@ def test_no_access_outside_guarded_operands(tmp_path: Path) -> None:
 SETTINGS_SCRIPT = """
 import numpy as np
 from blas_cases import kernel
-from reverie.runtime import blas, native
+from reverie.runtime.native import blas
+from reverie.runtime.native import native_kernel as native
 a = np.arange(12.0).reshape(3, 4)
 np.testing.assert_allclose(kernel("nn")(a, a.T), a @ a.T)
 print(native.use_blas(True))

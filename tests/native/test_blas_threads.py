@@ -1,7 +1,7 @@
 """A kernel's matrix product runs OpenBLAS on the calling thread only, and leaves NumPy's
 products their OpenBLAS threads (issue 31: kernels beside other work).
 
-`codegen/gemm_batch.py` splits a single product of moderate size over Reverie's pool, each
+`runtime_library/gemm_batch.py` splits a single product of moderate size over Reverie's pool, each
 slab a batch of one of `?gemm_batch`, which OpenBLAS runs on the calling thread (here one
 thread and no pool: one slab); `?gemm` would split it over OpenBLAS's threads, which stall
 when one of them is descheduled. The check runs in a subprocess with
@@ -24,7 +24,7 @@ SCRIPT = """
 import ctypes, json, time
 import numpy as np
 from blas_cases import call_gemm
-from reverie.runtime.blas import find_blas
+from reverie.runtime.native.blas import find_blas
 
 def others_share(work):
     '''CPU time of the process's other threads over that of this one, during work().'''

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from blas_cases import LAYOUTS
 
-from reverie.compiler.codegen.abi import needs_own_kernel
+from reverie.compiler.call_boundary.abi import needs_own_kernel
 from reverie.compiler.pipeline import Request, compile_function, compile_source
-from reverie.runtime import jit
+from reverie.runtime.native import jit
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -31,7 +31,8 @@ STRIDED_PRODUCT = "fn f(a: f64[M, K], b: f64[K, N]) -> f64[M, N] { return a[:, :
 PRELUDE = """
 import numpy as np
 import reverie as rv
-from reverie.runtime import helpers, native
+from reverie.runtime.native import helpers
+from reverie.runtime.native import native_kernel as native
 def own_kernels():
     return helpers._give_own_kernel.cache_info().currsize
 LAZY = 0 if helpers._blas_in_use() else 1  # own kernels compiled before one is needed
@@ -82,7 +83,7 @@ print("own kernel after use_blas(False)")
 FALLBACK_ANY_LAYOUT = PRELUDE + """
 import ctypes
 from blas_cases import GEMM, LAYOUTS, gemm_arguments
-from reverie.compiler.codegen.abi import HELPERS
+from reverie.compiler.call_boundary.abi import HELPERS
 for dtype in ("f32", "f64"):
     name = f"rv_gemm_{dtype}"
     gemm = GEMM(int(native.load_helpers(frozenset({name}), own_kernel=False)[HELPERS.index(name)]))

@@ -1,6 +1,7 @@
 """The one native call entry of the process and each kernel's small part of it
-(`codegen/fastcall.py`, `codegen/fastcall_bind.py`, `codegen/fastcall_descriptor.py`,
-`runtime/fastcall.py`).
+(`call_boundary/fastcall_entry.py`, `call_boundary/fastcall_bind.py`,
+`call_boundary/fastcall_descriptor.py`,
+`runtime/native/fastcall.py`).
 
 Behaviour through the entry (results, fallbacks, errors, threads, reference counts) is
 checked in `tests/unit/test_native_entry.py` and `test_call_boundary.py`; these tests
@@ -17,8 +18,8 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.compiler.codegen.abi import CALL_DESCRIPTOR, CALL_ENTRY
-from reverie.compiler.codegen.fastcall_descriptor import (
+from reverie.compiler.call_boundary.abi import CALL_DESCRIPTOR, CALL_ENTRY
+from reverie.compiler.call_boundary.fastcall_descriptor import (
     BIND,
     ENTRY_DTYPES,
     FIRST_ARRAY,
@@ -32,7 +33,7 @@ from reverie.compiler.codegen.fastcall_descriptor import (
     TUPLE_RESULT,
     CallSignature,
 )
-from reverie.runtime import helpers
+from reverie.runtime.native import helpers
 
 SOURCE = """
 fn sumsq(x: f64[N]) -> f64 { return sum(x * x); }

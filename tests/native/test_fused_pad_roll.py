@@ -10,8 +10,8 @@ from native_helpers import assert_same, check, compiled, run_both, sample
 from reverie.compiler.ir.core import Block, Builder, Function, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.types import TensorType
-from reverie.compiler.loops.printer import format_program
-from reverie.compiler.transforms.to_loops import lower_to_loops
+from reverie.compiler.loops.loop_printer import format_program
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 
 ROSENBROCK = """fn f(x: f64[N]) -> f64 {
     let head = x[:N - 1];

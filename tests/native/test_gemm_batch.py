@@ -1,6 +1,6 @@
 """Batched matrix products: one `Matmul` of 3-D views, run by the helper as one batch.
 
-`compiler/codegen/gemm_batch.py` hands a batch whose layout BLAS can express to one
+`compiler/runtime_library/gemm_batch.py` hands a batch whose layout BLAS can express to one
 `?gemm_batch` call (OpenBLAS's threads then take whole products), and any other batch to
 one product at a time. Both must give NumPy's `matmul`, the batch call the very bits of the
 product-at-a-time path (each product is one thread's `?gemm`), at every level of the
@@ -17,13 +17,14 @@ import pytest
 from blas_cases import call_gemm
 
 import reverie as rv
-from reverie.compiler.codegen.gemm_batch import BATCH_CHUNK, SMALL_MATRIX_MACS
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS, Buffer, Matmul, Program, View
-from reverie.compiler.loops.verifier import LoopVerifyError, verify_program
+from reverie.compiler.loops.loop_verifier import LoopVerifyError, verify_program
+from reverie.compiler.runtime_library.gemm_batch import BATCH_CHUNK, SMALL_MATRIX_MACS
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.compiler.transforms.contractions import contract_function
-from reverie.compiler.transforms.to_loops import lower_to_loops
-from reverie.runtime import blas, helpers, native
+from reverie.runtime.native import blas, helpers
+from reverie.runtime.native import native_kernel as native
 from tests.unit.level_helpers import every_level
 
 BATCHED = """

@@ -1,5 +1,5 @@
 """Kernels that stop: a signal delivered while a native kernel runs (SIGINT, or one whose
-Python handler raises) stops it at its next poll (`codegen/llvm.py`: outer back-edges,
+Python handler raises) stops it at its next poll (`backend/llvm.py`: outer back-edges,
 `for`/`while` iterations, chunk boundaries) and the call raises the handler's exception,
 no output handed back; the process then calls kernels as before (the interpreter backend
 stops too, between its NumPy operations). Each case runs in a child process, which another

@@ -1,8 +1,8 @@
 """Both call paths of native kernels allocate outputs of `abi.POOLED_OUTPUT_BYTES` or more
-from the output pool (`runtime/output_pool.py`) and smaller ones with `numpy.empty`.
+from the output pool (`runtime/native/output_pool.py`) and smaller ones with `numpy.empty`.
 
 These tests check where the native entry's size test puts the line, that the Python path
-(`runtime/native.py`) does the same, that results are bitwise those of NumPy whichever
+(`runtime/native/native_kernel.py`) does the same, that results are bitwise those of NumPy whichever
 block they land in, that an output (or a view of it) the caller holds is never handed out
 again, that a loop of calls reuses one block (and faults in no new page), and that
 threads calling at once get distinct blocks.
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.compiler.codegen.abi import POOLED_EMPTY, POOLED_OUTPUT_BYTES
-from reverie.runtime import output_pool
+from reverie.compiler.call_boundary.abi import POOLED_EMPTY, POOLED_OUTPUT_BYTES
+from reverie.runtime.native import output_pool
 
 SOURCE = """
 fn double(x: f64[N]) -> f64[N] { return 2.0 * x; }

@@ -1,4 +1,4 @@
-"""The worker pool: which loops are split (`loops/parallel.py`), that split loops, reductions
+"""The worker pool: which loops are split (`loops/parallel_plan.py`), that split loops, reductions
 and matrix products give the one-thread results (reductions up to reassociation, and the
 same bits on every call), from several Python threads at once, and that
 `REVERIE_NUM_THREADS=1` runs without the pool."""
@@ -16,7 +16,7 @@ import pytest
 from native_helpers import check, sample, specialised
 
 import reverie as rv
-from reverie.compiler.codegen.parallel import PARALLEL_MIN_WORK
+from reverie.compiler.backend.parallel_loops import PARALLEL_MIN_WORK
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.loops.ir import (
     Buffer,
@@ -29,8 +29,9 @@ from reverie.compiler.loops.ir import (
     Var,
     View,
 )
-from reverie.compiler.loops.parallel import parallel_plans, work_per_iteration
-from reverie.runtime import native, pool
+from reverie.compiler.loops.parallel_plan import parallel_plans, work_per_iteration
+from reverie.runtime.native import native_kernel as native
+from reverie.runtime.native import pool
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = """
@@ -252,7 +253,7 @@ def test_bounds_errors_still_raise(m: rv.Module) -> None:
 
 SCRIPT = """
 import numpy as np, reverie as rv
-from reverie.runtime import native
+from reverie.runtime.native import native_kernel as native
 m = rv.compile('''{source}''')
 x = np.random.default_rng(0).standard_normal({size})
 print(native.helper_table()[-2:].tolist(), repr(float(m.loss(x))), m.wave(x).tobytes().hex()[:64])

@@ -1,4 +1,5 @@
-"""A pool that shares the machine (`runtime/pool.py`, `codegen/pool_runtime.py`): its team is
+"""A pool that shares the machine (`runtime/native/pool.py`, `runtime_library/pool_runtime.py`):
+its team is
 no larger than the CPUs the process may use (affinity, cgroup quota); chunks are fixed by
 the loop, not the thread count, so every thread count, an oversubscribed team, a core busy
 with another process and torch training in the same process all give the same bits."""
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reverie.runtime import pool
+from reverie.runtime.native import pool
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The sort helper (`codegen/sort.py`) called directly: guard pages, strides, all dtypes.
+"""The sort helper (`runtime_library/sort.py`) called directly: guard pages, strides, all dtypes.
 
 Every key dtype, lengths around the insertion runs and merge widths, lines read forwards,
 every other element and backwards, outputs written backwards, with the keys, the output

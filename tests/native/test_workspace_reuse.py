@@ -1,5 +1,6 @@
-"""Workspace reuse between calls (`codegen/workspace_cache.py`, `runtime/fastcall.py`,
-`runtime/native.py`).
+"""Workspace reuse between calls (`runtime_library/workspace_cache.py`,
+`runtime/native/fastcall.py`,
+`runtime/native/native_kernel.py`).
 
 A kernel's temporaries live in one workspace; both call paths keep the last one and reuse
 it when it fits (`abi.workspace_fits`). These tests check that the block really is reused,
@@ -18,9 +19,9 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.compiler.codegen.abi import SPARE_WORKSPACE, WORKSPACE_SLACK, workspace_fits
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.native import native_kernel
+from reverie.compiler.call_boundary.abi import SPARE_WORKSPACE, WORKSPACE_SLACK, workspace_fits
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.native_kernel import native_kernel
 
 SOURCE = """
 fn growth_loss(x: f64[N], w: f64[N]) -> f64 { return sum(cumprod(1.0 + x) * w); }

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.interpreter import interpret
-from reverie.compiler.loops.interpreter import run_program
-from reverie.compiler.loops.verifier import verify_program
-from reverie.compiler.transforms.to_loops import lower_to_loops
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.native import native_kernel
+from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.compiler.loops.loop_interpreter import run_program
+from reverie.compiler.loops.loop_verifier import verify_program
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.native_kernel import native_kernel
 
 
 def every_level(fn: Function, args: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray,

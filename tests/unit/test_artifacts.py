@@ -1,9 +1,10 @@
-"""The whole-pipeline cache (`runtime/artifacts.py`): a warm process skips every stage.
+"""The whole-pipeline cache (`runtime/native/artifacts.py`): a warm process skips every stage.
 
 A process that finds a source's function table, its kernels' IR and their native
 programs and object code in the disk cache computes values and gradients without
 parsing, lowering, transforming or generating code, and (its modules' shared objects
-opened with dlopen, runtime/shared_objects.py) without loading LLVM — checked here by what a fresh
+opened with dlopen, runtime/native/shared_objects.py) without loading LLVM — checked here by what a
+fresh
 interpreter has imported when it is done. The cache must never change a result, never
 hide a compile error, step aside for REVERIE_PRINT_IR, and rebuild what it cannot read.
 """
@@ -21,7 +22,7 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.runtime import artifacts, cache
+from reverie.runtime.native import artifacts, cache
 
 ROOT = Path(__file__).parents[2]
 
@@ -37,8 +38,9 @@ value = kernel(*args)
 grads = kernel.grad(None)(*args)
 hessian_vector = kernel.grad("w2").vjp("w2")(*args, np.ones((5, 2)))
 stages = ["reverie.dsl.generated_parser", "reverie.compiler.lower",
-          "reverie.compiler.transforms.reverse", "reverie.compiler.transforms.to_loops",
-          "reverie.compiler.codegen.llvm", "reverie.compiler.codegen.gemm", "llvmlite.binding"]
+          "reverie.compiler.transforms.reverse", "reverie.compiler.to_loops.lower_blocks",
+          "reverie.compiler.backend.llvm", "reverie.compiler.runtime_library.gemm",
+          "llvmlite.binding"]
 print(json.dumps({"value": float(value), "grads": [g.tolist() for g in grads],
                   "hvp": np.asarray(hessian_vector).tolist(),
                   "loaded": [s for s in stages if s in sys.modules]}))
@@ -197,7 +199,7 @@ def test_print_ir_is_seen_before_the_pass_printer_is_imported() -> None:
 
     assert (artifacts._PRINT_IR_MODULE, artifacts._PRINT_IR_VARIABLE) == (
         print_ir.__name__, print_ir.ENVIRONMENT_VARIABLE)
-    code = ("import json, sys\nfrom reverie.runtime import artifacts\n"
+    code = ("import json, sys\nfrom reverie.runtime.native import artifacts\n"
             "print(json.dumps([artifacts.in_use(), 'reverie.compiler.print_ir' in sys.modules]))")
     outcomes = {}
     for setting in ("", "0", "lower"):

@@ -16,8 +16,8 @@ from reverie.compiler.ir.attr_types import attribute_errors, hint_name
 from reverie.compiler.ir.core import Block, Builder, Function, Op, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.ops import OPS
+from reverie.compiler.ir.tensor_verifier import VerifyError, verify_function
 from reverie.compiler.ir.types import TensorType, scalar
-from reverie.compiler.ir.verifier import VerifyError, verify_function
 from reverie.compiler.ir.views import ForHistoryOp, ForOp, GenericOp, ReadOp, ReduceOp
 
 N = Dim.sym("N")

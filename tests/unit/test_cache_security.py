@@ -1,4 +1,5 @@
-"""The disk cache trusts nothing it did not write for the key (runtime/cache.py, runtime/jit.py).
+"""The disk cache trusts nothing it did not write for the key (runtime/native/cache.py,
+runtime/native/jit.py).
 
 Each scenario tampers with a cache built by one process, then compiles in a fresh process
 (own `REVERIE_CACHE_DIR`, a timeout against hangs, an address-space limit against runaway
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 from test_jit import affine_ir
 
-from reverie.runtime import cache, jit
+from reverie.runtime.native import cache, jit
 
 FOREIGN_UID = 65534
 CHILD_TIMEOUT_S = 120
@@ -33,7 +34,7 @@ CHILD = f"""
 import json, sys, warnings
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_jit import affine_ir, call_affine
-from reverie.runtime import jit
+from reverie.runtime.native import jit
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     modules = [jit.compile_module(affine_ir(float(s)), name="affine") for s in sys.argv[1:]]
@@ -237,7 +238,7 @@ SECRET_TAMPERINGS = {**{name: TAMPERINGS[name] for target, name in UNTRUSTED_PLA
 def test_a_secret_tampered_with_after_use_is_not_trusted_in_the_same_process(
     cache_root: Path, tampering: str
 ) -> None:
-    """The process remembers the secret it read (runtime/cache.py `_read_secret`) only
+    """The process remembers the secret it read (runtime/native/cache.py `_read_secret`) only
     while the file is the one it checked: the fixture's load read it, this one may not."""
     assert cache.load(key_of(2.0)) is not None
     SECRET_TAMPERINGS[tampering](cache_root / "secret")

@@ -6,7 +6,7 @@ back or what is raised: `rv.ArgumentTypeError` (a TypeError) for arity and dtype
 (a ValueError) for integers that do not fit the declared integer type, `IndexError` for
 integer subscripts out of range. Inputs must never be modified, and strided views must work.
 Every test runs on the NumPy interpreter, on the native backend, and on the native backend
-with every kernel's native call entry (`runtime/fastcall.py`) in front from the first call,
+with every kernel's native call entry (`runtime/native/fastcall.py`) in front from the first call,
 so each bad-argument case also goes through the entry and must fall back to the same error.
 """
 

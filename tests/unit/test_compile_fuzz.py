@@ -17,7 +17,7 @@ import numpy as np
 from fuzzing import blow_up, mutate
 
 import reverie as rv
-from reverie.compiler.ir.verifier import verify_function
+from reverie.compiler.ir.tensor_verifier import verify_function
 
 ROOT = Path(__file__).parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.rv"))

@@ -1,4 +1,4 @@
-"""The LLVM thread (`runtime/compile_queue.py`): per-process LLVM work run ahead, beside
+"""The LLVM thread (`runtime/native/compile_queue.py`): per-process LLVM work run ahead, beside
 the front end, with the inline path's results and errors.
 
 In this process: the queue's contract with plain jobs (a wait point waits, takes back a
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from reverie.compiler.print_ir import capture
-from reverie.runtime import compile_queue
+from reverie.runtime.native import compile_queue
 
 ROOT = Path(__file__).parents[2]
 CHILD_TIMEOUT_S = 120
@@ -127,7 +127,7 @@ COLD_CHILD = """
 import json, threading
 import numpy as np
 import reverie as rv
-from reverie.runtime import jit
+from reverie.runtime.native import jit
 compiled, compile_module = {}, jit.compile_module
 def recording(llvm_ir, *, name, **options):
     module = compile_module(llvm_ir, name=name, **options)
@@ -161,7 +161,7 @@ FAILING_HELPER_CHILD = """
 import json
 import numpy as np
 import reverie as rv
-from reverie.compiler.codegen import gemm
+from reverie.compiler.runtime_library import gemm
 def broken(name):
     raise ValueError(f"no IR for {name}")
 gemm.helper_module = broken
@@ -185,7 +185,7 @@ def test_an_error_in_work_run_ahead_surfaces_as_inline(tmp_path: Path) -> None:
 EXIT_CHILD = """
 import json, threading
 import reverie as rv
-from reverie.runtime import compile_queue
+from reverie.runtime.native import compile_queue
 rv.compile("fn f(x: f64[N]) -> f64 { return sum(x * x); }")
 compile_queue.start("last", lambda: __import__("time").sleep(0.5))
 print(json.dumps([thread.name for thread in threading.enumerate()]))

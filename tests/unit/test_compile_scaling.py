@@ -21,7 +21,7 @@ import pytest
 from fuzzing import fan_out, wide_tuple
 
 import reverie as rv
-from reverie.runtime import jit
+from reverie.runtime.native import jit
 
 RATIO = 30.0
 HANG_SECONDS = 300

@@ -10,13 +10,13 @@ import pytest
 
 import reverie as rv
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.ops import infer_types
+from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.ir.types import ShapeError, TensorType
-from reverie.compiler.loops.interpreter import run_program
 from reverie.compiler.loops.ir import Loop, Matmul
+from reverie.compiler.loops.loop_interpreter import run_program
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.compiler.transforms.contractions import contract_function
-from reverie.compiler.transforms.to_loops import lower_to_loops
 
 SIZES = {"B": 3, "N": 5, "K": 4, "M": 6, "D": 2}
 

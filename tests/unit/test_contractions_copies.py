@@ -11,12 +11,12 @@ import numpy as np
 from test_contractions import GMM, SIZES, ops_named, random_args
 
 import reverie as rv
-from reverie.compiler.ir.interpreter import interpret
-from reverie.compiler.loops.interpreter import run_program
+from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.loops.ir import Load, Loop, Store
-from reverie.compiler.loops.printer import format_program
+from reverie.compiler.loops.loop_interpreter import run_program
+from reverie.compiler.loops.loop_printer import format_program
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.compiler.transforms.contractions import contract_function
-from reverie.compiler.transforms.to_loops import lower_to_loops
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "contract" / "gmm_adjoint.txt"
 

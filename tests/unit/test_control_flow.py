@@ -15,15 +15,15 @@ import pytest
 
 import reverie as rv
 from reverie.compiler.export.mlir import export_mlir
-from reverie.compiler.ir.interpreter import interpret
-from reverie.compiler.ir.printer import format_function
-from reverie.compiler.loops.interpreter import run_program
-from reverie.compiler.loops.verifier import verify_program
-from reverie.compiler.transforms.to_loops import lower_to_loops
+from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.compiler.ir.tensor_printer import format_function
+from reverie.compiler.loops.loop_interpreter import run_program
+from reverie.compiler.loops.loop_verifier import verify_program
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.dsl import ast
 from reverie.dsl.parser import parse
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.mlir_backend import mlir_tools
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.mlir_backend import mlir_tools
 
 RNG = np.random.default_rng(12)
 

@@ -1,4 +1,4 @@
-"""`os.fork` while other threads compile (runtime/locks.py).
+"""`os.fork` while other threads compile (runtime/native/locks.py).
 
 The child of a fork has only the forking thread; a lock another thread held at that moment
 would stay held there for ever. Every run-time lock is reinitialised in the child, and a
@@ -97,7 +97,7 @@ print(json.dumps(status))
 
 def test_a_child_forked_while_the_compile_lock_is_held_compiles(tmp_path: Path) -> None:
     body = WHILE_A_LOCK_IS_HELD.replace(
-        "LOCK", "__import__('reverie.runtime.helpers').runtime.helpers.LOCK")
+        "LOCK", "__import__('reverie.runtime.native.helpers').runtime.native.helpers.LOCK")
     assert run_script(body, tmp_path) == 0
 
 
@@ -130,8 +130,8 @@ def test_a_fork_waits_until_no_thread_is_inside_llvm(tmp_path: Path) -> None:
 # Locks made after start-up, through the registry and by an LruCache, each held by another
 # thread at the fork; the child takes every one (within a second).
 NEW_LOCKS_HELD = """
-from reverie.runtime import locks
-from reverie.runtime.lru import LruCache
+from reverie.runtime.native import locks
+from reverie.runtime.native.lru import LruCache
 cache = LruCache(4)
 made = [locks.runtime_lock(), locks.runtime_lock(reentrant=True), locks.runtime_condition(),
         cache._lock]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reverie.dsl.parser import parse
-from reverie.dsl.printer import format_ast
+from reverie.dsl.source_printer import format_ast
 
 GOLDEN_DIR = Path(__file__).parents[1] / "golden" / "ast"
 PROGRAMS = sorted(GOLDEN_DIR.glob("*.rv"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import reverie as rv
-from reverie.compiler.ir.verifier import verify_function
+from reverie.compiler.ir.tensor_verifier import verify_function
 
 ROOT = Path(__file__).parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.rv"))

@@ -16,15 +16,15 @@ from test_benchmarks import load_workloads
 import reverie as rv
 from reverie.compiler import pipeline
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.interpreter import interpret
-from reverie.compiler.ir.printer import format_function
-from reverie.compiler.loops.interpreter import run_program
+from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.compiler.ir.tensor_printer import format_function
+from reverie.compiler.loops.loop_interpreter import run_program
 from reverie.compiler.pipeline import Request, compile_function
 from reverie.compiler.print_ir import capture
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.compiler.transforms.hoist import hoist_function
-from reverie.compiler.transforms.to_loops import lower_to_loops
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.native import native_kernel
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.native_kernel import native_kernel
 
 SIZES = {"N": 7, "K": 3, "D": 5, "M": 4}
 

@@ -18,10 +18,10 @@ from level_helpers import every_level
 import reverie as rv
 from reverie.compiler.ir.core import Block, Function, Value
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.scope import Scope
+from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.compiler.ir.tensor_verifier import verify_function
 from reverie.compiler.ir.types import TensorType, scalar
-from reverie.compiler.ir.verifier import verify_function
 from reverie.compiler.transforms import simplify as simplify_module
 from reverie.compiler.transforms.jacobian import MODES, jacobian_function
 from reverie.compiler.transforms.simplify import simplify

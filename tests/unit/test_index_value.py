@@ -1,4 +1,4 @@
-"""Dimension expressions emitted as LLVM integers (`codegen/irutil.index_value`).
+"""Dimension expressions emitted as LLVM integers (`backend/irutil.index_value`).
 
 Floor division by a constant must floor for negative numerators too (a dimension
 expression such as `(N - 100) // 64` can be negative before `max(..., 0)` applies): by a
@@ -13,9 +13,9 @@ import ctypes
 import pytest
 from llvmlite import ir
 
-from reverie.compiler.codegen.irutil import I64, index_value
+from reverie.compiler.backend.irutil import I64, index_value
 from reverie.compiler.ir.dims import Dim
-from reverie.runtime import jit
+from reverie.runtime.native import jit
 
 N = Dim.sym("N")
 UNARY = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.compiler.loops.interpreter import run_program
 from reverie.compiler.loops.ir import Accumulator, Loop, Program, Store
-from reverie.compiler.transforms.to_loops import lower_to_loops
+from reverie.compiler.loops.loop_interpreter import run_program
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 
 SIZES = {"N": 7, "K": 3, "D": 5}
 

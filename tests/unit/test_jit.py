@@ -1,4 +1,4 @@
-"""The JIT (runtime/jit.py) and its disk cache (runtime/cache.py)."""
+"""The JIT (runtime/native/jit.py) and its disk cache (runtime/native/cache.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reverie.runtime import cache, jit
+from reverie.runtime.native import cache, jit
 
 BINARY = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_double)
 

@@ -12,9 +12,9 @@ import pytest
 import reverie as rv
 from reverie import kernel as kernel_module
 from reverie import module as module_module
-from reverie.runtime import jit
-from reverie.runtime.lru import LruCache
-from reverie.runtime.native import NativeKernel
+from reverie.runtime.native import jit
+from reverie.runtime.native.lru import LruCache
+from reverie.runtime.native.native_kernel import NativeKernel
 
 LOSS = "fn f(x: f64[N], w: f64[N], y: f64) -> f64 { return (sum(x * w) - y) ** 2.0; }"
 FOUR = "fn f(a: f64, b: f64, c: f64, d: f64) -> f64 { return a * b * c * d + a * a * b; }"

@@ -6,7 +6,7 @@ Every file of `runtime/` is parsed (not imported) and each import in it is resol
 depth — inside functions, under `if TYPE_CHECKING:`, relative (`from .. import kernel`) or
 through `importlib.import_module("...")` with a literal name. The run time may import the
 front end, the compiler and itself, never the public API (what it needs from there is the
-`CompiledKernel` protocol and the compiler handed to it: `runtime/kernel_protocol.py`); the
+`CompiledKernel` protocol and the compiler handed to it: `runtime/native/kernel_protocol.py`); the
 front end and the compiler import neither the run time nor the public API.
 """
 
@@ -23,9 +23,10 @@ import reverie as rv
 import reverie.compiler
 import reverie.dsl
 import reverie.runtime
-from reverie.runtime import kernel_protocol, ops_kernels
-from reverie.runtime.kernel_protocol import CompiledKernel
-from reverie.runtime.lru import LruCache
+from reverie.runtime.native import kernel_protocol
+from reverie.runtime.native.kernel_protocol import CompiledKernel
+from reverie.runtime.native.lru import LruCache
+from reverie.runtime.tensors import operator_kernels as ops_kernels
 
 LOWER_LAYERS = {"runtime": ("reverie.compiler", "reverie.dsl", "reverie.runtime"),
                 "compiler": ("reverie.compiler", "reverie.dsl"),
@@ -33,7 +34,7 @@ LOWER_LAYERS = {"runtime": ("reverie.compiler", "reverie.dsl", "reverie.runtime"
 # The ladder (compiler/pipeline.py) is the one compiler file whose last two stages,
 # llvm-opt and jit, are the run time's JIT: it names them (imported on first use) so that
 # every stage from source to native code is in one table. Nothing else may do so.
-LADDER_IMPORTS = ("reverie.runtime.jit", "reverie.runtime.mlir_backend")
+LADDER_IMPORTS = ("reverie.runtime.native.jit", "reverie.runtime.native.mlir_backend")
 ROOTS = {"runtime": reverie.runtime, "compiler": reverie.compiler, "dsl": reverie.dsl}
 DYNAMIC_IMPORTS = {"import_module", "__import__"}
 
@@ -100,10 +101,10 @@ def test_layer_imports_only_the_layers_below_it(layer: str) -> None:
     "import reverie.module",
     "import reverie",
     "from reverie import Kernel",
-    "from reverie import transforms",
+    "from reverie import kernel_transforms as transforms",
     "from .. import module",
     "from ..kernel import Kernel",
-    "def f():\n    from reverie.transforms import batched_vjp\n",
+    "def f():\n    from reverie.kernel_transforms import batched_vjp\n",
     "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from reverie.kernel import Kernel\n",
     "import importlib\nimportlib.import_module('reverie.module')\n",
 ])
@@ -124,7 +125,7 @@ def test_the_check_allows_the_layers_below(source: str) -> None:
 
 
 def test_the_compiler_may_not_import_the_run_time() -> None:
-    assert forbidden_imports("from reverie.runtime.call import bind_arguments",
+    assert forbidden_imports("from reverie.runtime.native.call import bind_arguments",
                              "reverie.compiler.codegen", LOWER_LAYERS["compiler"])
     assert forbidden_imports("from ...runtime import jit", "reverie.compiler.codegen",
                              LOWER_LAYERS["compiler"])

@@ -24,10 +24,9 @@ from test_examples import EXAMPLE_FILES, SIZES, make_args
 import reverie as rv
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.interpreter import interpret
+from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.compiler.loops import ir as loop_ir
-from reverie.compiler.loops.interpreter import LoopMemoryError, run_program
 from reverie.compiler.loops.ir import (
     MATMUL_PACK_ELEMENTS,
     Accumulate,
@@ -48,12 +47,13 @@ from reverie.compiler.loops.ir import (
     Var,
     View,
 )
-from reverie.compiler.loops.printer import format_program
-from reverie.compiler.loops.verifier import LoopVerifyError, verify_program
-from reverie.compiler.transforms import to_loops
-from reverie.compiler.transforms.to_loops import lower_to_loops
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.native import native_kernel
+from reverie.compiler.loops.loop_interpreter import LoopMemoryError, run_program
+from reverie.compiler.loops.loop_printer import format_program
+from reverie.compiler.loops.loop_verifier import LoopVerifyError, verify_program
+from reverie.compiler.to_loops import lower_blocks as to_loops
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.native_kernel import native_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
 from native_helpers import assert_same  # noqa: E402

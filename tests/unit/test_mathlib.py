@@ -1,7 +1,8 @@
-"""Accuracy, special values and vectorisation of the IR math library (compiler/codegen/mathlib).
+"""Accuracy, special values and vectorisation of the IR math library (compiler/backend/mathlib).
 
 For each dtype one module holds a loop kernel per function, `void k_<name>(ptr in, [ptr in2,]
-ptr out, i64 n)`, compiled by `runtime/jit.py` and called through ctypes. Results are compared
+ptr out, i64 n)`, compiled by `runtime/native/jit.py` and called through ctypes. Results are
+compared
 in ulps with a more precise NumPy reference: f64 for f32 kernels, long double (x86's 80-bit
 format) for f64 kernels, `math.erf` for erf. Sin, cos and tan are sampled over the whole float
 range, including floats closer to multiples of pi/2 than random ones (Payne-Hanek reduction).
@@ -20,11 +21,11 @@ import pytest
 from llvmlite import ir
 
 import reverie as rv
-from reverie.compiler.codegen import trig
-from reverie.compiler.codegen.mathlib import SUPPORTED, MathLib
-from reverie.compiler.codegen.payne_hanek import two_over_pi_bits
-from reverie.runtime.jit import JitModule, compile_module, host_target
-from reverie.runtime.jit_module import KERNEL_PIPELINE
+from reverie.compiler.backend import trig
+from reverie.compiler.backend.mathlib import SUPPORTED, MathLib
+from reverie.compiler.backend.payne_hanek import two_over_pi_bits
+from reverie.runtime.native.jit import JitModule, compile_module, host_target
+from reverie.runtime.native.jit_module import KERNEL_PIPELINE
 
 DTYPES = {"f32": np.float32, "f64": np.float64}
 IR_TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType()}
@@ -311,7 +312,8 @@ def _targets() -> dict[str, tuple[str, str]]:
 @functools.cache
 def optimised_for(dtype: str, target: str) -> tuple[str, str]:
     """(optimised IR, assembly) of the kernels module for `target`: the JIT's for the host,
-    else optimised and compiled as `runtime/jit.py` does (KERNEL_PIPELINE, always-inliner)."""
+    else optimised and compiled as `runtime/native/jit.py` does (KERNEL_PIPELINE,
+    always-inliner)."""
     if target == "host":
         return compiled(dtype).llvm_ir, compiled(dtype).asm
     cpu, features = _targets()[target]

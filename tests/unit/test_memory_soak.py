@@ -17,7 +17,7 @@ PRELUDE = textwrap.dedent("""
     import gc, json, os, sys
     import numpy as np
     import reverie as rv
-    from reverie.runtime import jit
+    from reverie.runtime.native import jit
 
     def rss_kb():
         gc.collect()

@@ -1,4 +1,5 @@
-"""The MLIR export (`compiler/export/mlir.py`) and `backend="mlir"` (`runtime/mlir_backend.py`).
+"""The MLIR export (`compiler/export/mlir.py`) and `backend="mlir"`
+(`runtime/native/mlir_backend.py`).
 
 Every function checked here is exported, lowered by the real `mlir-opt` and
 `mlir-translate` (a failing exit code fails the test), JIT-compiled and run on small random
@@ -28,13 +29,13 @@ import reverie as rv
 from reverie.compiler.export.mlir import export_mlir, export_mlir_module
 from reverie.compiler.export.mlir_ops import LOWERINGS
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.ops import OPS
+from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.compiler.transforms.reverse import grad_function, vjp_function
 from reverie.dsl.diagnostics import CompileError
-from reverie.runtime.call import BoundCall, bind_arguments
-from reverie.runtime.mlir_backend import (
+from reverie.runtime.native.call import BoundCall, bind_arguments
+from reverie.runtime.native.mlir_backend import (
     MlirKernel,
     MlirProgram,
     MlirToolError,

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.compiler.codegen.gemm import helper_module
 from reverie.compiler.loops.ir import Loop, Store
-from reverie.compiler.loops.printer import format_program
-from reverie.compiler.transforms.to_loops import lower_to_loops
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.native import NativeKernel, native_kernel
+from reverie.compiler.loops.loop_printer import format_program
+from reverie.compiler.runtime_library.gemm import helper_module
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.native_kernel import NativeKernel, native_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
 from native_helpers import check, sample, specialised  # noqa: E402
@@ -158,7 +158,7 @@ def test_very_long_fused_chains_are_cut_into_several_nests() -> None:
 HELPERS_ON_DEMAND = """
 import numpy as np
 import reverie as rv
-from reverie.runtime import native
+from reverie.runtime.native import native_kernel as native
 def loaded():
     return [int(address) != 0 for address in native.helper_table()[:2]]
 x = np.arange(6.0).reshape(2, 3)

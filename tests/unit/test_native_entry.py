@@ -1,4 +1,4 @@
-"""The native call entry (`codegen/fastcall.py`, `runtime/fastcall.py`).
+"""The native call entry (`call_boundary/fastcall_entry.py`, `runtime/native/fastcall.py`).
 
 After a kernel's first call, its calls go straight into native code that checks the
 arguments, allocates the results and runs the kernel; whatever it does not take goes to

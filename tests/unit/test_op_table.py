@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.compiler.codegen import scalar_ops
-from reverie.compiler.codegen.mathlib import SUPPORTED
+from reverie.compiler.backend import scalar_ops
+from reverie.compiler.backend.mathlib import SUPPORTED
 from reverie.compiler.export import mlir_scalar
 from reverie.compiler.export.mlir import export_mlir
 from reverie.compiler.export.mlir_ops import LOWERINGS
@@ -35,9 +35,9 @@ from reverie.compiler.ir.ops import (
     VJP,
     dtype_class,
 )
-from reverie.compiler.loops import emitter
 from reverie.compiler.lower.builtins import BUILTINS, UNARY_BUILTINS
-from reverie.compiler.transforms import to_loops
+from reverie.compiler.to_loops import emitter
+from reverie.compiler.to_loops import lower_blocks as to_loops
 from reverie.compiler.transforms.batch_rules import BATCH_RULES
 from reverie.compiler.transforms.forward_rules import JVP_RULES
 from reverie.compiler.transforms.reverse import VJP_RULES
@@ -90,7 +90,7 @@ def test_both_modes_come_from_the_one_declared_derivative(name: str) -> None:
 
 
 def test_groups_come_from_the_rows() -> None:
-    from reverie.compiler.loops.fusion import CHEAP_OPS, VIEW_OPS
+    from reverie.compiler.to_loops.fusion_plan import CHEAP_OPS, VIEW_OPS
 
     assert VIEW_OPS == {"transpose", "slice", "broadcast", "reshape", "stop_gradient",
                         "dynamic_index"}

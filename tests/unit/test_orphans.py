@@ -1,4 +1,4 @@
-"""What killed processes leave behind is removed by the next process (runtime/orphans.py).
+"""What killed processes leave behind is removed by the next process (runtime/native/orphans.py).
 
 A process SIGKILLed while writing a disk-cache entry leaves its `.tmp-<pid>-…` file; one
 killed while it had shared objects open leaves its `reverie-so-<pid>-…` directory. The
@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from reverie.runtime import cache
-from reverie.runtime.orphans import DEAD_OWNER_QUIET_S, ORPHAN_AGE_S
+from reverie.runtime.native import cache
+from reverie.runtime.native.orphans import DEAD_OWNER_QUIET_S, ORPHAN_AGE_S
 
 ROOT = Path(__file__).parents[2]
 # Stores an entry, stopped after writing its temporary file (before the rename).
 STOPPED_WRITER = """
 import os, time
-from reverie.runtime import cache
+from reverie.runtime.native import cache
 def stop(*args, **keywords):
     print("written", flush=True)
     time.sleep(600)
@@ -35,7 +35,7 @@ cache.store("victim", b"x" * 1000)
 # Opens its library directory, with a library file written but not yet unlinked in it.
 STOPPED_LOADER = """
 import os, time
-from reverie.runtime import shared_objects
+from reverie.runtime.native import shared_objects
 directory = shared_objects._private_directory()
 open(os.path.join(directory, f"{os.getpid()}-0.so"), "wb").close()
 print("written", flush=True)
@@ -43,7 +43,7 @@ time.sleep(600)
 """
 SWEEPER = """
 import os
-from reverie.runtime import cache, shared_objects
+from reverie.runtime.native import cache, shared_objects
 cache.store("sweeper", b"y")
 print(shared_objects._private_directory())
 """
@@ -160,7 +160,7 @@ def test_a_killed_process_s_library_directory_is_removed_and_a_live_one_s_kept(
 # library directory must survive that.
 FORK_EXITS = """
 import os, sys
-from reverie.runtime import shared_objects
+from reverie.runtime.native import shared_objects
 directory = shared_objects._private_directory()
 pid = os.fork()
 if pid == 0:

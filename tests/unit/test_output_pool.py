@@ -1,4 +1,4 @@
-"""The output pool (`runtime/output_pool.py`) on its own: which requests it serves, when a
+"""The output pool (`runtime/native/output_pool.py`) on its own: which requests it serves, when a
 block is free again, that threads get distinct blocks, and that what it keeps is bounded.
 
 Blocks are at least 32 MiB but `numpy.empty` maps them without touching their pages, so
@@ -15,10 +15,10 @@ import threading
 import numpy as np
 import pytest
 
-from reverie.compiler.codegen.abi import POOLED_OUTPUT_BYTES
-from reverie.runtime import output_pool
-from reverie.runtime.call import finish_results
-from reverie.runtime.output_pool import SLACK, OutputPool
+from reverie.compiler.call_boundary.abi import POOLED_OUTPUT_BYTES
+from reverie.runtime.native import output_pool
+from reverie.runtime.native.call import finish_results
+from reverie.runtime.native.output_pool import SLACK, OutputPool
 
 LARGE = POOLED_OUTPUT_BYTES // 8  # f64 elements of the smallest pooled output
 
@@ -142,7 +142,7 @@ def test_threads_taking_at_once_get_distinct_blocks() -> None:
 
 
 def test_the_environment_variable_turns_the_pool_off() -> None:
-    script = ("import numpy as np; from reverie.runtime import output_pool as p; "
+    script = ("import numpy as np; from reverie.runtime.native import output_pool as p; "
               "print(p.empty is np.empty)")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             env={**os.environ, "REVERIE_OUTPUT_POOL": "0"}, check=True)

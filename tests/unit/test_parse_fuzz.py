@@ -17,7 +17,7 @@ from fuzzing import mutate
 
 from reverie.dsl.diagnostics import ParseError
 from reverie.dsl.parser import parse
-from reverie.dsl.printer import format_ast
+from reverie.dsl.source_printer import format_ast
 
 SEED_PROGRAMS = sorted((Path(__file__).parents[1] / "golden" / "ast").glob("*.rv"))
 MUTANTS = 1200

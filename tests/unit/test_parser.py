@@ -10,7 +10,7 @@ import pytest
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import CompileError, ParseError
 from reverie.dsl.parser import KEYWORDS, MAX_NESTING, parse
-from reverie.dsl.printer import format_expr
+from reverie.dsl.source_printer import format_expr
 
 GOLDEN_PROGRAMS = sorted((Path(__file__).parents[1] / "golden" / "ast").glob("*.rv"))
 

@@ -14,13 +14,13 @@ import pytest
 
 import reverie as rv
 from reverie.compiler.ir.core import Function
-from reverie.compiler.ir.interpreter import interpret
-from reverie.compiler.loops.interpreter import run_program
-from reverie.compiler.loops.printer import format_program
-from reverie.compiler.transforms import to_loops
-from reverie.compiler.transforms.to_loops import lower_to_loops
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.native import native_kernel
+from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.compiler.loops.loop_interpreter import run_program
+from reverie.compiler.loops.loop_printer import format_program
+from reverie.compiler.to_loops import lower_blocks as to_loops
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.native_kernel import native_kernel
 
 NEIGHBOURS = "fn f(x: f64[N]) -> f64 { return sum(x[1:] * x[:N - 1]); }"
 EXPECTED = """\

@@ -18,8 +18,8 @@ from reverie.compiler.pipeline import LADDERS, Fused, MlirExport, Request, climb
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import CompileError
 from reverie.module import STAGES
-from reverie.runtime import jit
-from reverie.runtime.jit import JitModule, LlvmModule
+from reverie.runtime.native import jit
+from reverie.runtime.native.jit import JitModule, LlvmModule
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = """

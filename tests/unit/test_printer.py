@@ -1,11 +1,11 @@
-"""Unit tests for reverie.dsl.printer on hand-built ASTs (independent of the parser)."""
+"""Unit tests for reverie.dsl.source_printer on hand-built ASTs (independent of the parser)."""
 
 from __future__ import annotations
 
 import pytest
 
 from reverie.dsl import ast
-from reverie.dsl.printer import format_ast, format_expr, format_type
+from reverie.dsl.source_printer import format_ast, format_expr, format_type
 
 
 def name(identifier: str) -> ast.Name:

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import reverie as rv
-from reverie.compiler.ir.interpreter import interpret
+from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.transforms.residuals import split_vjp
 from reverie.compiler.transforms.reverse import vjp_function
 from reverie.kernel import Kernel
-from reverie.transforms import vjp_backward, vjp_forward
+from reverie.kernel_transforms import vjp_backward, vjp_forward
 
 SOURCE = """
 fn layer(x: float[B, D], w: float[D, H], b: float[H]) -> float[B, H] {

@@ -13,10 +13,9 @@ import pytest
 
 import reverie as rv
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.interpreter import interpret
+from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.loops.dead_code import remove_dead_code
 from reverie.compiler.loops.effects import can_move_above, effects, walk
-from reverie.compiler.loops.interpreter import run_program
 from reverie.compiler.loops.ir import (
     Accumulate,
     Accumulator,
@@ -37,10 +36,11 @@ from reverie.compiler.loops.ir import (
     View,
 )
 from reverie.compiler.loops.loop_fusion import fuse_sequential_loops
-from reverie.compiler.loops.verifier import verify_program
-from reverie.compiler.transforms.to_loops import lower_to_loops
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.native import native_kernel
+from reverie.compiler.loops.loop_interpreter import run_program
+from reverie.compiler.loops.loop_verifier import verify_program
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.native_kernel import native_kernel
 
 LSTM = Path(__file__).resolve().parents[2] / "examples" / "lstm_update.rv"
 LSTM_SIZES = {"T": 5, "D": 3, "H": 4}

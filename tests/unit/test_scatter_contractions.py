@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import reverie as rv
-from reverie.compiler.ir.interpreter import interpret
+from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.pipeline import Request, compile_source
 from reverie.compiler.transforms.contractions import contract_function
 from reverie.compiler.transforms.scatter_contractions import split_scatter_contractions

@@ -1,4 +1,5 @@
-"""Remembered modules as shared objects (runtime/shared_objects.py, runtime/remembered.py).
+"""Remembered modules as shared objects (runtime/native/shared_objects.py,
+runtime/native/remembered.py).
 
 A module compiled under a remembered key is linked into a shared object on the background
 thread; a later load under that key opens it with `dlopen` instead of linking object code
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from reverie.runtime import cache, jit, remembered, shared_objects
+from reverie.runtime.native import cache, jit, remembered, shared_objects
 
 BINARY = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_double)
 IR = """
@@ -200,7 +201,7 @@ def test_the_linking_queue_drops_jobs_beyond_its_bound() -> None:
 
 FORK_WHILE_THE_LOCK_IS_HELD = """
 import json, os, threading
-from reverie.runtime import shared_objects
+from reverie.runtime.native import shared_objects
 held, release = threading.Event(), threading.Event()
 
 def hold_the_queue() -> None:

@@ -1,5 +1,5 @@
 """Sizes computed from a call's arguments: an overflow or an impossible allocation is a clear
-error on every entry, never a crash (issue 30; `compiler/codegen/allocation.py`).
+error on every entry, never a crash (issue 30; `compiler/backend/allocation.py`).
 
 An `i64` argument that sizes a temporary, a result or a loop's history can make the bytes a
 call needs overflow int64 (`n * n * 8` with n = 2**31) or exceed any machine's memory. Each
@@ -23,11 +23,11 @@ import pytest
 from llvmlite import ir
 
 import reverie as rv
-from reverie.compiler.codegen.abi import WORKSPACE_HEADER, WORKSPACE_SLACK
-from reverie.compiler.codegen.allocation import MAX_ALLOCATION_BYTES
-from reverie.compiler.codegen.irutil import I64, Overflow, index_value
+from reverie.compiler.backend.allocation import MAX_ALLOCATION_BYTES
+from reverie.compiler.backend.irutil import I64, Overflow, index_value
+from reverie.compiler.call_boundary.abi import WORKSPACE_HEADER, WORKSPACE_SLACK
 from reverie.compiler.ir.dims import Dim, ceil_sqrt
-from reverie.runtime import jit
+from reverie.runtime.native import jit
 
 SOURCE = """
 fn f(x: f64[N], steps: i64) -> f64 {        # its gradient stores `steps` rows of N

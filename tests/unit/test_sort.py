@@ -4,7 +4,7 @@ The permutation must be torch.sort(stable=True)'s, with ties, NaN (last ascendin
 descending, all tied), -0.0 tied with +0.0 and ±inf, for every key dtype, along every
 axis of a rank-3 tensor (strided lines), at lengths around the merge sort's insertion
 runs: the reference interpreter (NumPy's stable sort), the loop-IR interpreter and the
-native kernel (the merge-sort helper, `codegen/sort.py`) agree with torch and with each
+native kernel (the merge-sort helper, `runtime_library/sort.py`) agree with torch and with each
 other; batching moves the axis; where `mlir-opt-19` is installed the MLIR export (which
 counts ranks, O(n²)) agrees on small lines. At n = 10⁵ (10¹⁰ comparisons for the old
 rank counting) the compiled functions match torch in a second or so; the loop program
@@ -23,17 +23,17 @@ from level_helpers import every_level
 import reverie as rv
 from reverie.compiler.ir.core import Block, Function, Value
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.scope import Scope
+from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.compiler.ir.tensor_verifier import verify_function
 from reverie.compiler.ir.types import NUMPY_DTYPES, ShapeError, TensorType
-from reverie.compiler.ir.verifier import verify_function
 from reverie.compiler.loops.ir import Loop, Sort
-from reverie.compiler.loops.printer import format_program
+from reverie.compiler.loops.loop_printer import format_program
+from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.compiler.transforms.batch import batch_function
-from reverie.compiler.transforms.to_loops import lower_to_loops
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.mlir_backend import mlir_tools
-from reverie.runtime.native import native_kernel
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.mlir_backend import mlir_tools
+from reverie.runtime.native.native_kernel import native_kernel
 
 DTYPES = ["f32", "f64", "i32", "i64"]
 

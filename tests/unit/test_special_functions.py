@@ -25,12 +25,12 @@ import scipy.special as sp
 
 from reverie.compiler.ir.core import Block, Function, Value
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.interpreter import interpret
 from reverie.compiler.ir.scope import Scope
+from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.ir.types import NUMPY_DTYPES, TensorType
-from reverie.runtime.call import bind_arguments
-from reverie.runtime.mlir_backend import MlirKernel, mlir_tools
-from reverie.runtime.native import native_kernel
+from reverie.runtime.native.call import bind_arguments
+from reverie.runtime.native.mlir_backend import MlirKernel, mlir_tools
+from reverie.runtime.native.native_kernel import native_kernel
 
 ORDERS = (1, 2, 3, 4)
 NAMES = ("lgamma", "digamma", *(f"polygamma{n}" for n in ORDERS))

@@ -2,7 +2,7 @@
 ahead of time.
 
 No timings: fresh processes report which modules they imported. A warm start (a new
-process whose disk cache holds the module: `runtime/fastcall.py`) reaches its first value
+process whose disk cache holds the module: `runtime/native/fastcall.py`) reaches its first value
 and gradient without importing the front end, the IR, the passes, the loop IR, the code
 generators or LLVM, and gets the cold process's results and errors. dsl/generated_parser.py
 must be what Lark's stand-alone generator makes of today's grammar.lark (same code, same
@@ -29,7 +29,7 @@ import pytest
 
 import reverie as rv
 from reverie.dsl import generated_parser, parser
-from reverie.runtime import artifacts, fastcall
+from reverie.runtime.native import artifacts, fastcall
 
 DSL = Path(parser.__file__).parent
 GOLDEN = Path(__file__).parents[1] / "golden"
@@ -91,9 +91,9 @@ print(json.dumps({"value": float(value), "grads": [g.tolist() for g in grads],
 """
 # What a warm start must not import: the front end, the IR and its passes, the ladder, the
 # loop IR, the code generators, llvmlite (not even its package: the host description is
-# remembered under llvmlite's installed files, runtime/remembered.py), the native backend's
-# IR path and its LLVM thread (runtime/compile_queue.py), the pass printer
-# (runtime/artifacts.py `in_use`) and the tape; nor the standard
+# remembered under llvmlite's installed files, runtime/native/remembered.py), the native backend's
+# IR path and its LLVM thread (runtime/native/compile_queue.py), the pass printer
+# (runtime/native/artifacts.py `in_use`) and the tape; nor the standard
 # modules that cost it milliseconds (OpenSSL's libcrypto behind hashlib and hmac: the
 # cache's MAC is BLAKE2b; dataclasses).
 NOT_ON_THE_WARM_PATH = ("_hashlib", "hashlib", "hmac", "secrets", "dataclasses",
@@ -103,27 +103,28 @@ NOT_ON_THE_WARM_PATH = ("_hashlib", "hashlib", "hmac", "secrets", "dataclasses",
                         "reverie.compiler.ir.types", "reverie.compiler.ir.ops",
                         "reverie.compiler.lower", "reverie.compiler.transforms",
                         "reverie.compiler.pipeline", "reverie.compiler.loops",
-                        "reverie.compiler.codegen.llvm", "reverie.runtime.native",
-                        "reverie.runtime.compile_queue", "reverie.runtime.tape",
-                        "reverie.runtime.tensor")
-LLVM_THREAD = "reverie-llvm"  # runtime/compile_queue.py's
+                        "reverie.compiler.backend.llvm", "reverie.runtime.native.native_kernel",
+                        "reverie.runtime.native.compile_queue", "reverie.runtime.tensors.tape",
+                        "reverie.runtime.tensors.tensor")
+LLVM_THREAD = "reverie-llvm"  # runtime/native/compile_queue.py's
 
 
-# Every Reverie module a warm start imports (`import reverie`'s four first), and no other:
+# Every Reverie module a warm start imports (`import reverie`'s first), and no other:
 # each costs it ~0.3 M instructions however small (benchmarks/README.md, eighth session),
 # so a module added to the warm path must be added here on purpose.
 WARM_PATH_MODULES = sorted([
-    "reverie", "reverie.runtime", "reverie.runtime.kernel_protocol", "reverie.runtime.version",
-    "reverie.module", "reverie.kernel", "reverie.transforms",
-    "reverie.compiler", "reverie.compiler.lazy",
+    "reverie", "reverie.runtime", "reverie.runtime.native",
+    "reverie.runtime.native.kernel_protocol", "reverie.runtime.native.version", "reverie.module",
+    "reverie.kernel", "reverie.kernel_transforms", "reverie.compiler", "reverie.compiler.lazy",
     "reverie.compiler.ir", "reverie.compiler.ir.dtypes", "reverie.compiler.ir.iteration_limit",
-    "reverie.compiler.codegen", "reverie.compiler.codegen.abi",
-    "reverie.compiler.codegen.fastcall_descriptor",
-    "reverie.runtime.artifacts", "reverie.runtime.cache", "reverie.runtime.lru",
-    "reverie.runtime.locks", "reverie.runtime.orphans",
-    "reverie.runtime.call", "reverie.runtime.output_pool", "reverie.runtime.fastcall",
-    "reverie.runtime.helpers", "reverie.runtime.blas", "reverie.runtime.jit_module",
-    "reverie.runtime.pool", "reverie.runtime.remembered", "reverie.runtime.shared_objects",
+    "reverie.compiler.call_boundary", "reverie.compiler.call_boundary.abi",
+    "reverie.compiler.call_boundary.fastcall_descriptor", "reverie.runtime.native.artifacts",
+    "reverie.runtime.native.cache", "reverie.runtime.native.lru", "reverie.runtime.native.locks",
+    "reverie.runtime.native.orphans", "reverie.runtime.native.call",
+    "reverie.runtime.native.output_pool", "reverie.runtime.native.fastcall",
+    "reverie.runtime.native.helpers", "reverie.runtime.native.blas",
+    "reverie.runtime.native.jit_module", "reverie.runtime.native.pool",
+    "reverie.runtime.native.remembered", "reverie.runtime.native.shared_objects",
 ])
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.runtime import tape
+from reverie.runtime.tensors import tape
 
 SOURCE = """
 fn dot(x: f64[N], y: f64[N]) -> f64 { return sum(x * y); }

@@ -1,4 +1,4 @@
-"""sin, cos and tan through `compiler/codegen/trig.py`: the f32 reduction below F32_SHORT and
+"""sin, cos and tan through `compiler/backend/trig.py`: the f32 reduction below F32_SHORT and
 the one sincos (a call, whose vector versions are inlined once the loop is vectorised) that a
 sin and a cos of the same value share.
 
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.compiler.codegen.trig import F32_SHORT
+from reverie.compiler.backend.trig import F32_SHORT
 
 BOUNDS = {"sin": 2.0, "cos": 2.0, "tan": 3.5}  # ulps, as test_mathlib.py asserts
 REFERENCES = {"sin": np.sin, "cos": np.cos, "tan": np.tan}

@@ -1,4 +1,5 @@
-"""The native entry keeps a kernel's workspace for its next call (`codegen/workspace_cache.py`).
+"""The native entry keeps a kernel's workspace for its next call
+(`runtime_library/workspace_cache.py`).
 
 A large workspace allocated fresh per call is faulted in and zeroed page by page on every
 call; kept, the next call touches no new page. These tests check that a kept workspace is

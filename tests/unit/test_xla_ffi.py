@@ -1,4 +1,4 @@
-"""The XLA FFI handler (`codegen/xla_ffi.py`) called directly with hand-built call frames:
+"""The XLA FFI handler (`call_boundary/xla_ffi.py`) called directly with hand-built call frames:
 it answers XLA's metadata query with its API version and ignores stages other than execute;
 each error site's message becomes a printf format. (Calls through XLA are in
 tests/api/test_interop_jax_transforms.py.)"""
@@ -10,14 +10,14 @@ import ctypes
 import pytest
 
 import reverie as rv
-from reverie.compiler.codegen.xla_ffi import (
+from reverie.compiler.call_boundary.xla_ffi import (
     FFI_API_VERSION,
     error_format,
     handler_module,
     handler_symbol,
 )
 from reverie.compiler.loops.ir import ErrorSite
-from reverie.runtime.jit import compile_module
+from reverie.runtime.native.jit import compile_module
 
 
 class Extension(ctypes.Structure):

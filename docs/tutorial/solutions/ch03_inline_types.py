@@ -1,7 +1,7 @@
 """Chapter 3: the printer with types inline, and counting ops.
 
 Exercise 1: the printer names every operand through `Namer.__getitem__`
-(`compiler/ir/printer.py`). Replacing that one method for the duration of a `with` block
+(`compiler/ir/tensor_printer.py`). Replacing that one method for the duration of a `with` block
 makes every use print its type, without editing the compiler:
 
     %0 = mul %x: f32[N], %w: f32[N] : f32[N]
@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from reverie.compiler.ir import printer
+from reverie.compiler.ir import tensor_printer as printer
 from reverie.compiler.ir.core import Function, Value
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from reverie.compiler.ir.core import Block, Function, Value
 from reverie.compiler.ir.scope import copy_block
-from reverie.compiler.ir.verifier import after_pass
+from reverie.compiler.ir.tensor_verifier import after_pass
 from reverie.compiler.transforms.simplify import constant_value, simplify
 
 

@@ -1,9 +1,9 @@
 """Chapter 8: the call boundary and the cache.
 
-Exercise 1: arguments convert by NumPy's `same_kind` rule (`runtime/call.py`): float64 to
+Exercise 1: arguments convert by NumPy's `same_kind` rule (`runtime/native/call.py`): float64 to
 float32 is the same kind and is converted (a copy, then the native code sees f32);
 complex128 to float32 is not, and is refused with `ArgumentTypeError` before any native
-code runs. The fast entry (`compiler/codegen/fastcall.py`) takes exact dtypes only and
+code runs. The fast entry (`compiler/call_boundary/fastcall_entry.py`) takes exact dtypes only and
 hands anything else to that Python path.
 
 Exercise 2: a cold process compiles every stage and fills the cache directory (the

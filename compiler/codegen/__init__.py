@@ -1,1 +1,0 @@
-"""Code generation: loop IR to LLVM IR (llvmlite), with vector math and a blocked matmul."""
