@@ -4,7 +4,7 @@ The dataset is generated chunk by chunk on the workers (each chunk from its own 
 every step sees the same rows) and never exists as a whole anywhere: it is larger than the
 memory limit this script gives each worker. Each step of gradient descent is one
 `rv.dask.value_and_grad` call: every chunk's compiled gradient runs where the chunk is made,
-and the partial gradients are summed by a tree of tasks (SPEC §3.6, docs/scaling.md).
+and the partial gradients are summed by a tree of tasks (docs/api.md §10, docs/scaling.md).
 
     pip install -e ".[dask]"
     python examples/dask_fit.py                        # 2 workers, 1 GB of data, 8 steps

@@ -1,4 +1,4 @@
-"""A WGAN-GP critic trained with a gradient penalty, compiled by Reverie (SPEC §3.7).
+"""A WGAN-GP critic trained with a gradient penalty, compiled by Reverie (docs/api.md §9).
 
 The critic is an ordinary `nn.Module` compiled with `torch.compile(critic,
 backend="reverie")`. Its loss holds the gradient penalty (Gulrajani et al., 2017)

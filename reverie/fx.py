@@ -941,7 +941,7 @@ class CompiledGraph:
 
 def compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,  # noqa: A001
             fallback: bool = False) -> CompiledGraph:
-    """`gm` compiled by Reverie for inputs shaped like `example_inputs` (SPEC §3.7)."""
+    """`gm` compiled by Reverie for inputs shaped like `example_inputs` (docs/api.md §9)."""
     if not isinstance(gm, torch.fx.GraphModule):
         raise TypeError(f"rv.fx.compile expects a torch.fx.GraphModule, got "
                         f"{type(gm).__name__} (use torch.fx.symbolic_trace(model))")

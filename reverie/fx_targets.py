@@ -1,4 +1,4 @@
-"""The one table of torch targets that `rv.fx` maps onto Reverie (SPEC §3.7).
+"""The one table of torch targets that `rv.fx` maps onto Reverie (docs/api.md §9).
 
 A torch FX graph names what each node does by its target: a function (`torch.tanh`,
 `operator.add`, `torch.nn.functional.linear`), a method name (`"softmax"`, `"view"`), or,
@@ -10,7 +10,7 @@ statements whose gradients, to any order, come from Reverie's own rules.
     METHODS["softmax"]                      # (input, dim, dtype) -> softmax(x, axis=dim)
     MODULES[nn.LayerNorm]                   # (module, weights, x) -> F.layer_norm's row
 
-Every argument of a target is honoured or refused by name (SPEC §3.7): a rule's recording
+Every argument of a target is honoured or refused by name: a rule's recording
 function takes torch's parameters under torch's names and in torch's order, and those are
 the arguments it honours, save the ones its `only` accepts at one value (`inplace=False`).
 An argument it has no parameter for, a value `only` does not accept, or a tensor that eager

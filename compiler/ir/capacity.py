@@ -1,4 +1,4 @@
-"""Trip-count dimensions: run-time loop counts that size a history (SPEC §2.6, §2.7).
+"""Trip-count dimensions: run-time loop counts that size a history (docs/language.md §11, §11.1).
 
 Reverse mode stores a loop's states in a history whose length the tensor IR writes as a
 dimension. A trip count that no dimension expression gives (a `while`'s, or `for t in

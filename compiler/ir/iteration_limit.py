@@ -1,9 +1,10 @@
-"""The iteration limit of `while` loops (SPEC §2.7): how it is chosen and what it says.
+"""The iteration limit of `while` loops: how it is chosen and what it says.
 
 A `while` op carries its limit as an attribute (`limit`), set when it is lowered from
 `rv.compile(..., max_iterations=)`, else the environment variable REVERIE_MAX_ITERATIONS,
 else 10^9. Every backend raises `RuntimeError(limit_error(limit))` when a loop would start
-iteration limit + 1. Plain Python, so the runtime can import it cheaply.
+iteration limit + 1 (docs/language.md §11.1). Plain Python, so the runtime can import it
+cheaply.
 """
 
 from __future__ import annotations
@@ -55,5 +56,5 @@ def limit_error(limit: int) -> str:
 
 def error_for(message: str) -> Exception:
     """The exception for a failed run-time check reported as `message`: RuntimeError for
-    the iteration limit (SPEC §2.7), IndexError for the others (bounds checks)."""
+    the iteration limit, IndexError for the others (bounds checks)."""
     return (RuntimeError if message.startswith(LIMIT_PREFIX) else IndexError)(message)

@@ -44,7 +44,7 @@ class Specialisation:
     the results of the calls inlined so far (see `Lowerer.lower_user_call`)."""
 
     functions: dict[str, ast.FunctionDef]
-    max_iterations: int  # the iteration limit of every `while` (SPEC §2.7)
+    max_iterations: int  # the iteration limit of every `while`
     constraints: list[tuple[Dim, str]] = field(default_factory=list)
     inlined: dict[tuple, list[ExprValue]] = field(default_factory=dict)
 

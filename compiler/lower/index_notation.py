@@ -1,4 +1,4 @@
-"""Lowering of index notation (SPEC §2.5) to `generic` ops.
+"""Lowering of index notation (docs/language.md §10) to `generic` ops.
 
     let C[i, j] = sum[k](A[i, k] * B[k, j]);
 

@@ -4,14 +4,14 @@ function body.
 A `for` loop becomes a `for` op whose region takes the loop index, the carried state (the
 `var`s assigned in the body) and, as captured parameters, every outer value the body uses.
 `let (a, b) = ...` binds the elements of a tuple; `h[t] = e` replaces `var` h by its update
-(`updates.py`). `if` and `while` (SPEC §2.7) become `if` and `while` ops the same way as
-`for`: the state is the `var`s declared outside that a branch or the body assigns, and
-every region of the op takes the states and then the values that any of its regions
-captured. The values a body returns are checked against the function's declared result
+(`updates.py`). `if` and `while` (docs/language.md §11.1) become `if` and `while` ops the
+same way as `for`: the state is the `var`s declared outside that a branch or the body
+assigns, and every region of the op takes the states and then the values that any of its
+regions captured. The values a body returns are checked against the function's declared result
 types.
 
 A statement that fails is reported and skipped (`LowererBase.recovering`), so one call
-reports every independent mistake of a body, each statement's first (SPEC §5).
+reports every independent mistake of a body, each statement's first (docs/language.md §13.1).
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ class StatementLowering(IndexLowering, UpdateLowering):
             result.name = name
             slot.current = ExprValue(result)
 
-    # ------------------------------------------------------------ if and while (SPEC §2.7)
+    # ------------------------------------------------------------ if and while
 
     def _lower_if(self, stmt: ast.If) -> None:
         """`if c { ... } else { ... }` as an `if` op carrying the `var`s either branch assigns."""
@@ -238,7 +238,7 @@ class StatementLowering(IndexLowering, UpdateLowering):
                            {"carried": len(carried), "limit": self.specialisation.max_iterations})
 
     def _condition(self, node: ast.Expr, what: str) -> Value:
-        """A scalar bool condition (SPEC §2.7: `where` is the elementwise choice)."""
+        """A scalar bool condition (`where` is the elementwise choice)."""
         value = self.tensor(node)
         if value.type != scalar("bool"):
             raise error_at(node.span, f"{what} must be a scalar bool, got {value.type}; for an "

@@ -1,4 +1,4 @@
-"""The typing rules of SPEC §2.1–2.3: literals, weak dtypes, unification, broadcasting.
+"""The typing rules: literals, weak dtypes, unification, broadcasting (docs/language.md §6, §7).
 
 Literals, dimension names and index/loop variables are *weak*: they take the dtype of the
 other operand. Mixing strong dtypes is an error with a cast suggestion (mixed integer

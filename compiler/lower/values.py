@@ -2,7 +2,7 @@
 
 An `ExprValue` is an IR value plus the one fact the IR type does not carry: whether its
 dtype is still *weak* (a literal, a dimension or an index variable, which takes the dtype
-of the other operand; SPEC §2.1). A tuple expression lowers to an `ExprTuple`. A `var`
+of the other operand: docs/language.md §6). A tuple expression lowers to an `ExprTuple`. A `var`
 is bound to a `VarBinding`, whose current value each assignment replaces. A name whose
 statement failed to lower is bound to a `FailedBinding`: using it raises `Suppressed`, which
 skips the using statement without a second diagnostic (no cascade of errors).
