@@ -10,7 +10,7 @@ each, which adds the ops only reverse mode creates. Functions are batched into o
 module per source and dtype, so the tools run a few dozen times in all.
 
 Golden files: `tests/golden/mlir/*.rv` export (f32) as the matching `.mlir`; regenerate
-with `REVERIE_UPDATE_GOLDEN=1 python -m pytest tests/unit/test_mlir.py`.
+with `REVERIE_UPDATE_GOLDEN=1 python -m pytest tests/backend/test_mlir.py`.
 
 Skipped, with the reason, where `mlir-opt-19` is not installed (CI installs it).
 """
@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_examples import make_args
 
 import reverie as rv
 from reverie.compiler.export.mlir import export_mlir, export_mlir_module
@@ -42,6 +41,7 @@ from reverie.runtime.native.mlir_backend import (
     mlir_to_llvm_ir,
     mlir_tools,
 )
+from tests.unit.test_examples import make_args
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.rv"))

@@ -2,7 +2,7 @@
 
 Each `examples/NAME.rv` prints, through `module.ir("tensor")` (f32 specialisation), as
 `tests/golden/tensor/NAME.ir`. Regenerate with
-`REVERIE_UPDATE_GOLDEN=1 python -m pytest tests/unit/test_golden_tensor.py`.
+`REVERIE_UPDATE_GOLDEN=1 python -m pytest tests/tensor_ir/test_golden_tensor.py`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from level_helpers import every_level
 
 import reverie as rv
 from reverie.compiler.ir.core import Block, Function, Value
@@ -25,6 +24,7 @@ from reverie.compiler.ir.types import TensorType, scalar
 from reverie.compiler.transforms import simplify as simplify_module
 from reverie.compiler.transforms.jacobian import MODES, jacobian_function
 from reverie.compiler.transforms.simplify import simplify
+from tests.unit.level_helpers import every_level
 
 M, N, B = 3, 4, 2
 EYE = "let I[i in 0..N, j in 0..N] = where(i == j, 1.0, 0.0);"

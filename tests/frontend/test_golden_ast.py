@@ -3,7 +3,7 @@
 The expected files are what `format_ast` prints. After an intended change to the parser or
 the printer, regenerate them with
 
-    REVERIE_UPDATE_GOLDEN=1 python -m pytest tests/unit/test_golden_ast.py
+    REVERIE_UPDATE_GOLDEN=1 python -m pytest tests/frontend/test_golden_ast.py
 
 and review the diff.
 """
