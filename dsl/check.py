@@ -1,28 +1,26 @@
 """Module-level checks that need no types: names of functions and parameters, recursion.
 
-Consumes an `ast.Module`; raises `TypeCheckError` or returns None. Types, dtypes and shapes
-are checked while lowering to the tensor IR (`reverie.compiler.lower`), where every op's
-shape rule runs.
+Consumes an `ast.Module` and the names it may not define (the built-ins: `LANGUAGE_BUILTINS`
+and the elementwise ones, which the compiler's op table declares and the lowering hands in,
+so the front end imports nothing of the compiler); raises `TypeCheckError` or returns None.
+Types, dtypes and shapes are checked while lowering to the tensor IR
+(`reverie.compiler.lower`), where every op's shape rule runs.
 """
 
 from __future__ import annotations
 
-from reverie.compiler.ir.ops import unary_builtins
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, diagnostic_at, error_at
 
-# The built-ins that are not one elementwise op (SPEC §2.3: reductions, shape functions,
-# composites, casts) and the dtype names; `tests/unit/test_op_table.py` checks that they
-# are exactly the names the lowering implements besides the elementwise ones.
+# The built-ins that are not one elementwise op (docs/language.md: reductions, shape
+# functions, composites, casts) and the dtype names; `tests/unit/test_op_table.py` checks
+# that they are exactly the names the lowering implements besides the elementwise ones.
 LANGUAGE_BUILTINS = frozenset({
     "max", "min", "pow", "where", "sum", "mean", "prod", "logsumexp", "argmax", "argmin",
     "softmax", "log_softmax", "transpose", "reshape", "roll", "concat", "stop_gradient",
     "cumsum", "cumprod", "sort", "argsort", "topk",
     "f32", "f64", "i32", "i64", "bool", "float",
 })
-# Every built-in name: the elementwise built-ins come from the op table, so a new one is
-# reserved (and cannot be shadowed by a user function) without a change here.
-RESERVED = LANGUAGE_BUILTINS | frozenset(unary_builtins())
 
 
 def _calls(fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef]) -> list[ast.Call]:
@@ -55,16 +53,16 @@ def _check_recursion(functions: dict[str, ast.FunctionDef]) -> None:
                               path + [call.func]))
 
 
-def check_module(module: ast.Module) -> None:
-    """Duplicate or reserved names and recursive calls: raises one TypeCheckError with a
-    diagnostic for each such mistake."""
+def check_module(module: ast.Module, reserved: frozenset[str]) -> None:
+    """Duplicate names, functions named after a name in `reserved`, and recursive calls:
+    raises one TypeCheckError with a diagnostic for each such mistake."""
     diagnostics: list[Diagnostic] = []
     functions: dict[str, ast.FunctionDef] = {}
     for fn in module.functions:
         if fn.name in functions:
             diagnostics.append(diagnostic_at(fn.name_span,
                                              f"function '{fn.name}' is defined twice"))
-        elif fn.name in RESERVED:
+        elif fn.name in reserved:
             diagnostics.append(diagnostic_at(fn.name_span,
                                              f"'{fn.name}' is a built-in; choose another name"))
         seen: set[str] = set()

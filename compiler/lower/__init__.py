@@ -17,10 +17,10 @@ calls upward except through `lower_expr`, the expression dispatch they all recur
 through: declared abstract in `LowererBase`, defined by `Lowerer`, which combines the
 parts. Methods that lower one kind of AST node are named `lower_<node>`.
 
-Each file imports only from the files below it (`tests/unit/test_layering.py` checks that
-the import graph has no cycle and no import inside a function):
+Each file imports only from the files below it (no import sits inside a function:
+`tests/unit/test_layering.py`; the graph has no cycle: `tests/unit/test_import_cycles.py`):
 
-    module.py          ModuleLowering: one Lowerer per specialisation; cache, simplify
+    module_lowering.py ModuleLowering: one Lowerer per specialisation; cache, simplify
        │
     lowerer.py         Lowerer: the lower_expr dispatch; user calls, inlined
        ├─────────────────────┬────────────────────────┐

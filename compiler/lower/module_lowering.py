@@ -1,6 +1,7 @@
 """`ModuleLowering`: AST → typed tensor IR for every function of one parsed module.
 
-Consumes a parsed `ast.Module` (checked by `dsl.check` at construction); produces one IR
+Consumes a parsed `ast.Module` (checked by `dsl.check` at construction, with the built-in
+names in `RESERVED`, which no user function may take); produces one IR
 `Function` per (function, float dtype) specialisation, cached, simplified and verified.
 Calls to user functions are inlined, so each specialisation is one flat SSA graph.
 `max_iterations` is the iteration limit every `while` gets (default: REVERIE_MAX_ITERATIONS).
@@ -12,6 +13,7 @@ from reverie.compiler.collector import collector_paused
 from reverie.compiler.ir.core import Block, Function, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.iteration_limit import max_iterations as resolve_max_iterations
+from reverie.compiler.ir.ops import unary_builtins
 from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
 from reverie.compiler.ir.types import TensorType
 from reverie.compiler.lower.base import Specialisation
@@ -27,8 +29,12 @@ from reverie.compiler.lower.lowerer import Lowerer
 from reverie.compiler.lower.values import ExprValue
 from reverie.compiler.transforms.simplify import simplify
 from reverie.dsl import ast
-from reverie.dsl.check import check_module
+from reverie.dsl.check import LANGUAGE_BUILTINS, check_module
 from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, error_at
+
+# Every built-in name: the elementwise built-ins come from the op table, so a new one is
+# reserved (and cannot be shadowed by a user function) without a change here.
+RESERVED = LANGUAGE_BUILTINS | frozenset(unary_builtins())
 
 
 def _require_bindable(fn: ast.FunctionDef, types: list[TensorType], values: list[str]) -> None:
@@ -47,7 +53,7 @@ class ModuleLowering:
     def __init__(self, module: ast.Module, max_iterations: int | None = None) -> None:
         self.module = module
         self.max_iterations = resolve_max_iterations(max_iterations)
-        check_module(module)
+        check_module(module, RESERVED)
         self.functions = {f.name: f for f in module.functions}
         self._cache: dict[tuple[str, str], Function] = {}
 
