@@ -57,8 +57,10 @@ import functools
 import itertools
 import re
 import struct
+import sys
 import weakref
 from collections.abc import Callable, Iterator
+from types import ModuleType
 
 import llvmlite
 
@@ -284,6 +286,11 @@ def optimize(llvm_ir: str, *, name: str = "module",
         return str(module)
 
 
+def this_module() -> ModuleType:
+    """This module: the `llvm` of the JitModules it makes (their optimised IR, assembly)."""
+    return sys.modules[__name__]
+
+
 def assembly(optimized_ir: str, name: str = "module",
              pipeline: Pipeline | None = KERNEL_PIPELINE) -> str:
     """The host assembly for IR text already optimised by `pipeline`."""
@@ -394,7 +401,7 @@ def _jit_cached(name: str, llvm_ir: str | Callable[[], str], object_code: bytes,
         library = _link(name, object_code, symbols)
     except RuntimeError:
         return None
-    return JitModule(name, llvm_ir, library, optimized_ir=None, from_cache=True,
+    return JitModule(name, llvm_ir, library, optimized_ir=None, from_cache=True, llvm=this_module,
                      pipeline=pipeline, symbols=symbols)
 
 
@@ -425,7 +432,7 @@ def compile_module(llvm_ir: str, *, name: str,
             object_code = _code_generator(optimized_ir).emit_object(module)
         symbols = exported_symbols(llvm_ir)
         module_handle = JitModule(name, llvm_ir, _link(name, object_code, symbols),
-                                  optimized_ir=optimized_ir, from_cache=False,
+                                  optimized_ir=optimized_ir, from_cache=False, llvm=this_module,
                                   pipeline=pipeline, symbols=symbols)
     except RuntimeError as error:  # LLVM rejected what codegen produced: Reverie's bug
         raise InternalCompilerError(name, str(error)) from None

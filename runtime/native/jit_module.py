@@ -9,11 +9,13 @@ key `remembered.py` loads, is handed out again instead of loaded twice.
 
 This module is what a warm start needs of the JIT (`runtime/native/remembered.py`,
 `runtime/native/helpers.py`); it imports neither `jit.py` (its LLVM wrappers, its regular
-expressions) nor `dataclasses` — both cost milliseconds a warm start does not pay — and
-asks `jit.py` only for what LLVM computes: the optimised IR and the assembly, on request.
+expressions) nor `dataclasses` — both cost milliseconds a warm start does not pay. What
+LLVM computes of a module, its optimised IR and its assembly, comes on request from the
+`llvm` its loader hands in: a function returning `jit.py`, which `remembered.py` imports
+only then.
 
     module = JitModule("affine", llvm_ir, library, optimized_ir=None, from_cache=True,
-                       symbols=("affine",))
+                       symbols=("affine",), llvm=jit.this_module)
     module.address("affine")
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # (not a Protocol class, which every warm start would create)
@@ -86,7 +89,8 @@ class JitModule:
     `source_ir` is the IR it was compiled from, or (for object code loaded by
     `remembered_module`) a function that regenerates it when it is first asked for.
     `library` is the loaded code: a JIT library, unloaded when the module is
-    garbage-collected, or a shared object, loaded for the life of the process."""
+    garbage-collected, or a shared object, loaded for the life of the process. `llvm()`
+    returns `jit.py`, which computes the optimised IR and the assembly when asked for."""
 
     def __init__(
         self,
@@ -97,6 +101,7 @@ class JitModule:
         optimized_ir: str | None,
         from_cache: bool,
         symbols: tuple[str, ...],
+        llvm: Callable[[], ModuleType],
         pipeline: Pipeline | None = KERNEL_PIPELINE,
     ) -> None:
         self.name = name
@@ -107,6 +112,7 @@ class JitModule:
         self.symbols = symbols
         self._optimized_ir = optimized_ir
         self._asm: str | None = None
+        self._llvm = llvm
 
     @property
     def source_ir(self) -> str:
@@ -125,22 +131,16 @@ class JitModule:
     def llvm_ir(self) -> str:
         """The optimised LLVM IR (recomputed on first use for modules loaded from cache)."""
         if self._optimized_ir is None:
-            from reverie.runtime.native import (
-                jit,  # LLVM: only when the IR is asked for
-            )
-
             self._optimized_ir = (self.source_ir if self.pipeline is None else
-                                  jit.optimize(self.source_ir, name=self.name,
-                                               pipeline=self.pipeline))
+                                  self._llvm().optimize(self.source_ir, name=self.name,
+                                                        pipeline=self.pipeline))
         return self._optimized_ir
 
     @property
     def asm(self) -> str:
         """The host assembly for the optimised IR, generated on first use."""
         if self._asm is None:
-            from reverie.runtime.native import jit
-
-            self._asm = jit.assembly(self.llvm_ir, self.name, self.pipeline)
+            self._asm = self._llvm().assembly(self.llvm_ir, self.name, self.pipeline)
         return self._asm
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
+from types import ModuleType
 
 from reverie.runtime.native import artifacts, cache, shared_objects
 from reverie.runtime.native.jit_module import (
@@ -31,6 +32,14 @@ from reverie.runtime.native.jit_module import (
     JitModule,
     Pipeline,
 )
+
+
+def jit_on_demand() -> ModuleType:
+    """`jit.py`, imported on first use: a warm start's one way to LLVM (and llvmlite), taken
+    only when nothing loadable was remembered or a loaded module's LLVM IR is asked for."""
+    from reverie.runtime.native import jit
+
+    return jit
 
 
 def remembered_module(key: str, make_ir: Callable[[], str], *, name: str,
@@ -57,10 +66,7 @@ def _remembered(key: str, make_ir: Callable[[], str], name: str,
         if module is not None:
             return module
         cache.discard(key)
-    from reverie.runtime.native import (
-        jit,  # LLVM: only when nothing loadable was remembered
-    )
-
+    jit = jit_on_demand()
     llvm_ir = make_ir()
     module = jit.compile_module(llvm_ir, name=name, pipeline=pipeline)
     object_key = jit.object_cache_key(llvm_ir, pipeline)
@@ -104,15 +110,13 @@ def _load_remembered(key: str, name: str, make_ir: Callable[[], str], object_key
             for symbol in symbols:  # every exported function resolves, or none is used
                 library[symbol]
             return JitModule(name, make_ir, library, optimized_ir=None, from_cache=True,
-                             pipeline=pipeline, symbols=symbols)
+                             pipeline=pipeline, symbols=symbols, llvm=jit_on_demand)
         except (OSError, AttributeError):  # the note without it, linked again below
             cache.store(key, _note(object_key, symbols))
     code = cache.load(object_key)
     if code is None:
         return None
-    from reverie.runtime.native import jit
-
-    module = jit._jit_cached(name, make_ir, code, pipeline, symbols)
+    module = jit_on_demand()._jit_cached(name, make_ir, code, pipeline, symbols)
     if module is not None:
         _link_later(key, object_key, symbols)
     return module
@@ -191,8 +195,7 @@ def host_description() -> str:
         return remembered.decode("utf-8", "replace")
     import llvmlite  # (LLVM, and llvmlite with it: only when nothing was remembered)
 
-    from reverie.runtime.native import jit
-
+    jit = jit_on_demand()
     host = jit.host_target()
     llvm_version = ".".join(map(str, jit.llvm.llvm_version_info))
     description = (f"{host.triple} {host.cpu_name} {host.features} "

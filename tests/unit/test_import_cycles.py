@@ -35,12 +35,6 @@ CYCLE_CLOSING_IMPORTS = {
                     ("elementwise", "ops_adjoint", "ops_control", "ops_scan", "ops_shape",
                      "ops_sort", "ops_structured")),
     **registrations("reverie.compiler.ir.elementwise", "ir/op_table.py", ("special",)),
-    **registrations("reverie.compiler.transforms.batch_rules", "transforms/batch.py",
-                    ("batch_control",)),
-    **registrations("reverie.compiler.transforms.reverse_rules", "transforms/reverse.py",
-                    ("reverse_control", "reverse_loops", "reverse_structured")),
-    **registrations("reverie.compiler.export.mlir_ops", "export/mlir.py",
-                    ("mlir_control", "mlir_regions", "mlir_scan", "mlir_sort")),
     ("reverie.compiler.pipeline", "reverie.runtime.native.mlir_backend"):
         "mlir_backend.py climbs the ladder, whose last stages name it: hand the MLIR "
         "backend's stages to the ladder from the run time, or keep its ladder in "
@@ -56,9 +50,6 @@ CYCLE_CLOSING_IMPORTS = {
         "a row looks up the merged table that fx_targets.py builds from the rows: hand "
         "the table to the rows that need it (or merge it in a module below them)",
     ("reverie.fx_rows_shapes", "reverie.fx_targets"): "likewise",
-    ("reverie.runtime.native.jit_module", "reverie.runtime.native.jit"):
-        "JitModule asks jit.py for its optimised IR and assembly, and jit.py makes "
-        "JitModules",
     ("reverie.runtime.tensors.graph", "reverie.runtime.tensors.tensor"):
         "the graph API makes Tensors, and Tensor's methods use the graph",
     ("reverie.runtime.tensors.tensor", "reverie.runtime.tensors.autograd_api"):
