@@ -1,4 +1,4 @@
-"""Scaling of `rv.dask.value_and_grad` over worker processes (issue 15, docs/scaling.md).
+"""Scaling of `rv.dask.value_and_grad` over worker processes (docs/scaling.md).
 
 A compute-bound gradient — the two-layer perceptron of `examples/mlp.rv` (64 inputs, 256
 tanh units, 8 outputs, float32, gradients of all four weights) over `--chunks` chunks of
@@ -11,20 +11,19 @@ and 3 s per call on one core, so that the fixed cost of a call is a few per cent
   processes, one thread each, with the rows already in the workers' memory (persisted).
   Both compute the same rows: 1 and 2 workers do identical total work.
 
-Every kernel runs on one thread (`REVERIE_NUM_THREADS=1`, inherited by the workers), so
-the figures compare processes, not threads. Only one cluster is alive at a time, as in use:
-on two cores an idle second cluster's scheduler and workers (heartbeats, memory monitors)
-took enough CPU to lower the 2-worker ratio from 1.9 to 1.5 in one measurement. So the
-single-process call is measured alone first, then `--rounds` rounds, each of: the
-machine's ceiling (the same gradient over the same chunks in one plain process, then in
-two plain processes at once: no Dask; spawned, started together at a barrier; twice the
-rows in that time is the most any two workers could reach now), one cluster of 1 worker
-and one of 2 (each started, warmed up by compiling, sampled `--repeats` times, closed),
-so that a change in the machine's load between rounds hits all three. Each round prints
-its load average and figures; the summary gives medians over all samples (rows/s), the
-two ratios the issue asks for: 2 workers / 1 worker (target >= 1.6) beside the median
-ceiling, and dask with 1 worker / single (target <= 1.3); and the fixed cost of a call
-(the same chunks of 10 rows each: scheduling, the reduction, the result's round trip),
+Every kernel runs on one thread (`REVERIE_NUM_THREADS=1`, inherited by the workers), so the
+figures compare processes, not threads. Only one cluster is alive at a time, as in use: on
+two cores an idle second cluster's scheduler and workers (heartbeats, memory monitors) take
+CPU from the workers. So the single-process call is measured alone first, then `--rounds`
+rounds, each of: the machine's ceiling (the same gradient over the same chunks in one plain
+process, then in two plain processes at once: no Dask; spawned, started together at a
+barrier; twice the rows in that time is the most any two workers could reach now), one
+cluster of 1 worker and one of 2 (each started, warmed up by compiling, sampled `--repeats`
+times, closed), so that a change in the machine's load between rounds hits all three. Each
+round prints its load average and figures; the summary gives medians over all samples
+(rows/s), the two ratios with their targets: 2 workers / 1 worker (target >= 1.6) beside the
+median ceiling, and dask with 1 worker / single (target <= 1.3); and the fixed cost of a
+call (the same chunks of 10 rows each: scheduling, the reduction, the result's round trip),
 sampled on the 2-worker clusters after their own samples.
 
     python benchmarks/dask_scaling.py                 # about 3 minutes on 2 idle cores

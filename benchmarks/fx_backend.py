@@ -1,5 +1,5 @@
 """The torch.compile backend "reverie" on the zoo's training steps, beside eager PyTorch and
-torch.compile's default backend (inductor), each in its own process (issue 33, item 5).
+torch.compile's default backend (inductor), each in its own process.
 
     python benchmarks/fx_backend.py [--models mnist,vae] [--rounds 5] [--quick]
 

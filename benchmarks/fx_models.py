@@ -7,7 +7,8 @@ author writes it (forward, loss, backward, optimiser step).
 takes its sizes from the model or the data), the zoo module's size constants to set first
 (`constants`: the DCGAN's channels, the WGAN-GP critic's width and batch, the LSTM LM's
 vocabulary, BPTT length and batch, which the zoo's code reads from module globals), the
-size in words, and whether the model is of the MLP/CNN type (issue 33's 0.8× goal).
+size in words, and whether the model is of the MLP/CNN type (for which the goal is a
+Reverie step at most 0.8× eager's).
 Where a zoo class hard-codes its small sizes, a subclass here sets the original's sizes and
 keeps the zoo's `forward`. `Model.prepare(quick=True)` gives the zoo's own case at its
 tiny sizes (the smoke test's setting).

@@ -14,8 +14,7 @@ between the two runs: 3,000 left ±1-3k per iteration).
 The child compiles its kernel first in a run of its own (the disk cache then holds it), and
 freezes the heap before the loop (`gc.freeze`): a full collection of every object of the
 process would otherwise land in one of the two runs and not the other; it runs with one
-thread everywhere (`child_environment`). The two native calls
-take ~5.4k of an iteration's instructions (valgrind on the forward and `f.grad` calls alone).
+thread everywhere (`child_environment`).
 `--forward` counts a plain forward call (`kernel(*args)` on arrays) instead.
 
 `--warm` counts latency.py's warm start instead (its `WARM_CHILD`: a fresh process with a

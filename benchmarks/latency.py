@@ -1,4 +1,4 @@
-"""Latency: what a user feels first — call overhead, cold compile, warm start (issue 10).
+"""Latency: what a user feels first — call overhead, cold compile, warm start.
 
     python benchmarks/latency.py [--quick] [--skip-jax]
                                  [--calls-only | --cold-only | --warm-only]

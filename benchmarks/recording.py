@@ -1,4 +1,4 @@
-"""Recording cost: the per-op overhead of `rv.Tensor` autograd beside torch eager (issue 32).
+"""Recording cost: the per-op overhead of `rv.Tensor` autograd beside torch eager.
 
     python benchmarks/recording.py [--rounds 7] [--size 16] [--inner-rounds 40]
 
@@ -19,7 +19,7 @@ mean (`latency.per_call_us`). The tables give, per op (a call's time over the ch
 seven ops), the median over rounds with the range of the round values, and Reverie ÷ torch
 (ratio of the medians, then the range of the rounds' own ratios). Recording overhead is
 recorded − no_grad; the recorded path's overhead is backward − no_grad (recording and
-running the backward), the figure of issue 32's goal: at most torch eager's.
+running the backward), the figure whose goal is at most torch eager's.
 Only public API is used (`rv.tensor`, operators, `.tanh()`, `.exp()`, `.sum()`,
 `.backward()`, `.grad`, `rv.no_grad`). The host CPU and its vector extensions print beside
 the figures.

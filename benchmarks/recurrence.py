@@ -6,10 +6,10 @@
 Cases: `h = tanh(w * h + xs[t])` over xs: f64[T] (scalar state), and `h = tanh(xs[t] @ wx +
 h @ wh)` over xs: f64[T, 16], h: f64[16] (a row of xs per step), loss h_T (resp. sum(h_T²)),
 gradient wrt xs. Peers: NumPy (the recurrence and its reverse sweep written out in Python)
-and JAX (`jax.jit(jax.grad(...))` of a `lax.scan`). The reverse sweep adds one row of
-x̄s per step; before `compiler/to_loops/accumulate.py` it rewrote all of x̄s per step, so the
-time grew as T². Each variant is checked once against NumPy; then the rounds take one
-sample of each variant in turn (`scans.sample`, about 20 ms of calls); medians.
+and JAX (`jax.jit(jax.grad(...))` of a `lax.scan`). The reverse sweep adds one row of x̄s
+per step (`compiler/to_loops/accumulate.py`), so the time should grow as T, not T². Each
+variant is checked once against NumPy; then the rounds take one sample of each variant in
+turn (`scans.sample`, about 20 ms of calls); medians.
 """
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ twice more, so it should take at most about twice the time of the stored one, ke
 about 2√T states instead of T (200 instead of 10000 at 10000 steps). Measured at 10000
 steps and H = 256 the ratio is about 1 (0.8 to 1.0 on a loaded 2-core machine): the
 forward steps are cheap next to the reverse ones, and the checkpointed version touches
-far less memory. (Before the segment length was computed at call time, the states were
-recomputed from the start of the loop and the ratio was about 25.)
+far less memory.
 """
 
 from __future__ import annotations
