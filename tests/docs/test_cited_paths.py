@@ -10,6 +10,7 @@ Markdown page should find that file in a clone. The test collects path-like word
   the citing file's folder or a folder above it (`workloads/core.py` in benchmarks/);
   `*`, `{a,b}` and upper-case placeholders (`examples/NAME.rv`) are patterns that must
   match at least one file;
+- a Markdown link to a page (`[api.md](api.md)`) must name a file beside the citing one;
 - a reference to a file outside the repository (`../shared/...`, `shared/reference/...`,
   `SPEC.md`, `SPEC §2.5`) is always an error: cite docs/language.md or docs/api.md instead.
 
@@ -42,6 +43,7 @@ PLACEHOLDER = re.compile(r"[A-Z]+(?=[._/]|$)")  # NAME in examples/NAME.rv, N in
 # of the repository (or of one of its packages), and a file name or a trailing slash.
 PATH = re.compile(r"(?<![\w./-])((?:[\w.*{},-]+/)+(?:[\w*{},-]+\.(?:py|md|rv|lark|toml|txt)"
                   r"\b|(?=[`\s)]))?)")
+MARKDOWN_LINK = re.compile(r"\]\(([\w./-]+\.(?:md|py|rv))(?:#[\w-]*)?\)")  # [api.md](api.md)
 OUTSIDE = re.compile(r"(?:\.\./)+shared/\S*|(?<![\w./-])shared/(?:reference/)?[\w./-]+"
                      r"|\bSPEC\b(?:\.md| ?§[\d.–-]*)?")
 
@@ -215,6 +217,8 @@ def broken_citations(text: str, citing: Path, first_parts: set[str]) -> Iterator
     """The citations in `text` (the prose of the file `citing`) that name no file of the
     repository."""
     yield from (match.group(0).rstrip(".,;:`") for match in OUTSIDE.finditer(text))
+    yield from (match.group(1) for match in MARKDOWN_LINK.finditer(text)
+                if not (citing.parent / match.group(1)).exists())
     for match in PATH.finditer(text):
         cited = match.group(1).rstrip(".,;:")
         if cited.split("/", 1)[0] in first_parts and not exists(cited, citing):
@@ -251,8 +255,8 @@ def test_the_scanner_finds_citations() -> None:
     text = ("See `compiler/ir/dot.py`, docs/language.md §10, `compiler/backend/mathlib_*.py`,\n"
             "`ir/{core,dims}.py`, `examples/NAME.rv`, `workloads/wN_*.py`, ../shared/SPEC.md,\n"
             "`compiler/no_such_file.py`, SPEC §2.5 and `shared/reference/peer_baselines.md`;\n"
-            "1/2 and and/or are not paths.")
+            "[api](../docs/api.md#3-transforms), [gone](gone.md); 1/2 and and/or are not paths.")
     page = ROOT / "benchmarks" / "README.md"
     assert list(broken_citations(text, page, package_folders())) == [
-        "../shared/SPEC.md", "SPEC §2.5", "shared/reference/peer_baselines.md",
+        "../shared/SPEC.md", "SPEC §2.5", "shared/reference/peer_baselines.md", "gone.md",
         "compiler/no_such_file.py"]
