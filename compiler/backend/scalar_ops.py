@@ -25,7 +25,8 @@ from llvmlite import ir
 
 from reverie.compiler.backend.irutil import FLOATS, I1, REGISTER, constant, intrinsic
 from reverie.compiler.ir.elementwise import ELEMENTWISE, Elementwise
-from reverie.compiler.ir.ops import dtype_class, missing_rule
+from reverie.compiler.ir.ops import dtype_class
+from reverie.compiler.ir.rule_table import RuleTable
 
 FLAGS = ("contract",)
 COMPARISONS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -52,18 +53,14 @@ class Call:
 
 
 Rule = Callable[[Call], ir.Value]
-RULES: dict[tuple[str, str], Rule] = {}   # (op, dtype class) -> how to emit it
+# (op, dtype class) -> how to emit it
+RULES: RuleTable[tuple[str, str], Rule] = RuleTable("the native backend's scalar code")
 
 
 def rule(classes: tuple[str, ...], *names: str) -> Callable[[Rule], Rule]:
-    """Register `fn` as the rule of ops `names` on operands of the dtype `classes`."""
-    def register(fn: Rule) -> Rule:
-        for name in names:
-            for kind in classes:
-                RULES[name, kind] = fn
-        return fn
-
-    return register
+    """The decorator registering its function as the rule of ops `names` on operands of
+    each dtype class in `classes`."""
+    return RULES.register(*((name, kind) for name in names for kind in classes))
 
 
 class ScalarOps:
@@ -78,9 +75,7 @@ class ScalarOps:
         """The value of `op(args)`; `dtype` is the result dtype (a CompileError naming the
         op when no rule covers its operand dtype)."""
         operand = arg_dtypes[1] if op == "select" else arg_dtypes[0] if arg_dtypes else dtype
-        found = RULES.get((op, dtype_class(operand)))
-        if found is None:
-            raise missing_rule(op, f"the native backend's scalar code for {operand}")
+        found = RULES.lookup((op, dtype_class(operand)), detail=f" for {operand}")
         return found(Call(self, b, args, operand, dtype))
 
     # ------------------------------------------------------------ floats

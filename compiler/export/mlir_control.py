@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reverie.compiler.export.mlir_ops import lowering
+from reverie.compiler.export.mlir_ops import LOWERINGS
 from reverie.compiler.export.mlir_regions import carry_into_buffers
 from reverie.compiler.export.mlir_writer import REGISTER, Tensor
 from reverie.compiler.ir.capacity import MESSAGE
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from reverie.compiler.export.mlir import Exporter
 
 
-@lowering("if")
+@LOWERINGS.register("if")
 def _if(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     w, view = ex.w, IfOp(op)
     cond, inputs = args[0], args[1:]
@@ -53,7 +53,7 @@ def _if(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
             for b, r in zip(buffers, op.results, strict=True)]
 
 
-@lowering("while")
+@LOWERINGS.register("while")
 def _while(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     w, loop = ex.w, WhileOp(op)
     initial, invariants = loop.split(args)
@@ -89,7 +89,7 @@ def _while(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return out + ([Tensor(count, scalar("i64"))] if loop.counted else [])
 
 
-@lowering("trip_dim")
+@LOWERINGS.register("trip_dim")
 def _trip_dim(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     w, (count,), dim = ex.w, args, op.attrs["dim"]
     capacity = w.dim(dim)

@@ -27,28 +27,19 @@ from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.dims import num_elements
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import dtype_class
-from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, REDUCE_OPS
+from reverie.compiler.ir.rule_table import RuleTable
 from reverie.compiler.ir.types import TensorType
-from reverie.compiler.ir.views import WindowOp
+from reverie.compiler.ir.views import ArgReduceOp, WindowOp
 
 if TYPE_CHECKING:
     from reverie.compiler.export.mlir import Exporter
 
 Lowering = Callable[["Exporter", Op, list[Tensor]], list[Tensor]]
-LOWERINGS: dict[str, Lowering] = {}
+LOWERINGS: RuleTable[str, Lowering] = RuleTable(
+    "the MLIR export", "the MLIR export has no rule for op '{op}'")
 
 INDEX_ERROR = "index {value} is out of bounds for axis %d of '%s' with size {bound}"
-
-
-def lowering(*names: str) -> Callable[[Lowering], Lowering]:
-    """Register a function as the MLIR rule of ops `names`."""
-
-    def register(rule: Lowering) -> Lowering:
-        for name in names:
-            LOWERINGS[name] = rule
-        return rule
-
-    return register
 
 
 def generate(w: MlirWriter, result: TensorType,
@@ -95,12 +86,12 @@ def index_arith(w: MlirWriter, op: str, a: str, b: str) -> str:
 # ---------------------------------------------------------------- constants
 
 
-@lowering("const")
+@LOWERINGS.register("const")
 def _const(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [Tensor(ex.w.typed_const(op.attrs["value"], op.attrs["dtype"]), op.result.type)]
 
 
-@lowering("dim")
+@LOWERINGS.register("dim")
 def _dim(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [Tensor(ex.w.dim(op.attrs["dim"]), op.result.type)]
 
@@ -121,10 +112,10 @@ def _elementwise(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [out]
 
 
-lowering(*ELEMENTWISE)(_elementwise)
+LOWERINGS.register(*ELEMENTWISE)(_elementwise)
 
 
-@lowering("broadcast")
+@LOWERINGS.register("broadcast")
 def _broadcast(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     (x,) = args
     result = op.result.type
@@ -146,7 +137,7 @@ def _broadcast(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [out]
 
 
-@lowering("transpose")
+@LOWERINGS.register("transpose")
 def _transpose(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     (x,) = args
     perm = op.attrs["perm"]
@@ -161,7 +152,7 @@ def _transpose(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
 # ---------------------------------------------------------------- data movement
 
 
-@lowering("reshape")
+@LOWERINGS.register("reshape")
 def _reshape(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     """Row-major: flatten the result position, unflatten it in the operand's shape."""
     w = ex.w
@@ -182,7 +173,7 @@ def _reshape(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [generate(w, result, element)]
 
 
-@lowering("slice")
+@LOWERINGS.register("slice")
 def _slice(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     w = ex.w
     (x,) = args
@@ -198,7 +189,7 @@ def _slice(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [generate(w, op.result.type, element)]
 
 
-@lowering("pad")
+@LOWERINGS.register("pad")
 def _pad(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     """out[i] = x[(i - start) / step] where that is a whole in-range position, else 0."""
     w = ex.w
@@ -220,7 +211,7 @@ def _pad(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [generate(w, op.result.type, element)]
 
 
-@lowering("concat")
+@LOWERINGS.register("concat")
 def _concat(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     """Along the axis, pick the operand whose range holds the position (an `scf.if` chain)."""
     w = ex.w
@@ -244,7 +235,7 @@ def _concat(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [generate(w, op.result.type, element)]
 
 
-@lowering("roll")
+@LOWERINGS.register("roll")
 def _roll(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     """out[i] = x[(i - shift) mod n] along the axis."""
     w = ex.w
@@ -275,7 +266,7 @@ def checked_position(ex: Exporter, index: Tensor, size: TensorType, axis: int,
     return position, ok
 
 
-@lowering("dynamic_index")
+@LOWERINGS.register("dynamic_index")
 def _dynamic_index(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     w = ex.w
     x, index = args
@@ -288,7 +279,7 @@ def _dynamic_index(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [generate(w, op.result.type, element)]
 
 
-@lowering("dynamic_scatter")
+@LOWERINGS.register("dynamic_scatter")
 def _dynamic_scatter(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     w = ex.w
     g, index = args
@@ -331,7 +322,7 @@ def split_position(kept: Sequence[int], rank: int, outer: list[str],
     return [next(outer_it) if axis in kept else next(inner_it) for axis in range(rank)]
 
 
-@lowering("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
+@LOWERINGS.register(*REDUCE_OPS)
 def _reduce(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     w = ex.w
     (x,) = args
@@ -347,7 +338,7 @@ def _reduce(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [generate(w, op.result.type, element)]
 
 
-@lowering("argmax", "argmin")
+@LOWERINGS.register(*ArgReduceOp.NAMES)
 def _arg_reduce(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     """Index of the first extreme element (NaN counts as extreme, as in NumPy)."""
     w = ex.w
@@ -384,7 +375,7 @@ def _arg_reduce(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [generate(w, op.result.type, element)]
 
 
-@lowering("matmul")
+@LOWERINGS.register("matmul")
 def _matmul(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     """C[..., i, j] = sum over k of A[..., i, k] · B[..., k, j] (a batched product keeps its
     leading batch index in all three)"""
@@ -402,4 +393,3 @@ def _matmul(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
         return reduce_value(w, "sum", a.type.dtype, inner, product)
 
     return [generate(w, op.result.type, element)]
-

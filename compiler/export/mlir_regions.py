@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 
 from reverie.compiler.export.mlir_ops import (
     INDEX_ERROR,
+    LOWERINGS,
     all_of,
     generate,
     guarded_load,
     in_range,
-    lowering,
     reduce_value,
 )
 from reverie.compiler.export.mlir_scalar import scalar_op
@@ -56,7 +56,7 @@ def extents(ex: Exporter, ranges: list[tuple[str, Dim, Dim]]) -> list[str]:
     return [ex.w.extent(hi - lo) for _, lo, hi in ranges]
 
 
-@lowering("generic")
+@LOWERINGS.register("generic")
 def _generic(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     generic = GenericOp(op)
     indices, over, kind, body = generic.indices, generic.over, generic.reduce, generic.body
@@ -76,7 +76,7 @@ def _generic(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [generate(ex.w, op.result.type, element)]
 
 
-@lowering("read")
+@LOWERINGS.register("read")
 def _read(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     w = ex.w
     tensor, *subscripts = args
@@ -97,7 +97,7 @@ def _read(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return [Tensor(guarded_load(w, tensor, positions, all_of(w, conditions)), op.result.type)]
 
 
-@lowering("generic_scatter")
+@LOWERINGS.register("generic_scatter")
 def _generic_scatter(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     """Zeros, plus each yielded value at its yielded position (positions in range only)."""
     w = ex.w
@@ -221,11 +221,11 @@ def _loop(ex: Exporter, op: Op, args: list[Tensor], with_history: bool) -> list[
     return states + histories
 
 
-@lowering("for")
+@LOWERINGS.register("for")
 def _for(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return _loop(ex, op, args, with_history=False)
 
 
-@lowering("for_history")
+@LOWERINGS.register("for_history")
 def _for_history(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     return _loop(ex, op, args, with_history=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reverie.compiler.export.mlir_ops import index_arith, lowering
+from reverie.compiler.export.mlir_ops import LOWERINGS, index_arith
 from reverie.compiler.export.mlir_scalar import Scalars, scalar_op
 from reverie.compiler.export.mlir_writer import REGISTER, Tensor
 from reverie.compiler.ir.core import Op
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from reverie.compiler.export.mlir import Exporter
 
 
-@lowering("scan")
+@LOWERINGS.register("scan")
 def _scan(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     w, scan = ex.w, ScanOp(op)
     (x,), axis = args, scan.axis

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reverie.compiler.export.mlir_ops import lowering
+from reverie.compiler.export.mlir_ops import LOWERINGS
 from reverie.compiler.export.mlir_scalar import Scalars
 from reverie.compiler.export.mlir_writer import Tensor
 from reverie.compiler.ir.core import Op
@@ -52,7 +52,7 @@ def _ties(s: Scalars, p: str, q: str) -> str:
     return s.logic("arith.ori", s.cmp("oeq", p, q), both_nan)
 
 
-@lowering("argsort")
+@LOWERINGS.register("argsort")
 def _argsort(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     w, view = ex.w, ArgsortOp(op)
     (x,), axis = args, view.axis

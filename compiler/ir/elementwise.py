@@ -98,6 +98,29 @@ class Derivative:
         return s.select(local, seed, s.zeros(x.type))
 
 
+# A rule of reverse or forward mode: (context with a `scope`, op, seeds) -> one value each
+ModeRule = Callable[[Any, Op, list[Value | None]], list[Value | None]]
+
+
+def derivative_rules(mode: str, formula: str) -> dict[str, ModeRule]:
+    """The rule of every unary op with a declared derivative in one mode, "vjp" (the seed
+    is ȳ) or "jvp" (ẋ); each rule's docstring is the op's maths line and `formula`."""
+    rules = {}
+    for name, row in ELEMENTWISE.items():
+        if row.derivative is not None:
+            rules[name] = _derivative_rule(getattr(row.derivative, mode),
+                                           f"{row.derivative.maths}; {formula}")
+    return rules
+
+
+def _derivative_rule(times: Callable[[Scope, Op, Value], Value], doc: str) -> ModeRule:
+    def apply(ctx: Any, op: Op, seeds: list[Value | None]) -> list[Value | None]:
+        return [times(ctx.scope, op, seeds[0])]
+
+    apply.__doc__ = doc
+    return apply
+
+
 def scale(maths: str, local: Local) -> Derivative:
     """The derivative f'(x) = local(x, y)."""
     return Derivative(maths, SCALE, local)
@@ -326,5 +349,5 @@ declare(Elementwise(
     evaluate=_eval_cast, attr_types={"dtype": DType},
     doc="Convert the element type: `%1 = cast %x {dtype = f64} : f64[N]`."))
 
-# the special functions (erf, ...) are declared in their own module
+# The rest of this table: the special functions (erf, ...), declared in their own module.
 from reverie.compiler.ir import special  # noqa: E402,F401

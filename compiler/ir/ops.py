@@ -8,13 +8,14 @@ arrays (the reference interpreter is a loop over this table), and its attributes
 the other levels treat it: its `fusion` class (a loop nest of its own, a strided view, or
 fused into its consumer's loop), whether it is `cheap` enough to recompute in every nest,
 and which per-op rule tables it needs no entry in (`exempt`, with the reason). The rules
-themselves live with the level that applies them, in tables keyed by op name: reverse and
-forward mode and batching (`transforms/*_rules.py`), loop lowering (`to_loops/emitter.py`,
-`to_loops/lower_blocks.py`), scalar code (`backend/scalar_ops.py`) and the MLIR export.
-Elementwise ops are declared once in `elementwise.py`, and those tables take their entries
-from the declaration. `tests/unit/test_op_table.py` walks this table and fails when a table
-lacks an op that is not exempt from it; at compile time a missing rule is a `CompileError`
-naming the op (`missing_rule`).
+themselves live with the level that applies them, each level in one `RuleTable`
+(`rule_table.py`) keyed by op name: reverse and forward mode and batching
+(`transforms/*_rules.py`), loop lowering (`to_loops/emitter.py`, `to_loops/lower_blocks.py`),
+scalar code (`backend/scalar_ops.py`) and the MLIR export (`export/mlir_ops.py`).
+Elementwise ops are declared once in `elementwise.py`, reductions in `reduce_kinds.py`, and
+those tables take their entries from the declarations. `tests/unit/test_op_table.py` walks
+this table and fails when a table lacks an op that is not exempt from it; at compile time a
+missing rule is a `CompileError` naming the op and the table.
 
 Groups, with an IR example each:
 - constants         `%0 = const {value = 2.0} : f32`, `%1 = dim {dim = N} : i64`
@@ -42,6 +43,7 @@ import numpy as np
 from reverie.compiler.ir.attr_types import DType, Schema
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, ir_dtype
+from reverie.compiler.ir.rule_table import missing_rule as missing_rule  # for lower_blocks
 from reverie.compiler.ir.types import (
     FLOAT_DTYPES,
     INT_DTYPES,
@@ -50,8 +52,6 @@ from reverie.compiler.ir.types import (
     TensorType,
     scalar,
 )
-from reverie.dsl.ast import NO_SPAN, Span
-from reverie.dsl.diagnostics import CompileError, error_at
 
 if TYPE_CHECKING:
     from reverie.compiler.ir.core import Block, Op
@@ -109,11 +109,6 @@ def register(name: str, kind: str, infer: Infer, evaluate: Evaluate, doc: str, *
 def no_derivative(reason: str) -> dict[str, str]:
     """The exemptions of an op that carries no derivative, for `reason`."""
     return {VJP: reason, JVP: reason}
-
-
-def missing_rule(name: str, what: str, span: Span | None = None) -> CompileError:
-    """The error for an op that a table lacks: `what` says which (raise the result)."""
-    return error_at(span or NO_SPAN, f"{what} has no rule for '{name}'", CompileError)
 
 
 def unary_builtins() -> tuple[str, ...]:
@@ -322,7 +317,8 @@ register("matmul", "linalg", _infer_matmul,
          "operands, and the back end's contraction pass).", attrs={},
          fusion=ROOT)
 
-# the other groups (each registers its ops here)
+# The other groups register their ops here: this list is the whole op table (the special
+# functions are part of `elementwise`'s, which imports them).
 from reverie.compiler.ir import (  # noqa: E402,F401
     elementwise,
     ops_adjoint,

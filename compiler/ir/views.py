@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TypeVar
 from reverie.compiler.ir.attr_types import Range
 from reverie.compiler.ir.core import Block, Op, Value
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.reduce_kinds import REDUCE_OPS
 
 T = TypeVar("T")
 
@@ -338,14 +339,14 @@ class ReadOp(OpView):
 
 
 class ReduceOp(OpView):
-    """`%1 = reduce_sum %x {axes = [1]} : f32[N]` (also prod, max, min)."""
+    """`%1 = reduce_sum %x {axes = [1]} : f32[N]` (every reduction of `reduce_kinds.py`)."""
 
-    NAMES = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
+    NAMES = tuple(REDUCE_OPS)
 
     @property
     def kind(self) -> str:
         """`sum`, `prod`, `max` or `min`."""
-        return self.op.name.removeprefix("reduce_")
+        return REDUCE_OPS[self.op.name].name
 
     @property
     def axes(self) -> tuple[int, ...]:

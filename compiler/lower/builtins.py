@@ -23,6 +23,7 @@ import numpy as np
 
 from reverie.compiler.ir.dims import num_elements
 from reverie.compiler.ir.ops import cast_array, dtype_class, unary_builtins
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import DTYPES, INT_DTYPES, NUMPY_DTYPES
 from reverie.compiler.lower.arguments import axes, axis, keepdims, kept_shape, signature
 from reverie.compiler.lower.dim_expressions import static_dim
@@ -33,7 +34,8 @@ from reverie.dsl.diagnostics import did_you_mean, error_at
 
 UNARY_BUILTINS = unary_builtins()
 BINARY_BUILTINS = {"pow": "pow", "max": "maximum", "min": "minimum"}
-REDUCE_OPS = {"sum": "reduce_sum", "prod": "reduce_prod", "max": "reduce_max", "min": "reduce_min"}
+# Every reduction of `ir/reduce_kinds.py`, by the name users call it by: `sum(x, axis=0)`
+REDUCTIONS = {kind.name: kind.op for kind in REDUCE_KINDS.values()}
 CASTS = ("f32", "f64", "i32", "i64", "float")
 
 
@@ -119,8 +121,8 @@ class BuiltinLowering(ScanLowering):
         keep = keepdims(kws.get("keepdims"))
         if x.type.dtype == "bool":
             raise error_at(call.args[0].span, f"'{call.func}' needs numbers, got {x.type}")
-        if call.func in REDUCE_OPS:
-            return self.reduce(REDUCE_OPS[call.func], x, over, keep, call.span)
+        if call.func in REDUCTIONS:
+            return self.reduce(REDUCTIONS[call.func], x, over, keep, call.span)
         x = self._float_operand(call.args[0], call.func)
         if call.func == "logsumexp":
             return self.logsumexp(x, over, keep, call.span)
@@ -275,7 +277,8 @@ BUILTINS: dict[str, Callable[[BuiltinLowering, ast.Call], ExprValue]] = {
     **{name: BuiltinLowering._unary for name in UNARY_BUILTINS},
     **{name: BuiltinLowering._cast for name in CASTS},
     "pow": BuiltinLowering._binary,
-    "sum": BuiltinLowering._reduction, "prod": BuiltinLowering._reduction,
+    # not max and min: `lower_builtin_call` makes them elementwise with two arguments
+    **{name: BuiltinLowering._reduction for name in REDUCTIONS if name not in BINARY_BUILTINS},
     "mean": BuiltinLowering._reduction, "logsumexp": BuiltinLowering._reduction,
     "argmax": BuiltinLowering._arg_reduction, "argmin": BuiltinLowering._arg_reduction,
     "softmax": BuiltinLowering._softmax, "log_softmax": BuiltinLowering._softmax,

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from reverie.compiler.ir.core import Op, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.elementwise import ELEMENTWISE
-from reverie.compiler.ir.ops import missing_rule
+from reverie.compiler.ir.ops import FUSED
+from reverie.compiler.ir.rule_table import RuleTable
 from reverie.compiler.ir.views import GenericOp, LoopNestOp, ReadOp, WindowOp
 from reverie.compiler.loops.context import Context
 from reverie.compiler.loops.ir import (
@@ -100,41 +101,30 @@ class Emitter:
         body.stmts.append(Store(view, index, value(index, body)))
 
 
+# How each view op makes a strided view of its source
 ViewRule = Callable[[Op, View, "Dim | None"], "View | None"]
-VIEW_RULES: dict[str, ViewRule] = {}
-
-
-def _view_rule(*names: str) -> Callable[[ViewRule], ViewRule]:
-    """Register how view ops `names` make a strided view of their source."""
-    def register(fn: ViewRule) -> ViewRule:
-        VIEW_RULES.update(dict.fromkeys(names, fn))
-        return fn
-
-    return register
+VIEW_RULES: RuleTable[str, ViewRule] = RuleTable("the native backend's view lowering")
 
 
 def view_of(op: Op, source: View, position: Dim | None = None) -> View | None:
     """The strided view a view op makes of `source` (`position`: the subscript of a
     dynamic_index), or None when it is not strided (reshaping a non-contiguous view)."""
-    rule = VIEW_RULES.get(op.name)
-    if rule is None:
-        raise missing_rule(op.name, "the native backend's view lowering", op.span)
-    return rule(op, source, position)
+    return VIEW_RULES.lookup(op.name, op.span)(op, source, position)
 
 
-@_view_rule("stop_gradient")
+@VIEW_RULES.register("stop_gradient")
 def _same_view(op: Op, source: View, position: Dim | None) -> View:
     return source
 
 
-@_view_rule("transpose")
+@VIEW_RULES.register("transpose")
 def _transposed_view(op: Op, source: View, position: Dim | None) -> View:
     perm = op.attrs["perm"]
     return View(source.buffer, op.result.type.shape, source.offset,
                 tuple(source.strides[p] for p in perm))
 
 
-@_view_rule("slice")
+@VIEW_RULES.register("slice")
 def _sliced_view(op: Op, source: View, position: Dim | None) -> View:
     offset = source.offset
     for start, stride in zip(WindowOp(op).starts, source.strides, strict=True):
@@ -143,7 +133,7 @@ def _sliced_view(op: Op, source: View, position: Dim | None) -> View:
     return View(source.buffer, op.result.type.shape, offset, strides)
 
 
-@_view_rule("broadcast")
+@VIEW_RULES.register("broadcast")
 def _broadcast_view(op: Op, source: View, position: Dim | None) -> View:
     shape = op.result.type.shape
     lead = len(shape) - len(source.shape)
@@ -153,7 +143,7 @@ def _broadcast_view(op: Op, source: View, position: Dim | None) -> View:
     return View(source.buffer, shape, source.offset, tuple(strides))
 
 
-@_view_rule("dynamic_index")
+@VIEW_RULES.register("dynamic_index")
 def _indexed_view(op: Op, source: View, position: Dim | None) -> View:
     axis = op.attrs["axis"]
     offset = source.offset + position * source.strides[axis]
@@ -161,7 +151,7 @@ def _indexed_view(op: Op, source: View, position: Dim | None) -> View:
     return View(source.buffer, op.result.type.shape, offset, strides)
 
 
-@_view_rule("reshape")
+@VIEW_RULES.register("reshape")
 def _reshaped_view(op: Op, source: View, position: Dim | None) -> View | None:
     shape = op.result.type.shape
     if is_unit_reshape(source.shape, shape):
@@ -176,6 +166,13 @@ def _reshaped_view(op: Op, source: View, position: Dim | None) -> View | None:
 def zero(dtype: str) -> Const:
     """The zero of a dtype."""
     return Const(False if dtype == "bool" else 0.0 if dtype in ("f32", "f64") else 0, dtype)
+
+
+FusedRule = Callable[["Evaluator", Op, tuple[Dim, ...], Emitter], Operand]
+# How each op's element at an index is computed inside a loop nest (fused, or when the op
+# is materialised by a nest of its own, or in a generic body): the methods of `Evaluator`
+# below that are registered here
+FUSED_RULES: RuleTable[str, FusedRule] = RuleTable("the native backend's loop lowering")
 
 
 class Evaluator:
@@ -203,13 +200,11 @@ class Evaluator:
 
     def _compute(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         """The element of `op`'s result at `index`, by the op's rule in `FUSED_RULES`."""
-        rule = FUSED_RULES.get(op.name)
-        if rule is None:
-            raise missing_rule(op.name, "the native backend's loop lowering", op.span)
-        return rule(self, op, index, em)
+        return FUSED_RULES.lookup(op.name, op.span)(self, op, index, em)
 
     # ------------------------------------------------------------ the rules of FUSED_RULES
 
+    @FUSED_RULES.register(*(name for name, row in ELEMENTWISE.items() if row.fusion == FUSED))
     def _elementwise(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         """One scalar op on the operands' elements (integer attributes follow as i64
         constants: `polygamma %x, 2`)."""
@@ -217,15 +212,19 @@ class Evaluator:
         args = tuple(self.at(a, index, em) for a in op.operands)
         return em.let(op.name, args + attrs, op.result.type.dtype)
 
+    @FUSED_RULES.register("stop_gradient")
     def _same_element(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         return self.at(op.operands[0], index, em)
 
+    @FUSED_RULES.register("const")
     def _const(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         return Const(op.attrs["value"], op.attrs["dtype"])
 
+    @FUSED_RULES.register("dim")
     def _dim(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         return op.attrs["dim"]
 
+    @FUSED_RULES.register("broadcast")
     def _broadcast(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         source = op.operands[0].type.shape
         lead = len(index) - len(source)
@@ -233,31 +232,37 @@ class Evaluator:
                       zip(source, op.result.type.shape[lead:], index[lead:], strict=True))
         return self.at(op.operands[0], inner, em)
 
+    @FUSED_RULES.register("transpose")
     def _transpose(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         inner = [Dim.const(0)] * len(index)
         for k, p in enumerate(op.attrs["perm"]):
             inner[p] = index[k]
         return self.at(op.operands[0], tuple(inner), em)
 
+    @FUSED_RULES.register("slice")
     def _slice(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         inner = tuple(start + i * step for start, i, step in
                       zip(WindowOp(op).starts, index, WindowOp(op).steps, strict=True))
         return self.at(op.operands[0], inner, em)
 
+    @FUSED_RULES.register("reshape")
     def _reshape(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         kept = iter(i for i, d in zip(index, op.result.type.shape, strict=True) if d != ONE)
         inner = tuple(Dim.const(0) if d == ONE else next(kept)
                       for d in op.operands[0].type.shape)
         return self.at(op.operands[0], inner, em)
 
+    @FUSED_RULES.register("dynamic_index")
     def _dynamic_index(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         axis = op.attrs["axis"]
         position = em.index(self.at(op.operands[1], (), em))
         return self.at(op.operands[0], index[:axis] + (position,) + index[axis:], em)
 
+    @FUSED_RULES.register("roll")
     def _roll(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         return self.at(op.operands[0], self._rolled(op, index, em), em)
 
+    @FUSED_RULES.register("dynamic_scatter")
     def _dynamic_scatter(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         axis, dtype = op.attrs["axis"], op.result.type.dtype
         position = em.index(self.at(op.operands[1], (), em))
@@ -265,6 +270,7 @@ class Evaluator:
         value = self.at(op.operands[0], index[:axis] + index[axis + 1:], em)
         return em.let("select", (hit, value, zero(dtype)), dtype)
 
+    @FUSED_RULES.register("generic")
     def _generic(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         generic = GenericOp(op)
         if generic.reduce:
@@ -282,6 +288,7 @@ class Evaluator:
         wrapped = em.let("select", (wraps, moved + size, moved), "i64")
         return index[:axis] + (as_index(wrapped),) + index[axis + 1:]
 
+    @FUSED_RULES.register("pad")
     def _pad(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         """A pad's element: inside its window the source element at `(i - start) / step`,
         else 0. The source is evaluated only inside, so its loads and checks stay in bounds."""
@@ -328,6 +335,7 @@ class Evaluator:
             local[inner.result] = scope._compute(inner, (), em)
         return [_operand(local[v]) for v in nest.body.results]
 
+    @FUSED_RULES.register("read")
     def _read(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
         """A `read` in a generic body: bounds checks (`checked`) or a guarded load (`zero`)."""
         source = self.env.get(op.operands[0])
@@ -361,17 +369,3 @@ def _operand(binding: Binding) -> Operand:
         raise LoweringError("a generic body yields a tensor")
     return binding
 
-
-FusedRule = Callable[[Evaluator, Op, tuple[Dim, ...], Emitter], Operand]
-# How each op's element at an index is computed inside a loop nest (fused, or when the op
-# is materialised by a nest of its own, or in a generic body)
-FUSED_RULES: dict[str, FusedRule] = {
-    **dict.fromkeys(ELEMENTWISE, Evaluator._elementwise),
-    "stop_gradient": Evaluator._same_element,
-    "const": Evaluator._const, "dim": Evaluator._dim,
-    "broadcast": Evaluator._broadcast, "transpose": Evaluator._transpose,
-    "slice": Evaluator._slice, "reshape": Evaluator._reshape,
-    "dynamic_index": Evaluator._dynamic_index, "dynamic_scatter": Evaluator._dynamic_scatter,
-    "roll": Evaluator._roll, "pad": Evaluator._pad,
-    "generic": Evaluator._generic, "read": Evaluator._read,
-}

@@ -28,11 +28,12 @@ from reverie.compiler.ir.core import Block, Function, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
+
+# With batch_rules.py, these modules fill BATCH_RULES: importing this one gives the whole table
+from reverie.compiler.transforms import batch_control, scan_rules  # noqa: F401
 from reverie.compiler.transforms.batch_rules import BATCH_RULES, BatchContext, lift
 from reverie.compiler.transforms.simplify import simplify
 from reverie.compiler.transforms.undim import undim_parameters
-from reverie.dsl.ast import NO_SPAN
-from reverie.dsl.diagnostics import CompileError, error_at
 
 
 class BlockBatch:
@@ -57,11 +58,9 @@ class BlockBatch:
                                       [copy_block(r) for r in op.regions])
                 results = list(new.results)
             else:
-                if op.name not in BATCH_RULES:
-                    raise error_at(op.span or NO_SPAN, f"cannot batch '{op.name}': it has no "
-                                   "batching rule", CompileError)
+                rule = BATCH_RULES.lookup(op.name, op.span)
                 ctx = BatchContext(self.scope, self.size, self.region)
-                results = BATCH_RULES[op.name](ctx, op, operands, flags)
+                results = rule(ctx, op, operands, flags)
             for old, new in zip(op.results, results, strict=True):
                 assert new.type.rank - old.type.rank in (0, 1), f"{op.name}: {new.type} for " \
                                                                f"{old.type}"

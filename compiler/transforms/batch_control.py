@@ -30,11 +30,11 @@ from reverie.compiler.ir.scope import Scope
 from reverie.compiler.ir.types import scalar
 from reverie.compiler.ir.views import IfOp, WhileOp
 from reverie.compiler.transforms.batch_rules import (
+    BATCH_RULES,
     BatchContext,
     Flags,
     dependent_values,
     lift,
-    rule,
     spread_mask,
 )
 
@@ -45,7 +45,7 @@ def _batched(new: Value, old: Value) -> bool:
     return new.type.rank != old.type.rank
 
 
-@rule("if")
+@BATCH_RULES.register("if")
 def _if(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """if c { y = then(x) } else { y = else(x) } with x: [B, …]: an `if` of the batched
     branches; with c: [B], y: [B, …] = select(c, then(x), else(x)) (both branches run)"""
@@ -85,7 +85,7 @@ def while_batching(op: Op, flags: Flags) -> tuple[Flags, bool]:
     return ([True] * len(states) if condition else states), condition
 
 
-@rule("while")
+@BATCH_RULES.register("while")
 def _while(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """while cond(u) { u = body(u) } with u: [B, …]: the same loop over the batch when cond
     is unbatched; else while any(cond(u)) { u = select(cond(u), body(u), u) }"""
@@ -149,7 +149,7 @@ def _masked_while(ctx: BatchContext, op: Op, operands: list[Value], before: Bloc
     return list(s.emit("while", operands, attrs, [check.block, step.block]).results)
 
 
-@rule("trip_dim")
+@BATCH_RULES.register("trip_dim")
 def _trip_dim(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """trip_dim n with n: [B]: the dimension holds the largest count, each element keeps
     its own: minimum(n, broadcast(trip_dim(max(max_b n_b, 0))))"""

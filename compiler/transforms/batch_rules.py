@@ -21,9 +21,18 @@ from dataclasses import dataclass
 from reverie.compiler.ir.core import Block, Op, Value
 from reverie.compiler.ir.dims import Dim, num_elements
 from reverie.compiler.ir.elementwise import ELEMENTWISE
+from reverie.compiler.ir.reduce_kinds import REDUCE_OPS
+from reverie.compiler.ir.rule_table import RuleTable
 from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.types import scalar
-from reverie.compiler.ir.views import ForHistoryOp, ForOp, GenericScatterOp, LoopNestOp, ReadOp
+from reverie.compiler.ir.views import (
+    ArgReduceOp,
+    ForHistoryOp,
+    ForOp,
+    GenericScatterOp,
+    LoopNestOp,
+    ReadOp,
+)
 from reverie.dsl.ast import NO_SPAN
 from reverie.dsl.diagnostics import CompileError, error_at
 
@@ -54,18 +63,8 @@ def lift(scope: Scope, size: Dim, value: Value, batched: bool) -> Value:
     return scope.op("broadcast", [value], {"shape": (size, *value.type.shape)})
 
 
-BATCH_RULES: dict[str, BatchRule] = {}
-
-
-def rule(*names: str) -> Callable[[BatchRule], BatchRule]:
-    """Register a batching rule under one or more op names."""
-    def register(fn: BatchRule) -> BatchRule:
-        for name in names:
-            assert name not in BATCH_RULES, f"two batching rules for {name}"
-            BATCH_RULES[name] = fn
-        return fn
-
-    return register
+BATCH_RULES: RuleTable[str, BatchRule] = RuleTable(
+    "batching", "cannot batch '{op}': it has no batching rule")
 
 
 def _zero() -> Dim:
@@ -75,14 +74,14 @@ def _zero() -> Dim:
 # ---------------------------------------------------------------- elementwise
 
 
-@rule(*ELEMENTWISE)
+@BATCH_RULES.register(*ELEMENTWISE)
 def _elementwise(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """op(x: [B, …], y) = op(x, broadcast(y, [B, …]))"""
     operands = [ctx.lift(x, f) for x, f in zip(xs, flags, strict=True)]
     return [ctx.scope.op(op.name, operands, dict(op.attrs))]
 
 
-@rule("broadcast")
+@BATCH_RULES.register("broadcast")
 def _broadcast(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """broadcast(x: [B, s], shape) = broadcast(reshape(x, [B, 1…, s]), [B, shape])"""
     (x,), shape = xs, tuple(op.attrs["shape"])
@@ -94,14 +93,14 @@ def _broadcast(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list
 # ---------------------------------------------------------------- reductions
 
 
-@rule("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
+@BATCH_RULES.register(*REDUCE_OPS)
 def _reduce(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """reduce(x: [B, …], axes) = reduce(x, axes + 1)"""
     axes = tuple(a + 1 for a in op.attrs["axes"])
     return [ctx.scope.op(op.name, xs, {**op.attrs, "axes": axes})]
 
 
-@rule("argmax", "argmin")
+@BATCH_RULES.register(*ArgReduceOp.NAMES)
 def _arg(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """argmax(x: [B, …], axis) = argmax(x, axis + 1); over all axes, of x as [B, n]"""
     (x,), axis = xs, op.attrs["axis"]
@@ -111,7 +110,7 @@ def _arg(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value
     return [ctx.scope.op(op.name, [x], {**op.attrs, "axis": axis + 1})]
 
 
-@rule("argsort")
+@BATCH_RULES.register("argsort")
 def _argsort(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """argsort(x: [B, …], axis) = argsort(x, axis + 1)"""
     return [ctx.scope.op(op.name, xs, {**op.attrs, "axis": op.attrs["axis"] + 1})]
@@ -120,7 +119,7 @@ def _argsort(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[V
 # ---------------------------------------------------------------- linear algebra
 
 
-@rule("matmul")
+@BATCH_RULES.register("matmul")
 def _matmul(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """a: [B, N, K] @ b = reshape(reshape(a, [B·N, K]) @ b); a @ b: [B, K, M] through
     [K, B·M]; both batched: a generic over (B, N, M) reducing K; a batched product (3-D)
@@ -171,20 +170,20 @@ def _generic_matmul(op: Op) -> Op:
 # ---------------------------------------------------------------- shape ops
 
 
-@rule("transpose")
+@BATCH_RULES.register("transpose")
 def _transpose(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """transpose(x: [B, …], p) = transpose(x, [0, p + 1])"""
     perm = [0] + [p + 1 for p in op.attrs["perm"]]
     return [ctx.scope.op("transpose", xs, {**op.attrs, "perm": perm})]
 
 
-@rule("reshape")
+@BATCH_RULES.register("reshape")
 def _reshape(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """reshape(x: [B, …], s) = reshape(x, [B, s])"""
     return [ctx.scope.op("reshape", xs, {"shape": (ctx.size, *op.attrs["shape"])})]
 
 
-@rule("slice")
+@BATCH_RULES.register("slice")
 def _slice(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """slice(x: [B, …]) = slice(x) with the whole batch axis in front"""
     a = op.attrs
@@ -193,7 +192,7 @@ def _slice(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Val
     return [ctx.scope.op("slice", xs, attrs)]
 
 
-@rule("pad")
+@BATCH_RULES.register("pad")
 def _pad(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """pad(x: [B, …]) = pad(x) with the whole batch axis in front"""
     a = op.attrs
@@ -202,20 +201,20 @@ def _pad(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value
     return [ctx.scope.op("pad", xs, attrs)]
 
 
-@rule("concat")
+@BATCH_RULES.register("concat")
 def _concat(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """concat(x: [B, …], y, axis) = concat(x, broadcast(y), axis + 1)"""
     parts = [ctx.lift(x, f) for x, f in zip(xs, flags, strict=True)]
     return [ctx.scope.op("concat", parts, {**op.attrs, "axis": op.attrs["axis"] + 1})]
 
 
-@rule("roll")
+@BATCH_RULES.register("roll")
 def _roll(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """roll(x: [B, …], k, axis) = roll(x, k, axis + 1)"""
     return [ctx.scope.op("roll", xs, {**op.attrs, "axis": op.attrs["axis"] + 1})]
 
 
-@rule("dynamic_index")
+@BATCH_RULES.register("dynamic_index")
 def _dynamic_index(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """x: [B, …][i] = x[:, i]; with i: [B], a generic reading x[b, …, i[b], …] (checked)"""
     if flags[1]:
@@ -241,7 +240,7 @@ def _generic_dynamic_index(op: Op) -> Op:
     return Op("generic", list(op.operands), attrs, list(op.results), [scope.block], op.span)
 
 
-@rule("dynamic_scatter")
+@BATCH_RULES.register("dynamic_scatter")
 def _dynamic_scatter(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """scatter(g: [B, …], i) = scatter(g, i) along axis + 1; with i: [B], a
     generic_scatter writing g[b, …] at (b, …, i[b], …) (checked)"""
@@ -272,7 +271,7 @@ def _generic_dynamic_scatter(op: Op) -> Op:
               op.span)
 
 
-@rule("read")
+@BATCH_RULES.register("read")
 def _read(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """read(x, i…) outside a loop nest = a generic over B of the read at element b"""
     return [_as_generic(ctx, op, xs, flags)]
@@ -311,7 +310,7 @@ def _fresh_index_name(op: Op) -> str:
     return name
 
 
-@rule("generic", "generic_scatter")
+@BATCH_RULES.register("generic", "generic_scatter")
 def _structured(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """generic over I reading x: [B, …] = generic over (b, I) reading x[b, …]; a batched
     scalar operand is read at b once; generic_scatter also writes at b"""
@@ -378,7 +377,7 @@ def batched_states(op: Op, flags: Flags) -> Flags:
         states = updated
 
 
-@rule("for", "for_history")
+@BATCH_RULES.register("for", "for_history")
 def _loop(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """for over u: [B, …] = for over the batched state (bounds shared by the batch);
     for_history's histories [T, B, …] are transposed to [B, T, …]"""
@@ -466,7 +465,3 @@ def _rows_in_range(ctx: BatchContext, lo: Value, hi: Value, rows: Dim, stride: i
     body.block.results = [body.op("lt", [body.add(params[0], step), end])]
     attrs = {"indices": (("b", _zero(), ctx.size), ("r", _zero(), rows))}
     return ctx.scope.op("generic", [lo, hi], attrs, [body.block])
-
-
-# The rules of `if` and `while` live in `batch_control.py`, and scan's in `scan_rules.py`.
-from reverie.compiler.transforms import batch_control, scan_rules  # noqa: E402,F401

@@ -32,9 +32,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reverie.compiler.ir.core import Block, Function, Op, Value
+from reverie.compiler.ir.core import Block, Function, Value
 from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
+
+# With forward_rules.py, scan_rules.py fills JVP_RULES: importing this module gives it whole
+from reverie.compiler.transforms import scan_rules  # noqa: F401
 from reverie.compiler.transforms.forward_rules import (
     JVP_RULES,
     NON_DIFFERENTIABLE,
@@ -44,8 +47,6 @@ from reverie.compiler.transforms.forward_rules import (
 )
 from reverie.compiler.transforms.reverse import check_wrt, state_activity
 from reverie.compiler.transforms.simplify import simplify
-from reverie.dsl.ast import NO_SPAN
-from reverie.dsl.diagnostics import CompileError, error_at
 
 # ---------------------------------------------------------------- transforming a block
 
@@ -77,7 +78,7 @@ class BlockJVP:
                 r.type.is_float for r in op.results)
             if differentiable and any(d is not None for d in dots):
                 ctx = JvpContext(self.scope, self.region, state_activity)
-                outs = self.rule(op)(ctx, new, dots)
+                outs = JVP_RULES.lookup(op.name, op.span)(ctx, new, dots)
                 results = ctx.primal or results
                 for result, dot in zip(op.results, outs, strict=True):
                     if dot is not None and result.type.is_float:
@@ -87,15 +88,6 @@ class BlockJVP:
             self.values.update(zip(op.results, results, strict=True))
         return ([self.values[v] for v in self.body.results],
                 [self.tangents.get(v) for v in self.body.results])
-
-    @staticmethod
-    def rule(op: Op):  # noqa: ANN205 - a JvpRule
-        """The JVP rule of `op`, or a CompileError naming it."""
-        if op.name not in JVP_RULES:
-            raise error_at(op.span or NO_SPAN, f"cannot differentiate '{op.name}' in forward "
-                           "mode: it has no JVP rule; wrap the value in stop_gradient(...) "
-                           "if no derivative should flow through it", CompileError)
-        return JVP_RULES[op.name]
 
     @staticmethod
     def region(body: Block, params: list[Value], active: list[bool]) -> JvpRegion:

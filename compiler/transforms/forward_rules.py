@@ -27,11 +27,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from reverie.compiler.ir.core import Block, Op, Value
-from reverie.compiler.ir.elementwise import ELEMENTWISE, Derivative
+from reverie.compiler.ir.elementwise import derivative_rules
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
+from reverie.compiler.ir.rule_table import RuleTable
 from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.views import ForOp, GenericOp, IfOp, LoopNestOp, WhileOp
 from reverie.compiler.transforms.reverse_rules import (
     NON_DIFFERENTIABLE,
+    WINS,
     expand,
     pow_base_slope,
     pow_exponent_masked,
@@ -74,18 +77,9 @@ class JvpContext:
     primal: list[Value] | None = None
 
 
-JVP_RULES: dict[str, JvpRule] = {}
-
-
-def rule(*names: str) -> Callable[[JvpRule], JvpRule]:
-    """Register a JVP rule under one or more op names."""
-    def register(fn: JvpRule) -> JvpRule:
-        for name in names:
-            assert name not in JVP_RULES, f"two JVP rules for {name}"
-            JVP_RULES[name] = fn
-        return fn
-
-    return register
+JVP_RULES: RuleTable[str, JvpRule] = RuleTable(
+    "forward mode", "cannot differentiate '{op}' in forward mode: it has no JVP rule; wrap "
+    "the value in stop_gradient(...) if no derivative should flow through it")
 
 
 def _or_zeros(s: Scope, dot: Value | None, like: Value) -> Value:
@@ -103,37 +97,27 @@ def _add(s: Scope, a: Value | None, b: Value | None) -> Value | None:
 # ---------------------------------------------------------------- elementwise, unary
 
 
-def _local_rule(derivative: Derivative) -> JvpRule:
-    """ẏ = f'(x) · ẋ, from an op's declared local derivative f'."""
-    def jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
-        return [derivative.jvp(ctx.scope, op, dots[0])]
-
-    jvp.__doc__ = f"{derivative.maths}; ẏ = f'(x) · ẋ"
-    return jvp
-
-
-for _name, _row in ELEMENTWISE.items():
-    if _row.derivative is not None:
-        rule(_name)(_local_rule(_row.derivative))
+for _name, _rule in derivative_rules("jvp", "ẏ = f'(x) · ẋ").items():
+    JVP_RULES.register(_name)(_rule)
 
 
 # ---------------------------------------------------------------- elementwise, binary
 
 
-@rule("add")
+@JVP_RULES.register("add")
 def _add_rule(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = ȧ + ḃ"""
     return [_add(ctx.scope, dots[0], dots[1])]
 
 
-@rule("sub")
+@JVP_RULES.register("sub")
 def _sub(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = ȧ − ḃ"""
     s, (da, db) = ctx.scope, dots
     return [s.neg(db) if da is None else da if db is None else s.sub(da, db)]
 
 
-@rule("mul")
+@JVP_RULES.register("mul")
 def _mul(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = ȧ · b + a · ḃ"""
     s, (a, b), (da, db) = ctx.scope, op.operands, dots
@@ -141,7 +125,7 @@ def _mul(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
                  s.mul(a, db) if db is not None else None)]
 
 
-@rule("div")
+@JVP_RULES.register("div")
 def _div(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = (ȧ − y · ḃ) / b"""
     s, (_, b), (da, db), y = ctx.scope, op.operands, dots, op.result
@@ -149,7 +133,7 @@ def _div(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     return [s.div(numerator, b)]
 
 
-@rule("mod")
+@JVP_RULES.register("mod")
 def _mod(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = ȧ − floor(a / b) · ḃ   (a mod b = a − b·floor(a/b))"""
     s, (a, b), (da, db) = ctx.scope, op.operands, dots
@@ -158,7 +142,7 @@ def _mod(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     return [s.sub(_or_zeros(s, da, a), s.mul(s.op("floor", [s.div(a, b)]), db))]
 
 
-@rule("pow")
+@JVP_RULES.register("pow")
 def _pow(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = b·aᵇ⁻¹ · ȧ (0 where b = 0) + y·log a · ḃ (0 where a = 0, b ≥ 0)"""
     s, (a, b), (da, db) = ctx.scope, op.operands, dots
@@ -173,29 +157,23 @@ def _pow(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     return [_add(s, from_base, from_exponent)]
 
 
-def _extremum(larger: str, doc: str) -> JvpRule:
-    def jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
-        s, (a, b) = ctx.scope, op.operands
-        da, db = _or_zeros(s, dots[0], a), _or_zeros(s, dots[1], b)
-        tie = s.mul(s.add(da, db), s.const(0.5, a.type))
-        return [s.select(s.eq(a, b), tie, s.select(s.op(larger, [a, b]), da, db))]
-
-    jvp.__doc__ = doc
-    return jvp
+@JVP_RULES.register(*WINS)
+def _extremum(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ẏ = the tangent of the larger operand (min: the smaller); their mean on a tie"""
+    s, (a, b) = ctx.scope, op.operands
+    da, db = _or_zeros(s, dots[0], a), _or_zeros(s, dots[1], b)
+    tie = s.mul(s.add(da, db), s.const(0.5, a.type))
+    return [s.select(s.eq(a, b), tie, s.select(s.op(WINS[op.name], [a, b]), da, db))]
 
 
-rule("maximum")(_extremum("gt", "ẏ = the tangent of the larger operand; their mean on a tie"))
-rule("minimum")(_extremum("lt", "ẏ = the tangent of the smaller operand; their mean on a tie"))
-
-
-@rule("select")
+@JVP_RULES.register("select")
 def _select(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = select(c, ȧ, ḃ)"""
     s, (cond, a, b) = ctx.scope, op.operands
     return [s.select(cond, _or_zeros(s, dots[1], a), _or_zeros(s, dots[2], b))]
 
 
-@rule("cast")
+@JVP_RULES.register("cast")
 def _cast(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = cast(ẋ) to y's float dtype"""
     return [ctx.scope.op("cast", [dots[0]], dict(op.attrs))]
@@ -204,7 +182,7 @@ def _cast(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
 # ---------------------------------------------------------------- linear ops
 
 
-@rule("broadcast", "reduce_sum", "transpose", "reshape", "slice", "pad", "roll",
+@JVP_RULES.register("broadcast", "reduce_sum", "transpose", "reshape", "slice", "pad", "roll",
       "dynamic_index", "dynamic_scatter", "read")
 def _linear(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = op(ẋ) for an op linear in its one float operand (integer operands kept)"""
@@ -212,7 +190,7 @@ def _linear(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     return [ctx.scope.op(op.name, operands, dict(op.attrs))]
 
 
-@rule("concat")
+@JVP_RULES.register("concat")
 def _concat(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = concat(ẋ₁, …, ẋₙ)"""
     s = ctx.scope
@@ -220,7 +198,7 @@ def _concat(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     return [s.op("concat", parts, dict(op.attrs))]
 
 
-@rule("matmul")
+@JVP_RULES.register("matmul")
 def _matmul(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """Ċ = Ȧ @ B + A @ Ḃ"""
     s, (a, b), (da, db) = ctx.scope, op.operands, dots
@@ -246,11 +224,12 @@ def reduce_prod_tangent(s: Scope, x: Value, y: Value, dx: Value, axes: Sequence[
     return s.op("reduce_sum", [s.mul(prod_partials(s, x, axes), dx)], {"axes": tuple(axes)})
 
 
+# The tangent of each non-linear reduction (a sum is linear: `_linear`), by its kind
 REDUCE_TANGENTS = {"max": reduce_extremum_tangent, "min": reduce_extremum_tangent,
                    "prod": reduce_prod_tangent}
 
 
-@rule("reduce_max", "reduce_min", "reduce_prod")
+@JVP_RULES.register(*(REDUCE_KINDS[kind].op for kind in REDUCE_TANGENTS))
 def _reduce(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = mean of ẋ at the extremal entries (max/min); Σᵢ ∏_{j≠i} xⱼ · ẋᵢ (prod)"""
     kind = op.name.removeprefix("reduce_")
@@ -277,7 +256,7 @@ def _tangent_generic(ctx: JvpContext, op: Op, dots: Dots) -> Value | None:
     return ctx.scope.op(op.name, operands, dict(op.attrs), [region.scope.block])
 
 
-@rule("generic")
+@JVP_RULES.register("generic")
 def _generic(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = generic over the same indices of the body's tangent (a sum reduces it as is;
     prod/max/min first evaluate the unreduced body and apply their reduction rule)"""
@@ -295,13 +274,13 @@ def _generic(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     return [REDUCE_TANGENTS[kind](s, full.result, op.result, dfull, axes)]
 
 
-@rule("generic_scatter")
+@JVP_RULES.register("generic_scatter")
 def _generic_scatter(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = generic_scatter of the value's tangent at the same positions"""
     return [_tangent_generic(ctx, op, dots)]
 
 
-@rule("for", "for_history")
+@JVP_RULES.register("for", "for_history")
 def _loop(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """(u, u̇) ← (body(u), body'(u)·u̇) each iteration: every active state carries its
     tangent as extra state (and for_history keeps the tangents' histories too)"""
@@ -334,7 +313,7 @@ def _loop(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     return out
 
 
-@rule("if")
+@JVP_RULES.register("if")
 def _if(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """(y, ẏ) = (then(x), then'(x)·ẋ) if c, else (else(x), else'(x)·ẋ): each branch also
     yields its results' tangents"""
@@ -355,7 +334,7 @@ def _if(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     return _spread(new.results[len(op.results):], active)
 
 
-@rule("while")
+@JVP_RULES.register("while")
 def _while(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """(u, u̇) ← (body(u), body'(u)·u̇) while cond(u): every active state carries its
     tangent as extra state; the condition region ignores the tangents"""

@@ -37,7 +37,9 @@ from reverie.compiler.ir.core import Block, Function, Op, Value
 from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
 from reverie.compiler.ir.views import ForOp, IfOp, WhileOp
-from reverie.compiler.transforms import (  # noqa: F401  (their rules register on import)
+
+# With reverse_rules.py, these modules fill VJP_RULES: importing this one gives the whole table
+from reverie.compiler.transforms import (  # noqa: F401
     reverse_control,
     reverse_loops,
     reverse_structured,
@@ -50,8 +52,6 @@ from reverie.compiler.transforms.reverse_rules import (
     RuleContext,
 )
 from reverie.compiler.transforms.simplify import simplify
-from reverie.dsl.ast import NO_SPAN
-from reverie.dsl.diagnostics import CompileError, error_at
 
 STATEFUL_OPS = ("for", "for_history", "while", "if")  # results follow `state_activity`
 
@@ -166,10 +166,7 @@ class BlockVJP:
             if all(b is None for b in bars) or not any(wants):
                 continue
             self.scope.span = op.span
-            rule = VJP_RULES.get(new.name)
-            if rule is None:
-                raise error_at(op.span or NO_SPAN, f"cannot differentiate '{new.name}': "
-                               "reverse mode has no rule for this operation", CompileError)
+            rule = VJP_RULES.lookup(new.name, op.span)
             ctx = RuleContext(self.scope, wants, self.checkpoint, BlockVJP, state_activity)
             for value, want, bar in zip(op.operands, wants, rule(ctx, new, bars), strict=True):
                 if want and bar is not None:

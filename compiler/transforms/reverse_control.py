@@ -27,7 +27,7 @@ from reverie.compiler.ir.scope import Scope, copy_block, share_captures
 from reverie.compiler.ir.types import scalar
 from reverie.compiler.ir.views import IfOp, WhileOp
 from reverie.compiler.transforms.reverse_loops import loop_forward, loop_vjp, trip_count
-from reverie.compiler.transforms.reverse_rules import Bars, RuleContext, rule
+from reverie.compiler.transforms.reverse_rules import VJP_RULES, Bars, RuleContext
 
 I64 = scalar("i64")
 
@@ -38,7 +38,7 @@ def while_forward(scope: Scope, op: Op, operands: list[Value]) -> Op:
                       [copy_block(r) for r in op.regions])
 
 
-@rule("if")
+@VJP_RULES.register("if")
 def _if(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d if: x̄ = (∂ branch/∂x)ᵀ ȳ for the branch the condition picks (an `if` whose
     branches re-run and transpose the primal ones)"""
@@ -65,7 +65,7 @@ def _if(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     return [None] + [next(results) if want else None for want in wants]
 
 
-@rule("while")
+@VJP_RULES.register("while")
 def _while(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d while: with T its trip count the loop is `for t in 0..T { body }`, reversed as that
     loop: x̄_k = (∂ body/∂x)ᵀ x̄_{k+1} for k = T − 1 … 0"""

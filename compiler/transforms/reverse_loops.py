@@ -40,7 +40,7 @@ from reverie.compiler.ir.dims import Dim, ceil_sqrt, nonnegative
 from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.types import scalar
 from reverie.compiler.ir.views import ForHistoryOp, ForOp
-from reverie.compiler.transforms.reverse_rules import Bars, RuleContext, rule
+from reverie.compiler.transforms.reverse_rules import VJP_RULES, Bars, RuleContext
 
 I64 = scalar("i64")
 
@@ -221,7 +221,7 @@ def _rows(histories: list[Value], lo: Value) -> Callable[[Scope, Value], list[Va
     return lambda s, t: _history_rows(s, histories, _row(s, t, lo, histories[0]))
 
 
-@rule("for", "for_history")
+@VJP_RULES.register("for", "for_history")
 def loop_vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d for: a reverse loop t = hi − 1 … lo; each step re-runs the body on its starting state
     and pulls the new state's adjoint back to the old state and the invariants"""

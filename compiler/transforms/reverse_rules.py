@@ -31,8 +31,9 @@ from typing import Any
 
 from reverie.compiler.ir.core import Op, Value
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.elementwise import ELEMENTWISE, Derivative
+from reverie.compiler.ir.elementwise import derivative_rules
 from reverie.compiler.ir.ops import OPS
+from reverie.compiler.ir.rule_table import RuleTable
 from reverie.compiler.ir.scope import Scope
 from reverie.compiler.ir.types import TensorType
 from reverie.compiler.ir.views import WindowOp
@@ -57,55 +58,34 @@ class RuleContext:
     state_activity: Callable[[Op, list[bool]], list[bool]]
 
 
-VJP_RULES: dict[str, Rule] = {}
+VJP_RULES: RuleTable[str, Rule] = RuleTable(
+    "reverse mode", "cannot differentiate '{op}': reverse mode has no rule for this operation")
 
 NON_DIFFERENTIABLE = frozenset(name for name, op in OPS.items() if not op.differentiable)
 
 
-def rule(*names: str) -> Callable[[Rule], Rule]:
-    """Register a VJP rule under one or more op names."""
-    def register(fn: Rule) -> Rule:
-        for name in names:
-            assert name not in VJP_RULES, f"two VJP rules for {name}"
-            VJP_RULES[name] = fn
-        return fn
-
-    return register
-
-
 # ---------------------------------------------------------------- elementwise, unary
 
-
-def _local_rule(derivative: Derivative) -> Rule:
-    """x̄ += ȳ · f'(x), from an op's declared local derivative f'."""
-    def vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
-        return [derivative.vjp(ctx.scope, op, bars[0])]
-
-    vjp.__doc__ = f"{derivative.maths}; x̄ += ȳ · f'(x)"
-    return vjp
-
-
-for _name, _row in ELEMENTWISE.items():
-    if _row.derivative is not None:
-        rule(_name)(_local_rule(_row.derivative))
+for _name, _rule in derivative_rules("vjp", "x̄ += ȳ · f'(x)").items():
+    VJP_RULES.register(_name)(_rule)
 
 
 # ---------------------------------------------------------------- elementwise, binary
 
 
-@rule("add")
+@VJP_RULES.register("add")
 def _add(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d (a + b): ā += ȳ, b̄ += ȳ"""
     return [bars[0], bars[0]]
 
 
-@rule("sub")
+@VJP_RULES.register("sub")
 def _sub(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d (a − b): ā += ȳ, b̄ += −ȳ"""
     return [bars[0], ctx.scope.neg(bars[0]) if ctx.wants[1] else None]
 
 
-@rule("mul")
+@VJP_RULES.register("mul")
 def _mul(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d (a · b): ā += ȳ · b, b̄ += ȳ · a"""
     s, (a, b) = ctx.scope, op.operands
@@ -113,7 +93,7 @@ def _mul(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
             s.mul(bars[0], a) if ctx.wants[1] else None]
 
 
-@rule("div")
+@VJP_RULES.register("div")
 def _div(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d (a / b): ā += ȳ / b, b̄ += −ȳ · (y / b)"""
     s, b, y = ctx.scope, op.operands[1], op.result
@@ -121,14 +101,14 @@ def _div(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
             s.neg(s.mul(bars[0], s.div(y, b))) if ctx.wants[1] else None]
 
 
-@rule("mod")
+@VJP_RULES.register("mod")
 def _mod(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d (a mod b) = d (a − b·floor(a/b)): ā += ȳ, b̄ += −ȳ · floor(a / b)"""
     s, (a, b) = ctx.scope, op.operands
     return [bars[0], s.neg(s.mul(bars[0], s.op("floor", [s.div(a, b)]))) if ctx.wants[1] else None]
 
 
-@rule("pow")
+@VJP_RULES.register("pow")
 def _pow(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d aᵇ: ā += ȳ · b · aᵇ⁻¹ (0 where b = 0), b̄ += ȳ · y · log a (0 where a = 0, b ≥ 0)"""
     s, (a, b), ybar = ctx.scope, op.operands, bars[0]
@@ -180,23 +160,20 @@ def where_extremal(s: Scope, x: Value, y: Value, value: Value) -> Value:
     return s.select(is_nan, value, s.select(s.eq(x, y), value, s.zeros(value.type)))
 
 
-def _extremum(larger: str, doc: str) -> Rule:
-    def vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
-        s, (a, b), ybar = ctx.scope, op.operands, bars[0]
-        zero = s.zeros(a.type)
-        half = s.select(s.eq(a, b), s.mul(ybar, s.const(0.5, a.type)), zero)
-        return [s.select(s.op(larger, [a, b]), ybar, half),
-                s.select(s.op(larger, [b, a]), ybar, half)]
-
-    vjp.__doc__ = doc
-    return vjp
+# The comparison that picks the operand a maximum or minimum returns
+WINS = {"maximum": "gt", "minimum": "lt"}
 
 
-rule("maximum")(_extremum("gt", "d max(a, b): ȳ to the larger, ȳ/2 to each on a tie"))
-rule("minimum")(_extremum("lt", "d min(a, b): ȳ to the smaller, ȳ/2 to each on a tie"))
+@VJP_RULES.register(*WINS)
+def _extremum(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d max(a, b): ȳ to the larger (min: the smaller), ȳ/2 to each on a tie"""
+    s, (a, b), ybar = ctx.scope, op.operands, bars[0]
+    zero, wins = s.zeros(a.type), WINS[op.name]
+    half = s.select(s.eq(a, b), s.mul(ybar, s.const(0.5, a.type)), zero)
+    return [s.select(s.op(wins, [a, b]), ybar, half), s.select(s.op(wins, [b, a]), ybar, half)]
 
 
-@rule("select")
+@VJP_RULES.register("select")
 def _select(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d select(c, a, b): ā += select(c, ȳ, 0), b̄ += select(c, 0, ȳ)"""
     s, (cond, a, _) = ctx.scope, op.operands
@@ -205,7 +182,7 @@ def _select(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
             s.select(cond, zero, bars[0]) if ctx.wants[2] else None]
 
 
-@rule("cast")
+@VJP_RULES.register("cast")
 def _cast(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d cast: x̄ += cast(ȳ) back to x's float dtype"""
     return [ctx.scope.op("cast", [bars[0]], {"dtype": op.operands[0].type.dtype})]
@@ -230,13 +207,13 @@ def unbroadcast(s: Scope, bar: Value, target: TensorType) -> Value:
     return s.op("reshape", [bar], {"shape": target.shape})
 
 
-@rule("broadcast")
+@VJP_RULES.register("broadcast")
 def _broadcast(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d broadcast: x̄ += ȳ summed over the broadcast axes"""
     return [unbroadcast(ctx.scope, bars[0], op.operands[0].type)]
 
 
-@rule("reduce_sum")
+@VJP_RULES.register("reduce_sum")
 def _reduce_sum(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d sum: x̄ += ȳ broadcast over the reduced axes"""
     return [expand(ctx.scope, bars[0], op.operands[0].type.shape, op.attrs["axes"])]
@@ -252,7 +229,7 @@ def _reduce_extremum(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     return [where_extremal(s, x, y, share)]
 
 
-rule("reduce_max", "reduce_min")(_reduce_extremum)
+VJP_RULES.register("reduce_max", "reduce_min")(_reduce_extremum)
 
 
 def product_partials(s: Scope, x: Value, nonzero_product: Value, zero_count: Value,
@@ -283,7 +260,7 @@ def prod_partials(s: Scope, x: Value, axes: Sequence[int]) -> Value:
     return product_partials(s, x, *(expand(s, f, x.type.shape, axes) for f in factors))
 
 
-@rule("reduce_prod")
+@VJP_RULES.register("reduce_prod")
 def _reduce_prod(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d prod: x̄ᵢ += ȳ · ∏_{j≠i} xⱼ (exact when some xⱼ are 0)"""
     s, x, axes = ctx.scope, op.operands[0], op.attrs["axes"]
@@ -293,7 +270,7 @@ def _reduce_prod(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
 # ---------------------------------------------------------------- linear algebra and shapes
 
 
-@rule("matmul")
+@VJP_RULES.register("matmul")
 def _matmul(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d (A @ B): Ā += C̄ @ Bᵀ, B̄ += Aᵀ @ C̄ (ᵀ of a batched operand: of each matrix)"""
     s, (a, b), cbar = ctx.scope, op.operands, bars[0]
@@ -302,7 +279,7 @@ def _matmul(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
             s.op("matmul", [s.op("transpose", [a], t), cbar]) if ctx.wants[1] else None]
 
 
-@rule("transpose")
+@VJP_RULES.register("transpose")
 def _transpose(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d transpose(x, p): x̄ += transpose(ȳ, p⁻¹)"""
     perm = list(op.attrs["perm"])
@@ -310,13 +287,13 @@ def _transpose(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     return [ctx.scope.op("transpose", [bars[0]], {"perm": inverse})]
 
 
-@rule("reshape")
+@VJP_RULES.register("reshape")
 def _reshape(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d reshape: x̄ += reshape(ȳ, shape of x)"""
     return [ctx.scope.op("reshape", [bars[0]], {"shape": op.operands[0].type.shape})]
 
 
-@rule("slice")
+@VJP_RULES.register("slice")
 def _slice(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d slice: x̄ += ȳ placed back in a zero tensor (pad)"""
     attrs = {"shape": op.operands[0].type.shape, "starts": WindowOp(op).starts,
@@ -324,7 +301,7 @@ def _slice(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     return [ctx.scope.op("pad", [bars[0]], attrs)]
 
 
-@rule("pad")
+@VJP_RULES.register("pad")
 def _pad(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d pad: x̄ += the window of ȳ that x was placed in (slice)"""
     starts, steps, shape = WindowOp(op).starts, WindowOp(op).steps, op.operands[0].type.shape
@@ -333,7 +310,7 @@ def _pad(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     return [ctx.scope.op("slice", [bars[0]], {"starts": starts, "stops": stops, "steps": steps})]
 
 
-@rule("concat")
+@VJP_RULES.register("concat")
 def _concat(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d concat: each operand gets its slice of ȳ along the axis"""
     axis, shape = op.attrs["axis"], op.result.type.shape
@@ -352,14 +329,14 @@ def _concat(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     return out
 
 
-@rule("roll")
+@VJP_RULES.register("roll")
 def _roll(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d roll(x, k): x̄ += roll(ȳ, −k)"""
     attrs = {"shift": -op.attrs["shift"], "axis": op.attrs["axis"]}
     return [ctx.scope.op("roll", [bars[0]], attrs)]
 
 
-@rule("dynamic_index")
+@VJP_RULES.register("dynamic_index")
 def _dynamic_index(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d x[i]: x̄ += ȳ placed at row i of a zero tensor (dynamic_scatter)"""
     x, index = op.operands
@@ -367,9 +344,8 @@ def _dynamic_index(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     return [ctx.scope.op("dynamic_scatter", [bars[0], index], attrs), None]
 
 
-@rule("dynamic_scatter")
+@VJP_RULES.register("dynamic_scatter")
 def _dynamic_scatter(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d scatter(g, i): ḡ += ȳ[i]"""
     attrs = {"axis": op.attrs["axis"], "label": op.attrs["label"]}
     return [ctx.scope.op("dynamic_index", [bars[0], op.operands[1]], attrs), None]
-

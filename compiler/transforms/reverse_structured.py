@@ -29,10 +29,10 @@ from reverie.compiler.ir.scope import Scope
 from reverie.compiler.ir.types import scalar
 from reverie.compiler.ir.views import GenericOp, GenericScatterOp, LoopNestOp, ReadOp
 from reverie.compiler.transforms.reverse_rules import (
+    VJP_RULES,
     Bars,
     RuleContext,
     product_partials,
-    rule,
     where_extremal,
 )
 
@@ -64,7 +64,7 @@ def _per_point_reduce(ctx: RuleContext, op: Op, reduce: str,
     return ctx.scope.emit("generic", inner.outer_operands(), attrs, [block]).result
 
 
-@rule("generic")
+@VJP_RULES.register("generic")
 def _generic(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d generic: a read x[e(p)] adds s(p) · ∂v/∂x[e(p)] into x̄[e(p)]; s(p) is ȳ at p's
     output position (shared among maxima, times the other factors of a product)"""
@@ -105,7 +105,7 @@ def _generic(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     return _operand_adjoints(ctx, op, seed)
 
 
-@rule("generic_scatter")
+@VJP_RULES.register("generic_scatter")
 def _generic_scatter(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """d scatter-add: each point's value v(p) gets ȳ at its position e(p) (0 where the write
     was dropped), pulled back through the body like a generic"""

@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from reverie.compiler.ir.core import Op, Value
 from reverie.compiler.ir.ops_scan import ScanOp
 from reverie.compiler.ir.scope import Scope
-from reverie.compiler.transforms import batch_rules, forward_rules, reverse_rules
+from reverie.compiler.transforms.batch_rules import BATCH_RULES, BatchContext, Flags
+from reverie.compiler.transforms.forward_rules import JVP_RULES, Dots, JvpContext
+from reverie.compiler.transforms.reverse_rules import VJP_RULES, Bars, RuleContext
 
 
 def scan(s: Scope, x: Value, like: ScanOp, kind: str, backwards: bool = False) -> Value:
@@ -77,9 +79,8 @@ class ProductPartials:
 # ---------------------------------------------------------------- reverse mode
 
 
-@reverse_rules.rule("scan")
-def _scan_vjp(ctx: reverse_rules.RuleContext, op: Op, bars: reverse_rules.Bars
-              ) -> reverse_rules.Bars:
+@VJP_RULES.register("scan")
+def _scan_vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
     """cumsum: x̄ᵢ = Σ_{j ≥ i} ȳⱼ; cumprod: x̄ᵢ = Σ_{j ≥ i} ȳⱼ ∏_{m ≤ j, m ≠ i} xₘ"""
     s, view, ybar = ctx.scope, ScanOp(op), bars[0]
     if view.kind == "sum":
@@ -97,9 +98,8 @@ def _scan_vjp(ctx: reverse_rules.RuleContext, op: Op, bars: reverse_rules.Bars
 # ---------------------------------------------------------------- forward mode
 
 
-@forward_rules.rule("scan")
-def _scan_jvp(ctx: forward_rules.JvpContext, op: Op, dots: forward_rules.Dots
-              ) -> forward_rules.Dots:
+@JVP_RULES.register("scan")
+def _scan_jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """cumsum: ẏⱼ = Σ_{i ≤ j} ẋᵢ; cumprod: ẏⱼ = Σ_{i ≤ j} ẋᵢ ∏_{m ≤ j, m ≠ i} xₘ"""
     s, view, dx = ctx.scope, ScanOp(op), dots[0]
     if view.kind == "sum":
@@ -121,8 +121,7 @@ def _scan_jvp(ctx: forward_rules.JvpContext, op: Op, dots: forward_rules.Dots
 # ---------------------------------------------------------------- batching
 
 
-@batch_rules.rule("scan")
-def _scan_batch(ctx: batch_rules.BatchContext, op: Op, xs: list[Value],
-                flags: batch_rules.Flags) -> list[Value]:
+@BATCH_RULES.register("scan")
+def _scan_batch(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """scan(x: [B, …], axis) = scan(x, axis + 1)"""
     return [ctx.scope.op("scan", xs, {**op.attrs, "axis": op.attrs["axis"] + 1})]

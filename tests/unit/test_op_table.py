@@ -20,8 +20,7 @@ import reverie as rv
 from reverie.compiler.backend import scalar_ops
 from reverie.compiler.backend.mathlib import SUPPORTED
 from reverie.compiler.export import mlir_scalar
-from reverie.compiler.export.mlir import export_mlir
-from reverie.compiler.export.mlir_ops import LOWERINGS
+from reverie.compiler.export.mlir import LOWERINGS, export_mlir
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import (
     BATCH,
@@ -36,12 +35,12 @@ from reverie.compiler.ir.ops import (
     dtype_class,
 )
 from reverie.compiler.lower.builtins import BUILTINS, UNARY_BUILTINS
+from reverie.compiler.lower.module_lowering import RESERVED
 from reverie.compiler.to_loops import emitter
 from reverie.compiler.to_loops import lower_blocks as to_loops
-from reverie.compiler.transforms.batch_rules import BATCH_RULES
-from reverie.compiler.transforms.forward_rules import JVP_RULES
+from reverie.compiler.transforms.batch import BATCH_RULES
+from reverie.compiler.transforms.forward import JVP_RULES
 from reverie.compiler.transforms.reverse import VJP_RULES
-from reverie.dsl.check import RESERVED
 
 TABLES = {VJP: VJP_RULES, JVP: JVP_RULES, BATCH: BATCH_RULES}
 
