@@ -32,6 +32,7 @@ Function, as `reverie.Module` specialises and transforms functions itself (and c
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -66,8 +67,15 @@ _split_scatters = lazy(
 _contract_function = lazy("reverie.compiler.transforms.contractions:contract_function")
 _hoist_function = lazy("reverie.compiler.transforms.hoist:hoist_function")
 _plan_block = lazy("reverie.compiler.to_loops.fusion_plan:plan_block")
-_lower_to_loops = lazy("reverie.compiler.to_loops.lower_blocks:lower_to_loops")
+_lower_function = lazy("reverie.compiler.to_loops.lower_blocks:lower_function")
 _format_program = lazy("reverie.compiler.loops.loop_printer:format_program")
+_verify_program = lazy("reverie.compiler.loops.loop_verifier:verify_program")
+_inline_outer_products = lazy("reverie.compiler.loops.outer_products:inline_outer_products")
+_fuse_sequential_loops = lazy("reverie.compiler.loops.loop_fusion:fuse_sequential_loops")
+_split_wrapping_loops = lazy("reverie.compiler.loops.splitting:split_wrapping_loops")
+_split_guarded_loops = lazy("reverie.compiler.loops.peeling:split_guarded_loops")
+_interchange_reductions = lazy("reverie.compiler.loops.interchange:interchange_reductions")
+_remove_dead_code = lazy("reverie.compiler.loops.dead_code:remove_dead_code")
 _generate_llvm = lazy("reverie.compiler.backend.llvm:generate_llvm")
 _module_name = lazy("reverie.runtime.native.jit:first_exported_symbol")
 _llvm_module = lazy("reverie.runtime.native.jit:LlvmModule")
@@ -87,14 +95,17 @@ class Request:
     `function`: which function of the source (None: the only one); `dtype`: what `float`
     means; `transform`: None or one of TRANSFORMS; `wrt`: the parameters (names or
     positions) it acts on (None: every float parameter; for batch, every parameter);
-    `checkpoint`: O(sqrt(T)) loop states in reverse mode (SPEC §2.6); `filename`: for
-    diagnostics and MLIR locations; `backend`: one of BACKENDS."""
+    `checkpoint`: O(sqrt(T)) loop states in reverse mode (docs/language.md); `vjp`: reverse
+    mode as a vector-Jacobian product (a cotangent parameter per result) even where the
+    function has one scalar float result, whose gradient it otherwise builds; `filename`:
+    for diagnostics and MLIR locations; `backend`: one of BACKENDS."""
 
     function: str | None = None
     dtype: str = "f32"
     transform: str | None = None
     wrt: Sequence[str | int] | None = None
     checkpoint: bool = False
+    vjp: bool = False
     filename: str = "<source>"
     backend: str = "native"
 
@@ -170,7 +181,7 @@ def _is_float(type_: TensorType) -> bool:
 def _reverse(fn: Function, request: Request) -> Function:
     wrt = _positions(fn, request.wrt, _is_float)
     types = fn.result_types
-    if len(types) == 1 and types[0].rank == 0 and types[0].is_float:
+    if not request.vjp and len(types) == 1 and types[0].rank == 0 and types[0].is_float:
         return _grad_function(fn, wrt, checkpoint=request.checkpoint)
     return _vjp_function(fn, wrt, checkpoint=request.checkpoint)
 
@@ -184,14 +195,21 @@ def _batch(fn: Function, request: Request) -> Function:
 
 
 def _fuse(fn: Function, request: Request) -> Fused:
-    fn = _hoist_function(_contract_function(_split_scatters(fn)))  # matrix products first
     fused = Fused(fn, _plan_block(fn.body))
     show("fuse", f"@{fn.name}", lambda: format_fusion(fused))
     return fused
 
 
 def _to_loops(fused: Fused, request: Request) -> Program:
-    return _lower_to_loops(fused.function, fused.plan)
+    return _lower_function(fused.function, fused.plan)
+
+
+def _after_loop_pass(program: Program, pass_name: str) -> None:
+    """After every loop pass: the loop-IR verifier (`compiler/loops/loop_verifier.py`) with
+    REVERIE_VERIFY_LOOPS=1, which the test suite sets (tests/conftest.py), then printing."""
+    if os.environ.get("REVERIE_VERIFY_LOOPS") == "1":
+        _verify_program(program)
+    show(pass_name, f"@{program.name}", lambda: _format_program(program))
 
 
 def _codegen(program: Program, request: Request) -> str:
@@ -216,7 +234,7 @@ def _export_mlir(functions: Function | Sequence[Function], request: Request) -> 
     functions = [functions] if isinstance(functions, Function) else list(functions)
     names = [fn.name for fn in functions]
     symbols = [name if names.count(name) == 1 else f"{name}_{k}" for k, name in enumerate(names)]
-    parts = [_export_function(_hoist_function(fn), request.filename, symbol)
+    parts = [_export_function(fn, request.filename, symbol)
              for fn, symbol in zip(functions, symbols, strict=True)]
     export = MlirExport(parts, _mlir_module(parts))
     show("mlir", ", ".join(f"@{s}" for s in symbols), lambda: export.text)
@@ -248,49 +266,90 @@ def format_fusion(fused: Fused) -> str:
 
 
 @dataclass(frozen=True)
+class Pass:
+    """One pass of a stage: its name (REVERIE_PRINT_IR's), its work, the names it prints
+    under (None: its own; lowering and every transform end in `simplify`), and what the
+    ladder does after it (loop passes: verify and print; None: the pass printed its result
+    itself, as the tensor passes do in `after_pass`)."""
+
+    name: str
+    run: Callable[[Any, Request], Any]
+    prints: tuple[str, ...] | None = None
+    after: Callable[[Any, str], None] | None = None
+
+    @property
+    def printed(self) -> tuple[str, ...]:
+        """The REVERIE_PRINT_IR names this pass prints under."""
+        return (self.name,) if self.prints is None else self.prints
+
+
+def _each(rewrite: Callable[[Any], Any]) -> Callable[[Any, Request], Any]:
+    """A pass from a function of the IR alone (it needs nothing of the request)."""
+    return lambda value, request: rewrite(value)
+
+
+def _loop_pass(name: str, rewrite: Callable[[Program], Program]) -> Pass:
+    return Pass(name, _each(rewrite), after=_after_loop_pass)
+
+
+def _hoist_each(functions: Function | Sequence[Function]) -> list[Function]:
+    return [_hoist_function(fn) for fn in
+            ([functions] if isinstance(functions, Function) else functions)]
+
+
+@dataclass(frozen=True)
 class Stage:
-    """One rung: its name, what it returns, the passes it runs (REVERIE_PRINT_IR names),
-    how it runs, and how its result prints. A transform stage runs only when the request
-    asks for it."""
+    """One rung: its name, what it returns, the passes it runs in order, and how its result
+    prints. A transform stage runs only when the request asks for it."""
 
     name: str
     result: str
-    passes: tuple[str, ...]
-    run: Callable[[Any, Request], Any]
+    passes: tuple[Pass, ...]
     text: Callable[[Any], str]
     transform: bool = False
 
 
 PARSE = Stage("parse", "dsl.ast.Module: the syntax tree, with source spans",
-              ("parse",), _parse, _format_ast)
+              (Pass("parse", _parse),), _format_ast)
 LOWER = Stage("lower", "Function: the typed tensor IR of one function at request.dtype "
-              "(type checking included)", ("lower", "simplify"), _lower, format_function)
+              "(type checking included)", (Pass("lower", _lower, ("lower", "simplify")),),
+              format_function)
 REVERSE = Stage("reverse", "Function: its gradient (one scalar float result), else its VJP",
-                ("reverse", "simplify"), _reverse, format_function, transform=True)
+                (Pass("reverse", _reverse, ("reverse", "simplify")),), format_function,
+                transform=True)
 FORWARD = Stage("forward", "Function: its results and their tangents (JVP)",
-                ("forward", "simplify"), _forward, format_function, transform=True)
+                (Pass("forward", _forward, ("forward", "simplify")),), format_function,
+                transform=True)
 BATCH = Stage("batch", "Function: over a leading batch axis of the wrt parameters",
-              ("batch", "simplify"), _batch, format_function, transform=True)
+              (Pass("batch", _batch, ("batch", "simplify")),), format_function,
+              transform=True)
 FUSE = Stage("fuse", "Fused: the function, its contractions made matrix products, "
              "expensive partial-index work hoisted, and the fusion plan of its body",
-             ("scatter_contract", "contract", "hoist", "fuse"), _fuse,
-             format_fusion)
+             (Pass("scatter_contract", _each(_split_scatters)),  # matrix products first
+              Pass("contract", _each(_contract_function)),
+              Pass("hoist", _each(_hoist_function)),
+              Pass("fuse", _fuse)), format_fusion)
 TO_LOOPS = Stage("to_loops", "loops.ir.Program: loop nests over buffers",
-                 ("to_loops", "outer_products", "fuse_loops", "split_wrapping_loops",
-                  "split_guarded_loops", "interchange", "dead_code"),
-                 _to_loops, _format_program)
+                 (Pass("to_loops", _to_loops, after=_after_loop_pass),
+                  _loop_pass("outer_products", _inline_outer_products),
+                  _loop_pass("fuse_loops", _fuse_sequential_loops),
+                  _loop_pass("split_wrapping_loops", _split_wrapping_loops),
+                  _loop_pass("split_guarded_loops", _split_guarded_loops),
+                  _loop_pass("interchange", _interchange_reductions),
+                  _loop_pass("dead_code", _remove_dead_code)), _format_program)
 CODEGEN = Stage("codegen", "str: LLVM IR text, before LLVM's optimiser",
-                ("codegen",), _codegen, str)
+                (Pass("codegen", _codegen),), str)
 LLVM_OPT = Stage("llvm-opt", "runtime.jit.LlvmModule: the IR and its optimisation pipeline "
-                 "(optimised text on request)", ("llvm-opt",), _llvm_opt,
+                 "(optimised text on request)", (Pass("llvm-opt", _llvm_opt),),
                  lambda module: module.optimized_ir)
 JIT = Stage("jit", "runtime.jit.JitModule: native code loaded into this process",
-            (), _jit, lambda module: module.asm)
+            (Pass("jit", _jit, prints=()),), lambda module: module.asm)
 EXPORT_MLIR = Stage("mlir", "MlirExport: one MLIR module in upstream dialects (expensive "
-                    "partial-index work hoisted)", ("hoist", "mlir"), _export_mlir,
+                    "partial-index work hoisted)",
+                    (Pass("hoist", _each(_hoist_each)), Pass("mlir", _export_mlir)),
                     lambda export: export.text)
 MLIR_TO_LLVM = Stage("mlir-to-llvm", "str: LLVM IR from mlir-opt and mlir-translate",
-                     ("mlir-to-llvm",), _mlir_to_llvm, str)
+                     (Pass("mlir-to-llvm", _mlir_to_llvm),), str)
 
 FRONT = (PARSE, LOWER, REVERSE, FORWARD, BATCH)
 LADDERS: dict[str, tuple[Stage, ...]] = {
@@ -308,32 +367,63 @@ def stage(name: str, backend: str = "native") -> Stage:
     raise ValueError(f"the {backend} ladder has no stage {name!r}; its stages: {names}")
 
 
+def _steps(backend: str) -> list[tuple[Stage, Pass]]:
+    """Every pass of `backend`'s ladder with its stage, in order."""
+    return [(rung, step) for rung in LADDERS[backend] for step in rung.passes]
+
+
+def _step_index(name: str, backend: str, first: bool) -> int:
+    """Where the ladder starts (`first`) or stops for `name`: a stage (its first or last
+    pass) or, where no stage has that name, a pass of one."""
+    steps = _steps(backend)
+    if any(rung.name == name for rung, _ in steps) or name not in {p.name for _, p in steps}:
+        rung = stage(name, backend)
+        found = [k for k, (other, _) in enumerate(steps) if other is rung]
+        return found[0] if first else found[-1]
+    return next(k for k, (_, step) in enumerate(steps) if step.name == name)
+
+
 def climb(value: Any, request: Request | None = None, *, start: str = "parse",
           stop: str = "jit") -> dict[str, Any]:
-    """Run the stages of `request.backend`'s ladder from `start` to `stop` (both included)
-    on `value`, which is what `start` takes; every stage's result by stage name, in order."""
+    """Run `request.backend`'s ladder from `start` to `stop` (both included) on `value`,
+    which is what `start` takes; each names a stage or a pass of one (`stop="interchange"`:
+    the loop program after that pass). Returns every stage's result by stage name, in
+    order, and the result of a pass `stop` that ends no stage under its own name."""
     request = request or Request()
-    ladder = LADDERS[request.backend]
-    first, last = ladder.index(stage(start, request.backend)), \
-        ladder.index(stage(stop, request.backend))
+    steps = _steps(request.backend)
+    first = _step_index(start, request.backend, first=True)
+    last = _step_index(stop, request.backend, first=False)
     if first > last:
         raise ValueError(f"stage {stop!r} comes before stage {start!r}")
-    if ladder[last].transform and request.transform != stop:
+    if steps[last][0].transform and request.transform != steps[last][0].name:
         raise ValueError(f"stage {stop!r} runs only when asked for: "
                          f"Request(transform={stop!r})")
     results: dict[str, Any] = {}
     with collector_paused():  # (see compiler/collector.py: no collections mid-compile)
-        for rung in ladder[first:last + 1]:
+        for k, (rung, step) in enumerate(steps[first:last + 1], start=first):
             if rung.transform and rung.name != request.transform:
                 continue
-            value = rung.run(value, request)
-            results[rung.name] = value
+            value = step.run(value, request)
+            if step.after is not None:
+                step.after(value, step.name)
+            if step is rung.passes[-1]:
+                results[rung.name] = value
+            elif k == last:
+                results[step.name] = value
     return results
 
 
 def compile_source(source: str, stop: str = "jit", request: Request | None = None) -> Any:
     """The result of stage `stop` for source text (the whole ladder up to `stop`)."""
     return climb(source, request, start="parse", stop=stop)[stop]
+
+
+def transform(fn: Function, request: Request) -> Function:
+    """`fn` (a tensor Function) through the transform stage `request.transform` alone."""
+    if request.transform is None:
+        raise ValueError("transform needs Request(transform=...)")
+    return climb(fn, request, start=request.transform, stop=request.transform)[
+        request.transform]
 
 
 def back_end_start(backend: str = "native") -> str:

@@ -1,6 +1,6 @@
 """Dead-temporary and dead-scalar elimination: what nothing reads is not computed.
 
-Consumes and produces a loop-IR `Program`. A temporary that is written (by `Store`s, a
+A loop pass, `Program -> Program`. A temporary that is written (by `Store`s, a
 `Matmul` or a `Sort`) but never read (no `Load`, matmul operand or sort key anywhere,
 inside sequential loops included) is dropped with every statement writing it. The typical
 one is a `for_history` record of a state that the reverse sweep never reads (the LSTM's

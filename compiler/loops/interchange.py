@@ -1,6 +1,6 @@
 """Loop interchange for reductions whose summed index is the strided one.
 
-Consumes and produces loop-IR statement lists. A reducing generic lowers to its output
+A loop pass, `Program -> Program`. A reducing generic lowers to its output
 loops around an accumulator and the reduction loop. When the reduction runs over a
 leading axis of what it reads (`mu_bar[k, i] = sum[n](x[n, k, i])`, reverse mode's
 adjoint of a broadcast), every step of the inner loop jumps a whole row, and nothing
@@ -26,19 +26,31 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.loops.ir import Accumulate, Accumulator, Let, Load, Loop, Stmt, Store, View
-from reverie.compiler.to_loops.emitter import Context
+from reverie.compiler.loops.context import Context
+from reverie.compiler.loops.ir import (
+    Accumulate,
+    Accumulator,
+    Let,
+    Load,
+    Loop,
+    Program,
+    Stmt,
+    Store,
+    View,
+)
 
 COMBINE = {"sum": "add", "prod": "mul"}  # the reductions rewritten, as scalar ops
 
 
-def interchange_reductions(stmts: list[Stmt], ctx: Context) -> list[Stmt]:
-    """`stmts` with each strided reduction nest at this level interchanged."""
-    out: list[Stmt] = []
-    for stmt in stmts:
+def interchange_reductions(program: Program) -> Program:
+    """`program` with each strided reduction nest of its top level interchanged."""
+    ctx = Context.of(program)
+    body: list[Stmt] = []
+    for stmt in program.body:
         nest = _strided_reduction(stmt)
-        out += _interchanged(nest, ctx) if nest else [stmt]
-    return out
+        body += _interchanged(nest, ctx) if nest else [stmt]
+    program.body = body
+    return program
 
 
 class _Nest:

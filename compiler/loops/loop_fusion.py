@@ -1,6 +1,6 @@
 """Loop fusion inside sequential loops: same-extent loops of a scan body become one loop.
 
-Consumes and produces loop-IR statement lists. Tensor-level fusion (`to_loops/fusion_plan.py`)
+A loop pass, `Program -> Program`. Tensor-level fusion (`to_loops/fusion_plan.py`)
 inlines a value into its consumer's nest only when every consumer is in one nest, so a
 loop body (the step of a `for`, a reverse sweep) whose values feed several nests becomes
 a row of elementwise loops over one extent, each writing a temporary the next reads at
@@ -52,6 +52,7 @@ from reverie.compiler.loops.ir import (
     Loop,
     Matmul,
     Operand,
+    Program,
     Sort,
     Stmt,
     Store,
@@ -69,10 +70,10 @@ from reverie.compiler.loops.splitting import defined_names, rewritten
 ALIAS_BUDGET = 16
 
 
-def fuse_sequential_loops(stmts: list[Stmt]) -> list[Stmt]:
-    """`stmts` with the loops of every sequential loop's body fused where legal."""
-    groups = alias_groups(stmts)
-    return _visit(stmts, groups)
+def fuse_sequential_loops(program: Program) -> Program:
+    """`program` with the loops of every sequential loop's body fused where legal."""
+    program.body = _visit(program.body, alias_groups(program.body))
+    return program
 
 
 def _visit(stmts: list[Stmt], groups: dict[int, int]) -> list[Stmt]:

@@ -1,6 +1,6 @@
 """Outer products inside sequential loops are computed where they are read, not by a matmul.
 
-Consumes and produces loop-IR statement lists. The reverse sweep of a recurrence
+A loop pass, `Program -> Program`. The reverse sweep of a recurrence
 accumulates the adjoint of each weight matrix as a carried state, one outer product per
 step (`wx_bar += xs[t]ᵀ @ z_bar`: a `[D, 1] @ [1, 4H]` product), lowered as a matmul
 helper call into a temporary and then an elementwise loop adding it to the carry:
@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.loops.context import Context
 from reverie.compiler.loops.effects import alias_groups, effects
 from reverie.compiler.loops.ir import (
     BLOCK_STMTS,
@@ -40,23 +41,24 @@ from reverie.compiler.loops.ir import (
     Let,
     Load,
     Matmul,
+    Program,
     Stmt,
     WhileLoop,
     walk,
 )
-from reverie.compiler.to_loops.emitter import Context
 
 ZERO, ONE = Dim.const(0), Dim.const(1)
 
 
-def inline_outer_products(stmts: list[Stmt], ctx: Context) -> list[Stmt]:
-    """`stmts` with the outer products of every sequential loop's body read in place."""
-    groups = alias_groups(stmts)
-    loads = _loads_per_buffer(stmts)
-    for stmt in walk(stmts):
+def inline_outer_products(program: Program) -> Program:
+    """`program` with the outer products of every sequential loop's body read in place."""
+    ctx = Context.of(program)
+    groups = alias_groups(program.body)
+    loads = _loads_per_buffer(program.body)
+    for stmt in program.walk():
         if isinstance(stmt, ForLoop | WhileLoop):
             _inline_in(stmt.body, groups, loads, ctx)
-    return stmts
+    return program
 
 
 def _loads_per_buffer(stmts: list[Stmt]) -> dict[int, int]:

@@ -1,6 +1,6 @@
 """Index-set splitting at bounds tests: a loop runs its interior without its `in_bounds` tests.
 
-Consumes and produces loop-IR statement lists. A fused `pad` (the adjoint of a slice: W5's
+A loop pass, `Program -> Program`. A fused `pad` (the adjoint of a slice: W5's
 `x[:N-1]`, `x[1:]`) and a `read` in `zero` mode guard their loads with `in_bounds(%iK + c, n)`
 (`0 <= %iK + c < n`). Vectorised, each guarded load is a masked load and each guarded value
 a select, on every iteration, though the test fails only at a few iterations near the ends.
@@ -27,20 +27,34 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.loops.ir import BLOCK_STMTS, Guarded, If, Let, Loop, Operand, Stmt
+from reverie.compiler.loops.context import Context
+from reverie.compiler.loops.ir import (
+    BLOCK_STMTS,
+    Guarded,
+    If,
+    Let,
+    Loop,
+    Operand,
+    Program,
+    Stmt,
+)
 from reverie.compiler.loops.splitting import TRUE, defined_names, rewritten, substituted
-from reverie.compiler.to_loops.emitter import Context
 
 MIN_TRIPS = 16  # a loop of fewer (constant) iterations is left whole: too short to gain
 
 
-def split_guarded_loops(stmts: list[Stmt], ctx: Context) -> list[Stmt]:
-    """`stmts` with every loop whose body tests `in_bounds` of its variable split into its
-    two edges and its interior (innermost loops first)."""
+def split_guarded_loops(program: Program) -> Program:
+    """`program` with every loop whose body tests `in_bounds` of its variable split into
+    its two edges and its interior (innermost loops first)."""
+    program.body = _split_all(program.body, Context.of(program))
+    return program
+
+
+def _split_all(stmts: list[Stmt], ctx: Context) -> list[Stmt]:
     out: list[Stmt] = []
     for stmt in stmts:
         if isinstance(stmt, BLOCK_STMTS):
-            stmt.body = split_guarded_loops(stmt.body, ctx)
+            stmt.body = _split_all(stmt.body, ctx)
         if isinstance(stmt, Loop):
             out.extend(_split(stmt, ctx))
         else:

@@ -1,6 +1,6 @@
 """Index-set splitting: loops that test a wrap-around run as two loops that do not.
 
-Consumes and produces loop-IR statement lists. A fused `roll` reads its source at
+A loop pass, `Program -> Program`. A fused `roll` reads its source at
 `select(i - s < 0, i - s + n, i - s)`: a data-dependent address, which LLVM does not
 vectorise. When a loop's own body tests `%iK + rest < 0` with `rest` fixed for the loop,
 the test holds exactly for `%iK < -rest`, so the loop becomes
@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.loops.context import Context, defined_names
 from reverie.compiler.loops.ir import (
     BLOCK_STMTS,
     Accumulate,
-    Accumulator,
     ArgUpdate,
     Check,
     Const,
@@ -36,25 +36,34 @@ from reverie.compiler.loops.ir import (
     Load,
     Loop,
     Operand,
+    Program,
     Stmt,
     Store,
     Var,
     WhileLoop,
+    all_dims,
     as_index,
 )
-from reverie.compiler.to_loops.emitter import Context
 
 MAX_SPLITS = 3
 ZERO = Dim.const(0)
 TRUE = Const(True, "bool")
 
 
-def split_wrapping_loops(stmts: list[Stmt], ctx: Context) -> list[Stmt]:
-    """`stmts` with every loop that tests a wrap-around of its variable split in two."""
+def split_wrapping_loops(program: Program) -> Program:
+    """`program` with every loop that tests a wrap-around of its variable split in two (a
+    size only a decided `select` read is no longer passed to the kernel)."""
+    program.body = _split_all(program.body, Context.of(program))
+    used = {s for d in all_dims(program) for s in d.symbols()}
+    program.symbols = [s for s in program.symbols if s in used]
+    return program
+
+
+def _split_all(stmts: list[Stmt], ctx: Context) -> list[Stmt]:
     out: list[Stmt] = []
     for stmt in stmts:
         if isinstance(stmt, BLOCK_STMTS):
-            stmt.body = split_wrapping_loops(stmt.body, ctx)
+            stmt.body = _split_all(stmt.body, ctx)
         if isinstance(stmt, Loop):
             out.extend(_split(stmt, ctx, MAX_SPLITS))
         else:
@@ -87,21 +96,6 @@ def _wrap_test(loop: Loop) -> tuple[Let, Dim] | None:
         if not rest.symbols() & defined and not _used_as_condition(loop.body, stmt.var):
             return stmt, rest
     return None
-
-
-def defined_names(stmts: list[Stmt]) -> set[str]:
-    """Names of the variables (scalars and loop variables) defined in `stmts`, nested too."""
-    names: set[str] = set()
-    for stmt in stmts:
-        if isinstance(stmt, Let | Load | Guarded | Accumulator):
-            names.add(stmt.var.name)
-        elif isinstance(stmt, ArgUpdate):
-            names |= {stmt.best.name, stmt.best_index.name}
-        if isinstance(stmt, Loop | ForLoop | WhileLoop):
-            names.add(stmt.var)
-        if isinstance(stmt, BLOCK_STMTS):
-            names |= defined_names(stmt.body)
-    return names
 
 
 def _used_as_condition(stmts: list[Stmt], var: Var) -> bool:

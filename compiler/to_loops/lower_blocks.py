@@ -1,4 +1,8 @@
-"""Fusion and lowering: a specialised tensor-IR `Function` becomes a loop-IR `Program`.
+"""The pass `to_loops`: a specialised tensor-IR `Function` becomes a loop-IR `Program`.
+
+The ladder (`compiler/pipeline.py`, stage `to_loops`) runs the loop passes after it;
+`lower_to_loops(fn)` climbs that ladder, so it is the program `reverie emit --stage loops`
+prints.
 
 Each block is planned by `to_loops/fusion_plan.py` (which ops get a loop nest, which are inlined,
 which are strided views), then walked in order:
@@ -19,7 +23,6 @@ materialised pad is an ordinary fused nest (`Evaluator` selects its source or 0)
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 from reverie.compiler.ir.core import Block, Function, Op, Value
@@ -27,8 +30,7 @@ from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.ops import missing_rule
 from reverie.compiler.ir.reduce_kinds import REDUCE_OPS
 from reverie.compiler.ir.views import GenericOp, GenericScatterOp
-from reverie.compiler.loops.dead_code import remove_dead_code
-from reverie.compiler.loops.interchange import interchange_reductions
+from reverie.compiler.lazy import lazy
 from reverie.compiler.loops.ir import (
     MATMUL_PACK_ELEMENTS,
     Accumulate,
@@ -42,13 +44,6 @@ from reverie.compiler.loops.ir import (
     all_dims,
     row_major_strides,
 )
-from reverie.compiler.loops.loop_fusion import fuse_sequential_loops
-from reverie.compiler.loops.loop_printer import format_program
-from reverie.compiler.loops.loop_verifier import verify_program
-from reverie.compiler.loops.outer_products import inline_outer_products
-from reverie.compiler.loops.peeling import split_guarded_loops
-from reverie.compiler.loops.splitting import split_wrapping_loops
-from reverie.compiler.print_ir import show
 from reverie.compiler.to_loops.batched_matmul import emit_matmul
 from reverie.compiler.to_loops.boundary import CallBoundary
 from reverie.compiler.to_loops.control import lower_for, lower_if, lower_trip_dim, lower_while
@@ -81,13 +76,13 @@ from reverie.compiler.to_loops.reductions import (
 from reverie.compiler.to_loops.scans import lower_scan
 from reverie.compiler.to_loops.sorts import lower_argsort
 
+_compile_function = lazy("reverie.compiler.pipeline:compile_function")  # the ladder, above
 
-def lower_to_loops(fn: Function, plan: Plan | None = None) -> Program:
-    """The loop-IR program of a specialised function (`plan`: the fusion plan of its body,
-    when the caller made it already; loop bodies are planned as they are reached).
 
-    The loop passes run in order after lowering; after each, `after_loop_pass` is where a
-    loop-IR verifier belongs, and where REVERIE_PRINT_IR prints the program."""
+def lower_function(fn: Function, plan: Plan | None = None) -> Program:
+    """The loop-IR program of a specialised function, as lowered, before any loop pass
+    (`plan`: the fusion plan of its body, when the caller made it already; loop bodies are
+    planned as they are reached)."""
     ctx = Context()
     inputs = [Buffer(name, p.type.dtype, p.type.shape, "input", k)
               for k, (name, p) in enumerate(zip(fn.param_names, fn.params, strict=True))]
@@ -101,21 +96,14 @@ def lower_to_loops(fn: Function, plan: Plan | None = None) -> Program:
     BlockLowering(ctx, env).lower(fn.body, outputs, em, plan)
     program = Program(fn.name, [], inputs, outputs, ctx.temps, body, ctx.sites)
     program.symbols = _size_symbols(program, fn)
-    after_loop_pass(program, "to_loops")
-    program.body = inline_outer_products(program.body, ctx)
-    after_loop_pass(program, "outer_products")
-    program.body = fuse_sequential_loops(program.body)
-    after_loop_pass(program, "fuse_loops")
-    program.body = split_wrapping_loops(program.body, ctx)
-    program.symbols = _size_symbols(program, fn)
-    after_loop_pass(program, "split_wrapping_loops")
-    program.body = split_guarded_loops(program.body, ctx)
-    after_loop_pass(program, "split_guarded_loops")
-    program.body = interchange_reductions(program.body, ctx)
-    after_loop_pass(program, "interchange")
-    after_loop_pass(remove_dead_code(program), "dead_code")
     program.boundary = CallBoundary.of(fn, program)
     return program
+
+
+def lower_to_loops(fn: Function) -> Program:
+    """The loop program the ladder makes of `fn`: stages `fuse` and `to_loops`, every
+    loop pass included (the one path: `compiler/pipeline.py`)."""
+    return _compile_function(fn, "to_loops")
 
 
 def _size_symbols(program: Program, fn: Function) -> list[str]:
@@ -123,18 +111,6 @@ def _size_symbols(program: Program, fn: Function) -> list[str]:
     function's order (then any others, sorted)."""
     found = {s for d in all_dims(program) for s in d.symbols() if not s.startswith("%")}
     return [s for s in fn.dim_names if s in found] + sorted(found - set(fn.dim_names))
-
-
-def after_loop_pass(program: Program, pass_name: str) -> Program:
-    """The loop-IR counterpart of `ir/verifier.after_pass`, run after every loop pass.
-
-    With REVERIE_VERIFY_LOOPS=1 (the test suite sets it: tests/conftest.py) the loop-IR
-    verifier (`compiler/loops/loop_verifier.py`) checks the program first; then it goes to the
-    printing hook (REVERIE_PRINT_IR, `compiler/print_ir.py`)."""
-    if os.environ.get("REVERIE_VERIFY_LOOPS") == "1":
-        verify_program(program)
-    show(pass_name, f"@{program.name}", lambda: format_program(program))
-    return program
 
 
 class BlockLowering:

@@ -10,18 +10,16 @@ import re
 
 import numpy as np
 import pytest
-from level_helpers import every_level
+from level_helpers import every_level, ladder_without, loop_program
 from test_benchmarks import load_workloads
 
 import reverie as rv
-from reverie.compiler import pipeline
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.loops.loop_interpreter import run_program
 from reverie.compiler.pipeline import Request, compile_function
 from reverie.compiler.print_ir import capture
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.compiler.transforms.hoist import hoist_function
 from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.native_kernel import native_kernel
@@ -167,26 +165,24 @@ def test_the_pass_prints_under_its_name() -> None:
 # ---------------------------------------------------------------- the same bits everywhere
 
 
-def unhoisted_native(fn: Function, args: list[np.ndarray],
-                     monkeypatch: pytest.MonkeyPatch) -> list[np.ndarray]:
+def unhoisted_native(fn: Function, args: list[np.ndarray]) -> list[np.ndarray]:
     """Native code of `fn` compiled with the pipeline's hoisting switched off."""
-    with monkeypatch.context() as patch:
-        patch.setattr(pipeline, "_hoist_function", lambda f: f)
+    with ladder_without("hoist"):
         kernel = native_kernel(fn.derive(fn.name, fn.body))
     return kernel(bind_arguments(fn, args))
 
 
 @pytest.mark.parametrize("name", [*PROGRAMS, "mixture gradient"])
 def test_every_level_gives_the_unhoisted_bits(
-        name: str, monkeypatch: pytest.MonkeyPatch, uncached: None) -> None:
+        name: str, uncached: None) -> None:
     fn = adjoint(MIXTURE) if name == "mixture gradient" else lowered(PROGRAMS[name])
     args = arguments(fn)
     hoisted = hoist_function(fn)
     assert hoisted is not fn
     bound = bind_arguments(fn, args)
     reference = interpret(fn, bound.arrays, bound.dims)
-    looped = run_program(lower_to_loops(fn), bound.arrays, bound.dims)
-    native = unhoisted_native(fn, args, monkeypatch)
+    looped = run_program(loop_program(fn, without=("hoist",)), bound.arrays, bound.dims)
+    native = unhoisted_native(fn, args)
     if name == "mixture gradient":  # every result: the loss and its gradient
         for got, want in zip(interpret(hoisted, bound.arrays, bound.dims), reference,
                              strict=True):
@@ -205,8 +201,7 @@ def test_every_level_gives_the_unhoisted_bits(
 
 
 @pytest.mark.parametrize("backend", ["native", "interp"])
-def test_kernels_run_the_hoisted_program(backend: str, monkeypatch: pytest.MonkeyPatch,
-                                         uncached: None) -> None:
+def test_kernels_run_the_hoisted_program(backend: str, uncached: None) -> None:
     module = rv.compile(PROGRAMS["map"], backend=backend)
     fn = lowered(PROGRAMS["map"])
     args = arguments(fn)
@@ -215,7 +210,7 @@ def test_kernels_run_the_hoisted_program(backend: str, monkeypatch: pytest.Monke
     assert any("%exp = generic" in text for text in texts)
     bound = bind_arguments(fn, args)
     (want,) = (interpret(fn, bound.arrays, bound.dims) if backend == "interp" else
-               unhoisted_native(fn, args, monkeypatch))
+               unhoisted_native(fn, args))
     np.testing.assert_array_equal(got, want)
 
 

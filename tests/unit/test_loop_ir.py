@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from level_helpers import loop_program
 from test_examples import EXAMPLE_FILES, SIZES, make_args
 
 import reverie as rv
@@ -50,8 +51,6 @@ from reverie.compiler.loops.ir import (
 from reverie.compiler.loops.loop_interpreter import LoopMemoryError, run_program
 from reverie.compiler.loops.loop_printer import format_program
 from reverie.compiler.loops.loop_verifier import LoopVerifyError, verify_program
-from reverie.compiler.to_loops import lower_blocks as to_loops
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.native_kernel import native_kernel
 
@@ -75,18 +74,15 @@ def level_functions(module: rv.Module, name: str, dtype: str) -> list[Function]:
 
 
 def lower_unsplit(fn: Function) -> Program:
-    """The program as lowering leaves it, before `split_wrapping_loops` and
+    """The program without the loop passes `split_wrapping_loops` and
     `split_guarded_loops`."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(to_loops, "split_wrapping_loops", lambda body, ctx: body)
-        patch.setattr(to_loops, "split_guarded_loops", lambda body, ctx: body)
-        return lower_to_loops(fn)
+    return loop_program(fn, without=("split_wrapping_loops", "split_guarded_loops"))
 
 
 def loop_ir_text(path: Path) -> str:
     module = compiled(path)
     functions = [f for name in module.kernels for f in level_functions(module, name, "f32")]
-    return "\n\n".join(format_program(lower_to_loops(f)) for f in functions) + "\n"
+    return "\n\n".join(format_program(loop_program(f)) for f in functions) + "\n"
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.stem)
@@ -100,7 +96,7 @@ def test_every_example_has_a_golden_file_and_no_other() -> None:
 
 def test_the_loop_ir_docstring_shows_real_output() -> None:
     module = rv.compile("fn loss(x: f32[N]) -> f32 { return sum(tanh(x)); }", backend="interp")
-    printed = format_program(lower_to_loops(module.lowering.specialise("loss", "f32")))
+    printed = format_program(loop_program(module.lowering.specialise("loss", "f32")))
     assert textwrap.indent(printed, "    ") in loop_ir.__doc__
 
 
@@ -127,7 +123,7 @@ def test_tensor_loop_and_native_levels_agree(path: Path, name: str, dtype: str) 
     module = compiled(path)
     for scale, fn in zip((30, 300), level_functions(module, name, dtype), strict=False):
         bound = bind_arguments(fn, arguments(module, name, fn, dtype))
-        unsplit, program = lower_unsplit(fn), lower_to_loops(fn)
+        unsplit, program = lower_unsplit(fn), loop_program(fn)
         verify_program(unsplit)
         verify_program(program)
         loops = run_program(program, bound.arrays, bound.dims)
@@ -159,7 +155,7 @@ EDGE_CASES = [
 def test_levels_agree_on_edge_cases(source: str, args: list[object]) -> None:
     fn = rv.compile(source, backend="interp").lowering.specialise("f", "f64")
     bound = bind_arguments(fn, args)
-    program = lower_to_loops(fn)
+    program = loop_program(fn)
     verify_program(program)
     loops = run_program(program, bound.arrays, bound.dims)
     for got, want in zip(loops, interpret(fn, bound.arrays, bound.dims), strict=True):
@@ -176,7 +172,7 @@ def test_failed_checks_raise_the_native_index_error() -> None:
     with pytest.raises(IndexError) as native_error:
         native_kernel(fn)(bound)
     with pytest.raises(IndexError) as loop_error:
-        run_program(lower_to_loops(fn), bound.arrays, bound.dims)
+        run_program(loop_program(fn), bound.arrays, bound.dims)
     assert str(loop_error.value) == str(native_error.value) == \
         "index -1 is out of bounds for axis 1 of 'z' with size 3"
 
@@ -293,7 +289,7 @@ def test_parameter_names_may_repeat_or_match_generated_names() -> None:
     """Input names come from the user (and from reverse mode, which can repeat them);
     code generation never looks buffers up by name."""
     source = "fn f(t0: f64[N], out0: f64[N, N]) -> f64[N] { return t0 @ out0 + t0; }"
-    program = lower_to_loops(rv.compile(source, backend="interp").lowering.specialise("f", "f64"))
+    program = loop_program(rv.compile(source, backend="interp").lowering.specialise("f", "f64"))
     program.inputs[1].name = "t0"
     verify_program(program)
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from level_helpers import loop_program
 
 import reverie as rv
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.compiler.loops.ir import Program
 from reverie.compiler.loops.loop_interpreter import run_program
 from reverie.compiler.loops.loop_printer import format_program
-from reverie.compiler.to_loops import lower_blocks as to_loops
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.native_kernel import native_kernel
 
@@ -91,21 +91,19 @@ def _hvp(source: str) -> Function:
     return rv.compile(source).f.hvp("x").ir_for("f64")
 
 
-def _unsplit(fn: Function) -> object:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(to_loops, "split_guarded_loops", lambda body, ctx: body)
-        return lower_to_loops(fn)
+def _unsplit(fn: Function) -> Program:
+    return loop_program(fn, without=("split_guarded_loops",))
 
 
 def test_loop_ir_of_a_neighbour_gradient() -> None:
-    assert format_program(lower_to_loops(_adjoint(NEIGHBOURS))) + "\n" == EXPECTED
+    assert format_program(loop_program(_adjoint(NEIGHBOURS))) + "\n" == EXPECTED
 
 
 def test_a_short_test_and_a_short_constant_loop_stay_whole() -> None:
-    text = format_program(lower_to_loops(_adjoint(PROGRAMS[2])))
+    text = format_program(loop_program(_adjoint(PROGRAMS[2])))
     assert "in_bounds %i2, 1" in text.split("for %i2 in %")[1]  # in the interior, still
     small = "fn f(x: f64[4]) -> f64 { return sum(x[1:] * x[:3]); }"
-    assert format_program(lower_to_loops(_adjoint(small))).count("for %") == 2
+    assert format_program(loop_program(_adjoint(small))).count("for %") == 2
 
 
 CASES = [(build, source) for source in PROGRAMS for build in (_adjoint, _hvp)
@@ -122,7 +120,7 @@ def test_split_program_equals_unsplit_and_interpreter(build, source: str, n: int
     rng = np.random.default_rng(n)
     shapes = [tuple(n if str(d) == "N" else 5 for d in p.type.shape) for p in fn.params]
     bound = bind_arguments(fn, [rng.standard_normal(s) for s in shapes])
-    split = run_program(lower_to_loops(fn), bound.arrays, bound.dims)
+    split = run_program(loop_program(fn), bound.arrays, bound.dims)
     for got, whole in zip(split, run_program(_unsplit(fn), bound.arrays, bound.dims),
                           strict=True):
         np.testing.assert_array_equal(got, whole)

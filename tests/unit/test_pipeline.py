@@ -14,7 +14,16 @@ from reverie.__main__ import main
 from reverie.compiler import pipeline, print_ir
 from reverie.compiler.ir.core import Function
 from reverie.compiler.loops.ir import Program
-from reverie.compiler.pipeline import LADDERS, Fused, MlirExport, Request, climb, compile_source
+from reverie.compiler.loops.loop_printer import format_program as print_loops
+from reverie.compiler.pipeline import (
+    LADDERS,
+    Fused,
+    MlirExport,
+    Request,
+    climb,
+    compile_function,
+    compile_source,
+)
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import CompileError
 from reverie.module import STAGES
@@ -79,6 +88,27 @@ def test_climb_returns_every_stage_in_ladder_order_and_skips_other_transforms() 
     assert stages["codegen"] == stages["llvm-opt"].source_ir
 
 
+def test_climb_stops_after_and_starts_at_any_pass() -> None:
+    fn = compile_source(SOURCE, "reverse", Request(transform="reverse"))
+    stages = climb(fn, start="fuse", stop="split_wrapping_loops")
+    assert list(stages) == ["fuse", "split_wrapping_loops"]
+    rest = climb(stages["split_wrapping_loops"], start="split_guarded_loops", stop="to_loops")
+    assert list(rest) == ["to_loops"]
+    assert print_loops(rest["to_loops"]) == print_loops(compile_function(fn, "to_loops"))
+    with pytest.raises(ValueError, match="comes before"):
+        climb(fn, start="interchange", stop="fuse_loops")
+
+
+def test_the_stage_rows_are_the_passes_that_print_in_order(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("REVERIE_PRINT_IR", "1")
+    compile_source(SOURCE, "to_loops")
+    printed = [name for name, _ in headers(capsys.readouterr().err)]
+    rows = [name for s in LADDERS["native"] if s.name in ("fuse", "to_loops")
+            for p in s.passes for name in p.printed]
+    assert printed[-len(rows):] == rows
+
+
 def test_the_native_kernel_runs_what_the_ladder_builds() -> None:
     module = rv.compile(SOURCE)
     x = np.linspace(-1, 1, 5, dtype=np.float32)
@@ -126,7 +156,8 @@ def test_fusion_plan_marks_every_body_op() -> None:
 
 
 def test_every_pass_of_the_ladder_is_documented_and_printable() -> None:
-    run_by_stages = {name for ladder in LADDERS.values() for s in ladder for name in s.passes}
+    run_by_stages = {name for ladder in LADDERS.values() for s in ladder for p in s.passes
+                     for name in p.printed}
     assert run_by_stages <= set(print_ir.PASSES)
     assert set(print_ir.PASSES) - run_by_stages == {"jacobian"}  # Kernel.jacobian's pass
     docs = (ROOT / "docs/pipeline.md").read_text()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from level_helpers import loop_program
 
 import reverie as rv
 from reverie.compiler.ir.dims import Dim
@@ -38,7 +39,6 @@ from reverie.compiler.loops.ir import (
 from reverie.compiler.loops.loop_fusion import fuse_sequential_loops
 from reverie.compiler.loops.loop_interpreter import run_program
 from reverie.compiler.loops.loop_verifier import verify_program
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.native_kernel import native_kernel
 
@@ -54,7 +54,7 @@ def lstm_arguments(rng: np.random.Generator) -> list[np.ndarray]:
 
 def lstm_gradient() -> Program:
     module = rv.compile(LSTM.read_text(encoding="utf-8"), backend="interp")
-    return lower_to_loops(module.adjoint("lstm_loss", "f64"))
+    return loop_program(module.adjoint("lstm_loss", "f64"))
 
 
 def scans(program: Program) -> list[ForLoop]:
@@ -90,8 +90,7 @@ def test_the_lstm_gradient_agrees_at_every_level() -> None:
     fn = module.adjoint("lstm_loss", "f64")
     args = lstm_arguments(np.random.default_rng(3))  # a scalar loss: its gradient
     bound = bind_arguments(fn, args)
-    program = lower_to_loops(fn)
-    verify_program(program)
+    program = loop_program(fn)  # verified after every pass (tests/conftest.py)
     loops = run_program(program, bound.arrays, bound.dims)
     for got, want in zip(loops, interpret(fn, bound.arrays, bound.dims), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
@@ -178,8 +177,7 @@ def test_fusion_merges_only_loops_that_meet_at_one_element(case: str) -> None:
     build, loops_left = CASES[case]
     before = scan(build(), [TEMP])
     after = scan(build(), [TEMP])
-    after.body = fuse_sequential_loops(after.body)
-    remove_dead_code(after)
+    remove_dead_code(fuse_sequential_loops(after))
     verify_program(after)
     assert len(elementwise_loops(after.body[1].body)) == 1
     assert sum(elementwise_loops(after.body[1].body).values()) == loops_left
