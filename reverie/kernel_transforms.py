@@ -3,8 +3,9 @@
 `rv.grad(..., is_grads_batched=True)`; and the kernels they return.
 
 Consumes a `Kernel` (its typed IR per dtype); produces new Kernels whose IR is built by the
-compiler passes `grad_function`, `vjp_function`, `jvp_function`, `batch_function` and
-`jacobian_function`, so every result is one compiled call and can be transformed again. The
+ladder's transform stages (`reverse`, `forward`, `batch`: `compiler/pipeline.py`'s
+`transform`), a Jacobian by the pass `jacobian_function` and the two halves of a VJP by
+`split_vjp`, so every result is one compiled call and can be transformed again. The
 calling conventions follow torch.func:
 
     f.grad("w")(x, w)                        # dL/dw (a tuple for several wrt)
@@ -40,19 +41,30 @@ from reverie.runtime.native.call import ArgumentTypeError, bind_arguments, float
 if TYPE_CHECKING:
     from reverie.compiler.ir.core import Function
 
-# The passes run when a transform's IR is first built, which a process finding that IR in
-# the disk cache never does: imported then.
-batch_function = lazy("reverie.compiler.transforms.batch:batch_function")
-jvp_function = lazy("reverie.compiler.transforms.forward:jvp_function")
+# The ladder and the passes run when a transform's IR is first built, which a process
+# finding that IR in the disk cache never does: imported then.
+Request = lazy("reverie.compiler.pipeline:Request")
+transform = lazy("reverie.compiler.pipeline:transform")
 jacobian_function = lazy("reverie.compiler.transforms.jacobian:jacobian_function")
-grad_function = lazy("reverie.compiler.transforms.reverse:grad_function")
-vjp_function = lazy("reverie.compiler.transforms.reverse:vjp_function")
 split_vjp = lazy("reverie.compiler.transforms.residuals:split_vjp")
 simplify = lazy("reverie.compiler.transforms.simplify:simplify")
 # ... and the IR itself, which a warm start's `f.grad(...)(...)` never builds
 Block = lazy("reverie.compiler.ir.core:Block")
 evaluate_shape = lazy("reverie.compiler.ir.dims:evaluate_shape")
 num_elements = lazy("reverie.compiler.ir.dims:num_elements")
+
+
+def reverse(fn: Function, wrt: Sequence[int], checkpoint: bool = False,
+            vjp: bool = False) -> Function:
+    """The ladder's reverse stage on `fn`: its gradient for one scalar float result (unless
+    `vjp`), else its VJP, with respect to the parameters at `wrt`."""
+    return transform(fn, Request(transform="reverse", wrt=wrt, checkpoint=checkpoint,
+                                 vjp=vjp))
+
+
+def forward(fn: Function, wrt: Sequence[int]) -> Function:
+    """The ladder's forward stage on `fn`: its results and their tangents (JVP)."""
+    return transform(fn, Request(transform="forward", wrt=wrt))
 
 
 def select_results(fn: Function, keep: Sequence[int], name: str) -> Function:
@@ -134,7 +146,7 @@ def grad(kernel: Kernel, wrt: Wrt = None, checkpoint: bool | None = None) -> Ker
 def _grad(kernel: Kernel, chosen: list[int], single: bool, checkpoint: bool) -> Kernel:
     """The gradient kernel of `kernel` for resolved `wrt` positions `chosen`."""
     def build(dtype: str) -> Function:
-        full = grad_function(kernel.ir_for(dtype), chosen, checkpoint=checkpoint)
+        full = reverse(kernel.ir_for(dtype), chosen, checkpoint)
         return select_results(full, range(1, 1 + len(chosen)), f"{kernel.name}_grad")
 
     return derived_kernel(kernel, "grad", build, single)
@@ -153,8 +165,8 @@ def value_and_grad(kernel: Kernel, wrt: Wrt = None,
 def _value_and_grad(kernel: Kernel, chosen: list[int], single: bool,
                     checkpoint: bool) -> Kernel:
     """The value-and-gradient kernel of `kernel` for resolved `wrt` positions `chosen`."""
-    flat = derived_kernel(kernel, "value_and_grad", lambda dtype: grad_function(
-        kernel.ir_for(dtype), chosen, checkpoint=checkpoint), False)
+    flat = derived_kernel(kernel, "value_and_grad", lambda dtype: reverse(
+        kernel.ir_for(dtype), chosen, checkpoint), False)
     return GroupedKernel(flat, None,
                          lambda results: (results[0], results[1] if single else results[1:]))
 
@@ -174,7 +186,7 @@ def _vjp(kernel: Kernel, chosen: list[int], single: bool, checkpoint: bool) -> K
     outputs = len(result_types)
 
     def build(dtype: str) -> Function:
-        full = vjp_function(kernel.ir_for(dtype), chosen, checkpoint=checkpoint)
+        full = reverse(kernel.ir_for(dtype), chosen, checkpoint, vjp=True)
         return select_results(full, range(outputs, outputs + len(chosen)),
                               f"{kernel.name}_vjp")
 
@@ -208,7 +220,7 @@ def _vjp_half(kernel: Kernel, chosen: list[int], half: str) -> Kernel:
         key = ("vjp split", tuple(chosen), dtype)  # the reverse pass runs once for both
         split = kernel.autograd_cache.get(key)
         if split is None:
-            vjp = vjp_function(kernel.ir_for(dtype), chosen)
+            vjp = reverse(kernel.ir_for(dtype), chosen, vjp=True)
             split = kernel.autograd_cache[key] = split_vjp(vjp, len(kernel.param_names),
                                                            outputs)
         return simplify(getattr(split, half))
@@ -252,7 +264,7 @@ def batched_vjp(kernel: Kernel, wrt: Sequence[int], args: Sequence[object],
     result of `kernel`, each an array of shape `(B, *result.shape)` with the same B, or
     None for a result that gets no cotangent (zeros, not batched). Returns one array of
     shape `(B, *param.shape)` per `wrt` position, in order. The batched IR is
-    `batch_function(vjp_function(f, wrt), batched=<cotangent positions>)`, compiled once
+    the ladder's batch stage over the cotangents of its reverse stage (a VJP), compiled once
     per (wrt, which cotangents are given, dtype). Shape errors (disagreeing batch sizes,
     a missing batch axis) raise `ShapeMismatchError` / `ArgumentTypeError`. `recorded`
     (`create_graph=True`): `args` and cotangents may be Tensors, and the call is recorded
@@ -285,10 +297,10 @@ def _batched_vjp_kernel(kernel: Kernel, wrt: tuple[int, ...], given: tuple[bool,
     count, outputs = len(kernel.param_names), len(given)
 
     def build(float_dtype: str) -> Function:
-        full = vjp_function(kernel.ir_for(float_dtype), list(wrt))
+        full = reverse(kernel.ir_for(float_dtype), list(wrt), vjp=True)
         grads = select_results(full, range(outputs, outputs + len(wrt)), f"{kernel.name}_vjp")
         positions = [count + j for j, g in enumerate(given) if g]
-        return batch_function(grads, positions, name=f"{kernel.name}_vjp_batched")
+        return transform(grads, Request(transform="batch", wrt=positions))  # ..._vjp_batched
 
     return derived_kernel(kernel, "vjp_batched", build, False,
                           [f"cotangent{j}" for j in range(outputs)], result_dtypes)
@@ -312,7 +324,7 @@ def _jvp(kernel: Kernel, chosen: list[int], single: bool) -> Kernel:
     """The JVP kernel of `kernel` for resolved `wrt` positions `chosen`."""
     outputs = _result_count(kernel)
     flat = derived_kernel(
-        kernel, "jvp", lambda dtype: jvp_function(kernel.ir_for(dtype), chosen), False,
+        kernel, "jvp", lambda dtype: forward(kernel.ir_for(dtype), chosen), False,
         [f"{kernel.param_names[i]}_dot" for i in chosen],
         [kernel.declared_dtypes[i] for i in chosen])
 
@@ -338,9 +350,9 @@ def _hvp(kernel: Kernel, chosen: list[int], single: bool) -> Kernel:
     count = len(chosen)
 
     def build(dtype: str) -> Function:
-        full = grad_function(kernel.ir_for(dtype), chosen)
+        full = reverse(kernel.ir_for(dtype), chosen)
         grads = select_results(full, range(1, 1 + count), f"{kernel.name}_grad")
-        both = jvp_function(grads, chosen)
+        both = forward(grads, chosen)
         return select_results(both, range(count, 2 * count), f"{kernel.name}_hvp")
 
     names = ["v"] if single else [f"v_{kernel.param_names[i]}" for i in chosen]

@@ -10,8 +10,8 @@ one compiled Reverie kernel:
 - forward mode (`jvp`): the kernel's JVP, `f.jvp(wrt)`, for the inputs with a tangent:
   `ẏ_j = Σ_i ∂y_j/∂x_i · ẋ_i`;
 - batching (`vmap`): the kernel batched over the inputs with a batch dimension (moved to
-  the front), `batch_function(f, positions)`, called once for the whole batch, every result
-  batched along dimension 0: `vmap(f)(X)[b] = f(X[b])`.
+  the front), the ladder's batch stage (`compiler/pipeline.py`), called once for the whole
+  batch, every result batched along dimension 0: `vmap(f)(X)[b] = f(X[b])`.
 
 Which path a call takes (`call`):
 
@@ -46,7 +46,8 @@ from reverie.torch_op import LIBRARY, KernelOp, to_numpy, to_torch
 
 __all__ = ["KernelCall", "batched_kernel", "call", "op_for"]
 
-batch_function = lazy("reverie.compiler.transforms.batch:batch_function")
+Request = lazy("reverie.compiler.pipeline:Request")
+transform = lazy("reverie.compiler.pipeline:transform")
 
 OP_KEY = "torch.op"  # where a kernel keeps its KernelOp (Kernel.autograd_cache)
 Via = Callable[[KernelOp, Sequence[Any]], tuple[torch.Tensor, ...]]
@@ -276,8 +277,7 @@ def batched_kernel(kernel: Kernel, positions: tuple[int, ...]) -> Kernel:
     """`kernel` over a leading batch axis of its parameters at `positions` (every result
     batched): one compiled call for the whole batch, cached with its transforms."""
     def build(dtype: str) -> Function:
-        return batch_function(kernel.ir_for(dtype), list(positions),
-                              name=f"{kernel.name}_batched")
+        return transform(kernel.ir_for(dtype), Request(transform="batch", wrt=positions))
 
     return kernel.cached_transform(("batch", positions),
                                    lambda: derived_kernel(kernel, "batched", build, False))
