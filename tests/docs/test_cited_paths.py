@@ -2,7 +2,8 @@
 
 A reader who meets `compiler/ir/dot.py` or docs/language.md in a docstring, a comment or a
 Markdown page should find that file in a clone. The test collects path-like words from the
-*.md files and from the docstrings and comments of the *.py files, and checks each one:
+Markdown pages, the .rv and .lark sources, and the docstrings and comments of the Python
+files, and checks each one:
 
 - a path whose first folder is one of the repository's (`compiler/`, `docs/`, ...) or
   of its packages (`ir/`, `native/`) must exist, from the repository root, from one of
@@ -10,6 +11,7 @@ Markdown page should find that file in a clone. The test collects path-like word
   the citing file's folder or a folder above it (`workloads/core.py` in benchmarks/);
   `*`, `{a,b}` and upper-case placeholders (`examples/NAME.rv`) are patterns that must
   match at least one file;
+- `file.py:name` must name something `file.py` defines;
 - a Markdown link to a page (`[api.md](api.md)`) must name a file beside the citing one;
 - a reference to a file outside the repository (`../shared/...`, `shared/reference/...`,
   `SPEC.md`, `SPEC §2.5`) is always an error: cite docs/language.md or docs/api.md instead.
@@ -43,6 +45,7 @@ PLACEHOLDER = re.compile(r"[A-Z]+(?=[._/]|$)")  # NAME in examples/NAME.rv, N in
 # of the repository (or of one of its packages), and a file name or a trailing slash.
 PATH = re.compile(r"(?<![\w./-])((?:[\w.*{},-]+/)+(?:[\w*{},-]+\.(?:py|md|rv|lark|toml|txt)"
                   r"\b|(?=[`\s)]))?)")
+SYMBOL = re.compile(r"(?<![\w./-])((?:[\w-]+/)+[\w-]+\.py):([A-Za-z_]\w*)")  # `llvm.py:generate`
 MARKDOWN_LINK = re.compile(r"\]\(([\w./-]+\.(?:md|py|rv))(?:#[\w-]*)?\)")  # [api.md](api.md)
 OUTSIDE = re.compile(r"(?:\.\./)+shared/\S*|(?<![\w./-])shared/(?:reference/)?[\w./-]+"
                      r"|\bSPEC\b(?:\.md| ?§[\d.–-]*)?")
@@ -204,6 +207,19 @@ def exists(cited: str, citing: Path) -> bool:
             or found_under_any(bases, PLACEHOLDER.sub("*", cited)))
 
 
+def defines(source: Path, name: str) -> bool:
+    """Whether the Python file `source` defines `name` (a function, class or assignment)."""
+    pattern = rf"^\s*(?:async\s+)?(?:def|class)\s+{name}\b|^\s*{name}\s*[:=]"
+    return re.search(pattern, source.read_text(encoding="utf-8"), re.MULTILINE) is not None
+
+
+def missing_symbol(cited: str, name: str) -> bool:
+    """Whether `cited` (a Python file) exists from the root or a package folder but does
+    not define `name`."""
+    files = [base / cited for base in (ROOT, *PACKAGE_FOLDERS) if (base / cited).is_file()]
+    return bool(files) and not defines(files[0], name)
+
+
 def package_folders() -> set[str]:
     """The first parts a cited path may start with: the top folders and their subfolders
     (`native/`, `call_boundary/`, cited relative to their package)."""
@@ -219,6 +235,8 @@ def broken_citations(text: str, citing: Path, first_parts: set[str]) -> Iterator
     yield from (match.group(0).rstrip(".,;:`") for match in OUTSIDE.finditer(text))
     yield from (match.group(1) for match in MARKDOWN_LINK.finditer(text)
                 if not (citing.parent / match.group(1)).exists())
+    yield from (match.group(0) for match in SYMBOL.finditer(text)
+                if missing_symbol(match.group(1), match.group(2)))
     for match in PATH.finditer(text):
         cited = match.group(1).rstrip(".,;:")
         if cited.split("/", 1)[0] in first_parts and not exists(cited, citing):
@@ -255,8 +273,9 @@ def test_the_scanner_finds_citations() -> None:
     text = ("See `compiler/ir/dot.py`, docs/language.md §10, `compiler/backend/mathlib_*.py`,\n"
             "`ir/{core,dims}.py`, `examples/NAME.rv`, `workloads/wN_*.py`, ../shared/SPEC.md,\n"
             "`compiler/no_such_file.py`, SPEC §2.5 and `shared/reference/peer_baselines.md`;\n"
-            "[api](../docs/api.md#3-transforms), [gone](gone.md); 1/2 and and/or are not paths.")
+            "[api](../docs/api.md#3-transforms), [gone](gone.md), `ir/dot.py:format_dot`,\n"
+            "`compiler/ir/dot.py:no_such_name`; 1/2 and and/or are not paths.")
     page = ROOT / "benchmarks" / "README.md"
     assert list(broken_citations(text, page, package_folders())) == [
         "../shared/SPEC.md", "SPEC §2.5", "shared/reference/peer_baselines.md", "gone.md",
-        "compiler/no_such_file.py"]
+        "compiler/ir/dot.py:no_such_name", "compiler/no_such_file.py"]
