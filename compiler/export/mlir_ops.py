@@ -30,7 +30,7 @@ from reverie.compiler.ir.ops import dtype_class
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, REDUCE_OPS
 from reverie.compiler.ir.rule_table import RuleTable
 from reverie.compiler.ir.types import TensorType
-from reverie.compiler.ir.views import ArgReduceOp, WindowOp
+from reverie.compiler.ir.views import ArgReduceOp, ReduceOp, WindowOp
 
 if TYPE_CHECKING:
     from reverie.compiler.export.mlir import Exporter
@@ -331,7 +331,7 @@ def _reduce(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
     extents = [w.extent(x.type.shape[a]) for a in range(x.type.rank) if a in axes]
 
     def element(outer: list[str]) -> str:
-        return reduce_value(w, op.name.removeprefix("reduce_"), x.type.dtype, extents,
+        return reduce_value(w, ReduceOp(op).kind, x.type.dtype, extents,
                             lambda inner: w.load(x, split_position(kept, x.type.rank,
                                                                     outer, inner)))
 

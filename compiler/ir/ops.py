@@ -42,7 +42,7 @@ import numpy as np
 
 from reverie.compiler.ir.attr_types import DType, Schema
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, ir_dtype
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, REDUCE_OPS, ir_dtype
 from reverie.compiler.ir.rule_table import missing_rule as missing_rule  # for lower_blocks
 from reverie.compiler.ir.types import (
     FLOAT_DTYPES,
@@ -251,7 +251,7 @@ def reduce_array(kind: str, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
 
 for _kind in REDUCE_KINDS.values():
     register(_kind.op, "reduction", _infer_reduce(_kind.op),
-             lambda ctx, args, op: [reduce_array(op.name.removeprefix("reduce_"), args[0],
+             lambda ctx, args, op: [reduce_array(REDUCE_OPS[op.name].name, args[0],
                                                  tuple(op.attrs["axes"]))],
              f"Reduce over axes: `%1 = {_kind.op} %x {{axes = [1]}} : f32[N]`.",
              attrs={"axes": Sequence[int]}, fusion=ROOT)

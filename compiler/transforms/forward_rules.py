@@ -31,7 +31,7 @@ from reverie.compiler.ir.elementwise import derivative_rules
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.rule_table import RuleTable
 from reverie.compiler.ir.scope import Scope, copy_block
-from reverie.compiler.ir.views import ForOp, GenericOp, IfOp, LoopNestOp, WhileOp
+from reverie.compiler.ir.views import ForOp, GenericOp, IfOp, LoopNestOp, ReduceOp, WhileOp
 from reverie.compiler.transforms.reverse_rules import (
     NON_DIFFERENTIABLE,
     WINS,
@@ -232,7 +232,7 @@ REDUCE_TANGENTS = {"max": reduce_extremum_tangent, "min": reduce_extremum_tangen
 @JVP_RULES.register(*(REDUCE_KINDS[kind].op for kind in REDUCE_TANGENTS))
 def _reduce(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     """ẏ = mean of ẋ at the extremal entries (max/min); Σᵢ ∏_{j≠i} xⱼ · ẋᵢ (prod)"""
-    kind = op.name.removeprefix("reduce_")
+    kind = ReduceOp(op).kind
     x, axes = op.operands[0], op.attrs["axes"]
     return [REDUCE_TANGENTS[kind](ctx.scope, x, op.result, dots[0], axes)]
 
