@@ -22,7 +22,8 @@ in sorted order; a count past its capacity is one of those errors.
 
 Inside, rank-0 values are SSA scalars and every other value is a buffer that one op
 allocates and the block frees after its last use (see `Exporter.block`). The per-op rules
-are in `mlir_ops.py` and `mlir_regions.py`.
+are the `RuleTable` `LOWERINGS` of `mlir_ops.py`, filled by it and by the modules this one
+imports for them (`mlir_regions.py`, `mlir_control.py`, `mlir_scan.py`, `mlir_sort.py`).
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ Consumes one primal op, its operands in the batched function (each either unbatc
 the primal type, or batched: one more leading axis of the batch size B), and emits IR
 computing the op for every batch element at once; produces the new results (a result
 whose rank grew by one is batched). `batch.py` calls a rule only when some operand is
-batched. Every rule is registered in `BATCH_RULES` under the op's name, with its
-batched form in its docstring (`x: [B, …]` is a batched operand, `x` an unbatched one).
+batched. Every rule is registered in `BATCH_RULES` (a `RuleTable`) under the op's name,
+with its batched form in its docstring (`x: [B, …]` is a batched operand, `x` an unbatched
+one); `batch.py` imports the other modules that register into it (`batch_control.py`,
+`scan_rules.py`).
 
 Most rules move axis attributes by one. Those that need a per-element index (a batched
 subscript, matmul with both sides batched, a top-level `read`) become `generic` or

@@ -3,7 +3,8 @@
 Consumes one primal op already copied into the JVP function (so its operands and results
 are values the rule may use) and the tangents of its operands (`None` where an operand has
 a zero tangent, at least one is not `None`); produces one tangent per result (`None` for a
-zero tangent). `forward.py` walks the ops and looks rules up in `JVP_RULES`. Every rule
+zero tangent). `forward.py` walks the ops and looks rules up in `JVP_RULES` (a
+`RuleTable`, whole once `forward.py` has imported `scan_rules.py`, which adds scan's). Every rule
 carries its maths in its docstring, with ẋ for the tangent of x. Unary elementwise ops
 take theirs from the local derivative of their declaration (`ir/elementwise.py`), the
 same one reverse mode builds its rule from.

@@ -4,7 +4,9 @@ Consumes one primal op (already emitted into the adjoint function, so its operan
 results are values the rule may use) and the cotangents of its results (`None` where a
 result has none); produces one cotangent contribution per operand (`None` for none). The
 reverse pass (`reverse.py`) sums contributions over fan-out. Every rule is registered in
-`VJP_RULES` under the op's name and carries its maths in its docstring.
+`VJP_RULES` (a `RuleTable`) under the op's name and carries its maths in its docstring;
+`reverse.py` imports the other modules that register into it (control flow, loops, index
+notation, scan), so the table is whole wherever the pass is imported.
 
 Unary elementwise ops get their rule from the local derivative their declaration gives
 (`ir/elementwise.py`); the other rules are written here. Ops in `NON_DIFFERENTIABLE` carry no
