@@ -16,14 +16,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import TYPE_CHECKING
 
 from reverie.dsl import ast
 from reverie.dsl.ast import Span
 from reverie.dsl.diagnostics import ParseError, did_you_mean, error_at
-
-if TYPE_CHECKING:
-    from reverie.dsl.generated_parser import Meta, Token, Tree
+from reverie.dsl.generated_parser import Meta, Token, Tree
 
 MAX_NESTING = 200
 DTYPES = ("f32", "f64", "i32", "i64", "bool", "float")
@@ -54,8 +51,6 @@ def _error(span: Span, message: str) -> ParseError:
 
 def build_ast(tree: Tree) -> list[ast.FunctionDef]:
     """Rebuild the parse tree bottom-up with an explicit stack (no recursion)."""
-    from reverie.dsl.generated_parser import Tree  # imported with the parser, on the first parse
-
     builder = _AstBuilder()
     postorder: list[Tree] = []
     pending = [tree]

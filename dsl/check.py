@@ -12,6 +12,8 @@ from __future__ import annotations
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, diagnostic_at, error_at
 
+# The language's keywords: no name of any kind may be one.
+KEYWORDS = frozenset("fn let var for in return true false and or not if else while".split())
 # The built-ins that are not one elementwise op (docs/language.md: reductions, shape
 # functions, composites, casts) and the dtype names; `tests/unit/test_op_table.py` checks
 # that they are exactly the names the lowering implements besides the elementwise ones.

@@ -8,8 +8,9 @@ turns the parse tree into AST dataclasses without recursion either.
 Building the LALR tables from the grammar is slow (longer than a warm start), so it is
 done once, ahead of time: `generated_parser.py` is Lark's stand-alone parser for
 grammar.lark (its tables and the part of Lark that runs them; tests/unit/test_startup.py
-checks that it is up to date and regenerates it with REVERIE_UPDATE_GOLDEN=1). It is
-imported on the first parse only.
+checks that it is up to date and regenerates it with REVERIE_UPDATE_GOLDEN=1). Loading
+those tables takes a while, so what needs only the language's keywords takes
+them from `check.py`, not from here.
 
 `parse` raises nothing but `ParseError`, whatever the input:
 - Lark's exceptions become diagnostics with readable token names, e.g.
@@ -25,16 +26,19 @@ from __future__ import annotations
 import collections
 import functools
 import re
-from typing import TYPE_CHECKING
 
 from reverie.dsl import ast
 from reverie.dsl.ast_builder import MAX_NESTING, STRAY_RANGE, build_ast, check_tree, token_span
+from reverie.dsl.check import KEYWORDS
 from reverie.dsl.diagnostics import Diagnostic, ParseError, error_at
-
-if TYPE_CHECKING:
-    from reverie.dsl.generated_parser import Lark, Token, UnexpectedCharacters, UnexpectedToken
-
-KEYWORDS = frozenset("fn let var for in return true false and or not if else while".split())
+from reverie.dsl.generated_parser import (
+    Lark,
+    Lark_StandAlone,
+    PatternStr,
+    Token,
+    UnexpectedCharacters,
+    UnexpectedToken,
+)
 
 # Token groups used to shorten "expected ..." lists (readable names, see _token_names).
 EXPRESSION_START = frozenset({"identifier", "number", "'('"})
@@ -72,16 +76,12 @@ def parse(source: str, filename: str = "<source>") -> ast.Module:
 
 @functools.cache
 def _lark() -> Lark:
-    """The LALR parser for grammar.lark, from its generated tables (imported on first use)."""
-    from reverie.dsl.generated_parser import Lark_StandAlone
-
+    """The LALR parser for grammar.lark, from its generated tables."""
     return Lark_StandAlone()
 
 
 def _parse_functions(source: str) -> list[ast.FunctionDef]:
     """Parse and validate; raise ParseError without source attached."""
-    from reverie.dsl.generated_parser import UnexpectedCharacters, UnexpectedToken
-
     _check_brackets(source)
     try:
         tree = _lark().parse(source)
@@ -97,8 +97,6 @@ def _syntax_errors(source: str,
     """The diagnostic of syntax error `first`, then of the first syntax error of the rest
     of the source after each: parsing resumes at the next line that starts a function
     (`fn`), with the text before it blanked so positions stay those of `source`."""
-    from reverie.dsl.generated_parser import UnexpectedCharacters, UnexpectedToken
-
     diagnostics: list[Diagnostic] = []
     text, error = source, first
     while error is not None:
@@ -174,8 +172,6 @@ def _check_brackets(source: str) -> list[tuple[str, int, int]]:
 @functools.cache
 def _token_names() -> dict[str, str]:
     """Lark terminal name -> readable name: `';'`, `'fn'`, `identifier`, `end of file`."""
-    from reverie.dsl.generated_parser import PatternStr
-
     names = {
         terminal.name: f"'{terminal.pattern.value}'"
         for terminal in _lark().terminals

@@ -18,8 +18,10 @@ from __future__ import annotations
 import functools
 import mmap
 import operator
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import NamedTuple
 
 import dask
@@ -281,24 +283,27 @@ def share(values: list[object], keep: Callable[[object], TaskRef]) -> list[objec
     return client.scatter(values, broadcast=True, hash=False)
 
 
+def loaded_distributed() -> ModuleType | None:
+    """The `distributed` package if this process has imported it, else None: without it no
+    `Future` or `Client` can exist, so nothing here imports it (it is optional, and slow
+    to import)."""
+    return sys.modules.get("distributed")
+
+
 def is_future(value: object) -> bool:
     """Whether `value` is a `distributed.Future` (a block already in worker memory)."""
-    try:
-        from distributed import Future
-    except ImportError:
-        return False
-    return isinstance(value, Future)
+    distributed = loaded_distributed()
+    return distributed is not None and isinstance(value, distributed.Future)
 
 
 def current_client() -> object | None:
     """The default `distributed.Client` when it is Dask's current scheduler, else None (no
     client, distributed not installed, or another scheduler chosen with dask.config)."""
-    try:
-        from distributed import default_client
-    except ImportError:
+    distributed = loaded_distributed()
+    if distributed is None:
         return None
     try:
-        client = default_client()
+        client = distributed.default_client()
     except ValueError:
         return None
     return client if dask.base.get_scheduler() == client.get else None

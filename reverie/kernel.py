@@ -10,10 +10,11 @@ transformed again:
     loss.grad("w").vjp()           # IR: vjp_function of that — a second derivative
 
 The transform methods (`grad`, `value_and_grad`, `vjp`, `jvp`, `hvp`, `jacobian`,
-`hessian`, and `batched_vjp` for the tape) are one-line entries into `reverie/kernel_transforms.py`,
-where every transform lives. That module builds Kernels, so it imports this one; each
-method here imports it when called (the first import loads it and the AD passes, which a
-program that only compiles and calls functions never pays for; later ones are a look-up).
+`hessian`, and `batched_vjp` for the tape) are one-line entries into
+`reverie/kernel_transforms.py`, where every transform lives. That module builds Kernels (it
+subclasses this one's), so it imports this module; each method here imports it when
+called, a cycle `tests/unit/test_import_cycles.py` lists until the kernels it makes live
+here.
 
 Each kernel keeps the transforms asked of it, keyed by what they are (transform, resolved
 `wrt`, options such as `checkpoint`), so `loss.grad("w")` in a loop returns the same
@@ -27,8 +28,9 @@ transform that derived it. Its IR per dtype, and what the native backend makes o
 kept under that identity in the whole-pipeline cache (`runtime/native/artifacts.py`), so a new
 process with a populated cache reaches native code without parsing or transforming; and a
 specialisation's first call makes its native entry from the cache's launch record
-(`runtime/native/fastcall.py`) without building its IR at all (`run`). This module imports neither
-the IR's classes nor the tape until a call needs them (the tape once Tensors exist).
+(`runtime/native/fastcall.py`) without building its IR at all (`run`). On that warm path this
+module imports neither the IR's classes, nor the tape until Tensors exist, nor the native
+back end (`native_kernel.py`): those three imports sit in the functions that need them.
 
 Kernels pickle as what they are, never as native code: a module's function as its module
 (source, name, options) and its name; a transform as the kernel it was derived from and
@@ -41,6 +43,7 @@ disk cache, whatever number of tasks carry it:
 
 from __future__ import annotations
 
+import inspect
 import pickle
 import sys
 from collections.abc import Callable, Sequence
@@ -48,7 +51,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.dtypes import FLOAT_DTYPES
-from reverie.runtime.native import artifacts
+from reverie.runtime.native import artifacts, fastcall
 from reverie.runtime.native.call import (
     ArgumentTypeError,
     bind_arguments,
@@ -59,8 +62,6 @@ from reverie.runtime.native.call import (
 from reverie.runtime.native.lru import LruCache
 
 if TYPE_CHECKING:
-    import inspect
-
     from reverie.compiler.ir.core import Function
     from reverie.module import Module
 
@@ -217,8 +218,6 @@ class Kernel:
     @property
     def __signature__(self) -> inspect.Signature:
         """`(*args)`, what `inspect.signature(kernel)` gave while `__call__` was a method."""
-        import inspect  # (only when asked: `import reverie` stays light)
-
         return inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
 
     def enter_native(self, fn: Function) -> None:
@@ -235,8 +234,6 @@ class Kernel:
         if entry is not None:
             self._call = entry
             if fn.cache_key:
-                from reverie.runtime.native import fastcall
-
                 fastcall.remember_launch(fn.cache_key, executable.launch_record())
 
     def _entry_keeps_the_rule(self, fn: Function) -> bool:
@@ -258,13 +255,9 @@ class Kernel:
         in the disk cache, without building its IR (None when there is none)."""
         if self.identity is None or self.module.backend != "native":
             return None
-        from reverie.runtime.native import (
-            fastcall,  # (the run time's native side: on first call)
-        )
-
         ir_key = artifacts.artifact_key("ir", *self.identity, float_dtype)
 
-        def make_ir() -> str:  # only if the object code itself is missing
+        def make_ir() -> str:  # only if the object code itself is missing: the back end
             from reverie.runtime.native.native_kernel import source_ir_of
 
             return source_ir_of(self.ir_for(float_dtype))
@@ -318,6 +311,7 @@ class Kernel:
                                    "one of its transforms, so it cannot be rebuilt elsewhere")
 
     # ------------------------------------------------------------ transforms
+    # (each imports `reverie.kernel_transforms` when called: the cycle in the module docstring)
 
     def wrt_indices(self, wrt: Wrt) -> tuple[list[int], bool]:
         """Parameter positions for `wrt` (a sequence is taken in parameter order, once

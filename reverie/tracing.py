@@ -73,7 +73,7 @@ import numpy as np
 from reverie import tracing_sizes
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.lower.module_lowering import RESERVED
-from reverie.dsl.parser import KEYWORDS
+from reverie.dsl.check import KEYWORDS
 from reverie.module import Module
 from reverie.tracing_sizes import Size, atom, combine, offset, product_factors, product_text
 

@@ -54,6 +54,7 @@ except ImportError:  # another interpreter: the public modules
     from hmac import compare_digest
 
 from reverie.runtime.native.locks import runtime_lock
+from reverie.runtime.native.orphans import is_orphan, owner_pid
 
 MAX_ENTRY_BYTES = 1 << 28
 _MAGIC = b"RVC3"
@@ -277,11 +278,6 @@ def _remove_orphans(root_fd: int, root: Path) -> None:
 
 def _remove_orphans_in(dir_fd: int) -> None:
     """Remove the orphaned temporary files directly in the directory `dir_fd`."""
-    from reverie.runtime.native.orphans import (  # (only where a process first stores)
-        is_orphan,
-        owner_pid,
-    )
-
     for entry in os.scandir(dir_fd):
         if not entry.name.startswith(_TEMPORARY_PREFIX):
             continue

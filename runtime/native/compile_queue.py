@@ -45,6 +45,8 @@ import os
 import threading
 from collections.abc import Callable, Hashable
 
+from reverie.compiler.print_ir import observing
+from reverie.runtime.native import helpers, jit, pool
 from reverie.runtime.native.locks import runtime_condition
 from reverie.runtime.native.pool import pool_threads
 
@@ -60,8 +62,6 @@ _forking = False
 def enabled() -> bool:
     """Whether work may run on the LLVM thread now (more than one usable CPU, not turned
     off, nothing printing or capturing compiler passes)."""
-    from reverie.compiler.print_ir import observing
-
     return (pool_threads() > 1 and os.environ.get("REVERIE_LLVM_THREAD", "1").strip() != "0"
             and not observing())
 
@@ -167,8 +167,6 @@ def prepare_native_code() -> None:
     (kept in the disk cache, so a later process loads it)."""
     if not enabled():
         return  # everything where it is first needed, as without this module
-    from reverie.runtime.native import jit
-
     jit.host_target()
     prepare_helpers(frozenset())
 
@@ -178,8 +176,6 @@ def prepare_helpers(names: frozenset[str]) -> None:
     `names` (a kernel's loop program calls them), each unless started before. (No host
     target here: a kernel whose code the disk cache holds loads them from shared objects,
     without LLVM.)"""
-    from reverie.runtime.native import helpers, pool
-
     start(helpers.CALL_ENTRY_AHEAD, helpers.call_entry)
     start(helpers.POOL_AHEAD, pool.run_time_module)
     for name in sorted(names):

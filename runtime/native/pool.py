@@ -32,6 +32,9 @@ import os
 import numpy as np
 
 from reverie.compiler.call_boundary.abi import ARM_SLOT, POOL_SLOT, SIGNALS_SLOT, THREADS_SLOT
+from reverie.runtime.native.artifacts import artifact_key
+from reverie.runtime.native.jit_module import Pipeline
+from reverie.runtime.native.remembered import host_description, remembered_module
 
 MAX_THREADS = 256
 CGROUP_CPU_MAX = "/sys/fs/cgroup/cpu.max"
@@ -64,11 +67,8 @@ def pool_threads() -> int:
 @functools.cache
 def run_time_module() -> object:
     """The loaded run-time module (a `JitModule`)."""
-    from reverie.runtime.native.artifacts import artifact_key
-    from reverie.runtime.native.jit_module import Pipeline
-    from reverie.runtime.native.remembered import host_description, remembered_module
 
-    def make_ir() -> str:
+    def make_ir() -> str:  # (the compiler's: only when the module is not remembered)
         from reverie.compiler.runtime_library.pool_runtime import runtime_module
 
         return runtime_module()

@@ -41,6 +41,7 @@ import threading
 from collections.abc import Callable
 
 from reverie.runtime.native.locks import runtime_lock
+from reverie.runtime.native.orphans import is_orphan, owner_pid
 
 LINK_TIMEOUT_S = 60
 DIRECTORY_PREFIX = "reverie-so-"  # then the pid and a random part: `_directory_of`
@@ -176,11 +177,6 @@ def _remove_directory(directory: str, pid: int) -> None:
 def _remove_orphan_directories(base: str) -> None:
     """Remove, with the files left in them, the library directories in `base` whose
     process is gone (`runtime/native/orphans.py`; never one of a live process)."""
-    from reverie.runtime.native.orphans import (  # (only where a process opens its first)
-        is_orphan,
-        owner_pid,
-    )
-
     with contextlib.suppress(OSError):
         for entry in os.scandir(base):
             pid = owner_pid(DIRECTORY_PREFIX, entry.name)
