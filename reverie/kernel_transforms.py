@@ -67,6 +67,12 @@ def forward(fn: Function, wrt: Sequence[int]) -> Function:
     return transform(fn, Request(transform="forward", wrt=wrt))
 
 
+def batch_function(fn: Function, batched: Sequence[int]) -> Function:
+    """The ladder's batch stage on `fn`: over a leading batch axis of the parameters at
+    `batched` (every result batched), named `<fn>_batched`."""
+    return transform(fn, Request(transform="batch", wrt=batched))
+
+
 def select_results(fn: Function, keep: Sequence[int], name: str) -> Function:
     """A copy of `fn` that returns only the results at positions `keep` (dead code removed)."""
     body = Block(fn.body.params, list(fn.body.ops), [fn.body.results[i] for i in keep])
@@ -300,7 +306,7 @@ def _batched_vjp_kernel(kernel: Kernel, wrt: tuple[int, ...], given: tuple[bool,
         full = reverse(kernel.ir_for(float_dtype), list(wrt), vjp=True)
         grads = select_results(full, range(outputs, outputs + len(wrt)), f"{kernel.name}_vjp")
         positions = [count + j for j, g in enumerate(given) if g]
-        return transform(grads, Request(transform="batch", wrt=positions))  # ..._vjp_batched
+        return batch_function(grads, positions)
 
     return derived_kernel(kernel, "vjp_batched", build, False,
                           [f"cotangent{j}" for j in range(outputs)], result_dtypes)

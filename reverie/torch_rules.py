@@ -36,18 +36,15 @@ import torch
 import torch.autograd.forward_ad as forward_ad
 
 from reverie.compiler.ir.core import Function
-from reverie.compiler.lazy import lazy
 from reverie.dsl.diagnostics import CompileError
 from reverie.kernel import Kernel
-from reverie.kernel_transforms import derived_kernel, vjp_backward, vjp_forward
+from reverie.kernel_transforms import batch_function, derived_kernel, vjp_backward, vjp_forward
 from reverie.runtime.tensors.tape import vjp_plan
 from reverie.runtime.tensors.tape_plans import is_zero
 from reverie.torch_op import LIBRARY, KernelOp, to_numpy, to_torch
 
 __all__ = ["KernelCall", "batched_kernel", "call", "op_for"]
 
-Request = lazy("reverie.compiler.pipeline:Request")
-transform = lazy("reverie.compiler.pipeline:transform")
 
 OP_KEY = "torch.op"  # where a kernel keeps its KernelOp (Kernel.autograd_cache)
 Via = Callable[[KernelOp, Sequence[Any]], tuple[torch.Tensor, ...]]
@@ -277,7 +274,7 @@ def batched_kernel(kernel: Kernel, positions: tuple[int, ...]) -> Kernel:
     """`kernel` over a leading batch axis of its parameters at `positions` (every result
     batched): one compiled call for the whole batch, cached with its transforms."""
     def build(dtype: str) -> Function:
-        return transform(kernel.ir_for(dtype), Request(transform="batch", wrt=positions))
+        return batch_function(kernel.ir_for(dtype), positions)
 
     return kernel.cached_transform(("batch", positions),
                                    lambda: derived_kernel(kernel, "batched", build, False))
