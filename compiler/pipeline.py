@@ -413,6 +413,52 @@ def climb(value: Any, request: Request | None = None, *, start: str = "parse",
     return results
 
 
+# ---------------------------------------------------------------- what module.ir shows
+
+# `shows`: the syntax tree; the program; its adjoint; the program, or its adjoint when
+# `wrt` is given; the program then its adjoint, in one module (the adjoint alone with `wrt`).
+SOURCE, PROGRAM, ADJOINT, EITHER, BOTH = "source", "program", "adjoint", "either", "both"
+
+
+@dataclass(frozen=True)
+class IrView:
+    """A stage as the user names it (`module.ir(stage)`, `reverie emit --stage`): which
+    tensor functions it shows (`shows`, above), the ladder stage whose result it prints
+    (None: the tensor IR itself) on which backend, how that result prints (None: the
+    stage's own `text`), `raw`: what the reverse pass hands to simplify instead, and
+    `after`: the pass after which REVERIE_PRINT_IR prints the same text."""
+
+    shows: str
+    after: str
+    stop: str | None = None
+    backend: str = "native"
+    text: Callable[[Any], str] | None = None
+    raw: bool = False
+
+
+# The one table relating the user's stages (named by what they show) to the ladder's
+# stages and passes (named by what they do); the CLI's choices are its keys.
+IR_VIEWS: dict[str, IrView] = {
+    "ast": IrView(SOURCE, "parse"),
+    "tensor": IrView(PROGRAM, "simplify"),
+    "grad-raw": IrView(ADJOINT, "reverse", raw=True),
+    "grad": IrView(ADJOINT, "simplify"),
+    "loops": IrView(EITHER, "dead_code", "to_loops"),
+    "mlir": IrView(BOTH, "mlir", "mlir", backend="mlir"),
+    "llvm-raw": IrView(EITHER, "codegen", "codegen"),
+    "llvm": IrView(EITHER, "llvm-opt", "llvm-opt"),
+    "asm": IrView(EITHER, "llvm-opt", "llvm-opt", text=lambda module: module.asm),
+}
+
+
+def ir_view(name: str) -> IrView:
+    """The user's stage `name` (ValueError naming the stages)."""
+    view = IR_VIEWS.get(name)
+    if view is None:
+        raise ValueError(f"stage must be one of {', '.join(IR_VIEWS)}, got {name!r}")
+    return view
+
+
 def compile_source(source: str, stop: str = "jit", request: Request | None = None) -> Any:
     """The result of stage `stop` for source text (the whole ladder up to `stop`)."""
     return climb(source, request, start="parse", stop=stop)[stop]

@@ -12,8 +12,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from reverie.compiler.pipeline import IR_VIEWS
 from reverie.dsl.diagnostics import CompileError
-from reverie.module import FORMATS, STAGES, load
+from reverie.module import FORMATS, load
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -65,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file")
     emit = commands.add_parser("emit", help="print the IR of a .rv file at one stage")
     emit.add_argument("file")
-    emit.add_argument("--stage", choices=STAGES, default="tensor",
+    emit.add_argument("--stage", choices=list(IR_VIEWS), default="tensor",
                       help="grad-raw: the adjoint before simplification; llvm-raw: the LLVM "
                            "IR before LLVM's optimiser (docs/pipeline.md)")
     emit.add_argument("--fn", default=None, help="only this function")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.iteration_limit import max_iterations as resolve_max_iterations
 from reverie.compiler.lazy import lazy
@@ -41,41 +41,6 @@ if TYPE_CHECKING:
 BACKENDS = ("native", "interp", "mlir")
 EXECUTABLE_CACHE_SIZE = 256
 UNPICKLED_MODULES = 16
-
-
-class IrStage:
-    """A stage of `Module.ir`: which tensor functions it shows (`shows`, below), the ladder
-    stage whose result it prints (None: the tensor IR itself) and on which backend's
-    ladder, how that result prints (default: the stage's own `text`), and `raw`: print what
-    the reverse pass hands to simplify instead (pass `reverse` of compiler/print_ir.py).
-    (A plain class, so that a warm start does not import `dataclasses`.)"""
-
-    __slots__ = ("shows", "stop", "backend", "text", "raw")
-
-    def __init__(self, shows: str, stop: str | None = None, backend: str = "native",
-                 text: Callable[[Any], str] | None = None, raw: bool = False) -> None:
-        self.shows = shows
-        self.stop = stop
-        self.backend = backend
-        self.text = text
-        self.raw = raw
-
-
-# `shows`: the syntax tree; the program; its adjoint; the program, or its adjoint when
-# `wrt` is given; the program then its adjoint, in one module (the adjoint alone with `wrt`).
-SOURCE, PROGRAM, ADJOINT, EITHER, BOTH = "source", "program", "adjoint", "either", "both"
-IR_STAGES: dict[str, IrStage] = {
-    "ast": IrStage(SOURCE),
-    "tensor": IrStage(PROGRAM),
-    "grad-raw": IrStage(ADJOINT, raw=True),
-    "grad": IrStage(ADJOINT),
-    "loops": IrStage(EITHER, "to_loops"),
-    "mlir": IrStage(BOTH, "mlir", backend="mlir"),
-    "llvm-raw": IrStage(EITHER, "codegen"),
-    "llvm": IrStage(EITHER, "llvm-opt"),
-    "asm": IrStage(EITHER, "llvm-opt", text=lambda module: module.asm),
-}
-STAGES = tuple(IR_STAGES)
 FORMATS = ("text", "dot")  # dot: a dataflow graph (compiler/ir/dot.py), of DOT_STAGES only
 DOT_STAGES = ("tensor", "grad")
 
@@ -233,9 +198,9 @@ class Module:
         `format="dot"` draws stage "tensor" or "grad" as Graphviz dataflow graphs, the
         adjoint's primal and adjoint halves in two colours (compiler/ir/dot.py).
         """
-        view = IR_STAGES.get(stage)
-        if view is None:
-            raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {stage!r}")
+        from reverie.compiler.pipeline import ADJOINT, BOTH, EITHER, SOURCE, ir_view
+
+        view = ir_view(stage)  # the user's stages: pipeline.IR_VIEWS
         if format not in FORMATS or (format == "dot" and stage not in DOT_STAGES):
             raise ValueError(f"format must be one of {', '.join(FORMATS)} (dot: stages "
                              f"{' and '.join(DOT_STAGES)}), got {format!r} for {stage!r}")

@@ -16,6 +16,7 @@ from reverie.compiler.ir.core import Function
 from reverie.compiler.loops.ir import Program
 from reverie.compiler.loops.loop_printer import format_program as print_loops
 from reverie.compiler.pipeline import (
+    IR_VIEWS,
     LADDERS,
     Fused,
     MlirExport,
@@ -26,7 +27,6 @@ from reverie.compiler.pipeline import (
 )
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import CompileError
-from reverie.module import STAGES
 from reverie.runtime.native import jit
 from reverie.runtime.native.jit import JitModule, LlvmModule
 
@@ -174,7 +174,7 @@ def test_every_pass_of_the_ladder_is_documented_and_printable() -> None:
 
 def test_every_ir_stage_prints_its_level() -> None:
     module = rv.compile(SOURCE, name="loss.rv")
-    printed = {stage: module.ir(stage) for stage in STAGES}
+    printed = {stage: module.ir(stage) for stage in IR_VIEWS}
     assert printed["ast"].startswith("fn loss(")
     assert printed["tensor"].startswith("func @loss(") and "_bar" not in printed["tensor"]
     assert printed["grad"].startswith("func @loss_grad(") and "%w_bar" in printed["grad"]
@@ -189,6 +189,14 @@ def test_every_ir_stage_prints_its_level() -> None:
     assert " x float>" in printed["llvm"] and " x float>" not in printed["llvm-raw"]
     assert "rv_loss:" in printed["asm"]
     assert module.ir("llvm-raw", wrt="x").count("define i32 @\"rv_loss_grad\"") == 1
+
+
+@pytest.mark.parametrize("stage", ["grad-raw", "loops", "mlir", "llvm-raw"])
+def test_each_ir_stage_is_what_its_pass_prints(stage: str) -> None:
+    module = rv.compile(SOURCE)
+    with print_ir.capture(IR_VIEWS[stage].after) as texts:
+        printed = module.ir(stage)
+    assert texts and texts[-1] + "\n" == printed
 
 
 def test_grad_raw_simplifies_to_grad() -> None:
