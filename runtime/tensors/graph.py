@@ -23,7 +23,9 @@ tensor hooks only). Hooks run with grad mode on only when the pass builds a grap
 what they return is checked as torch does (type, shape, dtype, count).
 
 Nothing here costs a recorded call anything until a hook or metadata is asked for: a
-node's `extras` is None until then.
+node's `extras` is None until then. `tensor.py` imports this module (Tensor's hook methods
+are here), so the three functions that make or test Tensors import it themselves: a cycle
+that tests/unit/test_import_cycles.py lists until it is removed.
 """
 
 from __future__ import annotations

@@ -30,6 +30,11 @@ followed, as in torch, and raising torch's errors when written or used after the
 was written with grad recorded: views taken with grad mode off, and views a custom
 `rv.autograd.Function` returned (their steps are unknown). `detach()` shares memory and
 version counter but is no view: writes through it change no history.
+
+This module and `tensor_ops.py` call each other (a view records its steps there, an
+in-place write runs its out-of-place op there); `tensor_ops.py` imports this module, so
+the functions here that call it import it themselves: a cycle that
+tests/unit/test_import_cycles.py lists until it is removed.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from reverie.runtime.tensors.anomaly import AnomalyMode, remember_trace
 from reverie.runtime.tensors.grad_mode import grad_enabled, inference_mode_enabled
 from reverie.runtime.tensors.graph import GraphNode
 from reverie.runtime.tensors.tensor import FLOAT_KINDS, Tensor, plain, wrap
@@ -426,8 +432,6 @@ class SetItemNode(GraphNode):
         self.outputs = [(old.shape, old.dtype)]
         self.extras = None
         self._name = name
-        from reverie.runtime.tensors.anomaly import AnomalyMode, remember_trace
-
         if AnomalyMode.enabled:
             remember_trace(self)
 

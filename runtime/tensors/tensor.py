@@ -13,7 +13,10 @@ Dtypes follow NumPy: Python floats give float64, Python ints int64; only float32
 float64 tensors can require grad. Comparisons give bool tensors, which never require grad.
 Beyond the operators (this file), `tensor_ops.py` implements indexing, shapes, reductions,
 the elementwise built-ins (as methods, `t.exp()`, and as `rv.exp(t)`) and NumPy ufuncs on
-Tensors (`np.exp(t)`), each a recorded compiled kernel too.
+Tensors (`np.exp(t)`), each a recorded compiled kernel too. Those modules, and
+`autograd_api.py` behind `Tensor.backward`, make Tensors, so they import this one, and
+this one imports them once `Tensor` is defined (at its end; `backward` when called): cycles
+that tests/unit/test_import_cycles.py lists until they are removed.
 """
 
 from __future__ import annotations

@@ -50,14 +50,13 @@ CYCLE_CLOSING_IMPORTS = {
         "a row looks up the merged table that fx_targets.py builds from the rows: hand "
         "the table to the rows that need it (or merge it in a module below them)",
     ("reverie.fx_rows_shapes", "reverie.fx_targets"): "likewise",
-    ("reverie.runtime.tensors.graph", "reverie.runtime.tensors.tensor"):
-        "the graph API makes Tensors, and Tensor's methods use the graph",
-    ("reverie.runtime.tensors.tensor", "reverie.runtime.tensors.autograd_api"):
-        "`Tensor.backward` calls `rv.backward`, which reads Tensors",
-    ("reverie.runtime.tensors.tensor", "reverie.runtime.tensors.inplace"):
-        "Tensor's in-place operators and the recorded operations build on Tensor",
-    ("reverie.runtime.tensors.tensor_ops", "reverie.runtime.tensors.inplace"): "likewise",
-    ("reverie.runtime.tensors.tensor_ops", "reverie.runtime.tensors.tensor"): "likewise",
+    # Tensor's methods are functions of the modules that make Tensors: hand the class to
+    # them from tensor.py (as reverie/__init__.py hands the compiler to kernel_protocol.py),
+    # or merge each method's module with the class
+    **{(f"reverie.runtime.tensors.{source}", f"reverie.runtime.tensors.{target}"):
+       "see the comment above" for source, target in (
+           ("graph", "tensor"), ("tensor", "autograd_api"), ("tensor", "inplace"),
+           ("tensor_ops", "inplace"), ("tensor_ops", "tensor"))},
 }
 
 
