@@ -11,7 +11,8 @@ files, and checks each one:
   the citing file's folder or a folder above it (`workloads/core.py` in benchmarks/);
   `*`, `{a,b}` and upper-case placeholders (`examples/NAME.rv`) are patterns that must
   match at least one file;
-- `file.py:name` must name something `file.py` defines;
+- `file.py:name` must name something `file.py` defines, and benchmarks/README.md, "Name"
+  one of that page's headings or bold paragraph titles;
 - a Markdown link to a page (`[api.md](api.md)`) must name a file beside the citing one;
 - a reference to a file outside the repository (`../shared/...`, `shared/reference/...`,
   `SPEC.md`, `SPEC §2.5`) is always an error: cite docs/language.md or docs/api.md instead.
@@ -26,6 +27,7 @@ import io
 import re
 import tokenize
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,7 @@ PLACEHOLDER = re.compile(r"[A-Z]+(?=[._/]|$)")  # NAME in examples/NAME.rv, N in
 PATH = re.compile(r"(?<![\w./-])((?:[\w.*{},-]+/)+(?:[\w*{},-]+\.(?:py|md|rv|lark|toml|txt)"
                   r"\b|(?=[`\s)]))?)")
 SYMBOL = re.compile(r"(?<![\w./-])((?:[\w-]+/)+[\w-]+\.py):([A-Za-z_]\w*)")  # `llvm.py:generate`
+README_SECTION = re.compile(r"benchmarks/README(?:\.md)?`?,?\s+\"([^\"]+)\"")  # its "Latency"
 MARKDOWN_LINK = re.compile(r"\]\(([\w./-]+\.(?:md|py|rv))(?:#[\w-]*)?\)")  # [api.md](api.md)
 OUTSIDE = re.compile(r"(?:\.\./)+shared/\S*|(?<![\w./-])shared/(?:reference/)?[\w./-]+"
                      r"|\bSPEC\b(?:\.md| ?§[\d.–-]*)?")
@@ -170,7 +173,8 @@ def prose(path: Path) -> str:
     text = path.read_text(encoding="utf-8")
     if path.suffix not in CODE_SUFFIXES:
         return text
-    pieces = [token.string for token in tokenize.generate_tokens(io.StringIO(text).readline)
+    pieces = [token.string.lstrip("#").strip()
+              for token in tokenize.generate_tokens(io.StringIO(text).readline)
               if token.type == tokenize.COMMENT]
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
@@ -220,6 +224,16 @@ def missing_symbol(cited: str, name: str) -> bool:
     return bool(files) and not defines(files[0], name)
 
 
+@cache
+def benchmark_sections() -> list[str]:
+    """The names a pointer into benchmarks/README.md may quote: its headings and the bold
+    titles that open its paragraphs, each with its spaces normalised."""
+    text = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    titles = [line.lstrip("#") for line in text.splitlines() if line.startswith("#")]
+    titles += re.findall(r"^\W*\*\*(.+?)\*\*", text, re.MULTILINE)
+    return [" ".join(title.split()) for title in titles]
+
+
 def package_folders() -> set[str]:
     """The first parts a cited path may start with: the top folders and their subfolders
     (`native/`, `call_boundary/`, cited relative to their package)."""
@@ -237,6 +251,10 @@ def broken_citations(text: str, citing: Path, first_parts: set[str]) -> Iterator
                 if not (citing.parent / match.group(1)).exists())
     yield from (match.group(0) for match in SYMBOL.finditer(text)
                 if missing_symbol(match.group(1), match.group(2)))
+    for match in README_SECTION.finditer(text):
+        section = " ".join(match.group(1).split())
+        if not any(section in title for title in benchmark_sections()):
+            yield f'benchmarks/README.md "{section}"'
     for match in PATH.finditer(text):
         cited = match.group(1).rstrip(".,;:")
         if cited.split("/", 1)[0] in first_parts and not exists(cited, citing):
@@ -274,8 +292,10 @@ def test_the_scanner_finds_citations() -> None:
             "`ir/{core,dims}.py`, `examples/NAME.rv`, `workloads/wN_*.py`, ../shared/SPEC.md,\n"
             "`compiler/no_such_file.py`, SPEC §2.5 and `shared/reference/peer_baselines.md`;\n"
             "[api](../docs/api.md#3-transforms), [gone](gone.md), `ir/dot.py:format_dot`,\n"
-            "`compiler/ir/dot.py:no_such_name`; 1/2 and and/or are not paths.")
+            "`compiler/ir/dot.py:no_such_name`, benchmarks/README.md, \"Latency\" and\n"
+            "benchmarks/README.md, \"Nowhere\"; 1/2 and and/or are not paths.")
     page = ROOT / "benchmarks" / "README.md"
     assert list(broken_citations(text, page, package_folders())) == [
         "../shared/SPEC.md", "SPEC §2.5", "shared/reference/peer_baselines.md", "gone.md",
-        "compiler/ir/dot.py:no_such_name", "compiler/no_such_file.py"]
+        "compiler/ir/dot.py:no_such_name", 'benchmarks/README.md "Nowhere"',
+        "compiler/no_such_file.py"]
