@@ -38,8 +38,8 @@ TOP_FOLDERS = ("dsl", "compiler", "runtime", "reverie", "docs", "tests", "benchm
 PACKAGE_FOLDERS = tuple(ROOT / name for name in ("compiler", "runtime", "dsl", "reverie"))
 SCANNED_FOLDERS = ("dsl", "compiler", "runtime", "reverie", "docs", "tests", "benchmarks",
                    "examples")
-PROSE_SUFFIXES = (".md", ".rv", ".lark")  # read whole: Markdown, and sources whose only
-CODE_SUFFIXES = (".py",)                   # prose is comments; Python: docstrings, comments
+PROSE_SUFFIXES = (".md", ".rv", ".lark")  # read whole (a .rv or .lark file's paths are comments)
+CODE_SUFFIXES = (".py",)  # only the docstrings and comments are read
 THIS_FILE = Path(__file__).resolve()  # its examples of broken citations are on purpose
 PLACEHOLDER = re.compile(r"[A-Z]+(?=[._/]|$)")  # NAME in examples/NAME.rv, N in wN_*.py
 
