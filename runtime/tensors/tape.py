@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from reverie.runtime.native.kernel_protocol import CompiledKernel
-from reverie.runtime.tensors import graph
+from reverie.runtime.tensors import graph, graph_hooks
 from reverie.runtime.tensors.anomaly import (
     AnomalyMode,
     check_gradients,
@@ -412,17 +412,17 @@ class Pass:
             runs = self.needed is None or self.needed[node] and self._reaches_target(
                 node, cotangents)
             if extras is not None:  # hooks of the outputs it runs for, or of captured ones
-                graph.run_tensor_hooks(node, cotangents, create_graph,
+                graph_hooks.run_tensor_hooks(node, cotangents, create_graph,
                                        None if runs else self.captured_at.get(node, ()))
             for index in self.captured_at.get(node, ()):
                 if cotangents[index] is not None:
                     self.captured[(node, index)] = cotangents[index]
             if not runs:
                 if node in self.input_nodes:
-                    graph.run_input_node_hooks(node, cotangents, create_graph)
+                    graph_hooks.run_input_node_hooks(node, cotangents, create_graph)
                 continue
             if extras is not None and extras.prehooks:
-                graph.run_prehooks(extras, cotangents, create_graph, node)
+                graph_hooks.run_prehooks(extras, cotangents, create_graph, node)
             edges = node.edges
             try:
                 grads = node.vjp(cotangents, create_graph, batch, retain_graph)
@@ -433,7 +433,7 @@ class Pass:
             if AnomalyMode.enabled:
                 check_gradients(node, grads)
             if extras is not None and extras.hooks:
-                grads = graph.run_hooks(node, grads, cotangents, create_graph)
+                grads = graph_hooks.run_hooks(node, grads, cotangents, create_graph)
             for edge, g in zip(edges, grads, strict=True):
                 if g is not None:
                     self.deposit(edge, g)

@@ -55,7 +55,7 @@ CYCLE_CLOSING_IMPORTS = {
     # or merge each method's module with the class
     **{(f"reverie.runtime.tensors.{source}", f"reverie.runtime.tensors.{target}"):
        "see the comment above" for source, target in (
-           ("graph", "tensor"), ("tensor", "autograd_api"), ("tensor", "inplace"),
+           ("tensor", "autograd_api"), ("tensor", "inplace"),
            ("tensor_ops", "inplace"), ("tensor_ops", "tensor"))},
 }
 
