@@ -38,7 +38,6 @@ import pickle
 import struct
 import sys
 
-import reverie.compiler
 from reverie.runtime.native import cache
 
 SOURCE_SUFFIXES = (".py", ".lark")
@@ -69,12 +68,12 @@ def code_fingerprint() -> str:
 
 
 def _source_roots() -> frozenset[str]:
-    """The directories of Reverie's packages (`reverie.compiler` and `reverie.dsl` are
-    found without running their `__init__`; the wheel nests them in `reverie`'s, the source
-    tree does not)."""
+    """The directories of Reverie's packages (found without importing them; the wheel nests
+    `reverie.compiler` and `reverie.dsl` in `reverie`'s, the source tree does not)."""
     runtime_root = os.path.dirname(os.path.dirname(__file__))  # runtime/, above native/
     # the run time's packages: siblings in the source tree, `reverie`'s children in a wheel
-    packages = (*reverie.__path__, *reverie.compiler.__path__, *package_directories("reverie.dsl"))
+    packages = [path for name in ("reverie", "reverie.compiler", "reverie.dsl")
+                for path in package_directories(name)]
     return frozenset(os.path.abspath(path) for path in (runtime_root, *packages)
                      if os.path.isdir(path))
 
