@@ -109,9 +109,11 @@ NOT_ON_THE_WARM_PATH = ("_hashlib", "hashlib", "hmac", "secrets", "dataclasses",
 LLVM_THREAD = "reverie-llvm"  # runtime/native/compile_queue.py's
 
 
-# Every Reverie module a warm start imports (`import reverie`'s first), and no other:
-# each costs it ~0.3 M instructions however small (benchmarks/README.md, eighth session),
-# so a module added to the warm path must be added here on purpose.
+# Every Reverie module a warm start imports (`import reverie`'s first), and no other: each
+# costs it time however small (benchmarks/README.md), so a module added to the warm path
+# must be added here on purpose. Of the compiler it loads only the tables the native code
+# and the run time share (dtypes, the call boundary's ABI and descriptor, the iteration
+# limit) and `lazy`, which the ladder and the transforms use to import passes on demand.
 WARM_PATH_MODULES = sorted([
     "reverie", "reverie.runtime", "reverie.runtime.native",
     "reverie.runtime.native.kernel_protocol", "reverie.runtime.native.version", "reverie.module",
