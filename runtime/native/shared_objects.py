@@ -37,6 +37,8 @@ import ctypes
 import functools
 import itertools
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable
 
@@ -68,15 +70,12 @@ def enabled() -> bool:
 @functools.cache
 def linker() -> str | None:
     """The C compiler driver that links shared objects, or None when there is none."""
-    import shutil
-
     return next(filter(None, map(shutil.which, _DRIVERS)), None)
 
 
 def link(object_code: bytes) -> bytes | None:
     """The shared object made of relocatable `object_code`, or None if linking failed."""
-    import subprocess  # (with tempfile: imports that a warm start never needs)
-    import tempfile
+    import subprocess  # (slow to import, and a warm start never links)
 
     driver = linker()
     if driver is None:
