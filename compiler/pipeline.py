@@ -17,17 +17,24 @@ has `fuse`, `to_loops` and `codegen`; it loads the LLVM IR without optimising it
     program = compile_function(fn, "to_loops")                             # no LLVM runs
     stages = climb(fn, start="fuse")               # every stage from fuse to jit, by name
 
-Each stage runs the passes listed in its row (the names REVERIE_PRINT_IR knows, see
-`compiler/print_ir.py`); `Stage.text` prints its result, which is what `module.ir` shows.
-Lowering and every transform end with the pass `simplify`; what a transform hands to
-simplify is visible only through the printing hook (`capture("reverse")`: "grad-raw").
-The jit stage consults the disk cache, keyed on the unoptimised IR, so `llvm-opt` only
-names the optimisation pipeline and optimises when its text is asked for (see
-`runtime/native/jit.py`): a kernel's cold compile optimises once, a cache hit not at all.
+Each stage is a row of `Pass`es, run in order; their names are those REVERIE_PRINT_IR
+knows (`compiler/print_ir.py`), and `start` and `stop` may name a pass as well as a stage
+(`climb(fn, start="fuse", stop="interchange")`: the loop program after that pass). After
+every loop pass the ladder runs the loop-IR verifier when REVERIE_VERIFY_LOOPS=1 (the
+tests set it; the product does not) and the printing hook. Lowering and every transform
+end with the pass `simplify`; what a transform hands to simplify is visible only through
+the printing hook (`capture("reverse")`: "grad-raw"). The jit stage consults the disk
+cache, keyed on the unoptimised IR, so `llvm-opt` only names the optimisation pipeline and
+optimises when its text is asked for (see `runtime/native/jit.py`): a kernel's cold
+compile optimises once, a cache hit not at all.
 
-The runtime backends (`runtime/native/native_kernel.py`, `runtime/native/mlir_backend.py`) climb
-from a tensor
-Function, as `reverie.Module` specialises and transforms functions itself (and caches them).
+`IR_VIEWS` names the stages as the user sees them (`module.ir(stage)`, `reverie emit
+--stage`: "tensor", "grad", "loops", "llvm", ...) by what they show, and relates each to the
+ladder stage it stops at and to the pass after which REVERIE_PRINT_IR prints the same text.
+`rv.Module` climbs from its lowering (`module_lowering`, which keeps the specialisations),
+the kernel transforms climb the transform stages (`transform`), and the runtime backends
+(`runtime/native/native_kernel.py`, `runtime/native/mlir_backend.py`) climb from a tensor
+Function.
 """
 
 from __future__ import annotations
@@ -43,11 +50,13 @@ from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.ir.types import TensorType
 from reverie.compiler.lazy import lazy
 from reverie.compiler.print_ir import show
+from reverie.dsl.ast import Module as SyntaxTree
 from reverie.dsl.diagnostics import did_you_mean
 
 if TYPE_CHECKING:
     from reverie.compiler.export.mlir import MlirFunction
     from reverie.compiler.loops.ir import Program
+    from reverie.compiler.lower import ModuleLowering
     from reverie.compiler.to_loops.fusion_plan import Plan
     from reverie.dsl import ast
     from reverie.runtime.native.jit import JitModule, LlvmModule
@@ -97,8 +106,9 @@ class Request:
     positions) it acts on (None: every float parameter; for batch, every parameter);
     `checkpoint`: O(sqrt(T)) loop states in reverse mode (docs/language.md); `vjp`: reverse
     mode as a vector-Jacobian product (a cotangent parameter per result) even where the
-    function has one scalar float result, whose gradient it otherwise builds; `filename`:
-    for diagnostics and MLIR locations; `backend`: one of BACKENDS."""
+    function has one scalar float result, whose gradient it otherwise builds;
+    `max_iterations`: a `while` loop's limit (None: REVERIE_MAX_ITERATIONS or 10^9);
+    `filename`: for diagnostics and MLIR locations; `backend`: one of BACKENDS."""
 
     function: str | None = None
     dtype: str = "f32"
@@ -106,6 +116,7 @@ class Request:
     wrt: Sequence[str | int] | None = None
     checkpoint: bool = False
     vjp: bool = False
+    max_iterations: int | None = None
     filename: str = "<source>"
     backend: str = "native"
 
@@ -158,8 +169,16 @@ def _function_name(module: ast.Module, request: Request) -> str:
     return request.function
 
 
-def _lower(module: ast.Module, request: Request) -> Function:
-    return _module_lowering(module).specialise(_function_name(module, request), request.dtype)
+def module_lowering(module: ast.Module, request: Request) -> ModuleLowering:
+    """The lowering of a parsed module (its names checked), which keeps each function's
+    specialisations: stage `lower` starts from one as well as from the syntax tree, so a
+    caller that keeps it (`rv.Module`) lowers each specialisation once."""
+    return _module_lowering(module, request.max_iterations)
+
+
+def _lower(source: ast.Module | ModuleLowering, request: Request) -> Function:
+    lowering = module_lowering(source, request) if isinstance(source, SyntaxTree) else source
+    return lowering.specialise(_function_name(lowering.module, request), request.dtype)
 
 
 def _positions(fn: Function, wrt: Sequence[str | int] | None,
@@ -312,8 +331,8 @@ class Stage:
 PARSE = Stage("parse", "dsl.ast.Module: the syntax tree, with source spans",
               (Pass("parse", _parse),), _format_ast)
 LOWER = Stage("lower", "Function: the typed tensor IR of one function at request.dtype "
-              "(type checking included)", (Pass("lower", _lower, ("lower", "simplify")),),
-              format_function)
+              "(type checking included), from the syntax tree or a module_lowering",
+              (Pass("lower", _lower, ("lower", "simplify")),), format_function)
 REVERSE = Stage("reverse", "Function: its gradient (one scalar float result), else its VJP",
                 (Pass("reverse", _reverse, ("reverse", "simplify")),), format_function,
                 transform=True)

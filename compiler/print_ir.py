@@ -1,8 +1,10 @@
-"""`REVERIE_PRINT_IR`: the one hook that prints the IR after a pass, at every level (SPEC §3.4).
+"""`REVERIE_PRINT_IR`: the one hook that prints the IR after a pass, at every level
+(docs/pipeline.md).
 
 Every pass of the compiler ends with `show(pass_name, subject, render)`, where `render()`
-formats its result. Nothing is formatted unless the pass is printed or captured, so the
-hook costs a compile one environment look-up per pass.
+formats its result (the ladder calls it after each loop pass). Nothing is formatted
+unless the pass is printed or captured, so the hook costs a compile one environment
+look-up per pass.
 
     REVERIE_PRINT_IR=1               every pass below
     REVERIE_PRINT_IR=reverse,fuse    only the passes named (commas, spaces ignored)
@@ -15,12 +17,13 @@ Each printout goes to stderr under a header naming the pass, its level and its s
 An unknown name in the list gives one `PrintIrWarning` per setting, listing the valid
 names; the names it does know still print. `capture(pass_name)` collects the same text in
 a list instead of printing it (stage "grad-raw" of `module.ir` is what pass `reverse`
-shows).
+shows; `compiler/pipeline.py`'s `IR_VIEWS` names the pass behind each stage of
+`module.ir`).
 
-The passes, in the order a kernel meets them (`compiler/pipeline.py` runs them):
+The passes, in the order a kernel meets them (the rows of `compiler/pipeline.py`'s stages):
 
     parse                 AST          the parsed module (dsl/parser.py)
-    lower                 tensor IR    a specialisation as lowering built it (compiler/lower*.py)
+    lower                 tensor IR    a specialisation as lowering built it (compiler/lower/)
     reverse               tensor IR    the adjoint as built (transforms/reverse.py)
     forward               tensor IR    the JVP as built (transforms/forward.py)
     batch                 tensor IR    the batched function as built (transforms/batch.py)

@@ -51,6 +51,7 @@ Request = lazy("reverie.compiler.pipeline:Request")
 back_end_start = lazy("reverie.compiler.pipeline:back_end_start")
 climb = lazy("reverie.compiler.pipeline:climb")
 compile_source = lazy("reverie.compiler.pipeline:compile_source")
+module_lowering = lazy("reverie.compiler.pipeline:module_lowering")
 ladder_stage = lazy("reverie.compiler.pipeline:stage")
 capture = lazy("reverie.compiler.print_ir:capture")
 did_you_mean = lazy("reverie.dsl.diagnostics:did_you_mean")
@@ -95,7 +96,7 @@ class Module:
         table = []
         for name in (f.name for f in self.ast.functions):
             params = self.lowering.functions[name].params
-            types = self.lowering.specialise(name, "f32").result_types  # (checked above)
+            types = self._specialise(name, "f32").result_types  # (checked above)
             scalar = len(types) == 1 and types[0].rank == 0 and types[0].is_float
             table.append((name, [p.name for p in params], [p.type.dtype for p in params],
                           scalar))
@@ -109,16 +110,20 @@ class Module:
 
     @functools.cached_property
     def lowering(self) -> ModuleLowering:
-        """The module's lowering: its functions' typed IR per dtype (imported here: a
-        module whose IR all comes from the disk cache never loads the lowering)."""
-        from reverie.compiler.lower import ModuleLowering
+        """The module's lowering, which keeps its functions' typed IR per dtype (made when
+        first needed: a module whose IR all comes from the disk cache never lowers)."""
+        return module_lowering(self.ast, Request(max_iterations=self.max_iterations))
 
-        return ModuleLowering(self.ast, self.max_iterations)
+    def _specialise(self, name: str, dtype: str) -> Function:
+        """The typed IR of function `name` with `float` meaning `dtype`: the ladder's
+        `lower` stage on the module's lowering (built once per dtype)."""
+        request = Request(function=name, dtype=dtype, filename=self.name)
+        return climb(self.lowering, request, start="lower", stop="lower")["lower"]
 
     def _kernel(self, name: str, param_names: list[str], dtypes: list[str],
                 float_scalar_result: bool) -> Kernel:
         kernel = Kernel(self, name, list(param_names), list(dtypes),
-                        lambda dtype: self.lowering.specialise(name, dtype))
+                        lambda dtype: self._specialise(name, dtype))
         kernel.identity = (self.key, name)
         kernel.float_scalar_result = float_scalar_result
         return kernel
@@ -171,9 +176,9 @@ class Module:
         """The adjoint IR of function `name`: its gradient for a scalar float result,
         otherwise its vector-Jacobian product (the ladder's reverse stage; stage "grad")."""
         chosen, _ = self[name].wrt_indices(wrt)
-        request = Request(transform="reverse", wrt=chosen, checkpoint=self.checkpoint)
-        primal = self.lowering.specialise(name, dtype)
-        return climb(primal, request, start="reverse", stop="reverse")["reverse"]
+        request = Request(function=name, dtype=dtype, transform="reverse", wrt=chosen,
+                          checkpoint=self.checkpoint, filename=self.name)
+        return climb(self.lowering, request, start="lower", stop="reverse")["reverse"]
 
     def _raw_adjoint(self, name: str, dtype: str, wrt: object) -> str:
         """The text of the adjoint as the reverse pass hands it to simplify ("grad-raw")."""
@@ -217,11 +222,11 @@ class Module:
         if view.raw:
             return _joined(self._raw_adjoint(n, dtype, wrt) for n in names)
         functions = ([self.adjoint(n, dtype, wrt) for n in names] if adjoint else
-                     [self.lowering.specialise(n, dtype) for n in names])
+                     [self._specialise(n, dtype) for n in names])
         if view.shows == BOTH and not adjoint:
             functions += [self.adjoint(n, dtype) for n in names if self._differentiable(n)]
         if format == "dot":
-            programs = [self.lowering.specialise(n, dtype) if adjoint else None for n in names]
+            programs = [self._specialise(n, dtype) if adjoint else None for n in names]
             return _joined(map(format_dot, functions, programs))
         if view.stop is None:
             return _joined(map(format_function, functions))
