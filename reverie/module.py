@@ -57,7 +57,6 @@ capture = lazy("reverie.compiler.print_ir:capture")
 did_you_mean = lazy("reverie.dsl.diagnostics:did_you_mean")
 format_function = lazy("reverie.compiler.ir.tensor_printer:format_function")
 interpret = lazy("reverie.compiler.ir.tensor_interpreter:interpret")  # the "interp" backend only
-hoist_function = lazy("reverie.compiler.transforms.hoist:hoist_function")  # likewise
 format_ast = lazy("reverie.dsl.source_printer:format_ast")  # stage "ast" only
 format_ast_function = lazy("reverie.dsl.source_printer:format_function")
 format_dot = lazy("reverie.compiler.ir.dot:format_dot")
@@ -140,7 +139,7 @@ class Module:
         """Compile `fn` for this module's backend (the native and MLIR kernels climb the
         ladder of compiler/pipeline.py; their modules load LLVM, so only when used)."""
         if self.backend == "interp":  # what the native and MLIR ladders run, hoisting too
-            hoisted = hoist_function(fn)
+            hoisted = climb(fn, start="hoist", stop="hoist")["hoist"]  # that pass alone
             return lambda bound: interpret(hoisted, bound.arrays, bound.dims)
         if self.backend == "mlir":
             from reverie.runtime.native.mlir_backend import MlirKernel
