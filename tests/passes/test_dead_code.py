@@ -31,3 +31,20 @@ def test_a_program_with_nothing_dead_is_unchanged() -> None:
     program = program_of(lowered("fn f(x: f64[N], w: f64[N]) -> f64 { return sum(tanh(x * w)); }"))
     before = printed_program(program)
     assert printed_program(run_loop_pass("dead_code", program)) == before
+
+
+def test_the_history_of_a_state_the_sweep_never_reads_is_removed() -> None:
+    fn = reversed_("fn f(x: f64[H], a: f64[H], T: i64) -> f64 { var h = x; var c = x;"
+                   " for t in 0..T { c = c + h; h = tanh(h * a); } return sum(c); }", ["a"])
+    program = program_of(fn)
+    filecheck(printed_program(program), """
+        CHECK: temp t4: f64[max(T, 0), H]
+        CHECK-NEXT: temp t5: f64[max(T, 0), H]
+        CHECK: store t4[%i2, %i3]
+        CHECK: store t5[%i2, %i4]
+    """)
+    filecheck(printed_program(run_loop_pass("dead_code", program)), """
+        CHECK-NOT: temp t4
+        CHECK: temp t5: f64[max(T, 0), H]
+        CHECK-NOT: store t4
+    """)

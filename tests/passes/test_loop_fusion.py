@@ -41,3 +41,17 @@ def test_a_read_at_another_element_keeps_the_loops_apart() -> None:
         CHECK: for %i4 in 0..H {
         CHECK: select
     """)
+
+
+def test_loops_at_the_top_level_are_left_to_the_fusion_plan() -> None:
+    source = ("fn f(x: f64[N], m: f64[N, K]) -> (f64[N], f64[K]) {"
+              " let y = exp(x); return (y * 2.0, y @ m); }")
+    text = fused(source)
+    filecheck(text, """
+        CHECK: for %i0 in 0..N {
+        CHECK: store t0[%i0]
+        CHECK: matmul out1
+        CHECK-NEXT: for %i1 in 0..N {
+        CHECK-NEXT: load t0[%i1]
+    """)
+    assert text == printed_program(program_of(lowered(source)))

@@ -37,3 +37,11 @@ def test_a_product_with_an_inner_dimension_above_one_stays_a_matmul() -> None:
         CHECK: matmul t8 = xs{offset = %12 * D, strides = [0, 1]} @ w
         CHECK: load t8[%i11]
     """)
+
+
+def test_an_outer_product_outside_a_loop_stays_a_matmul() -> None:
+    fn = reversed_("fn f(x: f64[D], w: f64[D, H]) -> f64 { return sum(tanh(x @ w)); }", ["w"])
+    filecheck(printed_program(run_loop_pass("outer_products", program_of(fn))), """
+        CHECK: matmul t0 = x
+        CHECK: matmul out1 = x{offset = 0, strides = [1, 0]} @ t2
+    """)

@@ -41,3 +41,18 @@ def test_the_forward_never_reads_a_cotangent_and_the_backward_never_runs_tanh() 
         CHECK: return
     """)
     assert len(split.residual_types) == 2
+
+
+def test_a_backward_that_reads_only_parameters_saves_nothing() -> None:
+    vjp = vjp_function(lowered("fn g(x: f64[N]) -> f64 { return sum(x * x); }"), [0])
+    split = split_vjp(vjp, 1, 1)
+    filecheck(printed(split.forward), """
+        CHECK: func @g_vjp_forward(%x: f64[N]) -> f64 {
+        CHECK: return %1
+    """)
+    filecheck(printed(split.backward), """
+        CHECK: func @g_vjp_backward(%x: f64[N], %out_bar: f64) -> f64[N]
+        CHECK-NEXT: broadcast %out_bar
+        CHECK-NOT: reduce_sum
+    """)
+    assert split.residual_types == ()
