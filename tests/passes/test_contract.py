@@ -19,13 +19,23 @@ def test_a_matrix_product_written_with_indices_is_a_matmul() -> None:
     """)
 
 
-def test_indices_in_another_order_are_transposed_around_the_matmul() -> None:
+def test_the_operands_are_swapped_when_the_output_is_the_transposed_product() -> None:
     fn = lowered("fn f(a: f64[K, M], b: f64[N, K]) -> f64[N, M] {"
                  " let c[j, i] = sum[k](a[k, i] * b[j, k]); return c; }")
     filecheck(printed(contract_function(fn)), """
-        CHECK: matmul
-        CHECK-NOT: reduce = sum
-        CHECK: return
+        CHECK-NOT: transpose
+        CHECK: %0 = matmul %b, %a : f64[N, M]
+        CHECK-NEXT: return %0
+    """)
+
+
+def test_an_operand_summed_over_its_leading_axis_is_transposed() -> None:
+    fn = lowered("fn f(a: f64[K, M], b: f64[K, N]) -> f64[M, N] {"
+                 " let c[i, j] = sum[k](a[k, i] * b[k, j]); return c; }")
+    filecheck(printed(contract_function(fn)), """
+        CHECK: %0 = transpose %a {perm = [1, 0]} : f64[M, K]
+        CHECK-NEXT: %1 = matmul %0, %b : f64[M, N]
+        CHECK-NOT: generic
     """)
 
 
@@ -33,9 +43,9 @@ def test_a_shared_index_is_the_batch_of_a_batched_matmul() -> None:
     fn = lowered("fn f(a: f64[B, M, K], x: f64[B, K, N]) -> f64[B, M, N] {"
                  " let c[b, i, j] = sum[k](a[b, i, k] * x[b, k, j]); return c; }")
     filecheck(printed(contract_function(fn)), """
-        CHECK-NOT: reduce = sum
-        CHECK: matmul
-        CHECK: return
+        CHECK-NOT: generic
+        CHECK: %0 = matmul %a, %x : f64[B, M, N]
+        CHECK-NEXT: return %0
     """)
 
 

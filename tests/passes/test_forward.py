@@ -36,10 +36,11 @@ def test_both_tangents_of_a_product_are_added() -> None:
     fn = lowered("fn f(x: f64[N], w: f64[N]) -> f64[N] { return x * w; }")
     filecheck(printed(jvp_function(fn, [0, 1])), """
         CHECK: %x_dot: f64[N], %w_dot: f64[N]) -> (f64[N], f64[N])
-        CHECK: mul %x_dot, %w
-        CHECK: mul %x, %w_dot
-        CHECK: add
-        CHECK: return
+        CHECK-NEXT: %0 = mul %x, %w
+        CHECK-NEXT: %1 = mul %x_dot, %w
+        CHECK-NEXT: %2 = mul %x, %w_dot
+        CHECK-NEXT: %3 = add %1, %2
+        CHECK-NEXT: return %0, %3
     """)
 
 
@@ -47,9 +48,11 @@ def test_a_loop_carries_the_tangent_beside_its_state() -> None:
     fn = lowered("fn f(x: f64[N], steps: i64) -> f64[N] {"
                  " var y = x; for t in 0..steps { y = sin(y); } return y; }")
     filecheck(printed(jvp_function(fn, [0])), """
-        CHECK: = for
-        CHECK: sin
-        CHECK: cos
-        CHECK: yield
-        CHECK: } : f64[N], f64[N]
+        CHECK: %2, %3 = for %1, %0, %x, %x_dot {carried = 2}
+        CHECK-NEXT: %4 = sin %y
+        CHECK-NEXT: %5 = cos %y
+        CHECK-NEXT: %6 = mul %5, %y_dot
+        CHECK-NEXT: yield %4, %6
+        CHECK-NEXT: } : f64[N], f64[N]
+        CHECK-NEXT: return %2, %3
     """)

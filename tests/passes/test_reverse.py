@@ -56,13 +56,17 @@ def test_a_for_loop_stores_its_states_and_is_swept_backwards() -> None:
     fn = lowered("fn f(x: f64[N], steps: i64) -> f64 {"
                  " var y = x; for t in 0..steps { y = sin(y); } return sum(y); }")
     filecheck(printed(grad_function(fn, [0])), """
-        CHECK: for_history
-        CHECK: sin %y
-        CHECK: } : f64[N], f64[max(steps, 0), N]
-        CHECK: %x_bar = for
-        CHECK: dynamic_index
-        CHECK-NEXT: cos
-        CHECK: return
+        CHECK: %2, %3 = for_history %1, %0, %x {carried = 1, rows = max(steps, 0), stride = 1}
+        CHECK-NEXT: %4 = sin %y
+        CHECK-NEXT: yield %4
+        CHECK-NEXT: } : f64[N], f64[max(steps, 0), N]
+        CHECK: %x_bar = for %1, %0, %y_bar, %3
+        CHECK: sub %10, %t_rev
+        CHECK-NEXT: %12 = dynamic_index %7, %11 {axis = 0}
+        CHECK-NEXT: %13 = cos %12
+        CHECK-NEXT: %y_bar_2 = mul %y_bar_1, %13
+        CHECK-NOT: sin
+        CHECK: return %5, %x_bar
     """)
 
 
