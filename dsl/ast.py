@@ -118,7 +118,7 @@ class IndexVar:
 
 @dataclass
 class IndexReduce:
-    """`sum[k](body)` / `prod[...]` / `max[...]` / `min[...]` in index notation (SPEC 2.5)."""
+    """`sum[k](body)` / `prod[...]` / `max[...]` / `min[...]` in index notation (docs/language.md §10)."""
 
     op: str
     indices: list[IndexVar]
@@ -192,7 +192,7 @@ class Let:
 
 @dataclass
 class LetIndexed:
-    """`let name[i, j in 0..N] = value;` (index notation, SPEC 2.5)."""
+    """`let name[i, j in 0..N] = value;` (index notation, docs/language.md §10)."""
 
     name: str
     indices: list[IndexVar]
@@ -259,7 +259,7 @@ class For:
 
 @dataclass
 class If:
-    """`if cond { then } else { orelse }` (SPEC §2.7); `orelse` is empty without `else`."""
+    """`if cond { then } else { orelse }` (docs/language.md §11.1); `orelse` is empty without `else`."""
 
     cond: Expr
     then: list[Stmt]
@@ -269,7 +269,7 @@ class If:
 
 @dataclass
 class While:
-    """`while cond { body }`: `cond` is evaluated before every iteration (SPEC §2.7)."""
+    """`while cond { body }`: `cond` is evaluated before every iteration (docs/language.md §11.1)."""
 
     cond: Expr
     body: list[Stmt]

@@ -1,4 +1,4 @@
-"""Compile-time errors shown like a modern compiler (SPEC §5).
+"""Compile-time errors shown like a modern compiler (docs/language.md §13).
 
 A `Diagnostic` is one message at one source position. `CompileError` (and its subclasses
 `ParseError`, `TypeCheckError`) carries a list of them; `str(error)` renders each as

@@ -1,4 +1,4 @@
-"""Source text to AST: the Reverie parser (SPEC §2 syntax, SPEC §5 errors).
+"""Source text to AST: the Reverie parser (docs/language.md syntax, docs/language.md §13 errors).
 
 Consumes a `.rv` source string; produces a `reverie.dsl.ast.Module` whose every node
 carries the `Span` of its text. The grammar is `grammar.lark` next to this file, run by

@@ -111,9 +111,9 @@ _kernel_protocol.use_compiler(_compile_source)
 
 def __getattr__(name: str) -> object:
     """A public name, imported from its home module on first use; `rv.torch` and `rv.jax`
-    (SPEC §3.5), `rv.fx` (§3.7) and `rv.dask` (§3.6) likewise, so that `import reverie`
+    (docs/api.md §6–7), `rv.fx` (§3.7) and `rv.dask` (§3.6) likewise, so that `import reverie`
     never imports torch, jax or dask; and the elementwise built-ins on Tensors (`rv.exp`,
-    SPEC §3.3)."""
+    docs/api.md §4)."""
     if name in HOME_MODULES:
         value = getattr(importlib.import_module(HOME_MODULES[name]), name)
     elif name in SUBMODULES:

@@ -1,4 +1,4 @@
-"""`rv.dask`: data-parallel gradients, and kernels mapped over chunks, on Dask (SPEC §3.6).
+"""`rv.dask`: data-parallel gradients, and kernels mapped over chunks, on Dask (docs/api.md §10).
 
 Consumes a `Kernel` and, per call, its arguments: the *batch* parameters take
 `dask.array`s whose rows (axis 0) are cut into chunks, the others ordinary values. Produces
@@ -14,7 +14,7 @@ How a call runs, on the current Dask scheduler (a `distributed.Client` if one ex
 1. On the client, before any task: the arity, dtypes and shapes are checked by the kernel's
    own call boundary, on stand-ins of the batch arrays (arrays of their shape and dtype that
    own no memory), once for all the rows and once per distinct chunk length, so errors are
-   those of SPEC §3.1 (`TypeError`/`ValueError` subclasses naming arguments and sizes).
+   those of docs/api.md §1–2 (`TypeError`/`ValueError` subclasses naming arguments and sizes).
 2. The kernel (it pickles as source, name and transform: `reverie/kernel.py`) and the
    non-batch values are sent to every worker once per call (`dask_call.share`): up to
    `dask_call.INLINE_BYTES` (1 MiB: the benchmark's 75 KB MLP) together as one value of

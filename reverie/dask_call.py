@@ -1,11 +1,11 @@
 """One call of an `rv.dask` function: its arguments checked, its chunks aligned, and where
-its rows are (SPEC §3.6; used by `reverie/dask.py`).
+its rows are (docs/api.md §10; used by `reverie/dask.py`).
 
 Consumes a kernel, the positions of its *batch* parameters and a call's arguments (dask
 arrays chunked along axis 0 at those positions). Produces a `SplitCall`: the batch arrays
 rechunked so that their rows are cut alike, the specialisation the call runs and its
 dimensions per chunk length, checked on the client before any task runs (on stand-ins of
-the batch arrays, which own no memory), so that errors are the kernel's own (SPEC §3.1).
+the batch arrays, which own no memory), so that errors are the kernel's own (docs/api.md §1–2).
 It also says what the tasks take: references to the chunks' blocks, the non-batch values
 (together one value of the call's graph when small, else scattered to the workers:
 `share`), and on which worker each chunk in worker memory (persisted rows) is taken: where

@@ -1,4 +1,4 @@
-"""`reverie demo`: the main job on embedded defaults (SPEC §4).
+"""`reverie demo`: the main job on embedded defaults (README.md).
 
 Compiles a bundled two-layer MLP regression loss, fits it to synthetic data with compiled
 gradients and Adam (a progress bar shows the loss going down), checks the compiled
@@ -100,7 +100,7 @@ def run_demo(plot: str | None = None) -> int:
 
     moments = [np.zeros_like(p) for p in params]
     squares = [np.zeros_like(p) for p in params]
-    on_terminal = sys.stderr.isatty()  # SPEC §4: elsewhere a line every few seconds at most
+    on_terminal = sys.stderr.isatty()  # README.md: elsewhere a line every few seconds at most
     bar = tqdm(range(1, STEPS + 1), desc="fitting", unit="step", disable=not on_terminal)
     losses: list[float] = []
     last_line = -math.inf

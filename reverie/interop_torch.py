@@ -1,4 +1,4 @@
-"""PyTorch interop (SPEC §3.5): `rv.torch.function(kernel)`, a compiled kernel as a torch
+"""PyTorch interop (docs/api.md §6–7): `rv.torch.function(kernel)`, a compiled kernel as a torch
 custom operator.
 
 Consumes a reverie `Kernel`; produces a callable on CPU torch tensors whose results are

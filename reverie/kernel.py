@@ -1,4 +1,4 @@
-"""Kernels: compiled functions you can call and transform (SPEC §3.1–3.2).
+"""Kernels: compiled functions you can call and transform (docs/api.md §1–3).
 
 A `Kernel` knows how to build its typed IR for each float dtype and runs it on NumPy
 arrays through the module's backend; given Tensors that require grad, it hands the call to
@@ -323,7 +323,7 @@ class Kernel:
         elif isinstance(wrt, str | int):
             chosen, single = [self._param_index(wrt)], True
         else:
-            chosen = sorted({self._param_index(w) for w in wrt})  # SPEC: parameter order
+            chosen = sorted({self._param_index(w) for w in wrt})  # the parameters' order (docs/api.md §3)
             single = False
         for i in chosen:
             dtype = self.declared_dtypes[i]
@@ -362,7 +362,7 @@ class Kernel:
     def grad(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """The gradient of a scalar function: one array for a single `wrt`, else a tuple.
 
-        `checkpoint=True` keeps O(sqrt(T)) loop states and recomputes (SPEC §2.6); the
+        `checkpoint=True` keeps O(sqrt(T)) loop states and recomputes (docs/language.md §11); the
         default is the module's `checkpoint` setting.
         """
         import reverie.kernel_transforms

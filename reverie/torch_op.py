@@ -20,7 +20,7 @@ keyed by the operators they call, and a later process, whose operators are other
 (or the same ones, whose derivative operators it has not yet defined), must not be handed
 those graphs.
 
-Tensors are converted as at the Python call boundary (SPEC §3.1: NumPy `same_kind`
+Tensors are converted as at the Python call boundary (docs/api.md §1–2: NumPy `same_kind`
 casting to the declared dtype; `float` is f32 or f64 by the float tensors given), and
 results have the kernel's dtypes. The registration (and the kernel it refers to) lives as
 long as the process.

@@ -1,4 +1,4 @@
-"""`rv.trace`: record a NumPy-style Python function as a Reverie module (SPEC §3.7).
+"""`rv.trace`: record a NumPy-style Python function as a Reverie module (docs/api.md §8–9).
 
 (The module is `tracing`, not `trace`: a submodule of that name would shadow the function
 `rv.trace` once imported.)
@@ -7,7 +7,7 @@
         return np.sum(np.tanh(x @ w) ** 2)
 
     m = rv.trace(loss, np.ones((8, 3)), np.ones(3))
-    m.loss.grad()(x, w)           # every transform of SPEC §3.2 applies
+    m.loss.grad()(x, w)           # every transform of docs/api.md §3 applies
     print(m.ir("ast"))            # the recorded program, as Reverie source
 
 The function runs once on `Traced` stand-ins. Each operation on a stand-in appends one
@@ -80,7 +80,7 @@ from reverie.tracing_sizes import Size, atom, combine, offset, product_factors, 
 if TYPE_CHECKING:
     from reverie.kernel import Kernel
 
-# NumPy dtypes and their Reverie names (SPEC §2.1).
+# NumPy dtypes and their Reverie names (docs/language.md §3).
 DTYPE_NAMES = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32",
                np.dtype(np.int64): "i64", np.dtype(np.int32): "i32", np.dtype(np.bool_): "bool"}
 NUMPY_DTYPES = {name: dtype for dtype, name in DTYPE_NAMES.items()}
@@ -366,7 +366,7 @@ class Traced:
             f"cannot trace {what} of a traced value at {_user_line()}: the recording has "
             f"no value to decide with. Use rv.where(cond, a, b) for an elementwise choice, "
             f"or write the kernel in the Reverie language, whose `if`/`while` are compiled "
-            f"as control flow (SPEC §2.7).")
+            f"as control flow (docs/language.md §11.1).")
 
     def __bool__(self) -> bool:
         raise self._refuse("a Python `if`, `while`, `and`/`or` or bool()")
@@ -530,7 +530,7 @@ for _name in UNARY_BUILTINS:  # `t.exp()`, `t.tanh()`, ... one method per built-
 
 
 def operand(recording: Recording, value: Any, dtype: str) -> Traced:
-    """A traced value, or a Python number or a size as a weakly typed operand (SPEC §2.3):
+    """A traced value, or a Python number or a size as a weakly typed operand (docs/language.md §8):
     it takes the element type `dtype` of the value it meets."""
     if isinstance(value, Traced):
         return value
@@ -580,7 +580,7 @@ def _promoted(left: Traced, right: Traced) -> tuple[Traced, Traced]:
 
 
 def _matmul(a: Traced, b: Traced) -> Traced:
-    """NumPy `matmul` shapes (SPEC §2.3): a 1-D operand's axis is contracted and dropped,
+    """NumPy `matmul` shapes (docs/language.md §8): a 1-D operand's axis is contracted and dropped,
     the axes before the last two are batch axes, broadcast against each other."""
     if not a.ndim or not b.ndim:
         raise TraceError(f"@ takes operands of at least one dimension, got {a.shape} and "
@@ -857,7 +857,7 @@ class TracedModule(Module):
 
 def trace(fn: Callable[..., Any], *example_args: Any) -> TracedModule:
     """The Reverie module recorded from `fn` run on stand-ins shaped like `example_args`
-    (SPEC §3.7); its kernel is named `fn.__name__` (see the module docstring)."""
+    (docs/api.md §8–9); its kernel is named `fn.__name__` (see the module docstring)."""
     recording = Recording()
     names = _parameter_names(fn, len(example_args))
     stand_ins = recording.params_for(names, example_args)

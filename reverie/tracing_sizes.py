@@ -1,4 +1,4 @@
-"""Sizes in `rv.trace` (SPEC §3.7): `x.shape[0]`, `len(x)`, `x.size` as symbolic numbers.
+"""Sizes in `rv.trace` (docs/api.md §8–9): `x.shape[0]`, `len(x)`, `x.size` as symbolic numbers.
 
 Each axis of a traced value has a dimension expression of the Reverie language (`X0`,
 `X0 - 1`, `X0 * X1`). Reading a size gives a `Size`: that expression, with its value in

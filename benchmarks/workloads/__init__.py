@@ -1,4 +1,4 @@
-"""The benchmark workloads W1–W7 of shared/reference/peer_baselines.md, and W8 (issue 11).
+"""The benchmark workloads W1–W8 (benchmarks/README.md, "The workloads").
 
 `WORKLOADS` maps a key ("W1") to a `make(tiny=False)` returning the `Workload` at the
 reference size, or at a tiny size for the correctness tests.

@@ -1,4 +1,4 @@
-"""Export a tensor-IR `Function` as MLIR text in upstream dialects (SPEC §3.4, stage "mlir").
+"""Export a tensor-IR `Function` as MLIR text in upstream dialects (docs/api.md §11, stage "mlir").
 
 Consumes a typed `Function` (any specialisation, including adjoints); produces text that
 `mlir-opt` parses and lowers to LLVM with the pipeline in `runtime/native/mlir_backend.py`.

@@ -1,4 +1,4 @@
-"""MLIR export rules for the control-flow ops `if` and `while` (SPEC §2.7).
+"""MLIR export rules for the control-flow ops `if` and `while` (docs/language.md §11.1).
 
 Consumes an IR `Op` and its operand `Tensor`s; emits MLIR and returns the results, as the
 rules of `mlir_regions.py` do:

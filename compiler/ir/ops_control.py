@@ -1,4 +1,4 @@
-"""Control-flow ops of the op table: `if` and `while` (SPEC §2.7).
+"""Control-flow ops of the op table: `if` and `while` (docs/language.md §11.1).
 
 `while` carries state like `for` (`ops_structured.py`): its operands are the states and
 the loop invariants, both regions take the states and the invariants as parameters, and

@@ -152,7 +152,7 @@ class ForHistoryOp(ForOp):
 
 
 class IfOp(OpView):
-    """A two-way branch on a scalar bool (SPEC §2.7). Both regions take the operands after
+    """A two-way branch on a scalar bool (docs/language.md §11.1). Both regions take the operands after
     the condition and yield values of the same types, the op's results.
 
         %u2 = if %c, %u0, %w ^(%u: f64, %w1: f64) {... yield %a}
@@ -180,7 +180,7 @@ class IfOp(OpView):
 
 
 class WhileOp(OpView):
-    """A loop that runs its body while its condition region yields true (SPEC §2.7).
+    """A loop that runs its body while its condition region yields true (docs/language.md §11.1).
 
         %u2 = while %u0, %w {carried = 1, limit = 1000000000}
               ^(%u: f64, %w1: f64) {... yield %c : bool}

@@ -3,7 +3,7 @@
 Consumes a parsed `ast.Module`; `ModuleLowering.specialise` produces one IR `Function` per
 (function, float dtype). Type checking happens here: every op is typed by the op table's
 shape rule, and a `ShapeError` becomes a `TypeCheckError` pointing at the expression that
-caused it (SPEC §2.1–2.3 for the typing rules, §2.5 for index notation).
+caused it (docs/language.md §3–8 for the typing rules, §2.5 for index notation).
 
 Organisation (like MLIR Toy's MLIRGen): one `Lowerer` per function body being lowered
 (the entry function, and each inlined callee) holds the environment (names, dimensions,

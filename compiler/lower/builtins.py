@@ -1,4 +1,4 @@
-"""Lowering of calls to the built-ins of SPEC §2.3 and to casts.
+"""Lowering of calls to the built-ins of docs/language.md §8 and to casts.
 
 Each built-in checks its own signature (positional count, keywords) and lowers to
 primitive ops from the op table. Composite built-ins are spelled out here once:

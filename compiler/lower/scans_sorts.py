@@ -1,4 +1,4 @@
-"""Lowering of the scans and orderings of SPEC §2.3: cumsum, cumprod, argsort, sort, topk.
+"""Lowering of the scans and orderings of docs/language.md §8: cumsum, cumprod, argsort, sort, topk.
 
 `cumsum(x, axis=a)` and `cumprod(x, axis=a)` become one `scan` op (`ir/ops_scan.py`),
 which every later stage runs in O(N) along the axis (a loop carrying the running value).

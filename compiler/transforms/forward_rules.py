@@ -9,7 +9,7 @@ carries its maths in its docstring, with ẋ for the tangent of x. Unary element
 take theirs from the local derivative of their declaration (`ir/elementwise.py`), the
 same one reverse mode builds its rule from.
 
-Values at non-differentiable points match reverse mode and PyTorch (SPEC §2.4): d|x| at 0
+Values at non-differentiable points match reverse mode and PyTorch (docs/api.md §3): d|x| at 0
 is 0, relu'(0) = 0, maximum/minimum ties take the mean of both tangents, reduce_max/min
 average the tangents of the entries equal to their result, the NaN ones where it is NaN
 (`where_extremal` in `reverse_rules.py`; torch's forward mode gives NaN there, unlike its

@@ -13,7 +13,7 @@ Unary elementwise ops get their rule from the local derivative their declaration
 gradient (the op table says why: argmax/argmin, sign, floor, ceil, floordiv, stop_gradient,
 and the comparisons and logic, whose bool results are never active): they need no rule.
 
-Values at non-differentiable points follow PyTorch (SPEC §2.4): d|x| at 0 is 0 (ȳ·sign x),
+Values at non-differentiable points follow PyTorch (docs/api.md §3): d|x| at 0 is 0 (ȳ·sign x),
 relu'(0) = 0, sqrt'(0) = inf, maximum/minimum ties send half of ȳ to each side (and 0
 to both where one is NaN, as torch.clamp, which Tensor.clamp is built from; torch.maximum
 sends ȳ to both), reduce_max/min split ȳ evenly among the entries equal to their result,

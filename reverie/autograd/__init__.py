@@ -1,4 +1,4 @@
-"""`rv.autograd`: torch.autograd's namespace over Reverie's tape (SPEC §3.3).
+"""`rv.autograd`: torch.autograd's namespace over Reverie's tape (docs/api.md §4).
 
     rv.autograd.grad(y, x)                      # as rv.grad
     class Exp(rv.autograd.Function): ...        # custom forward and backward

@@ -8,7 +8,7 @@ Each takes a Python function of `rv.Tensor`s and its inputs (a Tensor or a tuple
 and returns torch's structures: one Tensor where torch gives one, tuples nested as torch
 nests them ([output][input] for Jacobians, [input][input] for Hessians; lists with
 `strategy="forward-mode"`, as torch's). Arguments, defaults and exception classes are
-torch's (SPEC §3.3); messages are Reverie's.
+torch's (docs/api.md §4); messages are Reverie's.
 
 Two paths compute them (the docstrings say which applies):
 

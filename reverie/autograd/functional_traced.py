@@ -1,8 +1,8 @@
 """The compiled path of `rv.autograd.functional`: the function traced into one kernel.
 
 `rv.autograd.functional.jacobian(f, x)` (and `hessian`, `vjp`, `jvp`, `hvp`, `vhp`) first
-records `f` with `rv.trace` (SPEC §3.7) at the sizes of the inputs; the result is then the
-kernel's compiled transform (SPEC §3.2), one native call:
+records `f` with `rv.trace` (docs/api.md §8–9) at the sizes of the inputs; the result is then the
+kernel's compiled transform (docs/api.md §3), one native call:
 
     traced = trace_function(f, (x,))        # None where tracing refuses
     traced.jacobian()                       # ((d out / d x,),): [output][input] blocks

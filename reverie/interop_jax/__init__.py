@@ -1,4 +1,4 @@
-"""JAX interop (SPEC §3.5): compiled kernels as JAX primitives running as XLA custom calls.
+"""JAX interop (docs/api.md §6–7): compiled kernels as JAX primitives running as XLA custom calls.
 
 Consumes a reverie `Kernel`; produces a function on JAX arrays. Each call is the
 `reverie_call` primitive (`primitives.py`), lowered to an XLA CPU custom call of the

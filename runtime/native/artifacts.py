@@ -1,5 +1,5 @@
 """The whole-pipeline cache: what compiling produced, kept on disk so that a new process
-skips the front end, the passes and LLVM: a warm start (SPEC §3.1 cache).
+skips the front end, the passes and LLVM: a warm start (docs/api.md §1–2 cache).
 
 The object cache (`jit.py`) is keyed on LLVM IR, so using it still needs the parse, the
 lowering, the passes and the code generator to run. The artifacts here are keyed on what

@@ -1,4 +1,4 @@
-"""The call boundary (SPEC §3.1): Python arguments in, checked NumPy buffers out.
+"""The call boundary (docs/api.md §1–2): Python arguments in, checked NumPy buffers out.
 
 Everything compiled code trusts is checked here: arity, dtype conversions (NumPy
 `same_kind`, plus a range check wherever an integer conversion narrows, since NumPy would

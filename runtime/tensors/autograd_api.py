@@ -5,7 +5,7 @@ way torch does (same defaults, same exception classes, Reverie's own messages th
 to do), runs one backward `Pass`, and returns the gradients (`grad`) or accumulates them into
 `.grad` (`backward`). As torch's engine, a pass with `create_graph=True` records its
 computation whatever the caller's grad mode (under `rv.no_grad` too). See
-shared/reference/torch_grad_semantics.md for the behaviour table.
+docs/api.md §4 ("torch.autograd parity") for the behaviour table.
 
     rv.grad(loss, [w, b], create_graph=True)      # (dw, db), differentiable again
     loss.backward(); w.grad                        # accumulated in place

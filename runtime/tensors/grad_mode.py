@@ -1,4 +1,4 @@
-"""Grad mode and inference mode: whether calls on Tensors are recorded (SPEC §3.3).
+"""Grad mode and inference mode: whether calls on Tensors are recorded (docs/api.md §4).
 
 Consumes the `with` blocks, calls and decorated functions that switch the modes
 (`rv.no_grad`, `rv.enable_grad`, `rv.set_grad_enabled`, `rv.inference_mode`); produces

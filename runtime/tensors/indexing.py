@@ -1,4 +1,4 @@
-"""NumPy indexing of a Tensor, turned into one compiled gather: `t[1:, idx]` (SPEC §3.3).
+"""NumPy indexing of a Tensor, turned into one compiled gather: `t[1:, idx]` (docs/api.md §4).
 
 Consumes a tensor shape and a NumPy index (integers, slices with any step, `None`,
 `...`, integer and bool arrays, in a tuple or alone) and produces an `IndexPlan`: the

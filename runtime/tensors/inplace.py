@@ -1,4 +1,4 @@
-"""In-place writes to Tensors, version counters and views (torch's semantics, SPEC §3.3).
+"""In-place writes to Tensors, version counters and views (torch's semantics, docs/api.md §4).
 
 A tensor's memory has a version counter, shared by every tensor that shares the memory
 (`detach()`, views): each in-place write adds one. A recorded node remembers the versions

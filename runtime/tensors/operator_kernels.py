@@ -49,7 +49,7 @@ SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "matmul"
            "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 CALLED = {"maximum": "max", "minimum": "min"}  # binary ops the language spells as calls
 BINARY_OPS = (*(op for op in SYMBOLS if op != "matmul"), *CALLED)
-# the elementwise built-ins of SPEC §2.3 that take one tensor: `exp(x)`, `tanh(x)`, ...
+# the elementwise built-ins of docs/language.md §8 that take one tensor: `exp(x)`, `tanh(x)`, ...
 UNARY_BUILTINS = tuple(name for name, row in ELEMENTWISE.items()
                        if row.builtin and row.arity == 1)
 REDUCTIONS = ("sum", "mean", "max", "min")

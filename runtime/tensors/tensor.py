@@ -1,4 +1,4 @@
-"""`rv.Tensor` and `rv.tensor` (SPEC §3.3): NumPy arrays that record compiled calls.
+"""`rv.Tensor` and `rv.tensor` (docs/api.md §4): NumPy arrays that record compiled calls.
 
 A Tensor wraps a NumPy array and, when it requires grad, the graph node that produced it
 (`grad_fn`; None for leaves). Its operators run small compiled kernels

@@ -1,4 +1,4 @@
-"""`rv.fx.compile` and `torch.compile(backend="reverie")` (SPEC §3.7).
+"""`rv.fx.compile` and `torch.compile(backend="reverie")` (docs/api.md §8–9).
 
 Every mapped target is checked against eager PyTorch in f64: values, first derivatives and
 second derivatives (`create_graph=True`, then a gradient of the gradient), which is what

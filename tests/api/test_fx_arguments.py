@@ -1,4 +1,4 @@
-"""Every argument of every mapped FX target is honoured or refused by name (SPEC §3.7).
+"""Every argument of every mapped FX target is honoured or refused by name (docs/api.md §8–9).
 
 For each row of `reverie.fx_targets` (functions, tensor methods, `nn` modules) the
 optional parameters come from torch's own signature (Python's, or the aten schemas of a

@@ -1,4 +1,4 @@
-"""Batched products through `torch.compile(backend="reverie")` (issue 33, SPEC §3.7):
+"""Batched products through `torch.compile(backend="reverie")` (issue 33, docs/api.md §8–9):
 `F.linear`/`nn.Linear` on (B, T, C) inputs, attention's (B, H, T, d) @ (B, H, d, T),
 `torch.matmul`/`@` with broadcast batch axes and 1-D operands, `bmm`, `addmm`, `baddbmm`.
 

@@ -1,7 +1,7 @@
 """Differential tests of `rv.grad` / `rv.backward` against `torch.autograd`.
 
-Each scenario is one row (or one case of a row) of the behaviour table in
-`shared/reference/torch_grad_semantics.md`, written once against a small library interface
+Each scenario is one row (or one case of a row) of torch.autograd's behaviour (docs/api.md §4,
+"torch.autograd parity"), written once against a small library interface
 and run twice: with torch and with Reverie (operators and compiled kernels). The two runs
 must agree on the result (structure, shapes, dtypes, requires_grad, values), on the
 exception class when one is raised, and on the warning categories.

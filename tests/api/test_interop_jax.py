@@ -1,4 +1,4 @@
-"""`rv.jax.function` (SPEC §3.5): compiled kernels as JAX functions (values, grad, vmap,
+"""`rv.jax.function` (docs/api.md §6–7): compiled kernels as JAX functions (values, grad, vmap,
 errors); the transformations one by one are in test_interop_jax_transforms.py."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`rv.torch.function` (SPEC §3.5): compiled kernels and gradients inside PyTorch models."""
+"""`rv.torch.function` (docs/api.md §6–7): compiled kernels and gradients inside PyTorch models."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`rv.Tensor` operations beyond the operators (SPEC §3.3), each checked against torch.
+"""`rv.Tensor` operations beyond the operators (docs/api.md §4), each checked against torch.
 
 Every differentiable operation is checked three ways on F(x) = op(x) * op(x) (so that a
 linear op such as indexing still has a second derivative): the values, the gradient for a

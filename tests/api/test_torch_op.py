@@ -1,4 +1,4 @@
-"""`rv.torch.function` as a torch custom operator (SPEC §3.5), checked against the same maths
+"""`rv.torch.function` as a torch custom operator (docs/api.md §6–7), checked against the same maths
 written natively in torch: autograd to third order, every torch.func transform, torch.vmap
 through the batched kernel (one call, never a loop), torch.compile(fullgraph=True), dtype
 conversion at the boundary, and an nn.Module trained eagerly and compiled."""

@@ -1,4 +1,4 @@
-"""`rv.trace` (SPEC §3.7): NumPy-style Python functions recorded as Reverie modules.
+"""`rv.trace` (docs/api.md §8–9): NumPy-style Python functions recorded as Reverie modules.
 
 Each traced function is checked against the same function run on NumPy arrays, its
 gradient against central finite differences in f64, and a few against torch; the traced

@@ -1,4 +1,4 @@
-"""`rv.trace` names (SPEC §3.7): no generated name clashes with the language or another.
+"""`rv.trace` names (docs/api.md §8–9): no generated name clashes with the language or another.
 
 A Python parameter or function may be named like a keyword (`fn`, `let`, `var`, `true`,
 `while`) or built-in (`sum`, `exp`) of the language, or like a generated temporary (`t1`)

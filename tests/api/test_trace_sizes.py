@@ -1,4 +1,4 @@
-"""`rv.trace` with sizes (SPEC §3.7): shapes are symbolic, never the example's numbers.
+"""`rv.trace` with sizes (docs/api.md §8–9): shapes are symbolic, never the example's numbers.
 
 Each function is traced at one size and called at several others, against the same
 Python function run by NumPy on those arrays; gradients at a new size are checked against

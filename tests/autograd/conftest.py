@@ -1,4 +1,4 @@
-"""Fixtures for the ports of PyTorch's `test/test_autograd.py` (issue 32, SPEC §3.3).
+"""Fixtures for the ports of PyTorch's `test/test_autograd.py` (issue 32, docs/api.md §4).
 
 Every ported test takes `lib`, run once with torch and once with Reverie: the torch run
 proves the port (the test says what torch 2.13 does), the Reverie run checks parity.

@@ -1,4 +1,4 @@
-"""`rv.dask` on a `distributed.LocalCluster` of 2 worker processes (SPEC §3.6).
+"""`rv.dask` on a `distributed.LocalCluster` of 2 worker processes (docs/api.md §10).
 
 One cluster serves the whole module (started and closed by the `client` fixture). Each
 data-parallel result is compared with the single-process call on the concatenated rows:

@@ -1,4 +1,4 @@
-"""Modules and kernels pickle as source, name and transform (SPEC §3.6), every kind of them.
+"""Modules and kernels pickle as source, name and transform (docs/api.md §10), every kind of them.
 
 A pickle names only the module's source and options, function names and transform keys
 (checked while unpickling: the only names it looks up are the rebuilding functions);

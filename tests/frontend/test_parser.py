@@ -1,4 +1,4 @@
-"""Unit tests for reverie.dsl.parser: each construct of SPEC §2, precedence, spans, limits."""
+"""Unit tests for reverie.dsl.parser: each construct of docs/language.md, precedence, spans, limits."""
 
 from __future__ import annotations
 

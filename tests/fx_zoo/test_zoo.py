@@ -1,5 +1,5 @@
 """The zoo: fifteen canonical models trained through `torch.compile(backend="reverie")`
-beside eager PyTorch (issue 33; SPEC §3.7).
+beside eager PyTorch (issue 33; docs/api.md §8–9).
 
 Each (model, dtype, route) case trains the model for `harness.STEPS` steps, optimiser
 included, compiled and eagerly from one initial state, and compares at every step the

@@ -1,4 +1,4 @@
-"""`@` on N-D operands (SPEC §2.3): NumPy/torch `matmul`, the axes before the last two
+"""`@` on N-D operands (docs/language.md §8): NumPy/torch `matmul`, the axes before the last two
 broadcast as batch axes, a 1-D operand a row (left) or column (right) whose axis is dropped.
 
 Each shape pattern runs at every stage: the tensor-IR interpreter, the loop-IR interpreter,

@@ -1,4 +1,4 @@
-"""Checkpointing a long loop (SPEC §2.6): O(sqrt(T)) saved states instead of T, with the
+"""Checkpointing a long loop (docs/language.md §11): O(sqrt(T)) saved states instead of T, with the
 same gradient. Memory is the native kernel's workspace, which holds every temporary of a
 call (the state history included) at once, so it is the call's peak scratch memory.
 """

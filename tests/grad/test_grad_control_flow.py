@@ -1,4 +1,4 @@
-"""Derivatives through `if` and `while` (SPEC §2.7): the path that was taken.
+"""Derivatives through `if` and `while` (docs/language.md §11.1): the path that was taken.
 
 Reverse mode is checked against central finite differences and against PyTorch eager
 running the same control flow in Python, with and without `checkpoint=True`, on the

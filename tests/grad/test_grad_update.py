@@ -1,6 +1,6 @@
 """Indexed updates `h[t] = e;` and tuple destructuring: values, derivatives, every stage.
 
-An update is functional (SPEC §2): the new `h` equals `e` on the subscripted window and
+An update is functional (docs/language.md): the new `h` equals `e` on the subscripted window and
 the old `h` elsewhere, so h̄ = ḡ with the window zeroed and ē = ḡ[window]. Checked against
 NumPy for values, central differences and torch for reverse mode, central differences for
 forward mode, a loop for batching, and the native and MLIR back ends for the same values;

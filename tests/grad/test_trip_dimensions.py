@@ -1,4 +1,4 @@
-"""Reverse mode through run-time trip counts stores their states (SPEC §2.6, §2.7).
+"""Reverse mode through run-time trip counts stores their states (docs/language.md §11, §2.7).
 
 A `while`'s trip count, or a `for` bound no dimension expression gives, sizes its history
 by a trip dimension (`compiler/ir/capacity.py`): every runner starts it at the capacity it
