@@ -118,7 +118,8 @@ class IndexVar:
 
 @dataclass
 class IndexReduce:
-    """`sum[k](body)` / `prod[...]` / `max[...]` / `min[...]` in index notation (docs/language.md §10)."""
+    """`sum[k](body)` / `prod[...]` / `max[...]` / `min[...]` in index notation (docs/language.md
+    §10)."""
 
     op: str
     indices: list[IndexVar]
@@ -259,7 +260,8 @@ class For:
 
 @dataclass
 class If:
-    """`if cond { then } else { orelse }` (docs/language.md §11.1); `orelse` is empty without `else`."""
+    """`if cond { then } else { orelse }` (docs/language.md §11.1); `orelse` is empty without
+    `else`."""
 
     cond: Expr
     then: list[Stmt]
@@ -269,7 +271,8 @@ class If:
 
 @dataclass
 class While:
-    """`while cond { body }`: `cond` is evaluated before every iteration (docs/language.md §11.1)."""
+    """`while cond { body }`: `cond` is evaluated before every iteration (docs/language.md
+    §11.1)."""
 
     cond: Expr
     body: list[Stmt]

@@ -1,8 +1,8 @@
 """Module-level checks that need no types: names of functions and parameters, recursion.
 
-Consumes an `ast.Module` and the names it may not define (the built-ins: `LANGUAGE_BUILTINS`
-and the elementwise ones, which the compiler's op table declares and the lowering hands in,
-so the front end imports nothing of the compiler); raises `TypeCheckError` or returns None.
+Consumes an `ast.Module` and the names it may not define (the built-ins, which the lowering
+implements and hands in as `compiler/lower/module_lowering.py:RESERVED`, so the front end
+imports nothing of the compiler); raises `TypeCheckError` or returns None.
 Types, dtypes and shapes are checked while lowering to the tensor IR
 (`reverie.compiler.lower`), where every op's shape rule runs.
 """
@@ -14,15 +14,6 @@ from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, diagnostic_at, e
 
 # The language's keywords: no name of any kind may be one.
 KEYWORDS = frozenset("fn let var for in return true false and or not if else while".split())
-# The built-ins that are not one elementwise op (docs/language.md: reductions, shape
-# functions, composites, casts) and the dtype names; `tests/unit/test_op_table.py` checks
-# that they are exactly the names the lowering implements besides the elementwise ones.
-LANGUAGE_BUILTINS = frozenset({
-    "max", "min", "pow", "where", "sum", "mean", "prod", "logsumexp", "argmax", "argmin",
-    "softmax", "log_softmax", "transpose", "reshape", "roll", "concat", "stop_gradient",
-    "cumsum", "cumprod", "sort", "argsort", "topk",
-    "f32", "f64", "i32", "i64", "bool", "float",
-})
 
 
 def _calls(fn: ast.FunctionDef, functions: dict[str, ast.FunctionDef]) -> list[ast.Call]:

@@ -323,7 +323,7 @@ class Kernel:
         elif isinstance(wrt, str | int):
             chosen, single = [self._param_index(wrt)], True
         else:
-            chosen = sorted({self._param_index(w) for w in wrt})  # the parameters' order (docs/api.md §3)
+            chosen = sorted({self._param_index(w) for w in wrt})  # in parameter order
             single = False
         for i in chosen:
             dtype = self.declared_dtypes[i]

@@ -13,11 +13,11 @@ from reverie.compiler.collector import collector_paused
 from reverie.compiler.ir.core import Block, Function, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.iteration_limit import max_iterations as resolve_max_iterations
-from reverie.compiler.ir.ops import unary_builtins
 from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
 from reverie.compiler.ir.types import TensorType
 from reverie.compiler.lower.base import Specialisation
 from reverie.compiler.lower.builder import BlockBuilder
+from reverie.compiler.lower.builtins import BINARY_BUILTINS, BUILTINS
 from reverie.compiler.lower.dim_expressions import (
     default_float_of,
     is_dim_scalar,
@@ -29,12 +29,13 @@ from reverie.compiler.lower.lowerer import Lowerer
 from reverie.compiler.lower.values import ExprValue
 from reverie.compiler.transforms.simplify import simplify
 from reverie.dsl import ast
-from reverie.dsl.check import LANGUAGE_BUILTINS, check_module
+from reverie.dsl.check import check_module
 from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, error_at
 
-# Every built-in name: the elementwise built-ins come from the op table, so a new one is
-# reserved (and cannot be shadowed by a user function) without a change here.
-RESERVED = LANGUAGE_BUILTINS | frozenset(unary_builtins())
+# Every built-in name, read off the built-ins the lowering implements (the elementwise ones
+# come from the op table), so a new one is reserved without a change here; and `bool`, a
+# dtype name that is no function.
+RESERVED = frozenset(BUILTINS) | frozenset(BINARY_BUILTINS) | {"bool"}
 
 
 def _require_bindable(fn: ast.FunctionDef, types: list[TensorType], values: list[str]) -> None:

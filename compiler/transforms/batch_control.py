@@ -1,4 +1,5 @@
-"""Batching rules of the control-flow ops `if` and `while` (docs/language.md §11.1), as JAX's `vmap` of
+"""Batching rules of the control-flow ops `if` and `while` (docs/language.md §11.1), as JAX's
+`vmap` of
 `cond` and `while_loop` does it.
 
 `if` with an unbatched condition stays an `if`: both branches are batched, and a result

@@ -7,7 +7,8 @@ that a call on Tensors that require grad records itself and differentiates throu
 kernel's compiled VJP, to any order. Comparisons run on the arrays: their bool results
 never require grad.
 
-The elementwise built-ins of docs/language.md §8 come from the op table (`ops_kernels.UNARY_BUILTINS`,
+The elementwise built-ins of docs/language.md §8 come from the op table
+(`ops_kernels.UNARY_BUILTINS`,
 the rows flagged `builtin`): each is a Tensor method and a function of `FUNCTIONS`, which
 `reverie/__init__.py` serves as `rv.exp`, `rv.tanh`, ...:
 

@@ -1,4 +1,5 @@
-"""Robustness of the whole front end (docs/language.md §13): parse, check and lower mutated programs.
+"""Robustness of the whole front end (docs/language.md §13): parse, check and lower mutated
+programs.
 
 Every mutant of the golden and example programs must compile or raise a `CompileError`
 with a position, within a time bound; whatever compiles must give verifiable IR. So must

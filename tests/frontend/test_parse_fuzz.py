@@ -1,4 +1,5 @@
-"""Robustness of the parser (docs/language.md §13): no input, however malformed, may escape as anything
+"""Robustness of the parser (docs/language.md §13): no input, however malformed, may escape as
+anything
 but a ParseError, hang, or overflow the stack.
 
 Seeded mutation fuzzing of the golden programs (deletions, insertions of tokens and odd

@@ -1,4 +1,5 @@
-"""Unit tests for reverie.dsl.parser: each construct of docs/language.md, precedence, spans, limits."""
+"""Unit tests for reverie.dsl.parser: each construct of docs/language.md, precedence, spans,
+limits."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Gradients of the scans and orderings (docs/language.md §8) and of triangular ranges (docs/language.md §10).
+"""Gradients of the scans and orderings (docs/language.md §8) and of triangular ranges
+(docs/language.md §10).
 
 Against torch: first and second order (gradient and Hessian-vector product) in reverse
 mode, the JVP in forward mode and the Jacobian (which uses batching), with ties as

@@ -143,6 +143,7 @@ def test_a_missing_mlir_rule_is_a_compile_error(monkeypatch: pytest.MonkeyPatch)
 def test_the_reserved_names_are_the_builtins() -> None:
     callable_names = set(BUILTINS) | {"max", "min"}
     assert RESERVED == callable_names | {"bool"}
+    assert {"sum", "max", "cumsum", "topk", "float", "f64", "i32", "exp"} <= RESERVED
     builtins = {row.name for row in ELEMENTWISE.values() if row.builtin}
     assert builtins == set(UNARY_BUILTINS) and builtins <= RESERVED
 
