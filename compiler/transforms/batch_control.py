@@ -54,17 +54,17 @@ def _if(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]
     branches = [ctx.region(b, [Value(x.type, name=p.name) for p, x in
                                zip(b.params, xs[1:], strict=True)])
                 for b in (view.then, view.orelse)]
-    batched = [any(_batched(r[k], old) for _, r in branches)
-               for k, old in enumerate(op.results)]
-    if flags[0]:
+    if flags[0]:  # a batched condition: every result is chosen element by element
         s = ctx.scope
         for scope, results in branches:
             scope.block.results = results
         then, orelse = ([lift(s, ctx.size, v, _batched(v, old)) for v, old in
                          zip(s.clone(scope.block, xs[1:]), op.results, strict=True)]
                         for scope, _ in branches)
-        return [s.select(spread_mask(s, xs[0], t.type.shape), t, e) if b else t
-                for t, e, b in zip(then, orelse, batched, strict=True)]
+        return [s.select(spread_mask(s, xs[0], t.type.shape), t, e)
+                for t, e in zip(then, orelse, strict=True)]
+    batched = [any(_batched(r[k], old) for _, r in branches)
+               for k, old in enumerate(op.results)]
     for scope, results in branches:
         scope.block.results = [lift(scope, ctx.size, r, _batched(r, old)) if b else r
                                for r, old, b in zip(results, op.results, batched, strict=True)]
