@@ -2,7 +2,7 @@
 
 Every level that treats ops one by one keeps its rules in a `RuleTable`: reverse mode
 (`VJP_RULES`), forward mode (`JVP_RULES`), batching (`BATCH_RULES`), the loop lowering's
-element and view rules (`FUSED_RULES`, `VIEW_RULES`), the native scalar code
+element, view and root rules (`FUSED_RULES`, `VIEW_RULES`, `ROOT_LOWERINGS`), the native scalar code
 (`scalar_ops.RULES`, keyed by op and dtype class) and the MLIR export (`LOWERINGS`). A
 table is a dict with three additions:
 

@@ -27,9 +27,9 @@ from collections.abc import Callable
 
 from reverie.compiler.ir.core import Block, Function, Op, Value
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.ops import missing_rule
 from reverie.compiler.ir.reduce_kinds import REDUCE_OPS
-from reverie.compiler.ir.views import GenericOp, GenericScatterOp
+from reverie.compiler.ir.rule_table import RuleTable
+from reverie.compiler.ir.views import ArgReduceOp, GenericOp, GenericScatterOp
 from reverie.compiler.lazy import lazy
 from reverie.compiler.loops.ir import (
     MATMUL_PACK_ELEMENTS,
@@ -257,11 +257,8 @@ class BlockLowering:
     def _root(self, op: Op, em: Emitter) -> None:
         """Emit the loop nest(s) of a root by its rule in `ROOT_LOWERINGS`; any other op
         that fusion materialises is one nest evaluating it element by element."""
-        rule = ROOT_LOWERINGS.get(op.name)
-        if rule is not None:
-            rule(self, op, em)
-        elif is_root_kind(op):
-            raise missing_rule(op.name, "the native backend's loop lowering", op.span)
+        if op.name in ROOT_LOWERINGS or is_root_kind(op):
+            ROOT_LOWERINGS.lookup(op.name, op.span)(self, op, em)
         else:
             self.materialise(op, em)
 
@@ -358,12 +355,18 @@ class BlockLowering:
 
 RootLowering = Callable[[BlockLowering, Op, Emitter], None]
 # The loop nests of the ops that get their own (fusion's roots, and a materialised roll)
-ROOT_LOWERINGS: dict[str, RootLowering] = {
-    **dict.fromkeys(REDUCE_OPS, lower_reduce),
-    "argmax": lower_arg_reduce, "argmin": lower_arg_reduce,
-    "matmul": BlockLowering._matmul, "concat": BlockLowering._concat,
-    "for": lower_for, "for_history": lower_for, "if": lower_if, "while": lower_while,
-    "trip_dim": lower_trip_dim,
-    "generic": BlockLowering._generic, "generic_scatter": BlockLowering._generic_scatter,
-    "roll": BlockLowering._roll, "scan": lower_scan, "argsort": lower_argsort,
-}
+ROOT_LOWERINGS: RuleTable[str, RootLowering] = RuleTable("the native backend's loop lowering")
+register_root = ROOT_LOWERINGS.register
+register_root(*REDUCE_OPS)(lower_reduce)
+register_root(*ArgReduceOp.NAMES)(lower_arg_reduce)
+register_root("for", "for_history")(lower_for)
+register_root("if")(lower_if)
+register_root("while")(lower_while)
+register_root("trip_dim")(lower_trip_dim)
+register_root("scan")(lower_scan)
+register_root("argsort")(lower_argsort)
+register_root("matmul")(BlockLowering._matmul)
+register_root("concat")(BlockLowering._concat)
+register_root("generic")(BlockLowering._generic)
+register_root("generic_scatter")(BlockLowering._generic_scatter)
+register_root("roll")(BlockLowering._roll)

@@ -29,6 +29,7 @@ TABLES = [
     ("reverie.compiler.transforms.batch", "BATCH_RULES"),
     ("reverie.compiler.to_loops.emitter", "FUSED_RULES"),
     ("reverie.compiler.to_loops.emitter", "VIEW_RULES"),
+    ("reverie.compiler.to_loops.lower_blocks", "ROOT_LOWERINGS"),
     ("reverie.compiler.backend.scalar_ops", "RULES"),
     ("reverie.compiler.export.mlir", "LOWERINGS"),
 ]
