@@ -43,7 +43,6 @@ import numpy as np
 from reverie.compiler.ir.attr_types import DType, Schema
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, REDUCE_OPS, ir_dtype
-from reverie.compiler.ir.rule_table import missing_rule as missing_rule  # for lower_blocks
 from reverie.compiler.ir.types import (
     FLOAT_DTYPES,
     INT_DTYPES,
