@@ -25,7 +25,7 @@ from llvmlite import ir
 
 from reverie.compiler.backend.irutil import FLOATS, I1, REGISTER, constant, intrinsic
 from reverie.compiler.ir.elementwise import ELEMENTWISE, Elementwise
-from reverie.compiler.ir.ops import dtype_class
+from reverie.compiler.ir.op_defs import dtype_class
 from reverie.compiler.ir.rule_table import RuleTable
 
 FLAGS = ("contract",)

@@ -26,7 +26,7 @@ from reverie.compiler.export.mlir_writer import REGISTER, MlirWriter, Tensor
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.dims import num_elements
 from reverie.compiler.ir.elementwise import ELEMENTWISE
-from reverie.compiler.ir.ops import dtype_class
+from reverie.compiler.ir.op_defs import dtype_class
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, REDUCE_OPS
 from reverie.compiler.ir.rule_table import RuleTable
 from reverie.compiler.ir.types import TensorType

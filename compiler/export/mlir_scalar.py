@@ -26,7 +26,7 @@ from reverie.compiler.backend.mathlib_formats import F32, F64, Format
 from reverie.compiler.backend.mathlib_special import NEUTRAL
 from reverie.compiler.export.mlir_writer import REGISTER, MlirWriter
 from reverie.compiler.ir.elementwise import ELEMENTWISE
-from reverie.compiler.ir.ops import dtype_class
+from reverie.compiler.ir.op_defs import dtype_class
 from reverie.compiler.ir.rule_table import missing_rule
 
 WIDTH = {"f32": 32, "f64": 64, "i32": 32, "i64": 64}

@@ -29,7 +29,7 @@ from reverie.compiler.export.mlir_ops import LOWERINGS
 from reverie.compiler.export.mlir_scalar import Scalars
 from reverie.compiler.export.mlir_writer import Tensor
 from reverie.compiler.ir.core import Op
-from reverie.compiler.ir.ops import dtype_class
+from reverie.compiler.ir.op_defs import dtype_class
 from reverie.compiler.ir.ops_sort import ArgsortOp
 
 if TYPE_CHECKING:

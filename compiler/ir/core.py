@@ -139,7 +139,7 @@ class Builder:
         regions: Sequence[Block] = (),
     ) -> list[Value]:
         """Create op `name`, append it, and return its results (ShapeError if ill-typed)."""
-        from reverie.compiler.ir.ops import infer_types
+        from reverie.compiler.ir.ops import infer_types  # (a cycle: see test_import_cycles)
 
         attrs = dict(attrs or {})
         types = infer_types(name, [v.type for v in operands], attrs, list(regions))

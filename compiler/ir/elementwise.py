@@ -43,7 +43,7 @@ import numpy as np
 
 from reverie.compiler.ir.attr_types import DType, Schema
 from reverie.compiler.ir.core import Op, Value
-from reverie.compiler.ir.ops import (
+from reverie.compiler.ir.op_defs import (
     FUSED,
     VIEW,
     Evaluate,
@@ -55,6 +55,12 @@ from reverie.compiler.ir.ops import (
     register,
 )
 from reverie.compiler.ir.scope import Scope
+from reverie.compiler.ir.special import (
+    TWO_OVER_SQRT_PI,
+    erf_array,
+    lgamma_array,
+    polygamma_array,
+)
 from reverie.compiler.ir.types import NUMPY_DTYPES, ShapeError, TensorType
 
 FLOAT, NUMERIC, ANY = ("float",), ("float", "int"), ("float", "int", "bool")
@@ -349,5 +355,23 @@ declare(Elementwise(
     evaluate=_eval_cast, attr_types={"dtype": DType},
     doc="Convert the element type: `%1 = cast %x {dtype = f64} : f64[N]`."))
 
-# The rest of this table: the special functions (erf, ...), declared in their own module.
-from reverie.compiler.ir import special  # noqa: E402,F401
+# ---------------------------------------------------------------- special functions
+# (their NumPy semantics and constants: `special.py`)
+
+unary("erf", lambda x: erf_array(x).astype(x.dtype), builtin=True, math=True,
+      mlir={"float": "math.erf"},
+      derivative=scale("d erf(x)/dx = 2/√π · exp(−x²)",
+                       lambda s, x, y, a: s.mul(s.const(TWO_OVER_SQRT_PI, x.type),
+                                                s.op("exp", [s.neg(s.mul(x, x))]))))
+unary("lgamma", lambda x: lgamma_array(x).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d lgamma(x)/dx = digamma(x)",
+                       lambda s, x, y, a: s.op("digamma", [x])))
+unary("digamma", lambda x: polygamma_array(x, 0).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d digamma(x)/dx = polygamma₁(x)   (trigamma)",
+                       lambda s, x, y, a: s.op("polygamma", [x], {"order": 1})))
+unary("polygamma", lambda x, order: polygamma_array(x, order).astype(x.dtype), math=True,
+      attrs=("order",),
+      derivative=scale("d polygammaₙ(x)/dx = polygammaₙ₊₁(x)",
+                       lambda s, x, y, a: s.op("polygamma", [x], {"order": a["order"] + 1})),
+      doc="The n-th derivative of digamma, ψ⁽ⁿ⁾ (internal: the derivatives of digamma): "
+          "`%1 = polygamma %x {order = 2} : f64[N]`.")

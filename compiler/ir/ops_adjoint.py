@@ -49,7 +49,7 @@ import numpy as np
 from reverie.compiler.ir.attr_types import Label, Mode, Range
 from reverie.compiler.ir.capacity import CapacityError
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.ops import JVP, OPS, ROOT, VJP, expect_arity, register
+from reverie.compiler.ir.op_defs import JVP, OPS, ROOT, VJP, expect_arity, register
 from reverie.compiler.ir.types import ShapeError, TensorType, scalar
 from reverie.compiler.ir.views import ForHistoryOp, GenericScatterOp
 

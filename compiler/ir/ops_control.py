@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NotRequired
 import numpy as np
 
 from reverie.compiler.ir.iteration_limit import limit_error
-from reverie.compiler.ir.ops import ROOT, register
+from reverie.compiler.ir.op_defs import ROOT, register
 from reverie.compiler.ir.types import ShapeError, TensorType, scalar
 from reverie.compiler.ir.views import IfOp, WhileOp
 

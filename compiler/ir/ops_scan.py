@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from reverie.compiler.ir.ops import ROOT, expect_arity, register
+from reverie.compiler.ir.op_defs import ROOT, expect_arity, register
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, ir_dtype
 from reverie.compiler.ir.types import NUMPY_DTYPES, ShapeError, TensorType
 from reverie.compiler.ir.views import OpView

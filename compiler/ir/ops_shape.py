@@ -14,7 +14,7 @@ import numpy as np
 
 from reverie.compiler.ir.attr_types import Label
 from reverie.compiler.ir.dims import Dim, num_elements, shape_str
-from reverie.compiler.ir.ops import FUSED, ROOT, VIEW, expect_arity, register
+from reverie.compiler.ir.op_defs import FUSED, ROOT, VIEW, expect_arity, register
 from reverie.compiler.ir.types import ShapeError, TensorType
 from reverie.compiler.ir.views import WindowOp
 

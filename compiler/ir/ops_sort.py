@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reverie.compiler.ir.ops import ROOT, expect_arity, no_derivative, register
+from reverie.compiler.ir.op_defs import ROOT, expect_arity, no_derivative, register
 from reverie.compiler.ir.types import ShapeError, TensorType
 from reverie.compiler.ir.views import OpView
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NotRequired
 import numpy as np
 
 from reverie.compiler.ir.attr_types import Label, Mode, Range, ReduceKind
-from reverie.compiler.ir.ops import FUSED, ROOT, ROOT_WHEN_REDUCING, VJP, reduce_array, register
+from reverie.compiler.ir.op_defs import FUSED, ROOT, ROOT_WHEN_REDUCING, VJP, reduce_array, register
 from reverie.compiler.ir.types import ShapeError, TensorType, scalar
 from reverie.compiler.ir.views import ForOp, GenericOp, ReadOp, nest_ranges
 

@@ -1,8 +1,8 @@
-"""Special functions among the elementwise ops: their declarations and NumPy semantics.
+"""The NumPy semantics of the special functions among the elementwise ops.
 
-Declared like the other elementwise ops (`elementwise.py`): one row each, whose local
-derivative gives both differentiation modes and whose `math` flag sends float operands to
-the math library's function of the same name (`backend/mathlib_special.py`, which also
+They are declared with the other elementwise ops (`elementwise.py`): one row each, whose
+local derivative gives both differentiation modes and whose `math` flag sends float operands
+to the math library's function of the same name (`backend/mathlib_special.py`, which also
 takes the exact constants below). The NumPy semantics use only NumPy and the standard
 library (SciPy is not a run-time dependency) and match `scipy.special`:
 
@@ -32,11 +32,9 @@ from functools import cache
 
 import numpy as np
 
-from reverie.compiler.ir.elementwise import scale, unary
-
 TWO_OVER_SQRT_PI = 1.1283791670955126
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
+erf_array = np.vectorize(math.erf, otypes=[np.float64])
 
 
 @cache
@@ -81,7 +79,7 @@ def _lgamma_scalar(x: float) -> float:
         return math.inf
 
 
-_lgamma = np.vectorize(_lgamma_scalar, otypes=[np.float64])
+lgamma_array = np.vectorize(_lgamma_scalar, otypes=[np.float64])
 
 
 def polygamma_array(x: np.ndarray, order: int) -> np.ndarray:
@@ -117,24 +115,3 @@ def polygamma_array(x: np.ndarray, order: int) -> np.ndarray:
         else:
             at_pole = (-1) ** (n + 1) * np.inf
         return np.where(pole, at_pole, value)
-
-
-# ---------------------------------------------------------------- declarations
-
-unary("erf", lambda x: _erf(x).astype(x.dtype), builtin=True, math=True,
-      mlir={"float": "math.erf"},
-      derivative=scale("d erf(x)/dx = 2/√π · exp(−x²)",
-                       lambda s, x, y, a: s.mul(s.const(TWO_OVER_SQRT_PI, x.type),
-                                                s.op("exp", [s.neg(s.mul(x, x))]))))
-unary("lgamma", lambda x: _lgamma(x).astype(x.dtype), builtin=True, math=True,
-      derivative=scale("d lgamma(x)/dx = digamma(x)",
-                       lambda s, x, y, a: s.op("digamma", [x])))
-unary("digamma", lambda x: polygamma_array(x, 0).astype(x.dtype), builtin=True, math=True,
-      derivative=scale("d digamma(x)/dx = polygamma₁(x)   (trigamma)",
-                       lambda s, x, y, a: s.op("polygamma", [x], {"order": 1})))
-unary("polygamma", lambda x, order: polygamma_array(x, order).astype(x.dtype), math=True,
-      attrs=("order",),
-      derivative=scale("d polygammaₙ(x)/dx = polygammaₙ₊₁(x)",
-                       lambda s, x, y, a: s.op("polygamma", [x], {"order": a["order"] + 1})),
-      doc="The n-th derivative of digamma, ψ⁽ⁿ⁾ (internal: the derivatives of digamma): "
-          "`%1 = polygamma %x {order = 2} : f64[N]`.")

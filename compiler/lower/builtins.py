@@ -22,7 +22,8 @@ from collections.abc import Callable
 import numpy as np
 
 from reverie.compiler.ir.dims import num_elements
-from reverie.compiler.ir.ops import cast_array, dtype_class, unary_builtins
+from reverie.compiler.ir.op_defs import cast_array, dtype_class
+from reverie.compiler.ir.ops import unary_builtins
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import DTYPES, INT_DTYPES, NUMPY_DTYPES
 from reverie.compiler.lower.arguments import axes, axis, keepdims, kept_shape, signature

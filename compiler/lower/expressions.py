@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from reverie.compiler.ir.core import Value
 from reverie.compiler.ir.dims import Dim, num_elements
-from reverie.compiler.ir.ops import broadcast_shapes, dtype_class
+from reverie.compiler.ir.op_defs import broadcast_shapes, dtype_class
 from reverie.compiler.ir.types import INT_DTYPES, ShapeError
 from reverie.compiler.lower.index_notation import IndexLowering
 from reverie.compiler.lower.slices import SliceLowering

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.ops import broadcast_shapes, dtype_class
+from reverie.compiler.ir.op_defs import broadcast_shapes, dtype_class
 from reverie.compiler.ir.types import INT_DTYPES, NUMPY_DTYPES, ShapeError
 from reverie.compiler.lower.base import LowererBase
 from reverie.compiler.lower.values import ExprValue

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from reverie.compiler.ir.core import Value
 from reverie.compiler.ir.dims import Dim
-from reverie.compiler.ir.ops import broadcast_shapes
+from reverie.compiler.ir.op_defs import broadcast_shapes
 from reverie.compiler.ir.ops_shape import slice_extent
 from reverie.compiler.ir.types import ShapeError
 from reverie.compiler.lower.slices import SliceLowering, Window

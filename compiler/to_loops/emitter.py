@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from reverie.compiler.ir.core import Op, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.elementwise import ELEMENTWISE
-from reverie.compiler.ir.ops import FUSED
+from reverie.compiler.ir.op_defs import FUSED
 from reverie.compiler.ir.rule_table import RuleTable
 from reverie.compiler.ir.views import GenericOp, LoopNestOp, ReadOp, WindowOp
 from reverie.compiler.loops.context import Context

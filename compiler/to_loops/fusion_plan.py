@@ -40,9 +40,10 @@ from dataclasses import dataclass, field
 from reverie.compiler.ir.core import Block, Op, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.elementwise import ELEMENTWISE
-from reverie.compiler.ir.ops import OPS, ROOT_WHEN_REDUCING
-from reverie.compiler.ir.ops import ROOT as ROOT_CLASS
-from reverie.compiler.ir.ops import VIEW as VIEW_CLASS
+from reverie.compiler.ir.op_defs import ROOT as ROOT_CLASS
+from reverie.compiler.ir.op_defs import ROOT_WHEN_REDUCING
+from reverie.compiler.ir.op_defs import VIEW as VIEW_CLASS
+from reverie.compiler.ir.ops import OPS
 from reverie.compiler.ir.views import ForOp, GenericOp, ReadOp, WhileOp
 
 # The groups, from each op's row in the op table (`fusion`, `cheap`, its kind):

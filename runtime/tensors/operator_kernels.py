@@ -35,7 +35,7 @@ from collections.abc import Callable
 import numpy as np
 
 from reverie.compiler.ir.elementwise import ELEMENTWISE
-from reverie.compiler.ir.ops import dtype_class
+from reverie.compiler.ir.op_defs import dtype_class
 from reverie.runtime.native.kernel_protocol import CompiledKernel, compile_function
 from reverie.runtime.native.lru import LruCache
 

@@ -22,18 +22,18 @@ from reverie.compiler.backend.mathlib import SUPPORTED
 from reverie.compiler.export import mlir_scalar
 from reverie.compiler.export.mlir import LOWERINGS, export_mlir
 from reverie.compiler.ir.elementwise import ELEMENTWISE
-from reverie.compiler.ir.ops import (
+from reverie.compiler.ir.op_defs import (
     BATCH,
     FUSED,
     FUSION_CLASSES,
     JVP,
-    OPS,
     ROOT,
     ROOT_WHEN_REDUCING,
     VIEW,
     VJP,
     dtype_class,
 )
+from reverie.compiler.ir.ops import OPS
 from reverie.compiler.lower.builtins import BUILTINS, UNARY_BUILTINS
 from reverie.compiler.lower.module_lowering import RESERVED
 from reverie.compiler.to_loops import emitter
