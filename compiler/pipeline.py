@@ -90,7 +90,7 @@ _module_name = lazy("reverie.runtime.native.jit:first_exported_symbol")
 _llvm_module = lazy("reverie.runtime.native.jit:LlvmModule")
 _export_function = lazy("reverie.compiler.export.mlir:export_function")
 _mlir_module = lazy("reverie.compiler.export.mlir:mlir_module")
-_mlir_to_llvm_ir = lazy("reverie.runtime.native.mlir_backend:mlir_to_llvm_ir")
+_mlir_to_llvm_ir = lazy("reverie.runtime.native.mlir_to_llvm:mlir_to_llvm_ir")
 
 BACKENDS = ("native", "mlir")
 TRANSFORMS = ("reverse", "forward", "batch")

@@ -1,8 +1,7 @@
 """The pass `to_loops`: a specialised tensor-IR `Function` becomes a loop-IR `Program`.
 
-The ladder (`compiler/pipeline.py`, stage `to_loops`) runs the loop passes after it;
-`lower_to_loops(fn)` climbs that ladder, so it is the program `reverie emit --stage loops`
-prints.
+The ladder (`compiler/pipeline.py`, stage `to_loops`) runs the loop passes after it:
+`compile_function(fn, "to_loops")` is the program `reverie emit --stage loops` prints.
 
 Each block is planned by `to_loops/fusion_plan.py` (which ops get a loop nest, which are inlined,
 which are strided views), then walked in order:
@@ -30,7 +29,6 @@ from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.reduce_kinds import REDUCE_OPS
 from reverie.compiler.ir.rule_table import RuleTable
 from reverie.compiler.ir.views import ArgReduceOp, GenericOp, GenericScatterOp
-from reverie.compiler.lazy import lazy
 from reverie.compiler.loops.ir import (
     MATMUL_PACK_ELEMENTS,
     Accumulate,
@@ -76,8 +74,6 @@ from reverie.compiler.to_loops.reductions import (
 from reverie.compiler.to_loops.scans import lower_scan
 from reverie.compiler.to_loops.sorts import lower_argsort
 
-_compile_function = lazy("reverie.compiler.pipeline:compile_function")  # the ladder, above
-
 
 def lower_function(fn: Function, plan: Plan | None = None) -> Program:
     """The loop-IR program of a specialised function, as lowered, before any loop pass
@@ -98,12 +94,6 @@ def lower_function(fn: Function, plan: Plan | None = None) -> Program:
     program.symbols = _size_symbols(program, fn)
     program.boundary = CallBoundary.of(fn, program)
     return program
-
-
-def lower_to_loops(fn: Function) -> Program:
-    """The loop program the ladder makes of `fn`: stages `fuse` and `to_loops`, every
-    loop pass included (the one path: `compiler/pipeline.py`)."""
-    return _compile_function(fn, "to_loops")
 
 
 def _size_symbols(program: Program, fn: Function) -> list[str]:

@@ -1,11 +1,11 @@
-"""`backend="mlir"`: run a tensor-IR function through the upstream MLIR tools (SPEC §3.1).
+"""`backend="mlir"`: run a tensor-IR function through the upstream MLIR tools (docs/api.md).
 
 Consumes a typed `Function` and, per call, a `BoundCall` from the call boundary; produces
 the results as NumPy arrays. The route is the MLIR ladder of `compiler/pipeline.py`:
 
     mlir          export_function(fn)                func/arith/math/memref/scf/linalg text
     mlir-to-llvm  mlir-opt-19 <MLIR_PIPELINE>        -> LLVM dialect
-                  mlir-translate-19 --mlir-to-llvmir -> LLVM IR  (`mlir_to_llvm_ir`, here)
+                  mlir-translate-19 --mlir-to-llvmir -> LLVM IR  (`mlir_to_llvm.py`)
     llvm-opt      no optimisation
     jit           the process-wide JIT               -> native code
     call          _mlir_ciface_<fn>(&x, ..., &result0, ..., &status)   via ctypes memref descriptors
@@ -14,19 +14,15 @@ This backend exists to cross-check the native pipeline, so it favours compile ti
 LLVM's optimiser does not run on its modules (`pipeline=None`), which takes far less
 compile time than the native kernels' `KERNEL_PIPELINE`. The LLVM IR of each MLIR text is
 kept in the disk cache (`runtime/native/cache.py`), so the tools run once per function.
-Transcendentals
-become libm calls (`convert-math-to-libm`), resolved in the running process.
+Transcendentals become libm calls (`convert-math-to-libm`), resolved in the running process.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import math
 import os
-import shutil
-import subprocess
 from collections.abc import Sequence
 
 import numpy as np
@@ -38,67 +34,12 @@ from reverie.compiler.ir.dims import evaluate_shape
 from reverie.compiler.ir.iteration_limit import error_for
 from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.compiler.pipeline import Request, back_end_start, climb
-from reverie.runtime.native import cache
 from reverie.runtime.native.call import BoundCall
 
-TOOL_VERSIONS = ("19", "22")
-TOOL_TIMEOUT_S = 300
-MLIR_PIPELINE = (
-    "--convert-linalg-to-loops",
-    "--convert-math-to-libm",
-    "--convert-scf-to-cf",
-    "--arith-expand",
-    "--expand-strided-metadata",
-    "--lower-affine",
-    "--convert-to-llvm",
-    "--reconcile-unrealized-casts",
-)
-
-
-class MlirToolError(RuntimeError):
-    """The MLIR tools are missing, or rejected the exported text."""
-
-
-@functools.cache
-def mlir_tools() -> tuple[str, str] | None:
-    """Paths of (`mlir-opt`, `mlir-translate`) of one installed version, or None."""
-    for version in TOOL_VERSIONS:
-        opt = shutil.which(f"mlir-opt-{version}")
-        translate = shutil.which(f"mlir-translate-{version}")
-        if opt and translate:
-            return opt, translate
-    return None
-
-
-def _run(command: Sequence[str], text: str, what: str) -> str:
-    """The standard output of `command` fed `text` (MlirToolError if it fails or hangs)."""
-    try:
-        result = subprocess.run(list(command), input=text, capture_output=True, text=True,
-                                check=False, timeout=TOOL_TIMEOUT_S)
-    except subprocess.TimeoutExpired as timeout:
-        raise MlirToolError(f"{what} did not finish in {TOOL_TIMEOUT_S} s") from timeout
-    if result.returncode != 0:
-        raise MlirToolError(f"{what} failed (exit {result.returncode}):\n{result.stderr}")
-    return result.stdout
-
-
-def mlir_to_llvm_ir(mlir_text: str) -> str:
-    """Lower MLIR text to LLVM IR with `mlir-opt` and `mlir-translate` (MlirToolError if
-    either fails)."""
-    tools = mlir_tools()
-    if tools is None:
-        raise MlirToolError("backend='mlir' needs mlir-opt-19 and mlir-translate-19 "
-                            "(Debian/Ubuntu: apt-get install mlir-19-tools)")
-    opt, translate = tools
-    key = "mlir-llvm\0" + "\0".join((opt, *MLIR_PIPELINE)) + "\0" + mlir_text
-    key = hashlib.sha256(key.encode()).hexdigest()
-    cached = cache.load(key)
-    if cached is not None:
-        return cached.decode()
-    lowered = _run([opt, *MLIR_PIPELINE], mlir_text, "mlir-opt")
-    llvm_ir = _run([translate, "--mlir-to-llvmir"], lowered, "mlir-translate")
-    cache.store(key, llvm_ir.encode())
-    return llvm_ir
+# the tools' names, which callers and the tests import from here
+from reverie.runtime.native.mlir_to_llvm import MlirToolError as MlirToolError
+from reverie.runtime.native.mlir_to_llvm import mlir_to_llvm_ir as mlir_to_llvm_ir
+from reverie.runtime.native.mlir_to_llvm import mlir_tools as mlir_tools
 
 
 @functools.cache

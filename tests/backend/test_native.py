@@ -16,8 +16,8 @@ import pytest
 import reverie as rv
 from reverie.compiler.loops.ir import Loop, Store
 from reverie.compiler.loops.loop_printer import format_program
+from reverie.compiler.pipeline import compile_function
 from reverie.compiler.runtime_library.gemm import helper_module
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.native_kernel import NativeKernel, native_kernel
 
@@ -33,7 +33,7 @@ def _loops(stmts: list) -> int:
 
 
 def test_w1_is_one_loop_with_no_temporaries() -> None:
-    program = lower_to_loops(specialised(W1, "f", "f32"))
+    program = compile_function(specialised(W1, "f", "f32"), "to_loops")
     assert program.temps == []
     assert _loops(program.body) == 1
     text = format_program(program)
@@ -43,14 +43,14 @@ def test_w1_is_one_loop_with_no_temporaries() -> None:
 
 def test_loop_ir_is_deterministic() -> None:
     source = "fn f(x: f64[N, D]) -> f64[N, D] { return softmax(x, axis=1) * x.T.T; }"
-    first = format_program(lower_to_loops(specialised(source, "f", "f64")))
-    assert first == format_program(lower_to_loops(specialised(source, "f", "f64")))
+    first = format_program(compile_function(specialised(source, "f", "f64"), "to_loops"))
+    assert first == format_program(compile_function(specialised(source, "f", "f64"), "to_loops"))
 
 
 def test_shared_values_are_materialised_once() -> None:
     source = "fn f(x: f64[N, D]) -> (f64[N, D], f64[D]) { let e = exp(x); " \
              "return (e / sum(e, axis=0), sum(e, axis=0)); }"
-    program = lower_to_loops(specialised(source, "f", "f64"))
+    program = compile_function(specialised(source, "f", "f64"), "to_loops")
     exp_lets = [line for line in format_program(program).splitlines() if "= exp " in line]
     assert len(exp_lets) == 1
     stores = [s for s in program.walk() if isinstance(s, Store)]
@@ -66,7 +66,7 @@ def test_generic_operands_read_once_are_computed_in_its_body(reduction: str,
                                                              stored: bool) -> None:
     source = ("fn f(x: f64[N, K], y: f64[N, K]) -> f64[K] { let c = exp(x) * y + x; "
               f"let s[k] = {reduction}; return s; }}")
-    program = lower_to_loops(specialised(source, "f", "f64"))
+    program = compile_function(specialised(source, "f", "f64"), "to_loops")
     assert (len(program.temps) == 1) is stored
     x, y = sample((7, 5)), sample((7, 5), seed=1)
     c = np.exp(x) * y + x
@@ -152,7 +152,7 @@ def test_very_long_fused_chains_are_cut_into_several_nests() -> None:
                                         for i in range(400))
     source = f"fn f(x: f64[N]) -> f64[N] {{ {body} return a400; }}"
     check(source, sample((10,)))
-    assert 1 < _loops(lower_to_loops(specialised(source, "f", "f64")).body) < 40
+    assert 1 < _loops(compile_function(specialised(source, "f", "f64"), "to_loops").body) < 40
 
 
 HELPERS_ON_DEMAND = """

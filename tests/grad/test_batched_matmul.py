@@ -24,7 +24,7 @@ from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.loops.loop_interpreter import run_program
 from reverie.compiler.loops.loop_verifier import verify_program
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
+from reverie.compiler.pipeline import compile_function
 from reverie.compiler.transforms.batch import batch_function
 from reverie.compiler.transforms.forward import jvp_function
 from reverie.compiler.transforms.reverse import grad_function
@@ -73,7 +73,7 @@ def every_level(fn: Function, args: Sequence[np.ndarray]) -> list[list[np.ndarra
     """All results of `fn` from the tensor-IR interpreter, the loop-IR interpreter (its
     program verified) and native code."""
     bound = bind_arguments(fn, list(args))
-    program = lower_to_loops(fn)
+    program = compile_function(fn, "to_loops")
     verify_program(program)
     runs = [interpret(fn, bound.arrays, bound.dims), run_program(program, bound.arrays, bound.dims),
             native_kernel(fn)(bound)]

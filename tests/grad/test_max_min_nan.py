@@ -26,7 +26,7 @@ import torch
 import reverie as rv
 from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.loops.loop_interpreter import run_program
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
+from reverie.compiler.pipeline import compile_function
 from reverie.compiler.transforms.reverse import grad_function
 from reverie.runtime.native.call import bind_arguments
 
@@ -177,7 +177,7 @@ def test_loop_ir_gradient_equals_the_tensor_interpreter(name: str, data: str) ->
     adjoint = grad_function(fn, [0])
     bound = bind_arguments(adjoint, args)
     tensors = interpret(adjoint, bound.arrays, bound.dims)
-    loops = run_program(lower_to_loops(adjoint), bound.arrays, bound.dims)
+    loops = run_program(compile_function(adjoint, "to_loops"), bound.arrays, bound.dims)
     for a, b in zip(tensors, loops, strict=True):
         np.testing.assert_array_equal(a, b)
 

@@ -10,13 +10,14 @@ import pytest
 import reverie as rv
 from reverie.compiler.loops.ir import Accumulator, Loop, Program, Store
 from reverie.compiler.loops.loop_interpreter import run_program
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
+from reverie.compiler.pipeline import compile_function
 
 SIZES = {"N": 7, "K": 3, "D": 5}
 
 
 def program(source: str, dtype: str = "f64") -> Program:
-    return lower_to_loops(rv.compile(source, backend="interp").lowering.specialise("f", dtype))
+    fn = rv.compile(source, backend="interp").lowering.specialise("f", dtype)
+    return compile_function(fn, "to_loops")
 
 
 def outermost_nests(prog: Program) -> list[Loop]:

@@ -11,7 +11,7 @@ from reverie.compiler.ir.core import Block, Builder, Function, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.types import TensorType
 from reverie.compiler.loops.loop_printer import format_program
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
+from reverie.compiler.pipeline import compile_function
 
 ROSENBROCK = """fn f(x: f64[N]) -> f64 {
     let head = x[:N - 1];
@@ -38,7 +38,7 @@ def test_rosenbrock_hvp_is_one_loop_without_temporaries() -> None:
     """One fused nest, run as its two one-iteration edges and its unguarded interior
     (compiler/loops/peeling.py)."""
     hvp = compiled(ROSENBROCK).f.hvp("x").ir_for("f64")
-    text = format_program(lower_to_loops(hvp))
+    text = format_program(compile_function(hvp, "to_loops"))
     assert "temp " not in text
     assert text.count("for %") == 3
 
@@ -80,7 +80,8 @@ def test_roll_in_a_loop_reads_no_temporary() -> None:
     check(source, u, 4)
     _derived(source.replace("fn f(u:", "fn f(x:").replace("var v = u;", "var v = x;"),
              "grad", u, 4)
-    program = format_program(lower_to_loops(compiled(source).lowering.specialise("f", "f64")))
+    fn = compiled(source).lowering.specialise("f", "f64")
+    program = format_program(compile_function(fn, "to_loops"))
     assert program.count("temp ") == 2  # the loop state's two buffers only
     assert " lt " not in program and "select" not in program  # wraps split off the loop
 
@@ -115,6 +116,6 @@ def _padded_twice() -> Function:
 @pytest.mark.parametrize("n", [0, 1, 4])
 def test_pad_with_consumers_in_two_nests(n: int) -> None:
     fn = _padded_twice()
-    assert "temp " in format_program(lower_to_loops(fn))
+    assert "temp " in format_program(compile_function(fn, "to_loops"))
     got, want = run_both(fn, sample((n,), seed=7))
     assert_same(got, want)

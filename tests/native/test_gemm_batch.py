@@ -20,8 +20,8 @@ import reverie as rv
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS, Buffer, Matmul, Program, View
 from reverie.compiler.loops.loop_verifier import LoopVerifyError, verify_program
+from reverie.compiler.pipeline import compile_function
 from reverie.compiler.runtime_library.gemm_batch import BATCH_CHUNK, SMALL_MATRIX_MACS
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
 from reverie.compiler.transforms.contractions import contract_function
 from reverie.runtime.native import blas, helpers
 from reverie.runtime.native import native_kernel as native
@@ -145,7 +145,7 @@ def _contracted(source: str) -> object:
 def test_a_batched_contraction_is_one_matmul_at_every_level(use_blas: bool,
                                                             source: str) -> None:
     fn = _contracted(source)
-    products = [s for s in lower_to_loops(fn).walk() if isinstance(s, Matmul)]
+    products = [s for s in compile_function(fn, "to_loops").walk() if isinstance(s, Matmul)]
     assert len(products) == 1 and len(products[0].out.shape) == 3
     rng = np.random.default_rng(2)
     if source is BATCHED:

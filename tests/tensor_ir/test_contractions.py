@@ -15,7 +15,7 @@ from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.ir.types import ShapeError, TensorType
 from reverie.compiler.loops.ir import Loop, Matmul
 from reverie.compiler.loops.loop_interpreter import run_program
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
+from reverie.compiler.pipeline import compile_function
 from reverie.compiler.transforms.contractions import contract_function
 
 SIZES = {"B": 3, "N": 5, "K": 4, "M": 6, "D": 2}
@@ -69,7 +69,7 @@ def test_a_contraction_in_any_index_order_becomes_a_matmul(spec: str) -> None:
     expected = np.einsum(spec, *args)
     (interpreted,) = interpret(rewritten, args, SIZES)
     np.testing.assert_allclose(interpreted, expected, rtol=1e-12, atol=1e-12)
-    (loops,) = run_program(lower_to_loops(rewritten), args, SIZES)
+    (loops,) = run_program(compile_function(rewritten, "to_loops"), args, SIZES)
     np.testing.assert_allclose(loops, expected, rtol=1e-12, atol=1e-12)
     native = rv.compile(source).f(*args)
     np.testing.assert_allclose(native, expected, rtol=1e-12, atol=1e-12)
@@ -150,7 +150,7 @@ def test_batched_matmul_shapes() -> None:
 def test_a_batched_matmul_lowers_to_one_batched_matrix_kernel_call() -> None:
     fn = contract_function(rv.compile(einsum_source("bij,bjk->bik"), backend="interp")
                            .lowering.specialise("f", "f64"))
-    program = lower_to_loops(fn)
+    program = compile_function(fn, "to_loops")
     (product,) = [s for s in program.walk() if isinstance(s, Matmul)]
     assert not any(isinstance(s, Loop) and product in s.body for s in program.walk())
     assert [len(view.shape) for view in (product.out, product.a, product.b)] == [3, 3, 3]

@@ -15,7 +15,7 @@ from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.loops.ir import Load, Loop, Store
 from reverie.compiler.loops.loop_interpreter import run_program
 from reverie.compiler.loops.loop_printer import format_program
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
+from reverie.compiler.pipeline import compile_function
 from reverie.compiler.transforms.contractions import contract_function
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "contract" / "gmm_adjoint.txt"
@@ -73,7 +73,7 @@ def test_transposes_partial_reads_and_computed_values_are_not_copies() -> None:
 def test_the_gmm_gradient_reads_the_cotangent_without_a_copy(golden) -> None:  # noqa: ANN001
     module = rv.compile(GMM, backend="interp")
     adjoint = module.adjoint("f", "f64")
-    program = lower_to_loops(contract_function(adjoint))
+    program = compile_function(contract_function(adjoint), "to_loops")
     golden(format_program(program) + "\n", GOLDEN)
     assert not any(_is_copy_loop(stmt) for stmt in program.body)
     args = random_args(adjoint, seed=6)

@@ -19,7 +19,7 @@ from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.loops.loop_interpreter import run_program
 from reverie.compiler.loops.loop_verifier import verify_program
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
+from reverie.compiler.pipeline import compile_function
 from reverie.dsl import ast
 from reverie.dsl.parser import parse
 from reverie.runtime.native.call import bind_arguments
@@ -149,7 +149,7 @@ def test_loop_ir_and_native_match_the_interpreter(name: str, seed: int) -> None:
     module = rv.compile(source)
     fn = module.lowering.specialise("f", "f64")
     bound = bind_arguments(fn, args)
-    program = lower_to_loops(fn)
+    program = compile_function(fn, "to_loops")
     verify_program(program)
     want = interpret(fn, bound.arrays, bound.dims)
     _close(tuple(run_program(program, bound.arrays, bound.dims)), tuple(want))

@@ -23,13 +23,6 @@ CYCLE_CLOSING_IMPORTS = {
         "their rules' IR with core's classes: move Builder above the table (it would then "
         "sit above the groups' derivative rules, which build IR through Scope, so those "
         "rules must first move out of the op groups into the transforms)",
-    ("reverie.compiler.pipeline", "reverie.runtime.native.mlir_backend"):
-        "mlir_backend.py climbs the ladder, whose last stages name it: hand the MLIR "
-        "backend's stages to the ladder from the run time, or keep its ladder in "
-        "mlir_backend.py",
-    ("reverie.compiler.to_loops.lower_blocks", "reverie.compiler.pipeline"):
-        "lower_blocks.py calls the ladder (`lazy` compile_function): the caller that needs "
-        "the whole ladder belongs above it",
     ("reverie.kernel", "reverie.kernel_transforms"):
         "Kernel's transform methods call kernel_transforms.py, which subclasses Kernel: "
         "define GroupedKernel and derived_kernel in kernel.py (the kernels), and "

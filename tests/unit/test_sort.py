@@ -29,7 +29,7 @@ from reverie.compiler.ir.tensor_verifier import verify_function
 from reverie.compiler.ir.types import NUMPY_DTYPES, ShapeError, TensorType
 from reverie.compiler.loops.ir import Loop, Sort
 from reverie.compiler.loops.loop_printer import format_program
-from reverie.compiler.to_loops.lower_blocks import lower_to_loops
+from reverie.compiler.pipeline import compile_function
 from reverie.compiler.transforms.batch import batch_function
 from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.mlir_backend import mlir_tools
@@ -94,7 +94,7 @@ def test_lengths_around_the_runs_and_merges(n: int, descending: bool) -> None:
 def test_the_native_program_sorts_each_line_with_one_call() -> None:
     source = "fn f(x: f64[B, N]) -> f64[B, N] { return sort(x, axis=0, descending=true); }"
     fn = rv.compile(source, backend="interp").lowering.specialise("f", "f64")
-    program = lower_to_loops(fn)
+    program = compile_function(fn, "to_loops")
     sorts = [s for s in program.walk() if isinstance(s, Sort)]
     assert len(sorts) == 1 and sorts[0].descending
     assert sorts[0].keys.strides == (Dim.sym("N"),)        # a column, read in place
