@@ -12,7 +12,15 @@ enter removes the second time, as torch autograd does by saving tensors for back
 
 An op belongs to the backward when it reads a cotangent (or a value that does), else to
 the forward; the residuals are the forward's values that backward ops read or that are
-adjoints themselves. Constants and dimension sizes are re-emitted, never saved.
+adjoints themselves, except those the backward rebuilds from what it has without reading a
+tensor's worth of memory: those are copied into the backward, never saved. They are
+
+    constant   a `const` or `dim`; a cheap elementwise op (`ops.py`'s `cheap`) or an
+               iota-like `generic` (no reduction, a body of cheap ops and reads) of constants
+    view       a constant, a primal parameter, or a data-movement op (the `VIEW` fusion
+               class: broadcast, reshape, transpose, slice, ...) of views
+
+so `x * x * 3.0` saves no `broadcast` of `3.0`: the backward broadcasts it again.
 
 Contract: `split_vjp(vjp, inputs, outputs)` takes a VJP function with `inputs` primal
 parameters followed by one cotangent per each of its first `outputs` results, and returns
@@ -28,10 +36,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reverie.compiler.ir.core import Block, Function, Op, Value
+from reverie.compiler.ir.op_defs import VIEW
+from reverie.compiler.ir.ops import OPS
 from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.types import TensorType
-
-REEMITTED = ("const", "dim")  # no operands, cheap: recomputed where used, never saved
+from reverie.compiler.ir.views import GenericOp
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,8 @@ def split_vjp(vjp: Function, inputs: int, outputs: int) -> Split:
     cotangents = vjp.params[inputs:]
     backward_ops = _reading(vjp.body.ops, set(cotangents))
     adjoints = vjp.body.results[outputs:]
-    residuals = _residuals(vjp, backward_ops, adjoints, set(vjp.params))
+    rebuilt = _rebuildable(vjp.body.ops, backward_ops, vjp.params[:inputs])
+    residuals = _residuals(vjp, backward_ops, adjoints, rebuilt)
     forward_body = Block(list(vjp.params[:inputs]),
                          [op for op in vjp.body.ops if op not in backward_ops],
                          [*vjp.body.results[:outputs], *residuals])
@@ -70,24 +80,47 @@ def _reading(ops: list[Op], sources: set[Value]) -> set[Op]:
     return reading
 
 
+def _rebuildable(ops: list[Op], backward_ops: set[Op], primal_params: list[Value]) -> set[Value]:
+    """The forward values the backward rebuilds rather than reads saved: the constants and
+    the views of constants and primal parameters (see the module doc)."""
+    constants: set[Value] = set()
+    views: set[Value] = set(primal_params)
+    for op in ops:
+        if op in backward_ops:
+            continue
+        if all(v in constants for v in op.operands) and _computes_cheaply(op):
+            constants.update(op.results)
+            views.update(op.results)
+        elif OPS[op.name].fusion == VIEW and not op.regions and all(v in views
+                                                                   for v in op.operands):
+            views.update(op.results)
+    return views
+
+
+def _computes_cheaply(op: Op) -> bool:
+    """Whether `op` is a constant, a cheap elementwise or data-movement op, or an iota-like
+    `generic`: one that reduces nothing and whose body runs only cheap ops and reads."""
+    row = OPS[op.name]
+    if op.name == "generic":
+        return GenericOp(op).reduce is None and all(
+            inner.name == "read" or (_computes_cheaply(inner) and not inner.regions)
+            for inner in op.regions[0].ops)
+    return not op.regions and (row.kind == "constant" or row.cheap or row.fusion == VIEW)
+
+
 def _residuals(vjp: Function, backward_ops: set[Op], adjoints: list[Value],
-               params: set[Value]) -> list[Value]:
-    """The forward values the backward reads (or returns), in definition order."""
-    defined_by = {r: op for op in vjp.body.ops for r in op.results}
+               rebuilt: set[Value]) -> list[Value]:
+    """The forward values the backward reads (or returns) and cannot rebuild, in definition
+    order."""
     read = {v for op in backward_ops for v in op.operands} | set(adjoints)
-
-    def saved(value: Value) -> bool:
-        op = defined_by.get(value)
-        return (value not in params and op is not None and op not in backward_ops
-                and op.name not in REEMITTED)
-
-    return [r for op in vjp.body.ops for r in op.results if r in read and saved(r)]
+    return [r for op in vjp.body.ops if op not in backward_ops
+            for r in op.results if r in read and r not in rebuilt]
 
 
 def _backward_body(vjp: Function, inputs: int, backward_ops: set[Op],
                    residuals: list[Value], adjoints: list[Value]) -> Block:
-    """The adjoint sweep over parameters (inputs, residuals, cotangents), with the
-    constants and sizes it reads re-emitted."""
+    """The adjoint sweep over parameters (inputs, residuals, cotangents), with the forward
+    values it rebuilds copied in before their first use."""
     inputs_params = [Value(p.type, name=p.name) for p in vjp.params[:inputs]]
     residual_params = [Value(r.type, name=f"residual{i}") for i, r in enumerate(residuals)]
     cotangent_params = [Value(p.type, name=p.name) for p in vjp.params[inputs:]]
@@ -99,15 +132,17 @@ def _backward_body(vjp: Function, inputs: int, backward_ops: set[Op],
     defined_by = {r: op for op in vjp.body.ops for r in op.results}
 
     def operand(value: Value) -> Value:
-        if value not in values:  # a constant or size of the forward: emitted again here
-            op = defined_by[value]
-            values[value] = scope.emit(op.name, [], dict(op.attrs), span=op.span).result
+        if value not in values:  # a forward value the backward rebuilds
+            copy(defined_by[value])
         return values[value]
+
+    def copy(op: Op) -> None:
+        new = scope.emit(op.name, [operand(v) for v in op.operands], dict(op.attrs),
+                         [copy_block(r) for r in op.regions], op.span)
+        values.update(zip(op.results, new.results, strict=True))
 
     for op in vjp.body.ops:
         if op in backward_ops:
-            new = scope.emit(op.name, [operand(v) for v in op.operands], dict(op.attrs),
-                             [copy_block(r) for r in op.regions], op.span)
-            values.update(zip(op.results, new.results, strict=True))
+            copy(op)
     block.results = [operand(v) for v in adjoints]
     return block
