@@ -1,7 +1,7 @@
 """`lazy("module:name")`: a function that imports its target on first call.
 
 It keeps the passes and back ends out of a warm start (a source whose results are in the
-disk cache, or that uses no transform, does not load them; tests/unit/test_startup.py
+disk cache, or that uses no transform, does not load them; tests/runtime/test_startup.py
 checks what `import reverie` and a warm start load); behind that gate, modules import
 one another at the top. The import tests read `lazy("...")` as an import
 (tests/unit/import_graph.py), so it hides no layering fault nor cycle:

@@ -7,7 +7,7 @@ turns the parse tree into AST dataclasses without recursion either.
 
 Building the LALR tables from the grammar is slow (longer than a warm start), so it is
 done once, ahead of time: `generated_parser.py` is Lark's stand-alone parser for
-grammar.lark (its tables and the part of Lark that runs them; tests/unit/test_startup.py
+grammar.lark (its tables and the part of Lark that runs them; tests/runtime/test_startup.py
 checks that it is up to date and regenerates it with REVERIE_UPDATE_GOLDEN=1). Loading
 those tables takes a while, so what needs only the language's keywords takes
 them from `check.py`, not from here.

@@ -13,7 +13,7 @@ themselves live with the level that applies them, each level in one `RuleTable`
 (`transforms/*_rules.py`), loop lowering (`to_loops/emitter.py`, `to_loops/lower_blocks.py`),
 scalar code (`backend/scalar_ops.py`) and the MLIR export (`export/mlir_ops.py`).
 Elementwise ops are declared once in `elementwise.py`, reductions in `reduce_kinds.py`, and
-those tables take their entries from the declarations. `tests/unit/test_op_table.py` walks
+those tables take their entries from the declarations. `tests/tensor_ir/test_op_table.py` walks
 this table and fails when a table lacks an op that is not exempt from it; at compile time a
 missing rule is a `CompileError` naming the op and the table.
 

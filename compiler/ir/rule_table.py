@@ -15,7 +15,7 @@ A table is defined, with most of its rules, in one module (`reverse_rules.py`); 
 modules import it and register the rest (`reverse_control.py`, `scan_rules.py`). The one
 module that reads the whole table (the pass, `reverse.py`) imports each of those by name,
 in one import, so importing it alone gives the whole table and no rule exists only because
-some other module happened to be imported (`tests/unit/test_rule_table.py`). Rules that
+some other module happened to be imported (`tests/tensor_ir/test_rule_table.py`). Rules that
 several ops share register under a group derived from the op table (`ELEMENTWISE`,
 `REDUCE_OPS` of `reduce_kinds.py`), never under a list of names written out again.
 

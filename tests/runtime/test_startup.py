@@ -42,10 +42,10 @@ LARK_OPTIONS = {"lexer": "basic", "propagate_positions": True, "maybe_placeholde
 GENERATOR = ["-m", "lark.tools.standalone", "-l", "basic", "--propagate_positions",
              "--maybe_placeholders", str(DSL / "grammar.lark")]
 HEADER = """# ruff: noqa
-# Generated from grammar.lark by tests/unit/test_startup.py; after editing the grammar run
-#   REVERIE_UPDATE_GOLDEN=1 python -m pytest tests/unit/test_startup.py
+# Generated from grammar.lark by tests/runtime/test_startup.py; after editing the grammar run
+#   REVERIE_UPDATE_GOLDEN=1 python -m pytest tests/runtime/test_startup.py
 # (Lark's `python -m lark.tools.standalone -l basic --propagate_positions --maybe_placeholders`).
-# Its optional `import regex` is left out (tests/unit/test_startup.py).
+# Its optional `import regex` is left out (tests/runtime/test_startup.py).
 GRAMMAR_SHA256 = "{}"
 """
 # The generator's optional `import regex` (~20 ms when installed) serves only
