@@ -28,9 +28,14 @@ cache, keyed on the unoptimised IR, so `llvm-opt` only names the optimisation pi
 optimises when its text is asked for (see `runtime/native/jit.py`): a kernel's cold
 compile optimises once, a cache hit not at all.
 
-`IR_VIEWS` names the stages as the user sees them (`module.ir(stage)`, `reverie emit
---stage`: "tensor", "grad", "loops", "llvm", ...) by what they show, and relates each to the
-ladder stage it stops at and to the pass after which REVERIE_PRINT_IR prints the same text.
+One vocabulary names the IR everywhere: the passes and the user's views
+(`compiler/print_ir.py`'s `PASSES` and `VIEWS`: "tensor", "grad", "loops", "llvm", ...,
+each printed after one pass). `IR_NAMES` are the names `module.ir(name)` and `reverie emit
+--stage name` accept: every view, and every pass a module's IR goes through, which shows
+the IR as REVERIE_PRINT_IR prints it after that pass (`module.ir("interchange")`);
+REVERIE_PRINT_IR accepts the passes and the views (a view: its pass). `IR_VIEWS` says what
+each view shows and which ladder stage it stops at.
+
 `rv.Module` climbs from its lowering (`module_lowering`, which keeps the specialisations),
 the kernel transforms climb the transform stages (`transform`), and the runtime backends
 (`runtime/native/native_kernel.py`, `runtime/native/mlir_backend.py`) climb from a tensor
@@ -49,7 +54,7 @@ from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.ir.types import TensorType
 from reverie.compiler.lazy import lazy
-from reverie.compiler.print_ir import show
+from reverie.compiler.print_ir import PASSES, VIEWS, show
 from reverie.dsl.ast import Module as SyntaxTree
 from reverie.dsl.diagnostics import did_you_mean
 
@@ -441,41 +446,57 @@ SOURCE, PROGRAM, ADJOINT, EITHER, BOTH = "source", "program", "adjoint", "either
 
 @dataclass(frozen=True)
 class IrView:
-    """A stage as the user names it (`module.ir(stage)`, `reverie emit --stage`): which
-    tensor functions it shows (`shows`, above), the ladder stage whose result it prints
-    (None: the tensor IR itself) on which backend, how that result prints (None: the
-    stage's own `text`), `raw`: what the reverse pass hands to simplify instead, and
-    `after`: the pass after which REVERIE_PRINT_IR prints the same text."""
+    """What `module.ir(name)` shows: which tensor functions (`shows`, above), the ladder
+    stage or pass whose result it prints (None: the tensor IR itself) on which backend,
+    how that result prints (None: the stage's own `text`), and `captured`: the pass whose
+    printed text (`print_ir.capture`) it shows instead, a module lowered afresh so that
+    every pass runs."""
 
     shows: str
-    after: str
     stop: str | None = None
     backend: str = "native"
     text: Callable[[Any], str] | None = None
-    raw: bool = False
+    captured: str | None = None
 
 
-# The one table relating the user's stages (named by what they show) to the ladder's
-# stages and passes (named by what they do); the CLI's choices are its keys.
+# The user's views (print_ir.VIEWS names the pass each is printed after), by what they show.
 IR_VIEWS: dict[str, IrView] = {
-    "ast": IrView(SOURCE, "parse"),
-    "tensor": IrView(PROGRAM, "simplify"),
-    "grad-raw": IrView(ADJOINT, "reverse", raw=True),
-    "grad": IrView(ADJOINT, "simplify"),
-    "loops": IrView(EITHER, "dead_code", "to_loops"),
-    "mlir": IrView(BOTH, "mlir", "mlir", backend="mlir"),
-    "llvm-raw": IrView(EITHER, "codegen", "codegen"),
-    "llvm": IrView(EITHER, "llvm-opt", "llvm-opt"),
-    "asm": IrView(EITHER, "llvm-opt", "llvm-opt", text=lambda module: module.asm),
+    "ast": IrView(SOURCE),
+    "tensor": IrView(PROGRAM),
+    "grad-raw": IrView(ADJOINT, captured="reverse"),
+    "grad": IrView(ADJOINT),
+    "loops": IrView(EITHER, "to_loops"),
+    "mlir": IrView(BOTH, "mlir", backend="mlir"),
+    "llvm-raw": IrView(EITHER, "codegen"),
+    "llvm": IrView(EITHER, "llvm-opt"),
+    "asm": IrView(EITHER, "llvm-opt", text=lambda module: module.asm),
 }
+# Passes that run only inside a transform of their own (f.jvp, vmap, f.jacobian).
+TRANSFORM_PASSES = ("forward", "batch", "jacobian")
+# Every name `module.ir` and `reverie emit --stage` accept: the views, then every pass a
+# module's IR goes through (a pass: the IR as REVERIE_PRINT_IR prints it after that pass).
+IR_NAMES: tuple[str, ...] = (*IR_VIEWS, *(name for name in PASSES if name not in IR_VIEWS
+                                          and name not in TRANSFORM_PASSES))
+
+
+def _pass_view(name: str) -> IrView:
+    """The view of pass `name`: the view printed after it where there is one ("codegen":
+    "llvm-raw"), else the text the pass prints, for the program (and after the tensor
+    level, for its adjoint when `wrt` is given)."""
+    view = next((IR_VIEWS[view] for view, after in VIEWS.items() if after == name), None)
+    if view is not None:
+        return view
+    if name in (step.name for rung in FRONT for step in rung.passes):
+        return IrView(PROGRAM, captured=name)
+    backend = next(b for b in BACKENDS if name in (step.name for rung, step in _steps(b)))
+    return IrView(BOTH if backend == "mlir" else EITHER, name, backend, captured=name)
 
 
 def ir_view(name: str) -> IrView:
-    """The user's stage `name` (ValueError naming the stages)."""
-    view = IR_VIEWS.get(name)
-    if view is None:
-        raise ValueError(f"stage must be one of {', '.join(IR_VIEWS)}, got {name!r}")
-    return view
+    """What `module.ir(name)` shows for a view or pass `name` (ValueError naming them)."""
+    if name not in IR_NAMES:
+        raise ValueError(f"stage must be one of {', '.join(IR_NAMES)}, got {name!r}")
+    return IR_VIEWS.get(name) or _pass_view(name)
 
 
 def compile_source(source: str, stop: str = "jit", request: Request | None = None) -> Any:

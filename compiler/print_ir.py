@@ -1,5 +1,5 @@
-"""`REVERIE_PRINT_IR`: the one hook that prints the IR after a pass, at every level
-(docs/pipeline.md).
+"""`REVERIE_PRINT_IR`: the one hook that prints the IR after a pass, at every level, and the
+names by which the IR is asked for everywhere (docs/pipeline.md).
 
 Every pass of the compiler ends with `show(pass_name, subject, render)`, where `render()`
 formats its result (the ladder calls it after each loop pass). Nothing is formatted
@@ -8,6 +8,7 @@ look-up per pass.
 
     REVERIE_PRINT_IR=1               every pass below
     REVERIE_PRINT_IR=reverse,fuse    only the passes named (commas, spaces ignored)
+    REVERIE_PRINT_IR=grad-raw,loops  a view's name means the pass it is printed after
     unset, empty or 0                nothing
 
 Each printout goes to stderr under a header naming the pass, its level and its subject:
@@ -16,9 +17,13 @@ Each printout goes to stderr under a header naming the pass, its level and its s
 
 An unknown name in the list gives one `PrintIrWarning` per setting, listing the valid
 names; the names it does know still print. `capture(pass_name)` collects the same text in
-a list instead of printing it (stage "grad-raw" of `module.ir` is what pass `reverse`
-shows; `compiler/pipeline.py`'s `IR_VIEWS` names the pass behind each stage of
-`module.ir`).
+a list instead of printing it.
+
+One vocabulary names the IR in REVERIE_PRINT_IR, `module.ir(name)` and `reverie emit
+--stage name`: the passes (`PASSES`) and the user's views (`VIEWS`), each view with the
+pass after which REVERIE_PRINT_IR prints the same text. `compiler/pipeline.py`'s
+`IR_NAMES` are the names `module.ir` accepts (every pass a module's IR goes through) and
+its `IR_VIEWS` say what each view shows.
 
 The passes, in the order a kernel meets them (the rows of `compiler/pipeline.py`'s stages):
 
@@ -40,12 +45,24 @@ The passes, in the order a kernel meets them (the rows of `compiler/pipeline.py`
     split_guarded_loops   loop IR      loops' interiors split from their bounds-tested edges
     interchange           loop IR      reductions over a strided axis made outermost
     dead_code             loop IR      unread temporaries and unused scalars removed
-    codegen               LLVM IR      as generated, before LLVM's optimiser (stage "llvm-raw")
-    llvm-opt              LLVM IR      after LLVM's optimiser (stage "llvm"; runtime/native/jit.py)
+    codegen               LLVM IR      as generated, before LLVM's optimiser (view "llvm-raw")
+    llvm-opt              LLVM IR      after LLVM's optimiser (view "llvm"; runtime/native/jit.py)
     mlir                  MLIR         the MLIR backend's export (compiler/export/mlir.py)
     mlir-to-llvm          LLVM IR      what mlir-opt and mlir-translate make of it
 
-The jit stage prints nothing: it produces machine code (stage "asm" shows it). A disk-cache
+The views, each after its pass (`module.ir` shows the program, its adjoint or both):
+
+    ast       parse      the syntax tree, as the source printer writes it
+    tensor    simplify   the program's typed tensor IR
+    grad-raw  reverse    the adjoint before simplification
+    grad      simplify   the adjoint
+    loops     dead_code  the loop program, after every loop pass
+    mlir      mlir       the program and its adjoint exported to MLIR
+    llvm-raw  codegen    LLVM IR before LLVM's optimiser
+    llvm      llvm-opt   LLVM IR after LLVM's optimiser
+    asm       llvm-opt   the machine code of that IR
+
+The jit stage prints nothing: it produces machine code (view "asm" shows it). A disk-cache
 hit skips LLVM's optimiser; `llvm-opt` then shows the optimised IR recomputed for printing.
 """
 
@@ -86,6 +103,21 @@ PASSES: dict[str, str] = {  # pass name -> the level its result is at
     "mlir-to-llvm": "LLVM IR",
 }
 
+# The user's views of the IR (module.ir, reverie emit --stage), named by what they show,
+# each with the pass after which REVERIE_PRINT_IR prints the same text ("asm": the machine
+# code of the IR that pass prints; "grad": the simplify that ends the reverse stage).
+VIEWS: dict[str, str] = {
+    "ast": "parse",
+    "tensor": "simplify",
+    "grad-raw": "reverse",
+    "grad": "simplify",
+    "loops": "dead_code",
+    "mlir": "mlir",
+    "llvm-raw": "codegen",
+    "llvm": "llvm-opt",
+    "asm": "llvm-opt",
+}
+
 _CAPTURES: ContextVar[tuple[tuple[str, list[str]], ...]] = ContextVar("reverie_ir_captures",
                                                                       default=())
 
@@ -103,12 +135,12 @@ def selected_passes(setting: str) -> frozenset[str]:
     if setting == "1":
         return frozenset(PASSES)
     names = {name.strip() for name in setting.split(",") if name.strip()}
-    unknown = sorted(names - PASSES.keys())
+    unknown = sorted(names - PASSES.keys() - VIEWS.keys())
     if unknown:
         warnings.warn(f"{ENVIRONMENT_VARIABLE} names unknown pass(es) {', '.join(unknown)}; "
-                      f"the passes are: {', '.join(PASSES)} (or 1 for all)", PrintIrWarning,
-                      stacklevel=4)
-    return frozenset(names & PASSES.keys())
+                      f"the passes are: {', '.join(PASSES)}; the views: {', '.join(VIEWS)} "
+                      "(or 1 for all)", PrintIrWarning, stacklevel=4)
+    return frozenset(VIEWS.get(name, name) for name in names if name not in unknown)
 
 
 def observing() -> bool:

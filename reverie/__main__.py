@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from reverie.compiler.pipeline import IR_VIEWS
+from reverie.compiler.pipeline import IR_NAMES
 from reverie.dsl.diagnostics import CompileError
 from reverie.module import FORMATS, load
 
@@ -66,9 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file")
     emit = commands.add_parser("emit", help="print the IR of a .rv file at one stage")
     emit.add_argument("file")
-    emit.add_argument("--stage", choices=list(IR_VIEWS), default="tensor",
-                      help="grad-raw: the adjoint before simplification; llvm-raw: the LLVM "
-                           "IR before LLVM's optimiser (docs/pipeline.md)")
+    emit.add_argument("--stage", choices=IR_NAMES, default="tensor", metavar="STAGE",
+                      help="a view (ast, tensor, grad-raw: the adjoint before simplification, "
+                           "grad, loops, mlir, llvm-raw: the LLVM IR before LLVM's optimiser, "
+                           "llvm, asm) or a pass: the IR after it, as REVERIE_PRINT_IR prints "
+                           "it (docs/pipeline.md)")
     emit.add_argument("--fn", default=None, help="only this function")
     emit.add_argument("--wrt", default=None,
                       help="comma-separated parameters (stages grad and grad-raw; with "

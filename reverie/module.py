@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from reverie.compiler.ir.core import Function
     from reverie.compiler.lower import ModuleLowering
+    from reverie.compiler.pipeline import IrView
     from reverie.dsl import ast
     from reverie.runtime.native.call import BoundCall
 
@@ -116,8 +117,20 @@ class Module:
     def _specialise(self, name: str, dtype: str) -> Function:
         """The typed IR of function `name` with `float` meaning `dtype`: the ladder's
         `lower` stage on the module's lowering (built once per dtype)."""
-        request = Request(function=name, dtype=dtype, filename=self.name)
-        return climb(self.lowering, request, start="lower", stop="lower")["lower"]
+        return self._tensor_ir(self.lowering, name, dtype)
+
+    def _tensor_ir(self, source: ModuleLowering | ast.Module, name: str, dtype: str,
+                   wrt: object = None, adjoint: bool = False) -> Function:
+        """Function `name` at `dtype`, or its adjoint (the ladder's reverse stage), climbed
+        from `source`: the module's lowering, or its syntax tree (lowered afresh, so that
+        every pass runs and prints)."""
+        request = {"function": name, "dtype": dtype, "filename": self.name,
+                   "max_iterations": self.max_iterations}
+        if not adjoint:
+            return climb(source, Request(**request), start="lower", stop="lower")["lower"]
+        chosen, _ = self[name].wrt_indices(wrt)
+        request = Request(**request, transform="reverse", wrt=chosen, checkpoint=self.checkpoint)
+        return climb(source, request, start="lower", stop="reverse")["reverse"]
 
     def _kernel(self, name: str, param_names: list[str], dtypes: list[str],
                 float_scalar_result: bool) -> Kernel:
@@ -174,16 +187,7 @@ class Module:
     def adjoint(self, name: str, dtype: str = "f32", wrt: object = None) -> Function:
         """The adjoint IR of function `name`: its gradient for a scalar float result,
         otherwise its vector-Jacobian product (the ladder's reverse stage; stage "grad")."""
-        chosen, _ = self[name].wrt_indices(wrt)
-        request = Request(function=name, dtype=dtype, transform="reverse", wrt=chosen,
-                          checkpoint=self.checkpoint, filename=self.name)
-        return climb(self.lowering, request, start="lower", stop="reverse")["reverse"]
-
-    def _raw_adjoint(self, name: str, dtype: str, wrt: object) -> str:
-        """The text of the adjoint as the reverse pass hands it to simplify ("grad-raw")."""
-        with capture("reverse") as texts:
-            self.adjoint(name, dtype, wrt)
-        return texts[-1]
+        return self._tensor_ir(self.lowering, name, dtype, wrt, adjoint=True)
 
     def _differentiable(self, name: str) -> bool:
         dtypes = self[name].declared_dtypes
@@ -191,20 +195,23 @@ class Module:
 
     def ir(self, stage: str, fn: str | None = None, wrt: object = None,
            dtype: str = "f32", format: str = "text") -> str:
-        """The program at one stage of the pipeline (SPEC §3.4), for one function or all.
+        """The program at one stage of the pipeline (docs/pipeline.md), for one function or
+        all. `stage` names a view or a pass (`compiler/pipeline.py`'s `IR_NAMES`).
 
         "ast" and "tensor" show the program; "grad" its adjoint and "grad-raw" the adjoint
         before simplification (`wrt` picks parameters; default: every float parameter);
         "loops", "llvm-raw" (before LLVM's optimiser), "llvm" and "asm" show the program,
         or its adjoint when `wrt` is given; "mlir" shows the program followed by its
-        adjoint. `dtype` says what `float` means in the printed specialisation. Nothing is
-        compiled further than the stage asks: "loops" runs no LLVM, "llvm" loads nothing.
-        `format="dot"` draws stage "tensor" or "grad" as Graphviz dataflow graphs, the
-        adjoint's primal and adjoint halves in two colours (compiler/ir/dot.py).
+        adjoint. A pass's name shows what REVERIE_PRINT_IR prints after that pass
+        ("interchange": the loop program after it). `dtype` says what `float` means in the
+        printed specialisation. Nothing is compiled further than the stage asks: "loops"
+        runs no LLVM, "llvm" loads nothing. `format="dot"` draws stage "tensor" or "grad"
+        as Graphviz dataflow graphs, the adjoint's primal and adjoint halves in two colours
+        (compiler/ir/dot.py).
         """
         from reverie.compiler.pipeline import ADJOINT, BOTH, EITHER, SOURCE, ir_view
 
-        view = ir_view(stage)  # the user's stages: pipeline.IR_VIEWS
+        view = ir_view(stage)
         if format not in FORMATS or (format == "dot" and stage not in DOT_STAGES):
             raise ValueError(f"format must be one of {', '.join(FORMATS)} (dot: stages "
                              f"{' and '.join(DOT_STAGES)}), got {format!r} for {stage!r}")
@@ -218,22 +225,42 @@ class Module:
         adjoint = view.shows == ADJOINT or (wrt is not None and view.shows in (EITHER, BOTH))
         if adjoint:  # all functions: those that have one
             names = [n for n in names if fn is not None or self._differentiable(n)]
-        if view.raw:
-            return _joined(self._raw_adjoint(n, dtype, wrt) for n in names)
-        functions = ([self.adjoint(n, dtype, wrt) for n in names] if adjoint else
-                     [self._specialise(n, dtype) for n in names])
-        if view.shows == BOTH and not adjoint:
-            functions += [self.adjoint(n, dtype) for n in names if self._differentiable(n)]
+        if view.captured is not None:
+            with capture(view.captured) as texts:
+                self._climb(view, self._functions(view, names, dtype, wrt, adjoint, fresh=True))
+            return _joined(texts)
+        functions = self._functions(view, names, dtype, wrt, adjoint)
         if format == "dot":
             programs = [self._specialise(n, dtype) if adjoint else None for n in names]
             return _joined(map(format_dot, functions, programs))
         if view.stop is None:
             return _joined(map(format_function, functions))
-        request = Request(filename=self.name, backend=view.backend)
         text = view.text or ladder_stage(view.stop, view.backend).text
-        climbs = [functions] if view.shows == BOTH else functions  # BOTH: one module
-        return _joined(text(climb(value, request, start=back_end_start(view.backend),
-                                  stop=view.stop)[view.stop]) for value in climbs)
+        return _joined(map(text, self._climb(view, functions)))
+
+    def _functions(self, view: IrView, names: list[str], dtype: str, wrt: object,
+                   adjoint: bool, fresh: bool = False) -> list[Function]:
+        """The tensor functions `view` shows: each function named or its adjoint, then
+        (`BOTH`, no adjoint asked for) the adjoints; `fresh`: lowered afresh."""
+        from reverie.compiler.pipeline import BOTH
+
+        source = self.ast if fresh else self.lowering
+        functions = [self._tensor_ir(source, n, dtype, wrt, adjoint) for n in names]
+        if view.shows == BOTH and not adjoint:
+            functions += [self._tensor_ir(source, n, dtype, adjoint=True) for n in names
+                          if self._differentiable(n)]
+        return functions
+
+    def _climb(self, view: IrView, functions: list[Function]) -> list[object]:
+        """The result of `view`'s stop for each function (`BOTH`: for all in one module)."""
+        from reverie.compiler.pipeline import BOTH
+
+        if view.stop is None:
+            return functions
+        request = Request(filename=self.name, backend=view.backend)
+        climbs = [functions] if view.shows == BOTH else functions
+        return [climb(value, request, start=back_end_start(view.backend),
+                      stop=view.stop)[view.stop] for value in climbs]
 
 
 _unpickled: LruCache[tuple[str, str, str, bool], Module] = LruCache(UNPICKLED_MODULES)

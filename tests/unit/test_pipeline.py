@@ -16,6 +16,7 @@ from reverie.compiler.ir.core import Function
 from reverie.compiler.loops.ir import Program
 from reverie.compiler.loops.loop_printer import format_program as print_loops
 from reverie.compiler.pipeline import (
+    IR_NAMES,
     IR_VIEWS,
     LADDERS,
     Fused,
@@ -194,9 +195,38 @@ def test_every_ir_stage_prints_its_level() -> None:
 @pytest.mark.parametrize("stage", ["grad-raw", "loops", "mlir", "llvm-raw"])
 def test_each_ir_stage_is_what_its_pass_prints(stage: str) -> None:
     module = rv.compile(SOURCE)
-    with print_ir.capture(IR_VIEWS[stage].after) as texts:
+    with print_ir.capture(print_ir.VIEWS[stage]) as texts:
         printed = module.ir(stage)
     assert texts and texts[-1] + "\n" == printed
+
+
+def test_one_vocabulary_names_the_views_and_the_passes() -> None:
+    """module.ir and emit take every view and every pass a module's IR goes through; the
+    views are those REVERIE_PRINT_IR knows, each after a pass."""
+    assert list(IR_VIEWS) == list(print_ir.VIEWS)
+    assert set(print_ir.VIEWS.values()) <= set(print_ir.PASSES)
+    assert set(IR_NAMES) == set(IR_VIEWS) | set(print_ir.PASSES) - set(pipeline.TRANSFORM_PASSES)
+    with pytest.raises(ValueError, match="llvm, asm, parse, lower, reverse"):
+        rv.compile(SOURCE).ir("forward")
+
+
+@pytest.mark.parametrize("name", ["lower", "reverse", "contract", "hoist", "fuse", "to_loops",
+                                  "interchange", "dead_code", "codegen"])
+def test_a_pass_name_shows_what_that_pass_prints(name: str) -> None:
+    module = rv.compile(SOURCE)
+    wrt = None if name == "lower" else "x"  # after the tensor level: the adjoint
+    with print_ir.capture(name) as texts:
+        printed = module.ir(name, wrt=wrt)
+    assert texts[-1] + "\n" == printed
+    assert "_grad" in printed or name == "lower"
+
+
+def test_a_view_name_prints_its_pass(monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("REVERIE_PRINT_IR", "grad-raw, loops")
+    rv.compile(unique_source("print views")).ir("loops", wrt="x")
+    assert headers(capsys.readouterr().err) == [("reverse", "tensor IR"),
+                                                ("dead_code", "loop IR")]
 
 
 def test_grad_raw_simplifies_to_grad() -> None:
@@ -225,7 +255,7 @@ def test_loops_and_llvm_stages_load_no_native_code(monkeypatch: pytest.MonkeyPat
 def test_cli_emit_accepts_every_stage(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = tmp_path / "loss.rv"
     path.write_text(SOURCE)
-    for stage in ("grad-raw", "llvm-raw"):
+    for stage in ("grad-raw", "llvm-raw", "interchange"):
         assert main(["emit", str(path), "--stage", stage, "--wrt", "x"]) == 0
         assert capsys.readouterr().out == rv.load(path).ir(stage, wrt=["x"])
     with pytest.raises(SystemExit):
