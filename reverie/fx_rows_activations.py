@@ -34,7 +34,8 @@ import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 from torch import nn
 
 from reverie.fx_functional import refuse
-from reverie.fx_rows_shapes import made, rule
+from reverie.fx_rows_rule import rule_in
+from reverie.fx_rows_shapes import made
 from reverie.tracing import RECORDER_FILES, Traced, where
 
 RECORDER_FILES.add(__file__)
@@ -247,7 +248,7 @@ METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {}
 def _functional(target: Any, *attributes: str) -> Callable[..., Any]:
     """The module row of an activation: its functional row with the module's attributes."""
     def row(module: nn.Module, weights: dict[str, Traced], input: Traced) -> Traced:
-        return rule(target)(input, *(getattr(module, a) for a in attributes))
+        return rule_in(FUNCTIONS, target)(input, *(getattr(module, a) for a in attributes))
 
     return row
 

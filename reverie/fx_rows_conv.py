@@ -37,7 +37,7 @@ import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 from torch import nn
 
 from reverie.fx_functional import _offset, _scaled, pad, refuse
-from reverie.fx_rows_shapes import rule
+from reverie.fx_rows_rule import rule_in
 from reverie.tracing import RECORDER_FILES, Axis, Recording, Traced, concatenate
 
 RECORDER_FILES.add(__file__)
@@ -246,7 +246,7 @@ def conv_module(module: Any, weights: dict[str, Traced], input: Traced) -> Trace
         input = pad(input, module._reversed_padding_repeated_twice, module.padding_mode)
         padding = 0
     target = F.conv1d if isinstance(module, nn.Conv1d) else F.conv2d
-    return rule(target)(input, weights["weight"], weights.get("bias"), module.stride,
+    return rule_in(FUNCTIONS, target)(input, weights["weight"], weights.get("bias"), module.stride,
                         padding, module.dilation, module.groups)
 
 
@@ -263,7 +263,7 @@ def conv_transpose_module(module: Any, weights: dict[str, Traced], input: Traced
     extra = module._output_padding(shape, output_size, module.stride, module.padding,
                                    module.kernel_size, spatial, module.dilation)
     target = F.conv_transpose1d if spatial == 1 else F.conv_transpose2d
-    return rule(target)(input, weights["weight"], weights.get("bias"), module.stride,
+    return rule_in(FUNCTIONS, target)(input, weights["weight"], weights.get("bias"), module.stride,
                         module.padding, extra, module.groups, module.dilation)
 
 

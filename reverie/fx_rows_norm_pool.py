@@ -38,6 +38,7 @@ import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 from torch import nn
 
 from reverie.fx_functional import cast, layer_norm, refuse
+from reverie.fx_rows_rule import Rule, rule_in
 from reverie.tracing import FLOAT_NAMES, RECORDER_FILES, Axis, Traced, where
 
 RECORDER_FILES.add(__file__)
@@ -422,11 +423,10 @@ def add_(input: Traced, other: Any, *, alpha: Any = 1) -> Traced:
 
 # ---------------------------------------------------------------- the tables
 
-def _functional(target: Any) -> Any:
-    """The merged table's rule of `target` (looked up when a module row runs: `fx_targets`
-    imports this module), so module rows are checked as their functional forms."""
-    from reverie.fx_targets import FUNCTIONS
-    return FUNCTIONS[target]
+def _functional(target: Any) -> Rule:
+    """The rule of `target` in this family's table, which module rows call so that they
+    are checked as their functional forms."""
+    return rule_in(FUNCTIONS, target)
 
 
 FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from reverie.fx_functional import refuse
+from reverie.fx_rows_rule import rule_in
 from reverie.tracing import RECORDER_FILES, Axis, Traced, concatenate, host_input
 
 RECORDER_FILES.add(__file__)
@@ -335,14 +336,6 @@ def new_full(input: Traced, size: Sequence[int], fill_value: Any, *, dtype: Any 
     return made(lambda t: t.new_full(tuple(size), fill_value, dtype=dtype), input)
 
 
-def rule(target: Any) -> Callable[..., Any]:
-    """The merged table's rule for `target`, which a module row calls with the module's
-    attributes so that they are checked as a node's arguments are (looked up when the row
-    runs: `fx_targets`, which holds the table, imports this module)."""
-    from reverie.fx_targets import FUNCTIONS as RULES
-    return RULES[target]
-
-
 # ---------------------------------------------------------------- the tables
 
 FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
@@ -371,7 +364,7 @@ METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
 }
 
 MODULES: dict[type, Callable[..., Any]] = {
-    nn.Unflatten: lambda m, w, x: rule(torch.unflatten)(x, m.dim, m.unflattened_size),
+    nn.Unflatten: lambda m, w, x: rule_in(FUNCTIONS, torch.unflatten)(x, m.dim, m.unflattened_size),
 }
 
-__all__ = ["ELEMENTS", "FUNCTIONS", "METHODS", "MODULES", "axis", "made", "rule"]
+__all__ = ["ELEMENTS", "FUNCTIONS", "METHODS", "MODULES", "axis", "made"]

@@ -17,7 +17,8 @@ An argument it has no parameter for, a value `only` does not accept, or a tensor
 PyTorch computed (a graph break's result, which is no stand-in) raises
 `UnsupportedArgument` naming the target and the argument; `rv.fx` reports it as an
 unsupported node, or with `fallback=True` runs that node in eager PyTorch. Module rows call
-the rows of their functional form with the module's attributes, so they are checked alike.
+the rows of their functional form with the module's attributes, so they are checked alike
+(`Rule`, `reverie/fx_rows_rule.py`).
 
 The elementwise built-ins come from the op table (every built-in that torch also has:
 `torch.exp`, `Tensor.exp`, ...), so the table grows with the language. `docs/api.md` lists
@@ -26,11 +27,9 @@ The elementwise built-ins come from the op table (every built-in that torch also
 
 from __future__ import annotations
 
-import inspect
 import math
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -47,61 +46,8 @@ from reverie import (
     fx_rows_shapes,
 )
 from reverie.fx_functional import UnsupportedArgument, float_dtype, refuse
+from reverie.fx_rows_rule import Emit, Rule, target_name
 from reverie.tracing import UNARY_BUILTINS, Traced, concatenate, where
-
-Emit = Callable[..., Any]
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One mapped target, named `target` in errors. `emit` records it; its parameters are
-    the arguments honoured, except that those in `only` are accepted at that value alone."""
-
-    target: str
-    emit: Emit
-    only: Mapping[str, Any] = field(default_factory=dict)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("out", 0) is None:  # torch's default, spelled out
-            del kwargs["out"]
-        bound = self._bind(args, kwargs)
-        for name, value in bound.arguments.items():
-            self._check(name, value)
-        return self.emit(*bound.args, **bound.kwargs)
-
-    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
-        signature = inspect.signature(self.emit)
-        try:
-            return signature.bind(*args, **kwargs)
-        except TypeError as error:
-            unknown = [k for k in kwargs if k not in signature.parameters]
-            what = f"argument '{unknown[0]}'" if unknown else f"these arguments ({error})"
-            raise UnsupportedArgument(f"{self.target}: {what} is not supported by "
-                                      f"Reverie's mapping") from None
-
-    def _check(self, name: str, value: Any) -> None:
-        if name in self.only and not _equal(value, self.only[name]):
-            raise refuse(self.target, name, value,
-                         f"Reverie honours only {name}={self.only[name]!r}")
-        if _holds_tensor(value):
-            raise UnsupportedArgument(
-                f"{self.target}: argument '{name}' is a tensor computed outside the compiled "
-                f"graph (by eager PyTorch), not a value Reverie records")
-
-
-def _equal(value: Any, accepted: Any) -> bool:
-    if isinstance(value, Traced | torch.Tensor):
-        return False
-    return value is accepted or value == accepted
-
-
-def _holds_tensor(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return True
-    if isinstance(value, tuple | list):
-        return any(_holds_tensor(v) for v in value)
-    return isinstance(value, dict) and any(_holds_tensor(v) for v in value.values())
-
 
 # ---------------------------------------------------------------- recordings
 
@@ -291,12 +237,6 @@ for _name in UNARY_BUILTINS:  # every elementwise built-in torch also has, both 
         _FUNCTIONS.setdefault(getattr(torch, _name), (_unary(_name), {}))
     if callable(getattr(torch.Tensor, _name, None)):
         _METHODS.setdefault(_name, (_unary(_name), {}))
-
-
-def target_name(target: Any) -> str:
-    """A function target as it is written: `torch.tanh`, `_operator.add`."""
-    module = getattr(target, "__module__", None) or "torch"
-    return f"{module}.{getattr(target, '__name__', repr(target))}"
 
 
 FUNCTIONS: dict[Any, Rule] = {t: Rule(target_name(t), emit, only)

@@ -27,10 +27,6 @@ CYCLE_CLOSING_IMPORTS = {
         "Kernel's transform methods call kernel_transforms.py, which subclasses Kernel: "
         "define GroupedKernel and derived_kernel in kernel.py (the kernels), and "
         "kernel_transforms.py then needs kernel.py only for type checking",
-    ("reverie.fx_rows_norm_pool", "reverie.fx_targets"):
-        "a row looks up the merged table that fx_targets.py builds from the rows: hand "
-        "the table to the rows that need it (or merge it in a module below them)",
-    ("reverie.fx_rows_shapes", "reverie.fx_targets"): "likewise",
     # Tensor's methods are functions of the modules that make Tensors: hand the class to
     # them from tensor.py (as reverie/__init__.py hands the compiler to kernel_protocol.py),
     # or merge each method's module with the class
