@@ -1,7 +1,7 @@
 """The compiler as one ladder of named stages, from source text to native code.
 
-    source text --parse--> AST --lower--> tensor Function --reverse | forward | batch-->
-    Function --fuse--> Fused --to_loops--> loop Program --codegen--> LLVM IR text
+    source text --parse--> AST --lower--> tensor Function --reverse | forward | batch
+    | jacobian--> Function --fuse--> Fused --to_loops--> loop Program --codegen--> LLVM IR text
     --llvm-opt--> LlvmModule --jit--> JitModule (native code in this process)
 
 `climb(value, request, start=..., stop=...)` runs the stages from `start` to `stop` on
@@ -9,7 +9,7 @@
 and returns every stage's result by name; `compile_source` and `compile_function` return
 the last one. A `Request` says what to build: which
 function, at which float dtype, through which transform (at most one of reverse, forward,
-batch: the others are skipped) and for which backend. The MLIR backend's ladder has the
+batch, jacobian: the others are skipped) and for which backend. The MLIR backend's ladder has the
 same front and `mlir` (export), `mlir-to-llvm` (the upstream tools) where the native one
 has `fuse`, `to_loops` and `codegen`; it loads the LLVM IR without optimising it.
 
@@ -76,6 +76,7 @@ _grad_function = lazy("reverie.compiler.transforms.reverse:grad_function")
 _vjp_function = lazy("reverie.compiler.transforms.reverse:vjp_function")
 _jvp_function = lazy("reverie.compiler.transforms.forward:jvp_function")
 _batch_function = lazy("reverie.compiler.transforms.batch:batch_function")
+_jacobian_function = lazy("reverie.compiler.transforms.jacobian:jacobian_function")
 _split_scatters = lazy(
     "reverie.compiler.transforms.scatter_contractions:split_scatter_contractions")
 _contract_function = lazy("reverie.compiler.transforms.contractions:contract_function")
@@ -98,7 +99,7 @@ _mlir_module = lazy("reverie.compiler.export.mlir:mlir_module")
 _mlir_to_llvm_ir = lazy("reverie.runtime.native.mlir_to_llvm:mlir_to_llvm_ir")
 
 BACKENDS = ("native", "mlir")
-TRANSFORMS = ("reverse", "forward", "batch")
+TRANSFORMS = ("reverse", "forward", "batch", "jacobian")
 DTYPES = ("f32", "f64")
 
 
@@ -113,7 +114,9 @@ class Request:
     mode as a vector-Jacobian product (a cotangent parameter per result) even where the
     function has one scalar float result, whose gradient it otherwise builds;
     `max_iterations`: a `while` loop's limit (None: REVERIE_MAX_ITERATIONS or 10^9);
-    `filename`: for diagnostics and MLIR locations; `backend`: one of BACKENDS."""
+    `filename`: for diagnostics and MLIR locations; `backend`: one of BACKENDS; `mode`: a
+    Jacobian from one batched JVP ("forward") or VJP ("reverse"); `name`: the name of the
+    function a transform makes (None: the transform's own)."""
 
     function: str | None = None
     dtype: str = "f32"
@@ -124,6 +127,8 @@ class Request:
     max_iterations: int | None = None
     filename: str = "<source>"
     backend: str = "native"
+    mode: str = "forward"
+    name: str | None = None
 
     def __post_init__(self) -> None:
         for field, value, allowed in (("dtype", self.dtype, DTYPES),
@@ -216,6 +221,11 @@ def _forward(fn: Function, request: Request) -> Function:
 
 def _batch(fn: Function, request: Request) -> Function:
     return _batch_function(fn, _positions(fn, request.wrt, lambda type_: True))
+
+
+def _jacobian(fn: Function, request: Request) -> Function:
+    return _jacobian_function(fn, _positions(fn, request.wrt, _is_float), request.mode,
+                              name=request.name)
 
 
 def _fuse(fn: Function, request: Request) -> Fused:
@@ -347,6 +357,10 @@ FORWARD = Stage("forward", "Function: its results and their tangents (JVP)",
 BATCH = Stage("batch", "Function: over a leading batch axis of the wrt parameters",
               (Pass("batch", _batch, ("batch", "simplify")),), format_function,
               transform=True)
+JACOBIAN = Stage("jacobian", "Function: the Jacobian blocks of every result with respect to "
+                 "each wrt parameter, shaped result.shape + parameter.shape",
+                 (Pass("jacobian", _jacobian, ("jacobian", "simplify")),), format_function,
+                 transform=True)
 FUSE = Stage("fuse", "Fused: the function, its contractions made matrix products, "
              "expensive partial-index work hoisted, and the fusion plan of its body",
              (Pass("scatter_contract", _each(_split_scatters)),  # matrix products first
@@ -375,7 +389,7 @@ EXPORT_MLIR = Stage("mlir", "MlirExport: one MLIR module in upstream dialects (e
 MLIR_TO_LLVM = Stage("mlir-to-llvm", "str: LLVM IR from mlir-opt and mlir-translate",
                      (Pass("mlir-to-llvm", _mlir_to_llvm),), str)
 
-FRONT = (PARSE, LOWER, REVERSE, FORWARD, BATCH)
+FRONT = (PARSE, LOWER, REVERSE, FORWARD, BATCH, JACOBIAN)
 LADDERS: dict[str, tuple[Stage, ...]] = {
     "native": (*FRONT, FUSE, TO_LOOPS, CODEGEN, LLVM_OPT, JIT),
     "mlir": (*FRONT, EXPORT_MLIR, MLIR_TO_LLVM, LLVM_OPT, JIT),

@@ -4,7 +4,7 @@
 
 Consumes a `Kernel` (its typed IR per dtype); produces new Kernels whose IR is built by the
 ladder's transform stages (`reverse`, `forward`, `batch`: `compiler/pipeline.py`'s
-`transform`), a Jacobian by the pass `jacobian_function` and the two halves of a VJP by
+`transform`), a Jacobian by its `jacobian` stage and the two halves of a VJP by the pass
 `split_vjp`, so every result is one compiled call and can be transformed again. The
 calling conventions follow torch.func:
 
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 # finding that IR in the disk cache never does: imported then.
 Request = lazy("reverie.compiler.pipeline:Request")
 transform = lazy("reverie.compiler.pipeline:transform")
-jacobian_function = lazy("reverie.compiler.transforms.jacobian:jacobian_function")
 split_vjp = lazy("reverie.compiler.transforms.residuals:split_vjp")
 simplify = lazy("reverie.compiler.transforms.simplify:simplify")
 # ... and the IR itself, which a warm start's `f.grad(...)(...)` never builds
@@ -374,7 +373,7 @@ def _hvp(kernel: Kernel, chosen: list[int], single: bool) -> Kernel:
 class JacobianKernel(Kernel):
     """The Jacobian of `source`'s results with respect to its parameters at `chosen`.
 
-    Each call runs one batched JVP or one batched VJP (`jacobian_function`), whichever has
+    Each call runs one batched JVP or one batched VJP (the ladder's jacobian stage), whichever has
     the smaller batch for the argument sizes of that call: the number of input elements
     (forward) or of output elements (reverse). Its IR, used when it is transformed again,
     is the forward-mode one. Results are blocks of shape `out.shape + param.shape`: one
@@ -384,8 +383,8 @@ class JacobianKernel(Kernel):
 
     def __init__(self, source: Kernel, chosen: list[int], single: bool, name: str) -> None:
         def build(mode: str) -> Callable[[str], Function]:
-            return lambda dtype: jacobian_function(source.ir_for(dtype), chosen, mode,
-                                                   name=name)
+            request = Request(transform="jacobian", wrt=chosen, mode=mode, name=name)
+            return lambda dtype: transform(source.ir_for(dtype), request)
 
         super().__init__(source.module, name, source.param_names, source.declared_dtypes,
                          build("forward"), single=False)
