@@ -20,7 +20,9 @@ tensor's worth of memory: those are copied into the backward, never saved. They 
     view       a constant, a primal parameter, or a data-movement op (the `VIEW` fusion
                class: broadcast, reshape, transpose, slice, ...) of views
 
-so `x * x * 3.0` saves no `broadcast` of `3.0`: the backward broadcasts it again.
+so `x * x * 3.0` saves no `broadcast` of `3.0`: the backward broadcasts it again. Nor is
+a broadcast of another forward value saved, only its smaller operand (a layer norm saves
+its per-row `rsqrt`, not a copy per element).
 
 Contract: `split_vjp(vjp, inputs, outputs)` takes a VJP function with `inputs` primal
 parameters followed by one cotangent per each of its first `outputs` results, and returns
@@ -57,10 +59,9 @@ def split_vjp(vjp: Function, inputs: int, outputs: int) -> Split:
     cotangents = vjp.params[inputs:]
     backward_ops = _reading(vjp.body.ops, set(cotangents))
     adjoints = vjp.body.results[outputs:]
-    rebuilt = _rebuildable(vjp.body.ops, backward_ops, vjp.params[:inputs])
-    residuals = _residuals(vjp, backward_ops, adjoints, rebuilt)
-    forward_body = Block(list(vjp.params[:inputs]),
-                         [op for op in vjp.body.ops if op not in backward_ops],
+    forward_ops = [op for op in vjp.body.ops if op not in backward_ops]
+    residuals = _residuals(forward_ops, backward_ops, adjoints, vjp.params[:inputs])
+    forward_body = Block(list(vjp.params[:inputs]), forward_ops,
                          [*vjp.body.results[:outputs], *residuals])
     forward = vjp.derive(f"{vjp.name}_forward", forward_body, vjp.param_names[:inputs])
     names = [f"residual{i}" for i in range(len(residuals))]
@@ -80,14 +81,12 @@ def _reading(ops: list[Op], sources: set[Value]) -> set[Op]:
     return reading
 
 
-def _rebuildable(ops: list[Op], backward_ops: set[Op], primal_params: list[Value]) -> set[Value]:
-    """The forward values the backward rebuilds rather than reads saved: the constants and
+def _rebuildable(forward_ops: list[Op], primal_params: list[Value]) -> set[Value]:
+    """The forward values the backward rebuilds from nothing it is sent: the constants and
     the views of constants and primal parameters (see the module doc)."""
     constants: set[Value] = set()
     views: set[Value] = set(primal_params)
-    for op in ops:
-        if op in backward_ops:
-            continue
+    for op in forward_ops:
         if all(v in constants for v in op.operands) and _computes_cheaply(op):
             constants.update(op.results)
             views.update(op.results)
@@ -108,13 +107,18 @@ def _computes_cheaply(op: Op) -> bool:
     return not op.regions and (row.kind == "constant" or row.cheap or row.fusion == VIEW)
 
 
-def _residuals(vjp: Function, backward_ops: set[Op], adjoints: list[Value],
-               rebuilt: set[Value]) -> list[Value]:
+def _residuals(forward_ops: list[Op], backward_ops: set[Op], adjoints: list[Value],
+               primal_params: list[Value]) -> list[Value]:
     """The forward values the backward reads (or returns) and cannot rebuild, in definition
-    order."""
+    order. A broadcast of a forward value is not saved: its operand is, and the backward
+    broadcasts it again."""
+    rebuilt = _rebuildable(forward_ops, primal_params)
     read = {v for op in backward_ops for v in op.operands} | set(adjoints)
-    return [r for op in vjp.body.ops if op not in backward_ops
-            for r in op.results if r in read and r not in rebuilt]
+    for op in reversed(forward_ops):
+        if op.name == "broadcast" and op.result in read and op.result not in rebuilt:
+            rebuilt.add(op.result)
+            read.add(op.operands[0])
+    return [r for op in forward_ops for r in op.results if r in read and r not in rebuilt]
 
 
 def _backward_body(vjp: Function, inputs: int, backward_ops: set[Op],

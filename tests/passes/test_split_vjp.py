@@ -116,3 +116,24 @@ def test_a_cheap_product_of_parameters_is_still_saved() -> None:
         CHECK: %residual0: f64[N], %out_bar: f64[N]) -> f64[N]
         CHECK-NEXT: mul %out_bar, %residual0
     """)
+
+
+def test_a_broadcast_of_a_forward_value_saves_its_operand_and_sizes_are_rebuilt() -> None:
+    source = """fn g(x: f64[B, H]) -> f64[B, H] {
+        return x * rsqrt(mean(x * x, axis=1, keepdims=true) + 1e-5);
+    }"""
+    split = split_vjp(vjp_function(lowered(source), [0]), 1, 1)
+    filecheck(printed(split.forward), """
+        CHECK: func @g_vjp_forward(%x: f64[B, H]) -> (f64[B, H], f64[B, 1], f64[B, 1])
+        CHECK: %10 = rsqrt %9
+        CHECK-NEXT: %11 = broadcast %10 {shape = [B, H]}
+        CHECK: return %12, %10, %17
+    """)
+    filecheck(printed(split.backward), """
+        CHECK: (%x: f64[B, H], %residual0: f64[B, 1], %residual1: f64[B, 1], %out_bar
+        CHECK-NEXT: broadcast %residual0 {shape = [B, H]}
+        CHECK: dim {dim = H}
+        CHECK-NEXT: cast
+        CHECK-NEXT: broadcast
+        CHECK-NEXT: div
+    """)

@@ -39,6 +39,10 @@ fn rebuilt(x: float[B, H], w: float[H, B], b: float[H]) -> float[B, H] {
     return tanh(x) * w.T * 3.0 + exp(x) * b + ramp * x;
 }
 
+fn norm(x: float[B, H]) -> float[B, H] {
+    return x * rsqrt(mean(x * x, axis=1, keepdims=true) + 1e-5);
+}
+
 fn steps(x: f64[N], n: i64) -> f64[N] {
     var h = x;
     for t in 0..n {
@@ -52,6 +56,7 @@ SHAPES = {"layer": ([(4, 3), (3, 5), (5,)], {"B": 4, "D": 3, "H": 5}),
           "two": ([(6,), (6,)], {"N": 6}),
           "conv": ([(2, 3, 6, 5), (4, 3, 3, 3)], {"B": 2, "C": 3, "H": 6, "W": 5, "O": 4}),
           "rebuilt": ([(3, 4), (4, 3), (4,)], {"B": 3, "H": 4}),
+          "norm": ([(3, 4)], {"B": 3, "H": 4}),
           "steps": ([(5,)], {"N": 5})}
 
 
@@ -136,7 +141,7 @@ def numeric_vjp(fn: Function, args: list, cts: list[np.ndarray], dims: dict[str,
     return gradient
 
 
-@pytest.mark.parametrize("name", ["layer", "two", "rebuilt"])
+@pytest.mark.parametrize("name", ["layer", "two", "rebuilt", "norm"])
 def test_backward_half_matches_finite_differences(module: rv.Module, name: str) -> None:
     kernel = module[name]
     fn = kernel.ir_for("f64")
