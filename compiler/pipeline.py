@@ -497,9 +497,10 @@ def _pass_view(name: str) -> IrView:
     """The view of pass `name`: the view printed after it where there is one ("codegen":
     "llvm-raw"), else the text the pass prints, for the program (and after the tensor
     level, for its adjoint when `wrt` is given)."""
-    view = next((IR_VIEWS[view] for view, after in VIEWS.items() if after == name), None)
-    if view is not None:
-        return view
+    printed_after = next((IR_VIEWS[view] for view, after in VIEWS.items() if after == name),
+                         None)
+    if printed_after is not None:
+        return printed_after
     if name in (step.name for rung in FRONT for step in rung.passes):
         return IrView(PROGRAM, captured=name)
     backend = next(b for b in BACKENDS if name in (step.name for rung, step in _steps(b)))
