@@ -12,9 +12,8 @@ transformed again:
 The transform methods (`grad`, `value_and_grad`, `vjp`, `jvp`, `hvp`, `jacobian`,
 `hessian`, and `batched_vjp` for the tape) are one-line entries into
 `reverie/kernel_transforms.py`, where every transform lives. That module builds Kernels (it
-subclasses this one's), so it imports this module; each method here imports it when
-called, a cycle `tests/unit/test_import_cycles.py` lists until the kernels it makes live
-here.
+subclasses this one's), so it imports this module and this one cannot import it: the
+kernel's module hands it over (`Module.transforms`, imported on the first transform).
 
 Each kernel keeps the transforms asked of it, keyed by what they are (transform, resolved
 `wrt`, options such as `checkpoint`), so `loss.grad("w")` in a loop returns the same
@@ -311,7 +310,8 @@ class Kernel:
                                    "one of its transforms, so it cannot be rebuilt elsewhere")
 
     # ------------------------------------------------------------ transforms
-    # (each imports `reverie.kernel_transforms` when called: the cycle in the module docstring)
+    # (each calls `reverie/kernel_transforms.py` through `self.module.transforms`: see the
+    # module docstring)
 
     def wrt_indices(self, wrt: Wrt) -> tuple[list[int], bool]:
         """Parameter positions for `wrt` (a sequence is taken in parameter order, once
@@ -365,55 +365,39 @@ class Kernel:
         `checkpoint=True` keeps O(sqrt(T)) loop states and recomputes (docs/language.md §11); the
         default is the module's `checkpoint` setting.
         """
-        import reverie.kernel_transforms
-
-        return reverie.kernel_transforms.grad(self, wrt, checkpoint)
+        return self.module.transforms.grad(self, wrt, checkpoint)
 
     def value_and_grad(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """`(value, grads)` of a scalar function in one compiled call."""
-        import reverie.kernel_transforms
-
-        return reverie.kernel_transforms.value_and_grad(self, wrt, checkpoint)
+        return self.module.transforms.value_and_grad(self, wrt, checkpoint)
 
     def vjp(self, wrt: Wrt = None, *, checkpoint: bool | None = None) -> Kernel:
         """A kernel `(*args, cotangent)` returning the vector-Jacobian product(s); for a tuple
         return, the cotangent is a tuple with one entry per result."""
-        import reverie.kernel_transforms
-
-        return reverie.kernel_transforms.vjp(self, wrt, checkpoint)
+        return self.module.transforms.vjp(self, wrt, checkpoint)
 
     def batched_vjp(self, wrt: Sequence[int], args: Sequence[object],
                     batched_cotangents: Sequence[object | None], recorded: bool = False
                     ) -> tuple[object, ...]:
         """All VJPs at `args` for cotangents with a leading batch axis, in one compiled
         call (`rv.grad(..., is_grads_batched=True)`; see `transforms.batched_vjp`)."""
-        import reverie.kernel_transforms
-
-        return reverie.kernel_transforms.batched_vjp(self, wrt, args, batched_cotangents, recorded)
+        return self.module.transforms.batched_vjp(self, wrt, args, batched_cotangents, recorded)
 
     def jvp(self, wrt: Wrt = None) -> Kernel:
         """Forward mode: a kernel `(*args, tangent)` giving `(value, tangent_out)`."""
-        import reverie.kernel_transforms
-
-        return reverie.kernel_transforms.jvp(self, wrt)
+        return self.module.transforms.jvp(self, wrt)
 
     def hvp(self, wrt: Wrt = None) -> Kernel:
         """Hessian-vector products `(*args, v)`, forward over reverse."""
-        import reverie.kernel_transforms
-
-        return reverie.kernel_transforms.hvp(self, wrt)
+        return self.module.transforms.hvp(self, wrt)
 
     def jacobian(self, wrt: Wrt = None) -> Kernel:
         """A kernel giving d out / d param with shape out.shape + param.shape (one call)."""
-        import reverie.kernel_transforms
-
-        return reverie.kernel_transforms.jacobian(self, wrt)
+        return self.module.transforms.jacobian(self, wrt)
 
     def hessian(self, wrt: Wrt = None) -> Kernel:
         """For a scalar function: second derivatives, shape param.shape + param.shape."""
-        import reverie.kernel_transforms
-
-        return reverie.kernel_transforms.hessian(self, wrt)
+        return self.module.transforms.hessian(self, wrt)
 
 
 def function_of(module: Module, name: str) -> Kernel:
@@ -424,6 +408,4 @@ def function_of(module: Module, name: str) -> Kernel:
 def transform_of(kernel: Kernel, key: tuple) -> Kernel:
     """The transform of `kernel` that transform key `key` names (how a pickled derived
     kernel is rebuilt; see `reverie.kernel_transforms.rebuild`)."""
-    import reverie.kernel_transforms
-
-    return reverie.kernel_transforms.rebuild(kernel, key)
+    return kernel.module.transforms.rebuild(kernel, key)

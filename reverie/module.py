@@ -29,6 +29,8 @@ from reverie.runtime.native import artifacts
 from reverie.runtime.native.lru import LruCache
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     import numpy as np
 
     from reverie.compiler.ir.core import Function
@@ -188,6 +190,15 @@ class Module:
         """The adjoint IR of function `name`: its gradient for a scalar float result,
         otherwise its vector-Jacobian product (the ladder's reverse stage; stage "grad")."""
         return self._tensor_ir(self.lowering, name, dtype, wrt, adjoint=True)
+
+    @property
+    def transforms(self) -> ModuleType:
+        """`reverie/kernel_transforms.py`, which builds every transform of this module's
+        kernels (imported on the first transform asked for). The kernels reach it here:
+        it subclasses Kernel, so `reverie/kernel.py` cannot import it."""
+        import reverie.kernel_transforms
+
+        return reverie.kernel_transforms
 
     def _differentiable(self, name: str) -> bool:
         dtypes = self[name].declared_dtypes

@@ -23,10 +23,6 @@ CYCLE_CLOSING_IMPORTS = {
         "their rules' IR with core's classes: move Builder above the table (it would then "
         "sit above the groups' derivative rules, which build IR through Scope, so those "
         "rules must first move out of the op groups into the transforms)",
-    ("reverie.kernel", "reverie.kernel_transforms"):
-        "Kernel's transform methods call kernel_transforms.py, which subclasses Kernel: "
-        "define GroupedKernel and derived_kernel in kernel.py (the kernels), and "
-        "kernel_transforms.py then needs kernel.py only for type checking",
     # Tensor's methods are functions of the modules that make Tensors: hand the class to
     # them from tensor.py (as reverie/__init__.py hands the compiler to kernel_protocol.py),
     # or merge each method's module with the class
