@@ -22,7 +22,7 @@ from reverie.runtime.tensors.grad_mode import enable_grad, is_grad_enabled
 from reverie.runtime.tensors.graph import retain
 from reverie.runtime.tensors.graph_hooks import accumulate_leaf, leaf_tensor_hooks
 from reverie.runtime.tensors.tape import TENSOR_OR_ARRAY, Gradient, Pass, one_call_gradients, plain
-from reverie.runtime.tensors.tensor import Tensor, wrap
+from reverie.runtime.tensors.tensor_core import Tensor, wrap
 
 # ---------------------------------------------------------------- arguments
 

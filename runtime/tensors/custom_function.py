@@ -61,7 +61,8 @@ from reverie.runtime.tensors.inplace import (
     recorded_view,
     sum_to,
 )
-from reverie.runtime.tensors.tensor import FLOAT_KINDS, Tensor, wrap
+from reverie.runtime.tensors.tensor import Tensor
+from reverie.runtime.tensors.tensor_core import FLOAT_KINDS, wrap
 
 Gradient = np.ndarray | Tensor
 

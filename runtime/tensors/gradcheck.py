@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from reverie.runtime.tensors.autograd_api import grad
-from reverie.runtime.tensors.tensor import Tensor, wrap
+from reverie.runtime.tensors.tensor import Tensor
+from reverie.runtime.tensors.tensor_core import wrap
 
 Function = Callable[..., object]
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reverie.runtime.tensors.tensor import Tensor
+    from reverie.runtime.tensors.tensor_core import Tensor
 
 Hook = Callable[..., object]
 _HANDLE_IDS = itertools.count()

@@ -21,7 +21,7 @@ import numpy as np
 
 from reverie.runtime.tensors.grad_mode import set_grad_enabled
 from reverie.runtime.tensors.graph import GraphNode, Hook, NodeExtras
-from reverie.runtime.tensors.tensor import Tensor, plain, wrap
+from reverie.runtime.tensors.tensor_core import Tensor, plain, wrap
 
 
 def _is_output(tensor: Tensor | None, node: GraphNode, index: int) -> bool:

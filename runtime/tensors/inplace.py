@@ -18,7 +18,7 @@ to the old value except at `index`, and to `value` from `index`.
 
 Views share memory and the version counter with their base (the tensor that owns the
 memory, torch's `_base`): basic indexing, `.T`/`transpose`, `reshape`/`view` where NumPy
-can view (`tensor_ops.py` makes them with `view`). A view remembers the steps that took it
+can view (`view_ops.py` makes them with `view`). A view remembers the steps that took it
 from its base (`View`). A recorded write to a view rebases the base, as torch's CopySlices:
 
     b = x.clone(); v = b[0]     # v.grad_fn: the gather of b[0]
@@ -31,10 +31,8 @@ was written with grad recorded: views taken with grad mode off, and views a cust
 `rv.autograd.Function` returned (their steps are unknown). `detach()` shares memory and
 version counter but is no view: writes through it change no history.
 
-This module and `tensor_ops.py` call each other (a view records its steps there, an
-in-place write runs its out-of-place op there); `tensor_ops.py` imports this module, so
-the functions here that call it import it themselves: a cycle that
-tests/unit/test_import_cycles.py lists until it is removed.
+A view records its steps, and a recorded in-place write runs its out-of-place op, through
+`recorded_ops.py`, which lies below this module.
 """
 
 from __future__ import annotations
@@ -44,12 +42,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from reverie.runtime.tensors import recorded_ops
 from reverie.runtime.tensors.anomaly import AnomalyMode, remember_trace
 from reverie.runtime.tensors.grad_mode import grad_enabled, inference_mode_enabled
 from reverie.runtime.tensors.graph import GraphNode
-from reverie.runtime.tensors.tensor import FLOAT_KINDS, Tensor, plain, wrap
-
-Step = tuple[str, object]  # ("getitem", basic index) | ("transpose", axes) | ("reshape", shape)
+from reverie.runtime.tensors.recorded_ops import Step
+from reverie.runtime.tensors.tensor_core import FLOAT_KINDS, Tensor, plain, wrap
 
 NO_GRAD_VIEW_WRITTEN = (
     "a view was created in no_grad mode and is being modified in place with grad mode "
@@ -125,11 +123,9 @@ def view(t: Tensor, step: Step, array: np.ndarray) -> Tensor:
     """The view `array` of `t`'s memory that `step` takes (its NumPy view): recorded when
     `t` requires grad in grad mode; taken with grad mode off, it requires grad when `t`
     does, as a leaf (torch's)."""
-    from reverie.runtime.tensors import tensor_ops
-
     parent = t._view_of
     if grad_enabled() and t._requires_grad:
-        result = tensor_ops.record_step(_recorded_source(t), step)
+        result = recorded_ops.record_step(_recorded_source(t), step)
         result._data = array
     else:
         result = wrap(array)
@@ -191,8 +187,6 @@ def follow(base: Tensor) -> None:
     """After a recorded write changed `base`'s history: each live view of it takes its
     steps replayed on the new history; a custom Function's view cannot follow and is
     marked (one taken with grad mode off is stale by its version: `check_not_stale`)."""
-    from reverie.runtime.tensors import tensor_ops
-
     views = counter(base).views
     for v in [] if views is None else list(views.values()):
         info = v._view_of
@@ -201,7 +195,7 @@ def follow(base: Tensor) -> None:
         if info.steps is None:
             info.error = CUSTOM_VIEW_STALE
             continue
-        fresh = tensor_ops.record_steps(_recorded_source(base), info.steps)
+        fresh = recorded_ops.record_steps(_recorded_source(base), info.steps)
         v.grad_fn, v._output_index = fresh.grad_fn, fresh._output_index
         v._requires_grad = fresh._requires_grad
 
@@ -331,12 +325,10 @@ UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_
 
 def binary(t: Tensor, op: str, other: object) -> Tensor:
     """`t <op>= other` (an op of UFUNCS), in place."""
-    from reverie.runtime.tensors import tensor_ops
-
     _check_inference(t)
     _check_broadcast(t, other)
     if _recording(t, other):
-        return _rebase(t, lambda old: tensor_ops.binary(op, old, other))
+        return _rebase(t, lambda old: recorded_ops.binary(op, old, other))
     with np.errstate(all="ignore"):
         result = UFUNCS[op](t._data, plain(other))
     _write(t, np.asarray(result))
@@ -345,24 +337,20 @@ def binary(t: Tensor, op: str, other: object) -> Tensor:
 
 def unary(t: Tensor, op: str) -> Tensor:
     """`t` replaced by the elementwise built-in `op` of it (`t.exp_()`), in place."""
-    from reverie.runtime.tensors import tensor_ops
-
     _check_inference(t)
     if _recording(t):
-        return _rebase(t, lambda old: tensor_ops.unary(op, old))
-    _write(t, tensor_ops.unary(op, t._data)._data)
+        return _rebase(t, lambda old: recorded_ops.unary(op, old))
+    _write(t, recorded_ops.unary(op, t._data)._data)
     return t
 
 
 def clamp(t: Tensor, low: object, high: object) -> Tensor:
     """`t` limited to [low, high] in place (`clamp_`)."""
-    from reverie.runtime.tensors import tensor_ops
-
     _check_inference(t)
     if low is None and high is None:
         raise RuntimeError("clamp_: at least one of 'min' or 'max' must not be None")
     if _recording(t, low, high):
-        return _rebase(t, lambda old: tensor_ops.clamp(old, low, high))
+        return _rebase(t, lambda old: recorded_ops.clamp(old, low, high))
     _write(t, np.clip(t._data, plain(low), plain(high)))
     return t
 
@@ -444,8 +432,6 @@ class SetItemNode(GraphNode):
     def vjp(self, cotangents: list, create_graph: bool, batch: int | None,
             retain_graph: bool = True) -> list:
         """Gradients for the old value and for `value` (see the class docstring)."""
-        from reverie.runtime.tensors import tensor_ops
-
         if batch is not None:
             raise RuntimeError("is_grads_batched=True does not run through an in-place write "
                                "(t[index] = value, a view's write); write out of place")
@@ -456,10 +442,10 @@ class SetItemNode(GraphNode):
         if self._inputs[0] is not None:
             mask = written(self.outputs[0][0], self.steps)
             zero = np.zeros((), g.dtype)
-            grads.append(tensor_ops.where(mask, zero, g) if isinstance(g, Tensor)
+            grads.append(recorded_ops.where(mask, zero, g) if isinstance(g, Tensor)
                          else np.where(mask, zero, g))
         if self._inputs[1] is not None:
-            picked = (tensor_ops.record_steps(g, self.steps) if isinstance(g, Tensor)
+            picked = (recorded_ops.record_steps(g, self.steps) if isinstance(g, Tensor)
                       else np.asarray(replay(self.steps, g)))
             grads.append(sum_to(picked, self.value_shape).astype(self._inputs[1].dtype))
         return grads

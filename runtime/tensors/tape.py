@@ -46,7 +46,7 @@ from reverie.runtime.tensors.tape_plans import (
     DIFFERENTIABLE as DIFFERENTIABLE,  # re-exported for the interop layers
 )
 from reverie.runtime.tensors.tape_plans import RecordPlan, inputs_reaching, record_plan, vjp_plan
-from reverie.runtime.tensors.tensor import FLOAT_KINDS, Tensor, plain, wrap
+from reverie.runtime.tensors.tensor_core import FLOAT_KINDS, Tensor, plain, wrap
 
 Gradient = np.ndarray | Tensor
 

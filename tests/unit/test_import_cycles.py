@@ -23,13 +23,6 @@ CYCLE_CLOSING_IMPORTS = {
         "their rules' IR with core's classes: move Builder above the table (it would then "
         "sit above the groups' derivative rules, which build IR through Scope, so those "
         "rules must first move out of the op groups into the transforms)",
-    # Tensor's methods are functions of the modules that make Tensors: hand the class to
-    # them from tensor.py (as reverie/__init__.py hands the compiler to kernel_protocol.py),
-    # or merge each method's module with the class
-    **{(f"reverie.runtime.tensors.{source}", f"reverie.runtime.tensors.{target}"):
-       "see the comment above" for source, target in (
-           ("tensor", "autograd_api"), ("tensor", "inplace"),
-           ("tensor_ops", "inplace"), ("tensor_ops", "tensor"))},
 }
 
 
