@@ -82,8 +82,8 @@ def _reading(ops: list[Op], sources: set[Value]) -> set[Op]:
 
 
 def _rebuildable(forward_ops: list[Op], primal_params: list[Value]) -> set[Value]:
-    """The forward values the backward rebuilds from nothing it is sent: the constants and
-    the views of constants and primal parameters (see the module doc)."""
+    """The forward values the backward rebuilds from the primal parameters alone: the
+    constants and the views of constants and parameters (see the module doc)."""
     constants: set[Value] = set()
     views: set[Value] = set(primal_params)
     for op in forward_ops:
@@ -102,8 +102,7 @@ def _computes_cheaply(op: Op) -> bool:
     row = OPS[op.name]
     if op.name == "generic":
         return GenericOp(op).reduce is None and all(
-            inner.name == "read" or (_computes_cheaply(inner) and not inner.regions)
-            for inner in op.regions[0].ops)
+            inner.name == "read" or _computes_cheaply(inner) for inner in op.regions[0].ops)
     return not op.regions and (row.kind == "constant" or row.cheap or row.fusion == VIEW)
 
 
