@@ -4,7 +4,7 @@ It keeps the passes and back ends out of a warm start (a source whose results ar
 disk cache, or that uses no transform, does not load them; tests/runtime/test_startup.py
 checks what `import reverie` and a warm start load); behind that gate, modules import
 one another at the top. The import tests read `lazy("...")` as an import
-(tests/unit/import_graph.py), so it hides no layering fault nor cycle:
+(tests/architecture/import_graph.py), so it hides no layering fault nor cycle:
 
     grad_function = lazy("reverie.compiler.transforms.reverse:grad_function")
     grad_function(fn, [0])          # imports the reverse pass here, the first time

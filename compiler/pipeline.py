@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 
 
 # What the stages call beyond the front end, each imported when first needed so that
-# `rv.compile` loads no transform or back end it does not use (tests/unit/test_startup.py).
+# `rv.compile` loads no transform or back end it does not use (tests/runtime/test_startup.py).
 _parse_text = lazy("reverie.dsl.parser:parse")  # the parser tables: only when parsing
 _format_ast = lazy("reverie.dsl.source_printer:format_ast")
 _module_lowering = lazy("reverie.compiler.lower:ModuleLowering")

@@ -1,4 +1,4 @@
-"""The `reverie` command line (SPEC §4): demo, check, emit, grad.
+"""The `reverie` command line (README.md): demo, check, emit, grad.
 
     reverie check kernel.rv
     reverie emit kernel.rv --stage tensor --fn loss      (stages: see `reverie emit -h`)
@@ -56,7 +56,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with one sub-command per SPEC §4 entry."""
+    """The argument parser with one sub-command per README.md entry."""
     parser = argparse.ArgumentParser(prog="reverie", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="fit a bundled model with compiled gradients")

@@ -1,4 +1,4 @@
-"""Every transform of a kernel (SPEC §3.2): `grad`, `value_and_grad`, `vjp` (reverse mode),
+"""Every transform of a kernel (docs/api.md §3): `grad`, `value_and_grad`, `vjp` (reverse mode),
 `jvp`, `hvp` (forward mode), `jacobian`, `hessian`, and `batched_vjp` for
 `rv.grad(..., is_grads_batched=True)`; and the kernels they return.
 
@@ -22,7 +22,7 @@ methods (`f.jvp(wrt)` is `jvp(f, wrt)`), importing this module on the first tran
 for, so compiling and calling functions never loads the AD passes. Each result is kept in
 the kernel's transform cache (`Kernel.cached_transform`), so asking again returns the same
 compiled kernel. A reverse-mode transform's `checkpoint=True` keeps O(sqrt(T)) loop states
-and recomputes (SPEC §2.6); its default is the module's `checkpoint` setting. `rebuild`
+and recomputes (docs/language.md §11); its default is the module's `checkpoint` setting. `rebuild`
 turns a cache key back into its transform (how a pickled derived kernel is unpickled).
 """
 

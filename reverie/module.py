@@ -296,9 +296,9 @@ def compile(source: str, *, name: str | None = None, backend: str = "native",
             checkpoint: bool = False, max_iterations: int | None = None) -> Module:
     """Parse, type-check and compile Reverie source text.
 
-    `checkpoint=True` makes gradients through loops keep O(sqrt(T)) states (SPEC §2.6);
+    `checkpoint=True` makes gradients through loops keep O(sqrt(T)) states (docs/language.md §11);
     a `while` running more than `max_iterations` iterations (default
-    REVERIE_MAX_ITERATIONS, else 10^9) raises RuntimeError (SPEC §2.7).
+    REVERIE_MAX_ITERATIONS, else 10^9) raises RuntimeError (docs/language.md §11.1).
     """
     return Module(source, name=name, backend=backend, checkpoint=checkpoint,
                   max_iterations=max_iterations)

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from reverie.runtime.native.mlir_backend import mlir_tools
+from reverie.runtime.native.mlir_to_llvm import mlir_tools
 
 UPDATE = os.environ.get("REVERIE_UPDATE_GOLDEN") == "1"
-# every loop program any test lowers is checked after each loop pass (to_loops.after_loop_pass)
+# every loop program any test lowers is checked after each loop pass (compiler/pipeline.py)
 os.environ.setdefault("REVERIE_VERIFY_LOOPS", "1")
 
 

@@ -77,6 +77,7 @@ from reverie.compiler.call_boundary.abi import (
 )
 from reverie.compiler.call_boundary.fastcall_bind import define_bind_function
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.loops.effects import alias_regions
 from reverie.compiler.loops.ir import (
     Accumulate,
@@ -380,22 +381,22 @@ class ProgramCodegen:
         self.b.store(self.operand(stmt.init), slot)
 
     def _accumulate(self, stmt: Accumulate) -> None:
+        """acc = combine(acc, value), the reduction's combining op (`ir/reduce_kinds.py`).
+        Float sums and products may reassociate (REDUCE_FLAGS) and float max and min are
+        LLVM's NaN-propagating intrinsics, so that LLVM vectorises the loop; any other
+        combination is the op's scalar code."""
         b, dtype = self.b, stmt.var.dtype
         slot = self.accumulators[stmt.var.name]
         old, value = b.load(slot, typ=REGISTER[dtype]), self.operand(stmt.value)
-        if dtype in FLOATS and stmt.kind in ("sum", "prod"):
-            combine = b.fadd if stmt.kind == "sum" else b.fmul
-            new = combine(old, value, flags=REDUCE_FLAGS)
-        elif dtype in FLOATS:
-            name = "llvm.maximum" if stmt.kind == "max" else "llvm.minimum"
+        combine = REDUCE_KINDS[stmt.kind].combine
+        if dtype in FLOATS and combine in ("add", "mul"):
+            new = (b.fadd if combine == "add" else b.fmul)(old, value, flags=REDUCE_FLAGS)
+        elif dtype in FLOATS and combine in ("maximum", "minimum"):
             type_ = REGISTER[dtype]
-            new = b.call(intrinsic(self.module, name, type_, [type_, type_]), [old, value],
-                         fastmath=("nsz",))
-        elif stmt.kind in ("sum", "prod"):
-            new = (b.add if stmt.kind == "sum" else b.mul)(old, value)
+            new = b.call(intrinsic(self.module, f"llvm.{combine}", type_, [type_, type_]),
+                         [old, value], fastmath=("nsz",))
         else:
-            new = self.ops.emit(b, "maximum" if stmt.kind == "max" else "minimum",
-                                [old, value], [dtype, dtype], dtype)
+            new = self.ops.emit(b, combine, [old, value], [dtype, dtype], dtype)
         b.store(new, slot)
 
     def _argupdate(self, stmt: ArgUpdate) -> None:

@@ -3,7 +3,7 @@
 Consumes a program, its input arrays (in parameter order) and the sizes of its dimension
 symbols; produces its outputs, as the native kernel would:
 
-    outputs = run_program(lower_to_loops(fn), bound.arrays, bound.dims)
+    outputs = run_program(compile_function(fn, "to_loops"), bound.arrays, bound.dims)
 
 It is slow (one Python step per scalar statement) and meant to be read and to test the
 lowering: the same program runs at the tensor level (`compiler/ir/tensor_interpreter.py`), here,

@@ -22,7 +22,8 @@ user error. It checks:
   batch axis first); a `Sort`
   writes an i64 line as long as its numeric keys, with an i64 scratch temporary to match.
 
-    verify_program(lower_to_loops(fn))   # LoopVerifyError: kernel @f: in `for %i0 ...`: ...
+    verify_program(compile_function(fn, "to_loops"))
+    # LoopVerifyError: kernel @f: in `for %i0 ...`: ...
 """
 
 from __future__ import annotations

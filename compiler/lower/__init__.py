@@ -18,7 +18,8 @@ through: declared abstract in `LowererBase`, defined by `Lowerer`, which combine
 parts. Methods that lower one kind of AST node are named `lower_<node>`.
 
 Each file imports only from the files below it (no import sits inside a function:
-`tests/unit/test_layering.py`; the graph has no cycle: `tests/unit/test_import_cycles.py`):
+`tests/architecture/test_layering.py`; the graph has no cycle:
+`tests/architecture/test_import_cycles.py`):
 
     module_lowering.py ModuleLowering: one Lowerer per specialisation; cache, simplify
        │

@@ -1,6 +1,6 @@
 """The call boundary of a loop program: what a native caller must check before running it.
 
-`lower_to_loops` attaches one to each `Program` it makes (None when the call needs the
+`lower_blocks.lower_function` attaches one to each `Program` it makes (None when the call needs the
 Python path); the code generator turns it into the kernel's native Python entry
 (`call_boundary/fastcall_entry.py`), which checks exactly what `runtime/native/call.py` would accept
 without conversion.

@@ -2,7 +2,7 @@
 
 The run time (tensors, the tape, autograd, gradcheck) lies below the public API
 (`reverie.kernel`, `reverie.module`, `reverie.kernel_transforms`, `reverie/__init__.py`) and never
-imports it, not even for type hints (tests/unit/test_layering.py checks). What it needs
+imports it, not even for type hints (tests/architecture/test_layering.py checks). What it needs
 from above is written down here instead:
 
 - `CompiledKernel`: what a kernel must offer the run time — calling it, its IR per dtype,

@@ -36,11 +36,6 @@ from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.compiler.pipeline import Request, back_end_start, climb
 from reverie.runtime.native.call import BoundCall
 
-# the tools' names, which callers and the tests import from here
-from reverie.runtime.native.mlir_to_llvm import MlirToolError as MlirToolError
-from reverie.runtime.native.mlir_to_llvm import mlir_to_llvm_ir as mlir_to_llvm_ir
-from reverie.runtime.native.mlir_to_llvm import mlir_tools as mlir_tools
-
 
 @functools.cache
 def descriptor_type(rank: int) -> type[ctypes.Structure]:

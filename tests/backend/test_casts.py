@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import reverie as rv
-from reverie.runtime.native.mlir_backend import mlir_tools
+from reverie.runtime.native.mlir_to_llvm import mlir_tools
 
 BACKENDS = ["interp", "native", pytest.param("mlir", marks=pytest.mark.skipif(
     mlir_tools() is None, reason="mlir-opt-19/mlir-translate-19 not installed"))]

@@ -34,13 +34,8 @@ from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.compiler.transforms.reverse import grad_function, vjp_function
 from reverie.dsl.diagnostics import CompileError
 from reverie.runtime.native.call import BoundCall, bind_arguments
-from reverie.runtime.native.mlir_backend import (
-    MlirKernel,
-    MlirProgram,
-    MlirToolError,
-    mlir_to_llvm_ir,
-    mlir_tools,
-)
+from reverie.runtime.native.mlir_backend import MlirKernel, MlirProgram
+from reverie.runtime.native.mlir_to_llvm import MlirToolError, mlir_to_llvm_ir, mlir_tools
 from tests.unit.test_examples import make_args
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -29,7 +29,8 @@ from reverie.compiler.ir.scope import Scope
 from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.ir.types import NUMPY_DTYPES, TensorType
 from reverie.runtime.native.call import bind_arguments
-from reverie.runtime.native.mlir_backend import MlirKernel, mlir_tools
+from reverie.runtime.native.mlir_backend import MlirKernel
+from reverie.runtime.native.mlir_to_llvm import mlir_tools
 from reverie.runtime.native.native_kernel import native_kernel
 
 ORDERS = (1, 2, 3, 4)

@@ -53,107 +53,6 @@ MARKDOWN_LINK = re.compile(r"\]\(([\w./-]+\.(?:md|py|rv))(?:#[\w-]*)?\)")  # [ap
 OUTSIDE = re.compile(r"(?:\.\./)+shared/\S*|(?<![\w./-])shared/(?:reference/)?[\w./-]+"
                      r"|\bSPEC\b(?:\.md| ?§[\d.–-]*)?")
 
-# Files that still cite a missing path or a file outside the repository (SPEC.md, the
-# reference notes, tests from before tests/unit was split). They are being fixed (issue 34,
-# item 5); remove a row when its file is. A citation not listed here fails the test.
-KNOWN_EXCEPTIONS: dict[str, tuple[str, ...]] = {
-    "CONTRIBUTING.md": ("tests/unit/test_layering_runtime.py", "tests/unit/test_mathlib.py"),
-    "benchmarks/workloads/__init__.py": ("shared/reference/peer_baselines.md",),
-    "compiler/export/mlir.py": ("SPEC §3.4",),
-    "compiler/export/mlir_control.py": ("SPEC §2.7",),
-    "compiler/ir/ops_control.py": ("SPEC §2.7",),
-    "compiler/ir/views.py": ("SPEC §2.7",),
-    "compiler/lower/__init__.py": ("SPEC §2.1–2.3",),
-    "compiler/lower/builtins.py": ("SPEC §2.3",),
-    "compiler/lower/scans_sorts.py": ("SPEC §2.3",),
-    "compiler/pipeline.py": ("SPEC §2.6",),
-    "compiler/print_ir.py": ("SPEC §3.4", "compiler/lower*.py"),
-    "compiler/transforms/batch_control.py": ("SPEC §2.7",),
-    "compiler/transforms/forward_rules.py": ("SPEC §2.4",),
-    "compiler/transforms/reverse_control.py": ("SPEC §2.7",),
-    "compiler/transforms/reverse_rules.py": ("SPEC §2.4",),
-    "compiler/transforms/reverse_structured.py": ("SPEC §2.5",),
-    "docs/pipeline.md":
-        ("SPEC §2.3",
-         "SPEC §2.7",
-         "tests/unit/test_artifacts.py",
-         "tests/unit/test_layering_runtime.py"),
-    "dsl/ast.py": ("SPEC", "SPEC §2.7"),
-    "dsl/diagnostics.py": ("SPEC §5",),
-    "dsl/grammar.lark": ("SPEC §2", "SPEC §2.5", "SPEC §2.7"),
-    "dsl/parser.py": ("SPEC §2", "SPEC §5"),
-    "reverie/__init__.py": ("SPEC §3.3", "SPEC §3.5"),
-    "reverie/__main__.py": ("SPEC §4",),
-    "reverie/autograd/__init__.py": ("SPEC §3.3",),
-    "reverie/autograd/functional.py": ("SPEC §3.3",),
-    "reverie/autograd/functional_traced.py": ("SPEC §3.2", "SPEC §3.7"),
-    "reverie/dask.py": ("SPEC §3.1", "SPEC §3.6"),
-    "reverie/dask_call.py": ("SPEC §3.1", "SPEC §3.6"),
-    "reverie/demo.py": ("SPEC §4",),
-    "reverie/interop_jax/__init__.py": ("SPEC §3.5",),
-    "reverie/interop_torch.py": ("SPEC §3.5",),
-    "reverie/kernel.py": ("SPEC", "SPEC §2.6", "SPEC §3.1–3.2"),
-    "reverie/kernel_transforms.py": ("SPEC §2.6", "SPEC §3.2"),
-    "reverie/module.py": ("SPEC §2.6", "SPEC §2.7", "SPEC §3.4"),
-    "reverie/torch_op.py": ("SPEC §3.1",),
-    "reverie/tracing.py": ("SPEC §2.1", "SPEC §2.3", "SPEC §3.2", "SPEC §3.7"),
-    "reverie/tracing_sizes.py": ("SPEC §3.7",),
-    "runtime/native/artifacts.py": ("SPEC §3.1",),
-    "runtime/native/call.py": ("SPEC §3.1",),
-    "runtime/native/mlir_backend.py": ("SPEC §3.1",),
-    "runtime/native/version.py": ("tests/unit/test_cache_security.py",),
-    "runtime/tensors/autograd_api.py": ("shared/reference/torch_grad_semantics.md",),
-    "runtime/tensors/grad_mode.py": ("SPEC §3.3",),
-    "runtime/tensors/indexing.py": ("SPEC §3.3",),
-    "runtime/tensors/inplace.py": ("SPEC §3.3",),
-    "runtime/tensors/operator_kernels.py": ("SPEC §2.3",),
-    "runtime/tensors/tensor.py": ("SPEC §3.3",),
-    "runtime/tensors/tensor_ops.py": ("SPEC §2.3", "SPEC §3.3"),
-    "tests/api/test_fx.py": ("SPEC §3.7",),
-    "tests/api/test_fx_arguments.py": ("SPEC §3.7",),
-    "tests/api/test_fx_batched_matmul.py": ("SPEC §3.7",),
-    "tests/api/test_grad_semantics.py": ("shared/reference/torch_grad_semantics.md",),
-    "tests/api/test_interop_jax.py": ("SPEC §3.5",),
-    "tests/api/test_interop_torch.py": ("SPEC §3.5",),
-    "tests/api/test_tensor_ops.py": ("SPEC §3.3",),
-    "tests/api/test_torch_op.py": ("SPEC §3.5",),
-    "tests/api/test_trace.py": ("SPEC §3.7",),
-    "tests/api/test_trace_names.py": ("SPEC §3.7",),
-    "tests/api/test_trace_sizes.py": ("SPEC §3.7",),
-    "tests/autograd/conftest.py": ("SPEC §3.3",),
-    "tests/dask/test_dask_gradients.py": ("SPEC §3.6",),
-    "tests/dask/test_dask_pickle.py": ("SPEC §3.6",),
-    "tests/frontend/test_compile_fuzz.py": ("SPEC §5",),
-    "tests/frontend/test_parse_fuzz.py": ("SPEC §5",),
-    "tests/frontend/test_parser.py": ("SPEC §2",),
-    "tests/frontend/test_type_errors.py": ("SPEC §5",),
-    "tests/fx_zoo/test_zoo.py": ("SPEC §3.7",),
-    "tests/golden/ast/control_flow.rv": ("SPEC §2.7",),
-    "tests/golden/ast/conv1d.rv": ("SPEC §2.5",),
-    "tests/golden/ast/expressions.rv": ("SPEC §2.3",),
-    "tests/golden/ast/heat.rv": ("SPEC §2.6",),
-    "tests/golden/ast/index_notation.rv": ("SPEC §2.5",),
-    "tests/golden/ast/mlp_loss.rv": ("SPEC §2.2",),
-    "tests/golden/ast/rnn.rv": ("SPEC §2.3",),
-    "tests/golden/ast/softmax_xent.rv": ("SPEC §2.5",),
-    "tests/golden/ast/types.rv": ("SPEC §2.1",),
-    "tests/golden/errors/type/return_inside_if.rv": ("SPEC §2.7",),
-    "tests/grad/test_batched_matmul.py": ("SPEC §2.3",),
-    "tests/grad/test_checkpoint_cost.py": ("SPEC §2.6",),
-    "tests/grad/test_checkpoint_memory.py": ("SPEC §2.6",),
-    "tests/grad/test_grad_control_flow.py": ("SPEC §2.7",),
-    "tests/grad/test_grad_scans.py": ("SPEC §2.3", "SPEC §2.5"),
-    "tests/grad/test_grad_update.py": ("SPEC §2",),
-    "tests/grad/test_jacobian_identity.py": ("tests/unit/test_identity_products.py",),
-    "tests/grad/test_trip_dimensions.py": ("SPEC §2.6",),
-    "tests/native/test_fastcall_generic.py": ("tests/unit/test_native_entry.py",),
-    "tests/unit/test_call_boundary.py": ("SPEC §3.1",),
-    "tests/unit/test_control_flow.py": ("SPEC §2.7",),
-    "tests/unit/test_demo.py": ("SPEC §4",),
-    "tests/unit/test_float_precision.py": ("SPEC §2.1",),
-    "tests/unit/test_pipeline.py": ("SPEC §3.4",),
-    "tests/unit/test_scans.py": ("SPEC §2.3", "SPEC §2.5"),
-}
 
 
 def scanned_files() -> list[Path]:
@@ -278,12 +177,9 @@ def broken() -> dict[str, list[str]]:
 
 
 def test_cited_paths_exist(broken: dict[str, list[str]]) -> None:
-    """No file cites a missing path or a file outside the repository, but the known ones."""
-    new = {name: [c for c in cited if c not in KNOWN_EXCEPTIONS.get(name, ())]
-           for name, cited in broken.items()}
-    new = {name: cited for name, cited in new.items() if cited}
-    assert not new, "citations of files the repository does not contain:\n" + "\n".join(
-        f"  {name}: {', '.join(cited)}" for name, cited in sorted(new.items()))
+    """No file cites a missing path or a file outside the repository."""
+    assert not broken, "citations of files the repository does not contain:\n" + "\n".join(
+        f"  {name}: {', '.join(cited)}" for name, cited in sorted(broken.items()))
 
 
 def test_the_scanner_finds_citations() -> None:

@@ -5,7 +5,7 @@ rule (compiler/transforms/identity_products.py) turns the tangent `A @ I` into `
 cotangent `diag(1 - tanh²) @ A` into a scaled `A`, so the Jacobian of `tanh(A @ x)` is
 `(1 - tanh²)[:, None] · A` with no matrix product but the forward one. Checked here: the
 IR (golden file), the MLIR export, values against torch.func.jacrev and central
-differences (tests/unit/test_identity_products.py runs them at every level), bitwise
+differences (tests/tensor_ir/test_identity_products.py runs them at every level), bitwise
 equality with the product the rule removes, and `rv.grad(..., is_grads_batched=True)`
 (where the identity is a run-time input and nothing is rewritten).
 

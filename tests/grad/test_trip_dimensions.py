@@ -20,7 +20,7 @@ from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.transforms.batch import batch_function
 from reverie.compiler.transforms.reverse import grad_function, vjp_function
 from reverie.runtime.native.call import bind_arguments
-from reverie.runtime.native.mlir_backend import mlir_tools
+from reverie.runtime.native.mlir_to_llvm import mlir_tools
 from reverie.runtime.native.native_kernel import NativeKernel
 
 BACKENDS = ["interp", "native"] + (["mlir"] if mlir_tools() is not None else [])

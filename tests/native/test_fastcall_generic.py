@@ -4,7 +4,7 @@
 `runtime/native/fastcall.py`).
 
 Behaviour through the entry (results, fallbacks, errors, threads, reference counts) is
-checked in `tests/unit/test_native_entry.py` and `test_call_boundary.py`; these tests
+checked in `tests/backend/test_native_entry.py` and `test_call_boundary.py`; these tests
 check the split: a kernel's module holds only its `bind` function (pure integer code),
 every kernel's callable runs the same entry, compiled once, and the descriptor in `self`
 says what the kernel's signature says.

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import reverie as rv
-from reverie.runtime.native.mlir_backend import mlir_tools
+from reverie.runtime.native.mlir_to_llvm import mlir_tools
 
 INF, NAN = math.inf, math.nan
 SPECIAL = [

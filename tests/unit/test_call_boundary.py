@@ -1,4 +1,4 @@
-"""The call boundary (SPEC §3.1): arity, dtype conversion, dimension binding, results.
+"""The call boundary (docs/api.md §1–2): arity, dtype conversion, dimension binding, results.
 
 Each test calls compiled functions from Python the way a user would and checks what comes
 back or what is raised: `rv.ArgumentTypeError` (a TypeError) for arity and dtype problems,

@@ -1,4 +1,5 @@
-"""`if`/`else` and `while` (SPEC §2.7) through the parser, the checker and every backend.
+"""`if`/`else` and `while` (docs/language.md §11.1) through the parser, the checker and every
+backend.
 
 Each program runs on the reference interpreter (checked against a NumPy version of the
 same control flow), the loop-IR interpreter, the native JIT and, where `mlir-opt-19` is
@@ -23,7 +24,7 @@ from reverie.compiler.pipeline import compile_function
 from reverie.dsl import ast
 from reverie.dsl.parser import parse
 from reverie.runtime.native.call import bind_arguments
-from reverie.runtime.native.mlir_backend import mlir_tools
+from reverie.runtime.native.mlir_to_llvm import mlir_tools
 
 RNG = np.random.default_rng(12)
 

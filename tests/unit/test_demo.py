@@ -1,5 +1,5 @@
 """`reverie demo` (the README's main job) off a terminal: it fits, checks and times, and its
-progress comes as plain lines, never as a redrawn bar (SPEC §4)."""
+progress comes as plain lines, never as a redrawn bar (README.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The precision rule for `float` parameters (SPEC §2.1, §3.1), at every entry of a call.
+"""The precision rule for `float` parameters (docs/language.md §3, §3.1), at every entry of a call.
 
 `float` means f32 when an array argument of a `float` parameter is float32, else f64
 (Python numbers alone: f64, as NumPy). A result's dtype depends only on that call's

@@ -1,5 +1,5 @@
 """The ladder (`compiler/pipeline.py`), the printing hook (`compiler/print_ir.py`) and the
-stages of `module.ir` / `reverie emit` built on them (SPEC §3.4)."""
+stages of `module.ir` / `reverie emit` built on them (docs/api.md §11)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from reverie.compiler.ir.ops_scan import scan_array
 from reverie.compiler.ir.scope import Scope
 from reverie.compiler.ir.tensor_verifier import verify_function
 from reverie.compiler.ir.types import TensorType
-from reverie.runtime.native.mlir_backend import mlir_tools
+from reverie.runtime.native.mlir_to_llvm import mlir_tools
 
 SHAPE = (3, 4, 5)
 CASES = [(kind, axis, reverse) for kind in ("sum", "prod") for axis in range(3)

@@ -1,4 +1,4 @@
-"""Scans and orderings (SPEC §2.3) and triangular ranges (SPEC §2.5): values.
+"""Scans and orderings (docs/language.md §8) and triangular ranges (docs/language.md §10): values.
 
 `cumsum`, `cumprod`, `sort`, `argsort` and `topk` against torch (ties as
 `torch.sort(stable=True)`, NaN largest) on the interpreter, the native backend and the

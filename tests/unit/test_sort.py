@@ -32,7 +32,7 @@ from reverie.compiler.loops.loop_printer import format_program
 from reverie.compiler.pipeline import compile_function
 from reverie.compiler.transforms.batch import batch_function
 from reverie.runtime.native.call import bind_arguments
-from reverie.runtime.native.mlir_backend import mlir_tools
+from reverie.runtime.native.mlir_to_llvm import mlir_tools
 from reverie.runtime.native.native_kernel import native_kernel
 
 DTYPES = ["f32", "f64", "i32", "i64"]

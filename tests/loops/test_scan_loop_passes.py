@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from level_helpers import loop_program
 
 import reverie as rv
 from reverie.compiler.ir.dims import Dim
@@ -41,6 +40,7 @@ from reverie.compiler.loops.loop_interpreter import run_program
 from reverie.compiler.loops.loop_verifier import verify_program
 from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.native_kernel import native_kernel
+from tests.unit.level_helpers import loop_program
 
 LSTM = Path(__file__).resolve().parents[2] / "examples" / "lstm_update.rv"
 LSTM_SIZES = {"T": 5, "D": 3, "H": 4}

@@ -10,8 +10,6 @@ import re
 
 import numpy as np
 import pytest
-from level_helpers import every_level, ladder_without, loop_program
-from test_benchmarks import load_workloads
 
 import reverie as rv
 from reverie.compiler.ir.core import Function
@@ -23,6 +21,8 @@ from reverie.compiler.print_ir import capture
 from reverie.compiler.transforms.hoist import hoist_function
 from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.native_kernel import native_kernel
+from tests.unit.level_helpers import every_level, ladder_without, loop_program
+from tests.unit.test_benchmarks import load_workloads
 
 SIZES = {"N": 7, "K": 3, "D": 5, "M": 4}
 

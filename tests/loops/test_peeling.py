@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from level_helpers import loop_program
 
 import reverie as rv
 from reverie.compiler.ir.core import Function
@@ -21,6 +20,7 @@ from reverie.compiler.loops.loop_interpreter import run_program
 from reverie.compiler.loops.loop_printer import format_program
 from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.native_kernel import native_kernel
+from tests.unit.level_helpers import loop_program
 
 NEIGHBOURS = "fn f(x: f64[N]) -> f64 { return sum(x[1:] * x[:N - 1]); }"
 EXPECTED = """\

@@ -3,7 +3,7 @@
 - Each `examples/NAME.rv` lowers (f32, no JIT) to `tests/golden/loops/NAME.txt`: every
   function, each followed by its adjoint (gradient or VJP w.r.t. every float parameter)
   when it has float parameters. Regenerate with
-  `REVERIE_UPDATE_GOLDEN=1 python -m pytest tests/unit/test_loop_ir.py`.
+  `REVERIE_UPDATE_GOLDEN=1 python -m pytest tests/loops/test_loop_ir.py`.
 - Every such program, in f32 and f64, passes the verifier after each loop pass (lowering,
   then loop splitting), and the tensor-IR interpreter, the loop-IR interpreter and the
   native kernel agree on random inputs; the split program equals the unsplit one bit for bit.
@@ -19,8 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from level_helpers import loop_program
-from test_examples import EXAMPLE_FILES, SIZES, make_args
 
 import reverie as rv
 from reverie.compiler.ir.core import Function
@@ -53,6 +51,8 @@ from reverie.compiler.loops.loop_printer import format_program
 from reverie.compiler.loops.loop_verifier import LoopVerifyError, verify_program
 from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.native_kernel import native_kernel
+from tests.unit.level_helpers import loop_program
+from tests.unit.test_examples import EXAMPLE_FILES, SIZES, make_args
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
 from native_helpers import assert_same  # noqa: E402
