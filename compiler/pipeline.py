@@ -410,10 +410,9 @@ def _steps(backend: str) -> list[tuple[Stage, Pass]]:
     return [(rung, step) for rung in LADDERS[backend] for step in rung.passes]
 
 
-def _step_index(name: str, backend: str, first: bool) -> int:
-    """Where the ladder starts (`first`) or stops for `name`: a stage (its first or last
-    pass) or, where no stage has that name, a pass of one."""
-    steps = _steps(backend)
+def _step_index(name: str, steps: list[tuple[Stage, Pass]], backend: str, first: bool) -> int:
+    """Where `backend`'s ladder (its `steps`) starts (`first`) or stops for `name`: a stage
+    (its first or last pass) or, where no stage has that name, a pass of one."""
     if any(rung.name == name for rung, _ in steps) or name not in {p.name for _, p in steps}:
         rung = stage(name, backend)
         found = [k for k, (other, _) in enumerate(steps) if other is rung]
@@ -429,8 +428,8 @@ def climb(value: Any, request: Request | None = None, *, start: str = "parse",
     order, and the result of a pass `stop` that ends no stage under its own name."""
     request = request or Request()
     steps = _steps(request.backend)
-    first = _step_index(start, request.backend, first=True)
-    last = _step_index(stop, request.backend, first=False)
+    first = _step_index(start, steps, request.backend, first=True)
+    last = _step_index(stop, steps, request.backend, first=False)
     if first > last:
         raise ValueError(f"stage {stop!r} comes before stage {start!r}")
     if steps[last][0].transform and request.transform != steps[last][0].name:
