@@ -17,11 +17,11 @@ ABI of the entry function (what `runtime/native/native_kernel.py` calls through 
   it ran (`poll`: at the back-edge of every outer loop, after every `for` or `while`
   iteration, between chunks of a split loop; outputs unfinished, to be discarded).
 
-A second entry, `i32 @<name>_objects(ptr frame)`, takes the ndarray objects themselves
-(see `_define_object_entry`); `runtime/native/native_kernel.py` uses it when the NumPy layout
-allows. A
-third, `i32 @<name>_bind(...)`, binds and checks the sizes of a call for the native call
-entry (`fastcall_bind.py`; the entry itself, shared by every kernel, is `fastcall.py`).
+A second entry, `i32 @<name>_objects(ptr frame)`, takes the ndarray objects themselves (see
+`_define_object_entry`); `runtime/native/native_kernel.py` uses it when the NumPy layout
+allows. A third, `i32 @<name>_bind(...)`, binds and checks the sizes of a call for the
+native call entry (`fastcall_bind.py`; the entry itself, shared by every kernel, is
+`fastcall.py`).
 
 Loops are emitted in canonical form so LLVM's loop vectoriser handles the inner ones;
 accumulators are allocas that mem2reg turns into registers, and reductions carry

@@ -3,19 +3,19 @@
 Each `OpDef` says what an op is once: `attrs` declares its attributes and their types
 (`attr_types.py`; the verifier checks every op against it), `infer` types its results from
 its operand types and attributes (raising `ShapeError` when they do not fit), `evaluate`
-runs it on NumPy
-arrays (the reference interpreter is a loop over this table), and its attributes say how
-the other levels treat it: its `fusion` class (a loop nest of its own, a strided view, or
-fused into its consumer's loop), whether it is `cheap` enough to recompute in every nest,
-and which per-op rule tables it needs no entry in (`exempt`, with the reason). The rules
-themselves live with the level that applies them, each level in one `RuleTable`
-(`rule_table.py`) keyed by op name: reverse and forward mode and batching
-(`transforms/*_rules.py`), loop lowering (`to_loops/emitter.py`, `to_loops/lower_blocks.py`),
-scalar code (`backend/scalar_ops.py`) and the MLIR export (`export/mlir_ops.py`).
-Elementwise ops are declared once in `elementwise.py`, reductions in `reduce_kinds.py`, and
-those tables take their entries from the declarations. `tests/tensor_ir/test_op_table.py` walks
-this table and fails when a table lacks an op that is not exempt from it; at compile time a
-missing rule is a `CompileError` naming the op and the table.
+runs it on NumPy arrays (the reference interpreter is a loop over this table), and its
+attributes say how the other levels treat it: its `fusion` class (a loop nest of its own, a
+strided view, or fused into its consumer's loop), whether it is `cheap` enough to recompute
+in every nest, and which per-op rule tables it needs no entry in (`exempt`, with the
+reason). The rules themselves live with the level that applies them, each level in one
+`RuleTable` (`rule_table.py`) keyed by op name: reverse and forward mode and batching
+(`transforms/*_rules.py`), loop lowering (`to_loops/emitter.py`,
+`to_loops/lower_blocks.py`), scalar code (`backend/scalar_ops.py`) and the MLIR export
+(`export/mlir_ops.py`). Elementwise ops are declared once in `elementwise.py`, reductions in
+`reduce_kinds.py`, and those tables take their entries from the declarations.
+`tests/tensor_ir/test_op_table.py` walks this table and fails when a table lacks an op that
+is not exempt from it; at compile time a missing rule is a `CompileError` naming the op and
+the table.
 
 Groups, with an IR example each:
 - constants         `%0 = const {value = 2.0} : f32`, `%1 = dim {dim = N} : i64`

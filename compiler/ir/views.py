@@ -152,9 +152,8 @@ class ForHistoryOp(ForOp):
 
 
 class IfOp(OpView):
-    """A two-way branch on a scalar bool (docs/language.md §11.1). Both regions take the operands
-    after
-    the condition and yield values of the same types, the op's results.
+    """A two-way branch on a scalar bool (docs/language.md §11.1). Both regions take the
+    operands after the condition and yield values of the same types, the op's results.
 
         %u2 = if %c, %u0, %w ^(%u: f64, %w1: f64) {... yield %a}
                              ^(%u: f64, %w1: f64) {... yield %b} : f64

@@ -275,8 +275,7 @@ class ExitUnless:
 class Matmul:
     """`out = a @ b` for float 2-D views (any strides), or for 3-D views the products
     `out[i] = a[i] @ b[i]` along a first, batch axis (one helper call:
-    `runtime_library/gemm_batch.py`).
-    `out` is a whole buffer."""
+    `runtime_library/gemm_batch.py`). `out` is a whole buffer."""
 
     out: View
     a: View

@@ -1,10 +1,9 @@
 """A cache- and register-blocked matrix product in LLVM IR (the loop IR's `Matmul`).
 
 Each helper (one per element type) is its own small module, compiled once per process and
-only when a kernel first calls it (`runtime/native/native_kernel.py`); kernels call it through the
-helper
-table they receive (see `compiler/backend/llvm.py`), so a kernel with a matmul compiles as
-fast as any other.
+only when a kernel first calls it (`runtime/native/native_kernel.py`); kernels call it
+through the helper table they receive (see `compiler/backend/llvm.py`), so a kernel with a
+matmul compiles as fast as any other.
 
     void @rv_gemm_product_f32(i64 M, i64 N, i64 K, ptr A, i64 sa0, i64 sa1, ptr B, i64 sb0,
                               i64 sb1, ptr C, i64 sc0, i64 sc1, ptr pack, i64 threads, i64 pool)

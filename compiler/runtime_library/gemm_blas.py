@@ -1,14 +1,13 @@
 """The public matrix-product helper: an optimised BLAS when one was found, else our own kernel.
 
-`define_blas_dispatch` fills in the helper's one-product function (`gemm.PRODUCT_TYPE`:
-M, N, K, A, sa0, sa1, B, sb0, sb1, C, sc0, sc1, pack, threads, pool) and defines
+`define_blas_dispatch` fills in the helper's one-product function (`gemm.PRODUCT_TYPE`: M,
+N, K, A, sa0, sa1, B, sb0, sb1, C, sc0, sc1, pack, threads, pool) and defines
 `void @rv_gemm_<dtype>_use_blas(ptr gemm)`, through which the run time
-(`runtime/native/helpers.py`, with `runtime/native/blas.py` finding the library) hands the module
-the
-address of a CBLAS `?gemm` with 64-bit integers, or null to use the own kernel only. The
-address lives in an internal global, so the object code holds no process-specific address
-and stays valid in the disk cache. (`gemm_batch.py` builds the batched entry kernels call
-on top of this one, with `BlasOperands` for its `?gemm_batch` calls.)
+(`runtime/native/helpers.py`, with `runtime/native/blas.py` finding the library) hands the
+module the address of a CBLAS `?gemm` with 64-bit integers, or null to use the own kernel
+only. The address lives in an internal global, so the object code holds no process-specific
+address and stays valid in the disk cache. (`gemm_batch.py` builds the batched entry kernels
+call on top of this one, with `BlasOperands` for its `?gemm_batch` calls.)
 
     product(M, N, K, A, sa0, sa1, B, sb0, sb1, C, sc0, sc1, pack, threads, pool):
         if blas and M*N*K > 0:

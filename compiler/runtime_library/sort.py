@@ -1,9 +1,8 @@
 """A stable merge sort in LLVM IR: the run-time helper behind the loop IR's `Sort`.
 
 Like the matrix product (`gemm.py`), the helper is its own small module, compiled once per
-process when a kernel first calls it (`runtime/native/native_kernel.py`), and kernels call it
-through the
-helper table (`backend/llvm.py`):
+process when a kernel first calls it (`runtime/native/native_kernel.py`), and kernels call
+it through the helper table (`backend/llvm.py`):
 
     void @rv_argsort(i64 n, ptr x, i64 stride, i64 dtype, i64 descending,
                      ptr out, i64 out_stride, ptr scratch)

@@ -1,12 +1,12 @@
 """Building loop-IR statements: names, loop nests, and scalar code for fused values.
 
-`Context` (`loops/context.py`) holds what is global to one program. An `Emitter` appends statements
-to one statement list (a block or the body of
-an innermost loop) and remembers what it has computed, so a value used twice in one nest is
-computed once. `Evaluator.at(value, index)` is the heart of fusion: it returns the scalar
-value of a tensor-IR value at an index, loading it when it lives in memory (`env` maps such
-values to `View`s, and rank-0 values to scalar operands) and otherwise recomputing it from
-its op, recursively:
+`Context` (`loops/context.py`) holds what is global to one program. An `Emitter` appends
+statements to one statement list (a block or the body of an innermost loop) and remembers
+what it has computed, so a value used twice in one nest is computed once.
+`Evaluator.at(value, index)` is the heart of fusion: it returns the scalar value of a
+tensor-IR value at an index, loading it when it lives in memory (`env` maps such values to
+`View`s, and rank-0 values to scalar operands) and otherwise recomputing it from its op,
+recursively:
 
     at(tanh(x) * s, [%i0])  ->  %0 = load x[%i0]; %1 = tanh %0; %2 = mul %1, %s
 

@@ -1,6 +1,5 @@
 """Batching rules of the control-flow ops `if` and `while` (docs/language.md §11.1), as JAX's
-`vmap` of
-`cond` and `while_loop` does it.
+`vmap` of `cond` and `while_loop` does it.
 
 `if` with an unbatched condition stays an `if`: both branches are batched, and a result
 batched in either branch is batched in both. With a batched condition c: [B] each batch

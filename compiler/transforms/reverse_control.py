@@ -1,5 +1,5 @@
-"""VJP rules of the control-flow ops `if` and `while` (docs/language.md §11.1): the path that was
-taken.
+"""VJP rules of the control-flow ops `if` and `while` (docs/language.md §11.1): the path that
+was taken.
 
 `if`: the adjoint is an `if` on the same condition. Each of its branches re-runs the primal
 branch on the same operands and transposes it (a region VJP, as a loop body is

@@ -1,10 +1,9 @@
 """VJP rules of the index-notation ops: `generic` and `generic_scatter`.
 
-Index notation (`generic`, docs/language.md §10). The body computes one value v(p) per point p of
-the
-loop nest. Its adjoint copies the body into a new loop nest, seeds v with a per-point
-cotangent s(p), and transposes the scalar body; each `read` x[e(p)] is a leaf whose adjoint
-r̄(p) is added into x̄ at the same position e(p):
+Index notation (`generic`, docs/language.md §10). The body computes one value v(p) per point
+p of the loop nest. Its adjoint copies the body into a new loop nest, seeds v with a
+per-point cotangent s(p), and transposes the scalar body; each `read` x[e(p)] is a leaf
+whose adjoint r̄(p) is added into x̄ at the same position e(p):
 - when e(p) is a permutation of loop indices over whole axes (`A[i, k]` in a matmul), x̄ is
   an ordinary `generic` summing r̄ over the other indices;
 - otherwise (gathers `z[n, labels[n]]`, stencils `x[i + j - 1]`, diagonals) it is a

@@ -1,8 +1,8 @@
-"""Native call entries as Python callables (the other half of `call_boundary/fastcall_entry.py`),
-and
-launch records: a kernel specialisation's entry made from the disk cache without its IR,
-so a warm start imports neither the front end, the IR, the passes nor LLVM. (One module:
-every module a warm start imports costs it time, however small.)
+"""Native call entries as Python callables (the other half of
+`call_boundary/fastcall_entry.py`), and launch records: a kernel specialisation's entry made
+from the disk cache without its IR, so a warm start imports neither the front end, the IR,
+the passes nor LLVM. (One module: every module a warm start imports costs it time, however
+small.)
 
 `native_entry` wraps the one native call entry of the process (`rv_vectorcall`, loaded by
 `helpers.call_entry`) in a CPython builtin function object per kernel (`PyCFunction_NewEx`

@@ -3,23 +3,21 @@ the native call entry every kernel's Python callable runs.
 
 Consumes helper names (`call_boundary/abi.py` HELPERS: the matrix-product kernels of
 `runtime_library/gemm.py`, then the stable sort of `runtime_library/sort.py`); produces the
-process's
-helper table, an int64 array holding each loaded helper's address (in HELPERS order), then
-the thread count and the worker pool's entry (`runtime/native/pool.py`). A helper is compiled once
-per process at HELPER_PIPELINE, or loaded from the disk cache without generating its IR
-(from a shared object, without LLVM, where there is one: `runtime/native/remembered.py`); a matrix
-helper is told which BLAS `?gemm` to call: the OpenBLAS NumPy uses where the operands'
-layout allows (`runtime/native/blas.py`; `REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own
-kernel only).
+process's helper table, an int64 array holding each loaded helper's address (in HELPERS
+order), then the thread count and the worker pool's entry (`runtime/native/pool.py`). A
+helper is compiled once per process at HELPER_PIPELINE, or loaded from the disk cache
+without generating its IR (from a shared object, without LLVM, where there is one:
+`runtime/native/remembered.py`); a matrix helper is told which BLAS `?gemm` to call: the
+OpenBLAS NumPy uses where the operands' layout allows (`runtime/native/blas.py`;
+`REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own kernel only).
 
 The native call entry (`call_boundary/fastcall_entry.py`: one CPython vectorcall function,
-table-driven,
-for every kernel) is a module of the same kind: compiled once per process, or loaded from
-the disk cache (`call_entry`).
+table-driven, for every kernel) is a module of the same kind: compiled once per process, or
+loaded from the disk cache (`call_entry`).
 
 This module imports neither the IR nor the code generators, so a warm start
-(`runtime/native/fastcall.py`) fills the table without them; `runtime/native/native_kernel.py` uses
-it too.
+(`runtime/native/fastcall.py`) fills the table without them;
+`runtime/native/native_kernel.py` uses it too.
 
     table = load_helpers(frozenset({"rv_gemm_f64"}))    # what a kernel is passed
 """

@@ -10,11 +10,11 @@ the results as NumPy arrays. The route is the MLIR ladder of `compiler/pipeline.
     jit           the process-wide JIT               -> native code
     call          _mlir_ciface_<fn>(&x, ..., &result0, ..., &status)   via ctypes memref descriptors
 
-This backend exists to cross-check the native pipeline, so it favours compile time:
-LLVM's optimiser does not run on its modules (`pipeline=None`), which takes far less
-compile time than the native kernels' `KERNEL_PIPELINE`. The LLVM IR of each MLIR text is
-kept in the disk cache (`runtime/native/cache.py`), so the tools run once per function.
-Transcendentals become libm calls (`convert-math-to-libm`), resolved in the running process.
+This backend exists to cross-check the native pipeline, so it favours compile time: LLVM's
+optimiser does not run on its modules (`pipeline=None`), which takes far less compile time
+than the native kernels' `KERNEL_PIPELINE`. The LLVM IR of each MLIR text is kept in the
+disk cache (`runtime/native/cache.py`), so the tools run once per function. Transcendentals
+become libm calls (`convert-math-to-libm`), resolved in the running process.
 """
 
 from __future__ import annotations

@@ -2,13 +2,12 @@
 
 Compiling climbs the ladder of `compiler/pipeline.py` from the function: fuse → to_loops →
 codegen → llvm-opt → jit (LLVM O2 with the vectorisers, `KERNEL_PIPELINE`; disk object
-cache; see `runtime/native/jit.py`). A kernel that multiplies matrices or sorts first loads the
-run-time
-helper it calls and enters its address in the helper table every kernel receives
-(`runtime/native/helpers.py`, whose names are re-exported here; the helper starts compiling on
-the LLVM thread, `runtime/native/compile_queue.py`, once the loop program is made, while the
-kernel's LLVM IR is generated); the own matrix kernel is loaded
-only when no BLAS is used or a kernel has a product whose layout BLAS may not express
+cache; see `runtime/native/jit.py`). A kernel that multiplies matrices or sorts first loads
+the run-time helper it calls and enters its address in the helper table every kernel
+receives (`runtime/native/helpers.py`, whose names are re-exported here; the helper starts
+compiling on the LLVM thread, `runtime/native/compile_queue.py`, once the loop program is
+made, while the kernel's LLVM IR is generated); the own matrix kernel is loaded only when no
+BLAS is used or a kernel has a product whose layout BLAS may not express
 (`abi.needs_own_kernel`).
 
 Calling a `NativeKernel` on a `BoundCall` (the checked, converted arguments and dimension
@@ -17,8 +16,8 @@ sizes from `runtime/native/call.py`):
 1. evaluates output shapes and the workspace size from the dimension sizes (a small
    Python function generated once from the symbolic shapes);
 2. allocates the outputs with `np.empty` (those of 32 MiB or more from the reuse pool of
-   `output_pool.py`) and reuses the spare workspace when it is free and
-   fits (`abi.workspace_fits`; the native entry keeps its own,
+   `output_pool.py`) and reuses the spare workspace when it is free and fits
+   (`abi.workspace_fits`; the native entry keeps its own,
    `runtime_library/workspace_cache.py`);
 3. calls the kernel through ctypes with one frame: the ids of the arrays (the `_objects`
    entry reads their data pointers) then the sizes (see the ABI in

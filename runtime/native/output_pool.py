@@ -1,13 +1,12 @@
 """A reuse pool for the native kernels' largest outputs.
 
-glibc's malloc serves every block of at least `abi.POOLED_OUTPUT_BYTES` (32 MiB, its
-largest dynamic mmap threshold on 64-bit) with a fresh mmap and unmaps it on free, so an
-output that large made by `numpy.empty` on every call page-faults, and the OS zeroes, all
-of its memory again each call (benchmarks/README.md, "W1, third round: the output pool"). Both call
-paths of native kernels allocate outputs through `empty` below (`native_kernel.py`; the native
-entry through its POOLED_EMPTY slot, `call_boundary/fastcall_entry.py`): an output that large is a
-view
-of a block the pool keeps, a smaller one comes from `numpy.empty`.
+glibc's malloc serves every block of at least `abi.POOLED_OUTPUT_BYTES` (32 MiB, its largest
+dynamic mmap threshold on 64-bit) with a fresh mmap and unmaps it on free, so an output that
+large made by `numpy.empty` on every call page-faults, and the OS zeroes, all of its memory
+again each call (benchmarks/README.md, "W1, third round: the output pool"). Both call paths
+of native kernels allocate outputs through `empty` below (`native_kernel.py`; the native
+entry through its POOLED_EMPTY slot, `call_boundary/fastcall_entry.py`): an output that
+large is a view of a block the pool keeps, a smaller one comes from `numpy.empty`.
 
 A block is free again when nothing but the pool refers to it. The output, every view of it
 (NumPy points a view's `base` at the array owning the data: here the block) and every

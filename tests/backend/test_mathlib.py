@@ -1,11 +1,11 @@
 """Accuracy, special values and vectorisation of the IR math library (compiler/backend/mathlib).
 
-For each dtype one module holds a loop kernel per function, `void k_<name>(ptr in, [ptr in2,]
-ptr out, i64 n)`, compiled by `runtime/native/jit.py` and called through ctypes. Results are
-compared
-in ulps with a more precise NumPy reference: f64 for f32 kernels, long double (x86's 80-bit
-format) for f64 kernels, `math.erf` for erf. Sin, cos and tan are sampled over the whole float
-range, including floats closer to multiples of pi/2 than random ones (Payne-Hanek reduction).
+For each dtype one module holds a loop kernel per function,
+`void k_<name>(ptr in, [ptr in2,] ptr out, i64 n)`, compiled by `runtime/native/jit.py` and
+called through ctypes. Results are compared in ulps with a more precise NumPy reference: f64
+for f32 kernels, long double (x86's 80-bit format) for f64 kernels, `math.erf` for erf. Sin,
+cos and tan are sampled over the whole float range, including floats closer to multiples of
+pi/2 than random ones (Payne-Hanek reduction).
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Robustness of the parser (docs/language.md §13): no input, however malformed, may escape as
-anything
-but a ParseError, hang, or overflow the stack.
+anything but a ParseError, hang, or overflow the stack.
 
 Seeded mutation fuzzing of the golden programs (deletions, insertions of tokens and odd
 characters, swaps, duplications, truncations), then hand-made pathological inputs (deep

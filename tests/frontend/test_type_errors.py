@@ -8,9 +8,8 @@ in a header line
 (1-based line and column, then a substring of the message). The error must be an
 `rv.TypeCheckError` whose rendering shows `file:line:col: error:`, the source line and a
 caret under the column, like a modern compiler (docs/language.md §13). A file with several
-independent
-mistakes has one header line for each, in source order: the error carries exactly those
-diagnostics, no fewer (every mistake is reported) and no more (no cascades).
+independent mistakes has one header line for each, in source order: the error carries
+exactly those diagnostics, no fewer (every mistake is reported) and no more (no cascades).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Checkpointing whose segment length is computed at call time (docs/language.md §11, issue 12 item
-5).
+"""Checkpointing whose segment length is computed at call time (docs/language.md §11, issue 12
+item 5).
 
 A checkpointed loop whose trip count T is a dimension (`for t in 0..T - 1`, an i64
 argument) keeps ⌈√T⌉ checkpoints and re-runs one segment of ⌈√T⌉ states at a time, so

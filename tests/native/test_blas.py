@@ -1,11 +1,10 @@
 """Matrix products through NumPy's OpenBLAS and through the own kernel.
 
-`runtime/native/blas.py` finds the BLAS; `compiler/runtime_library/gemm_blas.py` calls it for
-layouts it can
-express and the own kernel otherwise. Both paths must give NumPy's results on every layout,
-the BLAS path NumPy's very bits (it makes the same call), neither may touch memory outside
-the operands (guard pages, in a subprocess), and results must not vary from call to call
-or between threads.
+`runtime/native/blas.py` finds the BLAS; `compiler/runtime_library/gemm_blas.py` calls it
+for layouts it can express and the own kernel otherwise. Both paths must give NumPy's
+results on every layout, the BLAS path NumPy's very bits (it makes the same call), neither
+may touch memory outside the operands (guard pages, in a subprocess), and results must not
+vary from call to call or between threads.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The one native call entry of the process and each kernel's small part of it
 (`call_boundary/fastcall_entry.py`, `call_boundary/fastcall_bind.py`,
-`call_boundary/fastcall_descriptor.py`,
-`runtime/native/fastcall.py`).
+`call_boundary/fastcall_descriptor.py`, `runtime/native/fastcall.py`).
 
 Behaviour through the entry (results, fallbacks, errors, threads, reference counts) is
 checked in `tests/backend/test_native_entry.py` and `test_call_boundary.py`; these tests

@@ -1,8 +1,8 @@
-"""A pool that shares the machine (`runtime/native/pool.py`, `runtime_library/pool_runtime.py`):
-its team is
-no larger than the CPUs the process may use (affinity, cgroup quota); chunks are fixed by
-the loop, not the thread count, so every thread count, an oversubscribed team, a core busy
-with another process and torch training in the same process all give the same bits."""
+"""A pool that shares the machine (`runtime/native/pool.py`,
+`runtime_library/pool_runtime.py`): its team is no larger than the CPUs the process may use
+(affinity, cgroup quota); chunks are fixed by the loop, not the thread count, so every
+thread count, an oversubscribed team, a core busy with another process and torch training in
+the same process all give the same bits."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Workspace reuse between calls (`runtime_library/workspace_cache.py`,
-`runtime/native/fastcall.py`,
-`runtime/native/native_kernel.py`).
+`runtime/native/fastcall.py`, `runtime/native/native_kernel.py`).
 
 A kernel's temporaries live in one workspace; both call paths keep the last one and reuse
 it when it fits (`abi.workspace_fits`). These tests check that the block really is reused,

@@ -1,12 +1,11 @@
 """The whole-pipeline cache (`runtime/native/artifacts.py`): a warm process skips every stage.
 
-A process that finds a source's function table, its kernels' IR and their native
-programs and object code in the disk cache computes values and gradients without
-parsing, lowering, transforming or generating code, and (its modules' shared objects
-opened with dlopen, runtime/native/shared_objects.py) without loading LLVM — checked here by what a
-fresh
-interpreter has imported when it is done. The cache must never change a result, never
-hide a compile error, step aside for REVERIE_PRINT_IR, and rebuild what it cannot read.
+A process that finds a source's function table, its kernels' IR and their native programs
+and object code in the disk cache computes values and gradients without parsing, lowering,
+transforming or generating code, and (its modules' shared objects opened with dlopen,
+runtime/native/shared_objects.py) without loading LLVM — checked here by what a fresh
+interpreter has imported when it is done. The cache must never change a result, never hide a
+compile error, step aside for REVERIE_PRINT_IR, and rebuild what it cannot read.
 """
 
 from __future__ import annotations
