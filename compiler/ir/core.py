@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.ops import infer_types
 from reverie.compiler.ir.types import TensorType
 from reverie.dsl.span import Span
 
@@ -139,8 +140,6 @@ class Builder:
         regions: Sequence[Block] = (),
     ) -> list[Value]:
         """Create op `name`, append it, and return its results (ShapeError if ill-typed)."""
-        from reverie.compiler.ir.ops import infer_types  # (a cycle: see test_import_cycles)
-
         attrs = dict(attrs or {})
         types = infer_types(name, [v.type for v in operands], attrs, list(regions))
         op = Op(name, list(operands), attrs, regions=list(regions), span=self.span)

@@ -37,12 +37,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from reverie.compiler.ir.attr_types import DType, Schema
-from reverie.compiler.ir.core import Op, Value
 from reverie.compiler.ir.op_defs import (
     FUSED,
     VIEW,
@@ -54,7 +53,6 @@ from reverie.compiler.ir.op_defs import (
     no_derivative,
     register,
 )
-from reverie.compiler.ir.scope import Scope
 from reverie.compiler.ir.special import (
     TWO_OVER_SQRT_PI,
     erf_array,
@@ -63,10 +61,17 @@ from reverie.compiler.ir.special import (
 )
 from reverie.compiler.ir.types import NUMPY_DTYPES, ShapeError, TensorType
 
+if TYPE_CHECKING:  # rules are handed a Scope when they run: the table imports no builder
+    from reverie.compiler.ir.core import Op, Value
+    from reverie.compiler.ir.scope import Scope
+
+    # (scope, x, y, attrs) -> a value of x's type; y is the op's result
+    Local = Callable[[Scope, Value, Value, Mapping[str, Any]], Value]
+    # A rule of reverse or forward mode: (context with a `scope`, op, seeds) -> one value each
+    ModeRule = Callable[[Any, Op, list[Value | None]], list[Value | None]]
+
 FLOAT, NUMERIC, ANY = ("float",), ("float", "int"), ("float", "int", "bool")
 
-# (scope, x, y, attrs) -> a value of x's type; y is the op's result
-Local = Callable[[Scope, Value, Value, Mapping[str, Any]], Value]
 SCALE, DIVIDE, NEGATE, MASK = "scale", "divide", "negate", "mask"
 
 
@@ -102,10 +107,6 @@ class Derivative:
         if self.form == DIVIDE:
             return s.div(seed, local)
         return s.select(local, seed, s.zeros(x.type))
-
-
-# A rule of reverse or forward mode: (context with a `scope`, op, seeds) -> one value each
-ModeRule = Callable[[Any, Op, list[Value | None]], list[Value | None]]
 
 
 def derivative_rules(mode: str, formula: str) -> dict[str, ModeRule]:

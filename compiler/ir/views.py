@@ -16,12 +16,14 @@ The attribute types are the op table's schemas (`OpDef.attrs`), which the verifi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from reverie.compiler.ir.attr_types import Range
-from reverie.compiler.ir.core import Block, Op, Value
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.reduce_kinds import REDUCE_OPS
+
+if TYPE_CHECKING:  # a view reads an op's lists; it builds none of core's classes
+    from reverie.compiler.ir.core import Block, Op, Value
 
 T = TypeVar("T")
 
