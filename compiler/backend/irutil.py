@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from reverie.compiler.backend.vector_width import vector_bits
 from reverie.compiler.call_boundary.abi import ITEMSIZE
 from reverie.compiler.ir.dims import CeilSqrt, Dim, FloorDiv, NonNegative
 
@@ -123,10 +124,9 @@ def constant(dtype: str, value: float | int | bool) -> ir.Constant:
 
 @functools.cache
 def vector_lanes(dtype: str) -> int:
-    """Elements of `dtype` in one SIMD register of the host (AVX-512, AVX or SSE)."""
-    features = llvm.get_host_cpu_features()
-    bits = 512 if features.get("avx512f") else 256 if features.get("avx") else 128
-    return bits // (8 * ITEMSIZE[dtype])
+    """Elements of `dtype` in one vector of the width kernels are generated for
+    (`vector_width.vector_bits`: the host's widest, or REVERIE_VECTOR_BITS)."""
+    return vector_bits(llvm.get_host_cpu_features()) // (8 * ITEMSIZE[dtype])
 
 
 def vectorize_width_hint(module: ir.Module, width: int) -> ir.Value:

@@ -64,6 +64,7 @@ from types import ModuleType
 
 import llvmlite
 
+from reverie.compiler.backend.vector_width import target_features
 from reverie.compiler.print_ir import show
 from reverie.runtime.native import cache
 from reverie.runtime.native.jit_module import (
@@ -166,7 +167,8 @@ def host_target() -> HostTarget:
     llvm.set_option("", "-enable-epilogue-vectorization=false")
     triple = llvm.get_process_triple()
     cpu_name = llvm.get_host_cpu_name()
-    features = llvm.get_host_cpu_features().flatten()
+    host_features = llvm.get_host_cpu_features()
+    features = target_features(host_features, host_features.flatten())
     return HostTarget(_target_machine(triple, cpu_name, features, 3), triple, cpu_name,
                       features)
 
