@@ -1,17 +1,19 @@
 """The compiler as one ladder of named stages, from source text to native code.
 
     source text --parse--> AST --lower--> tensor Function --reverse | forward | batch
-    | jacobian--> Function --fuse--> Fused --to_loops--> loop Program --codegen--> LLVM IR text
-    --llvm-opt--> LlvmModule --jit--> JitModule (native code in this process)
+    | jacobian--> Function [--select--> Function] --fuse--> Fused --to_loops--> loop Program
+    --codegen--> LLVM IR text --llvm-opt--> LlvmModule --jit--> JitModule (native code)
 
 `climb(value, request, start=..., stop=...)` runs the stages from `start` to `stop` on
 `value` (what `start` takes), with the garbage collector paused (`compiler/collector.py`),
 and returns every stage's result by name; `compile_source` and `compile_function` return
-the last one. A `Request` says what to build: which
-function, at which float dtype, through which transform (at most one of reverse, forward,
-batch, jacobian: the others are skipped) and for which backend. The MLIR backend's ladder has the
-same front and `mlir` (export), `mlir-to-llvm` (the upstream tools) where the native one
-has `fuse`, `to_loops` and `codegen`; it loads the LLVM IR without optimising it.
+the last one. A `Request` says what to build: which function, at which float dtype, through
+which transform (at most one of reverse, forward, batch, jacobian: the others are skipped),
+which part of its function (the select stage, run only when asked: the results a derived
+kernel keeps, or one half of a VJP split at its residuals) and for which backend. The MLIR
+backend's ladder has the same front and `mlir` (export), `mlir-to-llvm` (the upstream
+tools) where the native one has `fuse`, `to_loops` and `codegen`; it loads the LLVM IR
+without optimising it.
 
     fn = compile_source(text, "lower", Request(function="loss"))           # tensor IR
     program = compile_function(fn, "to_loops")                             # no LLVM runs
@@ -19,11 +21,13 @@ has `fuse`, `to_loops` and `codegen`; it loads the LLVM IR without optimising it
 
 Each stage is a row of `Pass`es, run in order; their names are those REVERIE_PRINT_IR
 knows (`compiler/print_ir.py`), and `start` and `stop` may name a pass as well as a stage
-(`climb(fn, start="fuse", stop="interchange")`: the loop program after that pass). After
-every loop pass the ladder runs the loop-IR verifier when REVERIE_VERIFY_LOOPS=1 (the
-tests set it; the product does not) and the printing hook. Lowering and every transform
-end with the pass `simplify`; what a transform hands to simplify is visible only through
-the printing hook (`capture("reverse")`: "grad-raw"). The jit stage consults the disk
+(`climb(fn, start="fuse", stop="interchange")`: the loop program after that pass). A name
+means one thing: a stage is named after no pass but its own last one, so stopping after a
+stage (`to_loops`: after `dead_code`) and after the pass of that name agree. After every
+loop pass the ladder runs the loop-IR verifier when REVERIE_VERIFY_LOOPS=1 (the tests set
+it; the product does not) and the printing hook. Lowering, every transform and the select
+stage end with `simplify`; what a transform hands to simplify is visible only through the
+printing hook (`capture("reverse")`: "grad-raw"). The jit stage consults the disk
 cache, keyed on the unoptimised IR, so `llvm-opt` only names the optimisation pipeline and
 optimises when its text is asked for (see `runtime/native/jit.py`): a kernel's cold
 compile optimises once, a cache hit not at all.
@@ -37,9 +41,12 @@ REVERIE_PRINT_IR accepts the passes and the views (a view: its pass). `IR_VIEWS`
 each view shows and which ladder stage it stops at.
 
 `rv.Module` climbs from its lowering (`module_lowering`, which keeps the specialisations),
-the kernel transforms climb the transform stages (`transform`), and the runtime backends
-(`runtime/native/native_kernel.py`, `runtime/native/mlir_backend.py`) climb from a tensor
-Function.
+the kernel transforms climb the transform and select stages (`transform`), and the runtime
+backends (`runtime/native/native_kernel.py`, `runtime/native/mlir_backend.py`) climb from a
+tensor Function. Every stage's work is imported here at the top: the run time and the
+public API reach the ladder through the gate of a warm start
+(`runtime/native/compiler_gate.py`), which a process whose disk cache holds its kernels
+never opens.
 """
 
 from __future__ import annotations
@@ -47,60 +54,48 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from reverie.compiler.backend.llvm import generate_llvm
 from reverie.compiler.collector import collector_paused
-from reverie.compiler.ir.core import Function
+from reverie.compiler.export.mlir import MlirFunction, export_function, mlir_module
+from reverie.compiler.ir.core import Block, Function
 from reverie.compiler.ir.tensor_printer import format_function
+from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
 from reverie.compiler.ir.types import TensorType
-from reverie.compiler.lazy import lazy
+from reverie.compiler.loops.dead_code import remove_dead_code
+from reverie.compiler.loops.interchange import interchange_reductions
+from reverie.compiler.loops.ir import Program
+from reverie.compiler.loops.loop_fusion import fuse_sequential_loops
+from reverie.compiler.loops.loop_printer import format_program
+from reverie.compiler.loops.loop_verifier import verify_program
+from reverie.compiler.loops.outer_products import inline_outer_products
+from reverie.compiler.loops.peeling import split_guarded_loops
+from reverie.compiler.loops.splitting import split_wrapping_loops
+from reverie.compiler.lower import ModuleLowering
 from reverie.compiler.print_ir import PASSES, VIEWS, show
+from reverie.compiler.to_loops.fusion_plan import Plan, plan_block
+from reverie.compiler.to_loops.lower_blocks import lower_function
+from reverie.compiler.transforms.batch import batch_function
+from reverie.compiler.transforms.contractions import contract_function
+from reverie.compiler.transforms.forward import jvp_function
+from reverie.compiler.transforms.hoist import hoist_function
+from reverie.compiler.transforms.jacobian import jacobian_function
+from reverie.compiler.transforms.residuals import split_vjp
+from reverie.compiler.transforms.reverse import grad_function, vjp_function
+from reverie.compiler.transforms.scatter_contractions import split_scatter_contractions
+from reverie.compiler.transforms.simplify import simplify
 from reverie.dsl.ast import Module as SyntaxTree
 from reverie.dsl.diagnostics import did_you_mean
-
-if TYPE_CHECKING:
-    from reverie.compiler.export.mlir import MlirFunction
-    from reverie.compiler.loops.ir import Program
-    from reverie.compiler.lower import ModuleLowering
-    from reverie.compiler.to_loops.fusion_plan import Plan
-    from reverie.dsl import ast
-    from reverie.runtime.native.jit import JitModule, LlvmModule
-
-
-# What the stages call beyond the front end, each imported when first needed so that
-# `rv.compile` loads no transform or back end it does not use (tests/runtime/test_startup.py).
-_parse_text = lazy("reverie.dsl.parser:parse")  # the parser tables: only when parsing
-_format_ast = lazy("reverie.dsl.source_printer:format_ast")
-_module_lowering = lazy("reverie.compiler.lower:ModuleLowering")
-_grad_function = lazy("reverie.compiler.transforms.reverse:grad_function")
-_vjp_function = lazy("reverie.compiler.transforms.reverse:vjp_function")
-_jvp_function = lazy("reverie.compiler.transforms.forward:jvp_function")
-_batch_function = lazy("reverie.compiler.transforms.batch:batch_function")
-_jacobian_function = lazy("reverie.compiler.transforms.jacobian:jacobian_function")
-_split_scatters = lazy(
-    "reverie.compiler.transforms.scatter_contractions:split_scatter_contractions")
-_contract_function = lazy("reverie.compiler.transforms.contractions:contract_function")
-_hoist_function = lazy("reverie.compiler.transforms.hoist:hoist_function")
-_plan_block = lazy("reverie.compiler.to_loops.fusion_plan:plan_block")
-_lower_function = lazy("reverie.compiler.to_loops.lower_blocks:lower_function")
-_format_program = lazy("reverie.compiler.loops.loop_printer:format_program")
-_verify_program = lazy("reverie.compiler.loops.loop_verifier:verify_program")
-_inline_outer_products = lazy("reverie.compiler.loops.outer_products:inline_outer_products")
-_fuse_sequential_loops = lazy("reverie.compiler.loops.loop_fusion:fuse_sequential_loops")
-_split_wrapping_loops = lazy("reverie.compiler.loops.splitting:split_wrapping_loops")
-_split_guarded_loops = lazy("reverie.compiler.loops.peeling:split_guarded_loops")
-_interchange_reductions = lazy("reverie.compiler.loops.interchange:interchange_reductions")
-_remove_dead_code = lazy("reverie.compiler.loops.dead_code:remove_dead_code")
-_generate_llvm = lazy("reverie.compiler.backend.llvm:generate_llvm")
-_module_name = lazy("reverie.runtime.native.jit:first_exported_symbol")
-_llvm_module = lazy("reverie.runtime.native.jit:LlvmModule")
-_export_function = lazy("reverie.compiler.export.mlir:export_function")
-_mlir_module = lazy("reverie.compiler.export.mlir:mlir_module")
-_mlir_to_llvm_ir = lazy("reverie.runtime.native.mlir_to_llvm:mlir_to_llvm_ir")
+from reverie.dsl.parser import parse
+from reverie.dsl.source_printer import format_ast
+from reverie.runtime.native.jit import JitModule, LlvmModule, first_exported_symbol
+from reverie.runtime.native.mlir_to_llvm import mlir_to_llvm_ir
 
 BACKENDS = ("native", "mlir")
 TRANSFORMS = ("reverse", "forward", "batch", "jacobian")
 DTYPES = ("f32", "f64")
+VJP_HALVES = ("forward", "backward")
 
 
 @dataclass(frozen=True)
@@ -116,7 +111,13 @@ class Request:
     `max_iterations`: a `while` loop's limit (None: REVERIE_MAX_ITERATIONS or 10^9);
     `filename`: for diagnostics and MLIR locations; `backend`: one of BACKENDS; `mode`: a
     Jacobian from one batched JVP ("forward") or VJP ("reverse"); `name`: the name of the
-    function a transform makes (None: the transform's own)."""
+    function a Jacobian or the select stage makes (None: the transform's own).
+
+    The select stage runs when the request asks for part of a transform's function:
+    `vjp_half`, one of VJP_HALVES, cuts a VJP (whose `wrt` must be given) into a forward
+    half returning the results and residuals and a backward half reading them
+    (`compiler/transforms/residuals.py`) and keeps that half; `results`: the positions
+    of the results kept (None: all)."""
 
     function: str | None = None
     dtype: str = "f32"
@@ -129,11 +130,14 @@ class Request:
     backend: str = "native"
     mode: str = "forward"
     name: str | None = None
+    vjp_half: str | None = None
+    results: Sequence[int] | None = None
 
     def __post_init__(self) -> None:
         for field, value, allowed in (("dtype", self.dtype, DTYPES),
                                       ("transform", self.transform, (None, *TRANSFORMS)),
-                                      ("backend", self.backend, BACKENDS)):
+                                      ("backend", self.backend, BACKENDS),
+                                      ("vjp_half", self.vjp_half, (None, *VJP_HALVES))):
             if value not in allowed:
                 raise ValueError(f"{field} must be one of {', '.join(map(str, allowed))}, "
                                  f"got {value!r}")
@@ -160,13 +164,13 @@ class MlirExport:
 # ---------------------------------------------------------------- the stages' work
 
 
-def _parse(source: str, request: Request) -> ast.Module:
-    module = _parse_text(source, request.filename)
-    show("parse", request.filename, lambda: _format_ast(module))
+def _parse(source: str, request: Request) -> SyntaxTree:
+    module = parse(source, request.filename)
+    show("parse", request.filename, lambda: format_ast(module))
     return module
 
 
-def _function_name(module: ast.Module, request: Request) -> str:
+def _function_name(module: SyntaxTree, request: Request) -> str:
     names = [fn.name for fn in module.functions]
     if request.function is None and len(names) == 1:
         return names[0]
@@ -179,14 +183,14 @@ def _function_name(module: ast.Module, request: Request) -> str:
     return request.function
 
 
-def module_lowering(module: ast.Module, request: Request) -> ModuleLowering:
+def module_lowering(module: SyntaxTree, request: Request) -> ModuleLowering:
     """The lowering of a parsed module (its names checked), which keeps each function's
     specialisations: stage `lower` starts from one as well as from the syntax tree, so a
     caller that keeps it (`rv.Module`) lowers each specialisation once."""
-    return _module_lowering(module, request.max_iterations)
+    return ModuleLowering(module, request.max_iterations)
 
 
-def _lower(source: ast.Module | ModuleLowering, request: Request) -> Function:
+def _lower(source: SyntaxTree | ModuleLowering, request: Request) -> Function:
     lowering = module_lowering(source, request) if isinstance(source, SyntaxTree) else source
     return lowering.specialise(_function_name(lowering.module, request), request.dtype)
 
@@ -211,52 +215,80 @@ def _reverse(fn: Function, request: Request) -> Function:
     wrt = _positions(fn, request.wrt, _is_float)
     types = fn.result_types
     if not request.vjp and len(types) == 1 and types[0].rank == 0 and types[0].is_float:
-        return _grad_function(fn, wrt, checkpoint=request.checkpoint)
-    return _vjp_function(fn, wrt, checkpoint=request.checkpoint)
+        return grad_function(fn, wrt, checkpoint=request.checkpoint)
+    return vjp_function(fn, wrt, checkpoint=request.checkpoint)
 
 
 def _forward(fn: Function, request: Request) -> Function:
-    return _jvp_function(fn, _positions(fn, request.wrt, _is_float))
+    return jvp_function(fn, _positions(fn, request.wrt, _is_float))
 
 
 def _batch(fn: Function, request: Request) -> Function:
-    return _batch_function(fn, _positions(fn, request.wrt, lambda type_: True))
+    return batch_function(fn, _positions(fn, request.wrt, lambda type_: True))
 
 
 def _jacobian(fn: Function, request: Request) -> Function:
-    return _jacobian_function(fn, _positions(fn, request.wrt, _is_float), request.mode,
+    return jacobian_function(fn, _positions(fn, request.wrt, _is_float), request.mode,
                               name=request.name)
 
 
+def _split_vjp(vjp: Function, request: Request) -> Function:
+    """The half `request.vjp_half` of VJP `vjp` (unchanged when none is asked for). The
+    split is made once per VJP function, so both halves cut it at the same residuals."""
+    if request.vjp_half is None:
+        return vjp
+    if request.wrt is None:
+        raise ValueError("the VJP split needs the VJP's parameters: Request(wrt=...)")
+    outputs = len(vjp.result_types) - len(_positions(vjp, request.wrt, _is_float))
+    split = vjp.__dict__.get("vjp_split")
+    if split is None:
+        split = vjp.__dict__["vjp_split"] = split_vjp(vjp, len(vjp.params) - outputs, outputs)
+    return show_raw(getattr(split, request.vjp_half), "split_vjp")
+
+
+def _keep_results(fn: Function, request: Request) -> Function:
+    """`fn` returning only the results at `request.results`, named `request.name` (None:
+    its own); unchanged when no results are named. What it no longer returns is dead
+    code, which the select stage's closing `simplify` removes."""
+    if request.results is None:
+        return fn
+    body = Block(fn.body.params, list(fn.body.ops), [fn.body.results[i] for i in request.results])
+    return show_raw(fn.derive(request.name or fn.name, body), "keep_results")
+
+
+def _simplify(fn: Function, request: Request) -> Function:
+    return after_pass(simplify(fn), "simplify")
+
+
 def _fuse(fn: Function, request: Request) -> Fused:
-    fused = Fused(fn, _plan_block(fn.body))
+    fused = Fused(fn, plan_block(fn.body))
     show("fuse", f"@{fn.name}", lambda: format_fusion(fused))
     return fused
 
 
 def _to_loops(fused: Fused, request: Request) -> Program:
-    return _lower_function(fused.function, fused.plan)
+    return lower_function(fused.function, fused.plan)
 
 
 def _after_loop_pass(program: Program, pass_name: str) -> None:
     """After every loop pass: the loop-IR verifier (`compiler/loops/loop_verifier.py`) with
     REVERIE_VERIFY_LOOPS=1, which the test suite sets (tests/conftest.py), then printing."""
     if os.environ.get("REVERIE_VERIFY_LOOPS") == "1":
-        _verify_program(program)
-    show(pass_name, f"@{program.name}", lambda: _format_program(program))
+        verify_program(program)
+    show(pass_name, f"@{program.name}", lambda: format_program(program))
 
 
 def _codegen(program: Program, request: Request) -> str:
-    text = _generate_llvm(program)
+    text = generate_llvm(program)
     show("codegen", f"@{program.name}", lambda: text)
     return text
 
 
 def _llvm_opt(llvm_ir: str, request: Request) -> LlvmModule:
-    name = _module_name(llvm_ir)
+    name = first_exported_symbol(llvm_ir)
     if request.backend == "mlir":  # a cross-check: compile time matters more than speed
-        return _llvm_module(llvm_ir, name=name, pipeline=None)
-    return _llvm_module(llvm_ir, name=name)
+        return LlvmModule(llvm_ir, name=name, pipeline=None)
+    return LlvmModule(llvm_ir, name=name)
 
 
 def _jit(module: LlvmModule, request: Request) -> JitModule:
@@ -268,15 +300,15 @@ def _export_mlir(functions: Function | Sequence[Function], request: Request) -> 
     functions = [functions] if isinstance(functions, Function) else list(functions)
     names = [fn.name for fn in functions]
     symbols = [name if names.count(name) == 1 else f"{name}_{k}" for k, name in enumerate(names)]
-    parts = [_export_function(fn, request.filename, symbol)
+    parts = [export_function(fn, request.filename, symbol)
              for fn, symbol in zip(functions, symbols, strict=True)]
-    export = MlirExport(parts, _mlir_module(parts))
+    export = MlirExport(parts, mlir_module(parts))
     show("mlir", ", ".join(f"@{s}" for s in symbols), lambda: export.text)
     return export
 
 
 def _mlir_to_llvm(export: MlirExport, request: Request) -> str:
-    text = _mlir_to_llvm_ir(export.text)
+    text = mlir_to_llvm_ir(export.text)
     show("mlir-to-llvm", ", ".join(f"@{part.symbol}" for part in export.parts), lambda: text)
     return text
 
@@ -327,24 +359,48 @@ def _loop_pass(name: str, rewrite: Callable[[Program], Program]) -> Pass:
 
 
 def _hoist_each(functions: Function | Sequence[Function]) -> list[Function]:
-    return [_hoist_function(fn) for fn in
+    return [hoist_function(fn) for fn in
             ([functions] if isinstance(functions, Function) else functions)]
+
+
+def _always(request: Request) -> bool:
+    return True
+
+
+def _asks_for_part(request: Request) -> bool:
+    """Whether `request` asks for part of a transform's function (the select stage)."""
+    return request.vjp_half is not None or request.results is not None
 
 
 @dataclass(frozen=True)
 class Stage:
     """One rung: its name, what it returns, the passes it runs in order, and how its result
-    prints. A transform stage runs only when the request asks for it."""
+    prints. A transform stage runs only when the request asks for it (`transform`), the
+    select stage only when it asks for part of a function: `runs` says whether a request
+    climbs through the stage, `asked_by` how a request asks for one that does not always
+    run."""
 
     name: str
     result: str
     passes: tuple[Pass, ...]
     text: Callable[[Any], str]
     transform: bool = False
+    runs_for: Callable[[Request], bool] = _always
+    asked_by: str = ""
+
+    def runs(self, request: Request) -> bool:
+        """Whether `request` climbs through this stage."""
+        if self.transform:
+            return request.transform == self.name
+        return self.runs_for(request)
+
+    def asking(self) -> str:
+        """How a request asks for this stage."""
+        return f"Request(transform={self.name!r})" if self.transform else self.asked_by
 
 
-PARSE = Stage("parse", "dsl.ast.Module: the syntax tree, with source spans",
-              (Pass("parse", _parse),), _format_ast)
+PARSE = Stage("parse", "dsl.SyntaxTree: the syntax tree, with source spans",
+              (Pass("parse", _parse),), format_ast)
 LOWER = Stage("lower", "Function: the typed tensor IR of one function at request.dtype "
               "(type checking included), from the syntax tree or a module_lowering",
               (Pass("lower", _lower, ("lower", "simplify")),), format_function)
@@ -361,20 +417,24 @@ JACOBIAN = Stage("jacobian", "Function: the Jacobian blocks of every result with
                  "each wrt parameter, shaped result.shape + parameter.shape",
                  (Pass("jacobian", _jacobian, ("jacobian", "simplify")),), format_function,
                  transform=True)
+SELECT = Stage("select", "Function: the half of a VJP or the results asked for, simplified",
+               (Pass("split_vjp", _split_vjp), Pass("keep_results", _keep_results),
+                Pass("simplify", _simplify)), format_function,
+               runs_for=_asks_for_part, asked_by="Request(vjp_half=...) or Request(results=...)")
 FUSE = Stage("fuse", "Fused: the function, its contractions made matrix products, "
              "expensive partial-index work hoisted, and the fusion plan of its body",
-             (Pass("scatter_contract", _each(_split_scatters)),  # matrix products first
-              Pass("contract", _each(_contract_function)),
-              Pass("hoist", _each(_hoist_function)),
+             (Pass("scatter_contract", _each(split_scatter_contractions)),  # matrix products first
+              Pass("contract", _each(contract_function)),
+              Pass("hoist", _each(hoist_function)),
               Pass("fuse", _fuse)), format_fusion)
 TO_LOOPS = Stage("to_loops", "loops.ir.Program: loop nests over buffers",
-                 (Pass("to_loops", _to_loops, after=_after_loop_pass),
-                  _loop_pass("outer_products", _inline_outer_products),
-                  _loop_pass("fuse_loops", _fuse_sequential_loops),
-                  _loop_pass("split_wrapping_loops", _split_wrapping_loops),
-                  _loop_pass("split_guarded_loops", _split_guarded_loops),
-                  _loop_pass("interchange", _interchange_reductions),
-                  _loop_pass("dead_code", _remove_dead_code)), _format_program)
+                 (Pass("loop_nests", _to_loops, after=_after_loop_pass),
+                  _loop_pass("outer_products", inline_outer_products),
+                  _loop_pass("fuse_loops", fuse_sequential_loops),
+                  _loop_pass("split_wrapping_loops", split_wrapping_loops),
+                  _loop_pass("split_guarded_loops", split_guarded_loops),
+                  _loop_pass("interchange", interchange_reductions),
+                  _loop_pass("dead_code", remove_dead_code)), format_program)
 CODEGEN = Stage("codegen", "str: LLVM IR text, before LLVM's optimiser",
                 (Pass("codegen", _codegen),), str)
 LLVM_OPT = Stage("llvm-opt", "runtime.jit.LlvmModule: the IR and its optimisation pipeline "
@@ -389,7 +449,7 @@ EXPORT_MLIR = Stage("mlir", "MlirExport: one MLIR module in upstream dialects (e
 MLIR_TO_LLVM = Stage("mlir-to-llvm", "str: LLVM IR from mlir-opt and mlir-translate",
                      (Pass("mlir-to-llvm", _mlir_to_llvm),), str)
 
-FRONT = (PARSE, LOWER, REVERSE, FORWARD, BATCH, JACOBIAN)
+FRONT = (PARSE, LOWER, REVERSE, FORWARD, BATCH, JACOBIAN, SELECT)
 LADDERS: dict[str, tuple[Stage, ...]] = {
     "native": (*FRONT, FUSE, TO_LOOPS, CODEGEN, LLVM_OPT, JIT),
     "mlir": (*FRONT, EXPORT_MLIR, MLIR_TO_LLVM, LLVM_OPT, JIT),
@@ -432,13 +492,13 @@ def climb(value: Any, request: Request | None = None, *, start: str = "parse",
     last = _step_index(stop, steps, request.backend, first=False)
     if first > last:
         raise ValueError(f"stage {stop!r} comes before stage {start!r}")
-    if steps[last][0].transform and request.transform != steps[last][0].name:
+    if not steps[last][0].runs(request):
         raise ValueError(f"stage {stop!r} runs only when asked for: "
-                         f"Request(transform={stop!r})")
+                         f"{steps[last][0].asking()}")
     results: dict[str, Any] = {}
     with collector_paused():  # (see compiler/collector.py: no collections mid-compile)
         for k, (rung, step) in enumerate(steps[first:last + 1], start=first):
-            if rung.transform and rung.name != request.transform:
+            if not rung.runs(request):
                 continue
             value = step.run(value, request)
             if step.after is not None:
@@ -471,6 +531,20 @@ class IrView:
     text: Callable[[Any], str] | None = None
     captured: str | None = None
 
+    @property
+    def shows_source(self) -> bool:
+        """Whether the view shows the syntax tree."""
+        return self.shows == SOURCE
+
+    @property
+    def in_one_module(self) -> bool:
+        """Whether the view shows the program then its adjoint, as one module."""
+        return self.shows == BOTH
+
+    def shows_adjoint(self, wrt_given: bool) -> bool:
+        """Whether the view shows the adjoint (`wrt_given`: `module.ir` was given `wrt`)."""
+        return self.shows == ADJOINT or (wrt_given and self.shows in (EITHER, BOTH))
+
 
 # The user's views (print_ir.VIEWS names the pass each is printed after), by what they show.
 IR_VIEWS: dict[str, IrView] = {
@@ -484,8 +558,9 @@ IR_VIEWS: dict[str, IrView] = {
     "llvm": IrView(EITHER, "llvm-opt"),
     "asm": IrView(EITHER, "llvm-opt", text=lambda module: module.asm),
 }
-# Passes that run only inside a transform of their own (f.jvp, vmap, f.jacobian).
-TRANSFORM_PASSES = ("forward", "batch", "jacobian")
+# Passes that run only inside a transform of their own (f.jvp, vmap, f.jacobian, and the
+# select stage's: a derived kernel's half of a VJP or the results it keeps).
+TRANSFORM_PASSES = ("forward", "batch", "jacobian", "split_vjp", "keep_results")
 # Every name `module.ir` and `reverie emit --stage` accept: the views, then every pass a
 # module's IR goes through (a pass: the IR as REVERIE_PRINT_IR prints it after that pass).
 IR_NAMES: tuple[str, ...] = (*IR_VIEWS, *(name for name in PASSES if name not in IR_VIEWS
@@ -519,11 +594,12 @@ def compile_source(source: str, stop: str = "jit", request: Request | None = Non
 
 
 def transform(fn: Function, request: Request) -> Function:
-    """`fn` (a tensor Function) through the transform stage `request.transform` alone."""
+    """`fn` (a tensor Function) through the transform stage `request.transform` alone, then
+    the select stage when the request asks for part of the result."""
     if request.transform is None:
         raise ValueError("transform needs Request(transform=...)")
-    return climb(fn, request, start=request.transform, stop=request.transform)[
-        request.transform]
+    stop = SELECT.name if SELECT.runs(request) else request.transform
+    return climb(fn, request, start=request.transform, stop=stop)[stop]
 
 
 def back_end_start(backend: str = "native") -> str:

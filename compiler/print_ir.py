@@ -33,12 +33,14 @@ The passes, in the order a kernel meets them (the rows of `compiler/pipeline.py`
     forward               tensor IR    the JVP as built (transforms/forward.py)
     batch                 tensor IR    the batched function as built (transforms/batch.py)
     jacobian              tensor IR    the Jacobian as built (transforms/jacobian.py)
-    simplify              tensor IR    after simplify, which ends lowering and every transform
+    split_vjp             tensor IR    a VJP's forward or backward half (transforms/residuals.py)
+    keep_results          tensor IR    a transform's function returning what a kernel keeps
+    simplify              tensor IR    after simplify, which ends lowering, transforms and select
     scatter_contract      tensor IR    scatters of sums split (transforms/scatter_contractions.py)
     contract              tensor IR    contractions as matrix products (transforms/contractions.py)
     hoist                 tensor IR    expensive work on fewer indices hoisted (transforms/hoist.py)
     fuse                  fusion plan  each body op's fusion decision (to_loops/fusion_plan.py)
-    to_loops              loop IR      the loop nests as lowered (to_loops/lower_blocks.py)
+    loop_nests            loop IR      the loop nests as lowered (to_loops/lower_blocks.py)
     outer_products        loop IR      scan bodies' [M, 1] @ [1, N] products computed where read
     fuse_loops            loop IR      scan bodies' same-extent loops merged (loops/loop_fusion.py)
     split_wrapping_loops  loop IR      after splitting loops at index wrap-arounds
@@ -85,12 +87,14 @@ PASSES: dict[str, str] = {  # pass name -> the level its result is at
     "forward": "tensor IR",
     "batch": "tensor IR",
     "jacobian": "tensor IR",
+    "split_vjp": "tensor IR",
+    "keep_results": "tensor IR",
     "simplify": "tensor IR",
     "scatter_contract": "tensor IR",
     "contract": "tensor IR",
     "hoist": "tensor IR",
     "fuse": "fusion plan",
-    "to_loops": "loop IR",
+    "loop_nests": "loop IR",
     "outer_products": "loop IR",
     "fuse_loops": "loop IR",
     "split_wrapping_loops": "loop IR",

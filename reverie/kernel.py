@@ -13,7 +13,7 @@ The transform methods (`grad`, `value_and_grad`, `vjp`, `jvp`, `hvp`, `jacobian`
 `hessian`, and `batched_vjp` for the tape) are one-line entries into
 `reverie/kernel_transforms.py`, where every transform lives. That module builds Kernels (it
 subclasses this one's), so it imports this module and this one cannot import it: the
-kernel's module hands it over (`Module.transforms`, imported on the first transform).
+kernel's module hands it over (`Module.transforms`).
 
 Each kernel keeps the transforms asked of it, keyed by what they are (transform, resolved
 `wrt`, options such as `checkpoint`), so `loss.grad("w")` in a loop returns the same
@@ -28,8 +28,9 @@ kept under that identity in the whole-pipeline cache (`runtime/native/artifacts.
 process with a populated cache reaches native code without parsing or transforming; and a
 specialisation's first call makes its native entry from the cache's launch record
 (`runtime/native/fastcall.py`) without building its IR at all (`run`). On that warm path this
-module imports neither the IR's classes, nor the tape until Tensors exist, nor the native
-back end (`native_kernel.py`): those three imports sit in the functions that need them.
+module imports neither the IR's classes (it reaches them through the gate of a warm start,
+`runtime/native/compiler_gate.py`), nor the tape until Tensors exist, nor the native back
+end (`native_kernel.py`): those two imports sit in the functions that need them.
 
 Kernels pickle as what they are, never as native code: a module's function as its module
 (source, name, options) and its name; a transform as the kernel it was derived from and
@@ -51,6 +52,7 @@ from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.dtypes import FLOAT_DTYPES
 from reverie.runtime.native import artifacts, fastcall
+from reverie.runtime.native import compiler_gate as compiler
 from reverie.runtime.native.call import (
     ArgumentTypeError,
     bind_arguments,
@@ -158,13 +160,11 @@ class Kernel:
     def _specialise(self, float_dtype: str) -> Function:
         """The IR for `float_dtype`: from the whole-pipeline cache when this kernel has an
         identity and the IR is there, else built (and kept there)."""
-        from reverie.compiler.ir.core import Function  # (only a call that needs the IR)
-
         if self.identity is None:
             return self._build(float_dtype)
         key = artifacts.artifact_key("ir", *self.identity, float_dtype)
         fn = artifacts.load(key)
-        if not isinstance(fn, Function):
+        if not isinstance(fn, compiler.tensor_function.resolve()):
             fn = self._build(float_dtype)
             fn.cache_key = key
             artifacts.store(key, fn)

@@ -4,9 +4,10 @@
 
 Consumes a `Kernel` (its typed IR per dtype); produces new Kernels whose IR is built by the
 ladder's transform stages (`reverse`, `forward`, `batch`: `compiler/pipeline.py`'s
-`transform`), a Jacobian by its `jacobian` stage and the two halves of a VJP by the pass
-`split_vjp`, so every result is one compiled call and can be transformed again. The
-calling conventions follow torch.func:
+`transform`), a Jacobian by its `jacobian` stage, and the results a kernel keeps and the
+two halves of a VJP by its `select` stage, so every result is one compiled call and can be
+transformed again. This module only climbs the ladder, through the gate of a warm start
+(`runtime/native/compiler_gate.py`). The calling conventions follow torch.func:
 
     f.grad("w")(x, w)                        # dL/dw (a tuple for several wrt)
     f.value_and_grad("w")(x, w)              # (value, dL/dw)
@@ -18,8 +19,9 @@ calling conventions follow torch.func:
     f.hvp("x")(x, w, v)                      # H v, forward-over-reverse
 
 The functions here take the kernel as their first argument; `Kernel` exposes them as
-methods (`f.jvp(wrt)` is `jvp(f, wrt)`), importing this module on the first transform asked
-for, so compiling and calling functions never loads the AD passes. Each result is kept in
+methods (`f.jvp(wrt)` is `jvp(f, wrt)`; the kernel's module hands this module over).
+Building a transform's IR imports the ladder, which a process finding that IR in the disk
+cache never does. Each result is kept in
 the kernel's transform cache (`Kernel.cached_transform`), so asking again returns the same
 compiled kernel. A reverse-mode transform's `checkpoint=True` keeps O(sqrt(T)) loop states
 and recomputes (docs/language.md §11); its default is the module's `checkpoint` setting. `rebuild`
@@ -34,48 +36,38 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from reverie.compiler.ir.dtypes import NUMPY_DTYPES
-from reverie.compiler.lazy import lazy
 from reverie.kernel import Kernel, Wrt
+from reverie.runtime.native import compiler_gate as compiler
 from reverie.runtime.native.call import ArgumentTypeError, bind_arguments, float_dtype_of
 
 if TYPE_CHECKING:
     from reverie.compiler.ir.core import Function
 
-# The ladder and the passes run when a transform's IR is first built, which a process
-# finding that IR in the disk cache never does: imported then.
-Request = lazy("reverie.compiler.pipeline:Request")
-transform = lazy("reverie.compiler.pipeline:transform")
-split_vjp = lazy("reverie.compiler.transforms.residuals:split_vjp")
-simplify = lazy("reverie.compiler.transforms.simplify:simplify")
-# ... and the IR itself, which a warm start's `f.grad(...)(...)` never builds
-Block = lazy("reverie.compiler.ir.core:Block")
-evaluate_shape = lazy("reverie.compiler.ir.dims:evaluate_shape")
-num_elements = lazy("reverie.compiler.ir.dims:num_elements")
+Results = Sequence[int] | None  # the positions of the results a derived function keeps
 
 
-def reverse(fn: Function, wrt: Sequence[int], checkpoint: bool = False,
-            vjp: bool = False) -> Function:
+def reverse(fn: Function, wrt: Sequence[int], checkpoint: bool = False, vjp: bool = False,
+            keep: Results = None, name: str | None = None) -> Function:
     """The ladder's reverse stage on `fn`: its gradient for one scalar float result (unless
-    `vjp`), else its VJP, with respect to the parameters at `wrt`."""
-    return transform(fn, Request(transform="reverse", wrt=wrt, checkpoint=checkpoint,
-                                 vjp=vjp))
+    `vjp`), else its VJP, with respect to the parameters at `wrt`; then its select stage
+    when `keep` names the results kept (the function named `name`)."""
+    return compiler.transform(fn, compiler.Request(
+        transform="reverse", wrt=wrt, checkpoint=checkpoint, vjp=vjp, results=keep,
+        name=name))
 
 
-def forward(fn: Function, wrt: Sequence[int]) -> Function:
-    """The ladder's forward stage on `fn`: its results and their tangents (JVP)."""
-    return transform(fn, Request(transform="forward", wrt=wrt))
+def forward(fn: Function, wrt: Sequence[int], keep: Results = None,
+            name: str | None = None) -> Function:
+    """The ladder's forward stage on `fn`: its results and their tangents (JVP); then its
+    select stage when `keep` names the results kept (the function named `name`)."""
+    return compiler.transform(fn, compiler.Request(transform="forward", wrt=wrt,
+                                                   results=keep, name=name))
 
 
 def batch_function(fn: Function, batched: Sequence[int]) -> Function:
     """The ladder's batch stage on `fn`: over a leading batch axis of the parameters at
     `batched` (every result batched), named `<fn>_batched`."""
-    return transform(fn, Request(transform="batch", wrt=batched))
-
-
-def select_results(fn: Function, keep: Sequence[int], name: str) -> Function:
-    """A copy of `fn` that returns only the results at positions `keep` (dead code removed)."""
-    body = Block(fn.body.params, list(fn.body.ops), [fn.body.results[i] for i in keep])
-    return simplify(fn.derive(name, body))
+    return compiler.transform(fn, compiler.Request(transform="batch", wrt=batched))
 
 
 def derived_kernel(kernel: Kernel, suffix: str, build: Callable[[str], Function],
@@ -151,8 +143,8 @@ def grad(kernel: Kernel, wrt: Wrt = None, checkpoint: bool | None = None) -> Ker
 def _grad(kernel: Kernel, chosen: list[int], single: bool, checkpoint: bool) -> Kernel:
     """The gradient kernel of `kernel` for resolved `wrt` positions `chosen`."""
     def build(dtype: str) -> Function:
-        full = reverse(kernel.ir_for(dtype), chosen, checkpoint)
-        return select_results(full, range(1, 1 + len(chosen)), f"{kernel.name}_grad")
+        return reverse(kernel.ir_for(dtype), chosen, checkpoint,
+                       keep=range(1, 1 + len(chosen)), name=f"{kernel.name}_grad")
 
     return derived_kernel(kernel, "grad", build, single)
 
@@ -191,9 +183,8 @@ def _vjp(kernel: Kernel, chosen: list[int], single: bool, checkpoint: bool) -> K
     outputs = len(result_types)
 
     def build(dtype: str) -> Function:
-        full = reverse(kernel.ir_for(dtype), chosen, checkpoint, vjp=True)
-        return select_results(full, range(outputs, outputs + len(chosen)),
-                              f"{kernel.name}_vjp")
+        return reverse(kernel.ir_for(dtype), chosen, checkpoint, vjp=True,
+                       keep=range(outputs, outputs + len(chosen)), name=f"{kernel.name}_vjp")
 
     flat = derived_kernel(kernel, "vjp", build, False, _cotangent_names(outputs),
                           _cotangent_dtypes(kernel))
@@ -218,17 +209,17 @@ def vjp_backward(kernel: Kernel, wrt: Wrt = None) -> Kernel:
 
 
 def _vjp_half(kernel: Kernel, chosen: list[int], half: str) -> Kernel:
-    """One half of the split VJP, built per dtype from the one split both halves share."""
+    """One half of the split VJP, built per dtype by the ladder's select stage from the one
+    VJP both halves share (which it splits once)."""
     outputs = _result_count(kernel)
 
     def build(dtype: str) -> Function:
-        key = ("vjp split", tuple(chosen), dtype)  # the reverse pass runs once for both
-        split = kernel.autograd_cache.get(key)
-        if split is None:
-            vjp = reverse(kernel.ir_for(dtype), chosen, vjp=True)
-            split = kernel.autograd_cache[key] = split_vjp(vjp, len(kernel.param_names),
-                                                           outputs)
-        return simplify(getattr(split, half))
+        key = ("vjp", tuple(chosen), dtype)  # the reverse pass runs once for both halves
+        vjp = kernel.autograd_cache.get(key)
+        if vjp is None:
+            vjp = kernel.autograd_cache[key] = reverse(kernel.ir_for(dtype), chosen, vjp=True)
+        request = compiler.Request(wrt=chosen, vjp_half=half)
+        return compiler.climb(vjp, request, start="select", stop="select")["select"]
 
     if half == "forward":
         return derived_kernel(kernel, "vjp_forward", build, False)
@@ -289,7 +280,7 @@ def batched_vjp(kernel: Kernel, wrt: Sequence[int], args: Sequence[object],
         lambda: _batched_vjp_kernel(kernel, wrt, given, [t.dtype for t in primal.result_types]))
     dims = bind_arguments(primal, [getattr(a, "_data", a) for a in args]).dims
     cotangents = [c if c is not None else
-                  np.zeros(evaluate_shape(t.shape, dims), dtype=NUMPY_DTYPES[t.dtype])
+                  np.zeros(compiler.evaluate_shape(t.shape, dims), dtype=NUMPY_DTYPES[t.dtype])
                   for c, t in zip(batched_cotangents, primal.result_types, strict=True)]
     results = batched(*args, *cotangents) if recorded else batched.run(*args, *cotangents)
     return results if isinstance(results, tuple) else (results,)
@@ -302,8 +293,8 @@ def _batched_vjp_kernel(kernel: Kernel, wrt: tuple[int, ...], given: tuple[bool,
     count, outputs = len(kernel.param_names), len(given)
 
     def build(float_dtype: str) -> Function:
-        full = reverse(kernel.ir_for(float_dtype), list(wrt), vjp=True)
-        grads = select_results(full, range(outputs, outputs + len(wrt)), f"{kernel.name}_vjp")
+        grads = reverse(kernel.ir_for(float_dtype), list(wrt), vjp=True,
+                        keep=range(outputs, outputs + len(wrt)), name=f"{kernel.name}_vjp")
         positions = [count + j for j, g in enumerate(given) if g]
         return batch_function(grads, positions)
 
@@ -355,10 +346,9 @@ def _hvp(kernel: Kernel, chosen: list[int], single: bool) -> Kernel:
     count = len(chosen)
 
     def build(dtype: str) -> Function:
-        full = reverse(kernel.ir_for(dtype), chosen)
-        grads = select_results(full, range(1, 1 + count), f"{kernel.name}_grad")
-        both = forward(grads, chosen)
-        return select_results(both, range(count, 2 * count), f"{kernel.name}_hvp")
+        grads = reverse(kernel.ir_for(dtype), chosen, keep=range(1, 1 + count),
+                        name=f"{kernel.name}_grad")
+        return forward(grads, chosen, keep=range(count, 2 * count), name=f"{kernel.name}_hvp")
 
     names = ["v"] if single else [f"v_{kernel.param_names[i]}" for i in chosen]
     flat = derived_kernel(kernel, "hvp", build, False, names,
@@ -383,8 +373,8 @@ class JacobianKernel(Kernel):
 
     def __init__(self, source: Kernel, chosen: list[int], single: bool, name: str) -> None:
         def build(mode: str) -> Callable[[str], Function]:
-            request = Request(transform="jacobian", wrt=chosen, mode=mode, name=name)
-            return lambda dtype: transform(source.ir_for(dtype), request)
+            request = compiler.Request(transform="jacobian", wrt=chosen, mode=mode, name=name)
+            return lambda dtype: compiler.transform(source.ir_for(dtype), request)
 
         super().__init__(source.module, name, source.param_names, source.declared_dtypes,
                          build("forward"), single=False)
@@ -405,9 +395,10 @@ class JacobianKernel(Kernel):
         dtype = self.float_dtype_for(args)
         source = self.source.ir_for(dtype)
         dims = bind_arguments(source, args).dims
-        inputs = sum(num_elements(source.params[i].type.shape).evaluate(dims)
+        inputs = sum(compiler.num_elements(source.params[i].type.shape).evaluate(dims)
                      for i in self.chosen)
-        outputs = sum(num_elements(t.shape).evaluate(dims) for t in source.result_types)
+        outputs = sum(compiler.num_elements(t.shape).evaluate(dims)
+                      for t in source.result_types)
         fn = self.reverse_ir_for(dtype) if outputs < inputs else self.ir_for(dtype)
         return self.execute(fn, args)
 

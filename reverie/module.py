@@ -3,7 +3,10 @@
 A `Module` parses and type-checks every function at construction (so errors surface at
 compile time), then specialises each function per float dtype on first call. Functions are
 reached as attributes (`module.loss`) or by name (`module["loss"]`) and are `Kernel`s:
-callables that bind arguments at the call boundary and run the chosen backend.
+callables that bind arguments at the call boundary and run the chosen backend. A module
+reaches the compiler (the ladder, the printers) through the gate of a warm start,
+`runtime/native/compiler_gate.py`: one whose function table and kernels come from the disk
+cache imports none of it.
 
 A module keeps the executables (native code) of its `EXECUTABLE_CACHE_SIZE` most recently
 run specialisations; one dropped from that cache is rebuilt on its next call (from the disk
@@ -22,10 +25,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import reverie.kernel_transforms as kernel_transforms
 from reverie.compiler.ir.iteration_limit import max_iterations as resolve_max_iterations
-from reverie.compiler.lazy import lazy
 from reverie.kernel import Kernel
 from reverie.runtime.native import artifacts
+from reverie.runtime.native import compiler_gate as compiler
 from reverie.runtime.native.lru import LruCache
 
 if TYPE_CHECKING:
@@ -46,23 +50,6 @@ EXECUTABLE_CACHE_SIZE = 256
 UNPICKLED_MODULES = 16
 FORMATS = ("text", "dot")  # dot: a dataflow graph (compiler/ir/dot.py), of DOT_STAGES only
 DOT_STAGES = ("tensor", "grad")
-
-
-# What a module whose function table came from the disk cache does not need to be called
-# (the front end, the ladder, the printers), imported on first use: a warm start loads none.
-Request = lazy("reverie.compiler.pipeline:Request")
-back_end_start = lazy("reverie.compiler.pipeline:back_end_start")
-climb = lazy("reverie.compiler.pipeline:climb")
-compile_source = lazy("reverie.compiler.pipeline:compile_source")
-module_lowering = lazy("reverie.compiler.pipeline:module_lowering")
-ladder_stage = lazy("reverie.compiler.pipeline:stage")
-capture = lazy("reverie.compiler.print_ir:capture")
-did_you_mean = lazy("reverie.dsl.diagnostics:did_you_mean")
-format_function = lazy("reverie.compiler.ir.tensor_printer:format_function")
-interpret = lazy("reverie.compiler.ir.tensor_interpreter:interpret")  # the "interp" backend only
-format_ast = lazy("reverie.dsl.source_printer:format_ast")  # stage "ast" only
-format_ast_function = lazy("reverie.dsl.source_printer:format_function")
-format_dot = lazy("reverie.compiler.ir.dot:format_dot")
 
 
 class Module:
@@ -108,13 +95,14 @@ class Module:
     def ast(self) -> ast.Module:
         """The parsed source (parsed when first needed: a module whose function table came
         from the disk cache is not parsed to be called)."""
-        return compile_source(self.source, "parse", Request(filename=self.name))
+        return compiler.compile_source(self.source, "parse", compiler.Request(filename=self.name))
 
     @functools.cached_property
     def lowering(self) -> ModuleLowering:
         """The module's lowering, which keeps its functions' typed IR per dtype (made when
         first needed: a module whose IR all comes from the disk cache never lowers)."""
-        return module_lowering(self.ast, Request(max_iterations=self.max_iterations))
+        request = compiler.Request(max_iterations=self.max_iterations)
+        return compiler.module_lowering(self.ast, request)
 
     def _specialise(self, name: str, dtype: str) -> Function:
         """The typed IR of function `name` with `float` meaning `dtype`: the ladder's
@@ -129,10 +117,12 @@ class Module:
         request = {"function": name, "dtype": dtype, "filename": self.name,
                    "max_iterations": self.max_iterations}
         if not adjoint:
-            return climb(source, Request(**request), start="lower", stop="lower")["lower"]
+            lower = compiler.Request(**request)
+            return compiler.climb(source, lower, start="lower", stop="lower")["lower"]
         chosen, _ = self[name].wrt_indices(wrt)
-        request = Request(**request, transform="reverse", wrt=chosen, checkpoint=self.checkpoint)
-        return climb(source, request, start="lower", stop="reverse")["reverse"]
+        reverse = compiler.Request(**request, transform="reverse", wrt=chosen,
+                                   checkpoint=self.checkpoint)
+        return compiler.climb(source, reverse, start="lower", stop="reverse")["reverse"]
 
     def _kernel(self, name: str, param_names: list[str], dtypes: list[str],
                 float_scalar_result: bool) -> Kernel:
@@ -154,8 +144,8 @@ class Module:
         """Compile `fn` for this module's backend (the native and MLIR kernels climb the
         ladder of compiler/pipeline.py; their modules load LLVM, so only when used)."""
         if self.backend == "interp":  # what the native and MLIR ladders run, hoisting too
-            hoisted = climb(fn, start="hoist", stop="hoist")["hoist"]  # that pass alone
-            return lambda bound: interpret(hoisted, bound.arrays, bound.dims)
+            hoisted = compiler.climb(fn, start="hoist", stop="hoist")["hoist"]  # that pass alone
+            return lambda bound: compiler.interpret(hoisted, bound.arrays, bound.dims)
         if self.backend == "mlir":
             from reverie.runtime.native.mlir_backend import MlirKernel
 
@@ -169,11 +159,11 @@ class Module:
         if name in kernels:
             return kernels[name]
         raise AttributeError(f"module {self.name!r} has no function '{name}'"
-                             + did_you_mean(name, kernels))
+                             + compiler.did_you_mean(name, kernels))
 
     def __getitem__(self, name: str) -> Kernel:
         if name not in self.kernels:
-            raise KeyError(f"no function '{name}'" + did_you_mean(name, self.kernels))
+            raise KeyError(f"no function '{name}'" + compiler.did_you_mean(name, self.kernels))
         return self.kernels[name]
 
     def __dir__(self) -> list[str]:
@@ -194,11 +184,9 @@ class Module:
     @property
     def transforms(self) -> ModuleType:
         """`reverie/kernel_transforms.py`, which builds every transform of this module's
-        kernels (imported on the first transform asked for). The kernels reach it here:
-        it subclasses Kernel, so `reverie/kernel.py` cannot import it."""
-        import reverie.kernel_transforms
-
-        return reverie.kernel_transforms
+        kernels. The kernels reach it here: it subclasses Kernel, so `reverie/kernel.py`
+        cannot import it."""
+        return kernel_transforms
 
     def _differentiable(self, name: str) -> bool:
         dtypes = self[name].declared_dtypes
@@ -220,57 +208,51 @@ class Module:
         as Graphviz dataflow graphs, the adjoint's primal and adjoint halves in two colours
         (compiler/ir/dot.py).
         """
-        from reverie.compiler.pipeline import ADJOINT, BOTH, EITHER, SOURCE, ir_view
-
-        view = ir_view(stage)
+        view = compiler.ir_view(stage)
         if format not in FORMATS or (format == "dot" and stage not in DOT_STAGES):
             raise ValueError(f"format must be one of {', '.join(FORMATS)} (dot: stages "
                              f"{' and '.join(DOT_STAGES)}), got {format!r} for {stage!r}")
         names = [fn] if fn is not None else list(self.kernels)
         for name in names:
             self[name]
-        if view.shows == SOURCE:
+        if view.shows_source:
             if fn is None:
-                return format_ast(self.ast)
-            return format_ast_function(self.lowering.functions[fn]) + "\n"
-        adjoint = view.shows == ADJOINT or (wrt is not None and view.shows in (EITHER, BOTH))
+                return compiler.format_ast(self.ast)
+            return compiler.format_ast_function(self.lowering.functions[fn]) + "\n"
+        adjoint = view.shows_adjoint(wrt is not None)
         if adjoint:  # all functions: those that have one
             names = [n for n in names if fn is not None or self._differentiable(n)]
         if view.captured is not None:
-            with capture(view.captured) as texts:
+            with compiler.capture(view.captured) as texts:
                 self._climb(view, self._functions(view, names, dtype, wrt, adjoint, fresh=True))
             return _joined(texts)
         functions = self._functions(view, names, dtype, wrt, adjoint)
         if format == "dot":
             programs = [self._specialise(n, dtype) if adjoint else None for n in names]
-            return _joined(map(format_dot, functions, programs))
+            return _joined(map(compiler.format_dot, functions, programs))
         if view.stop is None:
-            return _joined(map(format_function, functions))
-        text = view.text or ladder_stage(view.stop, view.backend).text
+            return _joined(map(compiler.format_function, functions))
+        text = view.text or compiler.ladder_stage(view.stop, view.backend).text
         return _joined(map(text, self._climb(view, functions)))
 
     def _functions(self, view: IrView, names: list[str], dtype: str, wrt: object,
                    adjoint: bool, fresh: bool = False) -> list[Function]:
         """The tensor functions `view` shows: each function named or its adjoint, then
         (`BOTH`, no adjoint asked for) the adjoints; `fresh`: lowered afresh."""
-        from reverie.compiler.pipeline import BOTH
-
         source = self.ast if fresh else self.lowering
         functions = [self._tensor_ir(source, n, dtype, wrt, adjoint) for n in names]
-        if view.shows == BOTH and not adjoint:
+        if view.in_one_module and not adjoint:
             functions += [self._tensor_ir(source, n, dtype, adjoint=True) for n in names
                           if self._differentiable(n)]
         return functions
 
     def _climb(self, view: IrView, functions: list[Function]) -> list[object]:
         """The result of `view`'s stop for each function (`BOTH`: for all in one module)."""
-        from reverie.compiler.pipeline import BOTH
-
         if view.stop is None:
             return functions
-        request = Request(filename=self.name, backend=view.backend)
-        climbs = [functions] if view.shows == BOTH else functions
-        return [climb(value, request, start=back_end_start(view.backend),
+        request = compiler.Request(filename=self.name, backend=view.backend)
+        climbs = [functions] if view.in_one_module else functions
+        return [compiler.climb(value, request, start=compiler.back_end_start(view.backend),
                       stop=view.stop)[view.stop] for value in climbs]
 
 

@@ -39,6 +39,7 @@ import struct
 import sys
 
 from reverie.runtime.native import cache
+from reverie.runtime.native.compiler_gate import observing
 
 SOURCE_SUFFIXES = (".py", ".lark")
 # what `in_use` asks of the pass printer (compiler/print_ir.py), imported only when a
@@ -116,8 +117,6 @@ def in_use() -> bool:
     if (_PRINT_IR_MODULE not in sys.modules
             and os.environ.get(_PRINT_IR_VARIABLE, "").strip() in ("", "0")):
         return True  # no capture before print_ir is imported, nothing printed: a warm start
-    from reverie.compiler.print_ir import observing
-
     return not observing()
 
 

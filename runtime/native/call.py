@@ -17,6 +17,7 @@ import numpy as np
 
 from reverie.compiler.ir.dtypes import NUMPY_DTYPES
 from reverie.runtime.native import output_pool
+from reverie.runtime.native.compiler_gate import python_expr  # (a call that has the IR)
 
 if TYPE_CHECKING:  # (not imported: a warm start's first call checks arity without the IR)
     from reverie.compiler.ir.core import Function
@@ -135,8 +136,6 @@ class FastBinder:
     else, and the full path then converts or explains."""
 
     def __init__(self, fn: Function) -> None:
-        from reverie.compiler.ir.dims import python_expr  # (a call that has the IR)
-
         self.arity = len(fn.params)
         self.dtypes = [NUMPY_DTYPES[p.type.dtype] for p in fn.params]
         self.ranks = [p.type.rank for p in fn.params]

@@ -15,7 +15,8 @@ The native call entry (`call_boundary/fastcall_entry.py`: one CPython vectorcall
 table-driven, for every kernel) is a module of the same kind: compiled once per process, or
 loaded from the disk cache (`call_entry`).
 
-This module imports neither the IR nor the code generators, so a warm start
+This module imports neither the IR nor the code generators (their generators are handles
+of the gate, `runtime/native/compiler_gate.py`), so a warm start
 (`runtime/native/fastcall.py`) fills the table without them;
 `runtime/native/native_kernel.py` uses it too.
 
@@ -40,6 +41,11 @@ from reverie.compiler.call_boundary.abi import (
 )
 from reverie.runtime.native.artifacts import artifact_key
 from reverie.runtime.native.blas import blas_requested, find_blas
+from reverie.runtime.native.compiler_gate import (
+    call_entry_module,
+    gemm_helper_module,
+    sort_helper_module,
+)
 from reverie.runtime.native.jit_module import JitModule, Pipeline
 from reverie.runtime.native.locks import runtime_lock
 from reverie.runtime.native.pool import fill_table
@@ -67,11 +73,9 @@ ENTRY_PIPELINE = None
 def _helper(name: str) -> JitModule:
     """The compiled module of the run-time helper `name` (once per process; a process that
     finds it in the disk cache loads it without generating its IR)."""
-    def make_ir() -> str:
-        # the generator, and llvmlite.ir with it, is imported only when the IR is made
-        from reverie.compiler.runtime_library import gemm, sort
-
-        return (sort if name in SORT_HELPERS else gemm).helper_module(name)
+    def make_ir() -> str:  # (the generator, and llvmlite.ir with it: only when made)
+        generate = sort_helper_module if name in SORT_HELPERS else gemm_helper_module
+        return generate(name)
 
     key = artifact_key("helper", name, HELPER_PIPELINE, host_description())
     return remembered_module(key, make_ir, name=name, pipeline=HELPER_PIPELINE)
@@ -82,13 +86,8 @@ def _call_entry_module() -> JitModule:
     """The module of the native call entry (`call_boundary/fastcall_entry.py`), compiled once per
     process (a process that finds it in the disk cache loads it without generating its
     IR); kept here, so its code stays loaded for the life of the process."""
-    def make_ir() -> str:
-        from reverie.compiler.call_boundary import fastcall_entry as fastcall
-
-        return fastcall.entry_module()
-
     key = artifact_key("helper", CALL_ENTRY, ENTRY_PIPELINE, host_description())
-    return remembered_module(key, make_ir, name=CALL_ENTRY, pipeline=ENTRY_PIPELINE)
+    return remembered_module(key, call_entry_module, name=CALL_ENTRY, pipeline=ENTRY_PIPELINE)
 
 
 def _finish_ahead(key: tuple) -> None:

@@ -33,6 +33,7 @@ import numpy as np
 
 from reverie.compiler.call_boundary.abi import ARM_SLOT, POOL_SLOT, SIGNALS_SLOT, THREADS_SLOT
 from reverie.runtime.native.artifacts import artifact_key
+from reverie.runtime.native.compiler_gate import pool_runtime_module
 from reverie.runtime.native.jit_module import Pipeline
 from reverie.runtime.native.remembered import host_description, remembered_module
 
@@ -67,15 +68,9 @@ def pool_threads() -> int:
 @functools.cache
 def run_time_module() -> object:
     """The loaded run-time module (a `JitModule`)."""
-
-    def make_ir() -> str:  # (the compiler's: only when the module is not remembered)
-        from reverie.compiler.runtime_library.pool_runtime import runtime_module
-
-        return runtime_module()
-
     pipeline = Pipeline(speed_level=2, slp_vectorization=False)
     key = artifact_key("helper", "rv_pool", pipeline, host_description())
-    return remembered_module(key, make_ir, name="rv_pool", pipeline=pipeline)
+    return remembered_module(key, pool_runtime_module, name="rv_pool", pipeline=pipeline)
 
 
 @functools.cache

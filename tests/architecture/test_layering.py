@@ -60,8 +60,8 @@ LAYERS = (
     ("reverie",),
 )
 # The ladder's last two stages, llvm-opt and jit, are the run time's JIT, and the MLIR
-# ladder's mlir-to-llvm runs the upstream tools: it names them (imported on first use) so
-# that every stage from source to native code is in one table.
+# ladder's mlir-to-llvm runs the upstream tools: it imports them so that every stage from
+# source to native code is in one table.
 LADDER_IMPORTS = {("reverie.compiler.pipeline", "reverie.runtime.native.jit"),
                   ("reverie.compiler.pipeline", "reverie.runtime.native.mlir_to_llvm")}
 # Upward imports not yet removed (issue 34), each with the change that removes it; an

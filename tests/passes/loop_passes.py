@@ -1,6 +1,6 @@
 """The loop passes as the pass tests call them: the one place that knows how to call them.
 
-`program_of(fn)` is the loop program the pass `to_loops` builds from a tensor function
+`program_of(fn)` is the loop program the pass `loop_nests` builds from a tensor function
 (after the ladder's stage `fuse`, as in the pipeline), before any loop pass;
 `run_loop_pass(name, program)` runs one loop pass alone, by its REVERIE_PRINT_IR name, as
 the ladder runs it (compiler/pipeline.py, stage `to_loops`), and checks its result with the
@@ -21,7 +21,7 @@ from reverie.compiler.to_loops.lower_blocks import lower_function
 
 
 def program_of(fn: Function) -> Program:
-    """The loop program of `fn` as `to_loops` lowers it, before any loop pass."""
+    """The loop program of `fn` as `loop_nests` lowers it, before any loop pass."""
     fused = compile_function(fn, "fuse")
     program = lower_function(fused.function, fused.plan)
     verify_program(program)

@@ -1,13 +1,16 @@
 """Start-up work: what `import reverie` and a warm start import, and the parser generated
 ahead of time.
 
-No timings: fresh processes report which modules they imported. A warm start (a new
-process whose disk cache holds the module: `runtime/native/fastcall.py`) reaches its first value
-and gradient without importing the front end, the IR, the passes, the loop IR, the code
-generators or LLVM, and gets the cold process's results and errors. dsl/generated_parser.py
-must be what Lark's stand-alone generator makes of today's grammar.lark (same code, same
-grammar hash; `REVERIE_UPDATE_GOLDEN=1` regenerates it), must parse exactly like a parser
-Lark builds from the grammar, and parsing must never import Lark (which builds tables).
+No timings: fresh processes report which modules they imported. Laziness sits at two
+gates: `import reverie` imports each public name on first use (`reverie/__init__.py`), and
+a warm start (a new process whose disk cache holds the module: `runtime/native/fastcall.py`)
+reaches the compiler only through `runtime/native/compiler_gate.py`, so it reaches its first
+value and gradient without importing the front end, the IR, the passes, the ladder, the
+loop IR, the code generators or LLVM, and gets the cold process's results and errors.
+dsl/generated_parser.py must be what Lark's stand-alone generator makes of today's
+grammar.lark (same code, same grammar hash; `REVERIE_UPDATE_GOLDEN=1` regenerates it), must
+parse exactly like a parser Lark builds from the grammar, and parsing must never import Lark
+(which builds tables).
 """
 
 from __future__ import annotations
@@ -113,7 +116,9 @@ LLVM_THREAD = "reverie-llvm"  # runtime/native/compile_queue.py's
 # costs it time however small (benchmarks/README.md), so a module added to the warm path
 # must be added here on purpose. Of the compiler it loads only the tables the native code
 # and the run time share (dtypes, the call boundary's ABI and descriptor, the iteration
-# limit) and `lazy`, which the ladder and the transforms use to import passes on demand.
+# limit) and `lazy`, with which the gate (`runtime/native/compiler_gate.py`) hands the warm
+# path's modules the rest of the compiler on first use; behind the gate, the compiler's
+# modules import one another at the top (tests/architecture/test_gates.py).
 WARM_PATH_MODULES = sorted([
     "reverie", "reverie.runtime", "reverie.runtime.native",
     "reverie.runtime.native.kernel_protocol", "reverie.runtime.native.version", "reverie.module",
@@ -122,7 +127,8 @@ WARM_PATH_MODULES = sorted([
     "reverie.compiler.call_boundary", "reverie.compiler.call_boundary.abi",
     "reverie.compiler.call_boundary.fastcall_descriptor", "reverie.runtime.native.artifacts",
     "reverie.runtime.native.cache", "reverie.runtime.native.lru", "reverie.runtime.native.locks",
-    "reverie.runtime.native.orphans", "reverie.runtime.native.call",
+    "reverie.runtime.native.orphans", "reverie.runtime.native.compiler_gate",
+    "reverie.runtime.native.call",
     "reverie.runtime.native.output_pool", "reverie.runtime.native.fastcall",
     "reverie.runtime.native.helpers", "reverie.runtime.native.blas",
     "reverie.runtime.native.jit_module", "reverie.runtime.native.pool",
@@ -176,7 +182,7 @@ def test_import_reverie_imports_neither_front_end_nor_back_end() -> None:
     assert not {"numpy", "reverie.dsl.parser", "reverie.module"} & bare
     used = imported_modules("import reverie as rv\nrv.compile, rv.Kernel, rv.grad, rv.Tensor")
     assert not {name.split(".")[0] for name in used} & HEAVY_MODULES
-    assert "reverie.dsl.generated_parser" not in used
+    assert not {"reverie.dsl.generated_parser", "reverie.compiler.pipeline"} & used
 
 
 def test_a_warm_start_imports_no_compiler_and_gives_the_cold_results(tmp_path: Path) -> None:

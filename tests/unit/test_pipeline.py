@@ -101,6 +101,42 @@ def test_climb_stops_after_and_starts_at_any_pass() -> None:
         climb(fn, start="interchange", stop="fuse_loops")
 
 
+def test_a_name_means_one_thing_to_climb_and_to_module_ir() -> None:
+    """A stage is named after no pass of another meaning: where a pass has the stage's
+    name it is the stage's last pass, so stopping after either is the same."""
+    passes = {p.name for ladder in LADDERS.values() for s in ladder for p in s.passes}
+    for ladder in LADDERS.values():
+        for s in ladder:
+            assert s.name not in passes or s.passes[-1].name == s.name, s.name
+    fn = compile_source(SOURCE, "lower")
+    program = climb(fn, start="fuse", stop="to_loops")["to_loops"]
+    with print_ir.capture("dead_code") as texts:
+        compile_function(fn, "to_loops")
+    assert texts[-1] == print_loops(program)
+    with print_ir.capture("loop_nests") as texts:
+        lowered = climb(fn, start="fuse", stop="loop_nests")["loop_nests"]
+    assert texts[-1] == print_loops(lowered)
+
+
+def test_the_select_stage_keeps_the_results_or_the_vjp_half_asked_for() -> None:
+    fn = compile_source(SOURCE, "lower")
+    request = Request(transform="reverse", wrt=[1], results=[1], name="loss_dw")
+    with print_ir.capture("keep_results") as kept, print_ir.capture("simplify") as simplified:
+        grad = pipeline.transform(fn, request)
+    assert grad.name == "loss_dw" and [str(t) for t in grad.result_types] == ["f32[N]"]
+    assert "reduce_sum" in kept[-1] and "reduce_sum" not in simplified[-1]  # (dead code)
+    vjp = pipeline.transform(fn, Request(transform="reverse", wrt=[0, 1], vjp=True))
+    halves = [climb(vjp, Request(wrt=[0, 1], vjp_half=half), start="select",
+                    stop="select")["select"] for half in ("forward", "backward")]
+    assert [h.name for h in halves] == ["loss_vjp_forward", "loss_vjp_backward"]
+    residuals = halves[0].result_types[1:]
+    assert [p.type for p in halves[1].params[2:2 + len(residuals)]] == list(residuals)
+    with pytest.raises(ValueError, match=r"runs only when asked for: Request\(vjp_half"):
+        climb(fn, Request(), start="select", stop="select")
+    with pytest.raises(ValueError, match="vjp_half must be one of None, forward, backward"):
+        Request(vjp_half="middle")
+
+
 def test_the_stage_rows_are_the_passes_that_print_in_order(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setenv("REVERIE_PRINT_IR", "1")
@@ -224,8 +260,8 @@ def test_one_vocabulary_names_the_views_and_the_passes() -> None:
         rv.compile(SOURCE).ir("forward")
 
 
-@pytest.mark.parametrize("name", ["lower", "reverse", "contract", "hoist", "fuse", "to_loops",
-                                  "interchange", "dead_code", "codegen"])
+@pytest.mark.parametrize("name", ["lower", "reverse", "contract", "hoist", "fuse",
+                                  "loop_nests", "interchange", "dead_code", "codegen"])
 def test_a_pass_name_shows_what_that_pass_prints(name: str) -> None:
     module = rv.compile(SOURCE)
     wrt = None if name == "lower" else "x"  # after the tensor level: the adjoint
@@ -294,10 +330,10 @@ def test_print_ir_1_prints_every_pass_of_every_level(
     module.loss.grad()(x, x)
     printed = headers(capsys.readouterr().err)
     assert [name for name, _ in printed] == [
-        "parse", "lower", "simplify", "reverse", "simplify", "scatter_contract", "contract",
-        "hoist", "fuse",
-        "to_loops", "outer_products", "fuse_loops", "split_wrapping_loops", "split_guarded_loops",
-        "interchange", "dead_code", "codegen", "llvm-opt"]
+        "parse", "lower", "simplify", "reverse", "simplify", "keep_results", "simplify",
+        "scatter_contract", "contract", "hoist", "fuse", "loop_nests", "outer_products",
+        "fuse_loops", "split_wrapping_loops", "split_guarded_loops", "interchange", "dead_code",
+        "codegen", "llvm-opt"]
     assert {level for _, level in printed} == {"AST", "tensor IR", "fusion plan", "loop IR",
                                                "LLVM IR"}
     compile_source(SOURCE, "forward", Request(transform="forward"))

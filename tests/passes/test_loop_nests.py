@@ -1,6 +1,7 @@
-"""The pass `to_loops` (compiler/to_loops/lower_blocks.py): each root op of the fusion plan
-becomes a loop nest writing a buffer, the ops inlined into it are computed inside it, views
-of buffers are index arithmetic, and an f64 sum accumulates in a scalar."""
+"""The pass `loop_nests` (compiler/to_loops/lower_blocks.py, the first pass of the stage
+`to_loops`): each root op of the fusion plan becomes a loop nest writing a buffer, the ops
+inlined into it are computed inside it, views of buffers are index arithmetic, and an f64
+sum accumulates in a scalar."""
 
 from __future__ import annotations
 
