@@ -32,6 +32,15 @@ pauses after a job, then sleep on a futex; the caller wakes them only when one s
 One job runs at a time: a caller that finds the pool taken (a kernel called from a second
 Python thread) runs its chunks alone.
 
+**Splits that pay.** Whether waking a worker pays depends on the host and on what else
+runs on it (a core busy with another process, a worker preempted inside its chunk), so the
+pool measures it: `rv_pool_run` times each split job and the caller's own chunks, which
+estimate what the job would take on one thread. A split that did not save a tenth of that
+makes the next jobs of the same chunk function (remembered by address, HISTORY_SLOTS of
+them) run alone on the caller, without waking anyone, for RETRY_AFTER jobs, doubled by
+each further losing split and halved by each paying one; a job of more than twice the
+losing one's work tries again at once. Which thread runs a chunk never changes the results.
+
 **Signals.** `void @rv_signals_arm()` puts `@rv_on_signal` in front of the C handler of
 each signal in WATCHED that has one (CPython's, for a signal with a Python handler;
 SIG_DFL and SIG_IGN are left alone): it adds one to the helper table's signal count
@@ -72,6 +81,14 @@ WATCHED = tuple(int(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, s
 WORKER_SPIN = 1 << 11  # pause instructions a worker spins after a job (~50 µs) before sleeping
 CALLER_SPIN = 1 << 10  # pauses the caller spins on claimed chunks (~25 µs) before sleeping
 ARM_INTERVAL = 100_000_000  # cycles between re-armings (~40 ms at 2.6 GHz)
+HISTORY_SLOTS = 256  # chunk functions whose last split is remembered (by address)
+RETRY_AFTER = 32  # jobs of a chunk function run alone after a split that did not pay
+RETRY_MOST = 1 << 12  # (doubled by each further split that did not pay, up to this)
+PAYS = (9, 10)  # a split pays when it took under 9/10 of the chunks' time on one thread
+# a chunk function's slot of the history: its address; the one-thread cycles of its last
+# split when that did not pay (else 0); jobs run alone since, and how many to run alone;
+# cycles a chunk took, last measured
+HISTORY = ("address", "lost_work", "skipped", "retry", "chunk_cycles")
 SIGACTION_BYTES = 152  # glibc's struct sigaction on 64-bit Linux; the handler comes first
 SIG_BLOCK = 0
 FUTEX = {"x86_64": 202, "aarch64": 98}  # the futex system call's number
@@ -101,6 +118,8 @@ class _Runtime:
         self.wake, self.sleepers = variable("wake", I32), variable("sleepers", I32)
         self.waiting = variable("waiting", I32)  # the caller sleeps on `done`
         self.previous = variable("previous", ir.ArrayType(PTR, 65))
+        self.history = variable("history", ir.ArrayType(ir.ArrayType(I64, len(HISTORY)),
+                                                        HISTORY_SLOTS))
 
         def libc(name: str, result: ir.Type, args: list[ir.Type], var_arg: bool = False
                  ) -> ir.Function:
@@ -189,10 +208,11 @@ def _define_claim(rt: _Runtime) -> ir.Function:
 
 
 def _define_work(rt: _Runtime, claim: ir.Function, arm: ir.Function) -> ir.Function:
-    """`void work(i64 job, ptr fn, ptr context)`: run chunks of `job` while any is left
-    (re-arming the signal handler before a chunk when it is time)."""
-    function, b = _function(rt, "work", ir.FunctionType(ir.VoidType(), [I64, PTR, PTR]))
-    job, fn, context = function.args
+    """`void work(i64 job, ptr fn, ptr context, ptr spent)`: run chunks of `job` while any
+    is left (re-arming the signal handler before a chunk when it is time), adding to
+    `spent` (two i64) the chunks run and the cycles they took."""
+    function, b = _function(rt, "work", ir.FunctionType(ir.VoidType(), [I64, PTR, PTR, PTR]))
+    job, fn, context, spent = function.args
     look = function.append_basic_block("look")
     run, finished = function.append_basic_block("run"), function.append_basic_block("finished")
     b.branch(look)
@@ -204,7 +224,12 @@ def _define_work(rt: _Runtime, claim: ir.Function, arm: ir.Function) -> ir.Funct
     chunk = b.call(claim, [job])
     b.cbranch(b.icmp_signed(">=", chunk, i64(0)), run, finished)
     b.position_at_end(run)
+    started = _cycles(rt, b)
     status = b.call(FunctionPointer(fn, CHUNK_TYPE), [context, chunk])
+    cycles = b.sub(_cycles(rt, b), started)
+    for field, amount in ((0, i64(1)), (1, cycles)):
+        total = b.gep(spent, [i64(field)], source_etype=I64)
+        b.store(b.add(b.load(total, typ=I64), amount), total)
     with b.if_then(b.icmp_signed("!=", status, ir.Constant(I32, 0))):
         rt.store(b, i64(1), rt.stop)
     b.atomic_rmw("add", rt.done, i64(1), "seq_cst")
@@ -240,9 +265,13 @@ def _define_run(rt: _Runtime, work: ir.Function, alone: ir.Function) -> None:
     """`i64 @rv_pool_run(ptr fn, ptr context, i64 chunks, i64 seen)` (the module docstring)."""
     function, b = _function(rt, "rv_pool_run", RUN_TYPE, internal=False)
     fn, context, chunks, seen = function.args
+    _alone_while_splits_lose(rt, b, fn, context, chunks, seen, alone)
     taken = b.extract_value(b.cmpxchg(rt.lock, i64(0), i64(1), "seq_cst"), 1)
     with b.if_then(b.not_(taken)):
         b.ret(b.call(alone, [fn, context, chunks, seen]))
+    started = _cycles(rt, b)
+    spent = alloca(b, ir.ArrayType(I64, 2), "spent")
+    b.store(ir.Constant(ir.ArrayType(I64, 2), None), spent)
     for value, slot in ((fn, rt.fn), (context, rt.context), (chunks, rt.chunks),
                         (seen, rt.seen), (i64(0), rt.stop), (i64(0), rt.done)):
         rt.store(b, value, slot)
@@ -252,16 +281,85 @@ def _define_run(rt: _Runtime, work: ir.Function, alone: ir.Function) -> None:
     b.atomic_rmw("add", rt.wake, ir.Constant(I32, 1), "seq_cst")
     with b.if_then(b.icmp_signed(">", rt.load(b, rt.sleepers, I32), ir.Constant(I32, 0))):
         rt.futex(b, FUTEX_WAKE_PRIVATE, ir.Constant(I32, (1 << 31) - 1))
-    b.call(work, [job, fn, context])
+    b.call(work, [job, fn, context, spent])
     # close the job (no claim succeeds after this), then wait for the chunks claimed
     closed = b.atomic_rmw("xchg", rt.job, b.or_(b.shl(job, i64(32)), i64(LOW)), "seq_cst")
     claimed = b.and_(closed, i64(LOW))
     claimed = b.select(b.icmp_signed("<", claimed, chunks), claimed, chunks)
     _wait_for(rt, b, claimed)
+    elapsed = b.sub(_cycles(rt, b), started)
+    _judge_split(rt, b, fn, chunks, elapsed, spent)
     status = b.select(b.icmp_signed("!=", rt.load(b, rt.stop), i64(0)), i64(INTERRUPTED),
                       i64(0))
     rt.store(b, i64(0), rt.lock)
     b.ret(status)
+
+
+def _history(rt: _Runtime, b: ir.IRBuilder, fn: ir.Value) -> dict[str, ir.Value]:
+    """Pointers to the fields (HISTORY) of chunk function `fn`'s slot of the history."""
+    slot = b.and_(b.lshr(b.ptrtoint(fn, I64), i64(4)), i64(HISTORY_SLOTS - 1))
+    return {name: b.gep(rt.history, [i64(0), slot, i64(field)],
+                        source_etype=rt.history.value_type)
+            for field, name in enumerate(HISTORY)}
+
+
+def _cycles(rt: _Runtime, b: ir.IRBuilder) -> ir.Value:
+    """The cycle counter (x86's time-stamp counter)."""
+    return b.call(_declared(rt.module, "llvm.readcyclecounter", I64), [])
+
+
+def _alone_while_splits_lose(rt: _Runtime, b: ir.IRBuilder, fn: ir.Value, context: ir.Value,
+                             chunks: ir.Value, seen: ir.Value, alone: ir.Function) -> None:
+    """Return from `rv_pool_run` after running every chunk on this thread, without waking
+    anyone, when the last split of `fn` did not pay (`_judge_split`), fewer than its
+    `retry` jobs ran alone since, and this job's work (chunks x a chunk's cycles) is at
+    most twice that split's: a larger job tries splitting again. A job alone measures
+    its chunks' cycles."""
+    history = _history(rt, b, fn)
+    known = b.icmp_unsigned("==", rt.load(b, history["address"]), b.ptrtoint(fn, I64))
+    skipped = rt.load(b, history["skipped"])
+    work = b.mul(chunks, rt.load(b, history["chunk_cycles"]))
+    stay = b.and_(b.icmp_signed("<", skipped, rt.load(b, history["retry"])),
+                  b.icmp_signed("<=", work, b.mul(rt.load(b, history["lost_work"]), i64(2))))
+    with b.if_then(b.and_(known, stay)):
+        rt.store(b, b.add(skipped, i64(1)), history["skipped"])
+        started = _cycles(rt, b)
+        status = b.call(alone, [fn, context, chunks, seen])
+        rt.store(b, b.sdiv(b.sub(_cycles(rt, b), started), chunks), history["chunk_cycles"])
+        b.ret(status)
+
+
+def _judge_split(rt: _Runtime, b: ir.IRBuilder, fn: ir.Value, chunks: ir.Value,
+                 elapsed: ir.Value, spent: ir.Value) -> None:
+    """Remember whether the split job of `fn` just run paid: it did when its `elapsed`
+    cycles are under PAYS of the cycles its `chunks` would take on one thread, estimated
+    from the caller's own chunks (`spent`: chunks run, their cycles); when a worker
+    claimed every chunk before the caller could, the chunks were too short to share (the
+    estimate is then `elapsed`). A split that did not pay makes the next RETRY_AFTER jobs
+    of `fn` of at most twice its work run alone (`_alone_while_splits_lose`); each later
+    split that does not pay doubles that count (up to RETRY_MOST), each that pays halves
+    it: a split that stalls (a worker preempted in its chunk) can cost many times what
+    one that pays saves."""
+    ran = b.load(b.gep(spent, [i64(0)], source_etype=I64), typ=I64)
+    cycles = b.load(b.gep(spent, [i64(1)], source_etype=I64), typ=I64)
+    numerator, denominator = PAYS
+    some = b.icmp_signed(">", ran, i64(0))
+    one_thread = b.select(some, b.sdiv(b.mul(cycles, chunks), b.select(some, ran, i64(1))),
+                          elapsed)
+    pays = b.and_(some, b.icmp_signed("<", b.mul(elapsed, i64(denominator)),
+                                      b.mul(one_thread, i64(numerator))))
+    history = _history(rt, b, fn)
+    known = b.icmp_unsigned("==", rt.load(b, history["address"]), b.ptrtoint(fn, I64))
+    retry = b.select(known, rt.load(b, history["retry"]), i64(0))
+    longer = b.mul(retry, i64(2))
+    longer = b.select(b.icmp_signed("<", longer, i64(RETRY_AFTER)), i64(RETRY_AFTER), longer)
+    longer = b.select(b.icmp_signed(">", longer, i64(RETRY_MOST)), i64(RETRY_MOST), longer)
+    for name, value in (("address", b.ptrtoint(fn, I64)),
+                        ("lost_work", b.select(pays, i64(0), one_thread)),
+                        ("skipped", i64(0)),
+                        ("retry", b.select(pays, b.ashr(retry, i64(1)), longer)),
+                        ("chunk_cycles", b.sdiv(one_thread, chunks))):
+        rt.store(b, value, history[name])
 
 
 def _wait_for(rt: _Runtime, b: ir.IRBuilder, claimed: ir.Value) -> None:
@@ -296,6 +394,8 @@ def _define_worker(rt: _Runtime, work: ir.Function) -> ir.Function:
     b.call(rt.sigfillset, [mask])
     b.call(rt.pthread_sigmask, [ir.Constant(I32, SIG_BLOCK), mask, ir.Constant(PTR, None)])
     mine_slot, spun = alloca(b, I64, "mine"), alloca(b, I64, "spun")
+    spent = alloca(b, ir.ArrayType(I64, 2), "spent")  # (a worker's is not read)
+    b.store(ir.Constant(ir.ArrayType(I64, 2), None), spent)
     b.store(i64(0), mine_slot)
     look = function.append_basic_block("look")
     new, idle = function.append_basic_block("new_job"), function.append_basic_block("idle")
@@ -306,7 +406,7 @@ def _define_worker(rt: _Runtime, work: ir.Function) -> ir.Function:
     b.cbranch(b.icmp_unsigned("!=", job, mine), new, idle)
     b.position_at_end(new)
     b.store(job, mine_slot)
-    b.call(work, [job, rt.load(b, rt.fn, PTR), rt.load(b, rt.context, PTR)])
+    b.call(work, [job, rt.load(b, rt.fn, PTR), rt.load(b, rt.context, PTR), spent])
     b.branch(look)
     b.position_at_end(idle)
     b.store(i64(0), spun)
