@@ -10,7 +10,10 @@ computes C_i = A_i @ B_i for i < batch, where operand X_i starts sXb elements af
 helper the BLAS's `?gemm_batch` (CBLAS, 64-bit integers, the interface OpenBLAS and MKL
 share), or null:
 
-    if batch > 1 and gemm_batch and M*N*K > SMALL_MATRIX_MACS and BLAS can express the
+    if the batch is thin (gemm_thin.py: more than one product, N at most 64, rows of B
+            and C contiguous):
+        its products in register tiles without packing, one per chunk of the worker pool
+    elif batch > 1 and gemm_batch and M*N*K > SMALL_MATRIX_MACS and BLAS can express the
             layout (gemm_blas.py):
         for each chunk of at most BATCH_CHUNK products (their pointers on the stack):
             gemm_batch(RowMajor, [transL], [transR], [rows], [cols], [K], [1], lefts, [ldL],
@@ -69,6 +72,7 @@ from reverie.compiler.backend.irutil import (
 )
 from reverie.compiler.call_boundary.abi import MAX_TASKS
 from reverie.compiler.runtime_library.gemm_blas import ROW_MAJOR, BlasOperands, define_pointer_slot
+from reverie.compiler.runtime_library.gemm_thin import define_thin_batch
 from reverie.compiler.runtime_library.threads import define_parallel_gemm
 
 BATCH_CHUNK = 256  # products per `?gemm_batch` call: 6 KB of pointer arrays on the stack
@@ -92,6 +96,9 @@ def define_batched_gemm(function: ir.Function, product: ir.Function, dtype: str)
     function.attributes.add("nounwind")
     batch, m, n, k, a, sab, sa0, sa1, bm, sbb, sb0, sb1, c, scb, sc0, sc1, *rest = function.args
     b = ir.IRBuilder(function.append_basic_block("entry"))
+    thin = define_thin_batch(function.module, dtype)
+    with b.if_then(b.call(thin, [*function.args[:16], *rest[1:]])):
+        b.ret_void()
     gemm_batch = b.load_atomic(slot, "monotonic", 8, typ=PTR)
     macs = b.mul(b.mul(m, n), k)
     wanted = b.and_(b.icmp_unsigned("!=", gemm_batch, ir.Constant(PTR, None)),
