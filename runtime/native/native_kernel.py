@@ -2,13 +2,18 @@
 
 Compiling climbs the ladder of `compiler/pipeline.py` from the function: fuse → to_loops →
 codegen → llvm-opt → jit (LLVM O2 with the vectorisers, `KERNEL_PIPELINE`; disk object
-cache; see `runtime/native/jit.py`). A kernel that multiplies matrices or sorts first loads
-the run-time helper it calls and enters its address in the helper table every kernel
-receives (`runtime/native/helpers.py`, whose names are re-exported here; the helper starts
-compiling on the LLVM thread, `runtime/native/compile_queue.py`, once the loop program is
-made, while the kernel's LLVM IR is generated); the own matrix kernel is loaded only when no
-BLAS is used or a kernel has a product whose layout BLAS may not express
-(`abi.needs_own_kernel`).
+cache; see `runtime/native/jit.py`). A kernel whose object code the disk cache lacks starts
+in the first tier where its results are the optimised module's (`first_tier.exact`) and the
+LLVM thread can optimise meanwhile: its IR compiled without the optimiser, which the
+optimised module replaces behind the same addresses once made
+(`runtime/native/first_tier.py`); a call on more than FIRST_TIER_MAX_BYTES of arguments
+waits for it, and interpreter exit does too (the cache keeps only the optimised module). A
+kernel that multiplies matrices or sorts first loads the run-time helper it calls and enters
+its address in the helper table every kernel receives (`runtime/native/helpers.py`, whose
+names are re-exported here; the helper starts compiling on the LLVM thread,
+`runtime/native/compile_queue.py`, once the loop program is made, while the kernel's LLVM IR
+is generated); the own matrix kernel is loaded only when no BLAS is used or a kernel has a
+product whose layout BLAS may not express (`abi.needs_own_kernel`).
 
 Calling a `NativeKernel` on a `BoundCall` (the checked, converted arguments and dimension
 sizes from `runtime/native/call.py`):
@@ -32,6 +37,7 @@ sizes from `runtime/native/call.py`):
 from __future__ import annotations
 
 import ctypes
+import os
 import weakref
 from collections.abc import Callable
 
@@ -56,7 +62,7 @@ from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.compiler.loops.ir import Program, workspace_offsets
 from reverie.compiler.loops.loop_printer import format_program
 from reverie.compiler.pipeline import back_end_start, climb
-from reverie.runtime.native import artifacts, compile_queue, helpers, output_pool
+from reverie.runtime.native import artifacts, compile_queue, first_tier, helpers, output_pool
 from reverie.runtime.native.artifacts import artifact_key
 from reverie.runtime.native.call import BoundCall
 from reverie.runtime.native.fastcall import LAYOUT_OK, native_entry
@@ -69,11 +75,15 @@ from reverie.runtime.native.helpers import (
 from reverie.runtime.native.helpers import helper_table as helper_table
 from reverie.runtime.native.helpers import load_helpers
 from reverie.runtime.native.helpers import use_blas as use_blas
+from reverie.runtime.native.jit_module import JitModule
 from reverie.runtime.native.pool import check_signals
-from reverie.runtime.native.remembered import host_description, remembered_module
+from reverie.runtime.native.remembered import host_description, read_note, remembered_module
 
 _KERNELS: weakref.WeakKeyDictionary[Function, NativeKernel] = weakref.WeakKeyDictionary()
 _LOCK = helpers.LOCK
+# first tiers still loaded, by object key (kernels of the same IR share one)
+_FIRST_TIERS: weakref.WeakValueDictionary[str, first_tier.FirstTier] = \
+    weakref.WeakValueDictionary()
 ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)
 OBJECT_ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)
 _NO_WORKSPACE = np.empty(1, np.uint8)
@@ -90,6 +100,9 @@ def _object_layout_ok() -> bool:
 
 OBJECT_LAYOUT_OK = _object_layout_ok()
 ERROR_SLOTS = 3
+# A call on arguments larger than this waits for the optimised module rather than run in
+# the first tier (the workspace is no measure: it holds the matrix products' packing).
+FIRST_TIER_MAX_BYTES = 1 << 20
 
 
 def layout_function(program: Program) -> Callable[..., tuple]:
@@ -163,17 +176,24 @@ class NativeKernel:
         """Climb the ladder from `fn` to native code (keeping no reference to `fn`, so the
         cache entry goes when the Function does). A function with a `cache_key` (a kernel
         specialisation, see `Kernel.ir_for`) takes its loop program and object code from
-        the whole-pipeline cache when they are there (`runtime/native/artifacts.py`)."""
+        the whole-pipeline cache when they are there (`runtime/native/artifacts.py`);
+        when its object code is not there, it starts in the first tier where that pays
+        (`_first_tier_pays`, `first_tier.exact`)."""
         self.program = program = loop_program(fn)
         self._helper_names = helpers_called(program)
         compile_queue.prepare_helpers(self._helper_names)  # compiled while the IR is made
         symbol = entry_symbol(program)
         self._object_key = fn.cache_key and object_key(fn.cache_key)
-        if self._object_key:
-            self._jit = remembered_module(self._object_key, lambda: _codegen(program),
-                                          name=symbol)
-        else:
+        self._first_tier: first_tier.FirstTier | None = None
+        if not self._object_key:
             self._jit = climb(program, start="codegen", stop="jit")["jit"]
+        else:
+            llvm_ir = _codegen(program) if _first_tier_pays(self._object_key) else None
+            if llvm_ir is not None and first_tier.exact(llvm_ir):
+                self._jit = self._first_tier = self._start_tiers(llvm_ir, symbol)
+            else:
+                self._jit = remembered_module(
+                    self._object_key, lambda: llvm_ir or _codegen(program), name=symbol)
         self._bind = (self._jit.address(symbol + BIND_SUFFIX)
                       if self.program.boundary is not None and LAYOUT_OK else None)
         self._entry = ENTRY(self._jit.address(symbol))
@@ -190,6 +210,36 @@ class NativeKernel:
         self._spare: list[np.ndarray] = []
         self._own_kernel = needs_own_kernel(self.program)
         self._helpers = load_helpers(self._helper_names, own_kernel=self._own_kernel)
+
+    def _start_tiers(self, llvm_ir: str, symbol: str) -> first_tier.FirstTier:
+        """The first tier of `llvm_ir` (the one still loaded for the same object key, if
+        any), with its optimised module (remembered under the object key, as without
+        tiers) queued on the LLVM thread to be swapped in."""
+        key = self._object_key
+        tier = _FIRST_TIERS.get(key)
+        if tier is None:
+            def optimise() -> JitModule:
+                first_tier.store_optimised(llvm_ir, symbol)
+                return remembered_module(key, lambda: llvm_ir, name=symbol)
+
+            tier = _FIRST_TIERS.setdefault(
+                key, first_tier.FirstTier(llvm_ir, name=symbol, optimise=optimise))
+            compile_queue.start(_tier_up_key(key), first_tier.tier_up_job(tier),
+                                compile_queue.OPTIMISED)
+        return tier
+
+    def optimised(self) -> None:
+        """Make sure the optimised module runs from now on: wait for it on the LLVM thread,
+        or compile it here if it has not started (nothing for a kernel without tiers)."""
+        if self._first_tier is not None and self._first_tier.optimised is None:
+            compile_queue.wait(_tier_up_key(self._object_key))
+            self._first_tier.tier_up()
+
+    @property
+    def _module(self) -> JitModule:
+        """The module whose IR and assembly this kernel shows: the optimised one."""
+        self.optimised()
+        return self._jit if self._first_tier is None else self._first_tier.optimised
 
     def native_entry(self, fallback: Callable[..., object],
                      tuple_result: bool) -> Callable[..., object] | None:
@@ -233,17 +283,17 @@ class NativeKernel:
     @property
     def source_ir(self) -> str:
         """The LLVM IR as generated (made again on first use when loaded from the cache)."""
-        return self._jit.source_ir
+        return self._module.source_ir
 
     @property
     def llvm_ir(self) -> str:
         """The optimised LLVM IR."""
-        return self._jit.llvm_ir
+        return self._module.llvm_ir
 
     @property
     def asm(self) -> str:
         """The host assembly."""
-        return self._jit.asm
+        return self._module.asm
 
     def __call__(self, bound: BoundCall) -> list[np.ndarray]:
         """Run on converted arguments; fresh output arrays in result order (trip dimensions
@@ -266,6 +316,9 @@ class NativeKernel:
         """One call of the kernel; None when a signal stopped it (outputs dropped)."""
         sizes = [dims[s] for s in self._symbols]
         shapes, workspace_bytes = self._layout(*sizes)
+        if self._first_tier is not None and self._first_tier.optimised is None and \
+                sum(a.nbytes for a in bound.arrays) > FIRST_TIER_MAX_BYTES:
+            self.optimised()
         with allocating(self.program, dims, shapes, workspace_bytes):
             outputs = [output_pool.empty(shape, dtype)
                        for shape, dtype in zip(shapes, self._dtypes, strict=True)]
@@ -303,6 +356,19 @@ class NativeKernel:
         """Keep `workspace` as the spare unless it is too large or there is one already."""
         if workspace.nbytes <= KEEP_WORKSPACE_BYTES and not self._spare:
             self._spare.append(workspace)
+
+
+def _tier_up_key(object_key: str) -> tuple[str, str]:
+    """The key of a kernel's optimised module on the LLVM thread (`compile_queue.py`)."""
+    return ("tier up", object_key)
+
+
+def _first_tier_pays(object_key: str) -> bool:
+    """Whether a kernel remembered under `object_key` starts in the first tier: its object
+    code is not in the disk cache, the LLVM thread can optimise it meanwhile, and
+    `REVERIE_FIRST_TIER` is not 0."""
+    return (os.environ.get("REVERIE_FIRST_TIER", "1").strip() != "0" and compile_queue.enabled()
+            and not (artifacts.in_use() and read_note(object_key) is not None))
 
 
 def native_kernel(fn: Function) -> NativeKernel:

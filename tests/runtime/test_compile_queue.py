@@ -143,7 +143,9 @@ print(json.dumps({"compiled": compiled, "value": float(value)}))
 """
 
 
-def test_the_llvm_thread_compiles_the_helpers_and_the_entry_as_inline(tmp_path: Path) -> None:
+def test_the_llvm_thread_compiles_the_helpers_and_the_entry_as_inline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REVERIE_FIRST_TIER", "0")  # kernels optimised where called (as inline)
     ahead = run_child(COLD_CHILD, tmp_path / "ahead")
     inline = run_child(COLD_CHILD, tmp_path / "inline", threads="1")
     threads = {name: thread for name, (thread, _) in ahead["compiled"].items()}
