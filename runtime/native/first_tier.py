@@ -51,11 +51,25 @@ def exact(llvm_ir: str) -> bool:
     return _VALUE_CHANGING_FLAGS.search(llvm_ir) is None
 
 
+def _split_types(types: str) -> list[str]:
+    """The comma-separated LLVM types in `types`, commas inside `{}`, `<>` or `[]` kept."""
+    parts, depth, current = [], 0, []
+    for character in types:
+        depth += (character in "{<[") - (character in "}>]")
+        if character == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+        else:
+            current.append(character)
+    last = "".join(current).strip()
+    return [*parts, last] if last else parts
+
+
 def _trampoline(symbol: str, function_type: str) -> str:
     """IR text of `symbol`: a jump through `symbol.impl` (initially `symbol.first`), for a
     function of `function_type` as LLVM prints it (`i32 (ptr, ptr)`)."""
     result, _, parameters = function_type.partition(" (")
-    types = [t.strip() for t in parameters.rstrip(")").split(",") if t.strip()]
+    types = _split_types(parameters.removesuffix(")"))
     arguments = ", ".join(f"{t} %a{k}" for k, t in enumerate(types))
     call = f'musttail call {result} %target({arguments})'
     body = (f"  {call}\n  ret void" if result == "void" else

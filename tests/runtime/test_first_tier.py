@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from reverie.runtime.native import compile_queue, jit
-from reverie.runtime.native.first_tier import FirstTier, exact
+from reverie.runtime.native.first_tier import FirstTier, _split_types, exact
 
 ROOT = Path(__file__).parents[2]
 CHILD_TIMEOUT_S = 120
@@ -46,6 +46,12 @@ def test_addresses_stay_and_calls_run_the_module_swapped_in() -> None:
     assert ANSWER(tier.address("answer"))(1) == 101
     with pytest.raises(KeyError):
         tier.address("answer.first")
+
+
+def test_parameter_types_split_at_top_level_commas_only() -> None:
+    assert _split_types("ptr, { i64, double }, <4 x float>, [2 x i64]") == [
+        "ptr", "{ i64, double }", "<4 x float>", "[2 x i64]"]
+    assert _split_types("") == []
 
 
 def test_only_ir_whose_results_the_optimiser_keeps_is_exact() -> None:
