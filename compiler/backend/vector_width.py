@@ -12,7 +12,8 @@ vector versions of sin and cos) and the target machine (`runtime/native/jit.py`)
 
 Tails stay scalar loops: LLVM can fold a vectorised loop's tail into masked iterations
 (AVX-512's `k` registers, `-prefer-predicate-over-epilogue`), but measured on the
-workloads that made the heat stencil (W7) slower and gained nowhere (benchmarks/README.md).
+workloads that made the heat stencil (W7) slower and gained nowhere (the figures are in
+the commit that added this module).
 
 A width wider than the host's widest is the host's widest (AVX: 256, else 128). The
 setting is part of the host description that every cache key holds

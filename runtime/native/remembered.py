@@ -191,7 +191,7 @@ def host_description() -> str:
     # the vector width setting changes the features (compiler/backend/vector_width.py's)
     width = os.environ.get("REVERIE_VECTOR_BITS", "").strip()
     key = (identity and llvmlite_identity is not None
-           and cache.digest(f"reverie-host-2\0{llvmlite_identity}\0{identity}\0{width}"))
+           and cache.digest(f"reverie-host-3\0{llvmlite_identity}\0{identity}\0{width}"))
     remembered = cache.load(key) if key else None
     if remembered is not None:
         return remembered.decode("utf-8", "replace")
