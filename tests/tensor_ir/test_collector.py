@@ -48,8 +48,8 @@ def test_compiling_pauses_the_collector_and_leaves_it_on(
         collector_on: None, uncached: None, monkeypatch: pytest.MonkeyPatch) -> None:
     # (uncached: a disk cache holding this source's function table would skip the parse)
     seen = []
-    parse = pipeline._parse_text
-    monkeypatch.setattr(pipeline, "_parse_text",
+    parse = pipeline.parse
+    monkeypatch.setattr(pipeline, "parse",
                         lambda *args: (seen.append(gc.isenabled()), parse(*args))[1])
     kernel = rv.compile("fn f(x: f64[N]) -> f64 { return sum(x * x); }").f
     assert kernel.grad()([1.0, 2.0])[0].tolist() == [2.0, 4.0]
