@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from reverie.compiler.ir.dot import render
 from reverie.compiler.pipeline import IR_NAMES
 from reverie.dsl.diagnostics import CompileError
 from reverie.module import FORMATS, load
@@ -32,8 +33,6 @@ def _emit(args: argparse.Namespace) -> int:
     elif args.format == "dot" and args.output.endswith((".svg", ".png")):
         if text.count("digraph ") > 1:
             raise ValueError("a drawing shows one function: name it with --fn")
-        from reverie.compiler.ir.dot import render
-
         print(f"wrote {render(text, args.output)}")
     else:
         with open(args.output, "w", encoding="utf-8") as out:

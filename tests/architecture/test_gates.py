@@ -19,10 +19,7 @@ GATE = "reverie.runtime.native.compiler_gate"
 COMPILER = ("reverie.compiler", "reverie.dsl")
 # Imports of the compiler inside a function, outside the gate, not yet removed, each with
 # the change that removes it; an entry whose import is gone must be deleted.
-IN_FUNCTION_IMPORTS = {
-    ("reverie.__main__", "reverie.compiler.ir.dot"):
-        "the CLI imports the pipeline at the top already: import the dot printer there too",
-}
+IN_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {}
 
 
 def _in(module: str, packages: tuple[str, ...]) -> bool:
