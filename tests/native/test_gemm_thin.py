@@ -21,7 +21,7 @@ from blas_cases import call_gemm
 
 import reverie as rv
 from reverie.compiler.runtime_library.gemm_thin import DEPTH_BLOCK, MAX_COLUMNS, SHALLOW
-from tests.unit.test_benchmarks import load_workloads
+from tests.unit.benchmark_scripts import benchmark_module
 
 HERE = Path(__file__).resolve().parent
 # (batch, M, K, N): edge rows, several column tiles and single vectors after them, partial
@@ -137,7 +137,7 @@ def test_the_pool_gives_the_bits_of_one_thread(tmp_path: Path) -> None:
 
 def test_the_w8_gradient_through_thin_products_matches_numpy() -> None:
     """D = 32: the forward product and both adjoint products are thin batches."""
-    w8 = load_workloads().w8_gmm
+    w8 = benchmark_module("workloads").w8_gmm
     rng = np.random.default_rng(8)
     n, d, k = 300, 32, 6
     args = [rng.standard_normal((n, d)), 0.5 * rng.standard_normal((k, d)),

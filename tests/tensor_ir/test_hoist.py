@@ -21,8 +21,8 @@ from reverie.compiler.print_ir import capture
 from reverie.compiler.transforms.hoist import hoist_function
 from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.native_kernel import native_kernel
+from tests.unit.benchmark_scripts import benchmark_module
 from tests.unit.level_helpers import every_level, ladder_without, loop_program
-from tests.unit.test_benchmarks import load_workloads
 
 SIZES = {"N": 7, "K": 3, "D": 5, "M": 4}
 
@@ -255,7 +255,7 @@ def test_gradients_through_hoisted_nests_match_finite_differences(backend: str) 
 
 
 def test_the_w8_mixture_gradient_still_matches_numpy() -> None:
-    w8 = load_workloads().w8_gmm
+    w8 = benchmark_module("workloads").w8_gmm
     module = rv.compile(w8.SOURCE)
     fn = module.adjoint("w8", "f64", w8.PARAMETERS)
     assert count(fn, "exp") == 5 and count(hoist_function(fn), "exp") == 3  # one for s

@@ -9,17 +9,16 @@ team with one thread; and `run.py --tiny` runs end to end. No time is checked.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.unit.benchmark_scripts import BENCHMARKS, benchmark_module
+
 CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD
 cpu family\t: 25
@@ -33,18 +32,7 @@ model name\t: another CPU
 """
 
 
-def load_run() -> ModuleType:
-    """benchmarks/run.py as a module (with benchmarks/ on the path, as when it runs)."""
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("benchmark_run", BENCHMARKS / "run.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["benchmark_run"] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-run = load_run()
+run = benchmark_module("run")
 host = sys.modules["host"]
 variant_process = sys.modules["variant_process"]
 

@@ -7,32 +7,15 @@ torch.compile is left out: its first compile alone takes seconds per workload.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import numpy as np
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.unit.benchmark_scripts import benchmark_module
+
 CHECKED_PEERS = ("reverie", "torch", "jax")
 
 
-def load_workloads() -> ModuleType:
-    """benchmarks/workloads as a package (benchmarks/ itself is not one)."""
-    if "workloads" in sys.modules:
-        return sys.modules["workloads"]
-    spec = importlib.util.spec_from_file_location(
-        "workloads", BENCHMARKS / "workloads" / "__init__.py",
-        submodule_search_locations=[str(BENCHMARKS / "workloads")])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["workloads"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-workloads = load_workloads()
+workloads = benchmark_module("workloads")
 CASES = [(key, label) for key, make in workloads.WORKLOADS.items()
          for label in [v.label for v in make(tiny=True).variants if v.peer in CHECKED_PEERS]]
 

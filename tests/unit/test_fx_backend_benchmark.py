@@ -5,28 +5,15 @@ refusal's reason and judge the goals as its docstring says. No time is checked."
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.unit.benchmark_scripts import BENCHMARKS, benchmark_module
 
-
-def load_fx_backend() -> ModuleType:
-    """benchmarks/fx_backend.py as a module (it puts benchmarks/ and the repository root on
-    the path itself, as when it runs as a script)."""
-    spec = importlib.util.spec_from_file_location("fx_backend", BENCHMARKS / "fx_backend.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fx_backend"] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-fx_backend = load_fx_backend()
+fx_backend = benchmark_module("fx_backend")
 
 
 def fake_worker(refusing: dict[str, str], step_s: dict[str, float]):

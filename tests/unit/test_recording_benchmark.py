@@ -4,29 +4,14 @@ script runs end to end at a tiny size, one round. No time is checked."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.unit.benchmark_scripts import BENCHMARKS, benchmark_module
 
-
-def load_recording() -> ModuleType:
-    """benchmarks/recording.py as a module (its `from latency import` needs benchmarks/ on
-    the path, as when it runs as a script)."""
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location("recording", BENCHMARKS / "recording.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-recording = load_recording()
+recording = benchmark_module("recording")
 
 
 def test_chain_agrees_with_torch() -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.unit.test_benchmarks import load_workloads
+from tests.unit.benchmark_scripts import benchmark_module
 
-workloads = load_workloads()
+workloads = benchmark_module("workloads")
 from workloads import w2_profile, w2_softmax_xent  # noqa: E402  (the package loaded above)
 
 

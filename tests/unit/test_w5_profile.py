@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.unit.test_benchmarks import load_workloads
+from tests.unit.benchmark_scripts import benchmark_module
 
-workloads = load_workloads()
+workloads = benchmark_module("workloads")
 from workloads import w5_profile, w5_rosenbrock_hvp  # noqa: E402  (the package loaded above)
 
 N = 1000
