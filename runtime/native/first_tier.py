@@ -83,23 +83,12 @@ def _trampoline(symbol: str, function_type: str) -> str:
 
 @contextlib.contextmanager
 def _fresh_module(llvm_ir: str, name: str) -> Iterator[tuple[ModuleRef, ContextRef]]:
-    """`llvm_ir` parsed (under LLVM's lock) into a fresh LLVM context, tagged with the host
-    triple and data layout, and its context; both freed on exit (as `jit._parsed` does,
-    which holds the lock throughout)."""
-    llvm, host = jit.llvm, jit.host_target()
-    context = llvm.create_context()
-    try:
+    """`jit.parsed_in_context` with LLVM's lock taken for the parse only (the caller takes
+    it per phase after that); module and context freed on exit."""
+    with contextlib.ExitStack() as stack:
         with jit._LLVM_LOCK:
-            module = llvm.parse_assembly(llvm_ir, context)
-        try:
-            module.name = name
-            module.triple = host.triple
-            module.data_layout = str(host.target_machine.target_data)
-            yield module, context
-        finally:
-            module.close()
-    finally:
-        context.close()
+            parsed = stack.enter_context(jit.parsed_in_context(llvm_ir, name))
+        yield parsed
 
 
 def _first_tier_object(llvm_ir: str, name: str, symbols: tuple[str, ...]) -> bytes:
@@ -126,7 +115,6 @@ def store_optimised(llvm_ir: str, name: str, pipeline: Pipeline = KERNEL_PIPELIN
         return
     with _fresh_module(llvm_ir, name) as (module, _):
         with jit._LLVM_LOCK:
-            module.verify()
             jit._optimize_module(module, pipeline)
         with jit._LLVM_LOCK:
             jit._set_strength_reduction(pipeline)

@@ -261,10 +261,11 @@ def _optimize_module(module: llvm.ModuleRef, pipeline: Pipeline) -> None:
 
 
 @contextlib.contextmanager
-def _parsed(llvm_ir: str, name: str) -> Iterator[llvm.ModuleRef]:
+def parsed_in_context(llvm_ir: str, name: str) -> Iterator[tuple[llvm.ModuleRef, llvm.ContextRef]]:
     """IR text parsed and verified into a fresh LLVM context (LLVM's global one would keep
-    every type and constant it ever saw), tagged with the host triple and data layout;
-    module and context are freed on exit."""
+    every type and constant it ever saw), tagged with the host triple and data layout: the
+    module and its context (to parse more IR into, `first_tier.py`), both freed on exit.
+    The caller holds `_LLVM_LOCK` while entering."""
     context = llvm.create_context()
     try:
         module = llvm.parse_assembly(llvm_ir, context)
@@ -273,11 +274,18 @@ def _parsed(llvm_ir: str, name: str) -> Iterator[llvm.ModuleRef]:
             module.triple = host_target().triple
             module.data_layout = str(host_target().target_machine.target_data)
             module.verify()
-            yield module
+            yield module, context
         finally:
             module.close()
     finally:
         context.close()
+
+
+@contextlib.contextmanager
+def _parsed(llvm_ir: str, name: str) -> Iterator[llvm.ModuleRef]:
+    """`parsed_in_context`'s module alone."""
+    with parsed_in_context(llvm_ir, name) as (module, _):
+        yield module
 
 
 def optimize(llvm_ir: str, *, name: str = "module",
