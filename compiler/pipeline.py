@@ -62,7 +62,7 @@ from reverie.compiler.export.mlir import MlirFunction, export_function, mlir_mod
 from reverie.compiler.ir.core import Block, Function
 from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
-from reverie.compiler.ir.types import TensorType
+from reverie.compiler.ir.types import TensorType, one_float_element
 from reverie.compiler.loops.dead_code import remove_dead_code
 from reverie.compiler.loops.interchange import interchange_reductions
 from reverie.compiler.loops.ir import Program
@@ -213,8 +213,7 @@ def _is_float(type_: TensorType) -> bool:
 
 def _reverse(fn: Function, request: Request) -> Function:
     wrt = _positions(fn, request.wrt, _is_float)
-    types = fn.result_types
-    if not request.vjp and len(types) == 1 and types[0].rank == 0 and types[0].is_float:
+    if not request.vjp and one_float_element(fn.result_types):
         return grad_function(fn, wrt, checkpoint=request.checkpoint)
     return vjp_function(fn, wrt, checkpoint=request.checkpoint)
 

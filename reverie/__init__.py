@@ -66,6 +66,8 @@ SUBMODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax",
 # (runtime/tensors/tensor_ops.py FUNCTIONS), looked up there for any other public-looking name
 ELEMENTWISE_FUNCTIONS_MODULE = "reverie.runtime.tensors.tensor_ops"
 
+# what `from reverie import *` binds: every name of EXPORTS (a test checks that they agree);
+# not the Tensor functions, whose `abs`, `max`, `min`, `pow` would shadow Python's built-ins
 __all__ = [
     "ArgumentTypeError",
     "ArgumentValueError",
@@ -132,5 +134,7 @@ def _elementwise_functions() -> dict[str, object]:
 
 
 def __dir__() -> list[str]:
-    """The module's names, the public ones included before their first use."""
-    return sorted({*globals(), *__all__})
+    """The public names (what tab completion offers), before their first use too: those
+    of `__all__`, the submodules `rv.torch`-style, the Tensor functions `rv.exp`-style and
+    `__version__`; not the machinery of this file (`importlib`, `EXPORTS`, ...)."""
+    return sorted({*__all__, *SUBMODULES, *_elementwise_functions(), "__version__"})

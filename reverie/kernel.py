@@ -51,6 +51,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.dtypes import FLOAT_DTYPES
+from reverie.compiler.ir.types import one_float_element
 from reverie.runtime.native import artifacts, fastcall
 from reverie.runtime.native import compiler_gate as compiler
 from reverie.runtime.native.call import (
@@ -171,11 +172,11 @@ class Kernel:
         return fn
 
     def returns_float_scalar(self) -> bool:
-        """Whether the kernel returns one float scalar (what `grad` needs)."""
+        """Whether the kernel returns one float scalar, or one float tensor of size 1
+        (`f32[1]`, `f32[1, 1]`: differentiated like a scalar, as torch and HIPS autograd
+        do): what `grad` needs."""
         if self.float_scalar_result is None:
-            types = self.ir_for("f32").result_types
-            self.float_scalar_result = (len(types) == 1 and types[0].rank == 0
-                                        and types[0].is_float)
+            self.float_scalar_result = one_float_element(self.ir_for("f32").result_types)
         return self.float_scalar_result
 
     def dtype_key(self, float_dtype: str) -> str:

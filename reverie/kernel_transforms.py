@@ -115,7 +115,8 @@ def _one_or_tuple(values: Sequence[object], single: bool) -> object:
 
 
 def _require_scalar(kernel: Kernel, what: str) -> None:
-    """ValueError unless `kernel` returns one float scalar (what `what` needs)."""
+    """ValueError unless `kernel` returns one float scalar or size-1 tensor (what `what`
+    needs)."""
     if not kernel.returns_float_scalar():
         shown = ", ".join(map(str, kernel.ir_for("f32").result_types))
         raise ValueError(f"{kernel.name}.{what}() needs a function returning one float "

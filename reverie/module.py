@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import reverie.kernel_transforms as kernel_transforms
 from reverie.compiler.ir.iteration_limit import max_iterations as resolve_max_iterations
+from reverie.compiler.ir.types import one_float_element
 from reverie.kernel import Kernel
 from reverie.runtime.native import artifacts
 from reverie.runtime.native import compiler_gate as compiler
@@ -86,9 +87,8 @@ class Module:
         for name in (f.name for f in self.ast.functions):
             params = self.lowering.functions[name].params
             types = self._specialise(name, "f32").result_types  # (checked above)
-            scalar = len(types) == 1 and types[0].rank == 0 and types[0].is_float
             table.append((name, [p.name for p in params], [p.type.dtype for p in params],
-                          scalar))
+                          one_float_element(types)))
         return table
 
     @functools.cached_property

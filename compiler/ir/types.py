@@ -53,6 +53,14 @@ def scalar(dtype: str) -> TensorType:
     return TensorType(dtype, ())
 
 
+def one_float_element(types: tuple[TensorType, ...] | list[TensorType]) -> bool:
+    """Whether `types` is one float result of one element, which `grad` differentiates
+    like a scalar (as torch and HIPS autograd do): a scalar, or a tensor whose every
+    dimension is the literal 1 (`f32[1, 1]`; `f32[N]` is not, whatever N binds to)."""
+    return (len(types) == 1 and types[0].is_float
+            and all(d.is_const and d.value == 1 for d in types[0].shape))
+
+
 def const_shape(*sizes: int) -> Shape:
     """A shape of literal sizes."""
     return tuple(Dim.const(s) for s in sizes)

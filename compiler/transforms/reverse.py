@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from reverie.compiler.ir.core import Block, Function, Op, Value
 from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
+from reverie.compiler.ir.types import one_float_element
 from reverie.compiler.ir.views import ForOp, IfOp, WhileOp
 
 # With reverse_rules.py, these modules fill VJP_RULES: importing this one gives the whole table
@@ -248,12 +249,13 @@ def vjp_function(fn: Function, wrt: Sequence[int], *, name: str | None = None,
 
 
 def grad_function(fn: Function, wrt: Sequence[int], *, checkpoint: bool = False) -> Function:
-    """`fn`'s value and its gradient with respect to `wrt` (one scalar float result)."""
+    """`fn`'s value and its gradient with respect to `wrt` (one float result of one
+    element: a scalar, or a tensor of literal size 1 such as f64[1, 1], seeded with ones)."""
     check_wrt(fn, wrt)
-    if len(fn.result_types) != 1 or fn.result_types[0].rank or not fn.result_types[0].is_float:
-        types = ", ".join(map(str, fn.result_types))
+    if not one_float_element(fn.result_types):
+        shown = ", ".join(map(str, fn.result_types))
         raise ValueError(f"grad needs a function with one scalar float result; {fn.name} "
-                         f"returns {types}; use vjp for other results")
+                         f"returns {shown}; use vjp for other results")
     return _transpose_function(fn, f"{fn.name}_grad", [],
                                lambda scope, results: [scope.const(1, results[0].type)],
                                wrt, checkpoint)
