@@ -51,7 +51,6 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.dtypes import FLOAT_DTYPES
-from reverie.compiler.ir.types import one_float_element
 from reverie.runtime.native import artifacts, fastcall
 from reverie.runtime.native import compiler_gate as compiler
 from reverie.runtime.native.call import (
@@ -176,7 +175,8 @@ class Kernel:
         (`f32[1]`, `f32[1, 1]`: differentiated like a scalar, as torch and HIPS autograd
         do): what `grad` needs."""
         if self.float_scalar_result is None:
-            self.float_scalar_result = one_float_element(self.ir_for("f32").result_types)
+            types = self.ir_for("f32").result_types
+            self.float_scalar_result = compiler.one_float_element(types)
         return self.float_scalar_result
 
     def dtype_key(self, float_dtype: str) -> str:

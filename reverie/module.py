@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 
 import reverie.kernel_transforms as kernel_transforms
 from reverie.compiler.ir.iteration_limit import max_iterations as resolve_max_iterations
-from reverie.compiler.ir.types import one_float_element
 from reverie.kernel import Kernel
 from reverie.runtime.native import artifacts
 from reverie.runtime.native import compiler_gate as compiler
@@ -88,7 +87,7 @@ class Module:
             params = self.lowering.functions[name].params
             types = self._specialise(name, "f32").result_types  # (checked above)
             table.append((name, [p.name for p in params], [p.type.dtype for p in params],
-                          one_float_element(types)))
+                          compiler.one_float_element(types)))
         return table
 
     @functools.cached_property

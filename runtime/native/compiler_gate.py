@@ -35,6 +35,7 @@ ir_view = lazy("reverie.compiler.pipeline:ir_view")
 
 # The IR and its printers (`module.ir`, the interp backend, a kernel's cached IR).
 tensor_function = lazy("reverie.compiler.ir.core:Function")  # (`.resolve()`: the class)
+one_float_element = lazy("reverie.compiler.ir.types:one_float_element")  # what grad takes
 evaluate_shape = lazy("reverie.compiler.ir.dims:evaluate_shape")
 num_elements = lazy("reverie.compiler.ir.dims:num_elements")
 python_expr = lazy("reverie.compiler.ir.dims:python_expr")
