@@ -54,6 +54,12 @@ UNARY_BUILTINS = tuple(name for name, row in ELEMENTWISE.items()
                        if row.builtin and row.arity == 1)
 REDUCTIONS = ("sum", "mean", "max", "min")
 
+# torch.maximum/minimum: where an operand is NaN the result is NaN and the gradient reaches
+# both operands (torch's rule), as `a + b` there gives; `max(a, b)` alone, which
+# Tensor.clamp is built from, sends it to neither (torch.clamp's rule)
+NAN_TO_BOTH = "where({a} != {a} or {b} != {b}, {a} + {b}, {body})"
+INDEX_REDUCTIONS = ("argmax", "argmin")
+
 KERNEL_CACHE_SIZE = 512
 _KERNELS: LruCache[tuple, CompiledKernel] = LruCache(KERNEL_CACHE_SIZE)
 
@@ -159,10 +165,11 @@ def _binary_compute_dtype(op: str, operands: list[object]) -> str:
     return promoted
 
 
-@_memoised(lambda op, a, b: (op, _describe(a), _describe(b)))
-def binary_kernel(op: str, a: object, b: object) -> CompiledKernel:
+@_memoised(lambda op, a, b, nan_to_both=False: (op, _describe(a), _describe(b), nan_to_both))
+def binary_kernel(op: str, a: object, b: object, nan_to_both: bool = False) -> CompiledKernel:
     """The kernel computing `a <op> b` with broadcasting, for an op of BINARY_OPS
-    (arithmetic, comparisons giving bool, elementwise `maximum`/`minimum`)."""
+    (arithmetic, comparisons giving bool, elementwise `maximum`/`minimum`); with
+    `nan_to_both`, a NaN operand sends the gradient to both operands (`NAN_TO_BOTH`)."""
     operands = [a, b]
     compute = _binary_compute_dtype(op, operands)
     dtypes = [compute if _is_scalar(x) else reverie_dtype(x.dtype) for x in operands]
@@ -171,8 +178,10 @@ def binary_kernel(op: str, a: object, b: object) -> CompiledKernel:
     params = [("a", (dtypes[0], tokens_a)), ("b", (dtypes[1], tokens_b))]
     left, right = _converted("a", dtypes[0], compute), _converted("b", dtypes[1], compute)
     body = f"{CALLED[op]}({left}, {right})" if op in CALLED else f"{left} {SYMBOLS[op]} {right}"
+    if nan_to_both and dtype_class(compute) == "float":
+        body = NAN_TO_BOTH.format(a=left, b=right, body=body)
     result = ELEMENTWISE[op].result or compute
-    return cached_kernel((op, *params), params, (result, result_tokens), body)
+    return cached_kernel((op, *params, nan_to_both), params, (result, result_tokens), body)
 
 
 def _unary_source(op: str, a: object, spelled: str) -> CompiledKernel:
@@ -275,6 +284,20 @@ def reduce_kernel(op: str, a: object, axis: int | tuple[int, ...] | None,
     body = f"{op}({_converted('a', dtype, compute)}{options})"
     return cached_kernel((op, dtype, tokens, axes if axis is not None else None, keepdims),
                    [("a", (dtype, tokens))], (compute, result), body)
+
+
+@_memoised(lambda op, a, axis: (op, a.dtype, len(a.shape), axis))
+def index_reduce_kernel(op: str, a: object, axis: int) -> CompiledKernel:
+    """The kernel computing `argmax`/`argmin` (INDEX_REDUCTIONS) of `a` along non-negative
+    `axis`, as i64: the first of equal entries, the first NaN where there is one (the
+    indices of torch's `max(dim)`)."""
+    dtype = reverie_dtype(a.dtype)
+    if dtype not in NUMERIC:
+        raise TypeError(f"'{op}' is not defined for {dtype} tensors; convert with .astype")
+    tokens = tuple(f"D{i}" for i in range(len(a.shape)))
+    result = tokens[:axis] + tokens[axis + 1:]
+    return cached_kernel((op, dtype, tokens, axis), [("a", (dtype, tokens))], ("i64", result),
+                         f"{op}(a, axis={axis})")
 
 
 @_memoised(lambda a, b: (_describe(a), _describe(b)))

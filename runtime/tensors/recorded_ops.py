@@ -45,13 +45,14 @@ def _operand(value: object) -> object:
     return NotImplemented if array.dtype == object else array
 
 
-def binary(op: str, a: object, b: object) -> Tensor:
+def binary(op: str, a: object, b: object, nan_to_both: bool = False) -> Tensor:
     """`a <op> b` (an op of `ops_kernels.BINARY_OPS`) through its compiled kernel;
-    NotImplemented for foreign operands."""
+    NotImplemented for foreign operands. `nan_to_both`: torch.maximum's gradient at NaN
+    (`ops_kernels.NAN_TO_BOTH`)."""
     a, b = _operand(a), _operand(b)
     if a is NotImplemented or b is NotImplemented:
         return NotImplemented
-    kernel = ops_kernels.binary_kernel(op, a, b)
+    kernel = ops_kernels.binary_kernel(op, a, b, nan_to_both)
     if ELEMENTWISE[op].result == "bool":  # a comparison: nothing to record
         return run_kernel(kernel, plain(a), plain(b))
     return run_kernel(kernel, a, b)

@@ -77,6 +77,27 @@ def index_kernel(dtype: object, rank: int, plan: IndexPlan) -> CompiledKernel:
     return _INDEX.setdefault(key, kernel)
 
 
+def take_along_kernel(dtype: object, rank: int, axis: int) -> CompiledKernel:
+    """The kernel reading, from a tensor of `dtype` and `rank`, the entry at an i64 index
+    along `axis` for each position of the other axes (`np.take_along_axis` with `axis`
+    dropped): the values of torch's `max(dim)`, whose gradient (a scatter-add) goes to the
+    indices alone. For rank 3 and axis 1:
+
+        fn take_op(a: f64[D0, D1, D2], i: i64[D0, D2]) -> f64[D0, D2] {
+            let y[j0, j2] = a[j0, i[j0, j2], j2]; return y; }
+    """
+    element = reverie_dtype(dtype)
+    tokens = tuple(f"D{d}" for d in range(rank))
+    kept = [d for d in range(rank) if d != axis]
+    index = f"i[{', '.join(f'j{d}' for d in kept)}]" if kept else "i"
+    read = f"a[{', '.join(index if d == axis else f'j{d}' for d in range(rank))}]"
+    statements = f"let y[{', '.join(f'j{d}' for d in kept)}] = {read}; " if kept else ""
+    result = tuple(tokens[d] for d in kept)
+    return cached_kernel(("take", element, rank, axis),
+                         [("a", (element, tokens)), ("i", ("i64", result))], (element, result),
+                         "y" if kept else read, statements)
+
+
 def transpose_kernel(dtype: object, permutation: tuple[int, ...]) -> CompiledKernel:
     """The kernel computing `np.transpose(a, permutation)`."""
     element = reverie_dtype(dtype)

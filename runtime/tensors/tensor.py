@@ -25,7 +25,7 @@ from types import FunctionType
 
 import numpy as np
 
-from reverie.runtime.tensors import autograd_api, inplace, recorded_ops, view_ops
+from reverie.runtime.tensors import autograd_api, inplace, recorded_ops, torch_functions, view_ops
 from reverie.runtime.tensors import operator_kernels as ops_kernels
 from reverie.runtime.tensors.tensor_core import Tensor, tensor
 
@@ -149,13 +149,43 @@ class TensorMethods:
         """Mean over `axis` (all axes by default), recorded."""
         return recorded_ops.reduce("mean", self, axis, keepdims)
 
-    def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
-        """Largest element over `axis` (all axes by default), recorded."""
-        return recorded_ops.reduce("max", self, axis, keepdims)
+    def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False, *,
+            dim: int | None = None, keepdim: bool = False) -> object:
+        """Largest element over `axis` (all axes by default; NumPy's), recorded; torch's
+        `dim=` gives the (values, indices) of `rv.max(t, dim)`, and a Tensor the
+        elementwise `rv.maximum`."""
+        return self._extremum("max", axis, keepdims, dim, keepdim)
 
-    def min(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
-        """Smallest element over `axis` (all axes by default), recorded."""
-        return recorded_ops.reduce("min", self, axis, keepdims)
+    def min(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False, *,
+            dim: int | None = None, keepdim: bool = False) -> object:
+        """Smallest element over `axis` (all axes by default; NumPy's), recorded; torch's
+        `dim=` gives the (values, indices) of `rv.min(t, dim)`, and a Tensor the
+        elementwise `rv.minimum`."""
+        return self._extremum("min", axis, keepdims, dim, keepdim)
+
+    def _extremum(self, op: str, axis: object, keepdims: bool, dim: int | None,
+                  keepdim: bool) -> object:
+        if dim is not None:
+            return torch_functions.FUNCTIONS[op](self, dim, keepdim)
+        if isinstance(axis, Tensor | np.ndarray):
+            return torch_functions.ELEMENTWISE_FUNCTIONS[op](self, axis)
+        return recorded_ops.reduce(op, self, axis, keepdims)
+
+    def maximum(self, other: object) -> Tensor:
+        """torch's `t.maximum(other)`: `rv.maximum(t, other)`."""
+        return torch_functions.maximum(self, other)
+
+    def minimum(self, other: object) -> Tensor:
+        """torch's `t.minimum(other)`: `rv.minimum(t, other)`."""
+        return torch_functions.minimum(self, other)
+
+    def pow(self, exponent: object) -> Tensor:
+        """torch's `t.pow(exponent)`: `t ** exponent`, recorded."""
+        return torch_functions.pow(self, exponent)
+
+    def where(self, condition: object, other: object) -> Tensor:
+        """torch's `t.where(condition, other)`: `rv.where(condition, t, other)`."""
+        return torch_functions.where(condition, self, other)
 
     def clamp(self, low: object = None, high: object = None) -> Tensor:
         """This tensor limited to [low, high] (either may be None), recorded."""

@@ -1,4 +1,5 @@
-"""`rv.exp`, `rv.tanh`, ..., `rv.where` and `rv.clamp`: the Tensor functions (docs/api.md §4).
+"""`rv.exp`, `rv.tanh`, ..., `rv.clamp`, and torch's `rv.where`, `rv.pow`, `rv.maximum`,
+`rv.minimum`, `rv.max`, `rv.min` (`torch_functions.py`): the Tensor functions (docs/api.md §4).
 
 The elementwise built-ins of docs/language.md §8 come from the op table
 (`ops_kernels.UNARY_BUILTINS`, the rows flagged `builtin`): each is a function of
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from reverie.runtime.tensors import operator_kernels as ops_kernels
-from reverie.runtime.tensors import recorded_ops
+from reverie.runtime.tensors import recorded_ops, torch_functions
 from reverie.runtime.tensors.tensor import Tensor
 
 
@@ -36,4 +37,4 @@ def _elementwise_function(op: str) -> Callable[[object], Tensor]:
 
 FUNCTIONS: dict[str, Callable[..., Tensor]] = {
     op: _elementwise_function(op) for op in ops_kernels.UNARY_BUILTINS}
-FUNCTIONS.update(where=recorded_ops.where, clamp=recorded_ops.clamp)
+FUNCTIONS.update(torch_functions.FUNCTIONS, clamp=recorded_ops.clamp)
