@@ -1,0 +1,716 @@
+"""NumPy and SciPy as `rv.trace` takes them: their names mapped onto the language.
+
+Elementwise functions are mapped by name (`ELEMENTWISE_NAMES`): each NumPy ufunc or
+`scipy.special` ufunc names the built-ins that mean the same, and the first that the
+language has when the function is traced is recorded (`np.arcsin(x)` is `arcsin(x)` or
+`asin(x)`, `scipy.special.gammaln` is `lgamma`), so a built-in added to the language is
+reached without editing this table. Some have a spelling in other built-ins while theirs
+is missing (`COMPOSITES`: `log2(x)` as `log(x) / ln 2`); any other name whose built-in
+does not exist raises `TraceError` naming it.
+
+The NumPy functions (`np.var`, `np.stack`, `np.pad`, ...) are recorded by the functions
+of this module and of `reverie.tracing_contract` (einsum, products, linear algebra),
+registered in `ARRAY_FUNCTIONS` under their name in `numpy` (`"linalg.norm"`), where a
+traced value's `__array_function__` finds them; those that are methods in NumPy are
+methods of `Traced` too (`x.var(ddof=1)`).
+
+`numpy_entry_points` binds, while a function is traced, the NumPy functions that NumPy
+does not dispatch on the elements of a list (`np.array([x, 2 * x])`, `np.mean([a, b])`)
+and the SciPy functions that are not NumPy-dispatched (`scipy.special.polygamma`,
+`logsumexp`, `scipy.linalg.*`) to versions that record when an argument holds a traced
+value and call the original otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from reverie.compiler.ir.elementwise import ELEMENTWISE
+from reverie.compiler.lower.builtins import BINARY_BUILTINS, BUILTINS
+from reverie.tracing_record import (
+    ARRAY_FUNCTIONS,
+    RECORDER_FILES,
+    UFUNCS,
+    UNARY_BUILTINS,
+    Axis,
+    Traced,
+    TraceError,
+    _first_traced,
+    broadcast,
+    concatenate,
+    flip,
+    normal_axes,
+    operand,
+    stack,
+    strong,
+    user_line,
+    where,
+)
+from reverie.tracing_sizes import atom, offset
+
+RECORDER_FILES.add(__file__)
+
+# NumPy/SciPy ufunc name -> the built-ins of the language that mean it, the first found
+# wins (every unary built-in also stands for itself: `np.tanh` is `tanh`).
+ELEMENTWISE_NAMES: dict[str, tuple[str, ...]] = {
+    **{name: (name,) for name in UNARY_BUILTINS},
+    "absolute": ("abs",), "fabs": ("abs",),
+    "arcsin": ("arcsin", "asin"), "arccos": ("arccos", "acos"), "arctan": ("arctan", "atan"),
+    "arcsinh": ("arcsinh", "asinh"), "arccosh": ("arccosh", "acosh"),
+    "arctanh": ("arctanh", "atanh"), "sinh": ("sinh",), "cosh": ("cosh",),
+    "log2": ("log2",), "log10": ("log10",), "exp2": ("exp2",), "cbrt": ("cbrt",),
+    "deg2rad": ("deg2rad",), "radians": ("deg2rad",), "rad2deg": ("rad2deg",),
+    "degrees": ("rad2deg",), "trunc": ("trunc",), "rint": ("round", "rint"),
+    "arctan2": ("arctan2", "atan2"), "hypot": ("hypot",), "logaddexp": ("logaddexp",),
+    "logaddexp2": ("logaddexp2",), "fmax": ("max",), "fmin": ("min",),
+    "maximum": ("max",), "minimum": ("min",), "copysign": ("copysign",),
+    # scipy.special
+    "gammaln": ("lgamma",), "psi": ("digamma",), "expit": ("sigmoid",), "logit": ("logit",),
+    "gamma": ("gamma",), "erfc": ("erfc",), "erfinv": ("erfinv",), "erfcinv": ("erfcinv",),
+    "erfcx": ("erfcx",), "ndtr": ("ndtr",), "log_ndtr": ("log_ndtr",),
+    "j0": ("j0",), "j1": ("j1",), "y0": ("y0",), "y1": ("y1",), "i0": ("i0",), "i1": ("i1",),
+    "i0e": ("i0e",), "i1e": ("i1e",), "jv": ("jv", "jn"), "yn": ("yn",), "yv": ("yv",),
+    "iv": ("iv",), "ive": ("ive",), "beta": ("beta",), "betaln": ("betaln",),
+    "gammainc": ("gammainc",), "gammaincc": ("gammaincc",), "betainc": ("betainc",),
+    "xlogy": ("xlogy",), "xlog1py": ("xlog1py",), "entr": ("entr",),
+}
+
+LN2 = math.log(2.0)
+# Spellings in other built-ins, used while the name's own built-in is missing.
+COMPOSITES: dict[str, Callable[..., Traced]] = {
+    "logit": lambda x: np.log(x / (1.0 - x)),
+    "log2": lambda x: np.log(x) / LN2,
+    "log10": lambda x: np.log(x) / math.log(10.0),
+    "exp2": lambda x: np.exp(x * LN2),
+    "deg2rad": lambda x: x * (math.pi / 180.0),
+    "rad2deg": lambda x: x * (180.0 / math.pi),
+    "logaddexp": lambda a, b: _logaddexp(a, b),
+    "logaddexp2": lambda a, b: _logaddexp(a * LN2, b * LN2) / LN2,
+    "xlogy": lambda x, y: where(x == 0, 0.0, x * np.log(y)),
+    "xlog1py": lambda x, y: where(x == 0, 0.0, x * np.log1p(y)),
+    "entr": lambda x: where(x > 0, -x * np.log(where(x > 0, x, 1.0)),
+                            where(x == 0, 0.0, -math.inf)),
+}
+
+# ufuncs that are Python operators, by the name of the `Traced` method recording each.
+OPERATORS = {"add": "__add__", "subtract": "__sub__", "multiply": "__mul__",
+             "divide": "__truediv__", "true_divide": "__truediv__", "power": "__pow__",
+             "float_power": "__pow__", "matmul": "__matmul__", "floor_divide": "__floordiv__",
+             "remainder": "__mod__", "mod": "__mod__", "less": "__lt__",
+             "less_equal": "__le__", "greater": "__gt__", "greater_equal": "__ge__",
+             "equal": "__eq__", "not_equal": "__ne__", "logical_and": "__and__",
+             "logical_or": "__or__"}
+REFLECTED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__",
+             "__truediv__": "__rtruediv__", "__pow__": "__rpow__",
+             "__matmul__": "__rmatmul__", "__floordiv__": "__rfloordiv__",
+             "__mod__": "__rmod__", "__lt__": "__gt__", "__le__": "__ge__",
+             "__gt__": "__lt__", "__ge__": "__le__", "__eq__": "__eq__", "__ne__": "__ne__",
+             "__and__": "__rand__", "__or__": "__ror__"}
+
+
+def builtin_exists(name: str) -> bool:
+    """Whether the language has the built-in `name` now (the lowering's table, or an
+    elementwise row of the op table marked as a built-in)."""
+    row = ELEMENTWISE.get(name)
+    return name in BUILTINS or name in BINARY_BUILTINS or (row is not None and row.builtin)
+
+
+def elementwise(name: str) -> Callable[..., Traced]:
+    """The recorder of the NumPy/SciPy elementwise function `name`."""
+    def record(*inputs: Any) -> Traced:
+        found = next((b for b in ELEMENTWISE_NAMES[name] if builtin_exists(b)), None)
+        if found is None:
+            composite = COMPOSITES.get(name) or COMPOSITES.get(ELEMENTWISE_NAMES[name][0])
+            if composite is not None:
+                return composite(*inputs)
+            raise TraceError(
+                f"{name} is not a built-in of the language yet (looked for "
+                f"{' or '.join(ELEMENTWISE_NAMES[name])}; {user_line()}): write it with "
+                f"the built-ins of docs/language.md §8, or in the Reverie language")
+        return call_builtin(found, *inputs)
+
+    return record
+
+
+def call_builtin(builtin: str, *inputs: Any, element: str | None = None) -> Traced:
+    """`builtin(a, b, ...)` of broadcast operands; numbers take the traced operands' type."""
+    first = _first_traced(list(inputs))
+    if first is None:
+        raise TraceError(f"{builtin} of no traced value ({user_line()})")
+    recording = first.recording
+    parts = [operand(recording, v, first.element) for v in inputs]
+    if len(parts) > 1 and len({p.element for p in parts}) > 1:
+        parts = [p.astype(max(parts, key=lambda q: q.element in ("f32", "f64")).element)
+                 for p in parts]
+    axes: tuple[Axis, ...] = ()
+    for p in parts:
+        axes = broadcast(axes, p.axes, recording)
+    names = ", ".join(p.name for p in parts)
+    return recording.let(f"{builtin}({names})", axes, element or parts[0].element)
+
+
+def _logaddexp(a: Any, b: Any) -> Traced:
+    """`log(e^a + e^b)` without overflow: `max(a, b) + log1p(exp(-|a - b|))`."""
+    return np.maximum(a, b) + np.log1p(np.exp(-np.abs(a - b)))
+
+
+def _operator(method: str) -> Callable[..., Traced]:
+    def record(a: Any, b: Any) -> Traced:
+        if isinstance(a, Traced):
+            return getattr(a, method)(b)
+        return getattr(b, REFLECTED[method])(a)
+
+    return record
+
+
+def _polygamma(n: Any, x: Any) -> Traced:
+    """`scipy.special.polygamma(n, x)` for a Python integer order: `digamma` for 0, else
+    the built-in `polygamma(n, x)` where the language has it."""
+    if isinstance(n, Traced) or not float(n).is_integer() or int(n) < 0:
+        raise TraceError(f"scipy.special.polygamma needs a non-negative Python integer "
+                         f"order, got {n!r} ({user_line()})")
+    if int(n) == 0:
+        return call_builtin("digamma", x)
+    if not builtin_exists("polygamma"):
+        raise TraceError(f"polygamma of order {int(n)} is not a built-in of the language "
+                         f"yet ({user_line()}): digamma (order 0) is, and its derivatives "
+                         f"(rv grad of digamma) are the polygamma functions")
+    return call_builtin("polygamma", int(n), x)
+
+
+def _multigammaln(a: Any, d: int) -> Traced:
+    """`scipy.special.multigammaln(a, d) = d(d-1)/4 ln π + Σ_j lgamma(a + (1 - j) / 2)`."""
+    total = sum(call_builtin("lgamma", a + (1 - j) / 2.0) for j in range(1, int(d) + 1))
+    return total + int(d) * (int(d) - 1) / 4.0 * math.log(math.pi)
+
+
+UFUNCS.update({
+    **{name: elementwise(name) for name in ELEMENTWISE_NAMES},
+    **{name: _operator(method) for name, method in OPERATORS.items()},
+    "negative": lambda x: -x, "positive": lambda x: +x, "conjugate": lambda x: x,
+    "square": lambda x: x * x, "reciprocal": lambda x: 1.0 / x,
+    "logical_not": lambda x: ~x, "invert": lambda x: ~x,
+})
+
+
+# ---------------------------------------------------------------- reductions
+
+def _reduction(kind: str) -> Callable[..., Traced]:
+    def reduce(x: Any, axis: Any = None, dtype: Any = None, out: Any = None,
+               keepdims: bool = False, **_: Any) -> Traced:
+        if out is not None:
+            raise TraceError(f"np.{kind}(out=...) cannot be traced ({user_line()})")
+        x = as_traced(x)
+        result = x._reduce(kind, axis, bool(keepdims))
+        return result if dtype is None else result.astype(dtype)
+
+    return reduce
+
+
+def _count(x: Traced, axis: Any) -> Any:
+    """How many elements a reduction over `axis` takes: a size (symbolic) or an int."""
+    return math.prod((x.shape[i] for i in normal_axes(axis, x.ndim)), start=1)
+
+
+def var(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
+        keepdims: bool = False, **_: Any) -> Traced:
+    """`np.var`: `Σ (x - mean)² / (n - ddof)`, n the elements reduced (symbolic)."""
+    x = as_traced(x)
+    if x.element not in ("f32", "f64"):
+        x = x.astype(np.float64)
+    centred = x - x.mean(axis=axis, keepdims=True)
+    squares = (centred * centred).sum(axis=axis, keepdims=bool(keepdims))
+    return squares / (_count(x, axis) - ddof) if ddof else \
+        (centred * centred).mean(axis=axis, keepdims=bool(keepdims))
+
+
+def std(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
+        keepdims: bool = False, **_: Any) -> Traced:
+    return np.sqrt(var(x, axis, ddof=ddof, keepdims=keepdims))
+
+
+def average(x: Any, axis: Any = None, weights: Any = None, **_: Any) -> Traced:
+    x = as_traced(x)
+    if weights is None:
+        return x.mean(axis=axis)
+    weights = operand(x.recording, weights, x.element)
+    if weights.ndim != x.ndim:
+        if axis is None or weights.ndim != 1:
+            raise TraceError(f"np.average with weights of shape {weights.shape} "
+                             f"({user_line()}): give them x's shape or one axis's")
+        weights = weights.reshape([n if i == axis % x.ndim else 1
+                                   for i, n in enumerate(x.shape)])
+    return (x * weights).sum(axis=axis) / (weights + 0.0 * x).sum(axis=axis)
+
+
+def _all_any(kind: str) -> Callable[..., Traced]:
+    """`np.all`/`np.any`: the language reduces no bools, so count the true elements."""
+    def reduce(x: Any, axis: Any = None, out: Any = None, keepdims: bool = False,
+               **_: Any) -> Traced:
+        x = as_traced(x)
+        ones = (x != 0 if x.element != "bool" else x).astype(np.int64)
+        if kind == "all":
+            return ones.min(axis=axis, keepdims=bool(keepdims)) == 1
+        return ones.max(axis=axis, keepdims=bool(keepdims)) == 1
+
+    return reduce
+
+
+def _scan(kind: str) -> Callable[..., Traced]:
+    def scan(x: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Traced:
+        x = as_traced(x)
+        if axis is None:
+            x, axis = x.ravel(), 0
+        result = x.recording.let(f"{kind}({x.name}, axis={axis % x.ndim})", x.axes,
+                                 x.element)
+        return result if dtype is None else result.astype(dtype)
+
+    return scan
+
+
+def _ordering(kind: str) -> Callable[..., Traced]:
+    def order(x: Any, axis: Any = -1, kind_: Any = None, order: Any = None,
+              stable: Any = None, descending: bool = False, **_: Any) -> Traced:
+        x = as_traced(x)
+        if axis is None:
+            x, axis = x.ravel(), 0
+        element = "i64" if kind == "argsort" else x.element
+        flag = ", descending=true" if descending else ""
+        return x.recording.let(f"{kind}({x.name}, axis={axis % x.ndim}{flag})", x.axes,
+                               element)
+
+    return order
+
+
+def diff(x: Any, n: int = 1, axis: int = -1, **_: Any) -> Traced:
+    x = as_traced(x)
+    axis %= x.ndim
+    for _step in range(n):
+        head = (slice(None),) * axis
+        x = x[head + (slice(1, None),)] - x[head + (slice(None, -1),)]
+    return x
+
+
+def clip(x: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *,
+         min: Any = None, max: Any = None, **_: Any) -> Traced:  # noqa: A002 (NumPy's)
+    """`np.clip`: `min(max(x, low), high)` (either bound may be None)."""
+    x = as_traced(x)
+    low = a_min if a_min is not None else min
+    high = a_max if a_max is not None else max
+    if low is not None:
+        x = np.maximum(x, low)
+    if high is not None:
+        x = np.minimum(x, high)
+    return x
+
+
+# ---------------------------------------------------------------- shapes
+
+def as_traced(value: Any) -> Traced:
+    """A traced value from what NumPy takes as an array: a traced value, or a (nested)
+    list of them and numbers."""
+    if isinstance(value, Traced):
+        return value
+    first = _first_traced(value)
+    if first is None:
+        raise TraceError(f"{value!r} holds no traced value ({user_line()})")
+    return operand(first.recording, value, first.element)
+
+
+def _new_shape(x: Traced, at: Sequence[int]) -> Traced:
+    """`x` with axes of size 1 inserted at the result positions `at`."""
+    rank = x.ndim + len(at)
+    positions = sorted(a % rank for a in at)
+    sizes = list(x.shape)
+    for p in positions:
+        sizes.insert(p, 1)
+    return x.reshape(sizes)
+
+
+def expand_dims(x: Any, axis: Any) -> Traced:
+    return _new_shape(as_traced(x), axis if isinstance(axis, tuple | list) else (axis,))
+
+
+def atleast(rank: int) -> Callable[..., Any]:
+    """`np.atleast_1d/2d/3d`: NumPy's placement of the new axes (a vector is a row; a
+    matrix gets a last axis at rank 3)."""
+    def promote(*values: Any) -> Any:
+        out = []
+        for value in values:
+            x = as_traced(value)
+            if x.ndim < rank:
+                new = {1: [(0,)], 2: [(0,), (0, 1)], 3: [(0, 2), (0, 2), (2,), ()]}
+                at = new[rank][x.ndim] if rank > 1 else (0,)
+                x = _new_shape(x, at)
+            out.append(x)
+        return out[0] if len(out) == 1 else out
+
+    return promote
+
+
+def moveaxis(x: Any, source: Any, destination: Any) -> Traced:
+    x = as_traced(x)
+    sources = [s % x.ndim for s in np.atleast_1d(source).tolist()]
+    destinations = [d % x.ndim for d in np.atleast_1d(destination).tolist()]
+    order = [a for a in range(x.ndim) if a not in sources]
+    for d, s in sorted(zip(destinations, sources, strict=True)):
+        order.insert(d, s)
+    return x.transpose(order)
+
+
+def swapaxes(x: Any, axis1: int, axis2: int) -> Traced:
+    x = as_traced(x)
+    order = list(range(x.ndim))
+    order[axis1 % x.ndim], order[axis2 % x.ndim] = order[axis2 % x.ndim], order[axis1 % x.ndim]
+    return x.transpose(order)
+
+
+def hstack(values: Sequence[Any], **_: Any) -> Traced:
+    parts = atleast(1)(*values)
+    parts = parts if isinstance(parts, list) else [parts]
+    return concatenate(parts, axis=0 if parts[0].ndim == 1 else 1)
+
+
+def vstack(values: Sequence[Any], **_: Any) -> Traced:
+    parts = atleast(2)(*values)
+    return concatenate(parts if isinstance(parts, list) else [parts], axis=0)
+
+
+def dstack(values: Sequence[Any], **_: Any) -> Traced:
+    parts = atleast(3)(*values)
+    return concatenate(parts if isinstance(parts, list) else [parts], axis=2)
+
+
+def column_stack(values: Sequence[Any]) -> Traced:
+    parts = [as_traced(v) for v in values]
+    return concatenate([p.reshape(-1, 1) if p.ndim == 1 else p for p in parts], axis=1)
+
+
+def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list[Traced]:
+    """`np.split`: `n` equal parts (each `N // n` long, symbolic) or at given indices."""
+    x = as_traced(x)
+    axis %= x.ndim
+    head = (slice(None),) * axis
+    if isinstance(indices_or_sections, int | np.integer):
+        sections = int(indices_or_sections)
+        if x.axes[axis].size % sections:
+            raise TraceError(f"np.split of {x.axes[axis].size} elements into {sections} "
+                             f"equal parts ({user_line()}): use np.array_split")
+        length = x.shape[axis] // sections
+        return [x[head + (slice(i * length, (i + 1) * length),)] for i in range(sections)]
+    bounds = [None, *indices_or_sections, None]
+    return [x[head + (slice(a, b),)] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def array_split(x: Any, sections: Any, axis: int = 0) -> list[Traced]:
+    x = as_traced(x)
+    if not isinstance(sections, int | np.integer):
+        return split(x, sections, axis)
+    size = x.shape[axis % x.ndim]
+    count, extra = divmod(int(size), int(sections))  # the sizes decide: fixed
+    edges = np.cumsum([0] + [count + (i < extra) for i in range(int(sections))])
+    return split(x, edges[1:-1].tolist(), axis)
+
+
+def append(x: Any, values: Any, axis: Any = None) -> Traced:
+    return concatenate([x, values], axis=axis)
+
+
+def squeeze(x: Any, axis: Any = None) -> Traced:
+    return as_traced(x).squeeze(axis)
+
+
+def ravel(x: Any, order: str = "C") -> Traced:
+    return as_traced(x).ravel(order)
+
+
+def transpose(x: Any, axes: Any = None) -> Traced:
+    return as_traced(x).transpose(*(axes or ()))
+
+
+def reshape(x: Any, shape: Any = None, order: str = "C", **kwargs: Any) -> Traced:
+    shape = kwargs.get("newshape", shape)
+    return as_traced(x).reshape(shape, order=order)
+
+
+def full(axes: tuple[Axis, ...], value: Any, element: str, like: Traced) -> Traced:
+    """A value of shape `axes` filled with `value`: `let t[i in 0..N] = f64(0.0);`."""
+    fill = operand(like.recording, value, element)
+    if not axes:
+        return strong(fill)
+    return like.recording.index_let([(f"k{i}", a.dim) for i, a in enumerate(axes)],
+                                    lambda *_: f"{element}({fill.name})", axes, element)
+
+
+def _like(value: Any) -> Callable[..., Traced]:
+    def make(x: Any, dtype: Any = None, **_: Any) -> Traced:
+        x = as_traced(x)
+        element = x.element if dtype is None else Traced.astype(x, dtype).element
+        return full(x.axes, value, element, x)
+
+    return make
+
+
+def full_like(x: Any, fill_value: Any, dtype: Any = None, **kwargs: Any) -> Traced:
+    return _like(fill_value)(x, dtype)
+
+
+def repeat(x: Any, repeats: Any, axis: Any = None) -> Traced:
+    """`np.repeat` by a constant count: each element `r` times along the axis, in index
+    notation on a new axis, merged (`let t[i, r in 0..3] = x[i]`, then reshaped)."""
+    x = as_traced(x)
+    if axis is None:
+        x, axis = x.ravel(), 0
+    if not isinstance(repeats, int | np.integer):
+        raise TraceError(f"np.repeat with counts per element cannot be traced "
+                         f"({user_line()}): repeat by one Python integer")
+    return _with_new_axis(x, axis % x.ndim + 1, int(repeats)).reshape(
+        _merged(x.shape, axis % x.ndim, int(repeats)))
+
+
+def tile(x: Any, reps: Any) -> Traced:
+    """`np.tile`: each axis repeated as a whole (a new axis before it, merged)."""
+    x = as_traced(x)
+    reps = (reps,) if isinstance(reps, int | np.integer) else tuple(reps)
+    if len(reps) > x.ndim:
+        x = x.reshape((1,) * (len(reps) - x.ndim) + tuple(x.shape))
+    reps = (1,) * (x.ndim - len(reps)) + reps
+    for axis, count in enumerate(reps):
+        if count != 1:
+            x = _with_new_axis(x, axis, int(count)).reshape(
+                _merged(x.shape, axis, int(count)))
+    return x
+
+
+def _with_new_axis(x: Traced, at: int, count: int) -> Traced:
+    """`x` with a new axis of `count` copies at position `at` (index notation)."""
+    indices = [(f"r{i}", None) for i in range(x.ndim)]
+    indices.insert(at, ("r", str(count)))
+    axes = x.axes[:at] + (Axis(count, str(count)),) + x.axes[at:]
+
+    def element(*names: str) -> str:
+        kept = names[:at] + names[at + 1:]
+        return f"{x.name}[{', '.join(kept)}]" if kept else x.name
+
+    return x.recording.index_let(indices, element, axes, x.element)
+
+
+def _merged(shape: tuple[Any, ...], axis: int, count: int) -> list[Any]:
+    return [*shape[:axis], shape[axis] * count, *shape[axis + 1:]]
+
+
+def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: Any = 0,
+        **_: Any) -> Traced:
+    """`np.pad(mode="constant")`: index notation reads outside the bounds as 0
+    (docs/language.md §10), so `let t[i in 0..N + 3] = x[i - 1]` pads 1 before and 2
+    after; another constant `c` is `pad(x - c) + c`."""
+    x = as_traced(x)
+    if mode != "constant":
+        raise TraceError(f"np.pad(mode={mode!r}) cannot be traced ({user_line()}): "
+                         f"mode='constant' can (edges with np.concatenate)")
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2)).tolist()
+    fill = np.asarray(constant_values)
+    if fill.ndim:
+        raise TraceError(f"np.pad with constant_values per axis cannot be traced "
+                         f"({user_line()}): give one number")
+    shifted = x - fill.item() if fill.item() != 0 else x
+    axes = tuple(Axis(a.size + before + after, offset(a.dim, before + after))
+                 for a, (before, after) in zip(x.axes, widths, strict=True))
+    indices = [(f"p{i}", a.dim) for i, a in enumerate(axes)]
+
+    def element(*names: str) -> str:
+        reads = [offset(name, -before) if before else name
+                 for name, (before, _after) in zip(names, widths, strict=True)]
+        return f"{shifted.name}[{', '.join(reads)}]"
+
+    padded = x.recording.index_let(indices, element, axes, x.element)
+    return padded + fill.item() if fill.item() != 0 else padded
+
+
+def roll(x: Any, shift: Any, axis: Any = None) -> Traced:
+    x = as_traced(x)
+    if axis is None:
+        return x.recording.let(f"roll({x.name}, {_shift(shift)})", x.axes, x.element)
+    shifts = shift if isinstance(shift, tuple | list) else (shift,) * (
+        len(axis) if isinstance(axis, tuple | list) else 1)
+    for s, a in zip(shifts, axis if isinstance(axis, tuple | list) else (axis,), strict=True):
+        x = x.recording.let(f"roll({x.name}, {_shift(s)}, axis={a % x.ndim})", x.axes,
+                            x.element)
+    return x
+
+
+def _shift(shift: Any) -> str:
+    return atom(shift.expr) if hasattr(shift, "expr") else str(int(shift))
+
+
+def flip_axes(x: Any, axis: Any = None) -> Traced:
+    x = as_traced(x)
+    return flip(x, range(x.ndim) if axis is None else normal_axes(axis, x.ndim))
+
+
+def rot90(x: Any, k: int = 1, axes: tuple[int, int] = (0, 1)) -> Traced:
+    x = as_traced(x)
+    for _turn in range(k % 4):
+        x = swapaxes(flip(x, [axes[1]]), *axes)
+    return x
+
+
+def tri(kind: str) -> Callable[..., Traced]:
+    """`np.tril`/`np.triu`: the last two axes masked in index notation,
+    `let t[b, i, j] = where(j <= i + k, x[b, i, j], 0.0)`."""
+    def mask(x: Any, k: int = 0) -> Traced:
+        x = as_traced(x)
+        if x.ndim < 2:
+            raise TraceError(f"np.{kind} of shape {x.shape} ({user_line()}): it masks the "
+                             f"last two axes")
+        zero = "0.0" if x.element in ("f32", "f64") else "0"
+
+        def element(*names: str) -> str:
+            row, col = names[-2:]
+            bound = offset(row, int(k))
+            test = f"{col} <= {bound}" if kind == "tril" else f"{col} >= {bound}"
+            return f"where({test}, {x.name}[{', '.join(names)}], {zero})"
+
+        return x.recording.index_let([(f"m{i}", None) for i in range(x.ndim)], element,
+                                     x.axes, x.element)
+
+    return mask
+
+
+ARRAY_FUNCTIONS.update({
+    **{kind: _reduction(kind) for kind in ("sum", "mean", "prod", "max", "min", "argmax",
+                                           "argmin")},
+    "amax": _reduction("max"), "amin": _reduction("min"), "nansum": _reduction("sum"),
+    "var": var, "std": std, "average": average, "all": _all_any("all"),
+    "any": _all_any("any"),
+    "cumsum": _scan("cumsum"), "cumprod": _scan("cumprod"), "sort": _ordering("sort"),
+    "argsort": _ordering("argsort"), "diff": diff, "clip": clip,
+    "where": where, "transpose": transpose, "reshape": reshape, "ravel": ravel,
+    "squeeze": squeeze, "expand_dims": expand_dims, "moveaxis": moveaxis,
+    "swapaxes": swapaxes, "atleast_1d": atleast(1), "atleast_2d": atleast(2),
+    "atleast_3d": atleast(3), "concatenate": concatenate, "concat": concatenate,
+    "stack": lambda values, axis=0, **_: stack(values, axis),
+    "hstack": hstack, "vstack": vstack, "row_stack": vstack, "dstack": dstack,
+    "column_stack": column_stack, "split": split, "array_split": array_split,
+    "append": append, "repeat": repeat, "tile": tile, "pad": pad, "roll": roll,
+    "flip": flip_axes, "fliplr": lambda x: flip_axes(x, 1), "flipud": lambda x: flip_axes(x, 0),
+    "rot90": rot90, "tril": tri("tril"), "triu": tri("triu"),
+    "zeros_like": _like(0), "ones_like": _like(1), "empty_like": _like(0),
+    "full_like": full_like, "copy": lambda x, **_: as_traced(x),
+    "asarray": lambda x, dtype=None, **_: as_traced(x) if dtype is None
+    else as_traced(x).astype(dtype),
+    "real": lambda x: as_traced(x), "shape": lambda x: as_traced(x).shape,
+    "ndim": lambda x: as_traced(x).ndim, "size": lambda x: as_traced(x).size,
+    "i0": elementwise("i0"), "sinc": lambda x: call_builtin(_sinc_builtin(), x),
+})
+
+
+def _sinc_builtin() -> str:
+    if not builtin_exists("sinc"):
+        raise TraceError(f"np.sinc is not a built-in of the language yet ({user_line()})")
+    return "sinc"
+
+
+# NumPy methods of arrays that `Traced` takes too (the rest are in tracing_record.py).
+for _name, _method in {
+        "var": var, "std": std, "clip": clip, "cumsum": _scan("cumsum"),
+        "cumprod": _scan("cumprod"), "swapaxes": swapaxes, "repeat": repeat,
+        "all": _all_any("all"), "any": _all_any("any"), "copy": lambda self, **_: self,
+        "argsort": _ordering("argsort"), "conj": lambda self: self,
+}.items():
+    setattr(Traced, _name, _method)
+
+
+# ---------------------------------------------------------------- entry points
+
+def _holds_traced(value: Any) -> bool:
+    return _first_traced(value) is not None if isinstance(value, list | tuple | np.ndarray) \
+        else isinstance(value, Traced)
+
+
+def _recording_version(original: Callable[..., Any],
+                       recorder: Callable[..., Any]) -> Callable[..., Any]:
+    """`original`, except that a call with a traced value among its arguments (also
+    inside lists) is recorded by `recorder`."""
+    def version(*args: Any, **kwargs: Any) -> Any:
+        if any(map(_holds_traced, args)) or any(map(_holds_traced, kwargs.values())):
+            return recorder(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    version.__wrapped__ = original  # type: ignore[attr-defined]
+    version.__name__ = getattr(original, "__name__", "version")
+    return version
+
+
+def _array(value: Any, dtype: Any = None, *args: Any, **kwargs: Any) -> Traced:
+    x = as_traced(value)
+    return x if dtype is None else x.astype(dtype)
+
+
+# `module.name` -> recorder of the functions bound while a function is traced: those that
+# NumPy does not dispatch on a list's elements, and the SciPy ones it never dispatches.
+ENTRY_POINTS: dict[str, Callable[..., Any]] = {
+    "numpy.array": _array, "numpy.asarray": _array, "numpy.asanyarray": _array,
+    "numpy.ascontiguousarray": _array,
+    "scipy.special.polygamma": _polygamma,
+    "scipy.special.multigammaln": _multigammaln,
+    "scipy.special.logsumexp": lambda a, axis=None, keepdims=False, **_:
+        as_traced(a)._reduce("logsumexp", axis, keepdims),
+    "scipy.special.softmax": lambda x, axis=None: _along("softmax", x, axis),
+    "scipy.special.log_softmax": lambda x, axis=None: _along("log_softmax", x, axis),
+}
+
+
+def _along(builtin: str, x: Any, axis: Any) -> Traced:
+    x = as_traced(x)
+    if axis is None:
+        flat = x.ravel()
+        return flat.along(builtin, 0).reshape(x.shape)
+    return x.along(builtin, axis)
+
+
+def _bindings() -> Iterator[tuple[Any, str, Callable[..., Any]]]:
+    """(module, attribute, recorder) of every entry point whose module is imported."""
+    for name, recorder in ENTRY_POINTS.items():
+        module_name, _, attribute = name.rpartition(".")
+        module = sys.modules.get(module_name)
+        if module is not None and hasattr(module, attribute):
+            yield module, attribute, recorder
+    for name, recorder in ARRAY_FUNCTIONS.items():
+        module_name, _, attribute = f"numpy.{name}".rpartition(".")
+        module = sys.modules.get(module_name)
+        if module is not None and callable(getattr(module, attribute, None)):
+            yield module, attribute, recorder
+
+
+@contextmanager
+def numpy_entry_points(fn: Callable[..., Any]) -> Iterator[None]:
+    """While `fn` is traced, the entry points (`ENTRY_POINTS`, and the NumPy functions
+    of `ARRAY_FUNCTIONS` for lists of traced values) are bound to recording versions in
+    their modules and in `fn`'s globals, then restored."""
+    namespace = getattr(fn, "__globals__", None)
+    namespace = namespace if isinstance(namespace, dict) else {}
+    saved: list[tuple[Any, str, Any]] = []
+    replaced: dict[int, Callable[..., Any]] = {}
+    for module, attribute, recorder in _bindings():
+        original = getattr(module, attribute)
+        if isinstance(original, np.ufunc):
+            continue
+        version = replaced.setdefault(id(original), _recording_version(original, recorder))
+        saved.append((module, attribute, original))
+        setattr(module, attribute, version)
+    globals_saved = {name: value for name, value in namespace.items()
+                     if id(value) in replaced and callable(value)}
+    namespace.update({name: replaced[id(value)] for name, value in globals_saved.items()})
+    try:
+        yield
+    finally:
+        for module, attribute, original in reversed(saved):
+            setattr(module, attribute, original)
+        namespace.update(globals_saved)

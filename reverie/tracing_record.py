@@ -1,0 +1,1070 @@
+"""The recording behind `rv.trace` and `rv.fx`: `Recording` (the statements so far) and
+`Traced` (a stand-in whose every operation appends one `let`), with NumPy's operators,
+indexing, reshapes and reductions (the module docstring of `reverie.tracing` says what a
+recording means; `reverie.tracing_numpy` adds the NumPy and SciPy functions).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import linecache
+import math
+import operator
+import os
+import re
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from reverie import tracing_sizes
+from reverie.compiler.ir.elementwise import ELEMENTWISE
+from reverie.dsl.check import KEYWORDS
+from reverie.module import Module
+from reverie.tracing_sizes import Size, atom, combine, offset, product_factors, product_text
+
+if TYPE_CHECKING:
+    from reverie.kernel import Kernel
+
+# NumPy dtypes and their Reverie names (docs/language.md §3).
+DTYPE_NAMES = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32",
+               np.dtype(np.int64): "i64", np.dtype(np.int32): "i32", np.dtype(np.bool_): "bool"}
+NUMPY_DTYPES = {name: dtype for dtype, name in DTYPE_NAMES.items()}
+FLOAT_NAMES = ("f32", "f64")
+
+# The elementwise built-ins of §2.3, read from the op table: the language name of each
+# (`relu`), and the NumPy ufuncs that mean the same (`np.exp` is `exp`).
+UNARY_BUILTINS = tuple(sorted(name for name, row in ELEMENTWISE.items()
+                              if row.builtin and row.arity == 1))
+NUMPY_UNARY = {"absolute": "abs", "fabs": "abs", "negative": "neg", "positive": None,
+               "reciprocal": None, "square": None,
+               **{name: name for name in UNARY_BUILTINS}}
+COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+REDUCTIONS = ("sum", "mean", "prod", "max", "min", "logsumexp", "argmax", "argmin")
+
+# The NumPy functions (`"mean"`, `"linalg.norm"`: the name in `numpy`) and ufuncs (by
+# `ufunc.__name__`) that a traced value takes, each with its recorder; filled by
+# `reverie.tracing_numpy`, which `reverie.tracing` imports.
+ARRAY_FUNCTIONS: dict[str, Callable[..., Any]] = {}
+UFUNCS: dict[str, Callable[..., Any]] = {}
+
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+
+class TraceError(TypeError):
+    """A Python construct that cannot be recorded; the message names the Python line."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of a traced value: its size in the example and its dimension expression."""
+
+    size: int
+    dim: str
+
+
+# Frames of the recorders, skipped when naming the user's line.
+RECORDER_FILES = {__file__, tracing_sizes.__file__}
+# Frames of NumPy and SciPy, skipped too where a library function that has no recorder
+# reached a traced value (`user_line(libraries=True)`).
+LIBRARY_FILE = re.compile(r"[\\/](numpy|scipy)[\\/]")
+
+
+def user_line(libraries: bool = False) -> str:
+    """`file:line: source` of the innermost frame outside the recorders (the user's code),
+    and outside NumPy and SciPy with `libraries`."""
+    frame = sys._getframe(1)
+    while frame is not None and (frame.f_code.co_filename in RECORDER_FILES or (
+            libraries and LIBRARY_FILE.search(frame.f_code.co_filename))):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>"
+    code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}: {code}"
+
+
+def element_name(dtype: str | np.dtype) -> str:
+    """The Reverie element type of `dtype`, a Reverie name (`"f64"`) or a NumPy dtype."""
+    return dtype if isinstance(dtype, str) else DTYPE_NAMES[np.dtype(dtype)]
+
+
+class Recording:
+    """The statements recorded so far, the names they bind and the dimensions fixed."""
+
+    def __init__(self, literal_dims: bool = False, promotion: str = "numpy") -> None:
+        self.literal_dims = literal_dims  # every dimension its example size (rv.fx)
+        self.promotion = promotion  # how mixed operand types promote: "numpy" or "torch"
+        self.params: list[str] = []
+        self.lines: list[str] = []
+        self.dims: dict[int, str] = {}  # example size -> the dimension named for it
+        self.fixed: dict[str, tuple[int, str]] = {}  # dimension -> (size, the line fixing it)
+        self.taken: set[str] = set()
+        self.origin: Callable[[], str] = user_line  # what each statement's comment names
+        self.writes: list[tuple[Traced, Traced]] = []  # in-place writes, see `write`
+        self._count = 0
+
+    # ------------------------------------------------------------ names
+    def claim(self, wanted: str) -> str:
+        """`wanted` as a new name of the source: a valid name (other characters become
+        `_`), with `_` appended while it is a keyword of the language or taken."""
+        name = re.sub(r"\W", "_", wanted, flags=re.ASCII)
+        while name in KEYWORDS or name in self.taken:
+            name += "_"
+        self.taken.add(name)
+        return name
+
+    def temporary(self) -> str:
+        """The next free name `t1`, `t2`, ... for a recorded value."""
+        self._count += 1
+        while f"t{self._count}" in self.taken:
+            self._count += 1
+        return self.claim(f"t{self._count}")
+
+    # ------------------------------------------------------------ dimensions
+    def dim_for(self, size: int, name: str) -> str:
+        """The dimension of an example axis: `1` for size 1 (it broadcasts) and every size
+        with `literal_dims`, else the name given to the first axis of that size."""
+        if size == 1 or self.literal_dims:
+            return str(size)
+        if size not in self.dims:
+            self.dims[size] = self.claim(name)
+        return self.dims[size]
+
+    def size_of(self, axis: Axis) -> int | Size:
+        """What `x.shape[i]` reads: an int for a literal dimension, else a symbolic size."""
+        return int(axis.dim) if axis.dim.isdigit() else Size(self, axis.dim, axis.size, True)
+
+    def fix(self, expr: str) -> None:
+        """Python decided something with a size reading `expr`: keep each dimension in it
+        at its example size (the first decision's line is the one reported)."""
+        sizes = {name: size for size, name in self.dims.items()}
+        for name in IDENTIFIER.findall(expr):
+            if name in sizes and name not in self.fixed:
+                self.fixed[name] = (sizes[name], self.origin())
+
+    def same(self, a: Axis, b: Axis, what: str) -> Axis:
+        """The axis two operands share (`what` names the operation): their dimensions are
+        the same expression, or the same size only in the example (`x[:2] + x[2:]` of
+        4 rows: `2` and `X0 - 2`), which fixes the dimensions both read."""
+        if a.size != b.size:
+            raise TraceError(f"{what}: sizes {a.size} and {b.size} differ ({user_line()})")
+        if a.dim != b.dim:
+            self.fix(f"{a.dim} {b.dim}")
+            return Axis(a.size, str(a.size))
+        return a
+
+    def size_ufunc(self, ufunc: np.ufunc, size: Size) -> Size:
+        """`np.sqrt(n)` of a size: the built-in of the same meaning, still a size."""
+        builtin = NUMPY_UNARY.get(ufunc.__name__)
+        if builtin is None:
+            raise TraceError(f"np.{ufunc.__name__} of the size {size.expr} cannot be traced "
+                             f"({user_line()})")
+        return Size(self, f"{builtin}({size.expr})", ufunc(size.value).item(), False)
+
+    # ------------------------------------------------------------ parameters, statements
+    def params_for(self, names: Sequence[str], examples: Sequence[Any]) -> list[Traced]:
+        """Parameters shaped like the `examples` (arrays or numbers); their names are
+        claimed before any dimension is named, so the Python names win."""
+        arrays = [np.asarray(value) for value in examples]
+        elements = [_element_of(name, a.dtype) for name, a in zip(names, arrays, strict=True)]
+        claimed = [self.claim(name) for name in names]
+        return [self._parameter(name, a.shape, element)
+                for name, a, element in zip(claimed, arrays, elements, strict=True)]
+
+    def param_like(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Traced:
+        """A parameter of this shape and NumPy dtype: `x: f64[X0, X1]`."""
+        element = _element_of(name, dtype)
+        return self._parameter(self.claim(name), shape, element)
+
+    def _parameter(self, name: str, shape: tuple[int, ...], element: str) -> Traced:
+        axes = tuple(Axis(n, self.dim_for(n, f"{name.upper()}{i}"))
+                     for i, n in enumerate(shape))
+        self.params.append(f"{name}: {element}{_shape_text(axes)}")
+        return Traced(self, name, axes, element)
+
+    def let(self, expr: str, axes: tuple[Axis, ...], dtype: str | np.dtype,
+            index: str = "") -> Traced:
+        """Bind `expr` to a fresh name: `let t3 = exp(t2);  # model.py:14: ...` (with
+        `index`, an index-notation statement: `let t4[g0] = x[idx[g0]];`)."""
+        name = self.temporary()
+        self.lines.append(f"    let {name}{index} = {expr};  # {self.origin()}")
+        return Traced(self, name, axes, element_name(dtype))
+
+    def index_let(self, indices: Sequence[tuple[str, str | None]], body: Callable[..., str],
+                  axes: tuple[Axis, ...], dtype: str | np.dtype) -> Traced:
+        """An index-notation statement (docs/language.md §10): `indices` are the output
+        indices' wanted names with their ranges (None where an operand's subscript gives
+        it), `body` makes the element's expression from the claimed names:
+        `let t4[i in 0..N, j] = x[N - 1 - i, j];`."""
+        names = [self.claim(name) for name, _ in indices]
+        declared = ", ".join(name if extent is None else f"{name} in 0..{extent}"
+                             for name, (_, extent) in zip(names, indices, strict=True))
+        return self.let(body(*names), axes, dtype, index=f"[{declared}]" if names else "")
+
+    def write(self, target: Traced, value: Traced) -> None:
+        """Record that `target`, a parameter, is written in place with `value` (rv.fx
+        returns the value from the kernel and writes it into the tensor after the call)."""
+        self.writes.append((target, value))
+
+    # ------------------------------------------------------------ the source
+    def fixed_text(self, line: str) -> str:
+        """`line` with each fixed dimension written as its size (its comment unchanged)."""
+        if not self.fixed:
+            return line
+        code, mark, comment = line.partition("  #")
+        pattern = r"\b(" + "|".join(map(re.escape, self.fixed)) + r")\b"
+        code = re.sub(pattern, lambda m: str(self.fixed[m.group(1)][0]), code)
+        return code + mark + comment
+
+    def header(self, traced_name: str) -> list[str]:
+        """The source's first comment lines: what was traced, and each fixed dimension."""
+        lines = [f"# Traced from {traced_name} by rv.trace."]
+        if self.fixed:
+            lines.append("# Sizes fixed by a Python decision (another size raises "
+                         "rv.ShapeMismatchError):")
+            lines += [f"#   {dim} = {size} by {line}" for dim, (size, line) in self.fixed.items()]
+        return lines
+
+
+# Makes the parameters whose value the host makes at every call (rv.fx sets it while it
+# records a node: PyTorch draws dropout masks and makes factories' tensors); None elsewhere.
+HOST_INPUTS: ContextVar[Callable[..., Traced] | None] = ContextVar("HOST_INPUTS", default=None)
+
+
+def host_input(make: Callable[[Any], Any], like: Traced | None = None) -> Traced:
+    """A new parameter of the recording in progress whose value at every call is
+    `make(template)`, `template` an empty host array laid out as the host's value of `like`
+    (None without one): a random draw of the host's stream, a factory's array. The host
+    finds its shape and dtype by running `make` on a template without data, whose sizes
+    are symbolic where `like`'s are (so a mask laid out as `x` has `x`'s dimensions)."""
+    maker = HOST_INPUTS.get()
+    if maker is None:
+        raise TraceError(f"a value made at every call (a random draw, a factory) is recorded "
+                         f"by rv.fx only ({user_line()})")
+    return maker(make, like)
+
+
+def _element_of(name: str, dtype: Any) -> str:
+    element = DTYPE_NAMES.get(np.dtype(dtype))
+    if element is None:
+        raise TraceError(f"argument '{name}' has dtype {np.dtype(dtype)}; Reverie takes "
+                         f"{', '.join(DTYPE_NAMES.values())}")
+    return element
+
+
+def _shape_text(axes: tuple[Axis, ...]) -> str:
+    return f"[{', '.join(a.dim for a in axes)}]" if axes else ""
+
+
+def _factors(dims: Iterable[str]) -> tuple[int, list[str]]:
+    """The product of dimension expressions as its integer coefficient and other factors."""
+    coefficient, factors = 1, []
+    for dim in dims:
+        for factor in product_factors(dim):
+            if factor.isdigit():
+                coefficient *= int(factor)
+            else:
+                factors.append(factor)
+    return coefficient, factors
+
+
+def broadcast(a: tuple[Axis, ...], b: tuple[Axis, ...],
+              recording: Recording | None = None) -> tuple[Axis, ...]:
+    """NumPy broadcasting of two shapes, keeping the non-1 axis of each pair (with the
+    `recording`, two equal sizes of different dimensions share one, `Recording.same`)."""
+    width = max(len(a), len(b))
+    a = (Axis(1, "1"),) * (width - len(a)) + a
+    b = (Axis(1, "1"),) * (width - len(b)) + b
+    out = []
+    for x, y in zip(a, b, strict=True):
+        if x.size != y.size and 1 not in (x.size, y.size):
+            raise TraceError(f"shapes do not broadcast: {x.size} against {y.size} "
+                             f"at {user_line()}")
+        if recording is not None and x.size == y.size != 1:
+            x = recording.same(x, y, "broadcasting")
+        out.append(y if x.size == 1 else x)
+    return tuple(out)
+
+
+def normal_axes(axis: Any, rank: int) -> tuple[int, ...]:
+    axes = range(rank) if axis is None else (axis,) if isinstance(axis, int) else axis
+    return tuple(sorted(a % rank for a in axes))
+
+
+class Traced:
+    """A symbolic stand-in for an array argument or intermediate of a traced function."""
+
+    __array_priority__ = 1000  # NumPy defers binary operators to this class
+
+    def __init__(self, recording: Recording, name: str, axes: tuple[Axis, ...],
+                 element: str) -> None:
+        self.recording = recording
+        self.name = name
+        self.axes = axes
+        self.element = element  # the Reverie element type: "f64", "i64", "bool", ...
+
+    # ------------------------------------------------------------ what NumPy users read
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy dtype (`x.dtype == np.float64`, `np.issubdtype(x.dtype, np.floating)`);
+        the Reverie name is `element`."""
+        return NUMPY_DTYPES[self.element]
+
+    @property
+    def shape(self) -> tuple[int | Size, ...]:
+        """Each axis's size: an int where the dimension is a literal, else a `Size`."""
+        return tuple(self.recording.size_of(a) for a in self.axes)
+
+    @property
+    def size(self) -> int | Size:
+        """The element count: the product of the dimensions."""
+        coefficient, factors = _factors(a.dim for a in self.axes)
+        if not factors:
+            return coefficient
+        return Size(self.recording, product_text(coefficient, factors),
+                    math.prod(a.size for a in self.axes), True)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.axes)
+
+    @property
+    def T(self) -> Traced:  # noqa: N802 (NumPy's name)
+        return self.recording.let(f"{self.name}.T", self.axes[::-1], self.element)
+
+    def __repr__(self) -> str:
+        return f"Traced({self.name}: {self.element}{_shape_text(self.axes)})"
+
+    # ------------------------------------------------------------ refusals
+    def _refuse(self, what: str) -> TraceError:
+        return TraceError(
+            f"cannot trace {what} of a traced value at {user_line()}: the recording has "
+            f"no value to decide with. Use rv.where(cond, a, b) for an elementwise choice, "
+            f"or write the kernel in the Reverie language, whose `if`/`while` are compiled "
+            f"as control flow (docs/language.md §11.1).")
+
+    def __bool__(self) -> bool:
+        raise self._refuse("a Python `if`, `while`, `and`/`or` or bool()")
+
+    def __float__(self) -> float:
+        raise self._refuse("float()")
+
+    def __int__(self) -> int:
+        raise self._refuse("int()")
+
+    def __index__(self) -> int:
+        raise self._refuse("use as a Python integer")
+
+    # ------------------------------------------------------------ Python's view of sizes
+    def __len__(self) -> int:
+        """Python's `len` must return an int: the example's, with the first axis fixed at
+        it (in the traced function's module `len(x)` is a symbolic size instead)."""
+        if not self.axes:
+            raise TraceError(f"len() of a 0-d traced value at {user_line()}")
+        return operator.index(self.recording.size_of(self.axes[0]))
+
+    def __iter__(self) -> Iterator[Traced]:
+        """Iteration over the first axis, as NumPy's: `for row in x` records `x[0]`,
+        `x[1]`, ... for the example's rows, so the first axis is fixed at its size."""
+        count = len(self)
+        return (self[i] for i in range(count))
+
+    # ------------------------------------------------------------ operators
+    def _binary(self, op: str, other: Any, reverse: bool = False) -> Traced:
+        other = operand(self.recording, other, self.element)
+        left, right = (other, self) if reverse else (self, other)
+        if left.element != right.element and op not in ("and", "or"):
+            left, right = _promoted(left, right)
+        if op == "@":
+            return _matmul(left, right)
+        element = "bool" if op in COMPARISONS or op in ("and", "or") else left.element
+        axes = broadcast(left.axes, right.axes, self.recording)
+        expr = (f"{op}({left.name}, {right.name})" if op in ("max", "min")
+                else f"{left.name} {op} {right.name}")
+        return self.recording.let(expr, axes, element)
+
+    def __add__(self, o): return self._binary("+", o)
+    def __radd__(self, o): return self._binary("+", o, True)
+    def __sub__(self, o): return self._binary("-", o)
+    def __rsub__(self, o): return self._binary("-", o, True)
+    def __mul__(self, o): return self._binary("*", o)
+    def __rmul__(self, o): return self._binary("*", o, True)
+    def __truediv__(self, o): return self._binary("/", o)
+    def __rtruediv__(self, o): return self._binary("/", o, True)
+    def __pow__(self, o): return self._binary("**", o)
+    def __rpow__(self, o): return self._binary("**", o, True)
+    def __matmul__(self, o): return self._binary("@", o)
+    def __rmatmul__(self, o): return self._binary("@", o, True)
+    def __lt__(self, o): return self._binary("<", o)
+    def __le__(self, o): return self._binary("<=", o)
+    def __gt__(self, o): return self._binary(">", o)
+    def __ge__(self, o): return self._binary(">=", o)
+    def __eq__(self, o): return self._binary("==", o)  # type: ignore[override]
+    def __ne__(self, o): return self._binary("!=", o)  # type: ignore[override]
+    def __floordiv__(self, o): return self._binary("//", o)
+    def __rfloordiv__(self, o): return self._binary("//", o, True)
+    def __mod__(self, o): return self._binary("%", o)
+    def __rmod__(self, o): return self._binary("%", o, True)
+    def __and__(self, o): return self._binary("and", o)
+    def __rand__(self, o): return self._binary("and", o, True)
+    def __or__(self, o): return self._binary("or", o)
+    def __ror__(self, o): return self._binary("or", o, True)
+    __hash__ = object.__hash__
+
+    def __neg__(self) -> Traced:
+        return self.recording.let(f"-{self.name}", self.axes, self.element)
+
+    def __pos__(self) -> Traced:
+        return self
+
+    def __invert__(self) -> Traced:
+        if self.element != "bool":
+            raise TraceError(f"~ of the {self.element} value {self.name} cannot be traced "
+                             f"({user_line()}): the language has no bitwise operators; "
+                             f"~ negates a bool mask")
+        return self.recording.let(f"not {self.name}", self.axes, self.element)
+
+    def __abs__(self) -> Traced:
+        return self._call("abs")
+
+    def _call(self, builtin: str) -> Traced:
+        return self.recording.let(f"{builtin}({self.name})", self.axes, self.element)
+
+    __reverie_builtin__ = _call  # `rv.exp(t)` on a stand-in records `exp(t)`
+
+    # ------------------------------------------------------------ shapes
+    def __getitem__(self, key: Any) -> Traced:
+        return _subscript(self, key if isinstance(key, tuple) else (key,))
+
+    def reshape(self, *shape: Any, order: str = "C") -> Traced:
+        if order != "C":
+            raise TraceError(f"reshape(order={order!r}) cannot be traced ({user_line()}): "
+                             f"the language reshapes in C order; transpose first")
+        target = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
+        return _reshape(self, tuple(target))
+
+    def ravel(self, order: str = "C") -> Traced:
+        return self if self.ndim == 1 else self.reshape(-1, order=order)
+
+    flatten = ravel  # a copy in NumPy; every traced value is immutable
+
+    def squeeze(self, axis: Any = None) -> Traced:
+        """The axes of size 1 dropped (those of `axis` only, each of which must be 1)."""
+        ones = [i for i, a in enumerate(self.axes) if a.size == 1]
+        dropped = ones if axis is None else normal_axes(axis, self.ndim)
+        if any(self.axes[i].size != 1 for i in dropped):
+            raise TraceError(f"squeeze of axis {axis} of shape {self.shape}: only axes of "
+                             f"size 1 can be squeezed ({user_line()})")
+        return self.reshape([n for i, n in enumerate(self.shape) if i not in dropped])
+
+    def transpose(self, *axes: Any) -> Traced:
+        order = axes[0] if len(axes) == 1 and isinstance(axes[0], tuple | list) else axes
+        order = tuple(order) if order else tuple(reversed(range(self.ndim)))
+        text = ", ".join(str(a % self.ndim) for a in order)
+        return self.recording.let(f"transpose({self.name}, ({text},))",
+                                  tuple(self.axes[a] for a in order), self.element)
+
+    def along(self, builtin: str, axis: int) -> Traced:
+        """A built-in that keeps the shape, applied along one axis: `softmax(t, axis=1)`."""
+        return self.recording.let(f"{builtin}({self.name}, axis={axis % self.ndim})",
+                                  self.axes, self.element)
+
+    def astype(self, dtype: Any, **_: Any) -> Traced:
+        target = dtype if isinstance(dtype, str) and dtype in NUMPY_DTYPES else \
+            _element_of("astype", dtype)
+        if target == self.element:
+            return self
+        return self.recording.let(f"{target}({self.name})", self.axes, target)
+
+    # ------------------------------------------------------------ reductions
+    def _reduce(self, kind: str, axis: Any = None, keepdims: bool = False) -> Traced:
+        reduced = normal_axes(axis, self.ndim)
+        kept = tuple(Axis(1, "1") if i in reduced else a for i, a in enumerate(self.axes)
+                     if keepdims or i not in reduced)
+        keywords = ""
+        if axis is not None:  # argmax/argmin take one axis, written as an int
+            one = len(reduced) == 1 and kind in ("argmax", "argmin")
+            keywords += f", axis={reduced[0]}" if one else \
+                f", axis=({', '.join(map(str, reduced))},)"
+        if keepdims:
+            keywords += ", keepdims=true"
+        element = "i64" if kind in ("argmax", "argmin") else self.element
+        return self.recording.let(f"{kind}({self.name}{keywords})", kept, element)
+
+    def sum(self, axis=None, keepdims=False): return self._reduce("sum", axis, keepdims)
+    def mean(self, axis=None, keepdims=False): return self._reduce("mean", axis, keepdims)
+    def prod(self, axis=None, keepdims=False): return self._reduce("prod", axis, keepdims)
+    def max(self, axis=None, keepdims=False): return self._reduce("max", axis, keepdims)
+    def min(self, axis=None, keepdims=False): return self._reduce("min", axis, keepdims)
+
+    def argmax(self, axis=None):
+        return self._reduce("argmax", axis)
+
+    def argmin(self, axis=None):
+        return self._reduce("argmin", axis)
+
+    # ------------------------------------------------------------ NumPy protocols
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """NumPy wants an array of numbers: a function without a recorder reached this
+        value (`reverie.tracing_numpy` names those that have one)."""
+        raise TraceError(
+            f"a NumPy or SciPy function without a Reverie counterpart converted the traced "
+            f"value {self.name} to an array ({user_line(libraries=True)}); the functions "
+            f"rv.trace takes are listed in docs/api.md §8 (np.stack([...]) builds an array "
+            f"from traced values)")
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any):
+        """`np.exp(t)`, `np.add(a, t)`, `scipy.special.gammaln(t)`: recorded as the
+        built-in of the same meaning (`UFUNCS`); `reduce`, `accumulate` and `out=` are
+        refused."""
+        name = ufunc.__name__
+        if method != "__call__" or {k for k, v in kwargs.items() if v is not None} - {"dtype"}:
+            raise TraceError(f"np.{name}.{method} with {sorted(kwargs)} cannot be traced "
+                             f"({user_line()}): call np.{name}(...) and reduce with "
+                             f"np.sum/np.max/...")
+        recorder = UFUNCS.get(name)
+        if recorder is None:
+            raise TraceError(f"np.{name} has no Reverie counterpart ({user_line()})")
+        result = recorder(*inputs)
+        dtype = kwargs.get("dtype")
+        return result if dtype is None else result.astype(dtype)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any):
+        """`np.sum(t, axis=1)`, `np.einsum`, `np.linalg.norm`: the NumPy functions with a
+        recorder in `ARRAY_FUNCTIONS` (keyed by the name in `numpy`)."""
+        module = func.__module__.removeprefix("numpy").strip(".")
+        name = f"{module}.{func.__name__}" if module else func.__name__
+        recorder = ARRAY_FUNCTIONS.get(name)
+        if recorder is None:
+            raise TraceError(f"np.{name} cannot be traced ({user_line()}); "
+                             f"{nearest_spelling(name, ARRAY_FUNCTIONS)}")
+        return recorder(*args, **kwargs)
+
+
+def nearest_spelling(name: str, names: Iterable[str]) -> str:
+    """A hint for an untraceable NumPy name: the closest traceable names."""
+    close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.5)
+    return (f"the nearest traceable: {', '.join(f'np.{c}' for c in close)}" if close
+            else "docs/api.md §8 lists the traceable NumPy functions")
+
+
+for _name in UNARY_BUILTINS:  # `t.exp()`, `t.tanh()`, ... one method per built-in
+    setattr(Traced, _name, lambda self, _builtin=_name: self._call(_builtin))
+
+
+def operand(recording: Recording, value: Any, dtype: str) -> Traced:
+    """A traced value, or a Python number or a size as a weakly typed operand (docs/language.md §8):
+    it takes the element type `dtype` of the value it meets."""
+    if isinstance(value, Traced):
+        return value
+    if isinstance(value, Size):
+        return Traced(recording, atom(value.expr), (), dtype)
+    if isinstance(value, bool | np.bool_):
+        return Traced(recording, "true" if value else "false", (), "bool")
+    if isinstance(value, int | float | np.integer | np.floating):
+        number = float(value) if dtype in FLOAT_NAMES else value
+        if isinstance(number, float) and not math.isfinite(number):
+            raise TraceError(f"the constant {number} cannot be written in Reverie source "
+                             f"({user_line()})")
+        return Traced(recording, repr(number) if isinstance(number, float) else
+                      str(int(number)), (), dtype)
+    if isinstance(value, list | tuple) or (isinstance(value, np.ndarray)
+                                           and value.dtype == object):
+        return stack([operand(recording, v, dtype) for v in value], 0)
+    if isinstance(value, np.ndarray) and value.dtype in DTYPE_NAMES:
+        return constant_array(recording, value) if value.ndim else \
+            operand(recording, value.item(), dtype)
+    raise TraceError(f"a {type(value).__name__} constant cannot be traced "
+                     f"({user_line()}): pass it as an argument of the traced function")
+
+
+def strong(x: Traced) -> Traced:
+    """`x` as a value of its own: a literal operand (`2.0`) becomes `let t = f64(2.0)`."""
+    return x if x.name.isidentifier() and x.name not in ("true", "false") else \
+        x.recording.let(f"{x.element}({x.name})", x.axes, x.element)
+
+
+def constant_array(recording: Recording, array: np.ndarray) -> Traced:
+    """A small NumPy constant written out in index notation, its elements chosen by
+    position: `let c[i in 0..3] = f64(where(i == 0, 1.0, where(i == 1, 2.0, 4.0)));`."""
+    if array.size > CONSTANT_LIMIT or array.size == 0 or not np.all(np.isfinite(array)):
+        raise TraceError(f"a constant array of shape {array.shape} cannot be written in "
+                         f"Reverie source ({user_line()}): pass it as an argument of the "
+                         f"traced function")
+    element = DTYPE_NAMES[array.dtype]
+    values = [repr(float(v)) if element in FLOAT_NAMES else str(v).lower()
+              for v in array.ravel().tolist()]
+
+    def element_at(i: str) -> str:
+        text = values[-1]
+        for at in range(len(values) - 2, -1, -1):
+            text = f"where({i} == {at}, {values[at]}, {text})"
+        return f"{element}({text})" if element != "bool" else text
+
+    flat = recording.index_let([("c", str(array.size))], element_at,
+                               (Axis(array.size, str(array.size)),), element)
+    return flat.reshape(array.shape) if array.ndim != 1 else flat
+
+
+def stack(values: Sequence[Any], axis: int = 0) -> Traced:
+    """`np.stack`: the values (traced, numbers, nested lists) along a new axis."""
+    if not values:
+        raise TraceError(f"np.stack of no values ({user_line()}): a traced array needs "
+                         f"at least one element")
+    traced = next((v for v in values if isinstance(v, Traced)), None)
+    if traced is None:
+        traced = next(v for v in map(_first_traced, values) if v is not None)
+    recording = traced.recording
+    parts = [strong(operand(recording, v, traced.element)) for v in values]
+    target = functools.reduce(lambda a, b: _promoted(a, b)[0] if a.element != b.element
+                              else a, parts).element
+    parts = [p.astype(target) for p in parts]
+    rank = parts[0].ndim
+    if any(p.ndim != rank for p in parts):
+        raise TraceError(f"np.stack of shapes {[p.shape for p in parts]}: all must have "
+                         f"the same shape ({user_line()})")
+    axis = axis % (rank + 1)
+    expanded = [p.reshape(p.shape[:axis] + (1,) + p.shape[axis:]) for p in parts]
+    return concatenate(expanded, axis) if len(expanded) > 1 else expanded[0]
+
+
+def _first_traced(value: Any) -> Traced | None:
+    """The first traced value inside nested lists, tuples or object arrays, or None."""
+    if isinstance(value, Traced):
+        return value
+    if isinstance(value, list | tuple) or (isinstance(value, np.ndarray)
+                                           and value.dtype == object):
+        return next((t for t in map(_first_traced, value) if t is not None), None)
+    return None
+
+
+PROMOTION_ORDER = ("bool", "i32", "i64", "f32", "f64")  # torch's: a float beats an int
+
+
+def _promoted(left: Traced, right: Traced) -> tuple[Traced, Traced]:
+    """Two operands of different element types, both converted to the type their
+    recording's library gives the result: NumPy's (`f32 + i64` is f64) for rv.trace,
+    torch's (`f32 + i64` is f32: a float operand's type wins over an integer's) for rv.fx."""
+    if left.recording.promotion == "torch":
+        rank = {element: i for i, element in enumerate(PROMOTION_ORDER)}
+        target = max(left.element, right.element, key=lambda e: rank.get(e, -1))
+    else:
+        target = DTYPE_NAMES[np.result_type(*(NUMPY_DTYPES[t.element] for t in (left, right)))]
+    return tuple(t if t.element == target else t.recording.let(
+        f"{target}({t.name})", t.axes, target) for t in (left, right))  # type: ignore[return-value]
+
+
+def _matmul(a: Traced, b: Traced) -> Traced:
+    """NumPy `matmul` shapes (docs/language.md §8): a 1-D operand's axis is contracted and dropped,
+    the axes before the last two are batch axes, broadcast against each other."""
+    if not a.ndim or not b.ndim:
+        raise TraceError(f"@ takes operands of at least one dimension, got {a.shape} and "
+                         f"{b.shape} ({user_line()}): use * for a scalar")
+    a.recording.same(a.axes[-1], b.axes[0 if b.ndim == 1 else -2], f"@ of shapes {a.shape} "
+                     f"and {b.shape}: inner sizes differ")
+    batch = broadcast(a.axes[:-2], b.axes[:-2], a.recording)
+    axes = batch + a.axes[-2:-1] + (b.axes[-1:] if b.ndim > 1 else ())
+    return a.recording.let(f"{a.name} @ {b.name}", axes, a.element)
+
+
+def _subscript(x: Traced, key: tuple[Any, ...]) -> Traced:
+    """NumPy indexing: integers, sizes and slices of any step (with an `...` and `None`s),
+    and integer-array subscripts (`_advanced`)."""
+    if any(k is None for k in key):
+        return _new_axes(x, key)
+    if any(k is Ellipsis for k in key):
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (x.ndim - len(key) + 1) + key[at + 1:]
+    if len(key) > x.ndim:
+        raise TraceError(f"too many subscripts ({len(key)}) for shape {x.shape} "
+                         f"({user_line()})")
+    key = key + (slice(None),) * (x.ndim - len(key))
+    if any(isinstance(k, Traced | list | tuple | np.ndarray) for k in key):
+        return _advanced(x, key)
+    reversed_axes = [i for i, k in enumerate(key) if isinstance(k, slice) and k.step is not None
+                     and operator.index(k.step) < 0]
+    if reversed_axes:  # a negative step reads the flipped axis with a positive one
+        key = tuple(_reversed_slice(k, axis, x.recording) if i in reversed_axes else k
+                    for i, (k, axis) in enumerate(zip(key, x.axes, strict=True)))
+        x = flip(x, reversed_axes)
+    parts, axes = [], []
+    for k, axis in zip(key, x.axes, strict=True):
+        if isinstance(k, int | np.integer | Size):
+            parts.append(_index(k, axis))
+        elif isinstance(k, slice):
+            text, kept = _slice(k, axis, x.recording)
+            parts.append(text)
+            axes.append(kept)
+        else:
+            raise TraceError(f"subscript {k!r} cannot be traced ({user_line()}): "
+                             f"use integers, slices, None, ... or integer arrays")
+    if all(p == ":" for p in parts):
+        return x
+    return x.recording.let(f"{x.name}[{', '.join(parts)}]", tuple(axes), x.element)
+
+
+def flip(x: Traced, axes: Sequence[int]) -> Traced:
+    """`x` reversed along `axes`, in index notation: `let t[i in 0..N, j] = x[N - 1 - i, j]`."""
+    flipped = {a % x.ndim for a in axes}
+    indices = [(f"i{a}", axis.dim if a in flipped else None) for a, axis in enumerate(x.axes)]
+
+    def element(*names: str) -> str:
+        reads = [combine(offset(axis.dim, -1), "-", name) if a in flipped else name
+                 for a, (name, axis) in enumerate(zip(names, x.axes, strict=True))]
+        return f"{x.name}[{', '.join(reads)}]"
+
+    return x.recording.index_let(indices, element, x.axes, x.element)
+
+
+def _reversed_slice(k: slice, axis: Axis, recording: Recording) -> slice:
+    """The positive-step slice of the flipped axis (`j = n - 1 - i`) that selects what
+    `k`, of a negative step, selects (in the flipped order, which is `k`'s)."""
+    step, n = -operator.index(k.step), axis.size
+    if axis.dim.isdigit():
+        picked = range(*k.indices(n))
+        first = n - 1 - picked[0] if picked else 0
+        return slice(first, first + (len(picked) - 1) * step + 1 if picked else 0, step)
+
+    def flipped(bound: Any) -> Any:
+        if isinstance(bound, Size) and bound.is_dim and 0 <= bound.value < n:
+            return Size(recording, combine(offset(axis.dim, -1), "-", bound.expr),
+                        n - 1 - bound.value, True)
+        value = operator.index(bound)
+        if -n <= value < 0:
+            return -value - 1
+        if 0 <= value < n:
+            return Size(recording, offset(axis.dim, -1 - value), n - 1 - value, True)
+        recording.fix(axis.dim)  # NumPy clips the bound to the axis's ends
+        return 0 if value >= n else n
+
+    return slice(None if k.start is None else flipped(k.start),
+                 None if k.stop is None else flipped(k.stop), step)
+
+
+def _advanced(x: Traced, key: tuple[Any, ...]) -> Traced:
+    """Integer-array subscripts (NumPy's advanced indexing): constant integer or boolean
+    arrays (`x[[0, 2]]`, `x[:, [1, 1]]`, `x[[0, 1], [2, 3]]`), one stack of the picked
+    parts; or one traced integer array on any axis, a gather in index notation. Integers
+    beside the arrays take part as NumPy's do: the arrays' axes stand where the first
+    stands when arrays and integers are adjacent, else first."""
+    arrays = [i for i, k in enumerate(key) if isinstance(k, Traced | list | tuple | np.ndarray)]
+    scalars = [i for i, k in enumerate(key) if isinstance(k, int | np.integer | Size)]
+    picks = sorted(arrays + scalars)
+    adjacent = picks == list(range(picks[0], picks[-1] + 1))
+    before = sum(isinstance(k, slice) for k in key[:picks[0]]) if adjacent else 0
+    traced = [i for i in arrays if isinstance(key[i], Traced)]
+    if traced:
+        if len(arrays) > 1:
+            raise TraceError(f"a traced integer array subscript with other array subscripts "
+                             f"cannot be traced ({user_line()}): index one axis at a time, "
+                             f"x[i][:, j]")
+        return _gather(x, key, traced[0], before)
+    constants = [_constant_index(key[i], x.axes[i]) for i in arrays]
+    try:
+        shape = np.broadcast_shapes(*(c.shape for c in constants))
+    except ValueError:
+        raise TraceError(f"index arrays of shapes {[c.shape for c in constants]} do not "
+                         f"broadcast ({user_line()})") from None
+    if math.prod(shape) > CONSTANT_LIMIT:
+        raise TraceError(f"an index array of {math.prod(shape)} elements is more than the "
+                         f"{CONSTANT_LIMIT} that rv.trace spells out ({user_line()}): pass it "
+                         f"as an integer argument of the traced function (a gather)")
+    constants = [np.broadcast_to(c, shape) for c in constants]
+    parts = []
+    for at in np.ndindex(*shape):
+        picked = dict(zip(arrays, (int(c[at]) for c in constants), strict=True))
+        parts.append(_subscript(x, tuple(picked.get(i, k) for i, k in enumerate(key))))
+    if not parts:
+        raise TraceError(f"an empty index array cannot be traced ({user_line()})")
+    stacked = stack(parts, 0).reshape(*shape, *parts[0].shape) if shape else parts[0]
+    order = list(range(len(shape), len(shape) + before)) + list(range(len(shape)))
+    order += list(range(len(order), stacked.ndim))
+    return stacked if order == sorted(order) else stacked.transpose(order)
+
+
+# The most elements of a constant array (a subscript, `np.array([...])` of numbers) that
+# rv.trace writes out in the source; larger ones are arguments of the traced function.
+CONSTANT_LIMIT = 256
+
+
+def _constant_index(k: Any, axis: Axis) -> np.ndarray:
+    """A constant array subscript as integers (a boolean mask: the positions it holds)."""
+    array = np.asarray(k)
+    if array.dtype == np.bool_:
+        if array.ndim != 1 or array.size != axis.size:
+            raise TraceError(f"a boolean mask of shape {array.shape} must be 1-D and as long "
+                             f"as its axis ({axis.size}) ({user_line()})")
+        return np.flatnonzero(array)
+    if not np.issubdtype(array.dtype, np.integer) and array.size:
+        raise TraceError(f"subscript {k!r} cannot be traced ({user_line()}): index arrays "
+                         f"hold integers")
+    array = array.astype(np.int64)
+    if array.size and not (-axis.size <= array.min() and array.max() < axis.size):
+        raise TraceError(f"index {array.tolist()} is out of range for size {axis.size} "
+                         f"({user_line()})")
+    return array
+
+
+def _new_axes(x: Traced, key: tuple[Any, ...]) -> Traced:
+    """`x[None, ..., 1]`: x indexed by the key without its `None`s, then reshaped with an
+    axis of size 1 where each `None` stands (NumPy's `np.newaxis`)."""
+    indexing = [k for k in key if k is not None]
+    at = next((i for i, k in enumerate(key) if k is Ellipsis), None)
+    if at is not None:
+        key = key[:at] + (slice(None),) * (x.ndim - len(indexing) + 1) + key[at + 1:]
+    indexed = _subscript(x, tuple(k for k in key if k is not None))
+    sizes, kept = list(indexed.shape), 0  # kept: the result axes of the entries so far
+    for k in key:
+        if k is None:
+            sizes.insert(kept, 1)
+        kept += k is None or isinstance(k, slice | Traced)
+    return indexed.reshape(sizes)
+
+
+def _index(k: int | np.integer | Size, axis: Axis) -> str:
+    """An integer subscript as source: `2`, a size's expression, or `X0 - 1` for -1 (a
+    negative index counts from the end at every size, as NumPy's does)."""
+    if isinstance(k, Size) and k.is_dim and 0 <= k.value < axis.size:
+        return k.expr
+    index = operator.index(k)  # any other size: its example value, its dimensions fixed
+    if not -axis.size <= index < axis.size:
+        raise TraceError(f"index {index} is out of range for size {axis.size} "
+                         f"({user_line()})")
+    return str(index) if index >= 0 else offset(axis.dim, index)
+
+
+@dataclass(frozen=True)
+class Position:
+    """A slice bound resolved on its axis: `base + shift` (`base` None counts from 0),
+    at `value` in the example."""
+
+    base: str | None
+    shift: int
+    value: int
+
+    @property
+    def text(self) -> str:
+        return str(self.shift) if self.base is None else offset(self.base, self.shift)
+
+
+START = Position(None, 0, 0)
+
+
+def _position(bound: Any, axis: Axis, recording: Recording, at_end: bool) -> Position:
+    """Where a slice bound of a symbolic axis falls at every size: a negative bound counts
+    from the axis's dimension, a size is its own expression; a bound that NumPy clips to
+    the axis's ends is clipped for the example's size only (the axis is fixed)."""
+    if bound is None:
+        return Position(axis.dim, 0, axis.size) if at_end else START
+    if isinstance(bound, Size) and bound.is_dim and 0 <= bound.value <= axis.size:
+        return Position(bound.expr, 0, bound.value)
+    value = operator.index(bound)
+    if 0 <= value <= axis.size:
+        return Position(None, value, value)
+    if -axis.size <= value < 0:
+        return Position(axis.dim, value, axis.size + value)
+    recording.fix(axis.dim)
+    clipped = 0 if value < 0 else axis.size
+    return Position(None, clipped, clipped)
+
+
+def _slice(k: slice, axis: Axis, recording: Recording) -> tuple[str, Axis]:
+    """A slice as Reverie source with its result axis: `x[1:]` of `X0` is `X0 - 1` long,
+    `x[-2:]` is `X0 - 2:` and 2 long, at every size."""
+    step = 1 if k.step is None else operator.index(k.step)
+    if step <= 0:
+        raise TraceError(f"slices with a negative step cannot be traced ({user_line()})")
+    if axis.dim.isdigit():  # a literal axis: NumPy's own bounds
+        start, stop, _ = slice(k.start, k.stop).indices(axis.size)
+        stop = max(start, stop)
+        count = len(range(start, stop, step))
+        return f"{start}:{stop}" + (f":{step}" if step != 1 else ""), Axis(count, str(count))
+    start = _position(k.start, axis, recording, at_end=False)
+    stop = _position(k.stop, axis, recording, at_end=True)
+    end = Position(axis.dim, 0, axis.size)
+    if (start, stop, step) == (START, end, 1):
+        return ":", axis
+    length, count = _length(start, stop, recording)
+    if count == 0:
+        start = stop = Position(None, start.value, start.value)
+    if step != 1:
+        count = -(-count // step)
+        length = str(count) if length.isdigit() else combine(
+            combine(length, "+", str(step - 1)), "//", str(step))
+    text = (("" if start == START else start.text) + ":" + ("" if stop == end else stop.text)
+            + (f":{step}" if step != 1 else ""))
+    return text, Axis(count, length)
+
+
+def _length(start: Position, stop: Position, recording: Recording) -> tuple[str, int]:
+    """The length `stop - start` of a slice as a dimension expression, with its value; an
+    empty slice whose bounds depend on different sizes is empty at the example's only."""
+    count = max(stop.value - start.value, 0)
+    if start.base == stop.base:
+        return str(count), count
+    if count == 0:
+        recording.fix(f"{start.base} {stop.base}")
+        return "0", 0
+    if start.base is None:
+        return offset(stop.base, stop.shift - start.shift), count
+    return combine(stop.text, "-", start.text), count
+
+
+def _gather(x: Traced, key: tuple[Any, ...], at: int, before: int) -> Traced:
+    """`x[..., idx, ...]` with a traced integer array `idx` of any rank at key position
+    `at`: the other subscripts applied first, then index notation,
+    `let g[a, j0, j1, b] = y[a, idx[j0, j1], b]` (its gradient is the scatter-add), the
+    array's axes at position `before`."""
+    index = key[at]
+    if index.element not in ("i32", "i64"):
+        raise TraceError(f"an array subscript must hold integers, got {index!r} "
+                         f"({user_line()}): a boolean mask makes a shape that depends on "
+                         f"the values; use np.where(mask, x, 0)")
+    y = _subscript(x, key[:at] + (slice(None),) + key[at + 1:])
+    axis = sum(isinstance(k, slice) for k in key[:at])  # where idx's axis is in y
+    names = [(f"g{i}", None) for i in range(y.ndim - 1 + index.ndim)]
+
+    def element(*claimed: str) -> str:
+        outer = list(claimed[:before]) + list(claimed[before + index.ndim:])
+        inner = claimed[before:before + index.ndim]
+        read = f"{index.name}[{', '.join(inner)}]" if inner else index.name
+        return f"{y.name}[{', '.join(outer[:axis] + [read] + outer[axis:])}]"
+
+    rest = y.axes[:axis] + y.axes[axis + 1:]
+    return x.recording.index_let(names, element, rest[:before] + index.axes + rest[before:],
+                                 x.element)
+
+
+def _reshape(x: Traced, target: tuple[Any, ...]) -> Traced:
+    """`reshape` to sizes (`x.shape[0]`), numbers and at most one -1. The input's factors
+    that the target names again cancel, and the -1 is the product of the others
+    (`(X0, X1)` to `(-1,)` is `X0 * X1`, `(X0, X1)` to `(X0, -1)` is `X1`); where the
+    element counts agree only at the example's sizes (`reshape(3, 4)`), the dimensions
+    that do not cancel are fixed."""
+    entries = [n if isinstance(n, Size) and n.is_dim else operator.index(n) for n in target]
+    free = [i for i, n in enumerate(entries) if isinstance(n, int) and n == -1]
+    given = [n for i, n in enumerate(entries) if i not in free]
+    total = math.prod(a.size for a in x.axes)
+    known = math.prod(n.value if isinstance(n, Size) else n for n in given)
+    counts_agree = known > 0 and total % known == 0 if free else known == total
+    if len(free) > 1 or any(isinstance(n, int) and n < 0 for n in given) or not counts_agree:
+        raise TraceError(f"cannot reshape {x.shape} to {tuple(target)} ({user_line()})")
+    in_coefficient, in_factors = _factors(a.dim for a in x.axes)
+    coefficient, factors = _factors(n.expr if isinstance(n, Size) else str(n) for n in given)
+    extra_in = list((Counter(in_factors) - Counter(factors)).elements())
+    extra_target = list((Counter(factors) - Counter(in_factors)).elements())
+    exact = not extra_target and (in_coefficient % coefficient == 0 if free else
+                                  not extra_in and in_coefficient == coefficient)
+    if not exact:
+        x.recording.fix(" ".join(extra_in + extra_target))
+    axes = tuple(_free_axis(total // known, in_coefficient // coefficient, extra_in, exact)
+                 if i in free
+                 else Axis(n.value, n.expr) if isinstance(n, Size) else Axis(n, str(n))
+                 for i, n in enumerate(entries))
+    dims = ", ".join(a.dim for a in axes)
+    return x.recording.let(f"reshape({x.name}, ({dims},))", axes, x.element)
+
+
+def _free_axis(size: int, coefficient: int, factors: list[str], exact: bool) -> Axis:
+    """The axis of a reshape's -1: the product of the input's factors left over, or its
+    size where those were fixed."""
+    return Axis(size, product_text(coefficient, factors) if exact else str(size))
+
+
+def where(cond: Any, a: Any, b: Any) -> Traced:
+    traced = next(v for v in (cond, a, b) if isinstance(v, Traced))
+    recording = traced.recording
+    element = next((v.element for v in (a, b) if isinstance(v, Traced)), "f64")
+    c, x, y = (operand(recording, cond, "bool"), operand(recording, a, element),
+               operand(recording, b, element))
+    axes = broadcast(broadcast(c.axes, x.axes, recording), y.axes, recording)
+    return recording.let(f"where({c.name}, {x.name}, {y.name})", axes, element)
+
+
+def concatenate(values: Sequence[Any], axis: int | None = 0, **_: Any) -> Traced:
+    """`np.concatenate`: the values joined along `axis` (None: each flattened); their
+    other axes shared (`Recording.same`) and their types promoted."""
+    traced = next(t for t in map(_first_traced, values) if t is not None)
+    values = [strong(operand(traced.recording, v, traced.element)) for v in values]
+    if axis is None:
+        return concatenate([v.ravel() for v in values], 0)
+    target = functools.reduce(lambda a, b: _promoted(a, b)[0] if a.element != b.element
+                              else a, values).element
+    values = [v.astype(target) for v in values]
+    first = values[0]
+    if not first.ndim or any(v.ndim != first.ndim for v in values):
+        raise TraceError(f"np.concatenate of shapes {[v.shape for v in values]}: all need "
+                         f"the same number of axes, at least one ({user_line()})")
+    axis %= first.ndim
+    shared = tuple(functools.reduce(lambda a, b, i=i: first.recording.same(
+        a, b, "np.concatenate"), (v.axes[i] for v in values)) if i != axis else None
+        for i in range(first.ndim))
+    size = sum(v.axes[axis].size for v in values)
+    dims = [v.axes[axis].dim for v in values]
+    dim = str(size) if all(d.isdigit() for d in dims) else functools.reduce(
+        lambda a, b: combine(a, "+", b), dims)
+    axes = shared[:axis] + (Axis(size, dim),) + shared[axis + 1:]
+    if len(values) == 1:
+        return first
+    names = ", ".join(v.name for v in values)
+    return first.recording.let(f"concat(({names},), axis={axis})", axes, first.element)
+
+
+class TracedModule(Module):
+    """A module recorded by `trace`: stage "ast" prints the recorded Reverie source, and
+    its kernel is also found by the Python function's name (`module["<lambda>"]`,
+    `getattr(module, "exp")` for the kernel `exp_`) and as `module.kernel`."""
+
+    def __init__(self, source: str, name: str, traced_name: str | None = None) -> None:
+        super().__init__(source, name=name)
+        self.traced_name = traced_name or name
+
+    @property
+    def kernel(self) -> Kernel:
+        """The recorded function's kernel, whatever its name."""
+        return self.kernels[self.name]
+
+    def __getattr__(self, name: str) -> Kernel:
+        if name == self.__dict__.get("traced_name"):
+            return self.kernel
+        return super().__getattr__(name)
+
+    def __getitem__(self, name: str) -> Kernel:
+        return self.kernel if name == self.traced_name else super().__getitem__(name)
+
+    def ir(self, stage: str, *args: Any, **kwargs: Any) -> str:
+        if stage == "ast":
+            return self.source
+        return super().ir(stage, *args, **kwargs)
+
+
+def compile_recording(recording: Recording, name: str, outputs: Sequence[Any],
+                      tuple_return: bool = False,
+                      traced_name: str | None = None) -> TracedModule:
+    """The module of one function `name` holding `recording` and returning `outputs`."""
+    returned = [_returned(recording, r) for r in outputs]
+    if any(r.name in ("true", "false") or not r.name.isidentifier() for r in returned):
+        raise TraceError(f"{name} returns a constant, not a value computed from its "
+                         f"arguments")
+    value = ", ".join(r.name for r in returned)
+    source = "\n".join([*recording.header(traced_name or name),
+                        f"fn {name}({', '.join(map(recording.fixed_text, recording.params))})"
+                        " {",
+                        *map(recording.fixed_text, recording.lines),
+                        f"    return {f'({value})' if tuple_return else value};",
+                        "}", ""])
+    return TracedModule(source, name, traced_name)
+
+
+def _returned(recording: Recording, value: Any) -> Traced:
+    """A returned value as a traced one: a size is computed by a statement of its own."""
+    if isinstance(value, Size):
+        element = "f64" if isinstance(value.value, float) else "i64"
+        return recording.let(value.expr, (), element)
+    return operand(recording, value, "f64")
