@@ -96,6 +96,19 @@ def error_at(span: Span, message: str, kind: type[CompileError] = TypeCheckError
     return kind([diagnostic_at(span, message)])
 
 
+def in_source_order(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """`diagnostics` sorted by position, each note staying after the error it follows
+    (`return` inside an `if`: the error at the `return`, then a note at the `if`)."""
+    groups: list[list[Diagnostic]] = []
+    for diag in diagnostics:
+        if diag.severity == "note" and groups:
+            groups[-1].append(diag)
+        else:
+            groups.append([diag])
+    groups.sort(key=lambda group: (group[0].line, group[0].column))
+    return [diag for group in groups for diag in group]
+
+
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """`"; did you mean 'x'?"` for the closest candidate, or an empty string.
 

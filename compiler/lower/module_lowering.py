@@ -30,7 +30,7 @@ from reverie.compiler.lower.values import ExprValue
 from reverie.compiler.transforms.simplify import simplify
 from reverie.dsl import ast
 from reverie.dsl.check import check_module
-from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, error_at
+from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, error_at, in_source_order
 
 # Every built-in name, read off the built-ins the lowering implements (the elementwise ones
 # come from the op table), so a new one is reserved without a change here; and `bool`, a
@@ -85,8 +85,8 @@ class ModuleLowering:
             except TypeCheckError as e:
                 diagnostics += [d for d in e.diagnostics if d not in diagnostics]
         if diagnostics:
-            diagnostics.sort(key=lambda d: (d.line, d.column))
-            raise TypeCheckError(diagnostics, self.module.source, self.module.filename)
+            raise TypeCheckError(in_source_order(diagnostics), self.module.source,
+                                 self.module.filename)
 
     def _lower_entry(self, fn: ast.FunctionDef, float_dtype: str) -> Function:
         """Lower entry function `fn`: its parameters become the block's, its dimensions

@@ -17,6 +17,7 @@ reports every independent mistake of a body, each statement's first (docs/langua
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from reverie.compiler.ir.core import Block, Value
 from reverie.compiler.ir.scope import share_captures
@@ -33,10 +34,25 @@ from reverie.compiler.lower.values import (
     VarBinding,
 )
 from reverie.dsl import ast
-from reverie.dsl.diagnostics import diagnostic_at, did_you_mean, error_at
+from reverie.dsl.diagnostics import TypeCheckError, diagnostic_at, did_you_mean, error_at
 
 RETURN_IN_LOOP = ("'return' is only allowed at the end of a function, not inside a loop; "
                   "assign the result to a 'var' declared before the loop and return it after")
+RETURN_IN_IF = ("'return' is only allowed at the end of a function, not inside the 'if' of "
+                "line {line}; assign the result to a 'var' declared before the 'if' and return "
+                "it after")
+
+
+def _return_inside(stmt: ast.Return, owner: ast.For | ast.If | ast.While) -> TypeCheckError:
+    """The error of a `return` in the body of `owner`: at the `return`, and for an `if`
+    a note whose caret is on the `if` keyword, naming its line."""
+    if not isinstance(owner, ast.If):
+        return error_at(stmt.span, RETURN_IN_LOOP)
+    start = owner.span
+    keyword = ast.Span(start.line, start.column, start.line, start.column + 1)
+    return TypeCheckError([diagnostic_at(stmt.span, RETURN_IN_IF.format(line=start.line)),
+                           replace(diagnostic_at(keyword, "the 'if' that holds the 'return'"),
+                                   severity="note")])
 
 
 def _assigned_names(stmt: ast.Stmt) -> list[str]:
@@ -93,14 +109,15 @@ class StatementLowering(IndexLowering, UpdateLowering):
         self.raise_collected()
         return results
 
-    def lower_block(self, body: list[ast.Stmt]) -> None:
-        """The statements of a loop body, in a scope of their own."""
+    def lower_block(self, body: list[ast.Stmt], owner: ast.For | ast.If | ast.While) -> None:
+        """The statements of a loop body or `if` branch (of `owner`), in a scope of their
+        own."""
         self.scopes.append({})
         try:
             for stmt in body:
                 with self.recovering(_declared(stmt)):
                     if isinstance(stmt, ast.Return):
-                        raise error_at(stmt.span, RETURN_IN_LOOP)
+                        raise _return_inside(stmt, owner)
                     self.lower_stmt(stmt)
         finally:
             self.scopes.pop()
@@ -207,7 +224,7 @@ class StatementLowering(IndexLowering, UpdateLowering):
         self.define(stmt.var, ExprValue(index, weak=True), stmt.var_span)
         try:
             with self.building(body):
-                self.lower_block(stmt.body)
+                self.lower_block(stmt.body, stmt)
         finally:
             self.scopes.pop()
         block.results = [body.use(slot.current.value) for _, slot in carried]
@@ -224,8 +241,8 @@ class StatementLowering(IndexLowering, UpdateLowering):
         """`if c { ... } else { ... }` as an `if` op carrying the `var`s either branch assigns."""
         cond = self._condition(stmt.cond, "an 'if' condition")
         carried = self._carried(stmt.then + stmt.orelse)
-        regions = [self._state_region(carried, lambda body=body: self._yield_states(body, carried))
-                   for body in (stmt.then, stmt.orelse)]
+        regions = [self._state_region(carried, lambda body=body: self._yield_states(
+            body, carried, stmt)) for body in (stmt.then, stmt.orelse)]
         self._emit_control(stmt.span, "if", [cond], carried, regions, {})  # no attributes
 
     def _lower_while(self, stmt: ast.While) -> None:
@@ -233,7 +250,7 @@ class StatementLowering(IndexLowering, UpdateLowering):
         carried = self._carried(stmt.body)
         before = self._state_region(carried, lambda: [
             self._condition(stmt.cond, "a 'while' condition")])
-        body = self._state_region(carried, lambda: self._yield_states(stmt.body, carried))
+        body = self._state_region(carried, lambda: self._yield_states(stmt.body, carried, stmt))
         self._emit_control(stmt.span, "while", [], carried, [before, body],
                            {"carried": len(carried), "limit": self.specialisation.max_iterations})
 
@@ -250,10 +267,10 @@ class StatementLowering(IndexLowering, UpdateLowering):
         slots = [(name, self.lookup(name)) for name in _assigned(body)]
         return [(name, slot) for name, slot in slots if isinstance(slot, VarBinding)]
 
-    def _yield_states(self, body: list[ast.Stmt], carried: list[tuple[str, VarBinding]]
-                      ) -> list[Value]:
-        """Lower `body`; the carried states' values at its end."""
-        self.lower_block(body)
+    def _yield_states(self, body: list[ast.Stmt], carried: list[tuple[str, VarBinding]],
+                      owner: ast.If | ast.While) -> list[Value]:
+        """Lower `body` (of `owner`); the carried states' values at its end."""
+        self.lower_block(body, owner)
         return [slot.current.value for _, slot in carried]
 
     def _state_region(self, carried: list[tuple[str, VarBinding]],
