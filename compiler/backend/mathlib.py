@@ -9,11 +9,14 @@ sqrt, floor, ceil and abs map to LLVM intrinsics that vectorise natively. Sin, c
 are the exception: they come from `trig.py` as functions with explicit vector versions,
 which the vectoriser calls instead (a rare branch per vector handles huge arguments).
 
-The bodies live by family: `mathlib_elementary.py` (exp, log, tanh, pow, ...) and
-`mathlib_special.py` (erf, ...); a function added to one of their `BODIES` tables is
-supported here. A function with integer attributes (`polygamma`, order n) takes them as
-keywords and gets one internal function per value: `rv.polygamma.order2.f64`. Method and
-measured error bounds: docs/mathlib.md.
+The bodies live by family: `mathlib_elementary.py` (exp, log, tanh, pow, ...),
+`mathlib_exponential.py` (sinh, cosh, exp2, log2, log10, logaddexp, hypot, sinc, ...),
+`mathlib_inverse.py` (arctan, arctan2, arcsin, arccos, arcsinh, arccosh, arctanh) and
+`mathlib_special.py` (erf, lgamma, ...); a function added to one of their `BODIES` tables
+is supported here. `NEUTRAL` holds the bodies that the MLIR export writes out as well. A
+function with integer attributes (`polygamma`, order n) takes them as keywords and gets one
+internal function per value: `rv.polygamma.order2.f64`. Method and measured error bounds:
+docs/mathlib.md.
 """
 
 from __future__ import annotations
@@ -22,21 +25,42 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from reverie.compiler.backend import mathlib_elementary, mathlib_special, trig
+from reverie.compiler.backend import (
+    mathlib_elementary,
+    mathlib_exponential,
+    mathlib_inverse,
+    mathlib_special,
+    trig,
+)
 from reverie.compiler.backend.mathlib_emitter import Emitter, Value
 from reverie.compiler.backend.mathlib_formats import F32, F64, Format
 
 _BODIES: dict[str, Callable[..., Value]] = {**mathlib_elementary.BODIES,
+                                            **mathlib_exponential.BODIES,
+                                            **mathlib_inverse.BODIES,
                                             **mathlib_special.BODIES}
+# the bodies written only against the operations `MathEmitter` shares with the MLIR
+# export's `MlirArith`, which writes them out for ops that MLIR lacks
+NEUTRAL: dict[str, Callable[..., Value]] = {**mathlib_exponential.NEUTRAL,
+                                            **mathlib_special.NEUTRAL}
 _NATIVE_INTRINSICS = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
                       "abs": "llvm.fabs"}
 SUPPORTED: frozenset[str] = frozenset(_BODIES) | frozenset(_NATIVE_INTRINSICS) | trig.NAMES
-BINARY = frozenset({"pow"})
+BINARY = frozenset({"pow", "arctan2", "hypot", "logaddexp", "logaddexp2"})
 
 
 class MathEmitter(Emitter):
-    """The emitter the bodies get: `Emitter` plus `log` and `log1p` (the backend-neutral
-    bodies of `mathlib_special.NEUTRAL` use them besides arithmetic and selects)."""
+    """The emitter the bodies get: `Emitter` plus `log`, `log1p`, `exp`, `exp2` and `sqrt`
+    (the backend-neutral bodies of `NEUTRAL` use them besides arithmetic and selects)."""
+
+    def exp(self, x: Value) -> Value:
+        return mathlib_elementary.exp_core(self, x)
+
+    def exp2(self, x: Value) -> Value:
+        return mathlib_exponential.exp2_core(self, x)
+
+    def sqrt(self, x: Value) -> Value:
+        return self.intrinsic("llvm.sqrt", x)
 
     def log(self, x: Value) -> Value:
         return mathlib_elementary.BODIES["log"](self, x)

@@ -150,7 +150,7 @@ def _softplus(e: Emitter, x: Value) -> Value:
     return e.select(e.isnan(x), x, result)
 
 
-def _log_double_double(d: Emitter, x: Value) -> tuple[Value, Value]:
+def log_double_double(d: Emitter, x: Value) -> tuple[Value, Value]:
     """log(x) as hi + lo, about 2**-65 relative, for finite x > 0 (f64 only)."""
     shift = 54
     tiny = d.cmp("<", x, 2.0**-1022)
@@ -193,7 +193,7 @@ def _pow(e: Emitter, x: Value, y: Value) -> Value:
     regular_base = d.both(d.cmp(">", ax, 0.0), d.cmp("<", ax, INF))
     base = d.select(regular_base, ax, 1.0)
     if e.fmt is F64:
-        log_hi, log_lo = _log_double_double(d, base)
+        log_hi, log_lo = log_double_double(d, base)
         product = d.mul(y, log_hi)
         product_lo = d.fma(y, log_lo, d.exact_fma(y, log_hi, d.neg(product)))
         in_range = d.cmp("<", d.fabs(product), 1000.0)

@@ -123,7 +123,7 @@ def _power(e: Emitter, w: Value, n: int) -> Value:
     return e.value(1.0) if result is None else result
 
 
-def _sin_cos_pi(e: Emitter, x: Value) -> tuple[Value, Value, Value]:
+def sin_cos_pi(e: Emitter, x: Value) -> tuple[Value, Value, Value]:
     """(|sin πx|/π, cos πx · sign(r), r) with x = rint(x) + r, |r| ≤ ½ (exact)."""
     r = e.sub(x, e.rint(x))
     u = e.fabs(r)
@@ -171,7 +171,7 @@ def _lgamma(e: Emitter, x: Value) -> Value:
     x = d.extend(x)
     reflect, z = _reflected(d, x)
     positive = _lgamma_positive(d, z)
-    sin_over_pi, _, r = _sin_cos_pi(d, x)
+    sin_over_pi, _, r = sin_cos_pi(d, x)
     result = d.select(reflect, d.sub(d.neg(d.log(sin_over_pi)), positive), positive)
     result = d.select(_pole(d, reflect, r, x), math.inf, result)
     return d.narrow(d.select(d.isnan(x), x, result), e.fmt)
@@ -203,7 +203,7 @@ def _polygamma(e: Emitter, x: Value, order: int) -> Value:
     x = d.extend(x)
     reflect, z = _reflected(d, x)
     positive = _polygamma_positive(d, z, order)
-    sin_over_pi, cos_r, r = _sin_cos_pi(d, x)
+    sin_over_pi, cos_r, r = sin_cos_pi(d, x)
     cot = d.div(cos_r, d.mul(math.pi, d.copysign(sin_over_pi, r)))
     odd = (order + 1) % 2            # Pₙ has the parity of n + 1: c^odd Q(c²)
     derivative = d.poly(d.mul(cot, cot), [float(c) for c in cot_derivative(order)[odd::2]])

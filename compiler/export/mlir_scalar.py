@@ -13,7 +13,7 @@ Ops without a single MLIR counterpart are written out (`COMPOSITES`): `sigmoid` 
 integer division guarded so that division by 0 gives 0 (as NumPy does) instead of
 trapping, and float → int casts guarded so that NaN, ±inf and out-of-range values give
 INT_MIN (`arith.fptosi` would give poison), as the native backend does. Ops that MLIR
-lacks and the math library implements backend-neutrally (`backend/mathlib_special.NEUTRAL`)
+lacks and the math library implements backend-neutrally (`backend/mathlib.NEUTRAL`)
 are that same algorithm, written in arith/math ops by `MlirArith`.
 """
 
@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from reverie.compiler.backend.mathlib import NEUTRAL
 from reverie.compiler.backend.mathlib_formats import F32, F64, Format
-from reverie.compiler.backend.mathlib_special import NEUTRAL
 from reverie.compiler.export.mlir_writer import REGISTER, MlirWriter
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.op_defs import dtype_class
@@ -260,9 +260,10 @@ COMPOSITES: dict[tuple[str, str], Callable[..., str]] = {
 
 class MlirArith:
     """The operations of the math library's `Emitter` that its backend-neutral bodies use
-    (`backend/mathlib_special.NEUTRAL`), writing arith/math ops on scalars of one float
+    (`backend/mathlib.NEUTRAL`), writing arith/math ops on scalars of one float
     dtype: `MlirArith(w, "f64").fma(a, b, c)` is `math.fma %a, %b, %c : f64`. Conditions
-    are i1 values; `log` is `math.log` (the MLIR backend makes it a libm call)."""
+    are i1 values; `log`, `log1p`, `exp`, `exp2` and `sqrt` are the `math` ops (the MLIR
+    backend makes the transcendental ones libm calls)."""
 
     def __init__(self, w: MlirWriter, dtype: str, arguments: str | None = None) -> None:
         self.w = w
@@ -342,6 +343,15 @@ class MlirArith:
 
     def log1p(self, x: str) -> str:
         return self._op("math.log1p", x)
+
+    def exp(self, x: str) -> str:
+        return self._op("math.exp", x)
+
+    def exp2(self, x: str) -> str:
+        return self._op("math.exp2", x)
+
+    def sqrt(self, x: str) -> str:
+        return self._op("math.sqrt", x)
 
     def clamp(self, x: str, lo: float, hi: float) -> str:
         """x limited to [lo, hi]; NaN becomes hi."""

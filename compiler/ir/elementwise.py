@@ -20,8 +20,9 @@ An `Elementwise` row says everything about one op applied element by element:
   `same_type_is_identity` (cast): the op changes nothing when the result type is the
   operand's, so the simplifier drops it;
   `fusion`: its class in loop fusion (every elementwise op is fused, except
-  `stop_gradient`, a view); `builtin`: users call it by name, `tanh(x)`, so the name is
-  reserved (`dsl/check.py`) and lowered as a unary call (`lower/builtins.py`);
+  `stop_gradient`, a view); `builtin`: users call it by name, `tanh(x)` or `arctan2(y, x)`,
+  so the name is reserved (`dsl/check.py`) and lowered as a call of its arity
+  (`lower/builtins.py`, from `builtin_names`);
 - `attrs`: the op's integer attributes (`polygamma {order = 2}`). The NumPy function gets
   them as keywords; in loop IR they follow the operands of the scalar op as i64 constants
   (`%3 = polygamma %2, 2 : f64`), where native code reads them. `attr_types` declares the
@@ -35,6 +36,7 @@ those import these rows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -107,6 +109,11 @@ class Derivative:
         if self.form == DIVIDE:
             return s.div(seed, local)
         return s.select(local, seed, s.zeros(x.type))
+
+
+def builtin_names(arity: int) -> tuple[str, ...]:
+    """The ops of `arity` operands that users call by name (`builtin` in their row)."""
+    return tuple(name for name, row in ELEMENTWISE.items() if row.builtin and row.arity == arity)
 
 
 def derivative_rules(mode: str, formula: str) -> dict[str, ModeRule]:
@@ -226,6 +233,45 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
 
 
+def _one_minus_square(s: Scope, x: Value) -> Value:
+    """(1 − x)(1 + x): 1 − x², without cancelling near ±1."""
+    one = s.const(1, x.type)
+    return s.mul(s.sub(one, x), s.add(one, x))
+
+
+def _sinc_slope(s: Scope, x: Value, y: Value) -> Value:
+    """sinc'(x) = (cos(πx) − sinc x) / x, which cancels near 0: there (|x| < ½) its Taylor
+    series x · Σₖ cₖ x²ᵏ (`SINC_SLOPE_SERIES`), so that sinc'(0) = 0 and sinc''(0) = −π²/3.
+    The quotient divides by 1 in place of x on the series' side, so that differentiating it
+    again multiplies no 0 cotangent by 1/0."""
+    near = s.op("lt", [s.op("abs", [x]), s.const(0.5, x.type)])
+    safe = s.select(near, s.const(1, x.type), x)
+    cos = s.op("cos", [s.mul(x, s.const(math.pi, x.type))])
+    quotient = s.div(s.sub(cos, y), safe)
+    square = s.mul(x, x)
+    series = s.const(SINC_SLOPE_SERIES[-1], x.type)
+    for c in reversed(SINC_SLOPE_SERIES[:-1]):
+        series = s.add(s.mul(series, square), s.const(c, x.type))
+    return s.select(near, s.mul(x, series), quotient)
+
+
+# sinc'(x) = Σₖ₌₁ (−1)ᵏ 2k π²ᵏ x²ᵏ⁻¹ / (2k + 1)!: the coefficients of x · Σ cₖ (x²)ᵏ⁻¹,
+# enough that the first omitted term is below 2⁻⁵⁶ of the sum for |x| < ½
+SINC_SLOPE_SERIES = tuple((-1) ** k * 2 * k * math.pi ** (2 * k) / math.factorial(2 * k + 1)
+                          for k in range(1, 14))
+
+
+def sinc_array(x: np.ndarray) -> np.ndarray:
+    """sin(πx)/(πx) in f64, with sin(πx) = (−1)ⁿ sin(πr), x = n + r, n = rint(x) (exact):
+    accurate next to the integers, where NumPy's sin(π·x) is not; 1 at 0."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(all="ignore"):
+        n = np.rint(x)
+        sign = np.where(np.fmod(n, 2) == 0, 1.0, -1.0)
+        value = sign * np.sin(np.pi * (x - n)) / (np.pi * x)
+        return np.where(x == 0, 1.0, value)
+
+
 PIECEWISE_CONSTANT = "it is piecewise constant: its derivative is 0 wherever it exists"
 BOOLEAN = "its result is bool, which carries no derivative"
 
@@ -292,6 +338,47 @@ unary("floor", np.floor, builtin=True, math=True, mlir={"float": "math.floor"},
        no_derivative=PIECEWISE_CONSTANT)
 unary("ceil", np.ceil, builtin=True, math=True, mlir={"float": "math.ceil"},
        no_derivative=PIECEWISE_CONSTANT)
+# NumPy's names (docs/mathlib.md: the native bodies and their measured errors)
+unary("sinh", np.sinh, builtin=True, math=True, mlir={"float": "math.sinh"},
+      derivative=scale("d sinh(x)/dx = cosh(x)", lambda s, x, y, a: s.op("cosh", [x])))
+unary("cosh", np.cosh, builtin=True, math=True, mlir={"float": "math.cosh"},
+      derivative=scale("d cosh(x)/dx = sinh(x)", lambda s, x, y, a: s.op("sinh", [x])))
+unary("arcsin", np.arcsin, builtin=True, math=True, mlir={"float": "math.asin"},
+      derivative=divide("d arcsin(x)/dx = 1 / √((1 − x)(1 + x))   (inf at ±1)",
+                        lambda s, x, y, a: s.op("sqrt", [_one_minus_square(s, x)])))
+unary("arccos", np.arccos, builtin=True, math=True, mlir={"float": "math.acos"},
+      derivative=divide("d arccos(x)/dx = −1 / √((1 − x)(1 + x))   (−inf at ±1)",
+                        lambda s, x, y, a: s.neg(s.op("sqrt", [_one_minus_square(s, x)]))))
+unary("arctan", np.arctan, builtin=True, math=True, mlir={"float": "math.atan"},
+      derivative=divide("d arctan(x)/dx = 1 / (1 + x²)",
+                        lambda s, x, y, a: s.add(s.const(1, x.type), s.mul(x, x))))
+unary("arcsinh", np.arcsinh, builtin=True, math=True, mlir={"float": "math.asinh"},
+      derivative=divide("d arcsinh(x)/dx = 1 / hypot(x, 1)",
+                        lambda s, x, y, a: s.op("hypot", [x, s.const(1, x.type)])))
+unary("arccosh", np.arccosh, builtin=True, math=True, mlir={"float": "math.acosh"},
+      derivative=divide("d arccosh(x)/dx = 1 / √((x − 1)(x + 1))   (inf at 1)",
+                        lambda s, x, y, a: s.op("sqrt", [s.neg(_one_minus_square(s, x))])))
+unary("arctanh", np.arctanh, builtin=True, math=True, mlir={"float": "math.atanh"},
+      derivative=divide("d arctanh(x)/dx = 1 / ((1 − x)(1 + x))   (inf at ±1)",
+                        lambda s, x, y, a: _one_minus_square(s, x)))
+unary("exp2", np.exp2, builtin=True, math=True, mlir={"float": "math.exp2"},
+      derivative=scale("d exp2(x)/dx = y · log 2",
+                       lambda s, x, y, a: s.mul(y, s.const(math.log(2), y.type))))
+unary("log2", np.log2, builtin=True, math=True, mlir={"float": "math.log2"},
+      derivative=divide("d log2(x)/dx = 1 / (x · log 2)   (inf at 0)",
+                        lambda s, x, y, a: s.mul(x, s.const(math.log(2), x.type))))
+unary("log10", np.log10, builtin=True, math=True, mlir={"float": "math.log10"},
+      derivative=divide("d log10(x)/dx = 1 / (x · log 10)   (inf at 0)",
+                        lambda s, x, y, a: s.mul(x, s.const(math.log(10), x.type))))
+unary("sinc", lambda x: sinc_array(x).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d sinc(x)/dx = (cos(πx) − y) / x; its Taylor series below ½ (0 at 0)",
+                       lambda s, x, y, a: _sinc_slope(s, x, y)))
+unary("deg2rad", np.deg2rad, builtin=True, math=True,
+      derivative=scale("d deg2rad(x)/dx = π/180",
+                       lambda s, x, y, a: s.const(math.pi / 180, x.type)))
+unary("rad2deg", np.rad2deg, builtin=True, math=True,
+      derivative=scale("d rad2deg(x)/dx = 180/π",
+                       lambda s, x, y, a: s.const(180 / math.pi, x.type)))
 unary("not", np.logical_not, operands=("bool",), cheap=True, no_derivative=BOOLEAN)
 unary("stop_gradient", lambda x: x, operands=ANY, cheap=True, fusion=VIEW,
        no_derivative="it stops derivatives: that is what it is for")
@@ -311,6 +398,13 @@ binary("maximum", np.maximum, NUMERIC, cheap=True,
         mlir={"float": "arith.maximumf", "int": "arith.maxsi"})
 binary("minimum", np.minimum, NUMERIC, cheap=True,
         mlir={"float": "arith.minimumf", "int": "arith.minsi"})
+# NumPy's names; their derivatives: `transforms/reverse_rules.BINARY_PARTIALS`
+binary("arctan2", np.arctan2, FLOAT, builtin=True, math=True, mlir={"float": "math.atan2"},
+       doc="Elementwise arctan2 of equal-shaped operands, the angle of the point (x, y) in "
+           "(−π, π]: `%2 = arctan2 %y, %x : f32[N]`.")
+binary("hypot", np.hypot, FLOAT, builtin=True, math=True)
+binary("logaddexp", np.logaddexp, FLOAT, builtin=True, math=True)
+binary("logaddexp2", np.logaddexp2, FLOAT, builtin=True, math=True)
 for _name, _fn, _operands, _float, _int in (
         ("lt", np.less, NUMERIC, "olt", "slt"), ("le", np.less_equal, NUMERIC, "ole", "sle"),
         ("gt", np.greater, NUMERIC, "ogt", "sgt"), ("ge", np.greater_equal, NUMERIC, "oge", "sge"),

@@ -22,8 +22,8 @@ from collections.abc import Callable
 import numpy as np
 
 from reverie.compiler.ir.dims import num_elements
+from reverie.compiler.ir.elementwise import builtin_names
 from reverie.compiler.ir.op_defs import cast_array, dtype_class
-from reverie.compiler.ir.ops import unary_builtins
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import DTYPES, INT_DTYPES, NUMPY_DTYPES
 from reverie.compiler.lower.arguments import axes, axis, keepdims, kept_shape, signature
@@ -33,8 +33,10 @@ from reverie.compiler.lower.values import ExprValue
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import did_you_mean, error_at
 
-UNARY_BUILTINS = unary_builtins()
-BINARY_BUILTINS = {"pow": "pow", "max": "maximum", "min": "minimum"}
+UNARY_BUILTINS = builtin_names(1)
+# `pow(a, b)`, `max(a, b)`, and the binary rows flagged `builtin`: `arctan2(y, x)`, ...
+BINARY_BUILTINS = {"pow": "pow", "max": "maximum", "min": "minimum",
+                   **{name: name for name in builtin_names(2)}}
 # Every reduction of `ir/reduce_kinds.py`, by the name users call it by: `sum(x, axis=0)`
 REDUCTIONS = {kind.name: kind.op for kind in REDUCE_KINDS.values()}
 CASTS = ("f32", "f64", "i32", "i64", "float")
@@ -268,7 +270,7 @@ class BuiltinLowering(ScanLowering):
         return ExprValue(self.builder.op_at(call.span, "stop_gradient", [x.value]), x.weak)
 
     def _binary(self, call: ast.Call) -> ExprValue:
-        """`pow(a, b)`, and `max(a, b)` / `min(a, b)` elementwise."""
+        """`pow(a, b)`, `arctan2(y, x)`, ..., and `max(a, b)` / `min(a, b)` elementwise."""
         signature(call, 2, set())
         a, b = (self.tensor(e) for e in call.args)
         return self.elementwise(BINARY_BUILTINS[call.func], [a, b], call.span)
@@ -277,7 +279,7 @@ class BuiltinLowering(ScanLowering):
 BUILTINS: dict[str, Callable[[BuiltinLowering, ast.Call], ExprValue]] = {
     **{name: BuiltinLowering._unary for name in UNARY_BUILTINS},
     **{name: BuiltinLowering._cast for name in CASTS},
-    "pow": BuiltinLowering._binary,
+    **{name: BuiltinLowering._binary for name in BINARY_BUILTINS if name not in ("max", "min")},
     # not max and min: `lower_builtin_call` makes them elementwise with two arguments
     **{name: BuiltinLowering._reduction for name in REDUCTIONS if name not in BINARY_BUILTINS},
     "mean": BuiltinLowering._reduction, "logsumexp": BuiltinLowering._reduction,

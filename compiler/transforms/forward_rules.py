@@ -34,6 +34,7 @@ from reverie.compiler.ir.rule_table import RuleTable
 from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.views import ForOp, GenericOp, IfOp, LoopNestOp, ReduceOp, WhileOp
 from reverie.compiler.transforms.reverse_rules import (
+    BINARY_PARTIALS,
     NON_DIFFERENTIABLE,
     WINS,
     expand,
@@ -156,6 +157,23 @@ def _pow(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
         slope = pow_exponent_slope(s, op.result, a, at_zero)
         from_exponent = s.mul(s.select(at_zero, zero, slope), db)
     return [_add(s, from_base, from_exponent)]
+
+
+def _partials_jvp(partials: Callable[..., tuple[Value, Value]]) -> JvpRule:
+    """The JVP rule of a binary function from its partials: ẏ = ∂y/∂a · ȧ + ∂y/∂b · ḃ."""
+    def rule(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+        s = ctx.scope
+        slopes = partials(s, *op.operands, op.result)
+        terms = [s.mul(slope, dot) if dot is not None else None
+                 for slope, dot in zip(slopes, dots, strict=True)]
+        return [_add(s, *terms)]
+
+    rule.__doc__ = f"{partials.__doc__}; ẏ = ∂y/∂a · ȧ + ∂y/∂b · ḃ"
+    return rule
+
+
+for _name, _partials in BINARY_PARTIALS.items():
+    JVP_RULES.register(_name)(_partials_jvp(_partials))
 
 
 @JVP_RULES.register(*WINS)

@@ -27,6 +27,7 @@ rule computes 0 / (2·0), exactly as torch).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -145,6 +146,67 @@ def pow_exponent_slope(s: Scope, y: Value, a: Value, masked: Value) -> Value:
     base 1 (giving y · 0 = 0), not as 0ᵇ · log 0 (NaN, or −inf for b = 0), for the same
     reason as `pow_base_slope`."""
     return s.mul(y, s.op("log", [s.select(masked, s.const(1, a.type), a)]))
+
+
+# ---------------------------------------------------------------- binary functions of NumPy
+
+
+def _arctan2_partials(s: Scope, a: Value, b: Value, y: Value) -> tuple[Value, Value]:
+    """d arctan2(a, b) = (b, −a) / (a² + b²); (0, 0) at a = b = 0, as torch (the quotient
+    divides by 1 there, so that differentiating it again stays finite)."""
+    radius = s.add(s.mul(a, a), s.mul(b, b))
+    origin = s.eq(radius, s.zeros(a.type))
+    safe = s.select(origin, s.const(1, a.type), radius)
+    zero = s.zeros(a.type)
+    return (s.select(origin, zero, s.div(b, safe)),
+            s.select(origin, zero, s.div(s.neg(a), safe)))
+
+
+def _hypot_partials(s: Scope, a: Value, b: Value, y: Value) -> tuple[Value, Value]:
+    """d hypot(a, b) = (a, b) / y; (0, 0) at a = b = 0 (torch: NaN), the subgradient that
+    abs takes, |a| = hypot(a, 0)."""
+    origin = s.eq(y, s.zeros(y.type))
+    safe = s.select(origin, s.const(1, y.type), y)
+    zero = s.zeros(a.type)
+    return s.select(origin, zero, s.div(a, safe)), s.select(origin, zero, s.div(b, safe))
+
+
+def _logaddexp_partials(scale: float) -> Callable[..., tuple[Value, Value]]:
+    def partials(s: Scope, a: Value, b: Value, y: Value) -> tuple[Value, Value]:
+        gap = s.sub(a, b)
+        if scale != 1:
+            gap = s.mul(gap, s.const(scale, a.type))
+        return s.op("sigmoid", [gap]), s.op("sigmoid", [s.neg(gap)])
+
+    partials.__doc__ = ("d logaddexp(a, b) = (sigmoid(a − b), sigmoid(b − a)) (NaN where a = b "
+                        "= ±inf, as torch)" if scale == 1 else
+                        "d logaddexp2(a, b) = (sigmoid((a − b) log 2), sigmoid((b − a) log 2))")
+    return partials
+
+
+# (scope, a, b, y) -> (∂y/∂a, ∂y/∂b) of a binary elementwise function: both modes build
+# their rule from it (ā += ȳ · ∂y/∂a; ẏ = ∂y/∂a · ȧ + ∂y/∂b · ḃ)
+BINARY_PARTIALS: dict[str, Callable[[Scope, Value, Value, Value], tuple[Value, Value]]] = {
+    "arctan2": _arctan2_partials,
+    "hypot": _hypot_partials,
+    "logaddexp": _logaddexp_partials(1.0),
+    "logaddexp2": _logaddexp_partials(math.log(2)),
+}
+
+
+def _partials_vjp(partials: Callable[..., tuple[Value, Value]]) -> Rule:
+    """The VJP rule of a binary function from its partials: ā += ȳ · ∂y/∂a, b̄ += ȳ · ∂y/∂b."""
+    def rule(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+        slopes = partials(ctx.scope, *op.operands, op.result)
+        return [ctx.scope.mul(bars[0], slope) if want else None
+                for slope, want in zip(slopes, ctx.wants, strict=True)]
+
+    rule.__doc__ = f"{partials.__doc__}; ā += ȳ · ∂y/∂a, b̄ += ȳ · ∂y/∂b"
+    return rule
+
+
+for _name, _partials in BINARY_PARTIALS.items():
+    VJP_RULES.register(_name)(_partials_vjp(_partials))
 
 
 def where_extremal(s: Scope, x: Value, y: Value, value: Value) -> Value:

@@ -68,6 +68,9 @@ def normal(*shape):
     return torch.randn(*shape, dtype=torch.float64)
 
 
+# positive(...) moved into the domain of the functions defined on part of it
+IN_DOMAIN = {"arcsin": lambda x: x * 0.4, "arccos": lambda x: x * 0.4,
+             "arctanh": lambda x: x * 0.4, "arccosh": lambda x: x + 1.0}
 TORCH_UNARY = sorted(n for n in UNARY_BUILTINS if callable(getattr(torch, n, None)))
 
 
@@ -78,7 +81,7 @@ def test_elementwise_builtins(name: str, spelling: str) -> None:
         fn = lambda x: getattr(torch, name)(x) * x  # noqa: E731
     else:
         fn = lambda x: getattr(x, name)() * x  # noqa: E731
-    x = positive(3, 4)
+    x = IN_DOMAIN.get(name, lambda x: x)(positive(3, 4))
     assert_same_derivatives(compiled_by_fx(fn, [x]), fn, [x])
 
 

@@ -70,6 +70,13 @@ PROGRAMS = {
     "special": """fn f(x: float[N], p: float[N]) -> (float[N], float[N]) {
         return (lgamma(x) + digamma(p) * x, lgamma(p) * digamma(x));
     }""",
+    "numpy_maths": """fn f(x: float[N], p: float[N]) -> (float[N], float[N], float[N]) {
+        let u = 0.9 * tanh(x);
+        return (sinh(x) + cosh(x) + arctan(x) + arcsinh(x) + exp2(x) + sinc(x) + deg2rad(x)
+                    + rad2deg(x),
+                arcsin(u) + arccos(u) + arctanh(u) + arccosh(p + 1.0) + log2(p) + log10(p),
+                arctan2(x, u) + hypot(x, p) + logaddexp(x, u) + logaddexp2(p, x));
+    }""",
     "binary": """fn f(a: float[N, M], b: float[N, M], p: float[N, M])
             -> (float[N, M], float[N, M], float[N, M]) {
         return (a + b - a * b / p, a // b + a % b + pow(p, b) + p ** 2.5, max(a, b) - min(a, b));

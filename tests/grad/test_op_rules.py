@@ -93,6 +93,15 @@ def gamma_domain(*shape: int) -> Callable[[Rng], np.ndarray]:
     return lambda rng: rng.uniform(0.2, 0.8, shape) + rng.integers(-3, 4, shape)
 
 
+def inside_unit(*shape: int) -> Callable[[Rng], np.ndarray]:
+    """Inside (−1, 1), away from ±1 (arcsin, arccos, arctanh)."""
+    return lambda rng: rng.uniform(-0.8, 0.8, shape)
+
+
+def above_one(*shape: int) -> Callable[[Rng], np.ndarray]:
+    return lambda rng: rng.uniform(1.3, 3.0, shape)
+
+
 def index(high: int, *shape: int) -> Callable[[Rng], np.ndarray]:
     return lambda rng: rng.integers(0, high, shape).astype(np.int64)
 
@@ -118,7 +127,10 @@ UNARY = {"abs": away, "exp": normal, "expm1": normal, "log": positive, "log1p": 
          "sqrt": positive, "rsqrt": positive, "sin": normal, "cos": normal, "tan": small,
          "tanh": normal, "sigmoid": normal, "relu": away, "softplus": normal, "erf": normal,
          "sign": away, "floor": fractional, "ceil": fractional, "lgamma": gamma_domain,
-         "digamma": gamma_domain}
+         "digamma": gamma_domain, "sinh": normal, "cosh": normal, "arcsin": inside_unit,
+         "arccos": inside_unit, "arctan": normal, "arcsinh": normal, "arccosh": above_one,
+         "arctanh": inside_unit, "exp2": normal, "log2": positive, "log10": positive,
+         "sinc": normal, "deg2rad": normal, "rad2deg": normal}
 for _op, _draw in UNARY.items():
     CASES.append(Case(_op, "x", source(f"fn f(x: f64[N]) -> f64[N] {{ return {_op}(x); }}"),
                       args(_draw(N))))
@@ -145,7 +157,10 @@ BINARY = {"add": ("a + b", normal, normal), "sub": ("a - b", normal, normal),
           "ne": ("where(a != b, a * a, b)", normal, normal),
           "and": ("where(a > 0.0 and b > 0.0, a, b)", away, away),
           "or": ("where(a > 0.0 or b > 0.0, a, b)", away, away),
-          "select": ("where(a > b, a * b, exp(b))", normal, normal)}
+          "select": ("where(a > b, a * b, exp(b))", normal, normal),
+          "arctan2": ("arctan2(a, b)", normal, away), "hypot": ("hypot(a, b)", away, normal),
+          "logaddexp": ("logaddexp(a, b)", normal, normal),
+          "logaddexp2": ("logaddexp2(a, b)", normal, normal)}
 for _op, (_expr, _da, _db) in BINARY.items():
     CASES.append(Case(_op, "ab", source(f"fn f(a: f64[N], b: f64[N]) -> f64[N] "
                                         f"{{ return {_expr}; }}"), args(_da(N), _db(N))))
