@@ -337,6 +337,11 @@ def expand_dims(x: Any, axis: Any) -> Traced:
     return _new_shape(as_traced(x), axis if isinstance(axis, tuple | list) else (axis,))
 
 
+# Where np.atleast_<rank>d puts the new axes of a value of each lower rank.
+NEW_AXES = {(1, 0): (0,), (2, 0): (0, 1), (2, 1): (0,), (3, 0): (0, 1, 2), (3, 1): (0, 2),
+            (3, 2): (2,)}
+
+
 def atleast(rank: int) -> Callable[..., Any]:
     """`np.atleast_1d/2d/3d`: NumPy's placement of the new axes (a vector is a row; a
     matrix gets a last axis at rank 3)."""
@@ -345,9 +350,7 @@ def atleast(rank: int) -> Callable[..., Any]:
         for value in values:
             x = as_traced(value)
             if x.ndim < rank:
-                new = {1: [(0,)], 2: [(0,), (0, 1)], 3: [(0, 2), (0, 2), (2,), ()]}
-                at = new[rank][x.ndim] if rank > 1 else (0,)
-                x = _new_shape(x, at)
+                x = _new_shape(x, NEW_AXES[rank, x.ndim])
             out.append(x)
         return out[0] if len(out) == 1 else out
 

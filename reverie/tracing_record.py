@@ -447,6 +447,8 @@ class Traced:
             raise TraceError(f"reshape(order={order!r}) cannot be traced ({user_line()}): "
                              f"the language reshapes in C order; transpose first")
         target = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
+        if not target:  # to a scalar: the one element
+            return self if not self.ndim else self[(0,) * self.ndim]
         return _reshape(self, tuple(target))
 
     def ravel(self, order: str = "C") -> Traced:

@@ -103,6 +103,12 @@ def offset(expr: str, by: int) -> str:
     """`expr + by` as text: `X0 - 2`, `X0`, or a number when `expr` is one."""
     if expr.isdigit():
         return str(int(expr) + by)
+    operands, operators = _top_level(expr)
+    if operators and operators[-1] in ("+", "-") and operands[-1].isdigit():
+        # `X0 - 1` offset by 1 is `X0`: the constant term folded
+        base = expr[:len(expr) - len(operands[-1]) - len(operators[-1]) - 2]
+        by += int(operands[-1]) * (1 if operators[-1] == "+" else -1)
+        expr = base
     return expr if by == 0 else combine(expr, "+", str(by))
 
 
