@@ -91,6 +91,7 @@ from reverie.compiler.loops.ir import (
     Guarded,
     If,
     Let,
+    LinalgCall,
     Load,
     Loop,
     LoopState,
@@ -108,6 +109,7 @@ from reverie.compiler.loops.ir import (
 )
 from reverie.compiler.loops.parallel_plan import parallel_plans
 from reverie.compiler.runtime_library.gemm import GEMM_TYPE
+from reverie.compiler.runtime_library.lapack import LINALG_TYPE
 from reverie.compiler.runtime_library.sort import SORT_TYPE
 
 REDUCE_FLAGS = ("reassoc", "nsz", "contract")
@@ -541,6 +543,14 @@ class ProgramCodegen:
                            i64(int(stmt.descending)), self.pointer(stmt.out, start),
                            self.index(stmt.out.strides[0]),
                            self.pointer(View.of(stmt.scratch), start)])
+
+    def _linalgcall(self, stmt: LinalgCall) -> None:
+        """One call of the op's helper on its whole buffers (`runtime_library/lapack.py`)."""
+        helper = self._helper(stmt.helper, LINALG_TYPE)
+        pointers = [self.pointer(View.of(b), (Dim.const(0),) * len(b.shape))
+                    for b in stmt.buffers]
+        pointers += [ir.Constant(PTR, None)] * (4 - len(pointers))
+        self.b.call(helper, [*(self.index(d) for d in stmt.sizes), i64(stmt.flags), *pointers])
 
 
 def _cycle_counter(module: ir.Module) -> ir.Function:

@@ -4,7 +4,7 @@ The native kernels' calling convention is described in `llvm.py`; the facts a ca
 are here so that `runtime/native/native_kernel.py` can load and call cached code without
 importing the code generators: entry symbol names, where an ndarray keeps its data pointer,
 element sizes, the run-time helpers a kernel may call (the helper table's order: the matrix
-products, then the sort), where the table keeps the thread count and the worker pool's
+products, then the sort, then the linear algebra), where the table keeps the thread count and the worker pool's
 entry, the most threads a matrix product uses, and how the call paths keep a kernel's
 workspace between calls. It imports nothing at module level, so a warm start reads these
 facts without loading the loop IR (`helpers_called` imports it when a program is at hand).
@@ -26,7 +26,15 @@ ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
 # when there is none)
 GEMM_HELPERS = ("rv_gemm_f32", "rv_gemm_f64")    # matrix products (`gemm.py`)
 SORT_HELPERS = ("rv_argsort",)                   # the stable merge sort (`sort.py`)
-HELPERS = GEMM_HELPERS + SORT_HELPERS
+# the linear-algebra helpers (`lapack.py`), one per op of `ir/ops_linalg.py` and float dtype,
+# and the LAPACKE (trsm: CBLAS) functions each may be handed, by their name without the
+# type letter: `potrf` is `LAPACKE_dpotrf` for f64 (`runtime/native/blas.py` finds them)
+LAPACK_FUNCTIONS = {"cholesky": ("potrf",), "triangular_solve": ("trsm",), "solve": ("gesv",),
+                    "slogdet": ("getrf",), "eigh": ("syevd",), "svd": ("gesdd",),
+                    "qr": ("geqrf", "orgqr")}
+LINALG_HELPERS = tuple(f"rv_linalg_{op}_{dtype}" for op in LAPACK_FUNCTIONS
+                       for dtype in ("f32", "f64"))
+HELPERS = GEMM_HELPERS + SORT_HELPERS + LINALG_HELPERS
 SORT_DTYPES = ("f32", "f64", "i32", "i64")       # rv_argsort's `dtype` argument indexes this
 # the own matrix kernels, modules of their own that the run time hands to the gemm helpers
 # only when a kernel may need them (`needs_own_kernel`; see `gemm.py`)
@@ -84,7 +92,7 @@ def entry_symbol(program: Program) -> str:
 
 def helpers_called(program: Program) -> frozenset[str]:
     """The helpers (names in HELPERS) that the kernel of `program` calls."""
-    from reverie.compiler.loops.ir import Matmul, Sort
+    from reverie.compiler.loops.ir import LinalgCall, Matmul, Sort
 
     called = set()
     for stmt in program.walk():
@@ -92,6 +100,8 @@ def helpers_called(program: Program) -> frozenset[str]:
             called.add(f"rv_gemm_{stmt.out.buffer.dtype}")
         elif isinstance(stmt, Sort):
             called.add("rv_argsort")
+        elif isinstance(stmt, LinalgCall):
+            called.add(stmt.helper)
     return frozenset(called)
 
 

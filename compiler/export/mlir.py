@@ -23,7 +23,8 @@ in sorted order; a count past its capacity is one of those errors.
 Inside, rank-0 values are SSA scalars and every other value is a buffer that one op
 allocates and the block frees after its last use (see `Exporter.block`). The per-op rules
 are the `RuleTable` `LOWERINGS` of `mlir_ops.py`, filled by it and by the modules this one
-imports for them (`mlir_regions.py`, `mlir_control.py`, `mlir_scan.py`, `mlir_sort.py`).
+imports for them (`mlir_regions.py`, `mlir_control.py`, `mlir_scan.py`, `mlir_sort.py`,
+`mlir_linalg.py`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 # With mlir_ops.py, these modules fill LOWERINGS: importing this one gives the whole table
-from reverie.compiler.export import mlir_control, mlir_regions, mlir_scan, mlir_sort  # noqa: F401
+from reverie.compiler.export import (  # noqa: F401
+    mlir_control,
+    mlir_linalg,
+    mlir_regions,
+    mlir_scan,
+    mlir_sort,
+)
 from reverie.compiler.export.mlir_ops import LOWERINGS, identity_map
 from reverie.compiler.export.mlir_writer import MlirWriter, Tensor, memref_type
 from reverie.compiler.ir.capacity import trip_symbols

@@ -30,6 +30,8 @@ Groups, with an IR example each:
 - control flow      in `ops_control.py`: if, while
 - scans             in `ops_scan.py`: scan (cumulative sum and product)
 - orderings         in `ops_sort.py`: argsort (stable, O(n log n))
+- factorisations    in `ops_linalg.py`: cholesky, triangular_solve, solve, slogdet, eigh,
+                    svd, qr (batched over leading axes)
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from reverie.compiler.ir import (  # noqa: F401
     ops_adjoint,
     ops_control,
     ops_core,
+    ops_linalg,
     ops_scan,
     ops_shape,
     ops_sort,

@@ -29,6 +29,7 @@ from reverie.compiler.loops.ir import (
     Guarded,
     If,
     Let,
+    LinalgCall,
     Load,
     Loop,
     Matmul,
@@ -64,6 +65,8 @@ def _unread_temps(program: Program) -> set[Buffer]:
             live |= {id(stmt.a.buffer), id(stmt.b.buffer), id(stmt.pack)}
         elif isinstance(stmt, Sort):
             live |= {id(stmt.keys.buffer), id(stmt.scratch)}
+        elif isinstance(stmt, LinalgCall):   # reads every buffer it writes
+            live |= {id(b) for b in stmt.buffers}
         if isinstance(stmt, ForLoop | WhileLoop):
             live |= {id(b) for s in stmt.states for b in (s.first, s.second)}
     return {t for t in program.temps if id(t) not in live}

@@ -21,6 +21,7 @@ from reverie.compiler.loops.ir import (
     ExitUnless,
     ForLoop,
     Let,
+    LinalgCall,
     Load,
     Loop,
     Matmul,
@@ -84,6 +85,16 @@ class Effects:
     nested: bool        # whether it holds a loop or a runtime call (never fused into)
 
 
+def helper_buffers(s: Matmul | Sort | LinalgCall) -> list[tuple[Buffer, bool]]:
+    """The buffers a helper call reads (False) and writes (True), whole."""
+    if isinstance(s, Matmul):
+        return [(s.a.buffer, False), (s.b.buffer, False), (s.out.buffer, True), (s.pack, True)]
+    if isinstance(s, Sort):
+        return [(s.keys.buffer, False), (s.out.buffer, True), (s.scratch, True)]
+    # in place: every buffer read, then written
+    return [(buffer, write) for buffer in s.buffers for write in (False, True)]
+
+
 def effects(stmt: Stmt, groups: dict[int, int]) -> Effects:
     """The effects of `stmt` and its body (`groups`: from `alias_groups`)."""
     inner = walk([stmt])
@@ -104,13 +115,8 @@ def effects(stmt: Stmt, groups: dict[int, int]) -> Effects:
             touch(s.view.buffer, False, s.view.flat(s.index))
         elif isinstance(s, Store):
             touch(s.view.buffer, True, s.view.flat(s.index))
-        elif isinstance(s, Matmul):
-            for view, write in ((s.a, False), (s.b, False), (s.out, True)):
-                touch(view.buffer, write, None)
-            touch(s.pack, True, None)
-        elif isinstance(s, Sort):
-            for buffer, write in ((s.keys.buffer, False), (s.out.buffer, True),
-                                  (s.scratch, True)):
+        elif isinstance(s, Matmul | Sort | LinalgCall):
+            for buffer, write in helper_buffers(s):
                 touch(buffer, write, None)
         elif isinstance(s, ForLoop | WhileLoop):
             for state in s.states:
@@ -122,7 +128,8 @@ def effects(stmt: Stmt, groups: dict[int, int]) -> Effects:
     defines = (defines | defined_names([stmt])) - local
     checks = any(isinstance(s, Check | ExitUnless) for s in inner)
     exits = any(isinstance(s, ExitUnless) for s in inner)
-    nested = any(isinstance(s, Loop | ForLoop | WhileLoop | Matmul | Sort) for s in inner[1:])
+    nested = any(isinstance(s, Loop | ForLoop | WhileLoop | Matmul | Sort | LinalgCall)
+                 for s in inner[1:])
     return Effects(accesses, defines, uses - local, checks, exits, nested)
 
 

@@ -4,7 +4,7 @@ A `Program` is one specialised function after fusion. It owns `Buffer`s (inputs,
 temporaries carved out of one workspace, and the double buffers of loop state) and a list of
 statements. Statements are structured (`Loop`, `ForLoop`, `WhileLoop`, `If`), scalar
 (`Let`, `Load`, `Store`, `Accumulate`, ...) or calls of a run-time helper (`Matmul`,
-`Sort`). Scalar values are SSA variables named `%0`, `%1`, ...; loop variables
+`Sort`, `LinalgCall`). Scalar values are SSA variables named `%0`, `%1`, ...; loop variables
 are `%i0`, `%i1`, ... . Index arithmetic is carried by `Dim`s whose symbols are dimension
 names (`N`) or i64 variables (`%i0`, `%3`), so `x[%i0 * D + %i1]` is one `Dim`.
 `sum(tanh(x))` for an f32 `x` prints (`loops/loop_printer.py`) as
@@ -297,8 +297,27 @@ class Sort:
 
 SORT_SCRATCH_PER_KEY = 4  # the merge sort's keys and indices, twice (runtime_library/sort.py)
 
+
+@dataclass
+class LinalgCall:
+    """The linear-algebra op `op` (`ir/ops_linalg.py`) on whole row-major buffers, read and
+    written in place: one call of the helper `rv_linalg_<op>_<dtype>`, whose table
+    (`runtime_library/lapack.py`, BUFFERS) says what each buffer holds; `sizes` are its
+    (batch, m, n, k) and `flags` the op's attributes as bits."""
+
+    op: str
+    dtype: str
+    buffers: list[Buffer]
+    sizes: tuple[Dim, Dim, Dim, Dim]
+    flags: int = 0
+
+    @property
+    def helper(self) -> str:
+        return f"rv_linalg_{self.op}_{self.dtype}"
+
+
 Stmt = Let | Load | Store | Accumulator | Accumulate | ArgUpdate | Check | If | Guarded | Loop | \
-    ForLoop | WhileLoop | ExitUnless | Matmul | Sort
+    ForLoop | WhileLoop | ExitUnless | Matmul | Sort | LinalgCall
 # The statements with a nested body.
 BLOCK_STMTS = (Loop, ForLoop, WhileLoop, If, Guarded)
 
@@ -390,6 +409,8 @@ def statement_dims(stmt: Stmt) -> list[Dim]:
         return view_dims(stmt.out) + view_dims(stmt.a) + view_dims(stmt.b)
     if isinstance(stmt, Sort):
         return view_dims(stmt.out) + view_dims(stmt.keys) + list(stmt.scratch.shape)
+    if isinstance(stmt, LinalgCall):
+        return [*stmt.sizes, *(d for b in stmt.buffers for d in b.shape)]
     return []
 
 

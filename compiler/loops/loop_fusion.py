@@ -48,6 +48,7 @@ from reverie.compiler.loops.ir import (
     BLOCK_STMTS,
     Check,
     ForLoop,
+    LinalgCall,
     Load,
     Loop,
     Matmul,
@@ -234,6 +235,6 @@ def _forward_stores(stmts: list[Stmt]) -> list[Stmt]:
 
 
 def _stores(stmts: list[Stmt]) -> bool:
-    return any(isinstance(s, Store | Matmul | Sort) for s in walk(stmts))
+    return any(isinstance(s, Store | Matmul | Sort | LinalgCall) for s in walk(stmts))
 
 

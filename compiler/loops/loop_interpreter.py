@@ -32,6 +32,7 @@ from reverie.compiler.ir.capacity import is_trip_symbol, run_with_capacity
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.ops import OPS
+from reverie.compiler.ir.ops_linalg import IN_PLACE, attrs_of, linalg_arrays
 from reverie.compiler.ir.ops_sort import stable_argsort
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import NUMPY_DTYPES
@@ -47,6 +48,7 @@ from reverie.compiler.loops.ir import (
     Guarded,
     If,
     Let,
+    LinalgCall,
     Load,
     Loop,
     LoopState,
@@ -290,6 +292,15 @@ class LoopInterpreter:
         a = self.memory[stmt.a.buffer].read(self.view_offsets(stmt.a))
         b = self.memory[stmt.b.buffer].read(self.view_offsets(stmt.b))
         self.memory[stmt.out.buffer].write(self.view_offsets(stmt.out), np.matmul(a, b))
+
+    def _linalgcall(self, stmt: LinalgCall) -> None:
+        """The op on the whole buffers, by NumPy (`ir/ops_linalg.py`), in place."""
+        operands, results = IN_PLACE[stmt.op]
+        views = [View.of(b) for b in stmt.buffers]
+        args = [self.memory[views[i].buffer].read(self.view_offsets(views[i])) for i in operands]
+        for i, value in zip(results, linalg_arrays(stmt.op, args, attrs_of(stmt.flags)),
+                            strict=True):
+            self.memory[views[i].buffer].write(self.view_offsets(views[i]), value)
 
     def _sort(self, stmt: Sort) -> None:
         keys = self.memory[stmt.keys.buffer].read(self.view_offsets(stmt.keys))

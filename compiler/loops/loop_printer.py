@@ -28,6 +28,7 @@ from reverie.compiler.loops.ir import (
     Guarded,
     If,
     Let,
+    LinalgCall,
     Load,
     Loop,
     Matmul,
@@ -108,6 +109,10 @@ def _line(stmt: Stmt, program: Program) -> str:
         order = "descending" if stmt.descending else "ascending"
         return (f"sort {format_view(stmt.out)} = argsort {format_view(stmt.keys)} {order}"
                 f"  # scratch {stmt.scratch.name}")
+    if isinstance(stmt, LinalgCall):
+        sizes = ", ".join(map(str, stmt.sizes))
+        names = ", ".join(b.name for b in stmt.buffers)
+        return f"linalg {stmt.op} {names} in place  # sizes {sizes}, flags {stmt.flags}"
     raise TypeError(f"unknown loop statement {stmt!r}")
 
 

@@ -50,6 +50,7 @@ from reverie.compiler.loops.ir import (
     Guarded,
     If,
     Let,
+    LinalgCall,
     Load,
     Loop,
     LoopState,
@@ -397,6 +398,18 @@ class _Verifier:
                 pack.size != Dim.const(MATMUL_PACK_ELEMENTS):
             self.fail(f"matmul packs into {pack.name}, not the f64 packing temporary")
         self.write(stmt.out)
+
+    def _linalgcall(self, stmt: LinalgCall, scope: _Scope) -> None:
+        """Whole float buffers (integer pivots), each read and written in place."""
+        for d in stmt.sizes:
+            self.dim(d, scope)
+        for buffer in stmt.buffers:
+            view = View.of(buffer)
+            self.view(view, scope)
+            if buffer.dtype not in (stmt.dtype, "i64"):
+                self.fail(f"linalg {stmt.op} of {stmt.dtype} given the {buffer.dtype} buffer "
+                          f"{buffer.name}")
+            self.write(view)
 
     def _sort(self, stmt: Sort, scope: _Scope) -> None:
         for view in (stmt.out, stmt.keys):

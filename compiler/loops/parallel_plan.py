@@ -46,6 +46,7 @@ from reverie.compiler.loops.ir import (
     Guarded,
     If,
     Let,
+    LinalgCall,
     Load,
     Loop,
     Matmul,
@@ -130,7 +131,7 @@ def _plan_block(block: list[Stmt], outer: _Scope, plans: dict[int, ParallelPlan]
         elif isinstance(stmt, ForLoop | WhileLoop | If):
             values = dict(scope.values)
             if isinstance(stmt, ForLoop | WhileLoop):
-                if any(isinstance(inner, Matmul | Sort) for inner in walk(stmt.body)):
+                if any(isinstance(inner, Matmul | Sort | LinalgCall) for inner in walk(stmt.body)):
                     continue  # a recurrence around a product: see the module's docstring
                 values[stmt.var] = Var(stmt.var, "i64")
             _plan_block(stmt.body, _Scope(scope.accumulators, values, scope.underlying, True),
@@ -187,7 +188,7 @@ def _used(stmt: Stmt) -> list[str]:
 
 def _plan(loop: Loop, scope: _Scope) -> ParallelPlan | None:
     body = walk(loop.body)
-    if any(isinstance(s, Check | Matmul | Sort | ForLoop | WhileLoop | ExitUnless)
+    if any(isinstance(s, Check | Matmul | Sort | LinalgCall | ForLoop | WhileLoop | ExitUnless)
            for s in body):
         return None
     defined = {loop.var} | {name for s in body for name in _defined(s)}

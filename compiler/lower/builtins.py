@@ -28,7 +28,8 @@ from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import DTYPES, INT_DTYPES, NUMPY_DTYPES
 from reverie.compiler.lower.arguments import axes, axis, keepdims, kept_shape, signature
 from reverie.compiler.lower.dim_expressions import static_dim
-from reverie.compiler.lower.scans_sorts import SCAN_BUILTINS, ScanLowering
+from reverie.compiler.lower.linalg import LINALG_BUILTINS, LinalgLowering
+from reverie.compiler.lower.scans_sorts import SCAN_BUILTINS
 from reverie.compiler.lower.values import ExprValue
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import did_you_mean, error_at
@@ -42,7 +43,7 @@ REDUCTIONS = {kind.name: kind.op for kind in REDUCE_KINDS.values()}
 CASTS = ("f32", "f64", "i32", "i64", "float")
 
 
-class BuiltinLowering(ScanLowering):
+class BuiltinLowering(LinalgLowering):
     """One method per family of built-ins; `lower_builtin_call` picks it by name."""
 
     def lower_builtin_call(self, call: ast.Call) -> ExprValue:
@@ -288,5 +289,5 @@ BUILTINS: dict[str, Callable[[BuiltinLowering, ast.Call], ExprValue]] = {
     "transpose": BuiltinLowering._transpose, "reshape": BuiltinLowering._reshape,
     "roll": BuiltinLowering._roll, "concat": BuiltinLowering._concat,
     "where": BuiltinLowering._where, "stop_gradient": BuiltinLowering._stop_gradient,
-    **SCAN_BUILTINS,
+    **SCAN_BUILTINS, **LINALG_BUILTINS,
 }

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from reverie.compiler.ir.core import Block, Function, Op, Value
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.ops_linalg import LINALG_OPS
 from reverie.compiler.ir.reduce_kinds import REDUCE_OPS
 from reverie.compiler.ir.rule_table import RuleTable
 from reverie.compiler.ir.views import ArgReduceOp, GenericOp, GenericScatterOp
@@ -64,6 +65,7 @@ from reverie.compiler.to_loops.fusion_plan import (
     plan_block,
     reads_memory,
 )
+from reverie.compiler.to_loops.linalg import lower_linalg
 from reverie.compiler.to_loops.reductions import (
     accumulator_dtype,
     identity,
@@ -355,6 +357,7 @@ register_root("while")(lower_while)
 register_root("trip_dim")(lower_trip_dim)
 register_root("scan")(lower_scan)
 register_root("argsort")(lower_argsort)
+register_root(*LINALG_OPS)(lower_linalg)
 register_root("matmul")(BlockLowering._matmul)
 register_root("concat")(BlockLowering._concat)
 register_root("generic")(BlockLowering._generic)

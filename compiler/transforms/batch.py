@@ -30,7 +30,7 @@ from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
 
 # With batch_rules.py, these modules fill BATCH_RULES: importing this one gives the whole table
-from reverie.compiler.transforms import batch_control, scan_rules  # noqa: F401
+from reverie.compiler.transforms import batch_control, linalg_rules, scan_rules  # noqa: F401
 from reverie.compiler.transforms.batch_rules import BATCH_RULES, BatchContext, lift
 from reverie.compiler.transforms.simplify import simplify
 from reverie.compiler.transforms.undim import undim_parameters

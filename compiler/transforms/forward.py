@@ -36,8 +36,9 @@ from reverie.compiler.ir.core import Block, Function, Value
 from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
 
-# With forward_rules.py, scan_rules.py fills JVP_RULES: importing this module gives it whole
-from reverie.compiler.transforms import scan_rules  # noqa: F401
+# With forward_rules.py, scan_rules.py and linalg_rules.py fill JVP_RULES: importing this
+# module gives it whole
+from reverie.compiler.transforms import linalg_rules, scan_rules  # noqa: F401
 from reverie.compiler.transforms.forward_rules import (
     JVP_RULES,
     NON_DIFFERENTIABLE,

@@ -41,6 +41,7 @@ from reverie.compiler.ir.views import ForOp, IfOp, WhileOp
 
 # With reverse_rules.py, these modules fill VJP_RULES: importing this one gives the whole table
 from reverie.compiler.transforms import (  # noqa: F401
+    linalg_rules,
     reverse_control,
     reverse_loops,
     reverse_structured,

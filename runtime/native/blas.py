@@ -31,6 +31,12 @@ of C, never over the summed index, so at a fixed thread count the same inputs gi
 the same outputs.
 
 `REVERIE_BLAS=0` (read by `blas_requested`) makes kernels use Reverie's own kernel.
+
+`find_lapack(dtype)` gives the LAPACKE functions (and CBLAS `?trsm`) with 64-bit integers of
+the same library, by the names of `abi.LAPACK_FUNCTIONS` (`scipy_LAPACKE_dpotrf64_`, or
+`LAPACKE_dpotrf64_` in the openblas64_ flavour), that the linear-algebra helpers call
+(`compiler/runtime_library/lapack.py`); `REVERIE_LAPACK=0` hands them none, so they run
+their own loops (read when a helper is first loaded in a process).
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ import os
 from collections.abc import Iterator
 
 import numpy as np
+
+from reverie.compiler.call_boundary.abi import LAPACK_FUNCTIONS
 
 # (sgemm, dgemm, set-threads) symbol names, by library flavour
 GEMM_SYMBOLS = (
@@ -145,6 +153,30 @@ def _follow_thread_setting(library: ctypes.CDLL, set_threads: str) -> None:
         setter = getattr(library, set_threads)
         setter.argtypes, setter.restype = [ctypes.c_int], None
         setter(int(requested))
+
+
+def lapack_symbol(flavour: str, function: str, dtype: str) -> str:
+    """The exported name of LAPACKE's (CBLAS's, for trsm) `function` for `dtype`."""
+    letter = "s" if dtype == "f32" else "d"
+    family = "cblas" if function == "trsm" else "LAPACKE"
+    return f"{flavour}{family}_{letter}{function}64_"
+
+
+def find_lapack(dtype: str) -> dict[str, int]:
+    """The addresses of the LAPACK functions the linear-algebra helpers call, by their
+    name in `abi.LAPACK_FUNCTIONS`, from the BLAS `find_blas` found (empty: none, or
+    `REVERIE_LAPACK=0`)."""
+    library = find_blas()
+    if library is None or os.environ.get("REVERIE_LAPACK", "").strip() == "0":
+        return {}
+    flavour = "scipy_" if hasattr(library.library, "scipy_cblas_dgemm64_") else ""
+    found = {}
+    for function in {f for functions in LAPACK_FUNCTIONS.values() for f in functions}:
+        symbol = lapack_symbol(flavour, function, dtype)
+        if hasattr(library.library, symbol):
+            found[function] = ctypes.cast(getattr(library.library, symbol),
+                                          ctypes.c_void_p).value
+    return found
 
 
 @functools.cache

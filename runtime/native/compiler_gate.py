@@ -51,5 +51,6 @@ observing = lazy("reverie.compiler.print_ir:observing")
 # The generators of the run-time modules, for a process whose disk cache lacks one.
 gemm_helper_module = lazy("reverie.compiler.runtime_library.gemm:helper_module")
 sort_helper_module = lazy("reverie.compiler.runtime_library.sort:helper_module")
+linalg_helper_module = lazy("reverie.compiler.runtime_library.lapack:helper_module")
 pool_runtime_module = lazy("reverie.compiler.runtime_library.pool_runtime:runtime_module")
 call_entry_module = lazy("reverie.compiler.call_boundary.fastcall_entry:entry_module")

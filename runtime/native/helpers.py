@@ -2,14 +2,16 @@
 the native call entry every kernel's Python callable runs.
 
 Consumes helper names (`call_boundary/abi.py` HELPERS: the matrix-product kernels of
-`runtime_library/gemm.py`, then the stable sort of `runtime_library/sort.py`); produces the
+`runtime_library/gemm.py`, then the stable sort of `runtime_library/sort.py`, then the
+linear-algebra helpers of `runtime_library/lapack.py`); produces the
 process's helper table, an int64 array holding each loaded helper's address (in HELPERS
 order), then the thread count and the worker pool's entry (`runtime/native/pool.py`). A
 helper is compiled once per process at HELPER_PIPELINE, or loaded from the disk cache
 without generating its IR (from a shared object, without LLVM, where there is one:
 `runtime/native/remembered.py`); a matrix helper is told which BLAS `?gemm` to call: the
 OpenBLAS NumPy uses where the operands' layout allows (`runtime/native/blas.py`;
-`REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own kernel only).
+`REVERIE_BLAS=0` or `use_blas(False)`: Reverie's own kernel only), and a linear-algebra
+helper the LAPACK functions of the same library (`blas.find_lapack`).
 
 The native call entry (`call_boundary/fastcall_entry.py`: one CPython vectorcall function,
 table-driven, for every kernel) is a module of the same kind: compiled once per process, or
@@ -36,14 +38,17 @@ from reverie.compiler.call_boundary.abi import (
     CALL_ENTRY,
     GEMM_HELPERS,
     HELPERS,
+    LAPACK_FUNCTIONS,
+    LINALG_HELPERS,
     POOL_SLOT,
     SORT_HELPERS,
 )
 from reverie.runtime.native.artifacts import artifact_key
-from reverie.runtime.native.blas import blas_requested, find_blas
+from reverie.runtime.native.blas import blas_requested, find_blas, find_lapack
 from reverie.runtime.native.compiler_gate import (
     call_entry_module,
     gemm_helper_module,
+    linalg_helper_module,
     sort_helper_module,
 )
 from reverie.runtime.native.jit_module import JitModule, Pipeline
@@ -74,7 +79,8 @@ def _helper(name: str) -> JitModule:
     """The compiled module of the run-time helper `name` (once per process; a process that
     finds it in the disk cache loads it without generating its IR)."""
     def make_ir() -> str:  # (the generator, and llvmlite.ir with it: only when made)
-        generate = sort_helper_module if name in SORT_HELPERS else gemm_helper_module
+        generate = sort_helper_module if name in SORT_HELPERS else \
+            linalg_helper_module if name in LINALG_HELPERS else gemm_helper_module
         return generate(name)
 
     key = artifact_key("helper", name, HELPER_PIPELINE, host_description())
@@ -132,6 +138,8 @@ def load_helpers(names: frozenset[str], *, own_kernel: bool = True) -> np.ndarra
                 _finish_ahead(helper_ahead(name))
                 if name in GEMM_HELPERS:
                     _give_blas(name, _blas_wanted[0])
+                if name in LINALG_HELPERS:
+                    _give_lapack(name)
                 table[slot] = _helper(name).address(name)
             if name in GEMM_HELPERS and (own_kernel or not _blas_in_use()):
                 _give_own_kernel(name)
@@ -161,6 +169,15 @@ def _give_blas(name: str, enabled: bool) -> None:
         (None, None)
     _SET_POINTER(_helper(name).address(name + "_use_blas"))(gemm)
     _SET_POINTER(_helper(name).address(name + "_use_blas_batch"))(gemm_batch or None)
+
+
+def _give_lapack(name: str) -> None:
+    """Hand the linear-algebra helper `name` the LAPACK functions it calls (null where none
+    was found: it runs its own loops, `runtime_library/lapack.py`)."""
+    op, dtype = name.removeprefix("rv_linalg_").rsplit("_", 1)
+    found = find_lapack(dtype)
+    for function in LAPACK_FUNCTIONS[op]:
+        _SET_POINTER(_helper(name).address(f"{name}_use_{function}"))(found.get(function))
 
 
 @functools.cache

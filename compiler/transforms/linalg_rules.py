@@ -1,0 +1,293 @@
+"""Reverse mode, forward mode and batching of the linear-algebra ops (`ir/ops_linalg.py`).
+
+Every rule is matrix algebra over the stacks of `matrices.py`, written with the
+factorisation ops themselves (a Cholesky adjoint solves with `triangular_solve`, a solve's
+adjoint solves again), so derivatives of any order are the same rules applied again. The
+rules are those of Giles 2008 ("An extended collection of matrix derivative results"),
+Murray 2016 (Cholesky), and of PyTorch and JAX for eigh, svd and qr, with their
+conventions:
+
+- cholesky and eigh read one triangle of a symmetric matrix; their tangents are taken
+  as sym(Ȧ) = (Ȧ + Ȧᵀ)/2 and their gradients are symmetric (torch's and JAX's gradients);
+- triangular_solve's gradient is masked to the triangle it reads (not the unit diagonal);
+- eigh with repeated eigenvalues and svd with repeated (or, for a non-square matrix whose
+  U or Vh carries a cotangent, zero) singular values give inf or NaN, as in torch and JAX,
+  unless only the eigenvalues or singular values carry a cotangent;
+- slogdet's sign carries no derivative; at a singular matrix log|det| has an infinite
+  gradient (NaN), as `det` = sign · exp(log|det|) then has (torch returns the adjugate);
+- qr's derivative needs M >= N (torch's reduced-QR rule; JAX's JVP).
+
+Φ(X) below is the lower triangle of X with its diagonal halved; F∘X the elementwise
+product; E the matrix of differences of eigenvalues (squares of singular values),
+E_ij = λ_j - λ_i, with F = 1 / E off the diagonal and 0 on it.
+"""
+
+from __future__ import annotations
+
+from reverie.compiler.ir.core import Op, Value
+from reverie.compiler.ir.dims import Dim, is_nonnegative
+from reverie.compiler.ir.scope import Scope
+from reverie.compiler.transforms import matrices as mx
+from reverie.compiler.transforms.batch_rules import BATCH_RULES, BatchContext, Flags
+from reverie.compiler.transforms.forward_rules import JVP_RULES, Dots, JvpContext
+from reverie.compiler.transforms.reverse_rules import VJP_RULES, Bars, RuleContext
+from reverie.dsl.diagnostics import error_at
+
+
+def _phi(s: Scope, x: Value) -> Value:
+    """Φ(X): the lower triangle, diagonal halved."""
+    return s.mul(s.add(mx.tril(s, x), mx.tril(s, x, -1)), s.const(0.5, x.type))
+
+
+def _add(s: Scope, a: Value | None, b: Value | None) -> Value | None:
+    return b if a is None else a if b is None else s.add(a, b)
+
+
+def _expand(s: Scope, v: Value, type_: object) -> Value:
+    """v [...] broadcast over the matrices of `type_` [..., M, N]."""
+    ones = (Dim.const(1), Dim.const(1))
+    return s.op("broadcast", [mx.reshape(s, v, (*v.type.shape, *ones))],
+                {"shape": type_.shape})
+
+
+def _reciprocal_gaps(s: Scope, values: Value) -> Value:
+    """F: F_ij = 1 / (v_j - v_i) off the diagonal, 0 on it, for v [..., K]."""
+    *batch, k = values.type.shape
+    shape = (*batch, k, k)
+    rows = s.op("broadcast", [mx.reshape(s, values, (*batch, Dim.const(1), k))], {"shape": shape})
+    cols = s.op("broadcast", [mx.reshape(s, values, (*batch, k, Dim.const(1)))], {"shape": shape})
+    eye = mx.eye_like(s, rows.type)
+    return s.sub(s.div(s.const(1, rows.type), s.add(s.sub(rows, cols), eye)), eye)
+
+
+# ---------------------------------------------------------------- cholesky
+
+
+@VJP_RULES.register("cholesky")
+def _cholesky_vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """Ā = sym(L⁻ᵀ Φ(Lᵀ L̄) L⁻¹)  (Murray 2016, symmetrised as torch)"""
+    s, low = ctx.scope, op.result
+    inner = _phi(s, mx.mm(s, mx.t(s, low), bars[0]))
+    left = mx.solve_tri(s, low, inner, lower=True, transpose=True)
+    return [mx.sym(s, mx.solve_right(s, low, left, lower=True))]
+
+
+@JVP_RULES.register("cholesky")
+def _cholesky_jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """L̇ = L Φ(L⁻¹ sym(Ȧ) L⁻ᵀ)"""
+    s, low = ctx.scope, op.result
+    half = mx.solve_tri(s, low, mx.sym(s, dots[0]), lower=True)
+    return [mx.mm(s, low, _phi(s, mx.solve_tri(s, low, mx.t(s, half), lower=True)))]
+
+
+# ---------------------------------------------------------------- triangular_solve
+
+
+def _triangle(s: Scope, op: Op, x: Value) -> Value:
+    """The part of x the op reads: its triangle, without the diagonal when unit."""
+    lower, unit = op.attrs["lower"], op.attrs["unit_diagonal"]
+    if lower:
+        return mx.tril(s, x, -1 if unit else 0)
+    return mx.triu(s, x, 1 if unit else 0)
+
+
+def _op_t(s: Scope, op: Op, x: Value) -> Value:
+    """op(X): X, or Xᵀ when the op solves with the transpose."""
+    return mx.t(s, x) if op.attrs["transpose"] else x
+
+
+def _solve_like(s: Scope, op: Op, a: Value, b: Value, transpose: bool) -> Value:
+    """The op's solve (its triangle or its general matrix), transposed or not."""
+    if op.name == "solve":
+        return s.op("solve", [mx.t(s, a) if transpose else a, b])
+    return s.op("triangular_solve", [a, b], {**op.attrs, "transpose": transpose})
+
+
+@VJP_RULES.register("triangular_solve", "solve")
+def _solve_vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """X = op(T)⁻¹ B: B̄ = op(T)⁻ᵀ X̄, T̄ = mask(−op(B̄ Xᵀ)) (mask: the triangle read;
+    `solve`: A's transpose, no mask)"""
+    s, (a, _), x = ctx.scope, op.operands, op.result
+    transpose = op.attrs.get("transpose", False)
+    bbar = _solve_like(s, op, a, bars[0], not transpose)
+    abar = None
+    if ctx.wants[0]:
+        abar = s.neg(mx.mm(s, bbar, mx.t(s, x)))
+        if op.name == "triangular_solve":
+            abar = _triangle(s, op, _op_t(s, op, abar))
+    return [abar, bbar if ctx.wants[1] else None]
+
+
+@JVP_RULES.register("triangular_solve", "solve")
+def _solve_jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """Ẋ = op(T)⁻¹ (Ḃ − op(Ṫ) X), Ṫ the read part of Ȧ"""
+    s, (a, _), x = ctx.scope, op.operands, op.result
+    transpose = op.attrs.get("transpose", False)
+    rhs = dots[1]
+    if dots[0] is not None:
+        da = dots[0] if op.name == "solve" else _triangle(s, op, dots[0])
+        moved = s.neg(mx.mm(s, _op_t(s, op, da) if op.name != "solve" else da, x))
+        rhs = _add(s, rhs, moved)
+    return [_solve_like(s, op, a, rhs, transpose)]
+
+
+# ---------------------------------------------------------------- slogdet
+
+
+def _inverse_transpose(s: Scope, a: Value) -> Value:
+    """A⁻ᵀ, as solve(Aᵀ, I)."""
+    return s.op("solve", [mx.t(s, a), mx.eye_like(s, a.type)])
+
+
+@VJP_RULES.register("slogdet")
+def _slogdet_vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """d log|det A| = tr(A⁻¹ dA): Ā = l̄ · A⁻ᵀ (the sign carries no derivative)"""
+    s, a = ctx.scope, op.operands[0]
+    if bars[1] is None:
+        return [None]
+    return [s.mul(_expand(s, bars[1], a.type), _inverse_transpose(s, a))]
+
+
+@JVP_RULES.register("slogdet")
+def _slogdet_jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """l̇ = Σ A⁻ᵀ ∘ Ȧ, ṡ = 0"""
+    s, a = ctx.scope, op.operands[0]
+    rank = a.type.rank
+    product = s.mul(_inverse_transpose(s, a), dots[0])
+    return [s.zeros(op.results[0].type),
+            s.op("reduce_sum", [product], {"axes": (rank - 2, rank - 1)})]
+
+
+# ---------------------------------------------------------------- eigh
+
+
+@VJP_RULES.register("eigh")
+def _eigh_vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """Ā = V (diag(w̄) + F ∘ ½(VᵀV̄ − V̄ᵀV)) Vᵀ  (torch's rule)"""
+    s, (w, v) = ctx.scope, op.results
+    inner = mx.diag(s, bars[0]) if bars[0] is not None else None
+    if bars[1] is not None:
+        g = mx.mm(s, mx.t(s, v), bars[1])
+        skew = s.mul(s.sub(g, mx.t(s, g)), s.const(0.5, g.type))
+        inner = _add(s, inner, s.mul(_reciprocal_gaps(s, w), skew))
+    return [mx.mm(s, mx.mm(s, v, inner), mx.t(s, v))]
+
+
+@JVP_RULES.register("eigh")
+def _eigh_jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """P = Vᵀ sym(Ȧ) V: ẇ = diag(P), V̇ = V (F ∘ P)  (JAX's rule)"""
+    s, (w, v) = ctx.scope, op.results
+    p = mx.mm(s, mx.mm(s, mx.t(s, v), mx.sym(s, dots[0])), v)
+    return [mx.diagonal(s, p), mx.mm(s, v, s.mul(_reciprocal_gaps(s, w), p))]
+
+
+# ---------------------------------------------------------------- svd
+
+
+def _provably(difference: Dim) -> bool:
+    """Whether a dimension difference is known to be >= 0 at compile time."""
+    return difference.is_const and difference.value >= 0 or is_nonnegative(difference, ())
+
+
+@VJP_RULES.register("svd")
+def _svd_vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """Ā = U [(skew(UᵀŪ) S + S skew(VᵀV̄)) / E + diag(s̄)] Vh
+          + (I − UUᵀ) Ū S⁻¹ Vh + U S⁻¹ V̄ᵀ (I − VVᵀ)
+    with skew(X) = X − Xᵀ, E_jk = s_k² − s_j² (1 on the diagonal), V̄ = Vh̄ᵀ (torch's rule;
+    a projection term is left out where the shape makes it zero: U or V square)"""
+    s, (u, sv, vh) = ctx.scope, op.results
+    ubar, sbar, vhbar = bars
+    inner = mx.diag(s, sbar) if sbar is not None else None
+    gaps = _reciprocal_gaps(s, s.mul(sv, sv))
+    m, n = op.operands[0].type.shape[-2:]
+    rest = None
+    if ubar is not None:
+        uhu = mx.mm(s, mx.t(s, u), ubar)
+        inner = _add(s, inner, mx.scale_columns(s, s.mul(s.sub(uhu, mx.t(s, uhu)), gaps), sv))
+        if not _provably(n - m):   # M > K possible: the part of Ū outside U's span
+            outside = s.sub(ubar, mx.mm(s, u, uhu))
+            rest = mx.mm(s, mx.scale_columns(s, outside, s.div(s.const(1, sv.type), sv)), vh)
+    if vhbar is not None:
+        vbar, v = mx.t(s, vhbar), mx.t(s, vh)
+        vhv = mx.mm(s, vh, vbar)
+        inner = _add(s, inner, mx.scale_rows(s, s.mul(s.sub(vhv, mx.t(s, vhv)), gaps), sv))
+        if not _provably(m - n):
+            outside = mx.t(s, s.sub(vbar, mx.mm(s, v, vhv)))
+            part = mx.mm(s, u, mx.scale_rows(s, outside, s.div(s.const(1, sv.type), sv)))
+            rest = _add(s, rest, part)
+    return [_add(s, mx.mm(s, mx.mm(s, u, inner), vh), rest)]
+
+
+@JVP_RULES.register("svd")
+def _svd_jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """P = Uᵀ Ȧ V: ṡ = diag(P), U̇ = U (F ∘ (P S + S Pᵀ)) + (I − UUᵀ) Ȧ V S⁻¹,
+    V̇ = V (F ∘ (S P + Pᵀ S)) + (I − VVᵀ) Ȧᵀ U S⁻¹  (JAX's rule), Vḣ = V̇ᵀ"""
+    s, (u, sv, vh) = ctx.scope, op.results
+    da, v = dots[0], mx.t(s, vh)
+    m, n = da.type.shape[-2:]
+    p = mx.mm(s, mx.mm(s, mx.t(s, u), da), v)
+    gaps = _reciprocal_gaps(s, s.mul(sv, sv))
+    ps = mx.scale_columns(s, p, sv)
+    sp = mx.scale_rows(s, p, sv)
+    du = mx.mm(s, u, s.mul(gaps, s.add(ps, mx.t(s, ps))))
+    dv = mx.mm(s, v, s.mul(gaps, s.add(sp, mx.t(s, sp))))
+    inverse = s.div(s.const(1, sv.type), sv)
+    if not _provably(n - m):
+        dav = mx.mm(s, da, v)
+        du = s.add(du, mx.scale_columns(s, s.sub(dav, mx.mm(s, u, mx.mm(s, mx.t(s, u), dav))),
+                                        inverse))
+    if not _provably(m - n):
+        dau = mx.mm(s, mx.t(s, da), u)
+        dv = s.add(dv, mx.scale_columns(s, s.sub(dau, mx.mm(s, v, mx.mm(s, vh, dau))),
+                                        inverse))
+    return [du, mx.diagonal(s, p), mx.t(s, dv)]
+
+
+# ---------------------------------------------------------------- qr
+
+
+def _require_tall(op: Op) -> None:
+    m, n = op.operands[0].type.shape[-2:]
+    if not _provably(m - n):
+        raise error_at(op.span, f"the derivative of 'qr' needs at least as many rows as "
+                                f"columns (M >= N), got {op.operands[0].type}")
+
+
+@VJP_RULES.register("qr")
+def _qr_vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """M = triu(R̄ Rᵀ − Qᵀ Q̄): Ā = (Q̄ + Q (M + Mᵀ − diag M)) R⁻ᵀ  (torch's rule, M >= N)"""
+    _require_tall(op)
+    s, (q, r) = ctx.scope, op.results
+    qbar, rbar = bars
+    m = None
+    if rbar is not None:
+        m = mx.mm(s, rbar, mx.t(s, r))
+    if qbar is not None:
+        m = _add(s, m, s.neg(mx.mm(s, mx.t(s, q), qbar)))
+    m = mx.triu(s, m)
+    total = mx.mm(s, q, s.sub(s.add(m, mx.t(s, m)), mx.tril(s, m)))
+    total = _add(s, total, qbar)
+    return [mx.solve_right(s, r, total, lower=False, transpose=True)]
+
+
+@JVP_RULES.register("qr")
+def _qr_jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """P = Qᵀ Ȧ R⁻¹, Ω = tril(P, −1) − tril(P, −1)ᵀ: Q̇ = Q (Ω − P) + Ȧ R⁻¹,
+    Ṙ = (P − Ω) R  (JAX's rule, M >= N)"""
+    _require_tall(op)
+    s, (q, r) = ctx.scope, op.results
+    da_rinv = mx.solve_right(s, r, dots[0], lower=False)
+    p = mx.mm(s, mx.t(s, q), da_rinv)
+    below = mx.tril(s, p, -1)
+    omega = s.sub(below, mx.t(s, below))
+    return [s.add(mx.mm(s, q, s.sub(omega, p)), da_rinv), mx.mm(s, s.sub(p, omega), r)]
+
+
+# ---------------------------------------------------------------- batching
+
+
+@BATCH_RULES.register("cholesky", "triangular_solve", "solve", "slogdet", "eigh", "svd", "qr")
+def _batch(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
+    """op(x: [B, …]) = op(x): the batch is one more leading axis of the stacks"""
+    operands = [ctx.lift(x, f) for x, f in zip(xs, flags, strict=True)]
+    return ctx.scope.emit(op.name, operands, dict(op.attrs)).results
