@@ -73,6 +73,7 @@ from reverie.compiler.loops.outer_products import inline_outer_products
 from reverie.compiler.loops.peeling import split_guarded_loops
 from reverie.compiler.loops.splitting import split_wrapping_loops
 from reverie.compiler.lower import ModuleLowering
+from reverie.compiler.lower.module_lowering import with_type_errors
 from reverie.compiler.print_ir import PASSES, VIEWS, show
 from reverie.compiler.to_loops.fusion_plan import Plan, plan_block
 from reverie.compiler.to_loops.lower_blocks import lower_function
@@ -86,7 +87,7 @@ from reverie.compiler.transforms.reverse import grad_function, vjp_function
 from reverie.compiler.transforms.scatter_contractions import split_scatter_contractions
 from reverie.compiler.transforms.simplify import simplify
 from reverie.dsl.ast import Module as SyntaxTree
-from reverie.dsl.diagnostics import did_you_mean
+from reverie.dsl.diagnostics import ParseError, did_you_mean
 from reverie.dsl.parser import parse
 from reverie.dsl.source_printer import format_ast
 from reverie.runtime.native.jit import JitModule, LlvmModule, first_exported_symbol
@@ -165,7 +166,10 @@ class MlirExport:
 
 
 def _parse(source: str, request: Request) -> SyntaxTree:
-    module = parse(source, request.filename)
+    try:
+        module = parse(source, request.filename)
+    except ParseError as error:  # with the type errors of the functions that parsed
+        raise with_type_errors(error, request.max_iterations) from None
     show("parse", request.filename, lambda: format_ast(module))
     return module
 

@@ -79,7 +79,13 @@ class CompileError(Exception):
 
 
 class ParseError(CompileError):
-    """Source text that does not follow the grammar."""
+    """Source text that does not follow the grammar. `partial` is the module of the
+    functions that hold no syntax error (an `ast.Module`, None where there is none), and
+    `broken` the names of the others, so that the type errors of the first can be reported
+    with the syntax errors (reverie/module.py)."""
+
+    partial: object = None
+    broken: frozenset[str] = frozenset()
 
 
 class TypeCheckError(CompileError):

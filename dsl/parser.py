@@ -63,13 +63,17 @@ COMPOUND_OPERATORS = frozenset({"+", "-", "*", "/", "%", "@", "**", "//"})
 TERMINAL_WORDS = {"NAME": "identifier", "INT": "number", "FLOAT": "number", "$END": "end of file"}
 BRACKET_PAIRS = {")": "(", "]": "[", "}": "{"}
 NEXT_FUNCTION = re.compile(r"^[ \t]*fn\b", re.MULTILINE)  # where parsing resumes after an error
+MAX_SYNTAX_ERRORS = 50  # reported of one source (each costs a parse of the whole text)
 
 
 def parse(source: str, filename: str = "<source>") -> ast.Module:
-    """Parse Reverie source text into a Module; raise ParseError for any malformed input."""
+    """Parse Reverie source text into a Module; raise ParseError for any malformed input
+    (with every syntax error found, and the functions that parsed as its `partial` module)."""
     try:
         functions = _parse_functions(source)
     except ParseError as error:
+        if error.partial is not None:
+            error.partial.filename = filename
         raise error.with_source(source, filename) from None
     return ast.Module(functions, source, filename)
 
@@ -86,38 +90,105 @@ def _parse_functions(source: str) -> list[ast.FunctionDef]:
     try:
         tree = _lark().parse(source)
     except (UnexpectedCharacters, UnexpectedToken) as error:
-        raise ParseError(_syntax_errors(source, error)) from None
+        diagnostics, offsets = _syntax_errors(source, error)
+        raise _with_partial(ParseError(diagnostics), source, offsets) from None
     functions = build_ast(tree)
     check_tree(functions)
     return functions
 
 
-def _syntax_errors(source: str,
-                   first: UnexpectedCharacters | UnexpectedToken) -> list[Diagnostic]:
-    """The diagnostic of syntax error `first`, then of the first syntax error of the rest
-    of the source after each: parsing resumes at the next line that starts a function
-    (`fn`), with the text before it blanked so positions stay those of `source`."""
+def _syntax_errors(source: str, first: UnexpectedCharacters | UnexpectedToken
+                   ) -> tuple[list[Diagnostic], list[int]]:
+    """The diagnostics of syntax error `first` and of each later one, and their offsets.
+
+    After an error inside a function body, parsing resumes after the statement that holds
+    it (`_statement_around`: its text blanked, so positions stay those of `source`);
+    elsewhere (a function's header, between functions) at the next line that starts a
+    function (`fn`), the text before it blanked.
+    """
     diagnostics: list[Diagnostic] = []
+    offsets: list[int] = []
     text, error = source, first
-    while error is not None:
+    while error is not None and len(diagnostics) < MAX_SYNTAX_ERRORS:
         if isinstance(error, UnexpectedToken):
             diagnostics += _token_error(error, text, _check_brackets(text)).diagnostics
             if error.token.type == "$END":
                 break
-            line = error.token.line
+            line, offset = error.token.line, error.token.start_pos
         else:
             diagnostics += _character_error(error, text).diagnostics
-            line = error.line
-        resume = NEXT_FUNCTION.search(source, _start_of_line(source, line + 1))
-        if resume is None:
-            break
-        text = re.sub(r"[^\n]", " ", source[:resume.start()]) + source[resume.start():]
+            line, offset = error.line, error.pos_in_stream
+        offsets.append(offset)
+        statement = _statement_around(text, offset)
+        if statement is not None:
+            text = text[:statement[0]] + _blank(text[statement[0]:statement[1]]) + \
+                text[statement[1]:]
+        else:
+            resume = NEXT_FUNCTION.search(source, _start_of_line(source, line + 1))
+            if resume is None:
+                break
+            text = _blank(source[:resume.start()]) + source[resume.start():]
         try:
             _lark().parse(text)
             error = None
         except (UnexpectedCharacters, UnexpectedToken) as later:
             error = later
-    return diagnostics
+    return diagnostics, offsets
+
+
+def _blank(text: str) -> str:
+    """`text` with every character but line breaks made a space (positions kept)."""
+    return re.sub(r"[^\n]", " ", text)
+
+
+def _statement_around(text: str, offset: int) -> tuple[int, int] | None:
+    """The [start, end) offsets of the statement of a function body that holds `offset`:
+    from just after the `;`, `{` or `}` before it to its `;` (or the end of its block
+    statement, `else` included, or just before the `}` that closes the body around it); None
+    where `offset` is outside every body, or the statement is blank."""
+    marks = [(m.start(), m.group()) for m in re.finditer(f"{_comment()}|[{{}};]", text)
+             if not m.group().startswith("#")]
+    before = [(pos, char) for pos, char in marks if pos < offset]
+    if sum(1 if char == "{" else -1 if char == "}" else 0 for _, char in before) <= 0:
+        return None
+    start = before[-1][0] + 1 if before else 0
+    end, depth = len(text), 0
+    for pos, char in (m for m in marks if m[0] >= offset):
+        if char == "{":
+            depth += 1
+        elif char == "}" and depth == 0:
+            end = pos
+            break
+        elif char == "}":
+            depth -= 1
+            if depth == 0 and not text[pos + 1:].lstrip().startswith("else"):
+                end = pos + 1
+                break
+        elif depth == 0:
+            end = pos + 1
+            break
+    return (start, end) if text[start:end].strip() else None
+
+
+def _with_partial(error: ParseError, source: str, offsets: list[int]) -> ParseError:
+    """`error`, given the functions that hold none of the syntax errors at `offsets` as its
+    `partial` module (the others blanked) and the names of the others as `broken`, so that
+    the type checker can report the mistakes of the functions that parsed with it."""
+    starts = [m.start() for m in NEXT_FUNCTION.finditer(source)]
+    bounds = list(zip([0, *starts], [*starts, len(source)], strict=True))
+    spoilt = [(a, b) for a, b in bounds if any(a <= offset < b for offset in offsets)]
+    text = source
+    for a, b in spoilt:
+        text = text[:a] + _blank(text[a:b]) + text[b:]
+    error.broken = frozenset(m[1] for a, b in spoilt
+                             if (m := re.match(r"\s*fn\s+(\w+)", source[a:b])))
+    try:
+        functions = build_ast(_lark().parse(text))
+        check_tree(functions)
+    except (UnexpectedCharacters, UnexpectedToken, ParseError):
+        return error  # (the rest is not well formed either: no partial module)
+    error.partial = ast.Module(functions, source, "<source>")
+    return error
 
 
 def _start_of_line(source: str, line: int) -> int:
@@ -138,9 +209,15 @@ def _error_at(line: int, column: int, message: str) -> ParseError:
 # ------------------------------------------------------------------ nesting limits
 
 
+@functools.cache
+def _comment() -> str:
+    """The regular expression of a comment (the grammar's COMMENT terminal)."""
+    return _lark().get_terminal("COMMENT").pattern.to_regexp()
+
+
 def _check_brackets(source: str) -> list[tuple[str, int, int]]:
     """Reject brackets nested beyond MAX_NESTING; return the unclosed ones (char, line, col)."""
-    comment = _lark().get_terminal("COMMENT").pattern.to_regexp()
+    comment = _comment()
     open_brackets: list[tuple[str, int, int]] = []
     line, line_start, previous = 1, 0, 0
     for match in re.finditer(f"{comment}|[][(){{}}]", source):

@@ -30,7 +30,13 @@ from reverie.compiler.lower.values import ExprValue
 from reverie.compiler.transforms.simplify import simplify
 from reverie.dsl import ast
 from reverie.dsl.check import check_module
-from reverie.dsl.diagnostics import Diagnostic, TypeCheckError, error_at, in_source_order
+from reverie.dsl.diagnostics import (
+    Diagnostic,
+    ParseError,
+    TypeCheckError,
+    error_at,
+    in_source_order,
+)
 
 # Every built-in name, read off the built-ins the lowering implements (the elementwise ones
 # come from the op table), so a new one is reserved without a change here; and `bool`, a
@@ -46,6 +52,22 @@ def _require_bindable(fn: ast.FunctionDef, types: list[TensorType], values: list
                                    f"'{dim}' of parameter '{param.name}', which a call "
                                    f"cannot solve for {name}; give {name} an axis of its own "
                                    f"or pass it as an i64 parameter")
+
+
+def with_type_errors(error: ParseError, max_iterations: int | None = None) -> ParseError:
+    """Syntax error `error` with the type errors of the functions that parsed (its
+    `partial` module) beside its own, in source order, so that one compile reports both;
+    a call to a function that holds a syntax error (`error.broken`) is not one of them."""
+    if error.partial is None:
+        return error
+    try:
+        ModuleLowering(error.partial, max_iterations).check_all("f32")
+    except TypeCheckError as found:
+        calls = tuple(f"unknown function '{name}'" for name in error.broken)
+        extra = [d for d in found.diagnostics if not (calls and d.message.startswith(calls))]
+        return ParseError(in_source_order(error.diagnostics + extra), error.source,
+                          error.filename)
+    return error
 
 
 class ModuleLowering:

@@ -52,7 +52,8 @@ def test_golden_type_error(path: Path) -> None:
     for (line, column, message), diagnostic in zip(expectations, error.diagnostics, strict=True):
         assert message in diagnostic.message
         assert (diagnostic.line, diagnostic.column) == (line, column), diagnostic.message
-        header = rendered_lines.index(f"{path.name}:{line}:{column}: error: {diagnostic.message}")
+        header = rendered_lines.index(
+            f"{path.name}:{line}:{column}: {diagnostic.severity}: {diagnostic.message}")
         source_line = source.splitlines()[line - 1].expandtabs(4)
         assert rendered_lines[header + 1] == f"    {source_line}"
         assert rendered_lines[header + 2].startswith("    " + " " * (column - 1) + "^")
