@@ -4,10 +4,11 @@ The native kernels' calling convention is described in `llvm.py`; the facts a ca
 are here so that `runtime/native/native_kernel.py` can load and call cached code without
 importing the code generators: entry symbol names, where an ndarray keeps its data pointer,
 element sizes, the run-time helpers a kernel may call (the helper table's order: the matrix
-products, then the sort, then the linear algebra), where the table keeps the thread count and the worker pool's
-entry, the most threads a matrix product uses, and how the call paths keep a kernel's
-workspace between calls. It imports nothing at module level, so a warm start reads these
-facts without loading the loop IR (`helpers_called` imports it when a program is at hand).
+products, then the sort, then the linear algebra), where the table keeps the thread count
+and the worker pool's entry, the most threads a matrix product uses, and how the call paths
+keep a kernel's workspace between calls. It imports nothing at module level, so a warm
+start reads these facts without loading the loop IR (`helpers_called` imports it when a
+program is at hand).
 """
 
 from __future__ import annotations
