@@ -90,7 +90,7 @@ def _parse(spec: str, values: Sequence[Traced]) -> tuple[list[str], str]:
         if "..." in letters:
             count = value.ndim - len(letters.replace("...", ""))
             letters = letters.replace("...", ellipsis[widest - count:])
-        if len(letters) != value.ndim or not letters.isalpha():
+        if len(letters) != value.ndim or (letters and not letters.isalpha()):
             raise TraceError(f"np.einsum('{spec}'): '{letters}' for shape {value.shape} "
                              f"({user_line()})")
         expanded.append(letters)

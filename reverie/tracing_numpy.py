@@ -47,6 +47,7 @@ from reverie.tracing_record import (
     flip,
     normal_axes,
     operand,
+    recorded,
     stack,
     strong,
     user_line,
@@ -196,6 +197,8 @@ UFUNCS.update({
     "negative": lambda x: -x, "positive": lambda x: +x, "conjugate": lambda x: x,
     "square": lambda x: x * x, "reciprocal": lambda x: 1.0 / x,
     "logical_not": lambda x: ~x, "invert": lambda x: ~x,
+    "isnan": lambda x: x != x, "isfinite": lambda x: x - x == 0,
+    "isinf": lambda x: (x == x) & ~(x - x == 0),
 })
 
 
@@ -643,7 +646,8 @@ def _recording_version(original: Callable[..., Any],
     inside lists) is recorded by `recorder`."""
     def version(*args: Any, **kwargs: Any) -> Any:
         if any(map(_holds_traced, args)) or any(map(_holds_traced, kwargs.values())):
-            return recorder(*args, **kwargs)
+            name = f"{original.__module__}.{original.__name__}".removeprefix("numpy.")
+            return recorded(name.replace("numpy", "np"), recorder, *args, **kwargs)
         return original(*args, **kwargs)
 
     version.__wrapped__ = original  # type: ignore[attr-defined]

@@ -293,8 +293,12 @@ def broadcast(a: tuple[Axis, ...], b: tuple[Axis, ...],
 
 
 def normal_axes(axis: Any, rank: int) -> tuple[int, ...]:
-    axes = range(rank) if axis is None else (axis,) if isinstance(axis, int) else axis
-    return tuple(sorted(a % rank for a in axes))
+    """`axis` (None, an int or a sequence, negative from the end) as sorted axes."""
+    axes = range(rank) if axis is None else (axis,) if isinstance(axis, int | np.integer) \
+        else tuple(axis)
+    if any(not -rank <= a < rank for a in axes):
+        raise TraceError(f"axis {axis} is out of range for {rank} axes ({user_line()})")
+    return tuple(sorted(int(a) % rank for a in axes))
 
 
 class Traced:
@@ -381,6 +385,8 @@ class Traced:
         left, right = (other, self) if reverse else (self, other)
         if left.element != right.element and op not in ("and", "or"):
             left, right = _promoted(left, right)
+        if op == "/" and left.element not in FLOAT_NAMES:  # NumPy's true division
+            left, right = left.astype(np.float64), right.astype(np.float64)
         if op == "@":
             return _matmul(left, right)
         element = "bool" if op in COMPARISONS or op in ("and", "or") else left.element
@@ -499,11 +505,28 @@ class Traced:
         element = "i64" if kind in ("argmax", "argmin") else self.element
         return self.recording.let(f"{kind}({self.name}{keywords})", kept, element)
 
-    def sum(self, axis=None, keepdims=False): return self._reduce("sum", axis, keepdims)
-    def mean(self, axis=None, keepdims=False): return self._reduce("mean", axis, keepdims)
-    def prod(self, axis=None, keepdims=False): return self._reduce("prod", axis, keepdims)
-    def max(self, axis=None, keepdims=False): return self._reduce("max", axis, keepdims)
-    def min(self, axis=None, keepdims=False): return self._reduce("min", axis, keepdims)
+    def _reduce_as(self, kind: str, axis: Any, dtype: Any, out: Any, keepdims: bool) -> Traced:
+        """NumPy's reduction method `kind(axis, dtype, out, keepdims)`."""
+        if out is not None:
+            raise TraceError(f"{kind}(out=...) cannot be traced ({user_line()}): every "
+                             f"traced value is a new one; use the result")
+        result = self._reduce(kind, axis, bool(keepdims))
+        return result if dtype is None else result.astype(dtype)
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, **_):
+        return self._reduce_as("sum", axis, dtype, out, keepdims)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False, **_):
+        return self._reduce_as("mean", axis, dtype, out, keepdims)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False, **_):
+        return self._reduce_as("prod", axis, dtype, out, keepdims)
+
+    def max(self, axis=None, out=None, keepdims=False, **_):
+        return self._reduce_as("max", axis, None, out, keepdims)
+
+    def min(self, axis=None, out=None, keepdims=False, **_):
+        return self._reduce_as("min", axis, None, out, keepdims)
 
     def argmax(self, axis=None):
         return self._reduce("argmax", axis)
@@ -533,7 +556,7 @@ class Traced:
         recorder = UFUNCS.get(name)
         if recorder is None:
             raise TraceError(f"np.{name} has no Reverie counterpart ({user_line()})")
-        result = recorder(*inputs)
+        result = recorded(f"np.{name}", recorder, *inputs)
         dtype = kwargs.get("dtype")
         return result if dtype is None else result.astype(dtype)
 
@@ -546,7 +569,19 @@ class Traced:
         if recorder is None:
             raise TraceError(f"np.{name} cannot be traced ({user_line()}); "
                              f"{nearest_spelling(name, ARRAY_FUNCTIONS)}")
+        return recorded(f"np.{name}", recorder, *args, **kwargs)
+
+
+def recorded(name: str, recorder: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`recorder(*args, **kwargs)`, whose Python errors (arguments NumPy would refuse, or
+    that the recorder does not take) become a `TraceError` naming the function."""
+    try:
         return recorder(*args, **kwargs)
+    except TraceError:
+        raise
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError) as error:
+        raise TraceError(f"{name} with these arguments cannot be traced ({user_line()}): "
+                         f"{error}") from error
 
 
 def nearest_spelling(name: str, names: Iterable[str]) -> str:

@@ -330,3 +330,86 @@ def test_linear_algebra_names_map_to_the_languages_builtin(name: str) -> None:
         pytest.skip(f"the built-in {name} is not in the language yet")
     module = rv.trace(fn, a, b)
     np.testing.assert_allclose(module.kernel(a, b), fn(a, b), rtol=1e-10)
+
+
+# ---------------------------------------------------------------- autograd's test_systematic
+
+def R(*shape):  # noqa: N802 (autograd's name)
+    return RNG.standard_normal(shape)
+
+
+def combos(fn, argument_choices, **keyword_choices):
+    """(label, function of the arrays, arrays) for each combination NumPy accepts
+    (autograd's `combo_check`)."""
+    import itertools
+
+    keys = list(keyword_choices)
+    for args in itertools.product(*argument_choices):
+        for values in itertools.product(*(keyword_choices[k] for k in keys)):
+            kwargs = dict(zip(keys, values, strict=True))
+            arrays = [np.asarray(a, dtype=np.float64) for a in args if not isinstance(a, str)]
+            specs = [a for a in args if isinstance(a, str)]  # einsum's: closed over
+
+            def bound(*a, _fn=fn, _kw=kwargs, _specs=tuple(specs)):
+                return _fn(*_specs, *a, **_kw)
+
+            try:
+                bound(*arrays)
+            except (ValueError, TypeError, IndexError):
+                continue
+            shapes = "x".join(str(a.shape) for a in arrays)
+            yield f"{fn.__name__}-{'-'.join(specs)}{shapes}-{kwargs}", bound, arrays
+
+
+SYSTEMATIC = [
+    *combos(np.transpose, [[R(2, 3, 4)]], axes=[None, [0, 2, 1], [2, 0, 1], [1, 2, 0]]),
+    *combos(np.moveaxis, [[R(2, 3, 4)]], source=[0, 2], destination=[0, 1, 2]),
+    *combos(np.repeat, [[R(2, 3, 4), R(3, 1)]], repeats=[1, 2], axis=[None, 0, 1]),
+    *combos(np.diff, [[R(5, 5), R(5, 5, 5)]], n=[1, 2], axis=[0, 1]),
+    *combos(np.tile, [[R(2, 1, 3, 1)]], reps=[(1, 4, 1, 2)]),
+    *combos(np.tile, [[R(1, 2)]], reps=[(1, 2), (2, 3), (3, 2, 1)]),
+    *combos(np.tile, [[R(1)]], reps=[(2,), 2]),
+    *combos(np.kron, [[R(5, 5), R(5), R(5, 1), R(1, 5)], [R(3, 3), R(3), R(1, 3)]]),
+    *combos(np.inner, [[1.5, R(3), R(2, 3)], [0.3, R(3), R(4, 3)]]),
+    *combos(np.dot, [[1.5, R(3), R(2, 3), R(2, 2, 3)], [0.3, R(3), R(3, 4), R(2, 3, 4)]]),
+    *combos(np.outer, [[R(3)], [R(3)]]),
+    *combos(np.matmul, [[R(3), R(2, 3), R(2, 2, 3)], [R(3), R(3, 4), R(2, 3, 4)]]),
+    *combos(np.matmul, [[R(1, 2, 2)], [R(3, 2, 1)]]),
+    *combos(np.tensordot, [[R(1, 3), R(2, 3, 2)], [R(3), R(3, 1), R(3, 4, 2)]],
+            axes=[[(1,), (0,)]]),
+    *combos(np.tensordot, [[R(2, 3), R(2, 3, 4)], [R(1, 2, 3), R(2, 2, 3, 4)]],
+            axes=[[(0, 1), (1, 2)], [(1, 0), (2, 1)]]),
+    *combos(np.tensordot, [[R(2, 2), R(4, 2, 2)], [R(2, 2), R(2, 2, 4)]], axes=[1, 2]),
+    *combos(np.tensordot, [[R(4)], [R()]], axes=[0]),
+    *combos(np.tensordot, [[R(2, 6)], [R(6, 3)]], axes=[[[-1], [0]], [-1, 0]]),
+    *combos(np.maximum, [[R(1), R(1, 4), R(3, 4)], [R(1), R(1, 4), R(3, 4)]]),
+    *combos(np.fmin, [[R(1), R(3, 4)], [R(1, 4), R(3, 4)]]),
+    *combos(np.sort, [[R(1), R(7)]]),
+    *combos(np.atleast_1d, [[1.2, R(1), R(7), R(1, 4)]]),
+    *combos(np.atleast_2d, [[1.2, R(7), R(2, 4), R(2, 4, 5)]]),
+    *combos(np.atleast_3d, [[1.2, R(7), R(2, 4), R(2, 4, 5)]]),
+    *combos(np.einsum, [["ij->ji"], [R(1, 1), R(4, 4), R(3, 4)]]),
+    *combos(np.einsum, [["ij,jk->ik"], [R(2, 3)], [R(3, 4)]]),
+    *combos(np.einsum, [["ijk,lmjn->iklmn"], [R(2, 3, 4)], [R(5, 6, 3, 7)]]),
+    *combos(np.einsum, [["...j,...jk->...k"], [R(2, 3)], [R(3, 4)]]),
+    *combos(np.einsum, [["i,i", "i,i->"], [R(3)], [R(3)]]),
+]
+
+
+@pytest.mark.parametrize(("label", "fn", "arrays"), SYSTEMATIC,
+                         ids=[label for label, _, _ in SYSTEMATIC])
+def test_autograd_systematic_combinations(label, fn, arrays) -> None:
+    wrt = list(range(len(arrays)))
+    traced_args = list(arrays)
+    module = rv.trace(fn, *traced_args)
+    np.testing.assert_allclose(module.kernel(*traced_args), fn(*traced_args), rtol=1e-10,
+                               atol=1e-12)
+
+    def loss(*values):
+        return np.sum(np.sin(fn(*values)))
+
+    grads = rv.trace(loss, *traced_args).kernel.grad(wrt=wrt)(*traced_args)
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    for index, grad in zip(wrt, grads, strict=True):
+        np.testing.assert_allclose(grad, finite_difference(loss, traced_args, index),
+                                   rtol=1e-5, atol=1e-6)
