@@ -35,10 +35,10 @@ LEVELS = ["interp", "native", pytest.param("mlir", marks=pytest.mark.skipif(
 L = np.longdouble
 PI = L("3.141592653589793238462643383279502884")
 # f64 bounds in ulps (f32: 0.51, every body computes in f64 and rounds once)
-F64_ULPS = {"sinh": 2.5, "cosh": 2, "arcsin": 2.5, "arccos": 1.5, "arctan": 2, "arcsinh": 2,
-            "arccosh": 2.5, "arctanh": 2, "exp2": 1.5, "log2": 1, "log10": 1, "sinc": 3,
-            "deg2rad": 1, "rad2deg": 1, "arctan2": 2.5, "hypot": 2.5, "logaddexp": 2.5,
-            "logaddexp2": 2.5}
+F64_ULPS = {"sinh": 3, "cosh": 2, "arcsin": 2.5, "arccos": 1.5, "arctan": 2, "arcsinh": 2,
+            "arccosh": 2.5, "arctanh": 2, "exp2": 1.5, "log2": 1, "log10": 1, "sinc": 3.5,
+            "deg2rad": 1, "rad2deg": 1, "arctan2": 2.5, "hypot": 2.5, "logaddexp": 3,
+            "logaddexp2": 3.5}
 F32_ULPS = 0.51
 
 
