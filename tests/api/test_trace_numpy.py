@@ -413,3 +413,30 @@ def test_autograd_systematic_combinations(label, fn, arrays) -> None:
     for index, grad in zip(wrt, grads, strict=True):
         np.testing.assert_allclose(grad, finite_difference(loss, traced_args, index),
                                    rtol=1e-5, atol=1e-6)
+
+
+# The programs recorded in index notation (flips, diagonals, pads, repeats, einsum,
+# gathers, small constants), at the other stages: the NumPy reference interpreter and MLIR.
+STAGED = ["index_negative_step", "diag_vector", "diag_matrix", "tril_triu", "pad_constant",
+          "repeat", "tile", "einsum_batched", "kron", "argsort_gather", "array_of_scalars",
+          "index_two_lists"]
+
+
+@pytest.mark.parametrize("backend", ["interp", "mlir"])
+@pytest.mark.parametrize("name", STAGED)
+def test_recorded_programs_at_every_stage(name: str, backend: str) -> None:
+    fn, shapes, _, domain = _case(name)
+    args = _arguments(shapes, domain)
+
+    def loss(*values):
+        return np.sum(np.sin(fn(*values)))
+
+    traced = rv.trace(loss, *args)
+    staged = rv.compile(traced.source, backend=backend)[traced.kernel.name]
+    assert staged(*args) == pytest.approx(loss(*args), rel=1e-10)
+    wrt = list(range(len(args)))
+    native, got_all = traced.kernel.grad(wrt=wrt)(*args), staged.grad(wrt=wrt)(*args)
+    if len(args) == 1:
+        native, got_all = (native,), (got_all,)
+    for got, expected in zip(got_all, native, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
