@@ -35,6 +35,13 @@ from reverie.compiler.lower.values import ExprValue
 from reverie.dsl import ast
 from reverie.dsl.diagnostics import error_at
 
+# A range bound that is a value, not a dimension or a `for` variable over a dimension range
+RUN_TIME_BOUND = (
+    "'{name}' is a value known only at run time, not a dimension; a range bound is a "
+    "dimension expression, an index of the same construct (let c[i] = sum[{index} in 0..i + "
+    "1](...)) or the variable of a 'for' over a dimension range; for this bound write a "
+    "masked reduction, e.g. sum[{index}](where({index} < {name}, x[{index}], 0.0))")
+
 
 def mentions(node: ast.Expr, names: set[str] | list[str]) -> bool:
     """Whether `node` refers to any of `names`."""
@@ -164,7 +171,8 @@ class IndexLowering(TriangularMasks):
                     uses[item.id].append((base.type.shape[axis], label))
         ranges: dict[str, Range] = {}
         for decl in decls:
-            outer = {name: r for name, r in ranges.items() if _bounds_mention(decl, [name])}
+            known = {**ranges, **self._loop_ranges(decl)}
+            outer = {name: r for name, r in known.items() if _bounds_mention(decl, [name])}
             if outer:
                 ranges[decl.name] = bounding_range(decl, outer, self.dim_map, self._axis_names())
                 self.index_ctx.bounded[decl.name] = decl
@@ -187,6 +195,38 @@ class IndexLowering(TriangularMasks):
                                               f"'{label}'; write its range explicitly")
             ranges[decl.name] = (Dim.const(0), found[0][0])
         return ranges
+
+    def _loop_ranges(self, decl: ast.IndexVar) -> dict[str, Range]:
+        """The ranges of the `for` variables that the bounds of `decl` mention, as of outer
+        indices (`sum[k in 0..j](x[k])` in `for j in 0..N`: k's box is 0..N - 1, and the
+        reduction is masked by the value of j at run time); each is the range of the
+        innermost loop of that variable around `decl`, which must be a dimension
+        expression. Any other value in a bound is a CompileError that says what to write."""
+        indices = set(self.index_ctx.order) if self.index_ctx is not None else set()
+        found: dict[str, Range] = {}
+        for bound in (b for b in (decl.lo, decl.hi) if b is not None):
+            for node in ast.walk(bound):
+                if (not isinstance(node, ast.Name) or node.id in indices or node.id in found
+                        or self.try_static_dim(node) is not None
+                        or self.lookup(node.id) is None):
+                    continue
+                loop = self._enclosing_loop(node.id, decl.span)
+                lo, hi = ((None, None) if loop is None
+                          else (self.try_static_dim(loop.lo), self.try_static_dim(loop.hi)))
+                if lo is None or hi is None:
+                    raise error_at(node.span, RUN_TIME_BOUND.format(name=node.id, index=decl.name))
+                found[node.id] = (lo, hi)
+        return found
+
+    def _enclosing_loop(self, name: str, span: ast.Span) -> ast.For | None:
+        """The innermost `for {name} in ...` of this function whose body holds `span`."""
+        def holds(outer: ast.Span) -> bool:
+            return ((outer.line, outer.column) <= (span.line, span.column)
+                    and (span.end_line, span.end_column) <= (outer.end_line, outer.end_column))
+
+        loops = [node for stmt in self.fn.body for node in ast.walk(stmt)
+                 if isinstance(node, ast.For) and node.var == name and holds(node.span)]
+        return max(loops, key=lambda loop: (loop.span.line, loop.span.column), default=None)
 
     def _axis_names(self) -> set[str]:
         """The dimensions that are axis lengths of this function's parameters (never
