@@ -258,6 +258,14 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
                                                                           keepdims=True),
               -np.inf: lambda: magnitude.sum(axis=col, keepdims=True).min(axis=row,
                                                                            keepdims=True)}
+    if ord not in matrix and builtin_exists("norm"):  # singular values: the built-in
+        order = {"nuc": "nuc", 2: "2", -2: "-2"}.get(ord)
+        if order is not None:
+            keep = ", keepdims=true" if keepdims else ""
+            kept = tuple(Axis(1, "1") if i in axes else a for i, a in enumerate(x.axes)
+                         if keepdims or i not in axes)
+            return x.recording.let(f"norm({x.name}, ord={order}, axis=({row}, {col})"
+                                   f"{keep})", kept, x.element)
     if ord not in matrix:
         raise TraceError(f"np.linalg.norm(ord={ord!r}) of a matrix needs its singular "
                          f"values, not a built-in of the language yet ({user_line()}): "
@@ -289,23 +297,35 @@ def _keep(value: Traced, x: Traced, axes: Any, keepdims: bool) -> Traced:
 
 
 # `np.linalg` / `scipy.linalg` name -> (the built-ins that may mean it, the results'
-# shapes from the arguments' axes: one shape, or a tuple of shapes for a tuple result).
+# axes from the arguments' axes: one tuple of axes, or a list of them for a tuple result).
 ShapeRule = Callable[..., Any]
 LINALG: dict[str, tuple[tuple[str, ...], ShapeRule]] = {
     "inv": (("inv",), lambda a, *_: a),
     "cholesky": (("cholesky",), lambda a, *_: a),
     "pinv": (("pinv",), lambda a, *_: a[:-2] + (a[-1], a[-2])),
     "det": (("det",), lambda a, *_: a[:-2]),
-    "slogdet": (("slogdet",), lambda a, *_: (a[:-2], a[:-2])),
+    "slogdet": (("slogdet",), lambda a, *_: [a[:-2], a[:-2]]),
     "solve": (("solve",), lambda a, b, *_: b),
-    "eigh": (("eigh",), lambda a, *_: (a[:-1], a)),
-    "eigvalsh": (("eigvalsh",), lambda a, *_: a[:-1]),
-    "solve_triangular": (("solve_triangular", "triangular_solve"), lambda a, b, *_: b),
+    "eigh": (("eigh",), lambda a, *_: [a[:-1], a]),
+    "svd": (("svd",), lambda a, *_: [a[:-1] + (_smaller(a),), a[:-2] + (_smaller(a),),
+                                     a[:-2] + (_smaller(a), a[-1])]),
+    "qr": (("qr",), lambda a, *_: [a[:-1] + (_smaller(a),), a[:-2] + (_smaller(a), a[-1])]),
+    "solve_triangular": (("triangular_solve", "solve_triangular"), lambda a, b, *_: b),
 }
 
 
-def linalg(name: str) -> Callable[..., Any]:
-    """The recorder of `np.linalg.<name>`: the built-in `name(a, ...)` with its shapes."""
+def _smaller(axes: tuple[Axis, ...]) -> Axis:
+    """The shorter of a matrix's two axes (the rank of its reduced factorisations); where
+    which is shorter depends on the sizes, both are fixed."""
+    rows, cols = axes[-2:]
+    if rows.dim == cols.dim or rows.size == 1 or cols.size == 1:
+        return rows if rows.size <= cols.size else cols
+    return Axis(min(rows.size, cols.size), str(min(rows.size, cols.size)))
+
+
+def linalg(name: str, keywords: Callable[..., str] = lambda **_: "") -> Callable[..., Any]:
+    """The recorder of `np.linalg.<name>`: the built-in `name(a, ...)` with its shapes;
+    `keywords` writes the built-in's keyword arguments from NumPy's."""
     def record(*args: Any, **kwargs: Any) -> Any:
         candidates, shapes = LINALG[name]
         found = next((b for b in candidates if builtin_exists(b)), None)
@@ -313,17 +333,45 @@ def linalg(name: str) -> Callable[..., Any]:
             raise TraceError(f"{name} is not a built-in of the language yet (looked for "
                              f"{' or '.join(candidates)}; {user_line()})")
         values = [as_traced(a) for a in args if isinstance(a, Traced | list | tuple)]
-        flags = "".join(f", {k}={str(v).lower()}" for k, v in kwargs.items()
-                        if isinstance(v, bool))
-        call = f"{found}({', '.join(v.name for v in values)}{flags})"
+        values = _common_type(values)
+        call = f"{found}({', '.join(v.name for v in values)}{keywords(**kwargs)})"
         result = shapes(*(v.axes for v in values))
+        if name in ("svd", "qr"):
+            for axes in (v.axes for v in values):
+                if axes[-2].dim != axes[-1].dim and 1 not in (axes[-2].size, axes[-1].size):
+                    values[0].recording.fix(f"{axes[-2].dim} {axes[-1].dim}")
         recording, element = values[0].recording, values[0].element
-        if isinstance(result, tuple) and result and isinstance(result[0], tuple):
-            return tuple(recording.let(f"{call}[{i}]", axes, element)
-                         for i, axes in enumerate(result))
+        if isinstance(result, list):
+            parts = [recording.temporary() for _ in result]  # `let (t1, t2) = svd(a);`
+            recording.lines.append(f"    let ({', '.join(parts)}) = {call};  "
+                                   f"# {recording.origin()}")
+            return tuple(Traced(recording, part, axes, element)
+                         for part, axes in zip(parts, result, strict=True))
         return recording.let(call, result, element)
 
     return record
+
+
+def _svd_keywords(full_matrices: bool = True, compute_uv: bool = True, **_: Any) -> str:
+    if not compute_uv:
+        raise TraceError(f"np.linalg.svd(compute_uv=False) ({user_line()}): take "
+                         f"np.linalg.svd(a, full_matrices=False)[1]")
+    return "" if full_matrices else ", full_matrices=false"
+
+
+def _triangular_keywords(lower: bool = False, trans: Any = 0, unit_diagonal: bool = False,
+                         **_: Any) -> str:
+    """scipy.linalg.solve_triangular's keywords (upper triangular by default)."""
+    transpose = trans in (1, 2, "T", "C")
+    return (f", lower={str(bool(lower)).lower()}" + (", transpose=true" if transpose else "")
+            + (", unit_diagonal=true" if unit_diagonal else ""))
+
+
+def _qr_keywords(mode: str = "reduced", **_: Any) -> str:
+    if mode != "reduced":
+        raise TraceError(f"np.linalg.qr(mode={mode!r}) ({user_line()}): mode='reduced' is "
+                         f"traced")
+    return ""
 
 
 def scipy_cholesky(a: Any, lower: bool = False, **_: Any) -> Traced:
@@ -336,14 +384,25 @@ def matrix_transpose(x: Any) -> Traced:
     return swapaxes(as_traced(x), -1, -2)
 
 
+RECORDERS = {name: linalg(name) for name in ("inv", "cholesky", "pinv", "det", "slogdet",
+                                              "solve", "eigh")}
+RECORDERS.update({"svd": linalg("svd", _svd_keywords), "qr": linalg("qr", _qr_keywords),
+                  "solve_triangular": linalg("solve_triangular", _triangular_keywords)})
 ARRAY_FUNCTIONS.update({
     "einsum": einsum, "tensordot": tensordot, "dot": dot, "vdot": vdot, "inner": inner,
     "outer": outer, "kron": kron, "cross": cross, "trace": trace, "diagonal": diagonal,
     "diag": diag, "linalg.norm": norm, "matrix_transpose": matrix_transpose,
-    **{f"linalg.{name}": linalg(name) for name in LINALG if name != "solve_triangular"},
+    "linalg.matrix_norm": lambda x, keepdims=False, ord="fro": norm(
+        x, ord, (-2, -1), keepdims),
+    "linalg.vector_norm": lambda x, axis=None, keepdims=False, ord=2: norm(
+        as_traced(x).ravel() if axis is None else x, ord, 0 if axis is None else axis,
+        keepdims and axis is not None),
+    **{f"linalg.{name}": recorder for name, recorder in RECORDERS.items()
+       if name != "solve_triangular"},
 })
 ENTRY_POINTS.update({
-    **{f"scipy.linalg.{name}": linalg(name) for name in LINALG if name != "cholesky"},
+    **{f"scipy.linalg.{name}": recorder for name, recorder in RECORDERS.items()
+       if name != "cholesky"},
     "scipy.linalg.cholesky": scipy_cholesky,
     "scipy.linalg.norm": norm,
 })
