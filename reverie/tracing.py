@@ -68,30 +68,35 @@ from __future__ import annotations
 
 import builtins
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reverie import tracing_contract  # noqa: F401 (registers the products, linalg)
 from reverie.compiler.lower.module_lowering import RESERVED
 from reverie.dsl.check import KEYWORDS
+from reverie.module import Module
+from reverie.tracing_base import FLOAT_NAMES, RECORDER_FILES, Axis, TraceError
 from reverie.tracing_numpy import numpy_entry_points
-from reverie.tracing_record import (  # noqa: F401 (the names rv.fx and the tests import)
-    FLOAT_NAMES,
+from reverie.tracing_record import (
     HOST_INPUTS,
     NAME,
-    RECORDER_FILES,
     UNARY_BUILTINS,
-    Axis,
     Recording,
     Traced,
-    TracedModule,
-    TraceError,
-    compile_recording,
     concatenate,
     host_input,
+    operand,
     where,
 )
+from reverie.tracing_sizes import Size
+
+if TYPE_CHECKING:
+    from reverie.kernel import Kernel
+
+__all__ = ["FLOAT_NAMES", "HOST_INPUTS", "RECORDER_FILES", "UNARY_BUILTINS", "Axis",
+           "Recording", "TraceError", "Traced", "TracedModule", "compile_recording",
+           "concatenate", "host_input", "trace", "where"]
 
 # Names the language keeps: its keywords for every name, its built-ins for functions too.
 FUNCTION_NAMES_RESERVED = KEYWORDS | RESERVED
@@ -152,3 +157,57 @@ def _parameter_names(fn: Callable[..., Any], count: int) -> list[str]:
              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:count]
     names += [f"a{i}" for i in range(len(names), count)]
     return names
+
+
+class TracedModule(Module):
+    """A module recorded by `trace`: stage "ast" prints the recorded Reverie source, and
+    its kernel is also found by the Python function's name (`module["<lambda>"]`,
+    `getattr(module, "exp")` for the kernel `exp_`) and as `module.kernel`."""
+
+    def __init__(self, source: str, name: str, traced_name: str | None = None) -> None:
+        super().__init__(source, name=name)
+        self.traced_name = traced_name or name
+
+    @property
+    def kernel(self) -> Kernel:
+        """The recorded function's kernel, whatever its name."""
+        return self.kernels[self.name]
+
+    def __getattr__(self, name: str) -> Kernel:
+        if name == self.__dict__.get("traced_name"):
+            return self.kernel
+        return super().__getattr__(name)
+
+    def __getitem__(self, name: str) -> Kernel:
+        return self.kernel if name == self.traced_name else super().__getitem__(name)
+
+    def ir(self, stage: str, *args: Any, **kwargs: Any) -> str:
+        if stage == "ast":
+            return self.source
+        return super().ir(stage, *args, **kwargs)
+
+
+def compile_recording(recording: Recording, name: str, outputs: Sequence[Any],
+                      tuple_return: bool = False,
+                      traced_name: str | None = None) -> TracedModule:
+    """The module of one function `name` holding `recording` and returning `outputs`."""
+    returned = [_returned(recording, r) for r in outputs]
+    if any(r.name in ("true", "false") or not r.name.isidentifier() for r in returned):
+        raise TraceError(f"{name} returns a constant, not a value computed from its "
+                         f"arguments")
+    value = ", ".join(r.name for r in returned)
+    source = "\n".join([*recording.header(traced_name or name),
+                        f"fn {name}({', '.join(map(recording.fixed_text, recording.params))})"
+                        " {",
+                        *map(recording.fixed_text, recording.lines),
+                        f"    return {f'({value})' if tuple_return else value};",
+                        "}", ""])
+    return TracedModule(source, name, traced_name)
+
+
+def _returned(recording: Recording, value: Any) -> Traced:
+    """A returned value as a traced one: a size is computed by a statement of its own."""
+    if isinstance(value, Size):
+        element = "f64" if isinstance(value.value, float) else "i64"
+        return recording.let(value.expr, (), element)
+    return operand(recording, value, "f64")

@@ -267,9 +267,11 @@ def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> T
             return x.recording.let(f"norm({x.name}, ord={order}, axis=({row}, {col})"
                                    f"{keep})", kept, x.element)
     if ord not in matrix:
-        raise TraceError(f"np.linalg.norm(ord={ord!r}) of a matrix needs its singular "
-                         f"values, not a built-in of the language yet ({user_line()}): "
-                         f"'fro', 1, -1, np.inf and -np.inf are traced")
+        spectral = "" if builtin_exists("norm") else \
+            " (2, -2 and 'nuc' need the built-in norm, not in the language yet)"
+        raise TraceError(f"np.linalg.norm(ord={ord!r}) of a matrix cannot be traced "
+                         f"({user_line()}): 'fro', 1, -1, np.inf, -np.inf, 2, -2 and 'nuc' "
+                         f"are matrix orders{spectral}")
     result = matrix[ord]()
     return result if keepdims else result.squeeze(axes)
 

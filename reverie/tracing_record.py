@@ -1,41 +1,49 @@
 """The recording behind `rv.trace` and `rv.fx`: `Recording` (the statements so far) and
 `Traced` (a stand-in whose every operation appends one `let`), with NumPy's operators,
 indexing, reshapes and reductions (the module docstring of `reverie.tracing` says what a
-recording means; `reverie.tracing_numpy` adds the NumPy and SciPy functions).
+recording means; `reverie.tracing_numpy` adds the NumPy and SciPy functions, and
+`reverie.tracing_slices` writes the subscripts and reshapes).
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
-import linecache
 import math
 import operator
-import os
 import re
-import sys
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from reverie import tracing_sizes
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.dsl.check import KEYWORDS
-from reverie.module import Module
-from reverie.tracing_sizes import Size, atom, combine, offset, product_factors, product_text
+from reverie.tracing_base import (
+    DTYPE_NAMES,
+    FLOAT_NAMES,
+    NUMPY_DTYPES,
+    RECORDER_FILES,
+    Axis,
+    TraceError,
+    element_name,
+    element_of,
+    factor_split,
+    shape_text,
+    user_line,
+)
+from reverie.tracing_sizes import Size, atom, combine, offset, product_text
+from reverie.tracing_slices import (
+    CONSTANT_LIMIT,
+    constant_index,
+    index_source,
+    reversed_slice,
+    slice_source,
+)
+from reverie.tracing_slices import reshape as reshape_to
 
-if TYPE_CHECKING:
-    from reverie.kernel import Kernel
-
-# NumPy dtypes and their Reverie names (docs/language.md §3).
-DTYPE_NAMES = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32",
-               np.dtype(np.int64): "i64", np.dtype(np.int32): "i32", np.dtype(np.bool_): "bool"}
-NUMPY_DTYPES = {name: dtype for dtype, name in DTYPE_NAMES.items()}
-FLOAT_NAMES = ("f32", "f64")
+RECORDER_FILES.add(__file__)
 
 # The elementwise built-ins of §2.3, read from the op table: the language name of each
 # (`relu`), and the NumPy ufuncs that mean the same (`np.exp` is `exp`).
@@ -55,43 +63,6 @@ UFUNCS: dict[str, Callable[..., Any]] = {}
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-
-
-class TraceError(TypeError):
-    """A Python construct that cannot be recorded; the message names the Python line."""
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One axis of a traced value: its size in the example and its dimension expression."""
-
-    size: int
-    dim: str
-
-
-# Frames of the recorders, skipped when naming the user's line.
-RECORDER_FILES = {__file__, tracing_sizes.__file__}
-# Frames of NumPy and SciPy, skipped too where a library function that has no recorder
-# reached a traced value (`user_line(libraries=True)`).
-LIBRARY_FILE = re.compile(r"[\\/](numpy|scipy)[\\/]")
-
-
-def user_line(libraries: bool = False) -> str:
-    """`file:line: source` of the innermost frame outside the recorders (the user's code),
-    and outside NumPy and SciPy with `libraries`."""
-    frame = sys._getframe(1)
-    while frame is not None and (frame.f_code.co_filename in RECORDER_FILES or (
-            libraries and LIBRARY_FILE.search(frame.f_code.co_filename))):
-        frame = frame.f_back
-    if frame is None:
-        return "<unknown>"
-    code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}: {code}"
-
-
-def element_name(dtype: str | np.dtype) -> str:
-    """The Reverie element type of `dtype`, a Reverie name (`"f64"`) or a NumPy dtype."""
-    return dtype if isinstance(dtype, str) else DTYPE_NAMES[np.dtype(dtype)]
 
 
 class Recording:
@@ -172,20 +143,20 @@ class Recording:
         """Parameters shaped like the `examples` (arrays or numbers); their names are
         claimed before any dimension is named, so the Python names win."""
         arrays = [np.asarray(value) for value in examples]
-        elements = [_element_of(name, a.dtype) for name, a in zip(names, arrays, strict=True)]
+        elements = [element_of(name, a.dtype) for name, a in zip(names, arrays, strict=True)]
         claimed = [self.claim(name) for name in names]
         return [self._parameter(name, a.shape, element)
                 for name, a, element in zip(claimed, arrays, elements, strict=True)]
 
     def param_like(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Traced:
         """A parameter of this shape and NumPy dtype: `x: f64[X0, X1]`."""
-        element = _element_of(name, dtype)
+        element = element_of(name, dtype)
         return self._parameter(self.claim(name), shape, element)
 
     def _parameter(self, name: str, shape: tuple[int, ...], element: str) -> Traced:
         axes = tuple(Axis(n, self.dim_for(n, f"{name.upper()}{i}"))
                      for i, n in enumerate(shape))
-        self.params.append(f"{name}: {element}{_shape_text(axes)}")
+        self.params.append(f"{name}: {element}{shape_text(axes)}")
         return Traced(self, name, axes, element)
 
     def let(self, expr: str, axes: tuple[Axis, ...], dtype: str | np.dtype,
@@ -250,30 +221,6 @@ def host_input(make: Callable[[Any], Any], like: Traced | None = None) -> Traced
     return maker(make, like)
 
 
-def _element_of(name: str, dtype: Any) -> str:
-    element = DTYPE_NAMES.get(np.dtype(dtype))
-    if element is None:
-        raise TraceError(f"argument '{name}' has dtype {np.dtype(dtype)}; Reverie takes "
-                         f"{', '.join(DTYPE_NAMES.values())}")
-    return element
-
-
-def _shape_text(axes: tuple[Axis, ...]) -> str:
-    return f"[{', '.join(a.dim for a in axes)}]" if axes else ""
-
-
-def _factors(dims: Iterable[str]) -> tuple[int, list[str]]:
-    """The product of dimension expressions as its integer coefficient and other factors."""
-    coefficient, factors = 1, []
-    for dim in dims:
-        for factor in product_factors(dim):
-            if factor.isdigit():
-                coefficient *= int(factor)
-            else:
-                factors.append(factor)
-    return coefficient, factors
-
-
 def broadcast(a: tuple[Axis, ...], b: tuple[Axis, ...],
               recording: Recording | None = None) -> tuple[Axis, ...]:
     """NumPy broadcasting of two shapes, keeping the non-1 axis of each pair (with the
@@ -328,7 +275,7 @@ class Traced:
     @property
     def size(self) -> int | Size:
         """The element count: the product of the dimensions."""
-        coefficient, factors = _factors(a.dim for a in self.axes)
+        coefficient, factors = factor_split(a.dim for a in self.axes)
         if not factors:
             return coefficient
         return Size(self.recording, product_text(coefficient, factors),
@@ -343,7 +290,7 @@ class Traced:
         return self.recording.let(f"{self.name}.T", self.axes[::-1], self.element)
 
     def __repr__(self) -> str:
-        return f"Traced({self.name}: {self.element}{_shape_text(self.axes)})"
+        return f"Traced({self.name}: {self.element}{shape_text(self.axes)})"
 
     # ------------------------------------------------------------ refusals
     def _refuse(self, what: str) -> TraceError:
@@ -455,7 +402,7 @@ class Traced:
         target = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
         if not target:  # to a scalar: the one element
             return self if not self.ndim else self[(0,) * self.ndim]
-        return _reshape(self, tuple(target))
+        return reshape_to(self, tuple(target))
 
     def ravel(self, order: str = "C") -> Traced:
         return self if self.ndim == 1 else self.reshape(-1, order=order)
@@ -485,7 +432,7 @@ class Traced:
 
     def astype(self, dtype: Any, **_: Any) -> Traced:
         target = dtype if isinstance(dtype, str) and dtype in NUMPY_DTYPES else \
-            _element_of("astype", dtype)
+            element_of("astype", dtype)
         if target == self.element:
             return self
         return self.recording.let(f"{target}({self.name})", self.axes, target)
@@ -727,15 +674,15 @@ def _subscript(x: Traced, key: tuple[Any, ...]) -> Traced:
     reversed_axes = [i for i, k in enumerate(key) if isinstance(k, slice) and k.step is not None
                      and operator.index(k.step) < 0]
     if reversed_axes:  # a negative step reads the flipped axis with a positive one
-        key = tuple(_reversed_slice(k, axis, x.recording) if i in reversed_axes else k
+        key = tuple(reversed_slice(k, axis, x.recording) if i in reversed_axes else k
                     for i, (k, axis) in enumerate(zip(key, x.axes, strict=True)))
         x = flip(x, reversed_axes)
     parts, axes = [], []
     for k, axis in zip(key, x.axes, strict=True):
         if isinstance(k, int | np.integer | Size):
-            parts.append(_index(k, axis))
+            parts.append(index_source(k, axis))
         elif isinstance(k, slice):
-            text, kept = _slice(k, axis, x.recording)
+            text, kept = slice_source(k, axis, x.recording)
             parts.append(text)
             axes.append(kept)
         else:
@@ -759,31 +706,6 @@ def flip(x: Traced, axes: Sequence[int]) -> Traced:
     return x.recording.index_let(indices, element, x.axes, x.element)
 
 
-def _reversed_slice(k: slice, axis: Axis, recording: Recording) -> slice:
-    """The positive-step slice of the flipped axis (`j = n - 1 - i`) that selects what
-    `k`, of a negative step, selects (in the flipped order, which is `k`'s)."""
-    step, n = -operator.index(k.step), axis.size
-    if axis.dim.isdigit():
-        picked = range(*k.indices(n))
-        first = n - 1 - picked[0] if picked else 0
-        return slice(first, first + (len(picked) - 1) * step + 1 if picked else 0, step)
-
-    def flipped(bound: Any) -> Any:
-        if isinstance(bound, Size) and bound.is_dim and 0 <= bound.value < n:
-            return Size(recording, combine(offset(axis.dim, -1), "-", bound.expr),
-                        n - 1 - bound.value, True)
-        value = operator.index(bound)
-        if -n <= value < 0:
-            return -value - 1
-        if 0 <= value < n:
-            return Size(recording, offset(axis.dim, -1 - value), n - 1 - value, True)
-        recording.fix(axis.dim)  # NumPy clips the bound to the axis's ends
-        return 0 if value >= n else n
-
-    return slice(None if k.start is None else flipped(k.start),
-                 None if k.stop is None else flipped(k.stop), step)
-
-
 def _advanced(x: Traced, key: tuple[Any, ...]) -> Traced:
     """Integer-array subscripts (NumPy's advanced indexing): constant integer or boolean
     arrays (`x[[0, 2]]`, `x[:, [1, 1]]`, `x[[0, 1], [2, 3]]`), one stack of the picked
@@ -802,7 +724,7 @@ def _advanced(x: Traced, key: tuple[Any, ...]) -> Traced:
                              f"cannot be traced ({user_line()}): index one axis at a time, "
                              f"x[i][:, j]")
         return _gather(x, key, traced[0], before)
-    constants = [_constant_index(key[i], x.axes[i]) for i in arrays]
+    constants = [constant_index(key[i], x.axes[i]) for i in arrays]
     try:
         shape = np.broadcast_shapes(*(c.shape for c in constants))
     except ValueError:
@@ -825,29 +747,6 @@ def _advanced(x: Traced, key: tuple[Any, ...]) -> Traced:
     return stacked if order == sorted(order) else stacked.transpose(order)
 
 
-# The most elements of a constant array (a subscript, `np.array([...])` of numbers) that
-# rv.trace writes out in the source; larger ones are arguments of the traced function.
-CONSTANT_LIMIT = 256
-
-
-def _constant_index(k: Any, axis: Axis) -> np.ndarray:
-    """A constant array subscript as integers (a boolean mask: the positions it holds)."""
-    array = np.asarray(k)
-    if array.dtype == np.bool_:
-        if array.ndim != 1 or array.size != axis.size:
-            raise TraceError(f"a boolean mask of shape {array.shape} must be 1-D and as long "
-                             f"as its axis ({axis.size}) ({user_line()})")
-        return np.flatnonzero(array)
-    if not np.issubdtype(array.dtype, np.integer) and array.size:
-        raise TraceError(f"subscript {k!r} cannot be traced ({user_line()}): index arrays "
-                         f"hold integers")
-    array = array.astype(np.int64)
-    if array.size and not (-axis.size <= array.min() and array.max() < axis.size):
-        raise TraceError(f"index {array.tolist()} is out of range for size {axis.size} "
-                         f"({user_line()})")
-    return array
-
-
 def _new_axes(x: Traced, key: tuple[Any, ...]) -> Traced:
     """`x[None, ..., 1]`: x indexed by the key without its `None`s, then reshaped with an
     axis of size 1 where each `None` stands (NumPy's `np.newaxis`)."""
@@ -862,95 +761,6 @@ def _new_axes(x: Traced, key: tuple[Any, ...]) -> Traced:
             sizes.insert(kept, 1)
         kept += k is None or isinstance(k, slice | Traced)
     return indexed.reshape(sizes)
-
-
-def _index(k: int | np.integer | Size, axis: Axis) -> str:
-    """An integer subscript as source: `2`, a size's expression, or `X0 - 1` for -1 (a
-    negative index counts from the end at every size, as NumPy's does)."""
-    if isinstance(k, Size) and k.is_dim and 0 <= k.value < axis.size:
-        return k.expr
-    index = operator.index(k)  # any other size: its example value, its dimensions fixed
-    if not -axis.size <= index < axis.size:
-        raise TraceError(f"index {index} is out of range for size {axis.size} "
-                         f"({user_line()})")
-    return str(index) if index >= 0 else offset(axis.dim, index)
-
-
-@dataclass(frozen=True)
-class Position:
-    """A slice bound resolved on its axis: `base + shift` (`base` None counts from 0),
-    at `value` in the example."""
-
-    base: str | None
-    shift: int
-    value: int
-
-    @property
-    def text(self) -> str:
-        return str(self.shift) if self.base is None else offset(self.base, self.shift)
-
-
-START = Position(None, 0, 0)
-
-
-def _position(bound: Any, axis: Axis, recording: Recording, at_end: bool) -> Position:
-    """Where a slice bound of a symbolic axis falls at every size: a negative bound counts
-    from the axis's dimension, a size is its own expression; a bound that NumPy clips to
-    the axis's ends is clipped for the example's size only (the axis is fixed)."""
-    if bound is None:
-        return Position(axis.dim, 0, axis.size) if at_end else START
-    if isinstance(bound, Size) and bound.is_dim and 0 <= bound.value <= axis.size:
-        return Position(bound.expr, 0, bound.value)
-    value = operator.index(bound)
-    if 0 <= value <= axis.size:
-        return Position(None, value, value)
-    if -axis.size <= value < 0:
-        return Position(axis.dim, value, axis.size + value)
-    recording.fix(axis.dim)
-    clipped = 0 if value < 0 else axis.size
-    return Position(None, clipped, clipped)
-
-
-def _slice(k: slice, axis: Axis, recording: Recording) -> tuple[str, Axis]:
-    """A slice as Reverie source with its result axis: `x[1:]` of `X0` is `X0 - 1` long,
-    `x[-2:]` is `X0 - 2:` and 2 long, at every size."""
-    step = 1 if k.step is None else operator.index(k.step)
-    if step <= 0:
-        raise TraceError(f"slices with a negative step cannot be traced ({user_line()})")
-    if axis.dim.isdigit():  # a literal axis: NumPy's own bounds
-        start, stop, _ = slice(k.start, k.stop).indices(axis.size)
-        stop = max(start, stop)
-        count = len(range(start, stop, step))
-        return f"{start}:{stop}" + (f":{step}" if step != 1 else ""), Axis(count, str(count))
-    start = _position(k.start, axis, recording, at_end=False)
-    stop = _position(k.stop, axis, recording, at_end=True)
-    end = Position(axis.dim, 0, axis.size)
-    if (start, stop, step) == (START, end, 1):
-        return ":", axis
-    length, count = _length(start, stop, recording)
-    if count == 0:
-        start = stop = Position(None, start.value, start.value)
-    if step != 1:
-        count = -(-count // step)
-        length = str(count) if length.isdigit() else combine(
-            combine(length, "+", str(step - 1)), "//", str(step))
-    text = (("" if start == START else start.text) + ":" + ("" if stop == end else stop.text)
-            + (f":{step}" if step != 1 else ""))
-    return text, Axis(count, length)
-
-
-def _length(start: Position, stop: Position, recording: Recording) -> tuple[str, int]:
-    """The length `stop - start` of a slice as a dimension expression, with its value; an
-    empty slice whose bounds depend on different sizes is empty at the example's only."""
-    count = max(stop.value - start.value, 0)
-    if start.base == stop.base:
-        return str(count), count
-    if count == 0:
-        recording.fix(f"{start.base} {stop.base}")
-        return "0", 0
-    if start.base is None:
-        return offset(stop.base, stop.shift - start.shift), count
-    return combine(stop.text, "-", start.text), count
 
 
 def _gather(x: Traced, key: tuple[Any, ...], at: int, before: int) -> Traced:
@@ -976,42 +786,6 @@ def _gather(x: Traced, key: tuple[Any, ...], at: int, before: int) -> Traced:
     rest = y.axes[:axis] + y.axes[axis + 1:]
     return x.recording.index_let(names, element, rest[:before] + index.axes + rest[before:],
                                  x.element)
-
-
-def _reshape(x: Traced, target: tuple[Any, ...]) -> Traced:
-    """`reshape` to sizes (`x.shape[0]`), numbers and at most one -1. The input's factors
-    that the target names again cancel, and the -1 is the product of the others
-    (`(X0, X1)` to `(-1,)` is `X0 * X1`, `(X0, X1)` to `(X0, -1)` is `X1`); where the
-    element counts agree only at the example's sizes (`reshape(3, 4)`), the dimensions
-    that do not cancel are fixed."""
-    entries = [n if isinstance(n, Size) and n.is_dim else operator.index(n) for n in target]
-    free = [i for i, n in enumerate(entries) if isinstance(n, int) and n == -1]
-    given = [n for i, n in enumerate(entries) if i not in free]
-    total = math.prod(a.size for a in x.axes)
-    known = math.prod(n.value if isinstance(n, Size) else n for n in given)
-    counts_agree = known > 0 and total % known == 0 if free else known == total
-    if len(free) > 1 or any(isinstance(n, int) and n < 0 for n in given) or not counts_agree:
-        raise TraceError(f"cannot reshape {x.shape} to {tuple(target)} ({user_line()})")
-    in_coefficient, in_factors = _factors(a.dim for a in x.axes)
-    coefficient, factors = _factors(n.expr if isinstance(n, Size) else str(n) for n in given)
-    extra_in = list((Counter(in_factors) - Counter(factors)).elements())
-    extra_target = list((Counter(factors) - Counter(in_factors)).elements())
-    exact = not extra_target and (in_coefficient % coefficient == 0 if free else
-                                  not extra_in and in_coefficient == coefficient)
-    if not exact:
-        x.recording.fix(" ".join(extra_in + extra_target))
-    axes = tuple(_free_axis(total // known, in_coefficient // coefficient, extra_in, exact)
-                 if i in free
-                 else Axis(n.value, n.expr) if isinstance(n, Size) else Axis(n, str(n))
-                 for i, n in enumerate(entries))
-    dims = ", ".join(a.dim for a in axes)
-    return x.recording.let(f"reshape({x.name}, ({dims},))", axes, x.element)
-
-
-def _free_axis(size: int, coefficient: int, factors: list[str], exact: bool) -> Axis:
-    """The axis of a reshape's -1: the product of the input's factors left over, or its
-    size where those were fixed."""
-    return Axis(size, product_text(coefficient, factors) if exact else str(size))
 
 
 def where(cond: Any, a: Any, b: Any) -> Traced:
@@ -1053,55 +827,3 @@ def concatenate(values: Sequence[Any], axis: int | None = 0, **_: Any) -> Traced
     return first.recording.let(f"concat(({names},), axis={axis})", axes, first.element)
 
 
-class TracedModule(Module):
-    """A module recorded by `trace`: stage "ast" prints the recorded Reverie source, and
-    its kernel is also found by the Python function's name (`module["<lambda>"]`,
-    `getattr(module, "exp")` for the kernel `exp_`) and as `module.kernel`."""
-
-    def __init__(self, source: str, name: str, traced_name: str | None = None) -> None:
-        super().__init__(source, name=name)
-        self.traced_name = traced_name or name
-
-    @property
-    def kernel(self) -> Kernel:
-        """The recorded function's kernel, whatever its name."""
-        return self.kernels[self.name]
-
-    def __getattr__(self, name: str) -> Kernel:
-        if name == self.__dict__.get("traced_name"):
-            return self.kernel
-        return super().__getattr__(name)
-
-    def __getitem__(self, name: str) -> Kernel:
-        return self.kernel if name == self.traced_name else super().__getitem__(name)
-
-    def ir(self, stage: str, *args: Any, **kwargs: Any) -> str:
-        if stage == "ast":
-            return self.source
-        return super().ir(stage, *args, **kwargs)
-
-
-def compile_recording(recording: Recording, name: str, outputs: Sequence[Any],
-                      tuple_return: bool = False,
-                      traced_name: str | None = None) -> TracedModule:
-    """The module of one function `name` holding `recording` and returning `outputs`."""
-    returned = [_returned(recording, r) for r in outputs]
-    if any(r.name in ("true", "false") or not r.name.isidentifier() for r in returned):
-        raise TraceError(f"{name} returns a constant, not a value computed from its "
-                         f"arguments")
-    value = ", ".join(r.name for r in returned)
-    source = "\n".join([*recording.header(traced_name or name),
-                        f"fn {name}({', '.join(map(recording.fixed_text, recording.params))})"
-                        " {",
-                        *map(recording.fixed_text, recording.lines),
-                        f"    return {f'({value})' if tuple_return else value};",
-                        "}", ""])
-    return TracedModule(source, name, traced_name)
-
-
-def _returned(recording: Recording, value: Any) -> Traced:
-    """A returned value as a traced one: a size is computed by a statement of its own."""
-    if isinstance(value, Size):
-        element = "f64" if isinstance(value.value, float) else "i64"
-        return recording.let(value.expr, (), element)
-    return operand(recording, value, "f64")
