@@ -216,6 +216,34 @@ def where_kernel(condition: object, a: object, b: object) -> CompiledKernel:
     return cached_kernel(("where", *params), params, (compute, result_tokens), body)
 
 
+@_memoised(lambda a, low, high: (_describe(a), low is None or _describe(low),
+                                 high is None or _describe(high)))
+def clamp_kernel(a: object, low: object, high: object) -> CompiledKernel:
+    """The kernel computing torch's `clamp(a, low, high)` (either bound may be None; they
+    broadcast): `a` where it lies within the bounds, the bounds included, so the gradient
+    reaches `a` there whole (a tie with a bound included, where `max(a, low)` would halve
+    it), else `min(max(a, low), high)`, whose rules give a bound its gradient where it wins
+    and nothing at a NaN entry or bound (torch.clamp's)."""
+    bounds = [(name, b) for name, b in (("lo", low), ("hi", high)) if b is not None]
+    operands = [a, *(b for _, b in bounds)]
+    compute = _binary_compute_dtype("maximum", operands)
+    dtypes = [compute if _is_scalar(x) else reverie_dtype(x.dtype) for x in operands]
+    tokens, result = _broadcast_tokens([() if _is_scalar(x) else tuple(x.shape)
+                                        for x in operands])
+    names = ["a", *(name for name, _ in bounds)]
+    params = [(n, (d, t)) for n, d, t in zip(names, dtypes, tokens, strict=True)]
+    value = _converted("a", dtypes[0], compute)
+    clamped, tests = value, []
+    for (name, _), dtype in zip(bounds, dtypes[1:], strict=True):
+        bound = _converted(name, dtype, compute)
+        clamped = f"{'max' if name == 'lo' else 'min'}({clamped}, {bound})"
+        tests.append(f"{value} {'>=' if name == 'lo' else '<='} {bound}")
+    body = clamped
+    if dtype_class(compute) == "float":
+        body = f"where({' and '.join(tests)}, {value}, {clamped})"
+    return cached_kernel(("clamp", *params), params, (compute, result), body)
+
+
 @_memoised(lambda op, a: (op, a.dtype, len(a.shape)))
 def unary_kernel(op: str, a: object) -> CompiledKernel:
     """The kernel computing built-in `op(a)` (one of UNARY_BUILTINS) elementwise."""

@@ -70,10 +70,14 @@ def where(condition: object, a: object, b: object) -> Tensor:
 
 
 def clamp(t: Tensor, low: object = None, high: object = None) -> Tensor:
-    """`t` limited to [low, high] (either may be None), recorded (torch's `clamp`)."""
-    if low is not None:
-        t = binary("maximum", t, low)
-    return t if high is None else binary("minimum", t, high)
+    """`t` limited to [low, high] (either may be None), recorded by one kernel with torch's
+    `clamp` gradient (`ops_kernels.clamp_kernel`)."""
+    if low is None and high is None:
+        return t
+    operands = [_operand(v) for v in (t, low, high) if v is not None]
+    if NotImplemented in [o if o is NotImplemented else None for o in operands]:
+        raise TypeError("clamp() takes Tensors, NumPy arrays or numbers as bounds")
+    return run_kernel(ops_kernels.clamp_kernel(*operands[:1], low, high), *operands)
 
 
 def matmul(a: object, b: object) -> Tensor:

@@ -176,6 +176,35 @@ def test_clamp_keeps_its_own_nan_convention() -> None:
     np.testing.assert_array_equal(g.numpy(), tg.numpy())
 
 
+@pytest.mark.parametrize("low, high", [(0.5, 3.0), (0.5, 0.5), (None, 3.0), (3.0, None),
+                                       (NAN, 3.0), (4.0, 1.0), (OTHER[0], None),
+                                       (OTHER[:, :1], WITH_TIES[2])])
+def test_clamp_as_torch_ties_included(low: object, high: object) -> None:
+    """torch.clamp gives the whole gradient to the input at a tie with a bound."""
+    bounds = [b for b in (low, high) if isinstance(b, np.ndarray)]
+    data = np.array([[0.5, 3.0, 2.0, NAN], [4.0, 0.5, -1.0, 3.0], [2.0, -1.0, 4.0, 4.0]])
+
+    def ours(x: rv.Tensor, *given: rv.Tensor) -> rv.Tensor:
+        it = iter(given)
+        return x.clamp(*(next(it) if isinstance(b, np.ndarray) else b for b in (low, high)))
+
+    def theirs(x: torch.Tensor, *given: torch.Tensor) -> torch.Tensor:
+        it = iter(given)
+        return x.clamp(*(next(it) if isinstance(b, np.ndarray) else b for b in (low, high)))
+
+    check_against_torch(ours, theirs, data, *bounds)
+
+
+def test_clamp_in_place_as_torch() -> None:
+    (x,), (tx,) = pair(WITH_TIES)
+    y, ty = x * 1.0, tx * 1.0
+    y.clamp_(0.5, 3.0)
+    ty.clamp_(0.5, 3.0)
+    (g,) = rv.grad(y.sum(), x)
+    (tg,) = torch.autograd.grad(ty.sum(), tx)
+    np.testing.assert_array_equal(g.numpy(), tg.numpy())
+
+
 # ---------------------------------------------------------------- max, min reductions
 
 
@@ -257,3 +286,38 @@ def test_names_are_served_by_rv() -> None:
     for name in ("where", "pow", "maximum", "minimum", "max", "min"):
         assert name in dir(rv)
         assert getattr(rv, name).__doc__
+
+
+# ---------------------------------------------------------------- rv.trace
+
+
+def traced_loss(x: object, y: object) -> object:
+    chosen = rv.where(x > 0, x, 0.5 * y) + rv.maximum(x, y) + rv.minimum(x, 2.0)
+    return (chosen + rv.pow(x * x + 1.0, 1.5)).sum() + rv.max(x) + rv.min(x, y).sum()
+
+
+def test_the_functions_trace_to_the_language() -> None:
+    x, y = np.array([1.0, -2.0, 3.0, 0.5]), np.array([0.5, 1.0, 4.0, 0.5])
+    module = rv.trace(traced_loss, x, y)
+    for written in ("where(", "max(x, y)", "min(x, 2.0)", "** 1.5", "max(x)", "min(x, y)"):
+        assert written in module.source
+    tx, ty = pair(x, y)[1]
+    expected = traced_loss_torch(tx, ty)
+    kernel = module["traced_loss"]
+    np.testing.assert_allclose(kernel(x, y), expected.detach().numpy(), rtol=1e-13)
+    grads = kernel.grad()(x, y)
+    expected_grads = torch.autograd.grad(expected, (tx, ty))
+    for g, e in zip(grads, expected_grads, strict=True):
+        np.testing.assert_allclose(g, e.numpy(), rtol=1e-13)
+    ours = traced_loss(rv.tensor(x), rv.tensor(y))
+    np.testing.assert_allclose(ours.numpy(), expected.detach().numpy(), rtol=1e-13)
+
+
+def traced_loss_torch(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    chosen = torch.where(x > 0, x, 0.5 * y) + torch.maximum(x, y) + torch.clamp(x, max=2.0)
+    return (chosen + torch.pow(x * x + 1.0, 1.5)).sum() + torch.max(x) + torch.min(x, y).sum()
+
+
+def test_values_and_indices_are_not_traced() -> None:
+    with pytest.raises(TypeError, match=r"rv.max\(t, dim\).*t.max\(axis=\)"):
+        rv.trace(lambda x: rv.max(x, 0).values, np.ones(3))
