@@ -14,6 +14,8 @@ row-major stacks of the same batch:
                                                           diagonal read as ones when unit
     %x = solve %a, %b : f64[N, K]                          A X = B (NaN where A is singular)
     %s, %l = slogdet %a : f64[B], f64[B]                   det A = s · exp(l), s in {-1, 0, 1}
+    %d = det %a : f64[B]                                   s · exp(l) of slogdet (an op of its
+                                                          own for its gradient at singular A)
     %w, %v = eigh %a : f64[N], f64[N, N]                   A = V diag(w) Vᵀ from A's lower
                                                           triangle, w ascending (LAPACK syevd)
     %u, %s, %vh = svd %a : f64[M, K], f64[K], f64[K, N]    reduced SVD, K = min(M, N), s
@@ -42,7 +44,7 @@ from reverie.compiler.ir.types import FLOAT_DTYPES, ShapeError, TensorType
 if TYPE_CHECKING:
     from reverie.compiler.ir.core import Op
 
-LINALG_OPS = ("cholesky", "triangular_solve", "solve", "slogdet", "eigh", "svd", "qr")
+LINALG_OPS = ("cholesky", "triangular_solve", "solve", "slogdet", "det", "eigh", "svd", "qr")
 
 
 def smaller(m: Dim, n: Dim) -> Dim:
@@ -68,8 +70,8 @@ def _infer_square(name: str) -> Callable[..., list[TensorType]]:
         a = ops[0]
         if name == "cholesky":
             return [a]
-        if name == "slogdet":
-            return [TensorType(a.dtype, a.shape[:-2])] * 2
+        if name in ("slogdet", "det"):
+            return [TensorType(a.dtype, a.shape[:-2])] * (2 if name == "slogdet" else 1)
         return [TensorType(a.dtype, a.shape[:-1]), a]          # eigh
     return infer
 
@@ -156,6 +158,9 @@ def linalg_arrays(name: str, args: list[np.ndarray], attrs: dict[str, Any]) -> l
         out = [per_matrix(np.linalg.solve, a, args[1])]
     elif name == "slogdet":
         out = list(np.linalg.slogdet(a))
+    elif name == "det":
+        sign, logabs = np.linalg.slogdet(a)
+        out = [sign * np.exp(logabs)]
     elif name == "eigh":
         out = list(np.linalg.eigh(a, UPLO="L"))
     elif name == "svd":
@@ -201,6 +206,8 @@ for _name, _infer, _attrs, _doc in (
      "`%x = solve %a, %b : f64[N, K]`."),
     ("slogdet", _infer_square("slogdet"), {},
      "Sign and log of |det A|: `%s, %l = slogdet %a : f64, f64`."),
+    ("det", _infer_square("det"), {},
+     "Determinant, as slogdet's sign · exp(log|det|): `%d = det %a : f64`."),
     ("eigh", _infer_square("eigh"), {},
      "Eigenvalues (ascending) and eigenvectors of the symmetric matrix A's lower triangle: "
      "`%w, %v = eigh %a : f64[N], f64[N, N]`."),

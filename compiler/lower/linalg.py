@@ -10,7 +10,8 @@ The factorisations are ops of `ir/ops_linalg.py`; the rest are spelled out here 
     solve(a, b)                 A X = B; b of one axis is a vector (NumPy 2)
     inv(a)                      solve(a, I)
     slogdet(a)                  (sign, log|det|), a tuple: `let (s, l) = slogdet(a);`
-    det(a)                      sign · exp(log|det|)
+    det(a)                      sign · exp(log|det|) (an op: its gradient is the cofactor
+                                matrix, at singular matrices too)
     eigh(a)                     (w, V) from A's lower triangle
     svd(a, full_matrices=true, compute_uv=true)
                                 (U, s, Vh) reduced; `full_matrices=true` needs square
@@ -172,9 +173,9 @@ class LinalgLowering(ScanLowering):
         return ExprTuple([ExprValue(v) for v in self.builder.emit_at(call.span, "slogdet", [a])])
 
     def _det(self, call: ast.Call) -> ExprValue:
-        sign, logabs = self._slogdet(call).elements
-        s = self.builder
-        return ExprValue(s.mul(sign.value, s.op("exp", [logabs.value])))
+        signature(call, 1, set())
+        a = self.matrix(call.args[0], "det").value
+        return ExprValue(self.builder.op_at(call.span, "det", [a]))
 
     def _eigh(self, call: ast.Call) -> ExprTuple:
         signature(call, 1, set())

@@ -48,6 +48,9 @@ def _copy(em: Emitter, lowering: BlockLowering, value: Value, into: View) -> Non
 
 def lower_linalg(lowering: BlockLowering, op: Op, em: Emitter) -> None:
     """The op's results by one `LinalgCall` on buffers holding copies of its operands."""
+    if op.name == "det":
+        lower_det(lowering, op, em)
+        return
     operands, results = IN_PLACE[op.name]
     batch, m, n, k = sizes = _sizes(op)
     dtype = op.operands[0].type.dtype
@@ -73,3 +76,18 @@ def lower_linalg(lowering: BlockLowering, op: Op, em: Emitter) -> None:
     for source, target in moves:
         index, body = em.nest([(Dim.const(0), d) for d in target.shape])
         body.stmts.append(Store(target, index, body.load(View.of(source), index)))
+
+
+def lower_det(lowering: BlockLowering, op: Op, em: Emitter) -> None:
+    """det = sign · exp(log|det|) of slogdet's helper, into temporaries."""
+    a, dtype, shape = op.operands[0], op.result.type.dtype, op.result.type.shape
+    copy, sign, logabs = (lowering.ctx.temp(dtype, s) for s in (a.type.shape, shape, shape))
+    pivots = lowering.ctx.temp("i64", (a.type.shape[-1],))
+    _copy(em, lowering, a, View.of(copy))
+    em.stmts.append(LinalgCall("slogdet", dtype, [copy, sign, logabs, pivots], _sizes(op)))
+    out = lowering.buffer_for(op.result)
+    index, body = em.nest([(Dim.const(0), d) for d in shape])
+    size = body.let("exp", (body.load(View.of(logabs), index),), dtype)
+    body.stmts.append(Store(out, index, body.let("mul", (body.load(View.of(sign), index), size),
+                                                 dtype)))
+    lowering.env[op.result] = out

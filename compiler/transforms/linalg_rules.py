@@ -14,7 +14,10 @@ conventions:
   U or Vh carries a cotangent, zero) singular values give inf or NaN, as in torch and JAX,
   unless only the eigenvalues or singular values carry a cotangent;
 - slogdet's sign carries no derivative; at a singular matrix log|det| has an infinite
-  gradient (NaN), as `det` = sign · exp(log|det|) then has (torch returns the adjugate);
+  gradient (NaN); det's gradient is the cofactor matrix det(A) A⁻ᵀ, and at a singular matrix
+  (det = 0) torch's adjugate from the SVD, det(U) det(Vh) U diag(∏_{j≠i} s_j) Vh (exact
+  there; its own derivative is not taken: second derivatives at exactly singular matrices
+  are NaN, and the SVD is computed in every gradient of det);
 - qr's derivative needs M >= N (torch's reduced-QR rule; JAX's JVP).
 
 Φ(X) below is the lower triangle of X with its diagonal halved; F∘X the elementwise
@@ -26,11 +29,12 @@ from __future__ import annotations
 
 from reverie.compiler.ir.core import Op, Value
 from reverie.compiler.ir.dims import Dim, is_nonnegative
+from reverie.compiler.ir.ops_linalg import LINALG_OPS
 from reverie.compiler.ir.scope import Scope
 from reverie.compiler.transforms import matrices as mx
 from reverie.compiler.transforms.batch_rules import BATCH_RULES, BatchContext, Flags
 from reverie.compiler.transforms.forward_rules import JVP_RULES, Dots, JvpContext
-from reverie.compiler.transforms.reverse_rules import VJP_RULES, Bars, RuleContext
+from reverie.compiler.transforms.reverse_rules import VJP_RULES, Bars, RuleContext, prod_partials
 from reverie.dsl.diagnostics import error_at
 
 
@@ -156,6 +160,33 @@ def _slogdet_jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
     product = s.mul(_inverse_transpose(s, a), dots[0])
     return [s.zeros(op.results[0].type),
             s.op("reduce_sum", [product], {"axes": (rank - 2, rank - 1)})]
+
+
+def _cofactors(s: Scope, a: Value, d: Value) -> Value:
+    """C = det(A) A⁻ᵀ, or where det(A) = 0 the adjugate from the SVD (torch's)."""
+    regular = s.mul(_expand(s, d, a.type), _inverse_transpose(s, a))
+    u, sv, vh = s.emit("svd", [a]).results
+    signs = s.mul(s.emit("slogdet", [u]).results[0], s.emit("slogdet", [vh]).results[0])
+    others = prod_partials(s, sv, (sv.type.rank - 1,))
+    adjugate = s.mul(mx.mm(s, mx.scale_columns(s, u, others), vh), _expand(s, signs, a.type))
+    singular = s.eq(_expand(s, d, a.type), s.zeros(a.type))
+    return s.select(singular, s.op("stop_gradient", [adjugate]), regular)
+
+
+@VJP_RULES.register("det")
+def _det_vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """Ā = d̄ · C, C the cofactor matrix (`_cofactors`)"""
+    s, a = ctx.scope, op.operands[0]
+    return [s.mul(_expand(s, bars[0], a.type), _cofactors(s, a, op.result))]
+
+
+@JVP_RULES.register("det")
+def _det_jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
+    """ḋ = Σ C ∘ Ȧ"""
+    s, a = ctx.scope, op.operands[0]
+    rank = a.type.rank
+    return [s.op("reduce_sum", [s.mul(_cofactors(s, a, op.result), dots[0])],
+                 {"axes": (rank - 2, rank - 1)})]
 
 
 # ---------------------------------------------------------------- eigh
@@ -286,7 +317,7 @@ def _qr_jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
 # ---------------------------------------------------------------- batching
 
 
-@BATCH_RULES.register("cholesky", "triangular_solve", "solve", "slogdet", "eigh", "svd", "qr")
+@BATCH_RULES.register(*LINALG_OPS)
 def _batch(ctx: BatchContext, op: Op, xs: list[Value], flags: Flags) -> list[Value]:
     """op(x: [B, …]) = op(x): the batch is one more leading axis of the stacks"""
     operands = [ctx.lift(x, f) for x, f in zip(xs, flags, strict=True)]

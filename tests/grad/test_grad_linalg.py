@@ -34,6 +34,7 @@ fn dets(a: f64[B, N, N], w: f64[B]) -> f64 {
     let (s, l) = slogdet(a);
     return sum(det(a) * w) + sum(s * l);
 }
+fn det_only(a: f64[B, N, N], w: f64[B]) -> f64 { return sum(det(a) * w); }
 fn eig(x: f64[B, N, N], w: f64[B, N, N]) -> f64 {
     let (e, v) = eigh(x + transpose(x, (0, 2, 1)));
     return sum(e * e * e) + sum(v * v * w);
@@ -133,6 +134,31 @@ def test_hessian_and_jvp_match_torch(module: rv.Module, name: str) -> None:
     _, want_dot = torch.autograd.functional.jvp(loss, ts[0], torch.tensor(tangent))
     got = module[name].jvp(wrt=0)(*args, tangent)
     np.testing.assert_allclose(got[1], want_dot.numpy(), rtol=1e-8, atol=1e-10)
+
+
+def _cofactors(a: np.ndarray) -> np.ndarray:
+    """The cofactor matrix of each matrix, from its minors."""
+    out = np.empty_like(a)
+    for index in np.ndindex(*a.shape):
+        *batch, i, j = index
+        minor = np.delete(np.delete(a[tuple(batch)], i, 0), j, 1)
+        out[index] = (-1) ** (i + j) * np.linalg.det(minor)
+    return out
+
+
+def test_det_gradient_at_singular_matrices_is_the_adjugate(module: rv.Module) -> None:
+    """Where det(A) = 0 exactly, the cofactor matrix (from the SVD, as torch computes it;
+    torch 2.13 gives 0 for this zero-column matrix, whose cofactors are not all 0)."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((B, N, N))
+    a[0] = np.ones((N, N))                      # rank 1: the adjugate is 0
+    a[0, 0, 0] = 2.0                            # rank 2
+    a[1, :, 0] = 0.0                            # a zero column: rank N - 1
+    w = rng.standard_normal(B)
+    assert not np.linalg.det(a).any()
+    got = module.det_only.grad(wrt=0)(a, w)
+    np.testing.assert_allclose(got, _cofactors(a) * w[:, None, None], rtol=1e-9, atol=1e-12)
+    assert np.abs(got[1]).max() > 0.1
 
 
 @pytest.mark.parametrize("name", ["chol", "tri", "lin", "dets", "eig", "sing", "house",
