@@ -102,3 +102,9 @@ def test_rv_grad_of_several_elements_needs_grad_outputs_as_torch() -> None:
     tx = torch.tensor(X, requires_grad=True)
     with pytest.raises(RuntimeError, match="scalar outputs"):
         torch.autograd.grad(tx * 2.0, tx)
+
+
+def test_a_traced_function_of_a_size_one_result() -> None:
+    module = rv.trace(lambda x: (x * x).sum().reshape(1, 1), X)
+    (kernel,) = module.kernels.values()
+    np.testing.assert_allclose(kernel.grad(0)(X), 2 * X, rtol=1e-15)
