@@ -181,6 +181,8 @@ IN_PLACE: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
     "slogdet": ((0,), (1, 2)), "eigh": ((1,), (0, 1)), "svd": ((0,), (1, 2, 3)),
     "qr": ((0,), (1, 2)),
 }
+# the buffers a helper only reads (by op): an operand already in a whole buffer is passed as is
+READ_ONLY: dict[str, tuple[int, ...]] = {"triangular_solve": (0,)}
 FLAG_BITS = ("lower", "transpose", "unit_diagonal")   # bit 0, 1, 2 of `LinalgCall.flags`
 
 

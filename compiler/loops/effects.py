@@ -91,8 +91,8 @@ def helper_buffers(s: Matmul | Sort | LinalgCall) -> list[tuple[Buffer, bool]]:
         return [(s.a.buffer, False), (s.b.buffer, False), (s.out.buffer, True), (s.pack, True)]
     if isinstance(s, Sort):
         return [(s.keys.buffer, False), (s.out.buffer, True), (s.scratch, True)]
-    # in place: every buffer read, then written
-    return [(buffer, write) for buffer in s.buffers for write in (False, True)]
+    # in place: every buffer read, then those it writes written
+    return [(b, False) for b in s.buffers] + [(b, True) for b in s.written]
 
 
 def effects(stmt: Stmt, groups: dict[int, int]) -> Effects:

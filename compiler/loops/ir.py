@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from reverie.compiler.ir.capacity import CapacityError
 from reverie.compiler.ir.dims import Dim, Shape, num_elements
 from reverie.compiler.ir.iteration_limit import limit_error
+from reverie.compiler.ir.ops_linalg import READ_ONLY
 
 if TYPE_CHECKING:
     from reverie.compiler.to_loops.boundary import CallBoundary
@@ -314,6 +315,12 @@ class LinalgCall:
     @property
     def helper(self) -> str:
         return f"rv_linalg_{self.op}_{self.dtype}"
+
+    @property
+    def written(self) -> list[Buffer]:
+        """The buffers the helper writes (all but those it only reads)."""
+        kept = READ_ONLY.get(self.op, ())
+        return [b for i, b in enumerate(self.buffers) if i not in kept]
 
 
 Stmt = Let | Load | Store | Accumulator | Accumulate | ArgUpdate | Check | If | Guarded | Loop | \

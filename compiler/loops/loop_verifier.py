@@ -400,16 +400,17 @@ class _Verifier:
         self.write(stmt.out)
 
     def _linalgcall(self, stmt: LinalgCall, scope: _Scope) -> None:
-        """Whole float buffers (integer pivots), each read and written in place."""
+        """Whole float buffers (integer pivots), read and (but for read-only operands)
+        written in place."""
         for d in stmt.sizes:
             self.dim(d, scope)
         for buffer in stmt.buffers:
-            view = View.of(buffer)
-            self.view(view, scope)
+            self.view(View.of(buffer), scope)
             if buffer.dtype not in (stmt.dtype, "i64"):
                 self.fail(f"linalg {stmt.op} of {stmt.dtype} given the {buffer.dtype} buffer "
                           f"{buffer.name}")
-            self.write(view)
+        for buffer in stmt.written:
+            self.write(View.of(buffer))
 
     def _sort(self, stmt: Sort, scope: _Scope) -> None:
         for view in (stmt.out, stmt.keys):

@@ -5,7 +5,8 @@ result buffers. The helpers (`runtime_library/lapack.py`) work in place on whole
 row-major buffers, so each operand is first copied (a loop nest reading it wherever it
 lives: a buffer, a strided view, or a fused producer) into the buffer the op's table
 (`ir/ops_linalg.py`, IN_PLACE) names: a result's buffer when the op overwrites the operand
-with that result, else a temporary. A result whose target is not a whole buffer (a view
+with that result, else a temporary (an operand the helper only reads is passed as is
+when it already is a whole buffer). A result whose target is not a whole buffer (a view
 into another) is computed in a temporary and copied there. `cholesky(a)` of an f64[B, N, N]
 `a` computed elementwise:
 
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from reverie.compiler.ir.core import Op, Value
 from reverie.compiler.ir.dims import Dim, num_elements
-from reverie.compiler.ir.ops_linalg import IN_PLACE, flags_of, smaller
+from reverie.compiler.ir.ops_linalg import IN_PLACE, READ_ONLY, flags_of, smaller
 from reverie.compiler.loops.ir import Buffer, LinalgCall, Store, View
 from reverie.compiler.to_loops.emitter import Emitter
 
@@ -64,6 +65,11 @@ def lower_linalg(lowering: BlockLowering, op: Op, em: Emitter) -> None:
             moves.append((buffers[slot], target))
         lowering.env[value] = target
     for slot, value in zip(operands, op.operands, strict=True):
+        bound = lowering.env.get(value)
+        if slot in READ_ONLY.get(op.name, ()) and isinstance(bound, View) and \
+                bound.covers(bound.buffer):   # already a whole buffer, which stays unchanged
+            buffers[slot] = bound.buffer
+            continue
         if buffers[slot] is None:
             buffers[slot] = lowering.ctx.temp(dtype, value.type.shape)
         _copy(em, lowering, value, View.of(buffers[slot]))
