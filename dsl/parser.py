@@ -18,7 +18,11 @@ them from `check.py`, not from here.
 - shapes the grammar accepts only to reject them with a better message (chained
   comparisons, unknown dtypes, ...) are refused by `ast_builder`;
 - brackets and the AST are limited to MAX_NESTING levels (here and in `ast_builder`), so
-  the recursive passes that run after the parser cannot overflow the Python stack.
+  the recursive passes that run after the parser cannot overflow the Python stack;
+- after a syntax error parsing resumes after the statement that holds it (at the next `fn`
+  outside a function body), so one ParseError lists them all; its `partial` module holds
+  the functions without one, which the pipeline's parse stage type-checks to report
+  their errors in the same ParseError (`module_lowering.with_type_errors`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ own range (here 0..N), and the body yields the reduction's identity at the point
 `max`/`min`. Only reduction indices may be bounded this way; the output of `let` stays
 rectangular.
 
+A bound may also mention the variable of an enclosing `for` over a dimension range
+(`for j in 0..N { let s = sum[k in 0..j](x[k]); }`): it counts as an outer index whose
+range is the loop's (`index_notation.py` `_loop_ranges`), and the mask reads its value.
+
 `bounding_range` is the static part (the box, from the declaration); `TriangularMasks`
 adds the mask to a generic body.
 """
