@@ -49,11 +49,10 @@ from reverie.tracing_record import (
     operand,
     recorded,
     stack,
-    strong,
     user_line,
     where,
 )
-from reverie.tracing_sizes import atom, offset
+from reverie.tracing_sizes import Size, atom, offset
 
 RECORDER_FILES.add(__file__)
 
@@ -445,28 +444,6 @@ def reshape(x: Any, shape: Any = None, order: str = "C", **kwargs: Any) -> Trace
     return as_traced(x).reshape(shape, order=order)
 
 
-def full(axes: tuple[Axis, ...], value: Any, element: str, like: Traced) -> Traced:
-    """A value of shape `axes` filled with `value`: `let t[i in 0..N] = f64(0.0);`."""
-    fill = operand(like.recording, value, element)
-    if not axes:
-        return strong(fill)
-    return like.recording.index_let([(f"k{i}", a.dim) for i, a in enumerate(axes)],
-                                    lambda *_: f"{element}({fill.name})", axes, element)
-
-
-def _like(value: Any) -> Callable[..., Traced]:
-    def make(x: Any, dtype: Any = None, **_: Any) -> Traced:
-        x = as_traced(x)
-        element = x.element if dtype is None else Traced.astype(x, dtype).element
-        return full(x.axes, value, element, x)
-
-    return make
-
-
-def full_like(x: Any, fill_value: Any, dtype: Any = None, **kwargs: Any) -> Traced:
-    return _like(fill_value)(x, dtype)
-
-
 def repeat(x: Any, repeats: Any, axis: Any = None) -> Traced:
     """`np.repeat` by a constant count: each element `r` times along the axis, in index
     notation on a new axis, merged (`let t[i, r in 0..3] = x[i]`, then reshaped)."""
@@ -607,8 +584,7 @@ ARRAY_FUNCTIONS.update({
     "append": append, "repeat": repeat, "tile": tile, "pad": pad, "roll": roll,
     "flip": flip_axes, "fliplr": lambda x: flip_axes(x, 1), "flipud": lambda x: flip_axes(x, 0),
     "rot90": rot90, "tril": tri("tril"), "triu": tri("triu"),
-    "zeros_like": _like(0), "ones_like": _like(1), "empty_like": _like(0),
-    "full_like": full_like, "copy": lambda x, **_: as_traced(x),
+    "copy": lambda x, **_: as_traced(x),
     "asarray": lambda x, dtype=None, **_: as_traced(x) if dtype is None
     else as_traced(x).astype(dtype),
     "real": lambda x: as_traced(x), "shape": lambda x: as_traced(x).shape,
@@ -640,12 +616,19 @@ def _holds_traced(value: Any) -> bool:
         else isinstance(value, Traced)
 
 
-def _recording_version(original: Callable[..., Any],
-                       recorder: Callable[..., Any]) -> Callable[..., Any]:
+def _holds_size(value: Any) -> bool:
+    """A size or a traced value, also inside lists (what makes a factory record)."""
+    if isinstance(value, list | tuple):
+        return any(map(_holds_size, value))
+    return isinstance(value, Size) or _holds_traced(value)
+
+
+def _recording_version(original: Callable[..., Any], recorder: Callable[..., Any],
+                       trigger: Callable[[Any], bool] = _holds_traced) -> Callable[..., Any]:
     """`original`, except that a call with a traced value among its arguments (also
-    inside lists) is recorded by `recorder`."""
+    inside lists; `trigger` says what counts) is recorded by `recorder`."""
     def version(*args: Any, **kwargs: Any) -> Any:
-        if any(map(_holds_traced, args)) or any(map(_holds_traced, kwargs.values())):
+        if any(map(trigger, args)) or any(map(trigger, kwargs.values())):
             name = f"{original.__module__}.{original.__name__}".removeprefix("numpy.")
             return recorded(name.replace("numpy", "np"), recorder, *args, **kwargs)
         return original(*args, **kwargs)
@@ -682,18 +665,23 @@ def _along(builtin: str, x: Any, axis: Any) -> Traced:
     return x.along(builtin, axis)
 
 
-def _bindings() -> Iterator[tuple[Any, str, Callable[..., Any]]]:
-    """(module, attribute, recorder) of every entry point whose module is imported."""
-    for name, recorder in ENTRY_POINTS.items():
+# Entry points that record when a size is among their arguments (`np.zeros((n, 3))`
+# with `n = len(x)`), filled by `reverie.tracing_factories`.
+SIZE_ENTRY_POINTS: dict[str, Callable[..., Any]] = {}
+
+
+def _bindings() -> Iterator[tuple[Any, str, Callable[..., Any], Callable[[Any], bool]]]:
+    """(module, attribute, recorder, trigger) of every entry point whose module is
+    imported."""
+    points = [(name, recorder, _holds_traced) for name, recorder in ENTRY_POINTS.items()]
+    points += [(name, recorder, _holds_size) for name, recorder in SIZE_ENTRY_POINTS.items()]
+    points += [(f"numpy.{name}", recorder, _holds_traced)
+               for name, recorder in ARRAY_FUNCTIONS.items()]
+    for name, recorder, trigger in points:
         module_name, _, attribute = name.rpartition(".")
         module = sys.modules.get(module_name)
-        if module is not None and hasattr(module, attribute):
-            yield module, attribute, recorder
-    for name, recorder in ARRAY_FUNCTIONS.items():
-        module_name, _, attribute = f"numpy.{name}".rpartition(".")
-        module = sys.modules.get(module_name)
         if module is not None and callable(getattr(module, attribute, None)):
-            yield module, attribute, recorder
+            yield module, attribute, recorder, trigger
 
 
 @contextmanager
@@ -705,11 +693,13 @@ def numpy_entry_points(fn: Callable[..., Any]) -> Iterator[None]:
     namespace = namespace if isinstance(namespace, dict) else {}
     saved: list[tuple[Any, str, Any]] = []
     replaced: dict[int, Callable[..., Any]] = {}
-    for module, attribute, recorder in _bindings():
+    for module, attribute, recorder, trigger in _bindings():
         original = getattr(module, attribute)
-        if isinstance(original, np.ufunc):
+        if isinstance(original, np.ufunc) or (module, attribute) in {
+                (m, a) for m, a, _ in saved}:  # a ufunc dispatches; the first binding wins
             continue
-        version = replaced.setdefault(id(original), _recording_version(original, recorder))
+        version = replaced.setdefault(id(original),
+                                      _recording_version(original, recorder, trigger))
         saved.append((module, attribute, original))
         setattr(module, attribute, version)
     globals_saved = {name: value for name, value in namespace.items()

@@ -214,6 +214,9 @@ class Size:
         value = ARITHMETIC[op](a.value, b.value)
         is_dim = a.is_dim and b.is_dim and (
             op in ("+", "-", "*") or (op == "//" and b.expr.isdigit() and b.value > 0))
+        if is_dim and op in ("+", "-") and b.expr.isdigit():  # `n + 1 - 1` is `n`
+            return Size(self.owner, offset(a.expr, int(b.expr) * (1 if op == "+" else -1)),
+                        value, is_dim)
         return Size(self.owner, combine(a.expr, op, b.expr), value, is_dim)
 
     def __add__(self, o): return self._arithmetic("+", o)

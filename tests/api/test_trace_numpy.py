@@ -138,6 +138,11 @@ PROGRAMS = {
     "norm_axis": (lambda x: np.linalg.norm(x, axis=1) + np.linalg.norm(x, ord=1, axis=1,
                                                                        keepdims=True)[:, 0],
                   [(4, 3)], [(2, 5)]),
+    "factories": (lambda x: (np.zeros((len(x), 3)) + np.ones(x.shape[0])[:, None]
+                             + np.eye(len(x))[:, :3] + np.full((len(x), 1), 2.0)).T @ x
+                  + (np.arange(len(x)) * x).sum() + np.identity(x.shape[0]).sum()
+                  + (np.arange(1, len(x) + 1) * x).sum() + np.zeros_like(x).sum()
+                  + np.full_like(x, 0.5) @ x, [(5,)], [(7,)]),
     # autograd tests/test_scalar_ops.py, test_scipy.py: elementwise names
     "operators": (lambda x, y: x % 1.5 + y // 0.7 + 2.0 ** x + abs(y) + (-x) + (+y)
                   + np.pi * x - 1.0 / (2.0 + y * y) + (3 - x) % 2.0, [(4,), (4,)],
