@@ -67,6 +67,7 @@ COMPOUND_OPERATORS = frozenset({"+", "-", "*", "/", "%", "@", "**", "//"})
 TERMINAL_WORDS = {"NAME": "identifier", "INT": "number", "FLOAT": "number", "$END": "end of file"}
 BRACKET_PAIRS = {")": "(", "]": "[", "}": "{"}
 NEXT_FUNCTION = re.compile(r"^[ \t]*fn\b", re.MULTILINE)  # where parsing resumes after an error
+ELSE = re.compile(r"\s*else\b")  # after an `if` block's `}`: the statement goes on
 MAX_SYNTAX_ERRORS = 50  # reported of one source (each costs a parse of the whole text)
 
 
@@ -165,7 +166,7 @@ def _statement_around(text: str, offset: int) -> tuple[int, int] | None:
             break
         elif char == "}":
             depth -= 1
-            if depth == 0 and not text[pos + 1:].lstrip().startswith("else"):
+            if depth == 0 and not ELSE.match(text, pos + 1):
                 end = pos + 1
                 break
         elif depth == 0:
