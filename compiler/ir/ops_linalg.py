@@ -167,7 +167,7 @@ def linalg_arrays(name: str, args: list[np.ndarray], attrs: dict[str, Any]) -> l
         out = list(np.linalg.svd(a, full_matrices=False))
     else:
         out = list(np.linalg.qr(a, mode="reduced"))
-    return [np.ascontiguousarray(np.asarray(x, dtype=dtype)) for x in out]
+    return [np.asarray(x, dtype=dtype, order="C") for x in out]
 
 
 def _evaluate(ctx: Any, args: list[np.ndarray], op: Op) -> list[np.ndarray]:
