@@ -1,8 +1,9 @@
 """Module-level checks that need no types: names of functions and parameters, recursion.
 
-Consumes an `ast.Module` and the names it may not define (the built-ins, which the lowering
-implements and hands in as `compiler/lower/module_lowering.py:RESERVED`, so the front end
-imports nothing of the compiler); raises `TypeCheckError` or returns None.
+Consumes an `ast.Module` and the names no function may take (the casts and `bool`, which
+the lowering hands in as `compiler/lower/module_lowering.py:DTYPE_NAMES`, so the front end
+imports nothing of the compiler; a function named like another built-in shadows it);
+raises `TypeCheckError` or returns None.
 Types, dtypes and shapes are checked while lowering to the tensor IR
 (`reverie.compiler.lower`), where every op's shape rule runs.
 """
@@ -47,7 +48,7 @@ def _check_recursion(functions: dict[str, ast.FunctionDef]) -> None:
 
 
 def check_module(module: ast.Module, reserved: frozenset[str]) -> None:
-    """Duplicate names, functions named after a name in `reserved`, and recursive calls:
+    """Duplicate names, functions named after a dtype (`reserved`), and recursive calls:
     raises one TypeCheckError with a diagnostic for each such mistake."""
     diagnostics: list[Diagnostic] = []
     functions: dict[str, ast.FunctionDef] = {}
@@ -57,7 +58,7 @@ def check_module(module: ast.Module, reserved: frozenset[str]) -> None:
                                              f"function '{fn.name}' is defined twice"))
         elif fn.name in reserved:
             diagnostics.append(diagnostic_at(fn.name_span,
-                                             f"'{fn.name}' is a built-in; choose another name"))
+                                             f"'{fn.name}' names a dtype; choose another name"))
         seen: set[str] = set()
         for param in fn.params:
             if param.name in seen:

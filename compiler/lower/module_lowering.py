@@ -17,7 +17,7 @@ from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
 from reverie.compiler.ir.types import TensorType
 from reverie.compiler.lower.base import Specialisation
 from reverie.compiler.lower.builder import BlockBuilder
-from reverie.compiler.lower.builtins import BINARY_BUILTINS, BUILTINS
+from reverie.compiler.lower.builtins import BINARY_BUILTINS, BUILTINS, CASTS
 from reverie.compiler.lower.dim_expressions import (
     default_float_of,
     is_dim_scalar,
@@ -39,9 +39,15 @@ from reverie.dsl.diagnostics import (
 )
 
 # Every built-in name, read off the built-ins the lowering implements (the elementwise ones
-# come from the op table), so a new one is reserved without a change here; and `bool`, a
-# dtype name that is no function.
+# come from the op table), so a new one is listed without a change here; and `bool`, a
+# dtype name that is no function. A generated kernel avoids them all (`rv.trace` renames
+# a kernel `exp` to `exp_`: its body may call the built-in).
 RESERVED = frozenset(BUILTINS) | frozenset(BINARY_BUILTINS) | {"bool"}
+# The names no user function may take: the casts and `bool`, which name dtypes. A user
+# function named like any other built-in shadows it in its module, as a Python `def`
+# shadows a built-in (calls reach user functions before built-ins), so a program that
+# defined `norm` or `gamma` keeps working when the language gains a built-in of that name.
+DTYPE_NAMES = frozenset(CASTS) | {"bool"}
 
 
 def _require_bindable(fn: ast.FunctionDef, types: list[TensorType], values: list[str]) -> None:
@@ -76,7 +82,7 @@ class ModuleLowering:
     def __init__(self, module: ast.Module, max_iterations: int | None = None) -> None:
         self.module = module
         self.max_iterations = resolve_max_iterations(max_iterations)
-        check_module(module, RESERVED)
+        check_module(module, DTYPE_NAMES)
         self.functions = {f.name: f for f in module.functions}
         self._cache: dict[tuple[str, str], Function] = {}
 
