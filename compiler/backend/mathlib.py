@@ -12,7 +12,8 @@ which the vectoriser calls instead (a rare branch per vector handles huge argume
 The bodies live by family: `mathlib_elementary.py` (exp, log, tanh, pow, ...),
 `mathlib_exponential.py` (sinh, cosh, exp2, log2, log10, logaddexp, hypot, sinc, ...),
 `mathlib_inverse.py` (arctan, arctan2, arcsin, arccos, arcsinh, arccosh, arctanh) and
-`mathlib_special.py` (erf, lgamma, ...); a function added to one of their `BODIES` tables
+`mathlib_special.py` (erf, erfc, lgamma, ...), `mathlib_gamma.py` (gamma, beta, betaln); a
+function added to one of their `BODIES` tables
 is supported here. `NEUTRAL` holds the bodies that the MLIR export writes out as well. A
 function with integer attributes (`polygamma`, order n) takes them as keywords and gets one
 internal function per value: `rv.polygamma.order2.f64`. Method and measured error bounds:
@@ -28,6 +29,7 @@ from llvmlite import ir
 from reverie.compiler.backend import (
     mathlib_elementary,
     mathlib_exponential,
+    mathlib_gamma,
     mathlib_inverse,
     mathlib_special,
     trig,
@@ -38,20 +40,22 @@ from reverie.compiler.backend.mathlib_formats import F32, F64, Format
 _BODIES: dict[str, Callable[..., Value]] = {**mathlib_elementary.BODIES,
                                             **mathlib_exponential.BODIES,
                                             **mathlib_inverse.BODIES,
-                                            **mathlib_special.BODIES}
+                                            **mathlib_special.BODIES,
+                                            **mathlib_gamma.BODIES}
 # the bodies written only against the operations `MathEmitter` shares with the MLIR
 # export's `MlirArith`, which writes them out for ops that MLIR lacks
 NEUTRAL: dict[str, Callable[..., Value]] = {**mathlib_exponential.NEUTRAL,
-                                            **mathlib_special.NEUTRAL}
+                                            **mathlib_special.NEUTRAL,
+                                            **mathlib_gamma.NEUTRAL}
 _NATIVE_INTRINSICS = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
                       "abs": "llvm.fabs"}
 SUPPORTED: frozenset[str] = frozenset(_BODIES) | frozenset(_NATIVE_INTRINSICS) | trig.NAMES
-BINARY = frozenset({"pow", "arctan2", "hypot", "logaddexp", "logaddexp2"})
+BINARY = frozenset({"pow", "arctan2", "hypot", "logaddexp", "logaddexp2", "beta", "betaln"})
 
 
 class MathEmitter(Emitter):
-    """The emitter the bodies get: `Emitter` plus `log`, `log1p`, `exp`, `exp2` and `sqrt`
-    (the backend-neutral bodies of `NEUTRAL` use them besides arithmetic and selects)."""
+    """The emitter the bodies get: `Emitter` plus `log`, `log1p`, `exp`, `exp2`, `sqrt` and
+    `pow` (the backend-neutral bodies of `NEUTRAL` use them besides arithmetic and selects)."""
 
     def exp(self, x: Value) -> Value:
         return mathlib_elementary.exp_core(self, x)
@@ -61,6 +65,9 @@ class MathEmitter(Emitter):
 
     def sqrt(self, x: Value) -> Value:
         return self.intrinsic("llvm.sqrt", x)
+
+    def pow(self, x: Value, y: Value) -> Value:
+        return mathlib_elementary.BODIES["pow"](self, x, y)
 
     def log(self, x: Value) -> Value:
         return mathlib_elementary.BODIES["log"](self, x)

@@ -1,5 +1,6 @@
 """Exponential-family functions of the math library built on its exp and log: sinh, cosh,
-exp2, log2, log10, logaddexp, logaddexp2, hypot, sinc, deg2rad and rad2deg (f32, f64).
+exp2, log2, log10, logaddexp, logaddexp2, hypot, sinc, deg2rad, rad2deg and logit (f32,
+f64).
 
 `BODIES` maps each function (its NumPy name, the op's) to its body, as in
 `mathlib_elementary.py`; the bodies in `NEUTRAL` use only the operations that
@@ -26,6 +27,7 @@ branch-free so that loops vectorise:
   so that sinc is accurate next to its zeros, the integers, where NumPy's sin(π·x) is not;
   sinc 0 = 1.
 - deg2rad x = x · (π/180), rad2deg x = x · (180/π): NumPy's products.
+- logit p = log(p/(1 − p)) = log p − log1p(−p) below 0.3, log1p((2p − 1)/(1 − p)) above.
 """
 
 from __future__ import annotations
@@ -150,6 +152,16 @@ def _sinc(e: Emitter, x: Value) -> Value:
     return d.narrow(result, e.fmt)
 
 
+def _logit(e: Emitter, p: Value) -> Value:
+    """log(p/(1 − p)): log p − log1p(−p) below 0.3, log1p((2p − 1)/(1 − p)) above (2p − 1
+    and, from ½, 1 − p exact); −inf at 0, inf at 1, NaN outside [0, 1]."""
+    d = e.wide()
+    p = d.extend(p)
+    low = d.sub(d.log(p), d.log1p(d.neg(p)))
+    high = d.log1p(d.div(d.sub(d.add(p, p), 1.0), d.sub(1.0, p)))
+    return d.narrow(d.select(d.cmp("<", p, 0.3), low, high), e.fmt)
+
+
 def _times(factor: float) -> Callable[[Emitter, Value], Value]:
     """The body of x · factor (deg2rad, rad2deg)."""
     def body(e: Emitter, x: Value) -> Value:
@@ -160,6 +172,7 @@ def _times(factor: float) -> Callable[[Emitter, Value], Value]:
 
 
 NEUTRAL: dict[str, Callable[..., Value]] = {
+    "logit": _logit,
     "logaddexp": _logaddexp_body(base_two=False),
     "logaddexp2": _logaddexp_body(base_two=True),
     "hypot": _hypot,

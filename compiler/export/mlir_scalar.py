@@ -262,8 +262,9 @@ class MlirArith:
     """The operations of the math library's `Emitter` that its backend-neutral bodies use
     (`backend/mathlib.NEUTRAL`), writing arith/math ops on scalars of one float
     dtype: `MlirArith(w, "f64").fma(a, b, c)` is `math.fma %a, %b, %c : f64`. Conditions
-    are i1 values; `log`, `log1p`, `exp`, `exp2` and `sqrt` are the `math` ops (the MLIR
-    backend makes the transcendental ones libm calls)."""
+    are i1 values; `log`, `log1p`, `exp`, `exp2`, `sqrt` and `pow` are the `math` ops (the
+    MLIR backend makes the transcendental ones libm calls); `fma` is `math.fma`, one
+    rounding, so it is `exact_fma` too."""
 
     def __init__(self, w: MlirWriter, dtype: str, arguments: str | None = None) -> None:
         self.w = w
@@ -280,8 +281,9 @@ class MlirArith:
         return self.s.op(name, *(self.value(a) for a in args))
 
     def wide(self) -> MlirArith:
-        """The same writer for f64 (arguments keep their dtype until `extend`)."""
-        return MlirArith(self.w, "f64", self.arguments)
+        """The same writer for f64, whose `extend` converts values of this writer's dtype
+        (a body's arguments; values of a wider body that calls another are f64 already)."""
+        return MlirArith(self.w, "f64", self.dtype)
 
     def extend(self, v: str) -> str:
         """An argument converted (exactly) to this dtype."""
@@ -352,6 +354,12 @@ class MlirArith:
 
     def sqrt(self, x: str) -> str:
         return self._op("math.sqrt", x)
+
+    def pow(self, x: str, y: str | float) -> str:
+        return self._op("math.powf", x, y)
+
+    def exact_fma(self, a: str | float, b: str | float, c: str | float) -> str:
+        return self.fma(a, b, c)
 
     def clamp(self, x: str, lo: float, hi: float) -> str:
         """x limited to [lo, hi]; NaN becomes hi."""

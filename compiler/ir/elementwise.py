@@ -57,8 +57,13 @@ from reverie.compiler.ir.op_defs import (
 )
 from reverie.compiler.ir.special import (
     TWO_OVER_SQRT_PI,
+    beta_array,
+    betaln_array,
     erf_array,
+    erfc_array,
+    gamma_array,
     lgamma_array,
+    logit_array,
     polygamma_array,
 )
 from reverie.compiler.ir.types import NUMPY_DTYPES, ShapeError, TensorType
@@ -470,3 +475,18 @@ unary("polygamma", lambda x, order: polygamma_array(x, order).astype(x.dtype), m
                        lambda s, x, y, a: s.op("polygamma", [x], {"order": a["order"] + 1})),
       doc="The n-th derivative of digamma, ψ⁽ⁿ⁾ (internal: the derivatives of digamma): "
           "`%1 = polygamma %x {order = 2} : f64[N]`.")
+unary("erfc", lambda x: erfc_array(x).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d erfc(x)/dx = −2/√π · exp(−x²)",
+                       lambda s, x, y, a: s.mul(s.const(-TWO_OVER_SQRT_PI, x.type),
+                                                s.op("exp", [s.neg(s.mul(x, x))]))))
+unary("gamma", lambda x: gamma_array(x).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d Γ(x)/dx = Γ(x) · digamma(x)",
+                       lambda s, x, y, a: s.mul(y, s.op("digamma", [x]))))
+unary("logit", lambda x: logit_array(x).astype(x.dtype), builtin=True, math=True,
+      derivative=divide("d logit(p)/dp = 1 / (p (1 − p))   (inf at 0 and 1)",
+                        lambda s, x, y, a: s.mul(x, s.sub(s.const(1, x.type), x))))
+# their derivatives: `transforms/reverse_rules.BINARY_PARTIALS`
+binary("beta", lambda a, b: beta_array(a, b).astype(a.dtype), FLOAT, builtin=True, math=True,
+       doc="Elementwise beta function B(a, b) = Γ(a)Γ(b)/Γ(a + b): `%2 = beta %a, %b : f64[N]`.")
+binary("betaln", lambda a, b: betaln_array(a, b).astype(a.dtype), FLOAT, builtin=True,
+       math=True, doc="Elementwise log |B(a, b)|: `%2 = betaln %a, %b : f64[N]`.")

@@ -7,6 +7,12 @@ takes the exact constants below). The NumPy semantics use only NumPy and the sta
 library (SciPy is not a run-time dependency) and match `scipy.special`:
 
     erf(x)                  2/√π ∫₀ˣ exp(−t²) dt                    d/dx = 2/√π exp(−x²)
+    erfc(x)                 1 − erf(x), accurate in the tail        d/dx = −2/√π exp(−x²)
+    gamma(x)                Γ(x) with its sign; ±inf at ±0, NaN     d/dx = Γ(x) ψ(x)
+                            at the negative integers and −inf
+    logit(p)                log(p/(1 − p)); ∓inf at 0, 1           d/dp = 1/(p(1 − p))
+    beta(a, b)              Γ(a)Γ(b)/Γ(a + b)                       ∂/∂a = B (ψ(a) − ψ(a+b))
+    betaln(a, b)            log |B(a, b)|                           ∂/∂a = ψ(a) − ψ(a + b)
     lgamma(x)               log |Γ(x)|; +inf at 0, the negative     d/dx = digamma(x)
                             integers and ±inf (math.lgamma)
     digamma(x)              ψ(x) = Γ'(x)/Γ(x); −inf at +0, +inf     d/dx = polygamma₁(x)
@@ -35,6 +41,74 @@ import numpy as np
 TWO_OVER_SQRT_PI = 1.1283791670955126
 
 erf_array = np.vectorize(math.erf, otypes=[np.float64])
+erfc_array = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def _gamma_scalar(x: float) -> float:
+    """math.gamma with SciPy's values where it raises: ±inf at ±0, NaN at the negative
+    integers and −inf, inf on overflow."""
+    if x == 0:
+        return math.copysign(math.inf, x)
+    try:
+        return math.gamma(x)
+    except ValueError:
+        return math.nan
+    except OverflowError:
+        return math.inf
+
+
+gamma_array = np.vectorize(_gamma_scalar, otypes=[np.float64])
+
+
+def logit_array(p: np.ndarray) -> np.ndarray:
+    """log(p/(1 − p)) in f64, as the native body computes it (log p − log1p(−p) below 0.3,
+    log1p((2p − 1)/(1 − p)) above): −inf at 0, inf at 1, NaN outside [0, 1]."""
+    p = np.asarray(p, np.float64)
+    with np.errstate(all="ignore"):
+        return np.where(p < 0.3, np.log(p) - np.log1p(-p), np.log1p((2 * p - 1) / (1 - p)))
+
+
+def _stirling_correction(z: np.ndarray) -> np.ndarray:
+    """Σₖ B₂ₖ/(2k(2k−1) z²ᵏ⁻¹), Stirling's series of log Γ(z) − ((z − ½) log z − z + ½ log 2π),
+    for z ≥ 10."""
+    w = 1 / z
+    return sum(float(bernoulli(2 * k) / (2 * k * (2 * k - 1))) * w ** (2 * k - 1)
+               for k in range(1, 9))
+
+
+def betaln_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """log |B(a, b)| in f64: lgamma(a) + lgamma(b) − lgamma(a + b), with the cancelling
+    terms subtracted in closed form where the larger argument is at least 10 (the native
+    body's steps, `backend/mathlib_gamma.py`)."""
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    a, b = np.maximum(a, b), np.minimum(a, b)
+    with np.errstate(all="ignore"):
+        s = a + b
+        rounding = (a - (s - (s - a))) + (b - (s - a))           # a + b = s + rounding
+        of_sum = lgamma_array(s) + polygamma_array(s, 0) * rounding
+        plain = lgamma_array(a) + lgamma_array(b) - of_sum
+        big_a, big_b = np.maximum(a, 10.0), np.maximum(b, 10.0)
+        big_s = big_a + np.where(b > 0, b, 1.0)
+        lead = -(big_a - 0.5) * np.log1p(b / big_a)
+        corrections = _stirling_correction(big_a) - _stirling_correction(big_s)
+        one_large = lgamma_array(b) + lead - b * (np.log(big_s) - 1) + corrections
+        both_large = (lead - (big_b - 0.5) * np.log1p(big_a / big_b)
+                      + 0.5 * math.log(2 * math.pi) - 0.5 * np.log(big_s)
+                      + corrections + _stirling_correction(big_b))
+        large = np.where(b >= 10, both_large, one_large)
+        result = np.where((a >= 10) & (b > 0), large, plain)
+        return np.where(np.isnan(a) | np.isnan(b), a + b, result)
+
+
+def beta_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """B(a, b) = Γ(a) Γ(b) / Γ(a + b) while a + b < 171, else exp(betaln(a, b))."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    with np.errstate(all="ignore"):
+        s = a + b
+        rounding = (a - (s - (s - a))) + (b - (s - a))           # a + b = s + rounding
+        by_gamma = gamma_array(a) * (gamma_array(b) / gamma_array(s))
+        by_gamma = by_gamma * (1 - polygamma_array(s, 0) * rounding)
+        return np.where(a + b < 171, by_gamma, np.exp(betaln_array(a, b)))
 
 
 @cache

@@ -184,6 +184,18 @@ def _logaddexp_partials(scale: float) -> Callable[..., tuple[Value, Value]]:
     return partials
 
 
+def _betaln_partials(s: Scope, a: Value, b: Value, y: Value) -> tuple[Value, Value]:
+    """d betaln(a, b) = (ψ(a) − ψ(a + b), ψ(b) − ψ(a + b))"""
+    of_sum = s.op("digamma", [s.add(a, b)])
+    return s.sub(s.op("digamma", [a]), of_sum), s.sub(s.op("digamma", [b]), of_sum)
+
+
+def _beta_partials(s: Scope, a: Value, b: Value, y: Value) -> tuple[Value, Value]:
+    """d B(a, b) = B · (ψ(a) − ψ(a + b), ψ(b) − ψ(a + b))"""
+    da, db = _betaln_partials(s, a, b, y)
+    return s.mul(y, da), s.mul(y, db)
+
+
 # (scope, a, b, y) -> (∂y/∂a, ∂y/∂b) of a binary elementwise function: both modes build
 # their rule from it (ā += ȳ · ∂y/∂a; ẏ = ∂y/∂a · ȧ + ∂y/∂b · ḃ)
 BINARY_PARTIALS: dict[str, Callable[[Scope, Value, Value, Value], tuple[Value, Value]]] = {
@@ -191,6 +203,8 @@ BINARY_PARTIALS: dict[str, Callable[[Scope, Value, Value, Value], tuple[Value, V
     "hypot": _hypot_partials,
     "logaddexp": _logaddexp_partials(1.0),
     "logaddexp2": _logaddexp_partials(math.log(2)),
+    "beta": _beta_partials,
+    "betaln": _betaln_partials,
 }
 
 

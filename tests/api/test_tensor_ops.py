@@ -47,7 +47,14 @@ def check_against_torch(ours: Op, theirs: Op, data: np.ndarray, rtol: float = 1e
 
 # ---------------------------------------------------------------- elementwise built-ins
 
-TORCH_NAMES = {"softplus": torch_f.softplus, "relu": torch.relu, "sigmoid": torch.sigmoid}
+def torch_gamma(x: torch.Tensor) -> torch.Tensor:
+    """Γ(x) with its sign (torch has lgamma only): negative on (−1, 0), (−3, −2), ..."""
+    odd = torch.remainder(torch.floor(x), 2) == 1
+    return torch.exp(torch.lgamma(x)) * torch.where((x < 0) & odd, -1.0, 1.0)
+
+
+TORCH_NAMES = {"softplus": torch_f.softplus, "relu": torch.relu, "sigmoid": torch.sigmoid,
+               "gamma": torch_gamma}
 POSITIVE_ONLY = {"log", "log1p", "sqrt", "rsqrt"}
 DIFFERENTIABLE_BUILTINS = [op for op in ops_kernels.UNARY_BUILTINS
                            if ELEMENTWISE[op].derivative is not None]
@@ -75,7 +82,7 @@ def test_the_builtins_are_the_op_table_rows_flagged_builtin() -> None:
 
 # torch's polygamma functions are accurate to about 1e-10 (Reverie's to 1e-15 against
 # mpmath: tests/grad/test_grad_special.py), so their derivatives agree to 1e-8
-TORCH_TOLERANCE = {"lgamma": 1e-8, "digamma": 1e-8}
+TORCH_TOLERANCE = {"lgamma": 1e-8, "digamma": 1e-8, "gamma": 1e-8}
 
 
 @pytest.mark.parametrize("op", DIFFERENTIABLE_BUILTINS)

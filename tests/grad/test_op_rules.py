@@ -130,7 +130,8 @@ UNARY = {"abs": away, "exp": normal, "expm1": normal, "log": positive, "log1p": 
          "digamma": gamma_domain, "sinh": normal, "cosh": normal, "arcsin": inside_unit,
          "arccos": inside_unit, "arctan": normal, "arcsinh": normal, "arccosh": above_one,
          "arctanh": inside_unit, "exp2": normal, "log2": positive, "log10": positive,
-         "sinc": normal, "deg2rad": normal, "rad2deg": normal}
+         "sinc": normal, "deg2rad": normal, "rad2deg": normal, "gamma": gamma_domain,
+         "erfc": normal, "logit": lambda *shape: lambda rng: rng.uniform(0.1, 0.9, shape)}
 for _op, _draw in UNARY.items():
     CASES.append(Case(_op, "x", source(f"fn f(x: f64[N]) -> f64[N] {{ return {_op}(x); }}"),
                       args(_draw(N))))
@@ -160,7 +161,9 @@ BINARY = {"add": ("a + b", normal, normal), "sub": ("a - b", normal, normal),
           "select": ("where(a > b, a * b, exp(b))", normal, normal),
           "arctan2": ("arctan2(a, b)", normal, away), "hypot": ("hypot(a, b)", away, normal),
           "logaddexp": ("logaddexp(a, b)", normal, normal),
-          "logaddexp2": ("logaddexp2(a, b)", normal, normal)}
+          "logaddexp2": ("logaddexp2(a, b)", normal, normal),
+          "beta": ("beta(a, b)", positive, positive),
+          "betaln": ("betaln(a, b)", positive, positive)}
 for _op, (_expr, _da, _db) in BINARY.items():
     CASES.append(Case(_op, "ab", source(f"fn f(a: f64[N], b: f64[N]) -> f64[N] "
                                         f"{{ return {_expr}; }}"), args(_da(N), _db(N))))
