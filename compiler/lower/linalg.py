@@ -23,7 +23,8 @@ The factorisations are ops of `ir/ops_linalg.py`; the rest are spelled out here 
                                 vector orders (None = 2, p, inf, -inf, 0) along one axis;
                                 matrix orders (None/fro, nuc, 2, -2, 1, -1, inf, -inf) over
                                 two; without an axis, the 2-norm of a vector and the
-                                Frobenius norm of a matrix. `inf`, `fro` and `nuc` are
+                                Frobenius norm of a matrix. The 2-norm and the Frobenius
+                                norm have gradient 0 at 0 (torch's). `inf`, `fro` and `nuc` are
                                 written as names: `norm(a, ord=nuc, axis=(0, 1))`.
 
 Non-square operands, or a right-hand side whose rows differ from the matrix's size, are
@@ -283,8 +284,11 @@ class LinalgLowering(ScanLowering):
                         {"axes": over})
         if order == 1:
             return s.op("reduce_sum", [magnitude], {"axes": over})
-        if order == 2:
-            return s.op("sqrt", [s.op("reduce_sum", [s.mul(x, x)], {"axes": over})])
+        if order == 2:   # √(Σx²), 0 with gradient 0 at x = 0 (torch's subgradient)
+            total = s.op("reduce_sum", [s.mul(x, x)], {"axes": over})
+            zero = s.eq(total, s.zeros(total.type))
+            root = s.op("sqrt", [s.select(zero, s.const(1, total.type), total)])
+            return s.select(zero, s.zeros(total.type), root)
         p = s.const(order, x.type)
         total = s.op("reduce_sum", [s.op("pow", [magnitude, p])], {"axes": over})
         return s.op("pow", [total, s.const(1.0 / order, total.type)])

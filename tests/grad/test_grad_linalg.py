@@ -51,6 +51,9 @@ fn house(a: f64[B, 5, 3], w: f64[B, 5, 3], z: f64[B, 3, 3]) -> f64 {
     let (q, r) = qr(a);
     return sum(q * w) + sum(r * r * z);
 }
+fn two_norms(a: f64[B, 5, 3]) -> f64 {
+    return norm(a) + sum(norm(a, axis=1)) + sum(norm(a, ord=fro, axis=(1, 2)));
+}
 fn pseudo(a: f64[B, 5, 3], w: f64[B, 3, 5]) -> f64 { return sum(pinv(a) * w); }
 fn norms(a: f64[B, 5, 3]) -> f64 {
     return norm(a) + sum(norm(a, ord=nuc, axis=(1, 2))) + sum(norm(a, ord=2, axis=(1, 2)))
@@ -134,6 +137,42 @@ def test_hessian_and_jvp_match_torch(module: rv.Module, name: str) -> None:
     _, want_dot = torch.autograd.functional.jvp(loss, ts[0], torch.tensor(tangent))
     got = module[name].jvp(wrt=0)(*args, tangent)
     np.testing.assert_allclose(got[1], want_dot.numpy(), rtol=1e-8, atol=1e-10)
+
+
+def test_two_norms_have_gradient_zero_at_zero(module: rv.Module) -> None:
+    a = np.zeros((B, 5, 3))
+    a[1] = np.random.default_rng(7).standard_normal((5, 3))
+    a[1, :, 2] = 0.0
+    at = torch.tensor(a, requires_grad=True)
+    loss = tl.norm(at) + tl.vector_norm(at, dim=1).sum() + tl.matrix_norm(at).sum()
+    (want,) = torch.autograd.grad(loss, at)
+    np.testing.assert_allclose(module.two_norms.grad(wrt=0)(a), want.numpy(), rtol=1e-12)
+
+
+F32_SOURCE = """
+fn loss(x: float[N, N], b: float[N]) -> float {
+    let l = cholesky(x @ x.T + 4.0 * inv(inv(x)) @ inv(x));
+    let (w, v) = eigh(x + x.T);
+    return sum(triangular_solve(l, b) ** 2) + det(x) + sum(w * w) + norm(pinv(x), ord=nuc);
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["interp", "native"])
+def test_f32_gradient_matches_torch(backend: str) -> None:
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((4, 4)) + 3 * np.eye(4)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    got = rv.compile(F32_SOURCE, backend=backend).loss.grad(wrt=0)(x, b)
+    assert got.dtype == np.float32
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    eye = torch.eye(4, dtype=torch.float64)
+    low = tl.cholesky(xt @ xt.T + 4 * eye)
+    z = tl.solve_triangular(low, torch.tensor(b, dtype=torch.float64)[:, None], upper=False)
+    loss = (z ** 2).sum() + tl.det(xt) + (tl.eigvalsh(xt + xt.T) ** 2).sum() \
+        + tl.matrix_norm(tl.pinv(xt), "nuc")
+    (want,) = torch.autograd.grad(loss, xt)
+    np.testing.assert_allclose(got, want.numpy(), rtol=2e-3, atol=2e-3)
 
 
 def _cofactors(a: np.ndarray) -> np.ndarray:
