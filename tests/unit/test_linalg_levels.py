@@ -64,3 +64,27 @@ def test_gradient_agrees_at_every_level() -> None:
     for got in (looped, native):
         for part, want in zip(got, interpreted, strict=True):
             np.testing.assert_allclose(part, want, rtol=1e-9, atol=1e-10)
+
+
+LOOP_SOURCE = """
+fn f(a: f64[N, N], b: f64[N]) -> f64 {
+    var x = b;
+    for t in 0..3 {
+        x = solve(a, x) + triangular_solve(cholesky(a @ a.T + 4.0 * inv(inv(a)) @ inv(a)), x);
+    }
+    let (s, l) = slogdet(a);
+    return sum(x * x) + l;
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["native", pytest.param("mlir", marks=pytest.mark.mlir)])
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_inside_a_loop_and_its_gradient(backend: str, checkpoint: bool) -> None:
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((4, 4)) + 3 * np.eye(4), rng.standard_normal(4)
+    want = rv.compile(LOOP_SOURCE, backend="interp").f
+    got = rv.compile(LOOP_SOURCE, backend=backend).f
+    np.testing.assert_allclose(got(a, b), want(a, b), rtol=1e-12)
+    np.testing.assert_allclose(got.grad(wrt=0, checkpoint=checkpoint)(a, b),
+                               want.grad(wrt=0)(a, b), rtol=1e-10, atol=1e-12)
