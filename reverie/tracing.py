@@ -98,6 +98,8 @@ __all__ = ["FLOAT_NAMES", "HOST_INPUTS", "RECORDER_FILES", "UNARY_BUILTINS", "Ax
            "Recording", "TraceError", "Traced", "TracedModule", "compile_recording",
            "concatenate", "host_input", "trace", "where"]
 
+RECORDER_FILES.add(__file__)
+
 # Names the language keeps: its keywords for every name, its built-ins for functions too.
 FUNCTION_NAMES_RESERVED = KEYWORDS | RESERVED
 

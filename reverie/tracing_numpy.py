@@ -566,6 +566,19 @@ def tri(kind: str) -> Callable[..., Traced]:
     return mask
 
 
+def _array(value: Any, dtype: Any = None, *args: Any, copy: Any = True,
+           **kwargs: Any) -> Traced:
+    """`np.array` (a copy) and `np.asarray` (`copy=None`: the value itself)."""
+    x = as_traced(value)
+    if dtype is not None:
+        return x.astype(dtype)
+    return x.copy() if copy and x is value else x
+
+
+def _asarray(value: Any, dtype: Any = None, *args: Any, **kwargs: Any) -> Traced:
+    return _array(value, dtype, copy=None)
+
+
 ARRAY_FUNCTIONS.update({
     **{kind: _reduction(kind) for kind in ("sum", "mean", "prod", "max", "min", "argmax",
                                            "argmin")},
@@ -584,9 +597,8 @@ ARRAY_FUNCTIONS.update({
     "append": append, "repeat": repeat, "tile": tile, "pad": pad, "roll": roll,
     "flip": flip_axes, "fliplr": lambda x: flip_axes(x, 1), "flipud": lambda x: flip_axes(x, 0),
     "rot90": rot90, "tril": tri("tril"), "triu": tri("triu"),
-    "copy": lambda x, **_: as_traced(x),
-    "asarray": lambda x, dtype=None, **_: as_traced(x) if dtype is None
-    else as_traced(x).astype(dtype),
+    "copy": lambda x, **_: as_traced(x).copy(),
+    "asarray": _asarray,
     "real": lambda x: as_traced(x), "shape": lambda x: as_traced(x).shape,
     "ndim": lambda x: as_traced(x).ndim, "size": lambda x: as_traced(x).size,
     "i0": elementwise("i0"), "sinc": lambda x: call_builtin(_sinc_builtin(), x),
@@ -603,7 +615,7 @@ def _sinc_builtin() -> str:
 for _name, _method in {
         "var": var, "std": std, "clip": clip, "cumsum": _scan("cumsum"),
         "cumprod": _scan("cumprod"), "swapaxes": swapaxes, "repeat": repeat,
-        "all": _all_any("all"), "any": _all_any("any"), "copy": lambda self, **_: self,
+        "all": _all_any("all"), "any": _all_any("any"),
         "argsort": _ordering("argsort"), "conj": lambda self: self,
 }.items():
     setattr(Traced, _name, _method)
@@ -638,16 +650,11 @@ def _recording_version(original: Callable[..., Any], recorder: Callable[..., Any
     return version
 
 
-def _array(value: Any, dtype: Any = None, *args: Any, **kwargs: Any) -> Traced:
-    x = as_traced(value)
-    return x if dtype is None else x.astype(dtype)
-
-
 # `module.name` -> recorder of the functions bound while a function is traced: those that
 # NumPy does not dispatch on a list's elements, and the SciPy ones it never dispatches.
 ENTRY_POINTS: dict[str, Callable[..., Any]] = {
-    "numpy.array": _array, "numpy.asarray": _array, "numpy.asanyarray": _array,
-    "numpy.ascontiguousarray": _array,
+    "numpy.array": _array, "numpy.asarray": _asarray, "numpy.asanyarray": _asarray,
+    "numpy.ascontiguousarray": _asarray,
     "scipy.special.polygamma": _polygamma,
     "scipy.special.multigammaln": _multigammaln,
     "scipy.special.logsumexp": lambda a, axis=None, keepdims=False, **_:

@@ -256,9 +256,24 @@ class Traced:
     def __init__(self, recording: Recording, name: str, axes: tuple[Axis, ...],
                  element: str) -> None:
         self.recording = recording
-        self.name = name
+        self._name = name
         self.axes = axes
         self.element = element  # the Reverie element type: "f64", "i64", "bool", ...
+        self.is_var = False  # assigned into (`x[0] = v`): `name` is a `var` of the source
+        self.view_of: Traced | None = None  # NumPy would share memory with this value
+        self.views: list[Traced] = []  # ... and these with this one
+        self.stale_by = ""  # the line of an assignment into the value this one views
+
+    @property
+    def name(self) -> str:
+        """The source name of the value; a view read after an assignment into the array
+        it views is refused (NumPy's view would show the assignment)."""
+        if self.stale_by:
+            raise TraceError(
+                f"a view (a slice, reshape or transpose) of an array that was assigned into "
+                f"afterwards ({self.stale_by}) is read at {user_line()}: NumPy's view shows "
+                f"the assignment; take the view after assigning, or copy it before")
+        return self._name
 
     # ------------------------------------------------------------ what NumPy users read
     @property
@@ -287,7 +302,7 @@ class Traced:
 
     @property
     def T(self) -> Traced:  # noqa: N802 (NumPy's name)
-        return self.recording.let(f"{self.name}.T", self.axes[::-1], self.element)
+        return self._view(self.recording.let(f"{self.name}.T", self.axes[::-1], self.element))
 
     def __repr__(self) -> str:
         return f"Traced({self.name}: {self.element}{shape_text(self.axes)})"
@@ -374,7 +389,13 @@ class Traced:
         return self.recording.let(f"-{self.name}", self.axes, self.element)
 
     def __pos__(self) -> Traced:
-        return self
+        return self.copy()
+
+    def copy(self, **_: Any) -> Traced:
+        """A value of its own (NumPy's copy: an assignment into it changes only it)."""
+        if self.is_var:  # a snapshot of the value assigned into so far
+            return self.recording.let(self.name, self.axes, self.element)
+        return Traced(self.recording, self.name, self.axes, self.element)
 
     def __invert__(self) -> Traced:
         if self.element != "bool":
@@ -393,7 +414,60 @@ class Traced:
 
     # ------------------------------------------------------------ shapes
     def __getitem__(self, key: Any) -> Traced:
-        return _subscript(self, key if isinstance(key, tuple) else (key,))
+        key = key if isinstance(key, tuple) else (key,)
+        result = _subscript(self, key)
+        basic = not any(isinstance(k, Traced | list | tuple | np.ndarray) for k in key)
+        return self._view(result) if basic else result
+
+    def _view(self, result: Traced) -> Traced:
+        """`result`, which NumPy makes a view of this value (a slice, a reshape, a
+        transpose): assigning into either is refused (`__setitem__`)."""
+        if result is not self:
+            result.view_of = self
+            self.views.append(result)
+        return result
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """`x[1:, 0] = v`: an indexed update of the source (docs/language.md §9.1): the
+        value becomes a `var` (`var t5 = x; t5[1:, 0] = v;`), and this stand-in names it
+        from now on, as NumPy's array changes in place."""
+        if self.view_of is not None:
+            raise TraceError(
+                f"assignment into {self.name}, a view (a slice, reshape or transpose) of "
+                f"another array, cannot be traced ({user_line()}): NumPy would change that "
+                f"array too; assign into the array itself (x[1:][0] = v is x[1] = v), or "
+                f"into a copy (v = x[1:].copy())")
+        key = key if isinstance(key, tuple) else (key,)
+        if any(k is None or isinstance(k, Traced | list | np.ndarray) or (
+                isinstance(k, slice) and k.step is not None and operator.index(k.step) < 0)
+               for k in key):
+            raise TraceError(
+                f"assignment with the subscript {key!r} cannot be traced ({user_line()}): "
+                f"integers and slices of positive step can be assigned; for a mask write "
+                f"x = np.where(mask, v, x)")
+        parts, window = _basic_parts(self, _full_key(self, key))
+        value = operand(self.recording, value, self.element)
+        if value.element != self.element:
+            value = value.astype(self.dtype)
+        if broadcast(window, value.axes, self.recording) != window:
+            raise TraceError(f"assignment of shape {value.shape} into a window of "
+                             f"{len(window)} axes {[a.size for a in window]} ({user_line()})")
+        if not self.is_var:
+            name = self.recording.temporary()
+            self.recording.lines.append(f"    var {name} = {self.name};  "
+                                        f"# {self.recording.origin()}")
+            self._name, self.is_var = name, True
+        target = f"{self.name}[{', '.join(parts)}]" if parts else self.name
+        self.recording.lines.append(f"    {target} = {value.name};  # {self.recording.origin()}")
+        self._stale_views(self.recording.origin())
+
+    def _stale_views(self, line: str) -> None:
+        """The views taken from this value see an assignment into it: reading them is
+        refused from now on (`name`)."""
+        for view in self.views:
+            view.stale_by = line
+            view._stale_views(line)
+        self.views = []
 
     def reshape(self, *shape: Any, order: str = "C") -> Traced:
         if order != "C":
@@ -402,7 +476,7 @@ class Traced:
         target = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
         if not target:  # to a scalar: the one element
             return self if not self.ndim else self[(0,) * self.ndim]
-        return reshape_to(self, tuple(target))
+        return self._view(reshape_to(self, tuple(target)))
 
     def ravel(self, order: str = "C") -> Traced:
         return self if self.ndim == 1 else self.reshape(-1, order=order)
@@ -422,8 +496,8 @@ class Traced:
         order = axes[0] if len(axes) == 1 and isinstance(axes[0], tuple | list) else axes
         order = tuple(order) if order else tuple(reversed(range(self.ndim)))
         text = ", ".join(str(a % self.ndim) for a in order)
-        return self.recording.let(f"transpose({self.name}, ({text},))",
-                                  tuple(self.axes[a] for a in order), self.element)
+        return self._view(self.recording.let(f"transpose({self.name}, ({text},))",
+                                             tuple(self.axes[a] for a in order), self.element))
 
     def along(self, builtin: str, axis: int) -> Traced:
         """A built-in that keeps the shape, applied along one axis: `softmax(t, axis=1)`."""
@@ -434,7 +508,7 @@ class Traced:
         target = dtype if isinstance(dtype, str) and dtype in NUMPY_DTYPES else \
             element_of("astype", dtype)
         if target == self.element:
-            return self
+            return self.copy()
         return self.recording.let(f"{target}({self.name})", self.axes, target)
 
     # ------------------------------------------------------------ reductions
@@ -662,13 +736,7 @@ def _subscript(x: Traced, key: tuple[Any, ...]) -> Traced:
     and integer-array subscripts (`_advanced`)."""
     if any(k is None for k in key):
         return _new_axes(x, key)
-    if any(k is Ellipsis for k in key):
-        at = key.index(Ellipsis)
-        key = key[:at] + (slice(None),) * (x.ndim - len(key) + 1) + key[at + 1:]
-    if len(key) > x.ndim:
-        raise TraceError(f"too many subscripts ({len(key)}) for shape {x.shape} "
-                         f"({user_line()})")
-    key = key + (slice(None),) * (x.ndim - len(key))
+    key = _full_key(x, key)
     if any(isinstance(k, Traced | list | tuple | np.ndarray) for k in key):
         return _advanced(x, key)
     reversed_axes = [i for i, k in enumerate(key) if isinstance(k, slice) and k.step is not None
@@ -677,6 +745,26 @@ def _subscript(x: Traced, key: tuple[Any, ...]) -> Traced:
         key = tuple(reversed_slice(k, axis, x.recording) if i in reversed_axes else k
                     for i, (k, axis) in enumerate(zip(key, x.axes, strict=True)))
         x = flip(x, reversed_axes)
+    parts, axes = _basic_parts(x, key)
+    if all(p == ":" for p in parts):
+        return x
+    return x.recording.let(f"{x.name}[{', '.join(parts)}]", axes, x.element)
+
+
+def _full_key(x: Traced, key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`key` with its `...` expanded and a `:` for each axis it leaves out."""
+    if any(k is Ellipsis for k in key):
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (x.ndim - len(key) + 1) + key[at + 1:]
+    if len(key) > x.ndim:
+        raise TraceError(f"too many subscripts ({len(key)}) for shape {x.shape} "
+                         f"({user_line()})")
+    return key + (slice(None),) * (x.ndim - len(key))
+
+
+def _basic_parts(x: Traced, key: tuple[Any, ...]) -> tuple[list[str], tuple[Axis, ...]]:
+    """The source of each subscript of a basic key (integers, sizes, positive-step
+    slices; one per axis), and the axes of the window it selects."""
     parts, axes = [], []
     for k, axis in zip(key, x.axes, strict=True):
         if isinstance(k, int | np.integer | Size):
@@ -688,9 +776,7 @@ def _subscript(x: Traced, key: tuple[Any, ...]) -> Traced:
         else:
             raise TraceError(f"subscript {k!r} cannot be traced ({user_line()}): "
                              f"use integers, slices, None, ... or integer arrays")
-    if all(p == ":" for p in parts):
-        return x
-    return x.recording.let(f"{x.name}[{', '.join(parts)}]", tuple(axes), x.element)
+    return parts, tuple(axes)
 
 
 def flip(x: Traced, axes: Sequence[int]) -> Traced:

@@ -34,6 +34,31 @@ def finite_difference(fn, args: list, index: int, eps: float = 1e-6) -> np.ndarr
     return grad
 
 
+def assignments(x, w):
+    """Indexed assignment into arrays the function made, as NumPy code fills them."""
+    out = np.zeros((len(x), 3))
+    out[:, 0] = x
+    out[1:, 1] = x[:-1] * w
+    out[0] = 7.0
+    y = x.copy()
+    y[-1] = w
+    y[..., :2] += 1.0  # reads y[..., :2], then assigns
+    return out.sum(axis=1) * y
+
+
+def assignment_into_a_view(x):
+    row = x[1:]
+    x[0] = 1.0
+    return row
+
+
+def assignment_through_a_view(x):
+    y = x.copy()
+    row = y[1:]
+    row[0] = 1.0
+    return y
+
+
 # name -> (function, example shapes, second shapes or None where Python fixed a size,
 #          value range of the arguments)
 PROGRAMS = {
@@ -138,6 +163,7 @@ PROGRAMS = {
     "norm_axis": (lambda x: np.linalg.norm(x, axis=1) + np.linalg.norm(x, ord=1, axis=1,
                                                                        keepdims=True)[:, 0],
                   [(4, 3)], [(2, 5)]),
+    "assignments": (assignments, [(5,), ()], [(7,), ()]),
     "factories": (lambda x: (np.zeros((len(x), 3)) + np.ones(x.shape[0])[:, None]
                              + np.eye(len(x))[:, :3] + np.full((len(x), 1), 2.0)).T @ x
                   + (np.arange(len(x)) * x).sum() + np.identity(x.shape[0]).sum()
@@ -251,6 +277,10 @@ def captured(x):
     (lambda x: np.interp(x, x, x), r"np.interp cannot be traced"),
     (lambda x: x[[0, 7]], r"index \[0, 7\] is out of range for size 4"),
     (captured, r"constant array of shape \(30, 30\) cannot be written.*argument"),
+    (assignment_into_a_view, r"a view .* assigned into afterwards \(test_trace_numpy.py:\d+: "
+                             r"x\[0\] = 1.0\) is read at test_trace_numpy.py"),
+    (assignment_through_a_view, r"assignment into t\d+, a view .*NumPy would change that"),
+    (lambda x: x.__setitem__(x > 0.5, 0.0), r"assignment with the subscript.*np.where"),
     (lambda x: scipy.special.kl_div(x, x), r"(np|scipy).*kl_div has no Reverie counterpart"),
 ])
 def test_refusals_are_trace_errors_with_what_to_write(fn, message) -> None:
