@@ -18,7 +18,9 @@ conventions:
   (det = 0) torch's adjugate from the SVD, det(U) det(Vh) U diag(∏_{j≠i} s_j) Vh (exact
   there; its own derivative is not taken: second derivatives at exactly singular matrices
   are NaN, and the SVD is computed in every gradient of det);
-- qr's derivative needs M >= N (torch's reduced-QR rule; JAX's JVP).
+- qr: torch's rule; for M < N (A = [X | Y], R = [U | V], X = Q U square) the square rule
+  on X with Q̄ + Y V̄ᵀ, and Ȳ = Q V̄; a shape whose M and N cannot be compared at compile
+  time is a CompileError.
 
 Φ(X) below is the lower triangle of X with its diagonal halved; F∘X the elementwise
 product; E the matrix of differences of eigenvalues (squares of singular values),
@@ -277,41 +279,70 @@ def _svd_jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
 # ---------------------------------------------------------------- qr
 
 
-def _require_tall(op: Op) -> None:
+def _qr_shape(op: Op) -> str:
+    """"tall" (M >= N) or "wide" (M < N), as far as the compiler can tell."""
     m, n = op.operands[0].type.shape[-2:]
-    if not _provably(m - n):
-        raise error_at(op.span, f"the derivative of 'qr' needs at least as many rows as "
-                                f"columns (M >= N), got {op.operands[0].type}")
+    if _provably(m - n):
+        return "tall"
+    if _provably(n - m):
+        return "wide"
+    raise error_at(op.span, f"the derivative of 'qr' needs M and N that compare at compile "
+                            f"time (M >= N or M <= N), got {op.operands[0].type}")
 
 
-@VJP_RULES.register("qr")
-def _qr_vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+def _qr_tall_vjp(s: Scope, q: Value, r: Value, qbar: Value | None,
+                 rbar: Value | None) -> Value:
     """M = triu(R̄ Rᵀ − Qᵀ Q̄): Ā = (Q̄ + Q (M + Mᵀ − diag M)) R⁻ᵀ  (torch's rule, M >= N)"""
-    _require_tall(op)
-    s, (q, r) = ctx.scope, op.results
-    qbar, rbar = bars
     m = None
     if rbar is not None:
         m = mx.mm(s, rbar, mx.t(s, r))
     if qbar is not None:
         m = _add(s, m, s.neg(mx.mm(s, mx.t(s, q), qbar)))
     m = mx.triu(s, m)
-    total = mx.mm(s, q, s.sub(s.add(m, mx.t(s, m)), mx.tril(s, m)))
-    total = _add(s, total, qbar)
-    return [mx.solve_right(s, r, total, lower=False, transpose=True)]
+    total = _add(s, mx.mm(s, q, s.sub(s.add(m, mx.t(s, m)), mx.tril(s, m))), qbar)
+    return mx.solve_right(s, r, total, lower=False, transpose=True)
+
+
+@VJP_RULES.register("qr")
+def _qr_vjp(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+    """M >= N: `_qr_tall_vjp`; M < N, A = [X | Y], R = [U | V]: X̄ = the square rule with
+    (Q̄ + Y V̄ᵀ, Ū), Ȳ = Q V̄  (torch's rule)"""
+    s, (q, r), a = ctx.scope, op.results, op.operands[0]
+    qbar, rbar = bars
+    if _qr_shape(op) == "tall":
+        return [_qr_tall_vjp(s, q, r, qbar, rbar)]
+    m, n = a.type.shape[-2:]
+    u = mx.columns(s, r, Dim.const(0), m)
+    if rbar is None:
+        return [mx.beside(s, _qr_tall_vjp(s, q, u, qbar, None),
+                          s.zeros(mx.columns(s, a, m, n).type))]
+    ubar, vbar = mx.columns(s, rbar, Dim.const(0), m), mx.columns(s, rbar, m, n)
+    moved = _add(s, qbar, mx.mm(s, mx.columns(s, a, m, n), mx.t(s, vbar)))
+    return [mx.beside(s, _qr_tall_vjp(s, q, u, moved, ubar), mx.mm(s, q, vbar))]
+
+
+def _qr_tall_jvp(s: Scope, q: Value, r: Value, da: Value) -> tuple[Value, Value]:
+    """P = Qᵀ Ȧ R⁻¹, Ω = tril(P, −1) − tril(P, −1)ᵀ: Q̇ = Q (Ω − P) + Ȧ R⁻¹,
+    Ṙ = (P − Ω) R  (JAX's rule, M >= N)"""
+    da_rinv = mx.solve_right(s, r, da, lower=False)
+    p = mx.mm(s, mx.t(s, q), da_rinv)
+    below = mx.tril(s, p, -1)
+    omega = s.sub(below, mx.t(s, below))
+    return s.add(mx.mm(s, q, s.sub(omega, p)), da_rinv), mx.mm(s, s.sub(p, omega), r)
 
 
 @JVP_RULES.register("qr")
 def _qr_jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
-    """P = Qᵀ Ȧ R⁻¹, Ω = tril(P, −1) − tril(P, −1)ᵀ: Q̇ = Q (Ω − P) + Ȧ R⁻¹,
-    Ṙ = (P − Ω) R  (JAX's rule, M >= N)"""
-    _require_tall(op)
-    s, (q, r) = ctx.scope, op.results
-    da_rinv = mx.solve_right(s, r, dots[0], lower=False)
-    p = mx.mm(s, mx.t(s, q), da_rinv)
-    below = mx.tril(s, p, -1)
-    omega = s.sub(below, mx.t(s, below))
-    return [s.add(mx.mm(s, q, s.sub(omega, p)), da_rinv), mx.mm(s, s.sub(p, omega), r)]
+    """M >= N: `_qr_tall_jvp`; M < N: (Q̇, U̇) of the square X, V̇ = Qᵀ (Ẏ − Q̇ V)"""
+    s, (q, r), da = ctx.scope, op.results, dots[0]
+    if _qr_shape(op) == "tall":
+        return list(_qr_tall_jvp(s, q, r, da))
+    m, n = da.type.shape[-2:]
+    dq, du = _qr_tall_jvp(s, q, mx.columns(s, r, Dim.const(0), m),
+                          mx.columns(s, da, Dim.const(0), m))
+    v = mx.columns(s, r, m, n)
+    dv = mx.mm(s, mx.t(s, q), s.sub(mx.columns(s, da, m, n), mx.mm(s, dq, v)))
+    return [dq, mx.beside(s, du, dv)]
 
 
 # ---------------------------------------------------------------- batching

@@ -9,6 +9,7 @@ helper takes and returns stacks with the same leading axes.
     mm(s, a, b)          a @ b, batched               tril(s, x, -1)    strictly lower part
     t(s, x)              xᵀ of each matrix            eye_like(s, x)    identity of x's type
     diagonal(s, x)       [..., N] diagonal            diag(s, v)        [..., N, N] from v
+    columns(s, x, 0, M)  x[..., :, :M]                 beside(s, a, b)   [a | b]
 """
 
 from __future__ import annotations
@@ -118,6 +119,19 @@ def scale_rows(s: Scope, x: Value, v: Value) -> Value:
     """diag(v) · x: row i of each matrix times v[..., i]."""
     return s.mul(x, s.op("broadcast", [reshape(s, v, (*v.type.shape, Dim.const(1)))],
                          {"shape": x.type.shape}))
+
+
+def columns(s: Scope, x: Value, lo: Dim, hi: Dim) -> Value:
+    """Columns lo..hi of each matrix."""
+    rank = x.type.rank
+    stops = (*x.type.shape[:-1], hi)
+    return s.op("slice", [x], {"starts": (Dim.const(0),) * (rank - 1) + (lo,), "stops": stops,
+                               "steps": (1,) * rank})
+
+
+def beside(s: Scope, a: Value, b: Value) -> Value:
+    """[a | b]: the columns of b after those of a."""
+    return s.op("concat", [a, b], {"axis": a.type.rank - 1})
 
 
 def sym(s: Scope, x: Value) -> Value:

@@ -54,6 +54,10 @@ fn house(a: f64[B, 5, 3], w: f64[B, 5, 3], z: f64[B, 3, 3]) -> f64 {
 fn two_norms(a: f64[B, 5, 3]) -> f64 {
     return norm(a) + sum(norm(a, axis=1)) + sum(norm(a, ord=fro, axis=(1, 2)));
 }
+fn flat(a: f64[B, 3, 5], w: f64[B, 3, 3], z: f64[B, 3, 5]) -> f64 {
+    let (q, r) = qr(a);
+    return sum(q * w) + sum(r * r * z);
+}
 fn pseudo(a: f64[B, 5, 3], w: f64[B, 3, 5]) -> f64 { return sum(pinv(a) * w); }
 fn norms(a: f64[B, 5, 3]) -> f64 {
     return norm(a) + sum(norm(a, ord=nuc, axis=(1, 2))) + sum(norm(a, ord=2, axis=(1, 2)))
@@ -81,6 +85,7 @@ TORCH: dict[str, Callable[..., torch.Tensor]] = {
     "wide": lambda a, w, z: (lambda u, s, vh: s.sqrt().sum() + (u * u * w).sum()
                              + (vh * vh * z).sum())(*tl.svd(a, full_matrices=False)),
     "house": lambda a, w, z: (lambda q, r: (q * w).sum() + (r * r * z).sum())(*tl.qr(a)),
+    "flat": lambda a, w, z: (lambda q, r: (q * w).sum() + (r * r * z).sum())(*tl.qr(a)),
     "pseudo": lambda a, w: (tl.pinv(a) * w).sum(),
     "norms": lambda a: tl.norm(a) + tl.matrix_norm(a, "nuc").sum() + tl.matrix_norm(a, 2).sum()
     + tl.matrix_norm(a, -1).sum() + tl.matrix_norm(a, float("inf"), dim=(2, 1)).sum()
@@ -98,6 +103,7 @@ def _args(name: str, seed: int = 0) -> list[np.ndarray]:
         "lin": [well, (B, N, K), (B, N, K)], "dets": [(B, N, N), (B,)],
         "eig": [(B, N, N), (B, N, N)], "sing": [(B, 5, 3), (B, 5, 3), (B, 3, 3)],
         "wide": [(B, 3, 5), (B, 3, 3), (B, 3, 5)], "house": [(B, 5, 3), (B, 5, 3), (B, 3, 3)],
+        "flat": [(B, 3, 5), (B, 3, 3), (B, 3, 5)],
         "pseudo": [(B, 5, 3), (B, 3, 5)], "norms": [(B, 5, 3)],
     }[name]
     return [s if isinstance(s, np.ndarray) else rng.standard_normal(s) for s in shapes]
@@ -200,7 +206,7 @@ def test_det_gradient_at_singular_matrices_is_the_adjugate(module: rv.Module) ->
     assert np.abs(got[1]).max() > 0.1
 
 
-@pytest.mark.parametrize("name", ["chol", "tri", "lin", "dets", "eig", "sing", "house",
+@pytest.mark.parametrize("name", ["chol", "tri", "lin", "dets", "eig", "sing", "house", "flat",
                                   "pseudo", "norms"])
 def test_finite_differences_to_second_order(name: str) -> None:
     module = rv.compile(SOURCE, backend="interp")
