@@ -262,17 +262,25 @@ class Traced:
         self.is_var = False  # assigned into (`x[0] = v`): `name` is a `var` of the source
         self.view_of: Traced | None = None  # NumPy would share memory with this value
         self.views: list[Traced] = []  # ... and these with this one
+        self.view_key: Any = None  # the subscript of a sliced view, as Python gave it
         self.stale_by = ""  # the line of an assignment into the value this one views
 
     @property
     def name(self) -> str:
-        """The source name of the value; a view read after an assignment into the array
-        it views is refused (NumPy's view would show the assignment)."""
+        """The source name of the value. A slice read after an assignment into the array
+        it views is read again from that array (NumPy's view shows the assignment); a
+        reshape or transpose so read is refused."""
+        if self.stale_by and self.view_key is not None and self.view_of is not None:
+            base, keys = self.view_of, self.view_key
+            self.stale_by = ""
+            fresh = _subscript(base, keys if isinstance(keys, tuple) else (keys,))
+            self._name = fresh.name
+            base.views.append(self)
         if self.stale_by:
             raise TraceError(
-                f"a view (a slice, reshape or transpose) of an array that was assigned into "
+                f"a reshape or transpose of an array that was assigned into "
                 f"afterwards ({self.stale_by}) is read at {user_line()}: NumPy's view shows "
-                f"the assignment; take the view after assigning, or copy it before")
+                f"the assignment; take it after assigning, or copy it before")
         return self._name
 
     # ------------------------------------------------------------ what NumPy users read
@@ -414,16 +422,18 @@ class Traced:
 
     # ------------------------------------------------------------ shapes
     def __getitem__(self, key: Any) -> Traced:
-        key = key if isinstance(key, tuple) else (key,)
-        result = _subscript(self, key)
-        basic = not any(isinstance(k, Traced | list | tuple | np.ndarray) for k in key)
-        return self._view(result) if basic else result
+        keys = key if isinstance(key, tuple) else (key,)
+        result = _subscript(self, keys)
+        if any(isinstance(k, Traced | list | tuple | np.ndarray) for k in keys) or (
+                not result.ndim and all(isinstance(k, int | np.integer | Size) for k in keys)):
+            return result  # a copy in NumPy: advanced indexing, or one element
+        return self._view(result, key)
 
-    def _view(self, result: Traced) -> Traced:
-        """`result`, which NumPy makes a view of this value (a slice, a reshape, a
-        transpose): assigning into either is refused (`__setitem__`)."""
+    def _view(self, result: Traced, key: Any = None) -> Traced:
+        """`result`, which NumPy makes a view of this value (a slice by `key`, a reshape,
+        a transpose): see `__setitem__` and `_in_place`."""
         if result is not self:
-            result.view_of = self
+            result.view_of, result.view_key = self, key
             self.views.append(result)
         return result
 
@@ -431,6 +441,8 @@ class Traced:
         """`x[1:, 0] = v`: an indexed update of the source (docs/language.md §9.1): the
         value becomes a `var` (`var t5 = x; t5[1:, 0] = v;`), and this stand-in names it
         from now on, as NumPy's array changes in place."""
+        if isinstance(value, Traced) and value.view_of is self and value.view_key is key:
+            return  # `x[k] += v`: `_in_place` assigned the window already
         if self.view_of is not None:
             raise TraceError(
                 f"assignment into {self.name}, a view (a slice, reshape or transpose) of "
@@ -460,6 +472,36 @@ class Traced:
         target = f"{self.name}[{', '.join(parts)}]" if parts else self.name
         self.recording.lines.append(f"    {target} = {value.name};  # {self.recording.origin()}")
         self._stale_views(self.recording.origin())
+
+    def _in_place(self, op: str, other: Any) -> Traced:
+        """`x += v` and the like change NumPy's array in place: this stand-in names the
+        new value, views of it go stale (`name`); on a slice `x[k]`, the array it views is
+        assigned at `k` (`x[k] += v`)."""
+        value = self._binary(op, other)
+        if value.element != self.element:
+            value = value.astype(self.dtype)
+        if tuple(a.size for a in value.axes) != tuple(a.size for a in self.axes):
+            raise TraceError(f"{op}= of shape {self.shape} with shape {value.shape} "
+                             f"({user_line()}): the result must keep the shape")
+        if self.view_of is not None:
+            if self.view_key is None:
+                raise TraceError(f"{op}= into a reshape or transpose of another array "
+                                 f"({user_line()}): NumPy changes that array too; write "
+                                 f"x = x {op} v on the array itself")
+            base = self.view_of
+            base[self.view_key] = value
+            return base._view(value, self.view_key)
+        self._name, self.is_var = value.name, False
+        self._stale_views(self.recording.origin())
+        return self
+
+    def __iadd__(self, o): return self._in_place("+", o)
+    def __isub__(self, o): return self._in_place("-", o)
+    def __imul__(self, o): return self._in_place("*", o)
+    def __itruediv__(self, o): return self._in_place("/", o)
+    def __ifloordiv__(self, o): return self._in_place("//", o)
+    def __imod__(self, o): return self._in_place("%", o)
+    def __ipow__(self, o): return self._in_place("**", o)
 
     def _stale_views(self, line: str) -> None:
         """The views taken from this value see an assignment into it: reading them is

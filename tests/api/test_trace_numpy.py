@@ -46,10 +46,22 @@ def assignments(x, w):
     return out.sum(axis=1) * y
 
 
-def assignment_into_a_view(x):
-    row = x[1:]
-    x[0] = 1.0
-    return row
+def views_see_assignments(x):
+    """A slice taken before an assignment into its array shows it, as NumPy's view."""
+    y = x * 1.0
+    tail = y[1:]
+    y[2] = 3.0
+    y += 1.0
+    head = y[:2]
+    head += tail[:2]  # through the view: y changes too
+    return tail * y[0]
+
+
+def reshape_read_after_assignment(x):
+    y = x * 1.0
+    column = y.reshape(-1, 1)
+    y[0] = 1.0
+    return column
 
 
 def assignment_through_a_view(x):
@@ -164,6 +176,7 @@ PROGRAMS = {
                                                                        keepdims=True)[:, 0],
                   [(4, 3)], [(2, 5)]),
     "assignments": (assignments, [(5,), ()], [(7,), ()]),
+    "views_see_assignments": (views_see_assignments, [(5,)], [(7,)]),
     "factories": (lambda x: (np.zeros((len(x), 3)) + np.ones(x.shape[0])[:, None]
                              + np.eye(len(x))[:, :3] + np.full((len(x), 1), 2.0)).T @ x
                   + (np.arange(len(x)) * x).sum() + np.identity(x.shape[0]).sum()
@@ -277,8 +290,9 @@ def captured(x):
     (lambda x: np.interp(x, x, x), r"np.interp cannot be traced"),
     (lambda x: x[[0, 7]], r"index \[0, 7\] is out of range for size 4"),
     (captured, r"constant array of shape \(30, 30\) cannot be written.*argument"),
-    (assignment_into_a_view, r"a view .* assigned into afterwards \(test_trace_numpy.py:\d+: "
-                             r"x\[0\] = 1.0\) is read at test_trace_numpy.py"),
+    (reshape_read_after_assignment, r"a reshape or transpose of an array that was assigned "
+                                    r"into afterwards \(test_trace_numpy.py:\d+: y\[0\] = 1.0"
+                                    r"\) is read at test_trace_numpy.py"),
     (assignment_through_a_view, r"assignment into t\d+, a view .*NumPy would change that"),
     (lambda x: x.__setitem__(x > 0.5, 0.0), r"assignment with the subscript.*np.where"),
     (lambda x: scipy.special.kl_div(x, x), r"(np|scipy).*kl_div has no Reverie counterpart"),
