@@ -18,8 +18,10 @@ all alive while a case is measured; each child builds its variant, checks its re
 NumPy cases against NumPy in the child, the GP gradients against each other here), then
 answers sample requests; before each request the parent waits until no thread of any child
 is running; rounds alternate the frameworks so that a change in the machine's load hits
-both alike. The table gives the median seconds per call, the fastest-slowest rounds, and
-Reverie / peer (below 1: Reverie is faster). Timings are meant for a quiet machine.
+both alike. Reverie runs twice, with its default threads and with REVERIE_NUM_THREADS=1
+(which OpenBLAS's LAPACK then follows too). The table gives the median milliseconds per call,
+the fastest-slowest rounds, and Reverie / peer (below 1: Reverie is faster). Timings are
+meant for a quiet machine: on a loaded one, Reverie's pool and OpenBLAS's threads compete.
 """
 
 from __future__ import annotations
@@ -65,8 +67,10 @@ LINALG_SOURCE = """
 fn factor(a: f64[N, N]) -> f64[N, N] { return cholesky(a); }
 fn linear(a: f64[N, N], b: f64[N]) -> f64[N] { return solve(a, b); }
 """
-FRAMEWORKS = {"cholesky": ("reverie", "numpy"), "solve": ("reverie", "numpy"),
-              "gp": ("reverie", "jax")}
+# each case's variants; "reverie 1 thread" runs with REVERIE_NUM_THREADS=1 (OpenBLAS too)
+FRAMEWORKS = {"cholesky": ("reverie", "reverie 1 thread", "numpy"),
+              "solve": ("reverie", "reverie 1 thread", "numpy"),
+              "gp": ("reverie", "reverie 1 thread", "jax")}
 
 
 # ---------------------------------------------------------------- the variants (in a child)
@@ -90,7 +94,7 @@ def build(case: str, framework: str) -> tuple[Callable[[], object], object]:
     name, _, size = case.partition(" ")
     if name == "gp":
         x, y = gp_data()
-        if framework == "reverie":
+        if framework.startswith("reverie"):
             import reverie as rv
             gradient = rv.compile(GP_SOURCE).nll.grad(wrt=(0, 1, 2))
             thunk = lambda: gradient(*GP_PARAMETERS, x, y)  # noqa: E731
@@ -98,7 +102,7 @@ def build(case: str, framework: str) -> tuple[Callable[[], object], object]:
             thunk = _jax_gp(x, y)
         return thunk, [float(g) for g in thunk()]
     a, b = spd_system(int(size))
-    if framework == "reverie":
+    if framework.startswith("reverie"):
         import reverie as rv
         module = rv.compile(LINALG_SOURCE)
         thunk = (lambda: module.factor(a)) if name == "cholesky" else \
@@ -157,9 +161,12 @@ def measure(case: str, rounds: int) -> dict[str, list[float] | str]:
     for framework in FRAMEWORKS[case.split()[0]]:
         spec = ChildSpec(case, framework, framework)
         folder = Path(os.environ.get("TMPDIR", "/tmp"))
-        log = folder / f"linalg-{case.replace(' ', '-')}-{framework}.log"
+        log = folder / f"linalg-{case.replace(' ', '-')}-{framework.replace(' ', '-')}.log"
+        environment = dict(os.environ)
+        if framework == "reverie 1 thread":
+            environment["REVERIE_NUM_THREADS"] = "1"
         children[framework] = VariantProcess(spec, [sys.executable, script, "--child", case,
-                                                    framework], dict(os.environ), log)
+                                                    framework], environment, log)
     results: dict[str, list[float] | str] = {}
     checks = {}
     for framework, child in children.items():
@@ -182,30 +189,39 @@ def measure(case: str, rounds: int) -> dict[str, list[float] | str]:
 
 
 def _report_checks(case: str, checks: dict[str, object]) -> None:
-    if case == "gp" and len(checks) == 2:
-        ours, theirs = (np.asarray(v) for v in checks.values())
-        print(f"  gp gradients agree to {np.abs(ours - theirs).max() / np.abs(theirs).max():.1e}",
-              flush=True)
+    """Print each variant's error: against NumPy (in the child), or the GP gradient's
+    against JAX's."""
     for framework, check in checks.items():
         if case != "gp":
             print(f"  {case} {framework}: relative error against NumPy {check:.1e}", flush=True)
+        elif framework != "jax" and "jax" in checks:
+            ours, theirs = np.asarray(check), np.asarray(checks["jax"])
+            error = np.abs(ours - theirs).max() / np.abs(theirs).max()
+            print(f"  gp {framework}: gradient's relative difference from JAX's {error:.1e}",
+                  flush=True)
 
 
 def table(measured: dict[str, dict[str, list[float] | str]]) -> str:
-    lines = ["| case | Reverie | peer | Reverie / peer |", "|---|---|---|---|"]
+    """Median ms per call (fastest–slowest round) of each variant, and Reverie / peer."""
+    lines = ["| case | Reverie | Reverie, 1 thread | peer | Reverie / peer (1 thread) |",
+             "|---|---|---|---|---|"]
+
+    def cell(values: list[float] | str) -> str:
+        if isinstance(values, str):
+            return values
+        return (f"{statistics.median(values) * 1e3:.3f} ms "
+                f"({min(values) * 1e3:.3f}–{max(values) * 1e3:.3f})")
+
+    def ratio(ours: list[float] | str, theirs: list[float] | str) -> str:
+        if isinstance(ours, str) or isinstance(theirs, str):
+            return "—"
+        return f"{statistics.median(ours) / statistics.median(theirs):.2f}"
+
     for case, results in measured.items():
-        ours, (peer_name, theirs) = results["reverie"], [
-            (name, value) for name, value in results.items() if name != "reverie"][0]
-
-        def cell(values: list[float] | str) -> str:
-            if isinstance(values, str):
-                return values
-            return (f"{statistics.median(values) * 1e3:.3f} ms "
-                    f"({min(values) * 1e3:.3f}–{max(values) * 1e3:.3f})")
-
-        ratio = "—" if isinstance(ours, str) or isinstance(theirs, str) else \
-            f"{statistics.median(ours) / statistics.median(theirs):.2f}"
-        lines.append(f"| {case} | {cell(ours)} | {peer_name}: {cell(theirs)} | {ratio} |")
+        peer = next(name for name in results if not name.startswith("reverie"))
+        ours, single, theirs = results["reverie"], results["reverie 1 thread"], results[peer]
+        lines.append(f"| {case} | {cell(ours)} | {cell(single)} | {peer}: {cell(theirs)} | "
+                     f"{ratio(ours, theirs)} ({ratio(single, theirs)}) |")
     return "\n".join(lines)
 
 
