@@ -114,6 +114,11 @@ REFLECTED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__"
              "__and__": "__rand__", "__or__": "__ror__"}
 
 
+# Built-ins that take integers as they are; the others compute in floats (NumPy's
+# `np.sqrt` of integers is float64).
+NUMBER_BUILTINS = ("abs", "sign", "max", "min")
+
+
 def builtin_exists(name: str) -> bool:
     """Whether the language has the built-in `name` now (the lowering's table, or an
     elementwise row of the op table marked as a built-in)."""
@@ -145,9 +150,10 @@ def call_builtin(builtin: str, *inputs: Any, element: str | None = None) -> Trac
         raise TraceError(f"{builtin} of no traced value ({user_line()})")
     recording = first.recording
     parts = [operand(recording, v, first.element) for v in inputs]
-    if len(parts) > 1 and len({p.element for p in parts}) > 1:
-        parts = [p.astype(max(parts, key=lambda q: q.element in ("f32", "f64")).element)
-                 for p in parts]
+    target = np.result_type(*(p.dtype for p in parts))  # NumPy's promotion
+    if builtin not in NUMBER_BUILTINS and target.kind in "biu":  # ints compute in f64
+        target = np.dtype(np.float64)
+    parts = [p if p.dtype == target else p.astype(target) for p in parts]
     axes: tuple[Axis, ...] = ()
     for p in parts:
         axes = broadcast(axes, p.axes, recording)
@@ -227,9 +233,10 @@ def var(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
     if x.element not in ("f32", "f64"):
         x = x.astype(np.float64)
     centred = x - x.mean(axis=axis, keepdims=True)
-    squares = (centred * centred).sum(axis=axis, keepdims=bool(keepdims))
-    return squares / (_count(x, axis) - ddof) if ddof else \
-        (centred * centred).mean(axis=axis, keepdims=bool(keepdims))
+    squares = centred * centred
+    if not ddof:
+        return squares.mean(axis=axis, keepdims=bool(keepdims))
+    return squares.sum(axis=axis, keepdims=bool(keepdims)) / (_count(x, axis) - ddof)
 
 
 def std(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,

@@ -517,3 +517,15 @@ def test_linear_algebra_gradients_against_finite_differences(name: str) -> None:
     for index, grad in enumerate(grads):
         np.testing.assert_allclose(grad, finite_difference(loss, [a, b], index), rtol=1e-5,
                                    atol=1e-6)
+
+
+def test_integer_arguments_promote_as_numpy() -> None:
+    """Integers meet floats and float-only built-ins as in NumPy: computed in f64."""
+    def mixed(x, k):
+        return (np.sqrt(k) * x + np.exp(k) + np.maximum(k, 2) + np.abs(k) + np.arctan2(k, x)
+                + np.maximum(k, x) + k / 2 + k // 2 + k % 3 + np.fmin(x.astype(np.float32), 0.5))
+
+    x, k = np.linspace(0.1, 1.0, 4), np.arange(4)
+    module = rv.trace(mixed, x, k)
+    np.testing.assert_allclose(module.kernel(x, k), mixed(x, k), rtol=1e-7)
+    np.testing.assert_allclose(module.kernel(x[:3], k[:3]), mixed(x[:3], k[:3]), rtol=1e-7)
