@@ -664,11 +664,23 @@ ENTRY_POINTS: dict[str, Callable[..., Any]] = {
     "numpy.ascontiguousarray": _asarray,
     "scipy.special.polygamma": _polygamma,
     "scipy.special.multigammaln": _multigammaln,
-    "scipy.special.logsumexp": lambda a, axis=None, keepdims=False, **_:
-        as_traced(a)._reduce("logsumexp", axis, keepdims),
+    "scipy.special.logsumexp": lambda a, axis=None, b=None, keepdims=False,
+    return_sign=False: _logsumexp(a, axis, b, keepdims, return_sign),
     "scipy.special.softmax": lambda x, axis=None: _along("softmax", x, axis),
     "scipy.special.log_softmax": lambda x, axis=None: _along("log_softmax", x, axis),
 }
+
+
+def _logsumexp(a: Any, axis: Any, b: Any, keepdims: bool, return_sign: bool) -> Traced:
+    """`scipy.special.logsumexp`: with weights `b`, `log Σ b e^a = logsumexp(a + log b)`
+    (b > 0)."""
+    if return_sign:
+        raise TraceError(f"scipy.special.logsumexp(return_sign=True) ({user_line()}): "
+                         f"weights b > 0 are traced, without the sign")
+    a = as_traced(a)
+    if b is not None:
+        a = a + np.log(b if isinstance(b, Traced) else np.asarray(b, dtype=a.dtype))
+    return a._reduce("logsumexp", axis, bool(keepdims))
 
 
 def _along(builtin: str, x: Any, axis: Any) -> Traced:

@@ -630,7 +630,11 @@ class Traced:
         name = f"{module}.{func.__name__}" if module else func.__name__
         recorder = ARRAY_FUNCTIONS.get(name)
         if recorder is None:
-            raise TraceError(f"np.{name} cannot be traced ({user_line()}); "
+            inner, outer = user_line(), user_line(libraries=True)
+            within = "" if inner == outer else (
+                f", inside a library function called at {outer}: that function has no "
+                f"recorder, or was bound before rv.trace ran (call it through its module)")
+            raise TraceError(f"np.{name} cannot be traced ({inner}{within}); "
                              f"{nearest_spelling(name, ARRAY_FUNCTIONS)}")
         return recorded(f"np.{name}", recorder, *args, **kwargs)
 

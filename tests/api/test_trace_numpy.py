@@ -10,6 +10,8 @@ built-in another change adds are checked to be mapped once that built-in exists.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -266,6 +268,9 @@ def test_scipy_names_are_restored_after_tracing() -> None:
     assert (scipy.special.polygamma, np.array, np.mean) == original
 
 
+BOUND_EARLY = functools.partial(scipy.special.logsumexp, axis=0)  # the original, kept
+
+
 def captured(x):
     return x.sum() * np.ones((30, 30))
 
@@ -288,6 +293,8 @@ def captured(x):
                                              r"integer order"),
     (lambda x: np.fft.fft(x).real, r"np.fft.fft cannot be traced"),
     (lambda x: np.interp(x, x, x), r"np.interp cannot be traced"),
+    (lambda x: BOUND_EARLY(x), r"np.result_type cannot be traced .*inside a library function "
+                               r"called at test_trace_numpy.py:\d+: .*BOUND_EARLY.*bound before"),
     (lambda x: x[[0, 7]], r"index \[0, 7\] is out of range for size 4"),
     (captured, r"constant array of shape \(30, 30\) cannot be written.*argument"),
     (reshape_read_after_assignment, r"a reshape or transpose of an array that was assigned "
@@ -450,6 +457,13 @@ SYSTEMATIC = [
     *combos(np.einsum, [["ijk,lmjn->iklmn"], [R(2, 3, 4)], [R(5, 6, 3, 7)]]),
     *combos(np.einsum, [["...j,...jk->...k"], [R(2, 3)], [R(3, 4)]]),
     *combos(np.einsum, [["i,i", "i,i->"], [R(3)], [R(3)]]),
+    # autograd tests/test_scipy.py
+    *combos(lambda a, **kw: scipy.special.logsumexp(a, **kw),
+            [[np.array([1.1]), R(4), R(3, 4)]], axis=[None, 0], keepdims=[True, False]),
+    *combos(lambda a, **kw: scipy.special.logsumexp(a, **kw), [[R(4, 5, 6), R(1, 5)]],
+            axis=[None, 0, 1], keepdims=[True, False]),
+    *combos(lambda a, b, **kw: scipy.special.logsumexp(a, b=np.exp(b), **kw),
+            [[R(3, 4)], [R(3, 4)]], axis=[None, 0, 1], keepdims=[True, False]),
 ]
 
 
@@ -529,3 +543,44 @@ def test_integer_arguments_promote_as_numpy() -> None:
     module = rv.trace(mixed, x, k)
     np.testing.assert_allclose(module.kernel(x, k), mixed(x, k), rtol=1e-7)
     np.testing.assert_allclose(module.kernel(x[:3], k[:3]), mixed(x[:3], k[:3]), rtol=1e-7)
+
+
+# autograd tests/test_scipy.py: scipy.special functions (their built-ins may come later)
+SPECIAL = {
+    "gammaln": (scipy.special.gammaln, ("lgamma",), (0.3, 2.0)),
+    "psi": (scipy.special.psi, ("digamma",), (0.3, 2.0)),
+    "digamma": (scipy.special.digamma, ("digamma",), (0.3, 2.0)),
+    "polygamma0": (lambda x: scipy.special.polygamma(0, x), ("digamma",), (0.3, 2.0)),
+    "polygamma2": (lambda x: scipy.special.polygamma(2, x), ("polygamma",), (0.3, 2.0)),
+    "gamma": (scipy.special.gamma, ("gamma",), (0.3, 2.0)),
+    "expit": (scipy.special.expit, ("sigmoid",), (-2.0, 2.0)),
+    "logit": (scipy.special.logit, (), (0.1, 0.9)),
+    "erf": (scipy.special.erf, ("erf",), (-2.0, 2.0)),
+    "erfc": (scipy.special.erfc, ("erfc",), (-2.0, 2.0)),
+    "erfinv": (scipy.special.erfinv, ("erfinv",), (-0.9, 0.9)),
+    "erfcinv": (scipy.special.erfcinv, ("erfcinv",), (0.1, 1.9)),
+    "jn": (lambda x: scipy.special.jn(2, x), ("jv", "jn"), (1.3, 5.0)),
+    "yn": (lambda x: scipy.special.yn(2, x), ("yn",), (1.3, 5.0)),
+    "gammainc": (lambda x: scipy.special.gammainc(1.5, x), ("gammainc",), (1.3, 5.0)),
+    "gammaincc": (lambda x: scipy.special.gammaincc(1.5, x), ("gammaincc",), (1.3, 5.0)),
+    "beta": (lambda x: scipy.special.beta(x, x[::-1] + 1.0), ("beta",), (1.1, 3.0)),
+    "betaln": (lambda x: scipy.special.betaln(x, 2.5), ("betaln",), (1.1, 3.0)),
+    "multigammaln": (lambda x: scipy.special.multigammaln(x + 2.0, 3), ("lgamma",), (0.3, 2.0)),
+}
+
+
+@pytest.mark.parametrize("name", list(SPECIAL))
+def test_scipy_special_functions(name: str) -> None:
+    fn, builtins, domain = SPECIAL[name]
+    x = RNG.uniform(*domain, size=4)
+    if builtins and not any(builtin_exists(b) for b in builtins):
+        with pytest.raises(rv.TraceError, match="not a built-in of the language yet"):
+            rv.trace(fn, x)
+        pytest.skip(f"{' or '.join(builtins)} is not in the language yet")
+
+    def loss(x):
+        return np.sum(np.sin(fn(x)))
+
+    np.testing.assert_allclose(rv.trace(fn, x).kernel(x), fn(x), rtol=1e-10)
+    grad = rv.trace(loss, x).kernel.grad("x")(x)
+    np.testing.assert_allclose(grad, finite_difference(loss, [x], 0), rtol=1e-5, atol=1e-6)
