@@ -185,9 +185,10 @@ def test_loop_ir_gradient_equals_the_tensor_interpreter(name: str, data: str) ->
 @pytest.mark.parametrize("bounds", [(0.0, 1.0), (-10.0, 0.5), (NAN, 1.0), (0.0, NAN)], ids=str)
 def test_clamp_from_elementwise_max_min_matches_torch_clamp(backend: str,
                                                             bounds: tuple[float, float]) -> None:
-    """`max(min(x, hi), lo)`, Tensor.clamp's formula: away from the bounds the gradient is
+    """`max(min(x, hi), lo)` in the language: away from the bounds the gradient is
     torch.clamp's, 0 at a NaN entry and everywhere when a bound is NaN (not ȳ, as the
-    reductions give a NaN entry)."""
+    reductions give a NaN entry). (`rv.Tensor.clamp` is a kernel of its own, which gives a
+    tie with a bound all of ȳ, as torch.clamp does: tests/api/test_tensor_functions.py.)"""
     source = ("fn f(x: f64[N], lo: f64, hi: f64, w: f64[N]) -> f64 "
               "{ return sum(max(min(x, hi), lo) * w); }")
     x = np.array([NAN, 0.25, -3.0, 2.0, INF, -INF, 0.75])
