@@ -573,10 +573,13 @@ def tri(kind: str) -> Callable[..., Traced]:
     return mask
 
 
-def _array(value: Any, dtype: Any = None, *args: Any, copy: Any = True,
+def _array(value: Any, dtype: Any = None, *args: Any, copy: Any = True, ndmin: int = 0,
            **kwargs: Any) -> Traced:
-    """`np.array` (a copy) and `np.asarray` (`copy=None`: the value itself)."""
+    """`np.array` (a copy) and `np.asarray` (`copy=None`: the value itself); `ndmin`
+    prepends axes of size 1."""
     x = as_traced(value)
+    if x.ndim < ndmin:
+        x = x.reshape((1,) * (ndmin - x.ndim) + tuple(x.shape))
     if dtype is not None:
         return x.astype(dtype)
     return x.copy() if copy and x is value else x
@@ -662,6 +665,7 @@ def _recording_version(original: Callable[..., Any], recorder: Callable[..., Any
 ENTRY_POINTS: dict[str, Callable[..., Any]] = {
     "numpy.array": _array, "numpy.asarray": _asarray, "numpy.asanyarray": _asarray,
     "numpy.ascontiguousarray": _asarray,
+    "numpy.lib._index_tricks_impl.array": _array,  # np.r_[...] and np.c_[...]
     "scipy.special.polygamma": _polygamma,
     "scipy.special.multigammaln": _multigammaln,
     "scipy.special.logsumexp": lambda a, axis=None, b=None, keepdims=False,

@@ -73,6 +73,20 @@ def assignment_through_a_view(x):
     return y
 
 
+A564, B464, C32 = RNG.standard_normal((5, 6, 4)), RNG.standard_normal((4, 6, 4)), \
+    RNG.standard_normal((3, 2))  # constants of autograd's tests, written into the source
+
+
+def scalar_attributes(x):
+    assert x.shape == () and x.ndim == 0 and x.size == 1 and x.dtype == np.float64
+    return x ** 2
+
+
+def with_len(x):
+    assert len(x) == 3
+    return x
+
+
 # name -> (function, example shapes, second shapes or None where Python fixed a size,
 #          value range of the arguments)
 PROGRAMS = {
@@ -177,6 +191,30 @@ PROGRAMS = {
     "norm_axis": (lambda x: np.linalg.norm(x, axis=1) + np.linalg.norm(x, ord=1, axis=1,
                                                                        keepdims=True)[:, 0],
                   [(4, 3)], [(2, 5)]),
+    # autograd tests/test_numpy.py, continued
+    "concatenate_constant": (lambda x: np.concatenate((A564, x)), [(4, 6, 4)], None),
+    "concatenate_constant_axis1": (lambda x: np.concatenate((B464, x, B464), 1), [(4, 6, 4)],
+                                   None),
+    "trace_wide_offset": (lambda x: np.trace(x, offset=3), [(10, 11)], None),
+    "trace_tall_offset": (lambda x: np.trace(x, offset=-4), [(11, 10)], None),
+    "trace_extra_axes": (lambda x: np.trace(x, offset=1), [(5, 6, 4, 3)], None),
+    "diag_of_matrix": (lambda x: np.diag(x), [(5, 5)], [(3, 3)]),
+    "transpose_T": (lambda x: x.T, [(5, 6)], [(2, 3)]),
+    "roll_axis": (lambda x: np.roll(x, 2, axis=1), [(3, 4)], [(2, 5)]),
+    "triu_k": (lambda x: np.triu(x, k=2), [(5, 5)], [(4, 4)]),
+    "tril_k": (lambda x: np.tril(x, k=2), [(5, 5)], [(4, 4)]),
+    "clip_keywords": (lambda x: np.clip(x, a_min=0.1, a_max=1.1), [(5, 5)], [(4, 4)]),
+    "prod": (lambda x: np.prod(x) + np.prod(x, axis=0, keepdims=True), [(2, 3)], [(3, 2)]),
+    "array_1d_of_scalar": (lambda x: np.array([x, x * 1.0, x + 2.5]), [()], None),
+    "array_2d_of_scalar": (lambda x: np.array([[x, x * 1.0, x + 2.5], [x ** 2, x, x / 2.0]]),
+                           [()], None),
+    "array_fanout": (lambda x: (lambda a: a + a)(np.array([x, x * 1.0, x + 2.5])), [()], None),
+    "array_from_scalar": (lambda x: np.array(x), [()], None),
+    "scalar_attributes": (scalar_attributes, [()], None),
+    "array_from_arrays": (lambda x: np.array([[2 * x, x + 1], [x, x]]), [(3, 2)], [(4, 5)]),
+    "len": (with_len, [(3, 2)], None),
+    "r_": (lambda x: np.r_[x, x] + np.r_[x, C32], [(3, 2)], None),
+    "c_": (lambda x: np.c_[x, C32, x], [(3, 2)], None),
     "assignments": (assignments, [(5,), ()], [(7,), ()]),
     "views_see_assignments": (views_see_assignments, [(5,)], [(7,)]),
     "factories": (lambda x: (np.zeros((len(x), 3)) + np.ones(x.shape[0])[:, None]
