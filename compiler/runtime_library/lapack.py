@@ -173,6 +173,10 @@ class _LinalgBuilder:
     def _info(self) -> ir.Value:
         return self.variable(i64(0), "info")
 
+    def lead(self, size: ir.Value) -> ir.Value:
+        """A leading dimension: max(size, 1), as LAPACK requires even of empty matrices."""
+        return self.b.select(self.b.icmp_signed(">", size, i64(1)), size, i64(1))
+
     def char(self, letter: str) -> ir.Constant:
         """A C `char` argument, passed widened (its upper bits zero)."""
         return ir.Constant(I32, ord(letter))
@@ -188,7 +192,7 @@ class _LinalgBuilder:
         b, n, info = self.b, self.n, self._info()
         # potrf of the column-major upper triangle, which is the row-major lower one
         self.either("potrf", lambda potrf: self.stored(
-            info, potrf, [ir.Constant(I32, COLUMN_MAJOR), self.char("U"), n, a, n]),
+            info, potrf, [ir.Constant(I32, COLUMN_MAJOR), self.char("U"), n, a, self.lead(n)]),
             lambda: self.own_cholesky(a, info))
         with self.loop(i64(0), n) as i:
             with self.loop(b.add(i, i64(1)), n) as j:
@@ -227,7 +231,8 @@ class _LinalgBuilder:
         self.either("trsm", lambda trsm: self.call(trsm, ir.VoidType(), [
             ir.Constant(I32, ROW_MAJOR), ir.Constant(I32, LEFT),
             bit(LOWER_FLAG, LOWER, UPPER), bit(TRANSPOSE_FLAG, TRANS, NO_TRANS),
-            bit(UNIT_FLAG, UNIT, NON_UNIT), n, k, self.const(1.0), a, n, x, k]),
+            bit(UNIT_FLAG, UNIT, NON_UNIT), n, k, self.const(1.0), a, self.lead(n), x,
+            self.lead(k)]),
             lambda: self.own_substitution(a, x, flags))
 
     def own_substitution(self, a: ir.Value, x: ir.Value, flags: ir.Value) -> None:
@@ -299,13 +304,14 @@ class _LinalgBuilder:
             self.own_substitution(a, x, i64(0))
 
         self.either("gesv", lambda gesv: self.stored(
-            info, gesv, [ir.Constant(I32, ROW_MAJOR), n, k, a, n, pivots, x, k]), own)
+            info, gesv, [ir.Constant(I32, ROW_MAJOR), n, k, a, self.lead(n), pivots, x,
+                         self.lead(k)]), own)
         self.when_failed(info, [(x, b.mul(n, k))])
 
     def _slogdet(self, a: ir.Value, sign: ir.Value, logabs: ir.Value, pivots: ir.Value) -> None:
         b, n, info = self.b, self.n, self._info()
         self.either("getrf", lambda getrf: self.stored(
-            info, getrf, [ir.Constant(I32, ROW_MAJOR), n, n, a, n, pivots]),
+            info, getrf, [ir.Constant(I32, ROW_MAJOR), n, n, a, self.lead(n), pivots]),
             lambda: self.own_lu(a, pivots, info))
         signs, total = self.variable(self.const(1.0), "sign"), self.variable(self.const(0.0), "log")
         one, zero = self.const(1.0), self.const(0.0)
@@ -324,30 +330,29 @@ class _LinalgBuilder:
     def _eigh(self, w: ir.Value, v: ir.Value) -> None:
         b, n, info = self.b, self.n, self._info()
         self.either("syevd", lambda syevd: self.stored(
-            info, syevd, [ir.Constant(I32, ROW_MAJOR), self.char("V"), self.char("L"), n, v, n,
-                          w]), self.refuse(info))
+            info, syevd, [ir.Constant(I32, ROW_MAJOR), self.char("V"), self.char("L"), n, v,
+                          self.lead(n), w]), self.refuse(info))
         self.when_failed(info, [(w, n), (v, b.mul(n, n))])
 
     def _svd(self, a: ir.Value, u: ir.Value, s: ir.Value, vh: ir.Value) -> None:
         b, m, n, k, info = self.b, self.m, self.n, self.k, self._info()
-        lead = b.select(b.icmp_signed(">", k, i64(1)), k, i64(1))
         self.either("gesdd", lambda gesdd: self.stored(
-            info, gesdd, [ir.Constant(I32, ROW_MAJOR), self.char("S"), m, n, a, n, s, u, lead,
-                          vh, n]), self.refuse(info))
+            info, gesdd, [ir.Constant(I32, ROW_MAJOR), self.char("S"), m, n, a, self.lead(n), s,
+                          u, self.lead(k), vh, self.lead(n)]), self.refuse(info))
         self.when_failed(info, [(u, b.mul(m, k)), (s, k), (vh, b.mul(k, n))])
 
     def _qr(self, a: ir.Value, q: ir.Value, r: ir.Value, tau: ir.Value) -> None:
         b, m, n, k, info = self.b, self.m, self.n, self.k, self._info()
         layout = ir.Constant(I32, ROW_MAJOR)
         def factor(geqrf: ir.Value) -> None:
-            self.stored(info, geqrf, [layout, m, n, a, n, tau])
+            self.stored(info, geqrf, [layout, m, n, a, self.lead(n), tau])
             with self.loop(i64(0), k) as i:
                 with self.loop(i64(0), n) as j:
                     value = self.load(a, self.index(i, j, n))
                     kept = b.select(b.icmp_signed(">=", j, i), value, self.const(0.0))
                     self.store(kept, r, self.index(i, j, n))
             self.either("orgqr", lambda orgqr: self.stored(
-                info, orgqr, [layout, m, k, k, a, n, tau]), self.refuse(info))
+                info, orgqr, [layout, m, k, k, a, self.lead(n), tau]), self.refuse(info))
             with self.loop(i64(0), m) as i:
                 with self.loop(i64(0), k) as j:
                     self.store(self.load(a, self.index(i, j, n)), q, self.index(i, j, k))

@@ -266,3 +266,25 @@ def test_loop_ir_shows_one_helper_call() -> None:
                         "{ return cholesky(transpose(a, (0, 2, 1))); }")
     text = module.ir("loops")
     assert text.count("linalg cholesky") == 1
+
+
+EMPTY_SOURCE = """
+fn c(a: f64[B, N, N]) -> f64[B, N, N] { return cholesky(a); }
+fn s(a: f64[B, N, N], b: f64[B, N, 1]) -> f64[B, N, 1] { return solve(a, b); }
+fn d(a: f64[B, N, N]) -> f64[B] { return det(a); }
+fn e(a: f64[B, N, N]) -> f64[B, N] { let (w, v) = eigh(a); return w; }
+fn g(a: f64[B, N, N]) -> f64 { return sum(det(a)) + sum(cholesky(a)); }
+"""
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 3), (2, 0, 0)])
+def test_empty_matrices_and_batches(shape: tuple[int, ...], capfd: pytest.CaptureFixture) -> None:
+    """Empty stacks and 0 x 0 matrices (det 1), with no LAPACK complaint on stderr."""
+    module = rv.compile(EMPTY_SOURCE)
+    a = np.zeros(shape)
+    assert module.c(a).shape == shape
+    assert module.s(a, np.ones((*shape[:2], 1))).shape == (*shape[:2], 1)
+    np.testing.assert_array_equal(module.d(a), np.linalg.det(a))
+    assert module.e(a).shape == shape[:2]
+    assert module.g.grad(wrt=0)(a).shape == shape
+    assert "illegal value" not in capfd.readouterr().err
