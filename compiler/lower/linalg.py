@@ -12,10 +12,11 @@ The factorisations are ops of `ir/ops_linalg.py`; the rest are spelled out here 
     slogdet(a)                  (sign, log|det|), a tuple: `let (s, l) = slogdet(a);`
     det(a)                      sign · exp(log|det|) (an op: its gradient is the cofactor
                                 matrix, at singular matrices too)
-    eigh(a)                     (w, V) from A's lower triangle
+    eigh(a)                     (w, V) from A's lower triangle; eigvalsh(a): w alone
     svd(a, full_matrices=true, compute_uv=true)
                                 (U, s, Vh) reduced; `full_matrices=true` needs square
                                 matrices (the full and reduced SVD then agree)
+    svdvals(a)                  s alone (NumPy 2's `np.linalg.svdvals`)
     qr(a)                       (Q, R) reduced
     pinv(a, rtol=max(M, N)·eps) Vhᵀ diag(s⁺) Uᵀ, s⁺ = 1/s where s > rtol · max(s), else 0
                                 (torch's composition: gradients flow through svd)
@@ -183,7 +184,16 @@ class LinalgLowering(ScanLowering):
         a = self.matrix(call.args[0], "eigh").value
         return ExprTuple([ExprValue(v) for v in self.builder.emit_at(call.span, "eigh", [a])])
 
+    def _eigvalsh(self, call: ast.Call) -> ExprValue:
+        return self._eigh(call).elements[0]
+
+    def _svdvals(self, call: ast.Call) -> ExprValue:
+        signature(call, 1, set())
+        a = self.matrix(call.args[0], "svdvals", square=False).value
+        return ExprValue(self.singular_values(a, call.span))
+
     def singular_values(self, x: Value, span: ast.Span) -> Value:
+        """The singular values of matrices x [..., M, N] (the svd op's middle result)."""
         return self.builder.emit_at(span, "svd", [x])[1]
 
     def _svd(self, call: ast.Call) -> ExprValue | ExprTuple:
@@ -319,6 +329,7 @@ LINALG_BUILTINS: dict[str, Callable[[LinalgLowering, ast.Call], ExprValue | Expr
     "cholesky": LinalgLowering._cholesky, "triangular_solve": LinalgLowering._triangular_solve,
     "solve": LinalgLowering._solve, "inv": LinalgLowering._inv, "det": LinalgLowering._det,
     "slogdet": LinalgLowering._slogdet, "eigh": LinalgLowering._eigh,
-    "svd": LinalgLowering._svd, "qr": LinalgLowering._qr, "pinv": LinalgLowering._pinv,
+    "eigvalsh": LinalgLowering._eigvalsh, "svd": LinalgLowering._svd,
+    "svdvals": LinalgLowering._svdvals, "qr": LinalgLowering._qr, "pinv": LinalgLowering._pinv,
     "norm": LinalgLowering._norm,
 }

@@ -42,6 +42,9 @@ fn logdet(a: float[B, N, N]) -> float[B] { let (s, l) = slogdet(a); return s * l
 fn spectrum(a: float[B, N, N]) -> float[B, N] { let (w, v) = eigh(a); return w; }
 fn vectors(a: float[B, N, N]) -> float[B, N, N] { let (w, v) = eigh(a); return abs(v); }
 fn singular(a: float[B, 6, 4]) -> float[B, 4] { return svd(a, compute_uv=false); }
+fn named(a: float[B, 6, 4]) -> float[B, 4] {
+    return svdvals(a) + eigvalsh(transpose(a, (0, 2, 1)) @ a);
+}
 fn rebuilt(a: float[B, 4, 6]) -> float[B, 4, 6] {
     let (u, s, vh) = svd(a, full_matrices=false);
     return (u * reshape(s, (B, 1, 4))) @ vh;
@@ -92,6 +95,8 @@ CASES = {
     "spectrum": (lambda r: [_spd((2, 4, 4), r)], la.eigvalsh),
     "vectors": (lambda r: [_spd((2, 4, 4), r)], lambda a: np.abs(la.eigh(a)[1])),
     "singular": (lambda r: [r.standard_normal((2, 6, 4))], lambda a: la.svd(a, compute_uv=False)),
+    "named": (lambda r: [r.standard_normal((2, 6, 4))],
+              lambda a: la.svd(a, compute_uv=False) + la.eigvalsh(np.swapaxes(a, 1, 2) @ a)),
     "rebuilt": (lambda r: [r.standard_normal((2, 4, 6))], _batched_svd_rebuilt),
     "orthogonal": (lambda r: [r.standard_normal((6, 4))],
                    lambda a: np.abs(la.qr(a)[1]) + np.eye(4)),
