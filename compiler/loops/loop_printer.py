@@ -111,7 +111,8 @@ def _line(stmt: Stmt, program: Program) -> str:
                 f"  # scratch {stmt.scratch.name}")
     if isinstance(stmt, LinalgCall):
         sizes = ", ".join(map(str, stmt.sizes))
-        names = ", ".join(b.name for b in stmt.buffers)
+        names = ", ".join(b.name if b in stmt.written else f"{b.name} (read)"
+                          for b in stmt.buffers)
         return f"linalg {stmt.op} {names} in place  # sizes {sizes}, flags {stmt.flags}"
     raise TypeError(f"unknown loop statement {stmt!r}")
 
