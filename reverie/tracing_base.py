@@ -84,3 +84,13 @@ def factor_split(dims: Iterable[str]) -> tuple[int, list[str]]:
             else:
                 factors.append(factor)
     return coefficient, factors
+
+
+def ignored(name: str, options: dict[str, Any], harmless: tuple[str, ...] = ()) -> None:
+    """Refuse a NumPy keyword argument that a recorder does not honour: every option
+    must be None (NumPy's default) or named in `harmless` (it changes no value)."""
+    honoured = {k: v for k, v in options.items() if v is not None and k not in harmless}
+    if honoured:
+        raise TraceError(f"{name}({', '.join(f'{k}=...' for k in honoured)}) cannot be "
+                         f"traced ({user_line()}): rv.trace does not take "
+                         f"{', '.join(honoured)} here")

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from reverie.tracing_base import ignored
 from reverie.tracing_numpy import (
     ARRAY_FUNCTIONS,
     ENTRY_POINTS,
@@ -41,8 +42,10 @@ RECORDER_FILES.add(__file__)
 
 # ---------------------------------------------------------------- einsum
 
-def einsum(subscripts: str, *operands: Any, **_: Any) -> Traced:
+def einsum(subscripts: str, *operands: Any, out: Any = None, dtype: Any = None,
+           optimize: Any = None, **options: Any) -> Traced:
     """`np.einsum` (explicit or implicit output, `...`): one index-notation statement."""
+    ignored("np.einsum", {"out": out, "dtype": dtype, **options}, ("order", "casting"))
     if not isinstance(subscripts, str):
         raise TraceError(f"np.einsum in the interleaved form cannot be traced "
                          f"({user_line()}): write the subscripts as a string")

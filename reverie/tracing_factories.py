@@ -16,7 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from reverie.tracing_base import RECORDER_FILES, Axis, TraceError, element_of, user_line
+from reverie.tracing_base import (
+    RECORDER_FILES,
+    Axis,
+    TraceError,
+    element_of,
+    ignored,
+    user_line,
+)
 from reverie.tracing_numpy import ARRAY_FUNCTIONS, SIZE_ENTRY_POINTS, as_traced
 from reverie.tracing_record import Recording, Traced, operand, strong
 from reverie.tracing_sizes import Size, combine
@@ -35,7 +42,8 @@ def full_of(recording: Recording, axes: tuple[Axis, ...], value: Any,
 
 
 def _like(value: Any) -> Callable[..., Traced]:
-    def make(x: Any, dtype: Any = None, **_: Any) -> Traced:
+    def make(x: Any, dtype: Any = None, **options: Any) -> Traced:
+        ignored("the NumPy factory", options, ("order", "like", "subok", "device"))
         x = as_traced(x)
         element = x.element if dtype is None else element_of("dtype", dtype)
         return full_of(x.recording, x.axes, value, element)
@@ -43,7 +51,8 @@ def _like(value: Any) -> Callable[..., Traced]:
     return make
 
 
-def full_like(x: Any, fill_value: Any, dtype: Any = None, **_: Any) -> Traced:
+def full_like(x: Any, fill_value: Any, dtype: Any = None, **options: Any) -> Traced:
+    ignored("the NumPy factory", options, ("order", "like", "subok", "device"))
     return _like(fill_value)(x, dtype)
 
 
@@ -67,17 +76,20 @@ def _element(dtype: Any, default: Any = np.float64) -> str:
     return element_of("dtype", default if dtype is None else dtype)
 
 
-def zeros(shape: Any, dtype: Any = None, **_: Any) -> Traced:
+def zeros(shape: Any, dtype: Any = None, **options: Any) -> Traced:
+    ignored("the NumPy factory", options, ("order", "like", "subok", "device"))
     recording, axes = _shaped(shape)
     return full_of(recording, axes, 0, _element(dtype))
 
 
-def ones(shape: Any, dtype: Any = None, **_: Any) -> Traced:
+def ones(shape: Any, dtype: Any = None, **options: Any) -> Traced:
+    ignored("the NumPy factory", options, ("order", "like", "subok", "device"))
     recording, axes = _shaped(shape)
     return full_of(recording, axes, 1, _element(dtype))
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = None, **_: Any) -> Traced:
+def full(shape: Any, fill_value: Any, dtype: Any = None, **options: Any) -> Traced:
+    ignored("the NumPy factory", options, ("order", "like", "subok", "device"))
     recording, axes = _shaped(shape)
     if isinstance(fill_value, Traced):
         return fill_value + full_of(recording, axes, 0, fill_value.element)
@@ -85,7 +97,8 @@ def full(shape: Any, fill_value: Any, dtype: Any = None, **_: Any) -> Traced:
     return full_of(recording, axes, fill_value, _element(default))
 
 
-def eye(rows: Any, cols: Any = None, k: int = 0, dtype: Any = None, **_: Any) -> Traced:
+def eye(rows: Any, cols: Any = None, k: int = 0, dtype: Any = None, **options: Any) -> Traced:
+    ignored("the NumPy factory", options, ("order", "like", "subok", "device"))
     """`np.eye`: `let t[i in 0..N, j in 0..M] = f64(where(j == i + k, 1.0, 0.0));`."""
     recording, (row, col) = _shaped((rows, rows if cols is None else cols))
     element = _element(dtype)
@@ -96,8 +109,9 @@ def eye(rows: Any, cols: Any = None, k: int = 0, dtype: Any = None, **_: Any) ->
 
 
 def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None,
-           **_: Any) -> Traced:
+           **options: Any) -> Traced:
     """`np.arange(n)` or `np.arange(a, n)` with a size: `let t[i in 0..N - a] = i + a`."""
+    ignored("np.arange", options, ("like", "device"))
     begin, end = (0, start) if stop is None else (start, stop)
     if step not in (None, 1) or isinstance(begin, Size):
         raise TraceError(f"np.arange with a size is traced as np.arange(n) or "
@@ -113,6 +127,6 @@ ARRAY_FUNCTIONS.update({"zeros_like": _like(0), "ones_like": _like(1),
                         "empty_like": _like(0), "full_like": full_like})
 SIZE_ENTRY_POINTS.update({
     "numpy.zeros": zeros, "numpy.ones": ones, "numpy.empty": zeros, "numpy.full": full,
-    "numpy.eye": eye, "numpy.identity": lambda n, dtype=None, **_: eye(n, dtype=dtype),
+    "numpy.eye": eye, "numpy.identity": lambda n, dtype=None, like=None: eye(n, dtype=dtype),
     "numpy.arange": arange,
 })

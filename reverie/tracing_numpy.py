@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -33,6 +34,7 @@ import numpy as np
 
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.lower.builtins import BINARY_BUILTINS, BUILTINS
+from reverie.tracing_base import ignored
 from reverie.tracing_record import (
     ARRAY_FUNCTIONS,
     RECORDER_FILES,
@@ -209,13 +211,34 @@ UFUNCS.update({
 
 # ---------------------------------------------------------------- reductions
 
+# The value that leaves each reduction unchanged where `where=` masks an element out.
+MASKED = {"sum": 0, "prod": 1, "max": -math.inf, "min": math.inf}
+
+
 def _reduction(kind: str) -> Callable[..., Traced]:
+    """`np.sum` and the like, with NumPy's `where=` (the masked elements as the
+    reduction's identity; `mean` divides by the count kept) and `initial=`."""
     def reduce(x: Any, axis: Any = None, dtype: Any = None, out: Any = None,
-               keepdims: bool = False, **_: Any) -> Traced:
-        if out is not None:
-            raise TraceError(f"np.{kind}(out=...) cannot be traced ({user_line()})")
+               keepdims: bool = False, initial: Any = None, where: Any = None,
+               **options: Any) -> Traced:
+        ignored(f"np.{kind}", {"out": out, **options})
         x = as_traced(x)
+        if where is not None and where is not True:
+            if kind not in MASKED and kind != "mean":
+                raise TraceError(f"np.{kind}(where=...) cannot be traced ({user_line()})")
+            kept = operand(x.recording, where, "bool")
+            if kind == "mean":
+                count = np.sum(np.where(kept, 1.0, 0.0) + 0.0 * x, axis=axis,
+                               keepdims=bool(keepdims))
+                return np.sum(np.where(kept, x, 0.0), axis=axis, keepdims=keepdims) / count
+            x = np.where(kept, x, MASKED[kind])
         result = x._reduce(kind, axis, bool(keepdims))
+        if initial is not None:
+            combine = {"sum": np.add, "prod": np.multiply, "max": np.maximum,
+                       "min": np.minimum}.get(kind)
+            if combine is None:
+                raise TraceError(f"np.{kind}(initial=...) cannot be traced ({user_line()})")
+            result = combine(result, initial)
         return result if dtype is None else result.astype(dtype)
 
     return reduce
@@ -227,8 +250,9 @@ def _count(x: Traced, axis: Any) -> Any:
 
 
 def var(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
-        keepdims: bool = False, **_: Any) -> Traced:
+        keepdims: bool = False, **options: Any) -> Traced:
     """`np.var`: `Σ (x - mean)² / (n - ddof)`, n the elements reduced (symbolic)."""
+    ignored("np.var", {"out": out, **options})
     x = as_traced(x)
     if x.element not in ("f32", "f64"):
         x = x.astype(np.float64)
@@ -240,11 +264,13 @@ def var(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int 
 
 
 def std(x: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
-        keepdims: bool = False, **_: Any) -> Traced:
-    return np.sqrt(var(x, axis, ddof=ddof, keepdims=keepdims))
+        keepdims: bool = False, **options: Any) -> Traced:
+    return np.sqrt(var(x, axis, dtype, out, ddof, keepdims, **options))
 
 
-def average(x: Any, axis: Any = None, weights: Any = None, **_: Any) -> Traced:
+def average(x: Any, axis: Any = None, weights: Any = None, returned: bool = False,
+            keepdims: Any = None) -> Traced:
+    ignored("np.average", {"returned": returned or None, "keepdims": keepdims or None})
     x = as_traced(x)
     if weights is None:
         return x.mean(axis=axis)
@@ -261,7 +287,8 @@ def average(x: Any, axis: Any = None, weights: Any = None, **_: Any) -> Traced:
 def _all_any(kind: str) -> Callable[..., Traced]:
     """`np.all`/`np.any`: the language reduces no bools, so count the true elements."""
     def reduce(x: Any, axis: Any = None, out: Any = None, keepdims: bool = False,
-               **_: Any) -> Traced:
+               **options: Any) -> Traced:
+        ignored(f"np.{kind}", {"out": out, **options})
         x = as_traced(x)
         ones = (x != 0 if x.element != "bool" else x).astype(np.int64)
         if kind == "all":
@@ -273,6 +300,7 @@ def _all_any(kind: str) -> Callable[..., Traced]:
 
 def _scan(kind: str) -> Callable[..., Traced]:
     def scan(x: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Traced:
+        ignored(f"np.{kind}", {"out": out})
         x = as_traced(x)
         if axis is None:
             x, axis = x.ravel(), 0
@@ -285,7 +313,8 @@ def _scan(kind: str) -> Callable[..., Traced]:
 
 def _ordering(kind: str) -> Callable[..., Traced]:
     def order(x: Any, axis: Any = -1, kind_: Any = None, order: Any = None,
-              stable: Any = None, descending: bool = False, **_: Any) -> Traced:
+              stable: Any = None, descending: bool = False) -> Traced:
+        ignored(f"np.{kind}", {"order": order})  # every sort is stable
         x = as_traced(x)
         if axis is None:
             x, axis = x.ravel(), 0
@@ -297,8 +326,11 @@ def _ordering(kind: str) -> Callable[..., Traced]:
     return order
 
 
-def diff(x: Any, n: int = 1, axis: int = -1, **_: Any) -> Traced:
+def diff(x: Any, n: int = 1, axis: int = -1, prepend: Any = None,
+         append: Any = None) -> Traced:
     x = as_traced(x)
+    if prepend is not None or append is not None:
+        x = concatenate([v for v in (prepend, x, append) if v is not None], axis=axis)
     axis %= x.ndim
     for _step in range(n):
         head = (slice(None),) * axis
@@ -307,8 +339,9 @@ def diff(x: Any, n: int = 1, axis: int = -1, **_: Any) -> Traced:
 
 
 def clip(x: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *,
-         min: Any = None, max: Any = None, **_: Any) -> Traced:  # noqa: A002 (NumPy's)
+         min: Any = None, max: Any = None, **options: Any) -> Traced:  # noqa: A002
     """`np.clip`: `min(max(x, low), high)` (either bound may be None)."""
+    ignored("np.clip", {"out": out, **options})
     x = as_traced(x)
     low = a_min if a_min is not None else min
     high = a_max if a_max is not None else max
@@ -383,18 +416,21 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Traced:
     return x.transpose(order)
 
 
-def hstack(values: Sequence[Any], **_: Any) -> Traced:
+def hstack(values: Sequence[Any], dtype: Any = None, casting: Any = None) -> Traced:
+    ignored("np.hstack", {"dtype": dtype})
     parts = atleast(1)(*values)
     parts = parts if isinstance(parts, list) else [parts]
     return concatenate(parts, axis=0 if parts[0].ndim == 1 else 1)
 
 
-def vstack(values: Sequence[Any], **_: Any) -> Traced:
+def vstack(values: Sequence[Any], dtype: Any = None, casting: Any = None) -> Traced:
+    ignored("np.vstack", {"dtype": dtype})
     parts = atleast(2)(*values)
     return concatenate(parts if isinstance(parts, list) else [parts], axis=0)
 
 
-def dstack(values: Sequence[Any], **_: Any) -> Traced:
+def dstack(values: Sequence[Any], dtype: Any = None, casting: Any = None) -> Traced:
+    ignored("np.dstack", {"dtype": dtype})
     parts = atleast(3)(*values)
     return concatenate(parts if isinstance(parts, list) else [parts], axis=2)
 
@@ -496,10 +532,11 @@ def _merged(shape: tuple[Any, ...], axis: int, count: int) -> list[Any]:
 
 
 def pad(x: Any, pad_width: Any, mode: str = "constant", constant_values: Any = 0,
-        **_: Any) -> Traced:
+        **options: Any) -> Traced:
     """`np.pad(mode="constant")`: index notation reads outside the bounds as 0
     (docs/language.md §10), so `let t[i in 0..N + 3] = x[i - 1]` pads 1 before and 2
     after; another constant `c` is `pad(x - c) + c`."""
+    ignored("np.pad", options)
     x = as_traced(x)
     if mode != "constant":
         raise TraceError(f"np.pad(mode={mode!r}) cannot be traced ({user_line()}): "
@@ -601,13 +638,14 @@ ARRAY_FUNCTIONS.update({
     "squeeze": squeeze, "expand_dims": expand_dims, "moveaxis": moveaxis,
     "swapaxes": swapaxes, "atleast_1d": atleast(1), "atleast_2d": atleast(2),
     "atleast_3d": atleast(3), "concatenate": concatenate, "concat": concatenate,
-    "stack": lambda values, axis=0, **_: stack(values, axis),
+    "stack": lambda values, axis=0, out=None, **options: (
+        ignored("np.stack", {"out": out, **options}, ("casting",)), stack(values, axis))[1],
     "hstack": hstack, "vstack": vstack, "row_stack": vstack, "dstack": dstack,
     "column_stack": column_stack, "split": split, "array_split": array_split,
     "append": append, "repeat": repeat, "tile": tile, "pad": pad, "roll": roll,
     "flip": flip_axes, "fliplr": lambda x: flip_axes(x, 1), "flipud": lambda x: flip_axes(x, 0),
     "rot90": rot90, "tril": tri("tril"), "triu": tri("triu"),
-    "copy": lambda x, **_: as_traced(x).copy(),
+    "copy": lambda x, order="K", subok=False: as_traced(x).copy(),
     "asarray": _asarray,
     "real": lambda x: as_traced(x), "shape": lambda x: as_traced(x).shape,
     "ndim": lambda x: as_traced(x).ndim, "size": lambda x: as_traced(x).size,
@@ -623,6 +661,7 @@ def _sinc_builtin() -> str:
 
 # NumPy methods of arrays that `Traced` takes too (the rest are in tracing_record.py).
 for _name, _method in {
+        **{kind: _reduction(kind) for kind in ("sum", "mean", "prod", "max", "min")},
         "var": var, "std": std, "clip": clip, "cumsum": _scan("cumsum"),
         "cumprod": _scan("cumprod"), "swapaxes": swapaxes, "repeat": repeat,
         "all": _all_any("all"), "any": _all_any("any"),
@@ -638,6 +677,10 @@ def _holds_traced(value: Any) -> bool:
         else isinstance(value, Traced)
 
 
+def _always(_: Any) -> bool:
+    return True
+
+
 def _holds_size(value: Any) -> bool:
     """A size or a traced value, also inside lists (what makes a factory record)."""
     if isinstance(value, list | tuple):
@@ -647,10 +690,14 @@ def _holds_size(value: Any) -> bool:
 
 def _recording_version(original: Callable[..., Any], recorder: Callable[..., Any],
                        trigger: Callable[[Any], bool] = _holds_traced) -> Callable[..., Any]:
-    """`original`, except that a call with a traced value among its arguments (also
-    inside lists; `trigger` says what counts) is recorded by `recorder`."""
+    """`original`, except that a call on the tracing thread with a traced value among
+    its arguments (also inside lists; `trigger` says what counts) is recorded by
+    `recorder` (other threads meet the original)."""
+    thread = threading.get_ident()
+
     def version(*args: Any, **kwargs: Any) -> Any:
-        if any(map(trigger, args)) or any(map(trigger, kwargs.values())):
+        if threading.get_ident() == thread and (trigger is _always or any(map(trigger, args))
+                                                or any(map(trigger, kwargs.values()))):
             name = f"{original.__module__}.{original.__name__}".removeprefix("numpy.")
             return recorded(name.replace("numpy", "np"), recorder, *args, **kwargs)
         return original(*args, **kwargs)
@@ -695,6 +742,23 @@ def _along(builtin: str, x: Any, axis: Any) -> Traced:
     return x.along(builtin, axis)
 
 
+def _random_draw(name: str) -> Callable[..., Any]:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise TraceError(f"np.random.{name} in a traced function would draw once, while it "
+                         f"is traced, and the kernel would reuse that draw at every call "
+                         f"({user_line()}): pass the random numbers as an argument")
+
+    return refuse
+
+
+# NumPy's global random stream: refused while a function is traced (on its thread).
+RANDOM_DRAWS = {f"numpy.random.{name}": _random_draw(name) for name in (
+    "rand", "randn", "random", "random_sample", "ranf", "sample", "normal", "uniform",
+    "randint", "random_integers", "choice", "permutation", "shuffle", "standard_normal",
+    "binomial", "poisson", "beta", "gamma", "exponential", "multivariate_normal",
+    "dirichlet", "laplace", "lognormal", "logistic", "multinomial")}
+
+
 # Entry points that record when a size is among their arguments (`np.zeros((n, 3))`
 # with `n = len(x)`), filled by `reverie.tracing_factories`.
 SIZE_ENTRY_POINTS: dict[str, Callable[..., Any]] = {}
@@ -705,6 +769,7 @@ def _bindings() -> Iterator[tuple[Any, str, Callable[..., Any], Callable[[Any], 
     imported."""
     points = [(name, recorder, _holds_traced) for name, recorder in ENTRY_POINTS.items()]
     points += [(name, recorder, _holds_size) for name, recorder in SIZE_ENTRY_POINTS.items()]
+    points += [(name, recorder, _always) for name, recorder in RANDOM_DRAWS.items()]
     points += [(f"numpy.{name}", recorder, _holds_traced)
                for name, recorder in ARRAY_FUNCTIONS.items()]
     for name, recorder, trigger in points:

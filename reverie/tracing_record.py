@@ -30,6 +30,7 @@ from reverie.tracing_base import (
     element_name,
     element_of,
     factor_split,
+    ignored,
     shape_text,
     user_line,
 )
@@ -332,6 +333,36 @@ class Traced:
     def __int__(self) -> int:
         raise self._refuse("int()")
 
+    def item(self, *_: Any) -> Any:
+        raise self._refuse(".item()")
+
+    def tolist(self) -> Any:
+        raise self._refuse(".tolist()")
+
+    def __getattr__(self, name: str) -> Any:
+        """A NumPy array attribute that has no recorder: a TraceError naming it (other
+        names, and every `__dunder__`, are an AttributeError as usual)."""
+        if not name.startswith("__") and hasattr(np.ndarray, name):
+            raise TraceError(f"x.{name} of a traced value cannot be traced ({user_line()}); "
+                             f"{nearest_spelling(name, dir(Traced), 'x.')}")
+        raise AttributeError(f"'Traced' object has no attribute '{name}'")
+
+    @property
+    def real(self) -> Traced:
+        return self
+
+    @property
+    def imag(self) -> Traced:
+        return self * 0
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> Any:
+        return self.size * self.itemsize
+
     def __index__(self) -> int:
         raise self._refuse("use as a Python integer")
 
@@ -357,6 +388,9 @@ class Traced:
             left, right = _promoted(left, right)
         if op == "/" and left.element not in FLOAT_NAMES:  # NumPy's true division
             left, right = left.astype(np.float64), right.astype(np.float64)
+        if op == "**" and left.element not in FLOAT_NAMES:  # the language's ** takes floats
+            power = left.astype(np.float64)._binary("**", right.astype(np.float64))
+            return power.astype(left.dtype)
         if op == "@":
             return _matmul(left, right)
         element = "bool" if op in COMPARISONS or op in ("and", "or") else left.element
@@ -387,6 +421,8 @@ class Traced:
     def __rfloordiv__(self, o): return self._binary("//", o, True)
     def __mod__(self, o): return self._binary("%", o)
     def __rmod__(self, o): return self._binary("%", o, True)
+    def __divmod__(self, o): return self // o, self % o
+    def __rdivmod__(self, o): return self._binary("//", o, True), self._binary("%", o, True)
     def __and__(self, o): return self._binary("and", o)
     def __rand__(self, o): return self._binary("and", o, True)
     def __or__(self, o): return self._binary("or", o)
@@ -399,7 +435,7 @@ class Traced:
     def __pos__(self) -> Traced:
         return self.copy()
 
-    def copy(self, **_: Any) -> Traced:
+    def copy(self, order: str = "K") -> Traced:
         """A value of its own (NumPy's copy: an assignment into it changes only it)."""
         if self.is_var:  # a snapshot of the value assigned into so far
             return self.recording.let(self.name, self.axes, self.element)
@@ -546,7 +582,8 @@ class Traced:
         return self.recording.let(f"{builtin}({self.name}, axis={axis % self.ndim})",
                                   self.axes, self.element)
 
-    def astype(self, dtype: Any, **_: Any) -> Traced:
+    def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
+               copy: bool = True) -> Traced:
         target = dtype if isinstance(dtype, str) and dtype in NUMPY_DTYPES else \
             element_of("astype", dtype)
         if target == self.element:
@@ -555,6 +592,10 @@ class Traced:
 
     # ------------------------------------------------------------ reductions
     def _reduce(self, kind: str, axis: Any = None, keepdims: bool = False) -> Traced:
+        if self.element == "bool":  # NumPy counts: True is 1
+            counted = self.astype("f64" if kind in ("mean", "logsumexp") else "i64")._reduce(
+                kind, axis, keepdims)
+            return counted != 0 if kind in ("max", "min") else counted
         reduced = normal_axes(axis, self.ndim)
         kept = tuple(Axis(1, "1") if i in reduced else a for i, a in enumerate(self.axes)
                      if keepdims or i not in reduced)
@@ -567,29 +608,6 @@ class Traced:
             keywords += ", keepdims=true"
         element = "i64" if kind in ("argmax", "argmin") else self.element
         return self.recording.let(f"{kind}({self.name}{keywords})", kept, element)
-
-    def _reduce_as(self, kind: str, axis: Any, dtype: Any, out: Any, keepdims: bool) -> Traced:
-        """NumPy's reduction method `kind(axis, dtype, out, keepdims)`."""
-        if out is not None:
-            raise TraceError(f"{kind}(out=...) cannot be traced ({user_line()}): every "
-                             f"traced value is a new one; use the result")
-        result = self._reduce(kind, axis, bool(keepdims))
-        return result if dtype is None else result.astype(dtype)
-
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False, **_):
-        return self._reduce_as("sum", axis, dtype, out, keepdims)
-
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False, **_):
-        return self._reduce_as("mean", axis, dtype, out, keepdims)
-
-    def prod(self, axis=None, dtype=None, out=None, keepdims=False, **_):
-        return self._reduce_as("prod", axis, dtype, out, keepdims)
-
-    def max(self, axis=None, out=None, keepdims=False, **_):
-        return self._reduce_as("max", axis, None, out, keepdims)
-
-    def min(self, axis=None, out=None, keepdims=False, **_):
-        return self._reduce_as("min", axis, None, out, keepdims)
 
     def argmax(self, axis=None):
         return self._reduce("argmax", axis)
@@ -651,11 +669,12 @@ def recorded(name: str, recorder: Callable[..., Any], *args: Any, **kwargs: Any)
                          f"{error}") from error
 
 
-def nearest_spelling(name: str, names: Iterable[str]) -> str:
+def nearest_spelling(name: str, names: Iterable[str], prefix: str = "np.") -> str:
     """A hint for an untraceable NumPy name: the closest traceable names."""
-    close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.5)
-    return (f"the nearest traceable: {', '.join(f'np.{c}' for c in close)}" if close
-            else "docs/api.md §8 lists the traceable NumPy functions")
+    public = [n for n in names if not n.startswith("_")]
+    close = difflib.get_close_matches(name, public, n=3, cutoff=0.5)
+    return (f"the nearest traceable: {', '.join(prefix + c for c in close)}" if close
+            else "docs/api.md §8 lists what rv.trace takes")
 
 
 for _name in UNARY_BUILTINS:  # `t.exp()`, `t.tanh()`, ... one method per built-in
@@ -930,9 +949,11 @@ def where(cond: Any, a: Any, b: Any) -> Traced:
     return recording.let(f"where({c.name}, {x.name}, {y.name})", axes, element)
 
 
-def concatenate(values: Sequence[Any], axis: int | None = 0, **_: Any) -> Traced:
+def concatenate(values: Sequence[Any], axis: int | None = 0, out: Any = None,
+                dtype: Any = None, casting: Any = None) -> Traced:
     """`np.concatenate`: the values joined along `axis` (None: each flattened); their
     other axes shared (`Recording.same`) and their types promoted."""
+    ignored("np.concatenate", {"out": out, "dtype": dtype})
     traced = next(t for t in map(_first_traced, values) if t is not None)
     values = [strong(operand(traced.recording, v, traced.element)) for v in values]
     if axis is None:

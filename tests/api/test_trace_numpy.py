@@ -215,6 +215,12 @@ PROGRAMS = {
     "len": (with_len, [(3, 2)], None),
     "r_": (lambda x: np.r_[x, x] + np.r_[x, C32], [(3, 2)], None),
     "c_": (lambda x: np.c_[x, C32, x], [(3, 2)], None),
+    "reduction_options": (lambda x: np.sum(x, where=x > 0.0) + np.max(x, initial=0.5)
+                          + np.mean(x, axis=0, where=x < 0.5) + np.prod(x, initial=2.0),
+                          [(3, 4)], [(2, 5)]),
+    "counting_masks": (lambda x: (x > 0).sum(axis=0) * x + (x > 0).mean() + np.all(x > -2.0)
+                       + np.any(x > 0.5, axis=1, keepdims=True) + (x > 0).astype(int) ** 2
+                       + divmod(x, 0.3)[0] + divmod(x, 0.3)[1], [(3, 4)], [(2, 5)]),
     "assignments": (assignments, [(5,), ()], [(7,), ()]),
     "views_see_assignments": (views_see_assignments, [(5,)], [(7,)]),
     "factories": (lambda x: (np.zeros((len(x), 3)) + np.ones(x.shape[0])[:, None]
@@ -335,6 +341,12 @@ def captured(x):
                                r"called at test_trace_numpy.py:\d+: .*BOUND_EARLY.*bound before"),
     (lambda x: x[[0, 7]], r"index \[0, 7\] is out of range for size 4"),
     (captured, r"constant array of shape \(30, 30\) cannot be written.*argument"),
+    (lambda x: x * np.random.rand(4), r"np.random.rand in a traced function would draw once.*"
+                                      r"pass the random numbers as an argument"),
+    (lambda x: x.flat[0], r"x.flat of a traced value cannot be traced.*nearest.*x.flatten"),
+    (lambda x: x.item(), r"cannot trace .item\(\) of a traced value"),
+    (lambda x: np.sum(x, out=np.zeros(())), r"np.sum\(out=...\) cannot be traced"),
+    (lambda x: np.einsum("i,i", x, x, dtype=np.float32), r"np.einsum\(dtype=...\)"),
     (reshape_read_after_assignment, r"a reshape or transpose of an array that was assigned "
                                     r"into afterwards \(test_trace_numpy.py:\d+: y\[0\] = 1.0"
                                     r"\) is read at test_trace_numpy.py"),
@@ -622,3 +634,25 @@ def test_scipy_special_functions(name: str) -> None:
     np.testing.assert_allclose(rv.trace(fn, x).kernel(x), fn(x), rtol=1e-10)
     grad = rv.trace(loss, x).kernel.grad("x")(x)
     np.testing.assert_allclose(grad, finite_difference(loss, [x], 0), rtol=1e-5, atol=1e-6)
+
+
+def test_entry_points_record_on_the_tracing_thread_only() -> None:
+    """Another thread calling NumPy while a function is traced meets NumPy's own."""
+    import threading
+
+    seen = {}
+
+    def other_thread():
+        seen["array"] = np.array([1.0, 2.0]) * 2
+        seen["rand"] = np.random.rand(2).shape
+
+    def traced(x):
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+        return np.array([x, x]).sum(axis=0)
+
+    module = rv.trace(traced, np.ones(3))
+    np.testing.assert_allclose(seen["array"], [2.0, 4.0])
+    assert seen["rand"] == (2,)
+    np.testing.assert_allclose(module.kernel(np.arange(3.0)), 2 * np.arange(3.0))
