@@ -360,6 +360,38 @@ CASES += [
         "while max(abs(u)) > 0.1 and k < 8 { u = tanh(u) * 0.5 + 0.01 * w; k = k + 1; } "
         "return (u, k); }"), args(normal(N), normal(N))),
 ]
+# linear algebra (ir/ops_linalg.py): well-conditioned matrices, symmetric where read so
+_EYE = "let eye[i in 0..N, j in 0..N] = where(i == j, 1.0, 0.0);"
+CASES += [
+    Case("cholesky", "spd", source(
+        f"fn f(x: f64[N, N]) -> f64[N, N] {{ {_EYE} return cholesky(x @ x.T + 4.0 * eye); }}"),
+        args(normal(N, N))),
+    Case("triangular_solve", "flags", source(
+        f"fn f(a: f64[N, N], b: f64[N, M]) -> (f64[N, M], f64[N, M]) {{ {_EYE} "
+        "return (triangular_solve(a + 4.0 * eye, b, lower=false, transpose=true), "
+        "triangular_solve(a, b, unit_diagonal=true)); }"), args(normal(N, N), normal(N, M))),
+    Case("solve", "inv", source(
+        f"fn f(a: f64[N, N], b: f64[N, M]) -> (f64[N, M], f64[N, N]) {{ {_EYE} "
+        "return (solve(a + 4.0 * eye, b), inv(a + 4.0 * eye)); }"),
+        args(normal(N, N), normal(N, M))),
+    Case("slogdet", "sign_log", source(
+        f"fn f(a: f64[N, N]) -> f64 {{ {_EYE} let (s, l) = slogdet(a + 4.0 * eye); "
+        "return s * l; }"), args(normal(N, N))),
+    Case("det", "det", source(
+        f"fn f(a: f64[N, N]) -> f64 {{ {_EYE} return det(a + 4.0 * eye); }}"),
+        args(normal(N, N))),
+    Case("eigh", "values_vectors", source(
+        "fn f(x: f64[N, N]) -> (f64[N], f64[N, N]) { let (w, v) = eigh(x + x.T); "
+        "return (w, v * v); }"), args(normal(N, N))),
+    Case("svd", "tall", source(
+        "fn f(a: f64[4, 3]) -> (f64[4, 3], f64[3], f64[3, 3]) { "
+        "let (u, s, vh) = svd(a, full_matrices=false); return (u * u, s, vh * vh); }"),
+        args(normal(4, 3))),
+    Case("qr", "tall_wide", source(
+        "fn f(a: f64[4, 3], b: f64[3, 4]) -> (f64[4, 3], f64[3, 3], f64[3, 3], f64[3, 4]) { "
+        "let (q, r) = qr(a); let (p, t) = qr(b); return (q, r, p, t); }"),
+        args(normal(4, 3), normal(3, 4))),
+]
 IDS = [case.id for case in CASES]
 
 
