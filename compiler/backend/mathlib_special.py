@@ -1,5 +1,6 @@
-"""Special functions of the math library: erf, erfc, lgamma, digamma and polygamma (f32,
-f64); gamma, beta and betaln, built on lgamma's pieces, are in `mathlib_gamma.py`.
+"""Special functions of the math library: erf, lgamma, digamma and polygamma (f32, f64);
+gamma, beta and betaln, built on lgamma's pieces, are in `mathlib_gamma.py`, erfc, erfinv
+and erfcinv in `mathlib_error_function.py`.
 
 `BODIES` maps each function to its body, as in `mathlib_elementary.py`. A body written only
 against the operations that `mathlib.MathEmitter` shares with the MLIR export's scalar
@@ -37,7 +38,6 @@ from functools import cache
 
 from reverie.compiler.backend.mathlib_elementary import exp_core
 from reverie.compiler.backend.mathlib_emitter import Emitter, Value
-from reverie.compiler.backend.mathlib_formats import F64
 from reverie.compiler.ir.special import bernoulli, cot_derivative, series_coefficient
 
 
@@ -56,74 +56,6 @@ def _erf(e: Emitter, x: Value) -> Value:
     large = e.copysign(e.sub(1.0, erfc), x)
     result = e.select(e.cmp("<", e.fabs(x), 0.84375), small, large)
     return e.select(e.isnan(x), x, result)
-
-
-# x √π e^(x²) erfc(x) = T(1/x²) for x in [5.95, 27.5] (erfc underflows beyond): minimax
-# for the relative error, 2.2e-19
-ERFC_TAIL = (1.0, -0.4999999999999564, 0.7499999999656308, -1.8749999855047257,
-             6.562496299142636, -29.530637161466064, 162.35326171244625, -1050.4210345267395,
-             7628.911245544511, -56274.80873417822, 345180.5222177287, -1194805.4840140683)
-# e^(x²) erfc(x) = Gᵢ(x − cᵢ) on [2, 3), [3, 4), [4, 5), [5, 5.95) (minimax for the relative
-# error, below 1e-17; erf's piece from 2 on is accurate only as far as erf needs)
-ERFCX_PIECES = (
-    (2.0, 2.5, (
-        0.2108063640611436, -0.07434734678979472, 0.024937997086656873, -0.008001569382093923,
-        0.0024670368157024302, -0.0007335909374714267, 0.00021101982429426398,
-        -5.8868958366850396e-05, 1.5961852452136706e-05, -4.214357738686666e-06,
-        1.0852322593625435e-06, -2.7263031462274196e-07, 6.707984175652613e-08,
-        -1.7021676181629475e-08, 3.995469825835056e-09)),
-    (3.0, 3.5, (
-        0.1552936556088943, -0.041323577833252495, 0.010661133192510575, -0.0026730744396433904,
-        0.0006526863268788971, -0.00015546891823835205, 3.6181704362394024e-05,
-        -8.237986344577465e-06, 1.8371878223737637e-06, -4.0174190563438207e-07,
-        8.622003739001762e-08, -1.816549986637799e-08, 3.765092692734675e-09,
-        -7.971764703988702e-10, 1.595328641710529e-10)),
-    (4.0, 4.5, (
-        0.12248480427384142, -0.026015928630939815, 0.005413125434612246, -0.0011045761167897924,
-        0.00022126645452905718, -4.3550828564236795e-05, 8.429241997653663e-06,
-        -1.6054970095043084e-06, 3.0112634895962293e-07, -5.56508803157821e-08,
-        1.013959783833933e-08, -1.8216994524648546e-09, 3.2311207661933553e-10,
-        -5.818966112213677e-11, 1.0048463319079519e-11)),
-    (5.0, 5.475, (
-        0.10140902770783637, -0.017950313694704303, 0.003131060229330329, -0.0005385059594138285,
-        9.137005076991682e-05, -1.530197257965896e-05, 2.5305836292297964e-06,
-        -4.1343634080310866e-07, 6.675495211708706e-08, -1.0656266055380346e-08,
-        1.682143202556019e-09, -2.627391333804912e-10, 4.136817797049566e-11,
-        -6.324547950559863e-12, 0.0)),
-)
-SQRT_PI = 1.7724538509055159
-ERFC_NEAR = 0.84375       # below, erfc x = 1 − erf x
-ERFC_ZERO = 30.0          # erfc x rounds to 0 from 27.3 on
-
-
-def _erfc(e: Emitter, x: Value) -> Value:
-    """erfc x in f64: 1 − erf x below 0.84375; e^(−x²) G(|x|) (G ≈ e^(x²) erfc: erf's piece
-    below 2, then `ERFCX_PIECES`) up to 5.95, T(1/x²)/(|x|√π) e^(−x²) beyond, with x²
-    split exactly into hi + lo (e^(−x²) = e^(−hi)(1 − lo)), so the tail keeps its relative
-    accuracy down to the subnormals; 2 − erfc|x| for negative x."""
-    d = e.wide()
-    x = d.extend(x)
-    erf_near = d.fma(x, d.poly(d.mul(x, x), F64.erf_small_poly), x)
-    ax = d.clamp(d.fabs(x), 0.0, ERFC_ZERO)
-    z = d.mul(ax, ax)
-    square_lo = d.exact_fma(ax, ax, d.neg(z))
-    decay = d.exp(d.neg(z))
-    decay = d.fma(decay, d.neg(square_lo), decay)
-    lower = d.poly(d.sub(ax, F64.erfcx_centres[0]), F64.erfcx_polys[0])
-    centre, coeffs = ERFCX_PIECES[0][1], list(ERFCX_PIECES[0][2])
-    for start, piece_centre, piece in ERFCX_PIECES[1:]:
-        beyond = d.cmp(">=", ax, start)
-        centre = d.select(beyond, piece_centre, centre)
-        coeffs = [d.select(beyond, new, old) for new, old in zip(piece, coeffs, strict=True)]
-    upper = d.poly(d.sub(ax, centre), coeffs)
-    middle = d.select(d.cmp(">=", ax, 2.0), upper, lower)
-    w = d.div(1.0, z)
-    tail = d.div(d.poly(w, ERFC_TAIL), d.mul(ax, SQRT_PI))
-    scaled = d.select(d.cmp(">=", ax, F64.erf_max), tail, middle)
-    far = d.mul(decay, scaled)
-    far = d.select(d.cmp("<", x, 0.0), d.sub(2.0, far), far)
-    result = d.select(d.cmp("<", ax, ERFC_NEAR), d.sub(1.0, erf_near), far)
-    return d.narrow(d.select(d.isnan(x), x, result), e.fmt)
 
 
 # ---------------------------------------------------------------- constants
@@ -291,7 +223,6 @@ def polygamma_body(e: Emitter, x: Value, order: int) -> Value:
 
 
 NEUTRAL: dict[str, Callable[..., Value]] = {
-    "erfc": _erfc,
     "lgamma": lgamma_body,
     "digamma": lambda e, x: polygamma_body(e, x, 0),
     "polygamma": polygamma_body,

@@ -61,6 +61,8 @@ from reverie.compiler.ir.special import (
     betaln_array,
     erf_array,
     erfc_array,
+    erfcinv_array,
+    erfinv_array,
     gamma_array,
     lgamma_array,
     logit_array,
@@ -479,6 +481,14 @@ unary("erfc", lambda x: erfc_array(x).astype(x.dtype), builtin=True, math=True,
       derivative=scale("d erfc(x)/dx = −2/√π · exp(−x²)",
                        lambda s, x, y, a: s.mul(s.const(-TWO_OVER_SQRT_PI, x.type),
                                                 s.op("exp", [s.neg(s.mul(x, x))]))))
+unary("erfinv", lambda x: erfinv_array(x).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d erfinv(x)/dx = √π/2 · exp(y²)   (inf at ±1)",
+                       lambda s, x, y, a: s.mul(s.const(1 / TWO_OVER_SQRT_PI, y.type),
+                                                s.op("exp", [s.mul(y, y)]))))
+unary("erfcinv", lambda x: erfcinv_array(x).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d erfcinv(q)/dq = −√π/2 · exp(y²)   (−inf at 0 and 2)",
+                       lambda s, x, y, a: s.mul(s.const(-1 / TWO_OVER_SQRT_PI, y.type),
+                                                s.op("exp", [s.mul(y, y)]))))
 unary("gamma", lambda x: gamma_array(x).astype(x.dtype), builtin=True, math=True,
       derivative=scale("d Γ(x)/dx = Γ(x) · digamma(x)",
                        lambda s, x, y, a: s.mul(y, s.op("digamma", [x]))))

@@ -8,6 +8,7 @@ library (SciPy is not a run-time dependency) and match `scipy.special`:
 
     erf(x)                  2/√π ∫₀ˣ exp(−t²) dt                    d/dx = 2/√π exp(−x²)
     erfc(x)                 1 − erf(x), accurate in the tail        d/dx = −2/√π exp(−x²)
+    erfinv(x), erfcinv(q)   y with erf y = x, erfc y = q            d/dx = ±√π/2 exp(y²)
     gamma(x)                Γ(x) with its sign; ±inf at ±0, NaN     d/dx = Γ(x) ψ(x)
                             at the negative integers and −inf
     logit(p)                log(p/(1 − p)); ∓inf at 0, 1           d/dp = 1/(p(1 − p))
@@ -42,6 +43,48 @@ TWO_OVER_SQRT_PI = 1.1283791670955126
 
 erf_array = np.vectorize(math.erf, otypes=[np.float64])
 erfc_array = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def _erfcinv_scalar(q: float) -> float:
+    """y with erfc y = q: bisection on math.erfc to the last bit (erfinv(1 − q) between ½
+    and 3/2, −erfcinv(2 − q) above); inf at 0, −inf at 2, NaN outside [0, 2]."""
+    if not 0 < q < 2:
+        return {0.0: math.inf, 2.0: -math.inf}.get(q, math.nan)
+    if 0.5 < q < 1.5:                    # 1 − q exact: erf's bisection, accurate near 0
+        return _erfinv_scalar(1 - q)
+    if q > 1:                            # 2 − q exact
+        return -_erfcinv_scalar(2 - q)
+    lo, hi = -30.0, 30.0                 # erfc is decreasing
+    while True:
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            return min((lo, hi), key=lambda y: abs(math.erfc(y) - q))
+        if math.erfc(mid) > q:
+            lo = mid
+        else:
+            hi = mid
+
+
+def _erfinv_scalar(x: float) -> float:
+    """y with erf y = x; bisection on math.erf for |x| < ½ (relative accuracy near 0),
+    erfcinv(1 − |x|) above (1 − |x| exact)."""
+    if not abs(x) < 0.5:
+        return math.copysign(_erfcinv_scalar(1 - abs(x)), x) if abs(x) <= 1 else math.nan
+    if x == 0:
+        return x
+    lo, hi = 0.0, 0.5
+    while True:
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            return math.copysign(min((lo, hi), key=lambda y: abs(math.erf(y) - abs(x))), x)
+        if math.erf(mid) < abs(x):
+            lo = mid
+        else:
+            hi = mid
+
+
+erfinv_array = np.vectorize(_erfinv_scalar, otypes=[np.float64])
+erfcinv_array = np.vectorize(_erfcinv_scalar, otypes=[np.float64])
 
 
 def _gamma_scalar(x: float) -> float:

@@ -71,7 +71,7 @@ def normal(*shape):
 # positive(...) moved into the domain of the functions defined on part of it
 IN_DOMAIN = {"arcsin": lambda x: x * 0.4, "arccos": lambda x: x * 0.4,
              "arctanh": lambda x: x * 0.4, "arccosh": lambda x: x + 1.0,
-             "logit": lambda x: x * 0.4}
+             "logit": lambda x: x * 0.4, "erfinv": lambda x: x * 0.4}
 TORCH_UNARY = sorted(n for n in UNARY_BUILTINS if callable(getattr(torch, n, None)))
 
 

@@ -54,7 +54,7 @@ def torch_gamma(x: torch.Tensor) -> torch.Tensor:
 
 
 TORCH_NAMES = {"softplus": torch_f.softplus, "relu": torch.relu, "sigmoid": torch.sigmoid,
-               "gamma": torch_gamma}
+               "gamma": torch_gamma, "erfcinv": lambda q: -torch.erfinv(q - 1)}
 POSITIVE_ONLY = {"log", "log1p", "sqrt", "rsqrt"}
 DIFFERENTIABLE_BUILTINS = [op for op in ops_kernels.UNARY_BUILTINS
                            if ELEMENTWISE[op].derivative is not None]

@@ -21,7 +21,13 @@ import pytest
 from llvmlite import ir
 
 import reverie as rv
-from reverie.compiler.backend import mathlib_exponential, mathlib_gamma, mathlib_inverse, trig
+from reverie.compiler.backend import (
+    mathlib_error_function,
+    mathlib_exponential,
+    mathlib_gamma,
+    mathlib_inverse,
+    trig,
+)
 from reverie.compiler.backend.mathlib import BINARY, SUPPORTED, MathLib
 from reverie.compiler.backend.payne_hanek import two_over_pi_bits
 from reverie.runtime.native.jit import JitModule, compile_module, host_target
@@ -32,10 +38,10 @@ IR_TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType()}
 REFERENCE_DTYPES = {"f32": np.float64, "f64": np.longdouble}
 # the gamma family is checked against SciPy and mpmath in test_special_functions.py
 GAMMA = {"lgamma", "digamma", "polygamma"}
-# NumPy's sinh, arctan2, ... are checked in test_numpy_maths.py, SciPy's gamma, erfc, beta,
-# betaln in test_special_numpy.py (against mpmath)
+# NumPy's sinh, arctan2, ... are checked in test_numpy_maths.py, SciPy's gamma, erfc,
+# erfinv, erfcinv, beta, betaln in test_special_numpy.py (against mpmath)
 NUMPY_MATHS = (set(mathlib_exponential.BODIES) | set(mathlib_inverse.BODIES)
-               | set(mathlib_gamma.BODIES) | {"erfc"})
+               | set(mathlib_gamma.BODIES) | set(mathlib_error_function.BODIES))
 TRANSCENDENTAL = sorted(SUPPORTED - {"sqrt", "floor", "ceil", "abs"} - GAMMA - NUMPY_MATHS)
 ATTRIBUTES = {"polygamma": {"order": 2}}  # the kernel built for a function with attributes
 # Where long double is no wider than double, f64 references carry their own rounding error.

@@ -79,7 +79,8 @@ PROGRAMS = {
                 arctan2(x, u) + hypot(x, p) + logaddexp(x, u) + logaddexp2(p, x));
     }""",
     "special_numpy": """fn f(x: float[N], p: float[N]) -> (float[N], float[N]) {
-        return (gamma(x) + erfc(x) + logit(p / (p + 1.0)), beta(p, p + 0.5) + betaln(p, x * x));
+        return (gamma(x) + erfc(x) + logit(p / (p + 1.0)) + erfinv(tanh(x)),
+                beta(p, p + 0.5) + betaln(p, x * x) + erfcinv(p / (p + 1.0)));
     }""",
     "binary": """fn f(a: float[N, M], b: float[N, M], p: float[N, M])
             -> (float[N, M], float[N, M], float[N, M]) {

@@ -1,6 +1,6 @@
-"""SciPy's gamma, erfc, logit, beta and betaln as built-ins: values at every level against
-mpmath and SciPy, special values against SciPy, derivatives to second order against JAX
-(torch has none of gamma, beta, betaln) and central differences.
+"""SciPy's gamma, erfc, logit, erfinv, erfcinv, beta and betaln as built-ins: values at
+every level against mpmath and SciPy, special values against SciPy, derivatives to second
+order against JAX (torch has none of gamma, beta, betaln) and central differences.
 
 Bounds (f64, in ulps of the exact value; f32: 0.51, computed in f64 and rounded once) are
 the maxima measured over the domains below (docs/mathlib.md) with headroom. beta is
@@ -28,24 +28,33 @@ jax.config.update("jax_enable_x64", True)
 
 LEVELS = ["interp", "native", pytest.param("mlir", marks=pytest.mark.skipif(
     mlir_tools() is None, reason="mlir-opt-19/mlir-translate-19 not installed"))]
-UNARY, BINARY = ("gamma", "erfc", "logit"), ("beta", "betaln")
+UNARY, BINARY = ("gamma", "erfc", "logit", "erfinv", "erfcinv"), ("beta", "betaln")
 # f64 bounds in ulps: native and MLIR (the same algorithm); the interpreter's (NumPy and
 # math.gamma/math.erfc) in brackets
-F64_ULPS = {"gamma": 8, "erfc": 5, "logit": 3, "beta": 12, "betaln": 8}
-INTERP_ULPS = {"gamma": 8, "erfc": 3, "logit": 2, "beta": 12, "betaln": 24}
+F64_ULPS = {"gamma": 8, "erfc": 5, "logit": 3, "beta": 12, "betaln": 8, "erfinv": 4,
+            "erfcinv": 6}
+INTERP_ULPS = {"gamma": 8, "erfc": 3, "logit": 2, "beta": 12, "betaln": 24, "erfinv": 2,
+               "erfcinv": 2}
 F32_ULPS = 0.51
+def _erfcinv(q: mpmath.mpf) -> mpmath.mpf:
+    with mpmath.workdps(360):            # 1 − q exact down to q = 1e-300
+        return mpmath.erfinv(1 - q)
+
+
 MPMATH = {
-    "gamma": mpmath.gamma, "erfc": mpmath.erfc,
+    "gamma": mpmath.gamma, "erfc": mpmath.erfc, "erfinv": mpmath.erfinv, "erfcinv": _erfcinv,
     "logit": lambda p: mpmath.log(p / (1 - p)),
     "beta": mpmath.beta, "betaln": lambda a, b: mpmath.log(abs(mpmath.beta(a, b))),
 }
 SCIPY = {"gamma": sp.gamma, "erfc": sp.erfc, "logit": sp.logit, "beta": sp.beta,
-         "betaln": sp.betaln}
+         "betaln": sp.betaln, "erfinv": sp.erfinv, "erfcinv": sp.erfcinv}
 
 SOURCE = """
 fn gamma_(x: float[N]) -> float[N] { return gamma(x); }
 fn erfc_(x: float[N]) -> float[N] { return erfc(x); }
 fn logit_(x: float[N]) -> float[N] { return logit(x); }
+fn erfinv_(x: float[N]) -> float[N] { return erfinv(x); }
+fn erfcinv_(x: float[N]) -> float[N] { return erfcinv(x); }
 fn beta_(a: float[N], b: float[N]) -> float[N] { return beta(a, b); }
 fn betaln_(a: float[N], b: float[N]) -> float[N] { return betaln(a, b); }
 """
@@ -66,6 +75,12 @@ def arguments(name: str, n: int = 1500) -> tuple[np.ndarray, ...]:
     if name == "erfc":
         return (np.concatenate([rng.uniform(-6, 27.2, 2 * n), rng.uniform(-1, 1, n),
                                 10.0 ** rng.uniform(-300, 0, n // 4)]),)
+    if name == "erfinv":
+        return (np.concatenate([rng.uniform(-1, 1, 2 * n), 10.0 ** rng.uniform(-300, 0, n // 4),
+                                1 - 10.0 ** rng.uniform(-16, 0, n) * rng.choice([1, -1], n)]),)
+    if name == "erfcinv":
+        small = 10.0 ** rng.uniform(-250, 0, n)
+        return (np.concatenate([rng.uniform(0, 2, 2 * n), small, 2 - small[: n // 2]]),)
     if name == "logit":
         return (np.concatenate([rng.uniform(0, 1, n), 10.0 ** rng.uniform(-300, -1, n),
                                 1 - 10.0 ** rng.uniform(-16, -1, n)]),)
@@ -168,8 +183,10 @@ def test_special_values_match_scipy(name: str, level: str) -> None:
     got = evaluate(level, name, np.float64, (SPECIAL,))
     special = ~np.isfinite(want) | (want == 0)
     np.testing.assert_array_equal(got[special], want[special])
-    np.testing.assert_array_equal(np.signbit(got[special & ~np.isnan(want)]),
-                                  np.signbit(want[special & ~np.isnan(want)]))
+    # the sign of a zero result as SciPy's, but erfinv(−0) = −0 (odd, as torch; SciPy: +0)
+    # and erfcinv(1) = +0 (SciPy: −0)
+    signed = special & ~np.isnan(want) & ((want != 0) | (name not in ("erfinv", "erfcinv")))
+    np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(want[signed]))
     np.testing.assert_allclose(got[~special], want[~special], rtol=1e-12)
 
 
@@ -179,14 +196,18 @@ GRAD_SOURCE = """
 fn gamma_(x: f64[N]) -> f64 { return sum(gamma(x)); }
 fn erfc_(x: f64[N]) -> f64 { return sum(erfc(x)); }
 fn logit_(x: f64[N]) -> f64 { return sum(logit(x)); }
+fn erfinv_(x: f64[N]) -> f64 { return sum(erfinv(x)); }
+fn erfcinv_(x: f64[N]) -> f64 { return sum(erfcinv(x)); }
 fn beta_(a: f64[N], b: f64[N]) -> f64 { return sum(beta(a, b)); }
 fn betaln_(a: f64[N], b: f64[N]) -> f64 { return sum(betaln(a, b)); }
 """
 JAX = {"gamma": jsp.gamma, "erfc": jsp.erfc, "logit": jsp.logit, "beta": jsp.beta,
-       "betaln": jsp.betaln}
+       "betaln": jsp.betaln, "erfinv": jsp.erfinv, "erfcinv": lambda q: -jsp.erfinv(q - 1)}
 POINTS = {"gamma": (np.array([-2.5, -0.3, 0.4, 1.7, 4.2, 11.5]),),
           "erfc": (np.array([-2.0, -0.3, 0.1, 1.5, 4.0, 7.0]),),
           "logit": (np.array([0.01, 0.2, 0.5, 0.7, 0.99]),),
+          "erfinv": (np.array([-0.9, -0.3, 0.1, 0.6, 0.99]),),
+          "erfcinv": (np.array([0.01, 0.4, 1.0, 1.3, 1.95]),),
           "beta": (np.array([0.5, 1.5, 3.0, 12.0]), np.array([2.0, 0.7, 4.5, 15.0])),
           "betaln": (np.array([0.5, 1.5, 3.0, 120.0]), np.array([2.0, 0.7, 4.5, 15.0]))}
 
