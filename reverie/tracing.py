@@ -72,7 +72,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from reverie import tracing_contract, tracing_factories  # noqa: F401 (they register)
+from reverie import (  # noqa: F401 (they register their recorders)
+    tracing_contract,
+    tracing_factories,
+    tracing_shapes,
+)
 from reverie.compiler.lower.module_lowering import RESERVED
 from reverie.dsl.check import KEYWORDS
 from reverie.module import Module

@@ -19,13 +19,7 @@ from typing import Any
 import numpy as np
 
 from reverie.tracing_base import ignored
-from reverie.tracing_numpy import (
-    ARRAY_FUNCTIONS,
-    ENTRY_POINTS,
-    as_traced,
-    builtin_exists,
-    swapaxes,
-)
+from reverie.tracing_numpy import ARRAY_FUNCTIONS, ENTRY_POINTS, as_traced, builtin_exists
 from reverie.tracing_record import (
     RECORDER_FILES,
     Axis,
@@ -35,6 +29,7 @@ from reverie.tracing_record import (
     stack,
     user_line,
 )
+from reverie.tracing_shapes import swapaxes
 from reverie.tracing_sizes import offset
 
 RECORDER_FILES.add(__file__)

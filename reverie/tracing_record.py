@@ -692,10 +692,11 @@ def operand(recording: Recording, value: Any, dtype: str) -> Traced:
         return Traced(recording, "true" if value else "false", (), "bool")
     if isinstance(value, int | float | np.integer | np.floating):
         number = float(value) if dtype in FLOAT_NAMES else value
-        if isinstance(number, float) and not math.isfinite(number):
-            raise TraceError(f"the constant {number} cannot be written in Reverie source "
-                             f"({user_line()})")
-        return Traced(recording, repr(number) if isinstance(number, float) else
+        if isinstance(number, float) and not math.isfinite(number) and \
+                dtype not in FLOAT_NAMES:
+            raise TraceError(f"the constant {number} meets a {dtype} value ({user_line()}): "
+                             f"only floats hold it")
+        return Traced(recording, float_source(number) if isinstance(number, float) else
                       str(int(number)), (), dtype)
     if isinstance(value, list | tuple) or (isinstance(value, np.ndarray)
                                            and value.dtype == object):
@@ -707,6 +708,15 @@ def operand(recording: Recording, value: Any, dtype: str) -> Traced:
                      f"({user_line()}): pass it as an argument of the traced function")
 
 
+def float_source(number: float) -> str:
+    """A float literal of the language; inf and NaN as the divisions that make them."""
+    if math.isnan(number):
+        return "(0.0 / 0.0)"
+    if math.isinf(number):
+        return "(1.0 / 0.0)" if number > 0 else "(-1.0 / 0.0)"
+    return repr(number)
+
+
 def strong(x: Traced) -> Traced:
     """`x` as a value of its own: a literal operand (`2.0`) becomes `let t = f64(2.0)`."""
     return x if x.name.isidentifier() and x.name not in ("true", "false") else \
@@ -716,12 +726,12 @@ def strong(x: Traced) -> Traced:
 def constant_array(recording: Recording, array: np.ndarray) -> Traced:
     """A small NumPy constant written out in index notation, its elements chosen by
     position: `let c[i in 0..3] = f64(where(i == 0, 1.0, where(i == 1, 2.0, 4.0)));`."""
-    if array.size > CONSTANT_LIMIT or array.size == 0 or not np.all(np.isfinite(array)):
+    if array.size > CONSTANT_LIMIT or array.size == 0:
         raise TraceError(f"a constant array of shape {array.shape} cannot be written in "
                          f"Reverie source ({user_line()}): pass it as an argument of the "
                          f"traced function")
     element = DTYPE_NAMES[array.dtype]
-    values = [repr(float(v)) if element in FLOAT_NAMES else str(v).lower()
+    values = [float_source(float(v)) if element in FLOAT_NAMES else str(v).lower()
               for v in array.ravel().tolist()]
 
     def element_at(i: str) -> str:

@@ -221,6 +221,9 @@ PROGRAMS = {
     "counting_masks": (lambda x: (x > 0).sum(axis=0) * x + (x > 0).mean() + np.all(x > -2.0)
                        + np.any(x > 0.5, axis=1, keepdims=True) + (x > 0).astype(int) ** 2
                        + divmod(x, 0.3)[0] + divmod(x, 0.3)[1], [(3, 4)], [(2, 5)]),
+    "infinities": (lambda x: scipy.special.logsumexp(np.where(x > 0.0, x, -np.inf), axis=1)
+                   + np.maximum(x, -np.inf).sum(axis=1) + np.minimum(x, np.inf).max(axis=1)
+                   + np.clip(x, -np.inf, 0.5).sum(axis=1), [(3, 4)], [(2, 5)]),
     "assignments": (assignments, [(5,), ()], [(7,), ()]),
     "views_see_assignments": (views_see_assignments, [(5,)], [(7,)]),
     "factories": (lambda x: (np.zeros((len(x), 3)) + np.ones(x.shape[0])[:, None]
@@ -328,7 +331,8 @@ def captured(x):
     (lambda x: np.cross(x[:2], x[2:]), r"np.cross.*3-vectors"),
     (lambda x: np.frexp(x)[0], r"np.frexp has no Reverie counterpart"),
     (lambda x: np.median(x), r"np.median cannot be traced"),
-    (lambda x: np.nanmean(x), r"np.nanmean cannot be traced.*nearest traceable.*np.mean"),
+    (lambda x: np.nancumsum(x), r"np.nancumsum cannot be traced.*nearest traceable.*"
+                                r"np.(nansum|cumsum)"),
     (lambda x: np.add.reduce(x), r"np.add.reduce.*cannot be traced"),
     (lambda x: x[x > 0], r"array subscript must hold integers.*np.where"),
     (lambda x: ~x, r"~ of the f64 value.*no bitwise operators"),
@@ -656,3 +660,14 @@ def test_entry_points_record_on_the_tracing_thread_only() -> None:
     np.testing.assert_allclose(seen["array"], [2.0, 4.0])
     assert seen["rand"] == (2,)
     np.testing.assert_allclose(module.kernel(np.arange(3.0)), 2 * np.arange(3.0))
+
+
+def test_nan_reductions_skip_nan() -> None:
+    def skipping(x):
+        return (np.nansum(x, axis=0) + np.nanmax(x, axis=0) + np.nanmin(x, axis=0)
+                + np.nanmean(x, axis=0) + np.nanprod(x, axis=0))
+
+    x = RNG.standard_normal((4, 3))
+    x[1, 2] = x[3, 0] = np.nan
+    module = rv.trace(skipping, x)
+    np.testing.assert_allclose(module.kernel(x), skipping(x), rtol=1e-12)
