@@ -27,7 +27,8 @@ The tensor interpreter runs them with `numpy.linalg`, the native code with LAPAC
 (`runtime_library/lapack.py`), and their derivative and batching rules are
 `transforms/linalg_rules.py`. Non-positive-definite input to `cholesky` and singular input to
 `solve` give NaN (JAX's convention; NumPy and torch raise instead) at every level, so that a
-kernel never stops halfway through a batch.
+kernel never stops halfway through a batch; so do eigh and svd of a matrix LAPACK does not
+converge on (NaN input).
 """
 
 from __future__ import annotations
@@ -124,6 +125,26 @@ def per_matrix(function: Callable[..., Any], *arrays: np.ndarray) -> Any:
     return out
 
 
+def each_or_nan(function: Callable[[np.ndarray], Any], a: np.ndarray,
+                shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    """The results of a decomposition `function` (of one matrix's `shapes`) over a batch,
+    NaN for a matrix it does not converge on (`LinAlgError`: NaN input, say)."""
+    try:
+        return list(function(a))
+    except np.linalg.LinAlgError:
+        pass
+    batch = a.shape[:-2]
+    outs = [np.empty(batch + shape, a.dtype) for shape in shapes]
+    for index in np.ndindex(*batch):
+        try:
+            parts = function(a[index])
+        except np.linalg.LinAlgError:
+            parts = [np.nan] * len(shapes)
+        for out, part in zip(outs, parts, strict=True):
+            out[index] = part
+    return outs
+
+
 def triangle(a: np.ndarray, lower: bool, unit_diagonal: bool) -> np.ndarray:
     """The triangle of `a` a triangular solve reads (its diagonal ones when unit)."""
     t = np.tril(a) if lower else np.triu(a)
@@ -162,9 +183,13 @@ def linalg_arrays(name: str, args: list[np.ndarray], attrs: dict[str, Any]) -> l
         sign, logabs = np.linalg.slogdet(a)
         out = [sign * np.exp(logabs)]
     elif name == "eigh":
-        out = list(np.linalg.eigh(a, UPLO="L"))
+        n = a.shape[-1]
+        out = each_or_nan(lambda x: np.linalg.eigh(x, UPLO="L"), a, [(n,), (n, n)])
     elif name == "svd":
-        out = list(np.linalg.svd(a, full_matrices=False))
+        m, n = a.shape[-2:]
+        k = min(m, n)
+        out = each_or_nan(lambda x: np.linalg.svd(x, full_matrices=False), a,
+                          [(m, k), (k,), (k, n)])
     else:
         out = list(np.linalg.qr(a, mode="reduced"))
     return [np.asarray(x, dtype=dtype, order="C") for x in out]

@@ -129,6 +129,16 @@ def test_values_match_numpy(module: rv.Module, name: str, dtype: str) -> None:
     np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance)
 
 
+def test_no_convergence_gives_nan(module: rv.Module) -> None:
+    """eigh and svd of a NaN matrix: NaN for it (NumPy raises), the others computed."""
+    stack = np.stack([np.full((4, 4), np.nan), _spd((4, 4), np.random.default_rng(1))])
+    values = module.spectrum(stack)
+    assert np.isnan(values[0]).all()
+    np.testing.assert_allclose(values[1], la.eigvalsh(stack[1]), rtol=1e-10)
+    singular = module.singular(np.stack([np.full((6, 4), np.nan), np.ones((6, 4))]))
+    assert np.isnan(singular[0]).all() and np.isfinite(singular[1]).all()
+
+
 def test_refused_input_gives_nan(module: rv.Module) -> None:
     bad = np.stack([np.eye(3), -np.eye(3)])[None]   # the second matrix is not PD
     factors = module.chol(bad)
