@@ -1,8 +1,9 @@
 """Dead-temporary and dead-scalar elimination: what nothing reads is not computed.
 
 A loop pass, `Program -> Program`. A temporary that is written (by `Store`s, a
-`Matmul` or a `Sort`) but never read (no `Load`, matmul operand or sort key anywhere,
-inside sequential loops included) is dropped with every statement writing it. The typical
+`Matmul` or a `Sort`) but never read (no `Load`, matmul operand, sort key or `LinalgCall`
+buffer, which its helper reads in place, anywhere, inside sequential loops included) is
+dropped with every statement writing it. The typical
 one is a `for_history` record of a state that the reverse sweep never reads (the LSTM's
 `hs` carry copied whole into a `[T, T, H]` history every step, then its unused rows
 zeroed: two loop nests and O(T²·H) stores for nothing).

@@ -20,7 +20,9 @@ user error. It checks:
   accumulators are declared before `Accumulate`/`ArgUpdate` with the dtype they update;
 - `Check` sites exist; `Matmul` operands are float 2-D views of matching shapes (or 3-D, one
   batch axis first); a `Sort`
-  writes an i64 line as long as its numeric keys, with an i64 scratch temporary to match.
+  writes an i64 line as long as its numeric keys, with an i64 scratch temporary to match;
+  a `LinalgCall` names declared whole buffers of its dtype (or i64 pivots) and writes no
+  input;
 
     verify_program(compile_function(fn, "to_loops"))
     # LoopVerifyError: kernel @f: in `for %i0 ...`: ...

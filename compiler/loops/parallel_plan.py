@@ -13,8 +13,8 @@ time with it (benchmarks/README.md, "Threads: the worker pool").
 
 A loop qualifies when its body (nested loops included)
 
-- holds no bounds `Check`, `Matmul`, `Sort` (its scratch is shared), `for`/`while` loop,
-  or `ArgUpdate` of an outer value;
+- holds no bounds `Check`, `Matmul`, `Sort` (its scratch is shared), `LinalgCall`,
+  `for`/`while` loop, or `ArgUpdate` of an outer value;
 - uses only its own values, dimension sizes, and values defined before it in an enclosing
   block (its *captures*: a step's index, a scan's loop variable), never an accumulator's
   running value;
