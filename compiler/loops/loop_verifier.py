@@ -22,7 +22,7 @@ user error. It checks:
   batch axis first); a `Sort`
   writes an i64 line as long as its numeric keys, with an i64 scratch temporary to match;
   a `LinalgCall` names declared whole buffers of its dtype (or i64 pivots) and writes no
-  input;
+  input.
 
     verify_program(compile_function(fn, "to_loops"))
     # LoopVerifyError: kernel @f: in `for %i0 ...`: ...
