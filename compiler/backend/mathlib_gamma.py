@@ -1,4 +1,5 @@
-"""Γ and the beta function in the math library: gamma, beta and betaln (f32, f64).
+"""Γ and the beta function in the math library: gamma, multigammaln, beta and betaln (f32,
+f64).
 
 Every body computes in f64 (f32 arguments widened exactly, the result rounded once),
 branch-free, against the operations `mathlib.MathEmitter` shares with the MLIR export's
@@ -20,6 +21,8 @@ pieces (`mathlib_special.py`):
   c(z) = Σ B₂ₖ/(2k(2k−1) z²ᵏ⁻¹)): with s = a + b,
   lgamma(b) − (a − ½) log1p(b/a) − b (log s − 1) + c(a) − c(s), and when b ≥ 10 too,
   ½ log 2π − (a − ½) log1p(b/a) − (b − ½) log1p(a/b) − ½ log s + c(a) + c(b) − c(s).
+- multigammaln {d} (x) = d(d − 1)/4 log π + Σ_{j<d} lgamma(x − j/2), NaN for x ≤ (d − 1)/2
+  (SciPy raises there).
 - beta(a, b) = Γ(a) (Γ(b) / Γ(a + b)) while a + b < 171 (every Γ finite), else
   exp(betaln(a, b)) (positive arguments).
 """
@@ -144,8 +147,20 @@ def _beta(e: Emitter, a: Value, b: Value) -> Value:
     return d.narrow(result, e.fmt)
 
 
+def _multigammaln(e: Emitter, x: Value, d: int) -> Value:
+    """log Γ_d(x) = d(d − 1)/4 · log π + Σ_{j<d} lgamma(x − j/2); NaN for x ≤ (d − 1)/2."""
+    w = e.wide()
+    x = w.extend(x)
+    total = w.value(d * (d - 1) / 4 * math.log(math.pi))
+    for j in range(d):
+        total = w.add(total, lgamma_body(w, w.sub(x, j / 2)))
+    outside = w.cmp_unordered("<=", x, (d - 1) / 2)
+    return w.narrow(w.select(outside, math.nan, total), e.fmt)
+
+
 NEUTRAL: dict[str, Callable[..., Value]] = {
     "gamma": _gamma,
+    "multigammaln": _multigammaln,
     "beta": _beta,
     "betaln": _betaln,
 }

@@ -66,6 +66,7 @@ from reverie.compiler.ir.special import (
     gamma_array,
     lgamma_array,
     logit_array,
+    multigammaln_array,
     polygamma_array,
 )
 from reverie.compiler.ir.types import NUMPY_DTYPES, ShapeError, TensorType
@@ -238,6 +239,14 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     """1 / (1 + e^-x) without overflow for large |x|."""
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+def _multigammaln_slope(s: Scope, x: Value, d: int) -> Value:
+    """Σ_{j<d} digamma(x − j/2)."""
+    total = s.op("digamma", [x])
+    for j in range(1, d):
+        total = s.add(total, s.op("digamma", [s.sub(x, s.const(j / 2, x.type))]))
+    return total
 
 
 def _one_minus_square(s: Scope, x: Value) -> Value:
@@ -500,3 +509,9 @@ binary("beta", lambda a, b: beta_array(a, b).astype(a.dtype), FLOAT, builtin=Tru
        doc="Elementwise beta function B(a, b) = Γ(a)Γ(b)/Γ(a + b): `%2 = beta %a, %b : f64[N]`.")
 binary("betaln", lambda a, b: betaln_array(a, b).astype(a.dtype), FLOAT, builtin=True,
        math=True, doc="Elementwise log |B(a, b)|: `%2 = betaln %a, %b : f64[N]`.")
+unary("multigammaln", lambda x, d: multigammaln_array(x, d).astype(x.dtype), math=True,
+      attrs=("d",),
+      derivative=scale("d multigammaln_d(x)/dx = Σ_{j<d} digamma(x − j/2)",
+                       lambda s, x, y, a: _multigammaln_slope(s, x, a["d"])),
+      doc="log of the multivariate gamma function Γ_d (users call multigammaln(x, d), d an "
+          "integer constant): `%1 = multigammaln %x {d = 3} : f64[N]`.")

@@ -12,6 +12,8 @@ library (SciPy is not a run-time dependency) and match `scipy.special`:
     gamma(x)                Γ(x) with its sign; ±inf at ±0, NaN     d/dx = Γ(x) ψ(x)
                             at the negative integers and −inf
     logit(p)                log(p/(1 − p)); ∓inf at 0, 1           d/dp = 1/(p(1 − p))
+    multigammaln {d = d}    log of the multivariate Γ_d(x); NaN     d/dx = Σ_{j<d} ψ(x − j/2)
+                            for x ≤ (d − 1)/2
     beta(a, b)              Γ(a)Γ(b)/Γ(a + b)                       ∂/∂a = B (ψ(a) − ψ(a+b))
     betaln(a, b)            log |B(a, b)|                           ∂/∂a = ψ(a) − ψ(a + b)
     lgamma(x)               log |Γ(x)|; +inf at 0, the negative     d/dx = digamma(x)
@@ -141,6 +143,14 @@ def betaln_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         large = np.where(b >= 10, both_large, one_large)
         result = np.where((a >= 10) & (b > 0), large, plain)
         return np.where(np.isnan(a) | np.isnan(b), a + b, result)
+
+
+def multigammaln_array(x: np.ndarray, d: int) -> np.ndarray:
+    """log Γ_d(x) = d(d − 1)/4 log π + Σ_{j<d} lgamma(x − j/2); NaN for x ≤ (d − 1)/2 (SciPy
+    raises a ValueError there)."""
+    x = np.asarray(x, np.float64)
+    total = d * (d - 1) / 4 * math.log(math.pi) + sum(lgamma_array(x - j / 2) for j in range(d))
+    return np.where(x > (d - 1) / 2, total, np.nan)
 
 
 def beta_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:

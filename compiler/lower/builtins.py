@@ -264,6 +264,17 @@ class BuiltinLowering(LinalgLowering):
             x = self._float_operand(call.args[0], call.func)
         return ExprValue(self.builder.op_at(call.span, call.func, [x.value]), x.weak)
 
+    def _multigammaln(self, call: ast.Call) -> ExprValue:
+        """`multigammaln(x, d)`: d a positive integer constant (the op's attribute)."""
+        signature(call, 2, set())
+        x = self._float_operand(call.args[0], call.func)
+        d = self.try_static_dim(call.args[1])
+        if d is None or not d.is_const or d.value < 1:
+            raise error_at(call.args[1].span, "the dimension d of 'multigammaln(x, d)' must be "
+                                              "a positive integer constant, e.g. 3")
+        attrs = {"d": d.value}
+        return ExprValue(self.builder.op_at(call.span, "multigammaln", [x.value], attrs), x.weak)
+
     def _stop_gradient(self, call: ast.Call) -> ExprValue:
         """`stop_gradient(x)`: x, through which no gradient flows."""
         signature(call, 1, set())
@@ -289,5 +300,6 @@ BUILTINS: dict[str, Callable[[BuiltinLowering, ast.Call], ExprValue]] = {
     "transpose": BuiltinLowering._transpose, "reshape": BuiltinLowering._reshape,
     "roll": BuiltinLowering._roll, "concat": BuiltinLowering._concat,
     "where": BuiltinLowering._where, "stop_gradient": BuiltinLowering._stop_gradient,
+    "multigammaln": BuiltinLowering._multigammaln,
     **SCAN_BUILTINS, **LINALG_BUILTINS,
 }

@@ -136,6 +136,9 @@ UNARY = {"abs": away, "exp": normal, "expm1": normal, "log": positive, "log1p": 
 for _op, _draw in UNARY.items():
     CASES.append(Case(_op, "x", source(f"fn f(x: f64[N]) -> f64[N] {{ return {_op}(x); }}"),
                       args(_draw(N))))
+CASES.append(Case("multigammaln", "x", source("fn f(x: f64[N]) -> f64[N] "
+                                              "{ return multigammaln(x, 3); }"),
+                  args(lambda rng: rng.uniform(1.5, 4.0, N))))
 CASES += [
     Case("neg", "x", source("fn f(x: f64[N]) -> f64[N] { return -x * x; }"), args(normal(N))),
     Case("not", "where", source("fn f(x: f64[N]) -> f64[N] "
