@@ -17,7 +17,7 @@ conventions:
   gradient (NaN); det's gradient is the cofactor matrix det(A) A⁻ᵀ, and at a singular matrix
   (det = 0) torch's adjugate from the SVD, det(U) det(Vh) U diag(∏_{j≠i} s_j) Vh (exact
   there; its own derivative is not taken: second derivatives at exactly singular matrices
-  are NaN, and the SVD is computed in every gradient of det);
+  are NaN; the SVD is computed only when some matrix of the batch has det = 0);
 - qr: torch's rule; for M < N (A = [X | Y], R = [U | V], X = Q U square) the square rule
   on X with Q̄ + Y V̄ᵀ, and Ȳ = Q V̄; a shape whose M and N cannot be compared at compile
   time is a CompileError.
@@ -29,10 +29,11 @@ E_ij = λ_j - λ_i, with F = 1 / E off the diagonal and 0 on it.
 
 from __future__ import annotations
 
-from reverie.compiler.ir.core import Op, Value
+from reverie.compiler.ir.core import Block, Op, Value
 from reverie.compiler.ir.dims import Dim, is_nonnegative
 from reverie.compiler.ir.ops_linalg import LINALG_OPS
-from reverie.compiler.ir.scope import Scope
+from reverie.compiler.ir.scope import Scope, share_captures
+from reverie.compiler.ir.types import TensorType
 from reverie.compiler.transforms import matrices as mx
 from reverie.compiler.transforms.batch_rules import BATCH_RULES, BatchContext, Flags
 from reverie.compiler.transforms.forward_rules import JVP_RULES, Dots, JvpContext
@@ -164,14 +165,30 @@ def _slogdet_jvp(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
             s.op("reduce_sum", [product], {"axes": (rank - 2, rank - 1)})]
 
 
-def _cofactors(s: Scope, a: Value, d: Value) -> Value:
-    """C = det(A) A⁻ᵀ, or where det(A) = 0 the adjugate from the SVD (torch's)."""
-    regular = s.mul(_expand(s, d, a.type), _inverse_transpose(s, a))
+def _adjugate(s: Scope, a: Value) -> Value:
+    """adj(A)ᵀ = det(U) det(Vh) U diag(∏_{j≠i} s_j) Vh from the SVD, exact at singular A."""
     u, sv, vh = s.emit("svd", [a]).results
     signs = s.mul(s.emit("slogdet", [u]).results[0], s.emit("slogdet", [vh]).results[0])
     others = prod_partials(s, sv, (sv.type.rank - 1,))
-    adjugate = s.mul(mx.mm(s, mx.scale_columns(s, u, others), vh), _expand(s, signs, a.type))
+    return s.mul(mx.mm(s, mx.scale_columns(s, u, others), vh), _expand(s, signs, a.type))
+
+
+def _cofactors(s: Scope, a: Value, d: Value) -> Value:
+    """C = det(A) A⁻ᵀ, or where det(A) = 0 the adjugate from the SVD (torch's), computed
+    only when some determinant of the batch is 0 (an `if`; its own derivative not taken)."""
+    regular = s.mul(_expand(s, d, a.type), _inverse_transpose(s, a))
     singular = s.eq(_expand(s, d, a.type), s.zeros(a.type))
+    flags = s.op("cast", [s.eq(d, s.zeros(d.type))], {"dtype": a.type.dtype})
+    any_zero = s.op("gt", [s.op("reduce_max", [flags], {"axes": tuple(range(d.type.rank))}),
+                           s.const(0, TensorType(a.type.dtype, ()))])
+    regions = []
+    for compute in (True, False):
+        block = Block(params=[])
+        inner = s.child(block)
+        block.results = [_adjugate(inner, inner.use(a)) if compute else inner.zeros(a.type)]
+        regions.append((block, inner))
+    outers = share_captures(regions, 0)
+    adjugate = s.op("if", [any_zero, *outers], {}, [block for block, _ in regions])
     return s.select(singular, s.op("stop_gradient", [adjugate]), regular)
 
 
