@@ -380,6 +380,32 @@ def scipy_cholesky(a: Any, lower: bool = False, **_: Any) -> Traced:
     return factor if lower else swapaxes(factor, -1, -2)
 
 
+def multi_dot(arrays: Sequence[Any], *, out: Any = None) -> Traced:
+    """`np.linalg.multi_dot`: the products left to right (NumPy may order them otherwise:
+    the same values, rounded differently)."""
+    ignored("np.linalg.multi_dot", {"out": out})
+    result = as_traced(arrays[0])
+    for factor in arrays[1:]:
+        result = result @ as_traced(factor)
+    return result
+
+
+def matrix_power(a: Any, n: int) -> Traced:
+    """`np.linalg.matrix_power` for a Python integer `n` (a negative one through `inv`)."""
+    a = as_traced(a)
+    if not isinstance(n, int | np.integer):
+        raise TraceError(f"np.linalg.matrix_power needs a Python integer power ({user_line()})")
+    if n < 0:
+        a, n = RECORDERS["inv"](a), -int(n)
+    if n == 0:
+        return np.eye(a.shape[-1]) + 0.0 * a if a.axes[-1].dim.isdigit() else \
+            np.identity(a.shape[-1]) + np.zeros_like(a)
+    result = a
+    for _step in range(int(n) - 1):
+        result = result @ a
+    return result
+
+
 def matrix_transpose(x: Any) -> Traced:
     return swapaxes(as_traced(x), -1, -2)
 
@@ -392,6 +418,7 @@ ARRAY_FUNCTIONS.update({
     "einsum": einsum, "tensordot": tensordot, "dot": dot, "vdot": vdot, "inner": inner,
     "outer": outer, "kron": kron, "cross": cross, "trace": trace, "diagonal": diagonal,
     "diag": diag, "linalg.norm": norm, "matrix_transpose": matrix_transpose,
+    "linalg.multi_dot": multi_dot, "linalg.matrix_power": matrix_power,
     "linalg.matrix_norm": lambda x, keepdims=False, ord="fro": norm(
         x, ord, (-2, -1), keepdims),
     "linalg.vector_norm": lambda x, axis=None, keepdims=False, ord=2: norm(

@@ -38,6 +38,7 @@ from reverie.tracing_base import ignored
 from reverie.tracing_record import (
     ARRAY_FUNCTIONS,
     RECORDER_FILES,
+    UFUNC_METHODS,
     UFUNCS,
     UNARY_BUILTINS,
     Axis,
@@ -205,6 +206,7 @@ UFUNCS.update({
     "logical_not": lambda x: ~x, "invert": lambda x: ~x,
     "isnan": lambda x: x != x, "isfinite": lambda x: x - x == 0,
     "isinf": lambda x: (x == x) & ~(x - x == 0),
+    "heaviside": lambda x, h: heaviside(x, h),
 })
 
 
@@ -379,6 +381,74 @@ def as_traced(value: Any) -> Traced:
     return operand(first.recording, value, first.element)
 
 
+def _outer(ufunc: np.ufunc, a: Any, b: Any, **options: Any) -> Traced:
+    """`np.multiply.outer(a, b)`: `a` with `b.ndim` new axes, then the ufunc."""
+    ignored(f"np.{ufunc.__name__}.outer", options)
+    a, b = as_traced(a), as_traced(b)
+    return UFUNCS[ufunc.__name__](a.reshape(tuple(a.shape) + (1,) * b.ndim), b)
+
+
+def _ufunc_reduce(kind: str) -> Callable[..., Traced]:
+    """`np.add.reduce(x, axis=0)` and the like: the reduction (axis 0 by default)."""
+    def reduce(ufunc: np.ufunc, x: Any, axis: Any = 0, dtype: Any = None, out: Any = None,
+               keepdims: bool = False, **options: Any) -> Traced:
+        if kind in ("all", "any"):
+            ignored(f"np.{ufunc.__name__}.reduce", {"dtype": dtype, "out": out, **options})
+            return _all_any(kind)(x, axis, keepdims=keepdims)
+        return _reduction(kind)(x, axis, dtype, out, keepdims, **options)
+
+    return reduce
+
+
+def _ufunc_accumulate(kind: str) -> Callable[..., Traced]:
+    def accumulate(ufunc: np.ufunc, x: Any, axis: int = 0, dtype: Any = None,
+                   out: Any = None) -> Traced:
+        return _scan(kind)(x, axis, dtype, out)
+
+    return accumulate
+
+
+UFUNC_METHODS.update({
+    "outer": _outer,
+    **{f"{name}.reduce": _ufunc_reduce(kind) for name, kind in (
+        ("add", "sum"), ("multiply", "prod"), ("maximum", "max"), ("minimum", "min"),
+        ("fmax", "max"), ("fmin", "min"), ("logical_and", "all"), ("logical_or", "any"))},
+    "add.accumulate": _ufunc_accumulate("cumsum"),
+    "multiply.accumulate": _ufunc_accumulate("cumprod"),
+})
+
+
+def ptp(x: Any, axis: Any = None, out: Any = None, keepdims: bool = False) -> Traced:
+    ignored("np.ptp", {"out": out})
+    x = as_traced(x)
+    return x.max(axis=axis, keepdims=keepdims) - x.min(axis=axis, keepdims=keepdims)
+
+
+def count_nonzero(x: Any, axis: Any = None, *, keepdims: bool = False) -> Traced:
+    x = as_traced(x)
+    return (x != 0).astype(np.int64).sum(axis=axis, keepdims=keepdims)
+
+
+def trapezoid(y: Any, x: Any = None, dx: float = 1.0, axis: int = -1) -> Traced:
+    """`np.trapezoid`: `Σ (y[1:] + y[:-1]) / 2 · Δx` along `axis`."""
+    y = as_traced(y)
+    axis %= y.ndim
+    head = (slice(None),) * axis
+    ends = y[head + (slice(1, None),)] + y[head + (slice(None, -1),)]
+    if x is None:
+        return (ends * (dx / 2.0)).sum(axis=axis)
+    x = as_traced(x) if not isinstance(x, np.ndarray) else x
+    steps = np.diff(x, axis=-1 if np.ndim(x) == 1 else axis)
+    if np.ndim(steps) == 1 and y.ndim > 1:
+        steps = as_traced(steps).reshape([n if i == axis else 1
+                                          for i, n in enumerate(ends.shape)])
+    return (ends * steps / 2.0).sum(axis=axis)
+
+
+def heaviside(x: Any, h: Any) -> Traced:
+    return where(x > 0, 1.0, where(x == 0, h, 0.0))
+
+
 def _array(value: Any, dtype: Any = None, *args: Any, copy: Any = True, ndmin: int = 0,
            **kwargs: Any) -> Traced:
     """`np.array` (a copy) and `np.asarray` (`copy=None`: the value itself); `ndmin`
@@ -398,7 +468,14 @@ def _asarray(value: Any, dtype: Any = None, *args: Any, **kwargs: Any) -> Traced
 ARRAY_FUNCTIONS.update({
     **{kind: _reduction(kind) for kind in ("sum", "mean", "prod", "max", "min", "argmax",
                                            "argmin")},
-    "amax": _reduction("max"), "amin": _reduction("min"),
+    "amax": _reduction("max"), "amin": _reduction("min"), "ptp": ptp,
+    "count_nonzero": count_nonzero, "trapezoid": trapezoid, "trapz": trapezoid,
+    "cumulative_sum": lambda x, axis=None, dtype=None, out=None, include_initial=False: (
+        ignored("np.cumulative_sum", {"include_initial": include_initial or None}),
+        _scan("cumsum")(x, axis, dtype, out))[1],
+    "cumulative_prod": lambda x, axis=None, dtype=None, out=None, include_initial=False: (
+        ignored("np.cumulative_prod", {"include_initial": include_initial or None}),
+        _scan("cumprod")(x, axis, dtype, out))[1],
     **{f"nan{kind}": _skipping_nan(kind) for kind in ("sum", "prod", "max", "min", "mean")},
     "var": var, "std": std, "average": average, "all": _all_any("all"),
     "any": _all_any("any"),

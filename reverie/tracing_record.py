@@ -61,6 +61,7 @@ REDUCTIONS = ("sum", "mean", "prod", "max", "min", "logsumexp", "argmax", "argmi
 # `reverie.tracing_numpy`, which `reverie.tracing` imports.
 ARRAY_FUNCTIONS: dict[str, Callable[..., Any]] = {}
 UFUNCS: dict[str, Callable[..., Any]] = {}
+UFUNC_METHODS: dict[str, Callable[..., Any]] = {}  # "add.reduce", or "outer" for any
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
@@ -627,10 +628,17 @@ class Traced:
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any):
         """`np.exp(t)`, `np.add(a, t)`, `scipy.special.gammaln(t)`: recorded as the
-        built-in of the same meaning (`UFUNCS`); `reduce`, `accumulate` and `out=` are
-        refused."""
+        built-in of the same meaning (`UFUNCS`); the methods `np.add.reduce`,
+        `np.multiply.outer`, ... by `UFUNC_METHODS`; `out=` and `where=` are refused."""
         name = ufunc.__name__
-        if method != "__call__" or {k for k, v in kwargs.items() if v is not None} - {"dtype"}:
+        if method != "__call__":
+            method_recorder = UFUNC_METHODS.get(f"{name}.{method}") or (
+                UFUNC_METHODS.get(method) if name in UFUNCS else None)
+            if method_recorder is None:
+                raise TraceError(f"np.{name}.{method} cannot be traced ({user_line()}): "
+                                 f"call np.{name}(...) and reduce with np.sum/np.max/...")
+            return recorded(f"np.{name}.{method}", method_recorder, ufunc, *inputs, **kwargs)
+        if {k for k, v in kwargs.items() if v is not None} - {"dtype"}:
             raise TraceError(f"np.{name}.{method} with {sorted(kwargs)} cannot be traced "
                              f"({user_line()}): call np.{name}(...) and reduce with "
                              f"np.sum/np.max/...")

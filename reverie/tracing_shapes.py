@@ -280,3 +280,84 @@ ARRAY_FUNCTIONS.update({
 })
 for _name, _method in {"swapaxes": swapaxes, "repeat": repeat}.items():
     setattr(Traced, _name, _method)
+
+
+# ---------------------------------------------------------------- gathers, broadcasts
+
+def take(x: Any, indices: Any, axis: Any = None, out: Any = None, mode: Any = None) -> Traced:
+    """`np.take`: integer-array indexing along one axis (the flattened array without)."""
+    ignored("np.take", {"out": out, "mode": mode})
+    x = as_traced(x)
+    if axis is None:
+        return x.ravel()[indices]
+    return x[(slice(None),) * (axis % x.ndim) + (indices,)]
+
+
+def take_along_axis(x: Any, indices: Any, axis: Any) -> Traced:
+    """`np.take_along_axis` (what `argsort` indices gather), in index notation:
+    `let t[i, j] = x[i, idx[i, j]]` for axis 1."""
+    x, index = as_traced(x), as_traced(indices)
+    if axis is None:
+        x, axis = x.ravel(), 0
+    axis %= x.ndim
+    if index.ndim != x.ndim or index.element not in ("i32", "i64"):
+        raise TraceError(f"np.take_along_axis needs integer indices of x's rank "
+                         f"({user_line()}), got {index!r} for {x!r}")
+    axes = tuple(x.recording.same(a, b, "np.take_along_axis") if i != axis else b
+                 for i, (a, b) in enumerate(zip(x.axes, index.axes, strict=True)))
+
+    def element(*names: str) -> str:
+        reads = [f"{index.name}[{', '.join(names)}]" if i == axis else n
+                 for i, n in enumerate(names)]
+        return f"{x.name}[{', '.join(reads)}]"
+
+    return x.recording.index_let([(f"a{i}", None) for i in range(x.ndim)], element, axes,
+                                 x.element)
+
+
+def broadcast_to(x: Any, shape: Any, subok: bool = False) -> Traced:
+    """`np.broadcast_to`, in index notation: new leading axes and size-1 axes read at 0
+    (`let t[b0 in 0..5, i1] = x[i1];`)."""
+    x = as_traced(x)
+    entries = tuple(shape) if isinstance(shape, tuple | list) else (shape,)
+    target = tuple(Axis(n.value, n.expr) if hasattr(n, "expr") and n.is_dim
+                   else Axis(int(n), str(int(n))) for n in entries)
+    lead = len(target) - x.ndim
+    if lead < 0 or any(a.size not in (1, t.size) for a, t in zip(x.axes, target[lead:],
+                                                                  strict=True)):
+        raise TraceError(f"np.broadcast_to of shape {x.shape} to {tuple(entries)} "
+                         f"({user_line()}): the shapes do not broadcast")
+    stretched = [i < lead or x.axes[i - lead].size != t.size or
+                 x.axes[i - lead].dim != t.dim for i, t in enumerate(target)]
+    axes = tuple(t if i < lead or x.axes[i - lead].size == 1 else
+                 x.recording.same(x.axes[i - lead], t, "np.broadcast_to")
+                 for i, t in enumerate(target))
+    indices = [(f"b{i}", t.dim if stretched[i] else None) for i, t in enumerate(axes)]
+
+    def element(*names: str) -> str:
+        reads = ["0" if x.axes[i].size == 1 and stretched[i + lead] else names[i + lead]
+                 for i in range(x.ndim)]
+        return f"{x.name}[{', '.join(reads)}]" if reads else x.name
+
+    return x.recording.index_let(indices, element, axes, x.element)
+
+
+def meshgrid(*values: Any, indexing: str = "xy", sparse: bool = False,
+             copy: bool = True) -> list[Traced]:
+    """`np.meshgrid` of vectors: each broadcast to the grid (`indexing="xy"` swaps the
+    first two axes, as NumPy's)."""
+    vectors = [as_traced(v).ravel() for v in values]
+    shape = [v.shape[0] for v in vectors]
+    if indexing == "xy" and len(vectors) > 1:
+        shape[0], shape[1] = shape[1], shape[0]
+    grids = []
+    for i, v in enumerate(vectors):
+        at = (1 - i if i < 2 else i) if indexing == "xy" and len(vectors) > 1 else i
+        column = v.reshape([n if k == at else 1 for k, n in enumerate(shape)])
+        grids.append(column if sparse else broadcast_to(column, shape))
+    return grids
+
+
+ARRAY_FUNCTIONS.update({"take": take, "take_along_axis": take_along_axis,
+                        "broadcast_to": broadcast_to, "meshgrid": meshgrid})
+setattr(Traced, "take", take)  # noqa: B010 (NumPy's method, set with the others)

@@ -224,6 +224,20 @@ PROGRAMS = {
     "infinities": (lambda x: scipy.special.logsumexp(np.where(x > 0.0, x, -np.inf), axis=1)
                    + np.maximum(x, -np.inf).sum(axis=1) + np.minimum(x, np.inf).max(axis=1)
                    + np.clip(x, -np.inf, 0.5).sum(axis=1), [(3, 4)], [(2, 5)]),
+    "gathers_broadcasts": (lambda x: np.take(x, [0, 2], axis=1).sum(axis=1)
+                           + np.take_along_axis(x, np.argsort(x, axis=1), axis=1)[:, -1]
+                           + np.broadcast_to(x[:, :1], (2,) + x.shape).sum(axis=(0, 2))
+                           + np.meshgrid(x[0], x[:, 0])[1].sum(axis=1), [(3, 4)], [(2, 5)]),
+    "ufunc_methods": (lambda x: np.multiply.outer(x[0], x[:, 1]).sum(axis=1) + np.add.reduce(x)
+                      + np.maximum.reduce(x, axis=0) + np.add.accumulate(x, axis=0)[-1]
+                      + np.multiply.accumulate(x, axis=0)[0], [(3, 4)], [(2, 5)]),
+    "more_reductions": (lambda x: np.ptp(x, axis=0) + np.count_nonzero(x > 0.0, axis=0)
+                        + np.trapezoid(x, axis=0) + np.trapezoid(x[:, 0], dx=0.5)
+                        + np.cumulative_sum(x, axis=0)[-1] + np.heaviside(x[0], 0.5),
+                        [(3, 4)], [(2, 5)]),
+    "matrix_products": (lambda x: np.linalg.multi_dot([x, x.T, x])
+                        + np.linalg.matrix_power(x @ x.T, 3) @ x
+                        + np.linalg.matrix_power(x @ x.T, 0) @ x, [(3, 4)], [(2, 5)]),
     "assignments": (assignments, [(5,), ()], [(7,), ()]),
     "views_see_assignments": (views_see_assignments, [(5,)], [(7,)]),
     "factories": (lambda x: (np.zeros((len(x), 3)) + np.ones(x.shape[0])[:, None]
@@ -333,7 +347,7 @@ def captured(x):
     (lambda x: np.median(x), r"np.median cannot be traced"),
     (lambda x: np.nancumsum(x), r"np.nancumsum cannot be traced.*nearest traceable.*"
                                 r"np.(nansum|cumsum)"),
-    (lambda x: np.add.reduce(x), r"np.add.reduce.*cannot be traced"),
+    (lambda x: np.add.at(x, [0], 1.0), r"np.add.at cannot be traced"),
     (lambda x: x[x > 0], r"array subscript must hold integers.*np.where"),
     (lambda x: ~x, r"~ of the f64 value.*no bitwise operators"),
     (lambda x: x.reshape((2, 2), order="F"), r"order='F'.*C order"),
