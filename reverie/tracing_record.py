@@ -344,8 +344,9 @@ class Traced:
         """A NumPy array attribute that has no recorder: a TraceError naming it (other
         names, and every `__dunder__`, are an AttributeError as usual)."""
         if not name.startswith("__") and hasattr(np.ndarray, name):
-            raise TraceError(f"x.{name} of a traced value cannot be traced ({user_line()}); "
-                             f"{nearest_spelling(name, dir(Traced), 'x.')}")
+            raise UntracedAttribute(f"x.{name} of a traced value cannot be traced "
+                                    f"({user_line()}); "
+                                    f"{nearest_spelling(name, dir(Traced), 'x.')}")
         raise AttributeError(f"'Traced' object has no attribute '{name}'")
 
     @property
@@ -663,6 +664,11 @@ class Traced:
             raise TraceError(f"np.{name} cannot be traced ({inner}{within}); "
                              f"{nearest_spelling(name, ARRAY_FUNCTIONS)}")
         return recorded(f"np.{name}", recorder, *args, **kwargs)
+
+
+class UntracedAttribute(TraceError, AttributeError):
+    """A NumPy array attribute without a recorder: a TraceError, and an AttributeError so
+    that `hasattr` and `getattr(x, name, default)` see no such attribute."""
 
 
 def recorded(name: str, recorder: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
