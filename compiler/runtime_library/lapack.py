@@ -17,7 +17,7 @@ buffers and the elements one matrix of each takes (0: scratch shared by the batc
                       2 transpose, 4 unit diagonal
     solve             A→LU (n×n), B→X (n×k), pivots (n)      gesv
     slogdet           A→LU, sign (1), log|det| (1), pivots   getrf
-    eigh              w (n), A→V (n×n)                       syevd ('V', 'L')
+    eigh              w (n), A→V (n×n), work (n×n)           syevd ('V', 'L')
     svd               A (m×n), U (m×k), s (k), Vh (k×n)      gesdd ('S')
     qr                A (m×n), Q (m×k), R (k×n), tau (k)     geqrf, orgqr
 
@@ -25,8 +25,9 @@ The LAPACKE (and CBLAS) functions with 64-bit integers of the OpenBLAS NumPy loa
 (`runtime/native/blas.py`) reach each module through a setter per function,
 `<helper>_use_<name>` (`abi.LAPACK_FUNCTIONS`; an internal global, as the matrix product's
 BLAS). Where one is null, cholesky, triangular_solve, solve and slogdet run their own loops
-(Cholesky-Banachiewicz, substitution, LU with partial pivoting: O(n³), unblocked), and eigh,
-svd and qr give NaN. A matrix LAPACK (or the fallback) refuses — not positive definite,
+(Cholesky-Banachiewicz, substitution, LU with partial pivoting: O(n³), unblocked), eigh
+cyclic Jacobi rotations (JACOBI_SWEEPS sweeps at most, then sorted), and svd and qr give
+NaN. A matrix LAPACK (or the fallback) refuses — not positive definite,
 singular — becomes NaN, so a batch never stops halfway (`ir/ops_linalg.py`).
 """
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import numpy as np
 from llvmlite import ir
 
 from reverie.compiler.backend.irutil import (
@@ -54,6 +56,7 @@ LINALG_TYPE = ir.FunctionType(ir.VoidType(), [I64] * 5 + [PTR] * 4)
 ROW_MAJOR, COLUMN_MAJOR = 101, 102
 LEFT, UPPER, LOWER, NO_TRANS, TRANS, NON_UNIT, UNIT = 141, 121, 122, 111, 112, 131, 132
 LOWER_FLAG, TRANSPOSE_FLAG, UNIT_FLAG = 1, 2, 4
+JACOBI_SWEEPS = 60  # cyclic Jacobi converges quadratically: a few sweeps do; later ones skip
 
 Size = Callable[[ir.IRBuilder, ir.Value, ir.Value, ir.Value], ir.Value]
 _NN: Size = lambda b, m, n, k: b.mul(n, n)  # noqa: E731
@@ -66,7 +69,7 @@ BUFFERS: dict[str, tuple[Size, ...]] = {
     "triangular_solve": (_NN, _NK),
     "solve": (_NN, _NK, _SHARED),
     "slogdet": (_NN, _ONE, _ONE, _SHARED),
-    "eigh": (lambda b, m, n, k: n, _NN),
+    "eigh": (lambda b, m, n, k: n, _NN, _SHARED),
     "svd": (lambda b, m, n, k: b.mul(m, n), lambda b, m, n, k: b.mul(m, k),
             lambda b, m, n, k: k, lambda b, m, n, k: b.mul(k, n)),
     "qr": (lambda b, m, n, k: b.mul(m, n), lambda b, m, n, k: b.mul(m, k),
@@ -327,12 +330,83 @@ class _LinalgBuilder:
         self.store(self.get(signs), sign, i64(0))
         self.store(self.get(total), logabs, i64(0))
 
-    def _eigh(self, w: ir.Value, v: ir.Value) -> None:
+    def _eigh(self, w: ir.Value, v: ir.Value, work: ir.Value) -> None:
         b, n, info = self.b, self.n, self._info()
         self.either("syevd", lambda syevd: self.stored(
             info, syevd, [ir.Constant(I32, ROW_MAJOR), self.char("V"), self.char("L"), n, v,
-                          self.lead(n), w]), self.refuse(info))
+                          self.lead(n), w]), lambda: self.own_jacobi(w, v, work))
         self.when_failed(info, [(w, n), (v, b.mul(n, n))])
+
+    def own_jacobi(self, w: ir.Value, v: ir.Value, a: ir.Value) -> None:
+        """Eigen-decomposition of the symmetric matrix whose lower triangle `v` holds:
+        a = that matrix, v = I; sweeps of rotations A ← Jᵀ A J, V ← V J zeroing each
+        a[p, q] (Golub and Van Loan's sym.schur2: τ = (a_qq − a_pp) / 2a_pq,
+        t = sign(τ) / (|τ| + √(1 + τ²)), c = 1/√(1 + t²), s = t c), skipping the a[p, q]
+        already negligible against the diagonal; then w = diag(a), sorted ascending with
+        V's columns."""
+        b, n, zero, one = self.b, self.n, self.const(0.0), self.const(1.0)
+        with self.loop(i64(0), n) as i:
+            with self.loop(i64(0), n) as j:
+                below = b.icmp_signed(">", i, j)   # read the lower triangle
+                row, column = b.select(below, i, j), b.select(below, j, i)
+                self.store(self.load(v, self.index(row, column, n)), a, self.index(i, j, n))
+                self.store(b.select(b.icmp_signed("==", i, j), one, zero), v,
+                           self.index(i, j, n))
+        tiny = self.const(float(np.finfo(np.float32 if self.dtype == "f32" else np.float64).eps)
+                          * 1e-3)
+        with self.loop(i64(0), i64(JACOBI_SWEEPS)):
+            with self.loop(i64(0), n) as p:
+                with self.loop(b.add(p, i64(1)), n) as q:
+                    apq = self.load(a, self.index(p, q, n))
+                    app, aqq = self.load(a, self.index(p, p, n)), self.load(a, self.index(q, q, n))
+                    scale = self.math("sqrt", self.math("fabs", b.fmul(app, aqq)))
+                    negligible = b.fcmp_ordered("<=", self.math("fabs", apq), b.fmul(tiny, scale))
+                    with b.if_then(b.not_(b.or_(negligible, b.fcmp_ordered("==", apq, zero)))):
+                        self.rotate(a, v, p, q, app, aqq, apq)
+        with self.loop(i64(0), n) as i:
+            self.store(self.load(a, self.index(i, i, n)), w, i)
+        self.sort_pairs(w, v)
+
+    def rotate(self, a: ir.Value, v: ir.Value, p: ir.Value, q: ir.Value, app: ir.Value,
+               aqq: ir.Value, apq: ir.Value) -> None:
+        """The Jacobi rotation in the (p, q) plane that zeroes a[p, q] (`own_jacobi`)."""
+        b, n, one = self.b, self.n, self.const(1.0)
+        tau = b.fdiv(b.fsub(aqq, app), b.fmul(self.const(2.0), apq))
+        root = self.math("sqrt", b.fadd(one, b.fmul(tau, tau)))
+        sign = b.select(b.fcmp_ordered("<", tau, self.const(0.0)), self.const(-1.0), one)
+        t = b.fdiv(sign, b.fadd(self.math("fabs", tau), root))
+        c = b.fdiv(one, self.math("sqrt", b.fadd(one, b.fmul(t, t))))
+        s = b.fmul(t, c)
+
+        def turn(base: ir.Value, first: ir.Value, second: ir.Value) -> None:
+            x, y = self.load(base, first), self.load(base, second)
+            self.store(b.fsub(b.fmul(c, x), b.fmul(s, y)), base, first)
+            self.store(b.fadd(b.fmul(s, x), b.fmul(c, y)), base, second)
+
+        with self.loop(i64(0), n) as k:
+            turn(a, self.index(k, p, n), self.index(k, q, n))    # columns: A J
+        with self.loop(i64(0), n) as k:
+            turn(a, self.index(p, k, n), self.index(q, k, n))    # rows: Jᵀ (A J)
+        with self.loop(i64(0), n) as k:
+            turn(v, self.index(k, p, n), self.index(k, q, n))    # V J
+
+    def sort_pairs(self, w: ir.Value, v: ir.Value) -> None:
+        """w ascending, V's columns moved with their values (selection sort, O(n²))."""
+        b, n = self.b, self.n
+        with self.loop(i64(0), n) as i:
+            best = self.variable(i, "best")
+            with self.loop(b.add(i, i64(1)), n) as j:
+                smaller = b.fcmp_ordered("<", self.load(w, j), self.load(w, self.get(best, I64)))
+                b.store(b.select(smaller, j, self.get(best, I64)), best)
+            j = self.get(best, I64)
+            first, second = self.load(w, i), self.load(w, j)
+            self.store(second, w, i)
+            self.store(first, w, j)
+            with self.loop(i64(0), n) as k:
+                here, there = self.index(k, i, n), self.index(k, j, n)
+                x, y = self.load(v, here), self.load(v, there)
+                self.store(y, v, here)
+                self.store(x, v, there)
 
     def _svd(self, a: ir.Value, u: ir.Value, s: ir.Value, vh: ir.Value) -> None:
         b, m, n, k, info = self.b, self.m, self.n, self.k, self._info()

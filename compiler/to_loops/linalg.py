@@ -29,7 +29,7 @@ from reverie.compiler.to_loops.emitter import Emitter
 if TYPE_CHECKING:
     from reverie.compiler.to_loops.lower_blocks import BlockLowering
 
-BUFFER_COUNT = {"cholesky": 1, "triangular_solve": 2, "solve": 3, "slogdet": 4, "eigh": 2,
+BUFFER_COUNT = {"cholesky": 1, "triangular_solve": 2, "solve": 3, "slogdet": 4, "eigh": 3,
                 "svd": 4, "qr": 4}
 
 
@@ -73,7 +73,7 @@ def lower_linalg(lowering: BlockLowering, op: Op, em: Emitter) -> None:
         if buffers[slot] is None:
             buffers[slot] = lowering.ctx.temp(dtype, value.type.shape)
         _copy(em, lowering, value, View.of(buffers[slot]))
-    scratch = {"solve": ("i64", n), "slogdet": ("i64", n), "qr": (dtype, k)}
+    scratch = {"solve": ("i64", n), "slogdet": ("i64", n), "qr": (dtype, k), "eigh": (dtype, n * n)}
     if op.name in scratch:
         kind, size = scratch[op.name]
         buffers[-1] = lowering.ctx.temp(kind, (size,))

@@ -3,7 +3,8 @@
 Values of every function on batched stacks in f32 and f64, with operands that are strided
 views or computed (fused) values; NaN for non-positive-definite input to cholesky and for
 singular input to solve (the documented convention), a zero determinant; the own loops
-that replace LAPACK where none is found (`REVERIE_LAPACK=0`, in a subprocess); Jacobians
+that replace LAPACK where none is found (`REVERIE_LAPACK=0`, in a subprocess: Cholesky,
+substitution, LU, Jacobi's eigh; qr then NaN); Jacobians
 (the batching rules) against torch; the MLIR export's loops (cholesky, triangular_solve,
 solve, det) against NumPy; the errors: shapes named at the caret, the MLIR export naming
 the op it cannot lower.
@@ -155,7 +156,8 @@ fn c(a: f64[B, N, N]) -> f64[B, N, N] { return cholesky(a); }
 fn t(a: f64[N, N], b: f64[N, K]) -> f64[N, K] { return triangular_solve(a, b, transpose=true); }
 fn s(a: f64[B, N, N], b: f64[B, N, K]) -> f64[B, N, K] { return solve(a, b); }
 fn d(a: f64[B, N, N]) -> f64[B] { return det(a); }
-fn e(a: f64[N, N]) -> f64[N] { let (w, v) = eigh(a); return w; }
+fn e(a: f64[N, N]) -> (f64[N], f64[N, N]) { let (w, v) = eigh(a); return (w, v); }
+fn q(a: f64[N, N]) -> f64[N, N] { let (q, r) = qr(a); return q; }
 ''')
 r = np.random.default_rng(0)
 x = r.standard_normal((2, 30, 30)); spd = x @ x.transpose(0, 2, 1) + 30 * np.eye(30)
@@ -166,7 +168,13 @@ assert np.allclose(m.t(a[0] + 9 * np.eye(30), b[0]),
 assert np.allclose(m.s(a, b), np.linalg.solve(a, b), atol=1e-10)
 assert np.allclose(m.d(a), np.linalg.det(a), rtol=1e-10)
 assert np.allclose(m.d(np.ones((1, 3, 3))), 0.0)
-assert np.isnan(m.c(-spd)).all() and np.isnan(m.e(spd[0])).all()
+assert np.isnan(m.c(-spd)).all() and np.isnan(m.q(a[0])).all()
+sym = a[0] + a[0].T
+sym[0, -1] = 7.0                                   # the upper triangle is not read
+w, v = m.e(sym)
+want = np.linalg.eigh(sym)
+assert np.allclose(w, want[0], atol=1e-12) and np.allclose(abs(v), abs(want[1]), atol=1e-10)
+assert np.allclose(v.T @ v, np.eye(30), atol=1e-12)
 print("ok")
 """
 
