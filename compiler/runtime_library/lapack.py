@@ -26,8 +26,8 @@ The LAPACKE (and CBLAS) functions with 64-bit integers of the OpenBLAS NumPy loa
 `<helper>_use_<name>` (`abi.LAPACK_FUNCTIONS`; an internal global, as the matrix product's
 BLAS). Where one is null, cholesky, triangular_solve, solve and slogdet run their own loops
 (Cholesky-Banachiewicz, substitution, LU with partial pivoting: O(n³), unblocked), eigh
-cyclic Jacobi rotations (JACOBI_SWEEPS sweeps at most, then sorted), and svd and qr give
-NaN. A matrix LAPACK (or the fallback) refuses — not positive definite,
+cyclic Jacobi rotations (JACOBI_SWEEPS sweeps at most, then sorted), qr Householder
+reflectors with LAPACK's signs (geqr2), and svd gives NaN. A matrix LAPACK (or the fallback) refuses — not positive definite,
 singular — becomes NaN, so a batch never stops halfway (`ir/ops_linalg.py`).
 """
 
@@ -408,6 +408,72 @@ class _LinalgBuilder:
                 self.store(y, v, here)
                 self.store(x, v, there)
 
+    def upper_part(self, a: ir.Value, r: ir.Value) -> None:
+        """R = the upper triangle of the first k rows of the factored a (m×n)."""
+        b, n, k = self.b, self.n, self.k
+        with self.loop(i64(0), k) as i:
+            with self.loop(i64(0), n) as j:
+                value = self.load(a, self.index(i, j, n))
+                kept = b.select(b.icmp_signed(">=", j, i), value, self.const(0.0))
+                self.store(kept, r, self.index(i, j, n))
+
+    def own_householder(self, a: ir.Value, tau: ir.Value) -> None:
+        """geqr2's factorisation in place: for each column j < k, the reflector
+        H = I − τ v vᵀ (v_j = 1, the rest of v below the diagonal) that makes a[j:, j]
+        (β, 0, ...) with β = −sign(a_jj)·‖a[j:, j]‖ (LAPACK's signs), applied to the
+        columns after j; τ = 0 (H = I) where a[j+1:, j] is already 0, as larfg."""
+        b, m, n, k, zero = self.b, self.m, self.n, self.k, self.const(0.0)
+        with self.loop(i64(0), k) as j:
+            total = self.variable(zero, "below")
+            with self.loop(b.add(j, i64(1)), m) as i:
+                x = self.load(a, self.index(i, j, n))
+                b.store(b.fadd(self.get(total), b.fmul(x, x)), total)
+            alpha = self.load(a, self.index(j, j, n))
+            zero_column = b.fcmp_ordered("==", self.get(total), zero)   # as larfg: H = I
+            norm = self.math("sqrt", b.fadd(self.get(total), b.fmul(alpha, alpha)))
+            beta = b.select(b.fcmp_ordered("<", alpha, zero), norm, b.fneg(norm))
+            safe = b.select(zero_column, self.const(1.0), beta)
+            self.store(b.select(zero_column, zero, b.fdiv(b.fsub(safe, alpha), safe)), tau, j)
+            with b.if_then(b.not_(zero_column)):
+                head = b.fsub(alpha, beta)
+                with self.loop(b.add(j, i64(1)), m) as i:
+                    at = self.index(i, j, n)
+                    self.store(b.fdiv(self.load(a, at), head), a, at)
+                self.store(beta, a, self.index(j, j, n))
+                self.reflect(a, tau, j, n, b.add(j, i64(1)), n, a, n)
+
+    def reflect(self, v: ir.Value, tau: ir.Value, j: ir.Value, v_width: ir.Value,
+                first: ir.Value, last: ir.Value, x: ir.Value, width: ir.Value) -> None:
+        """x[j:, c] ← (I − τ_j v vᵀ) x[j:, c] for columns first ≤ c < last, v the reflector
+        j stored below the diagonal of `v` (row-major, `v_width` columns; v_j = 1)."""
+        b, m = self.b, self.m
+        scale = self.load(tau, j)
+
+        def v_at(i: ir.Value) -> ir.Value:
+            return b.select(b.icmp_signed("==", i, j), self.const(1.0),
+                            self.load(v, self.index(i, j, v_width)))
+
+        with self.loop(first, last) as col:
+            dot = self.variable(self.const(0.0), "dot")
+            with self.loop(j, m) as i:
+                product = b.fmul(v_at(i), self.load(x, self.index(i, col, width)))
+                b.store(b.fadd(self.get(dot), product), dot)
+            factor = b.fmul(scale, self.get(dot))
+            with self.loop(j, m) as i:
+                at = self.index(i, col, width)
+                self.store(b.fsub(self.load(x, at), b.fmul(factor, v_at(i))), x, at)
+
+    def own_q(self, a: ir.Value, tau: ir.Value, q: ir.Value) -> None:
+        """Q (m×k) = H_0 ⋯ H_(k-1) applied to the first k columns of I, last reflector first."""
+        b, m, n, k = self.b, self.m, self.n, self.k
+        with self.loop(i64(0), m) as i:
+            with self.loop(i64(0), k) as j:
+                self.store(b.select(b.icmp_signed("==", i, j), self.const(1.0),
+                                    self.const(0.0)), q, self.index(i, j, k))
+        with self.loop(i64(0), k) as step:
+            j = b.sub(b.sub(k, i64(1)), step)
+            self.reflect(a, tau, j, n, i64(0), k, q, k)
+
     def _svd(self, a: ir.Value, u: ir.Value, s: ir.Value, vh: ir.Value) -> None:
         b, m, n, k, info = self.b, self.m, self.n, self.k, self._info()
         self.either("gesdd", lambda gesdd: self.stored(
@@ -418,18 +484,20 @@ class _LinalgBuilder:
     def _qr(self, a: ir.Value, q: ir.Value, r: ir.Value, tau: ir.Value) -> None:
         b, m, n, k, info = self.b, self.m, self.n, self.k, self._info()
         layout = ir.Constant(I32, ROW_MAJOR)
-        def factor(geqrf: ir.Value) -> None:
+
+        def with_lapack(geqrf: ir.Value) -> None:
             self.stored(info, geqrf, [layout, m, n, a, self.lead(n), tau])
-            with self.loop(i64(0), k) as i:
-                with self.loop(i64(0), n) as j:
-                    value = self.load(a, self.index(i, j, n))
-                    kept = b.select(b.icmp_signed(">=", j, i), value, self.const(0.0))
-                    self.store(kept, r, self.index(i, j, n))
+            self.upper_part(a, r)
             self.either("orgqr", lambda orgqr: self.stored(
                 info, orgqr, [layout, m, k, k, a, self.lead(n), tau]), self.refuse(info))
             with self.loop(i64(0), m) as i:
                 with self.loop(i64(0), k) as j:
                     self.store(self.load(a, self.index(i, j, n)), q, self.index(i, j, k))
 
-        self.either("geqrf", factor, self.refuse(info))
+        def own() -> None:
+            self.own_householder(a, tau)
+            self.upper_part(a, r)
+            self.own_q(a, tau, q)
+
+        self.either("geqrf", with_lapack, own)
         self.when_failed(info, [(q, b.mul(m, k)), (r, b.mul(k, n))])

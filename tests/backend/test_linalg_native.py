@@ -4,7 +4,7 @@ Values of every function on batched stacks in f32 and f64, with operands that ar
 views or computed (fused) values; NaN for non-positive-definite input to cholesky and for
 singular input to solve (the documented convention), a zero determinant; the own loops
 that replace LAPACK where none is found (`REVERIE_LAPACK=0`, in a subprocess: Cholesky,
-substitution, LU, Jacobi's eigh; qr then NaN); Jacobians
+substitution, LU, Jacobi's eigh, Householder's qr; svd then NaN); Jacobians
 (the batching rules) against torch; the MLIR export's loops (cholesky, triangular_solve,
 solve, det) against NumPy; the errors: shapes named at the caret, the MLIR export naming
 the op it cannot lower.
@@ -154,10 +154,12 @@ import numpy as np, reverie as rv, scipy.linalg as sl
 m = rv.compile('''
 fn c(a: f64[B, N, N]) -> f64[B, N, N] { return cholesky(a); }
 fn t(a: f64[N, N], b: f64[N, K]) -> f64[N, K] { return triangular_solve(a, b, transpose=true); }
-fn s(a: f64[B, N, N], b: f64[B, N, K]) -> f64[B, N, K] { return solve(a, b); }
+fn v(a: f64[B, N, N], b: f64[B, N, K]) -> f64[B, N, K] { return solve(a, b); }
 fn d(a: f64[B, N, N]) -> f64[B] { return det(a); }
 fn e(a: f64[N, N]) -> (f64[N], f64[N, N]) { let (w, v) = eigh(a); return (w, v); }
-fn q(a: f64[N, N]) -> f64[N, N] { let (q, r) = qr(a); return q; }
+fn q(a: f64[B, 30, 5]) -> (f64[B, 30, 5], f64[B, 5, 5]) { let (q, r) = qr(a); return (q, r); }
+fn w(a: f64[B, 5, 30]) -> (f64[B, 5, 5], f64[B, 5, 30]) { let (q, r) = qr(a); return (q, r); }
+fn s(a: f64[N, N]) -> f64[N] { return svdvals(a); }
 ''')
 r = np.random.default_rng(0)
 x = r.standard_normal((2, 30, 30)); spd = x @ x.transpose(0, 2, 1) + 30 * np.eye(30)
@@ -165,10 +167,16 @@ a, b = r.standard_normal((2, 30, 30)), r.standard_normal((2, 30, 5))
 assert np.allclose(m.c(spd), np.linalg.cholesky(spd), atol=1e-12)
 assert np.allclose(m.t(a[0] + 9 * np.eye(30), b[0]),
                    sl.solve_triangular(a[0] + 9 * np.eye(30), b[0], lower=True, trans=1))
-assert np.allclose(m.s(a, b), np.linalg.solve(a, b), atol=1e-10)
+assert np.allclose(m.v(a, b), np.linalg.solve(a, b), atol=1e-10)
 assert np.allclose(m.d(a), np.linalg.det(a), rtol=1e-10)
 assert np.allclose(m.d(np.ones((1, 3, 3))), 0.0)
-assert np.isnan(m.c(-spd)).all() and np.isnan(m.q(a[0])).all()
+assert np.isnan(m.c(-spd)).all() and np.isnan(m.s(a[0])).all()
+tall, wide = b.copy(), np.swapaxes(b, 1, 2).copy()
+tall[1, :, 0] = 0.0                                # a zero column: H = I, as LAPACK's
+wide[0, 2:, 1] = 0.0
+for function, x in ((m.q, tall), (m.w, wide)):     # Householder with LAPACK's signs
+    for got, want in zip(function(x), np.linalg.qr(x)):
+        assert np.allclose(got, want, atol=1e-12)
 sym = a[0] + a[0].T
 sym[0, -1] = 7.0                                   # the upper triangle is not read
 w, v = m.e(sym)
