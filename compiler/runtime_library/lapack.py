@@ -27,8 +27,9 @@ The LAPACKE (and CBLAS) functions with 64-bit integers of the OpenBLAS NumPy loa
 BLAS). Where one is null, cholesky, triangular_solve, solve and slogdet run their own loops
 (Cholesky-Banachiewicz, substitution, LU with partial pivoting: O(n³), unblocked), eigh
 cyclic Jacobi rotations (JACOBI_SWEEPS sweeps at most, then sorted), qr Householder
-reflectors with LAPACK's signs (geqr2), and svd gives NaN. A matrix LAPACK (or the fallback) refuses — not positive definite,
-singular — becomes NaN, so a batch never stops halfway (`ir/ops_linalg.py`).
+reflectors with LAPACK's signs (geqr2), and svd gives NaN. A matrix LAPACK (or the
+fallback) refuses — not positive definite, singular — becomes NaN, so a batch never stops
+halfway (`ir/ops_linalg.py`).
 """
 
 from __future__ import annotations
