@@ -12,8 +12,9 @@ which the vectoriser calls instead (a rare branch per vector handles huge argume
 The bodies live by family: `mathlib_elementary.py` (exp, log, tanh, pow, ...),
 `mathlib_exponential.py` (sinh, cosh, exp2, log2, log10, logaddexp, hypot, sinc, ...),
 `mathlib_inverse.py` (arctan, arctan2, arcsin, arccos, arcsinh, arccosh, arctanh),
-`mathlib_special.py` (erf, lgamma, ...), `mathlib_gamma.py` (gamma, beta, betaln) and
-`mathlib_error_function.py` (erfc, erfinv, erfcinv); a function added to one of their
+`mathlib_special.py` (erf, lgamma, ...), `mathlib_gamma.py` (gamma, beta, betaln),
+`mathlib_error_function.py` (erfc, erfinv, erfcinv) and `mathlib_bessel.py` (i0, i1); a
+function added to one of their
 `BODIES` tables is supported here. `NEUTRAL` holds the bodies that the MLIR export writes
 out as well. A function with integer attributes (`polygamma`, order n) takes them as
 keywords and gets one internal function per value: `rv.polygamma.order2.f64`. Method and
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from reverie.compiler.backend import (
+    mathlib_bessel,
     mathlib_elementary,
     mathlib_error_function,
     mathlib_exponential,
@@ -43,13 +45,15 @@ _BODIES: dict[str, Callable[..., Value]] = {**mathlib_elementary.BODIES,
                                             **mathlib_inverse.BODIES,
                                             **mathlib_special.BODIES,
                                             **mathlib_gamma.BODIES,
-                                            **mathlib_error_function.BODIES}
+                                            **mathlib_error_function.BODIES,
+                                            **mathlib_bessel.BODIES}
 # the bodies written only against the operations `MathEmitter` shares with the MLIR
 # export's `MlirArith`, which writes them out for ops that MLIR lacks
 NEUTRAL: dict[str, Callable[..., Value]] = {**mathlib_exponential.NEUTRAL,
                                             **mathlib_special.NEUTRAL,
                                             **mathlib_gamma.NEUTRAL,
-                                            **mathlib_error_function.NEUTRAL}
+                                            **mathlib_error_function.NEUTRAL,
+                                            **mathlib_bessel.NEUTRAL}
 _NATIVE_INTRINSICS = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
                       "abs": "llvm.fabs"}
 SUPPORTED: frozenset[str] = frozenset(_BODIES) | frozenset(_NATIVE_INTRINSICS) | trig.NAMES

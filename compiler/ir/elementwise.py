@@ -57,6 +57,7 @@ from reverie.compiler.ir.op_defs import (
 )
 from reverie.compiler.ir.special import (
     TWO_OVER_SQRT_PI,
+    bessel_i_array,
     beta_array,
     betaln_array,
     erf_array,
@@ -239,6 +240,15 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     """1 / (1 + e^-x) without overflow for large |x|."""
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+def _i1_slope(s: Scope, x: Value, y: Value) -> Value:
+    """I₀(x) − I₁(x)/x, ½ at 0; the quotient divides by 1 there, so that differentiating it
+    again gives I₁''(0) = 0 and no 0/0."""
+    at_zero = s.eq(x, s.zeros(x.type))
+    safe = s.select(at_zero, s.const(1, x.type), x)
+    slope = s.sub(s.op("i0", [x]), s.div(y, safe))
+    return s.select(at_zero, s.const(0.5, x.type), slope)
 
 
 def _multigammaln_slope(s: Scope, x: Value, d: int) -> Value:
@@ -515,3 +525,8 @@ unary("multigammaln", lambda x, d: multigammaln_array(x, d).astype(x.dtype), mat
                        lambda s, x, y, a: _multigammaln_slope(s, x, a["d"])),
       doc="log of the multivariate gamma function Γ_d (users call multigammaln(x, d), d an "
           "integer constant): `%1 = multigammaln %x {d = 3} : f64[N]`.")
+unary("i0", lambda x: bessel_i_array(x, 0).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d I₀(x)/dx = I₁(x)", lambda s, x, y, a: s.op("i1", [x])))
+unary("i1", lambda x: bessel_i_array(x, 1).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d I₁(x)/dx = I₀(x) − I₁(x)/x   (½ at 0)",
+                       lambda s, x, y, a: _i1_slope(s, x, y)))

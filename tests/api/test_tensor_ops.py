@@ -54,7 +54,8 @@ def torch_gamma(x: torch.Tensor) -> torch.Tensor:
 
 
 TORCH_NAMES = {"softplus": torch_f.softplus, "relu": torch.relu, "sigmoid": torch.sigmoid,
-               "gamma": torch_gamma, "erfcinv": lambda q: -torch.erfinv(q - 1)}
+               "gamma": torch_gamma, "erfcinv": lambda q: -torch.erfinv(q - 1),
+               "i0": torch.special.i0, "i1": torch.special.i1}
 POSITIVE_ONLY = {"log", "log1p", "sqrt", "rsqrt"}
 DIFFERENTIABLE_BUILTINS = [op for op in ops_kernels.UNARY_BUILTINS
                            if ELEMENTWISE[op].derivative is not None]

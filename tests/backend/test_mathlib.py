@@ -22,6 +22,7 @@ from llvmlite import ir
 
 import reverie as rv
 from reverie.compiler.backend import (
+    mathlib_bessel,
     mathlib_error_function,
     mathlib_exponential,
     mathlib_gamma,
@@ -41,7 +42,8 @@ GAMMA = {"lgamma", "digamma", "polygamma"}
 # NumPy's sinh, arctan2, ... are checked in test_numpy_maths.py, SciPy's gamma, erfc,
 # erfinv, erfcinv, beta, betaln in test_special_numpy.py (against mpmath)
 NUMPY_MATHS = (set(mathlib_exponential.BODIES) | set(mathlib_inverse.BODIES)
-               | set(mathlib_gamma.BODIES) | set(mathlib_error_function.BODIES))
+               | set(mathlib_gamma.BODIES) | set(mathlib_error_function.BODIES)
+               | set(mathlib_bessel.BODIES))
 TRANSCENDENTAL = sorted(SUPPORTED - {"sqrt", "floor", "ceil", "abs"} - GAMMA - NUMPY_MATHS)
 # the kernel built for a function with attributes
 ATTRIBUTES = {"polygamma": {"order": 2}, "multigammaln": {"d": 3}}

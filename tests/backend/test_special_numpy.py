@@ -1,5 +1,5 @@
-"""SciPy's gamma, erfc, logit, erfinv, erfcinv, beta and betaln as built-ins: values at
-every level against mpmath and SciPy, special values against SciPy, derivatives to second
+"""SciPy's gamma, erfc, logit, erfinv, erfcinv, i0, i1, beta and betaln as built-ins: values
+at every level against mpmath and SciPy, special values against SciPy, derivatives to second
 order against JAX (torch has none of gamma, beta, betaln) and central differences.
 
 Bounds (f64, in ulps of the exact value; f32: 0.51, computed in f64 and rounded once) are
@@ -28,13 +28,13 @@ jax.config.update("jax_enable_x64", True)
 
 LEVELS = ["interp", "native", pytest.param("mlir", marks=pytest.mark.skipif(
     mlir_tools() is None, reason="mlir-opt-19/mlir-translate-19 not installed"))]
-UNARY, BINARY = ("gamma", "erfc", "logit", "erfinv", "erfcinv"), ("beta", "betaln")
+UNARY, BINARY = ("gamma", "erfc", "logit", "erfinv", "erfcinv", "i0", "i1"), ("beta", "betaln")
 # f64 bounds in ulps: native and MLIR (the same algorithm); the interpreter's (NumPy and
 # math.gamma/math.erfc) in brackets
 F64_ULPS = {"gamma": 8, "erfc": 5, "logit": 3, "beta": 12, "betaln": 8, "erfinv": 4,
-            "erfcinv": 6}
+            "erfcinv": 6, "i0": 6, "i1": 12}
 INTERP_ULPS = {"gamma": 8, "erfc": 3, "logit": 2, "beta": 12, "betaln": 24, "erfinv": 2,
-               "erfcinv": 2}
+               "erfcinv": 2, "i0": 6, "i1": 12}
 F32_ULPS = 0.51
 def _erfcinv(q: mpmath.mpf) -> mpmath.mpf:
     with mpmath.workdps(360):            # 1 − q exact down to q = 1e-300
@@ -43,11 +43,13 @@ def _erfcinv(q: mpmath.mpf) -> mpmath.mpf:
 
 MPMATH = {
     "gamma": mpmath.gamma, "erfc": mpmath.erfc, "erfinv": mpmath.erfinv, "erfcinv": _erfcinv,
+    "i0": lambda x: mpmath.besseli(0, x), "i1": lambda x: mpmath.besseli(1, x),
     "logit": lambda p: mpmath.log(p / (1 - p)),
     "beta": mpmath.beta, "betaln": lambda a, b: mpmath.log(abs(mpmath.beta(a, b))),
 }
 SCIPY = {"gamma": sp.gamma, "erfc": sp.erfc, "logit": sp.logit, "beta": sp.beta,
-         "betaln": sp.betaln, "erfinv": sp.erfinv, "erfcinv": sp.erfcinv}
+         "betaln": sp.betaln, "erfinv": sp.erfinv, "erfcinv": sp.erfcinv, "i0": sp.i0,
+         "i1": sp.i1}
 
 SOURCE = """
 fn gamma_(x: float[N]) -> float[N] { return gamma(x); }
@@ -55,6 +57,8 @@ fn erfc_(x: float[N]) -> float[N] { return erfc(x); }
 fn logit_(x: float[N]) -> float[N] { return logit(x); }
 fn erfinv_(x: float[N]) -> float[N] { return erfinv(x); }
 fn erfcinv_(x: float[N]) -> float[N] { return erfcinv(x); }
+fn i0_(x: float[N]) -> float[N] { return i0(x); }
+fn i1_(x: float[N]) -> float[N] { return i1(x); }
 fn beta_(a: float[N], b: float[N]) -> float[N] { return beta(a, b); }
 fn betaln_(a: float[N], b: float[N]) -> float[N] { return betaln(a, b); }
 """
@@ -75,6 +79,10 @@ def arguments(name: str, n: int = 1500) -> tuple[np.ndarray, ...]:
     if name == "erfc":
         return (np.concatenate([rng.uniform(-6, 27.2, 2 * n), rng.uniform(-1, 1, n),
                                 10.0 ** rng.uniform(-300, 0, n // 4)]),)
+    if name in ("i0", "i1"):
+        return (np.concatenate([rng.uniform(-30, 30, n), rng.uniform(-713, 713, n // 2),
+                                10.0 ** rng.uniform(-300, 0, n // 4) * rng.choice([1, -1], n // 4),
+                                8 + rng.uniform(-1e-3, 1e-3, n // 4)]),)
     if name == "erfinv":
         return (np.concatenate([rng.uniform(-1, 1, 2 * n), 10.0 ** rng.uniform(-300, 0, n // 4),
                                 1 - 10.0 ** rng.uniform(-16, 0, n) * rng.choice([1, -1], n)]),)
@@ -180,12 +188,15 @@ SPECIAL = np.array([0.0, -0.0, -1.0, -2.0, -7.0, np.inf, -np.inf, np.nan, 1.0, 2
 def test_special_values_match_scipy(name: str, level: str) -> None:
     with np.errstate(all="ignore"):
         want = SCIPY[name](SPECIAL)
+    if name in ("i0", "i1"):      # SciPy: NaN at ±inf (e^x/√x of inf); the limits are ±inf
+        want[np.isinf(SPECIAL)] = np.inf if name == "i0" else SPECIAL[np.isinf(SPECIAL)]
     got = evaluate(level, name, np.float64, (SPECIAL,))
     special = ~np.isfinite(want) | (want == 0)
     np.testing.assert_array_equal(got[special], want[special])
-    # the sign of a zero result as SciPy's, but erfinv(−0) = −0 (odd, as torch; SciPy: +0)
-    # and erfcinv(1) = +0 (SciPy: −0)
-    signed = special & ~np.isnan(want) & ((want != 0) | (name not in ("erfinv", "erfcinv")))
+    # the sign of a zero result as SciPy's, but erfinv(−0) = i1(−0) = −0 (odd, as torch;
+    # SciPy: +0) and erfcinv(1) = +0 (SciPy: −0)
+    odd = name in ("erfinv", "erfcinv", "i1")
+    signed = special & ~np.isnan(want) & ((want != 0) | (not odd))
     np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(want[signed]))
     np.testing.assert_allclose(got[~special], want[~special], rtol=1e-12)
 
@@ -198,16 +209,21 @@ fn erfc_(x: f64[N]) -> f64 { return sum(erfc(x)); }
 fn logit_(x: f64[N]) -> f64 { return sum(logit(x)); }
 fn erfinv_(x: f64[N]) -> f64 { return sum(erfinv(x)); }
 fn erfcinv_(x: f64[N]) -> f64 { return sum(erfcinv(x)); }
+fn i0_(x: f64[N]) -> f64 { return sum(i0(x)); }
+fn i1_(x: f64[N]) -> f64 { return sum(i1(x)); }
 fn beta_(a: f64[N], b: f64[N]) -> f64 { return sum(beta(a, b)); }
 fn betaln_(a: f64[N], b: f64[N]) -> f64 { return sum(betaln(a, b)); }
 """
 JAX = {"gamma": jsp.gamma, "erfc": jsp.erfc, "logit": jsp.logit, "beta": jsp.beta,
-       "betaln": jsp.betaln, "erfinv": jsp.erfinv, "erfcinv": lambda q: -jsp.erfinv(q - 1)}
+       "betaln": jsp.betaln, "erfinv": jsp.erfinv, "erfcinv": lambda q: -jsp.erfinv(q - 1),
+       "i0": jsp.i0, "i1": jsp.i1}
 POINTS = {"gamma": (np.array([-2.5, -0.3, 0.4, 1.7, 4.2, 11.5]),),
           "erfc": (np.array([-2.0, -0.3, 0.1, 1.5, 4.0, 7.0]),),
           "logit": (np.array([0.01, 0.2, 0.5, 0.7, 0.99]),),
           "erfinv": (np.array([-0.9, -0.3, 0.1, 0.6, 0.99]),),
           "erfcinv": (np.array([0.01, 0.4, 1.0, 1.3, 1.95]),),
+          "i0": (np.array([-9.5, -2.0, 0.3, 4.0, 8.5, 30.0]),),
+          "i1": (np.array([-9.5, -2.0, 0.3, 4.0, 8.5, 30.0]),),
           "beta": (np.array([0.5, 1.5, 3.0, 12.0]), np.array([2.0, 0.7, 4.5, 15.0])),
           "betaln": (np.array([0.5, 1.5, 3.0, 120.0]), np.array([2.0, 0.7, 4.5, 15.0]))}
 
@@ -325,3 +341,13 @@ def test_multigammaln_needs_a_positive_integer_constant(argument: str) -> None:
     source = f"fn f(x: f64[N], k: i64) -> f64[N] {{ return multigammaln(x, {argument}); }}"
     with pytest.raises(rv.CompileError, match="positive integer constant"):
         rv.compile(source, backend="interp")
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_bessel_derivatives_at_zero(level: str) -> None:
+    """I₀' = I₁, I₁' = I₀ − I₁/x, ½ at 0 (the quotient's limit); I₀''(0) = ½, I₁''(0) = 0.
+    (JAX's I₀' at 0 is 1.)"""
+    m, zero, one = grad_module(level), np.zeros(1), np.ones(1)
+    assert m.i0_.grad("x")(zero)[0] == 0.0 and m.i1_.grad("x")(zero)[0] == 0.5
+    assert m.i0_.grad("x").vjp("x")(zero, one)[0] == 0.5
+    assert m.i1_.grad("x").vjp("x")(zero, one)[0] == 0.0
