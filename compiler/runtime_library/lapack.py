@@ -25,7 +25,7 @@ The LAPACKE (and CBLAS) functions with 64-bit integers of the OpenBLAS NumPy loa
 (`runtime/native/blas.py`) reach each module through a setter per function,
 `<helper>_use_<name>` (`abi.LAPACK_FUNCTIONS`; an internal global, as the matrix product's
 BLAS). Where one is null, the helper runs its own loops (`linalg_loops.py`: Cholesky,
-substitution, LU, Jacobi's eigh, Householder's qr), and svd gives NaN. A matrix LAPACK (or
+substitution, LU, Jacobi's eigh and svd, Householder's qr). A matrix LAPACK (or
 the own loops) refuses — not positive definite, singular — becomes NaN, so a batch never
 stops halfway (`ir/ops_linalg.py`).
 """
@@ -234,7 +234,7 @@ class _LinalgBuilder(MatrixLoops):
         b, m, n, k, info = self.b, self.m, self.n, self.k, self._info()
         self.either("gesdd", lambda gesdd: self.stored(
             info, gesdd, [ir.Constant(I32, ROW_MAJOR), self.char("S"), m, n, a, self.lead(n), s,
-                          u, self.lead(k), vh, self.lead(n)]), self.refuse(info))
+                          u, self.lead(k), vh, self.lead(n)]), lambda: self.own_svd(a, u, s, vh))
         self.when_failed(info, [(u, b.mul(m, k)), (s, k), (vh, b.mul(k, n))])
 
     def _qr(self, a: ir.Value, q: ir.Value, r: ir.Value, tau: ir.Value) -> None:

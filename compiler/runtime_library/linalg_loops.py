@@ -7,6 +7,7 @@ Unblocked, O(n³), on row-major matrices in place, emitted into the helper being
 - `own_lu`: LU with partial pivoting, 1-based pivots as LAPACK's getrf (a zero pivot
   skips its column, as getrf);
 - `own_jacobi`: the symmetric eigenproblem by cyclic Jacobi rotations, then sorted;
+- `own_svd`: the reduced SVD by one-sided Jacobi rotations of columns (Hestenes);
 - `own_householder`, `own_q`: QR by Householder reflectors with LAPACK's signs (geqr2,
   org2r), `upper_part` its R.
 
@@ -16,7 +17,7 @@ variables, counted loops, `llvm.*` maths); `lapack.py`'s builder extends it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from llvmlite import ir
@@ -183,43 +184,137 @@ class MatrixLoops:
     def rotate(self, a: ir.Value, v: ir.Value, p: ir.Value, q: ir.Value, app: ir.Value,
                aqq: ir.Value, apq: ir.Value) -> None:
         """The Jacobi rotation in the (p, q) plane that zeroes a[p, q] (`own_jacobi`)."""
-        b, n, one = self.b, self.n, self.const(1.0)
-        tau = b.fdiv(b.fsub(aqq, app), b.fmul(self.const(2.0), apq))
+        b, n = self.b, self.n
+        c, s = self.rotation(b.fdiv(b.fsub(aqq, app), b.fmul(self.const(2.0), apq)))
+        self.turn_columns(a, n, n, p, q, c, s)                 # A J
+        with self.loop(i64(0), n) as k:                         # Jᵀ (A J)
+            self.turn(a, self.index(p, k, n), self.index(q, k, n), c, s)
+        self.turn_columns(v, n, n, p, q, c, s)                 # V J
+
+    def rotation(self, tau: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(c, s) of the rotation for τ: t = sign(τ) / (|τ| + √(1 + τ²)) the smaller root
+        of t² + 2τt − 1 = 0, c = 1/√(1 + t²), s = t c."""
+        b, one = self.b, self.const(1.0)
         root = self.math("sqrt", b.fadd(one, b.fmul(tau, tau)))
         sign = b.select(b.fcmp_ordered("<", tau, self.const(0.0)), self.const(-1.0), one)
         t = b.fdiv(sign, b.fadd(self.math("fabs", tau), root))
         c = b.fdiv(one, self.math("sqrt", b.fadd(one, b.fmul(t, t))))
-        s = b.fmul(t, c)
+        return c, b.fmul(t, c)
 
-        def turn(base: ir.Value, first: ir.Value, second: ir.Value) -> None:
-            x, y = self.load(base, first), self.load(base, second)
-            self.store(b.fsub(b.fmul(c, x), b.fmul(s, y)), base, first)
-            self.store(b.fadd(b.fmul(s, x), b.fmul(c, y)), base, second)
+    def turn(self, base: ir.Value, first: ir.Value, second: ir.Value, c: ir.Value,
+             s: ir.Value) -> None:
+        """(x, y) ← (c x − s y, s x + c y) for the elements at `first` and `second`."""
+        b = self.b
+        x, y = self.load(base, first), self.load(base, second)
+        self.store(b.fsub(b.fmul(c, x), b.fmul(s, y)), base, first)
+        self.store(b.fadd(b.fmul(s, x), b.fmul(c, y)), base, second)
 
-        with self.loop(i64(0), n) as k:
-            turn(a, self.index(k, p, n), self.index(k, q, n))    # columns: A J
-        with self.loop(i64(0), n) as k:
-            turn(a, self.index(p, k, n), self.index(q, k, n))    # rows: Jᵀ (A J)
-        with self.loop(i64(0), n) as k:
-            turn(v, self.index(k, p, n), self.index(k, q, n))    # V J
+    def turn_columns(self, base: ir.Value, rows: ir.Value, width: ir.Value, p: ir.Value,
+                     q: ir.Value, c: ir.Value, s: ir.Value) -> None:
+        with self.loop(i64(0), rows) as k:
+            self.turn(base, self.index(k, p, width), self.index(k, q, width), c, s)
 
     def sort_pairs(self, w: ir.Value, v: ir.Value) -> None:
-        """w ascending, V's columns moved with their values (selection sort, O(n²))."""
-        b, n = self.b, self.n
-        with self.loop(i64(0), n) as i:
+        """w ascending, V's columns moved with their values."""
+        self.sort_with_columns(w, self.n, False, [(v, self.n, self.n)])
+
+    def sort_with_columns(self, w: ir.Value, count: ir.Value, descending: bool,
+                          matrices: list[tuple[ir.Value, ir.Value, ir.Value]]) -> None:
+        """w[:count] sorted (selection sort, O(count²)), the columns of each (matrix, rows,
+        width) moved with their values."""
+        b = self.b
+        with self.loop(i64(0), count) as i:
             best = self.variable(i, "best")
-            with self.loop(b.add(i, i64(1)), n) as j:
-                smaller = b.fcmp_ordered("<", self.load(w, j), self.load(w, self.get(best, I64)))
-                b.store(b.select(smaller, j, self.get(best, I64)), best)
+            with self.loop(b.add(i, i64(1)), count) as j:
+                before = b.fcmp_ordered(">" if descending else "<", self.load(w, j),
+                                        self.load(w, self.get(best, I64)))
+                b.store(b.select(before, j, self.get(best, I64)), best)
             j = self.get(best, I64)
             first, second = self.load(w, i), self.load(w, j)
             self.store(second, w, i)
             self.store(first, w, j)
-            with self.loop(i64(0), n) as k:
-                here, there = self.index(k, i, n), self.index(k, j, n)
-                x, y = self.load(v, here), self.load(v, there)
-                self.store(y, v, here)
-                self.store(x, v, there)
+            for matrix, rows, width in matrices:
+                with self.loop(i64(0), rows) as k:
+                    here, there = self.index(k, i, width), self.index(k, j, width)
+                    x, y = self.load(matrix, here), self.load(matrix, there)
+                    self.store(y, matrix, here)
+                    self.store(x, matrix, there)
+
+    def own_svd(self, a: ir.Value, u: ir.Value, s: ir.Value, vh: ir.Value) -> None:
+        """The reduced SVD by one-sided Jacobi on the taller of A and Aᵀ (Hestenes): for
+        M >= N, A V = U S with a's columns made orthogonal and V in vh (then transposed);
+        for M < N, the same on Aᵀ (copied into a through vh) with V in u, Vh = U'ᵀ. A zero
+        singular value gets a zero column of U (LAPACK completes an orthonormal basis)."""
+        b, m, n = self.b, self.m, self.n
+        with b.if_else(b.icmp_signed(">=", m, n)) as (tall, wide):
+            with tall:
+                self.one_sided(a, m, n, vh, s)
+                self.normalised(a, m, n, s, lambda i, j: self.index(i, j, n), u)
+                with self.loop(i64(0), n) as i:
+                    with self.loop(b.add(i, i64(1)), n) as j:
+                        here, there = self.index(i, j, n), self.index(j, i, n)
+                        x, y = self.load(vh, here), self.load(vh, there)
+                        self.store(y, vh, here)
+                        self.store(x, vh, there)
+            with wide:
+                with self.loop(i64(0), b.mul(m, n)) as i:
+                    self.store(self.load(a, i), vh, i)
+                with self.loop(i64(0), n) as i:
+                    with self.loop(i64(0), m) as j:
+                        self.store(self.load(vh, self.index(j, i, n)), a, self.index(i, j, m))
+                self.one_sided(a, n, m, u, s)
+                self.normalised(a, n, m, s, lambda i, j: self.index(j, i, n), vh)
+
+    def one_sided(self, work: ir.Value, rows: ir.Value, cols: ir.Value, v: ir.Value,
+                  s: ir.Value) -> None:
+        """Rotate the columns of work (rows×cols, rows >= cols) orthogonal, accumulating
+        the rotations in v (cols×cols, from I); s = the column norms, descending, the
+        columns of work and v sorted with them."""
+        b, zero, one = self.b, self.const(0.0), self.const(1.0)
+        tiny = self.const(float(np.finfo(np.float32 if self.dtype == "f32" else np.float64).eps)
+                          * 1e-3)
+        with self.loop(i64(0), cols) as i:
+            with self.loop(i64(0), cols) as j:
+                self.store(b.select(b.icmp_signed("==", i, j), one, zero), v,
+                           self.index(i, j, cols))
+        with self.loop(i64(0), i64(JACOBI_SWEEPS)):
+            with self.loop(i64(0), cols) as p:
+                with self.loop(b.add(p, i64(1)), cols) as q:
+                    alpha, beta, gamma = (self.variable(zero, name) for name in "abg")
+                    with self.loop(i64(0), rows) as i:
+                        x = self.load(work, self.index(i, p, cols))
+                        y = self.load(work, self.index(i, q, cols))
+                        for slot, product in ((alpha, b.fmul(x, x)), (beta, b.fmul(y, y)),
+                                              (gamma, b.fmul(x, y))):
+                            b.store(b.fadd(self.get(slot), product), slot)
+                    g = self.get(gamma)
+                    scale = self.math("sqrt", b.fmul(self.get(alpha), self.get(beta)))
+                    negligible = b.fcmp_ordered("<=", self.math("fabs", g), b.fmul(tiny, scale))
+                    with b.if_then(b.not_(b.or_(negligible, b.fcmp_ordered("==", g, zero)))):
+                        zeta = b.fdiv(b.fsub(self.get(beta), self.get(alpha)),
+                                      b.fmul(self.const(2.0), g))
+                        c, sine = self.rotation(zeta)
+                        self.turn_columns(work, rows, cols, p, q, c, sine)
+                        self.turn_columns(v, cols, cols, p, q, c, sine)
+        with self.loop(i64(0), cols) as j:
+            total = self.variable(zero, "norm")
+            with self.loop(i64(0), rows) as i:
+                x = self.load(work, self.index(i, j, cols))
+                b.store(b.fadd(self.get(total), b.fmul(x, x)), total)
+            self.store(self.math("sqrt", self.get(total)), s, j)
+        self.sort_with_columns(s, cols, True, [(work, rows, cols), (v, cols, cols)])
+
+    def normalised(self, work: ir.Value, rows: ir.Value, cols: ir.Value, s: ir.Value,
+                   at: Callable[[ir.Value, ir.Value], ir.Value], out: ir.Value) -> None:
+        """out[at(i, j)] = work[i, j] / s[j] (0 where s[j] = 0)."""
+        b, zero = self.b, self.const(0.0)
+        with self.loop(i64(0), rows) as i:
+            with self.loop(i64(0), cols) as j:
+                norm = self.load(s, j)
+                empty = b.fcmp_ordered("==", norm, zero)
+                value = b.fdiv(self.load(work, self.index(i, j, cols)),
+                               b.select(empty, self.const(1.0), norm))
+                self.store(b.select(empty, zero, value), out, at(i, j))
 
     def upper_part(self, a: ir.Value, r: ir.Value) -> None:
         """R = the upper triangle of the first k rows of the factored a (m×n)."""

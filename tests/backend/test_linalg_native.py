@@ -4,7 +4,7 @@ Values of every function on batched stacks in f32 and f64, with operands that ar
 views or computed (fused) values; NaN for non-positive-definite input to cholesky and for
 singular input to solve (the documented convention), a zero determinant; the own loops
 that replace LAPACK where none is found (`REVERIE_LAPACK=0`, in a subprocess: Cholesky,
-substitution, LU, Jacobi's eigh, Householder's qr; svd then NaN); Jacobians
+substitution, LU, Jacobi's eigh and svd, Householder's qr); Jacobians
 (the batching rules) against torch; the MLIR export's loops (cholesky, triangular_solve,
 solve, det) against NumPy; the errors: shapes named at the caret, the MLIR export naming
 the op it cannot lower.
@@ -160,6 +160,10 @@ fn e(a: f64[N, N]) -> (f64[N], f64[N, N]) { let (w, v) = eigh(a); return (w, v);
 fn q(a: f64[B, 30, 5]) -> (f64[B, 30, 5], f64[B, 5, 5]) { let (q, r) = qr(a); return (q, r); }
 fn w(a: f64[B, 5, 30]) -> (f64[B, 5, 5], f64[B, 5, 30]) { let (q, r) = qr(a); return (q, r); }
 fn s(a: f64[N, N]) -> f64[N] { return svdvals(a); }
+fn u(a: f64[B, 30, 5]) -> (f64[B, 30, 5], f64[B, 5], f64[B, 5, 5]) {
+    let (u, s, vh) = svd(a, full_matrices=false);
+    return (u, s, vh);
+}
 ''')
 r = np.random.default_rng(0)
 x = r.standard_normal((2, 30, 30)); spd = x @ x.transpose(0, 2, 1) + 30 * np.eye(30)
@@ -170,7 +174,12 @@ assert np.allclose(m.t(a[0] + 9 * np.eye(30), b[0]),
 assert np.allclose(m.v(a, b), np.linalg.solve(a, b), atol=1e-10)
 assert np.allclose(m.d(a), np.linalg.det(a), rtol=1e-10)
 assert np.allclose(m.d(np.ones((1, 3, 3))), 0.0)
-assert np.isnan(m.c(-spd)).all() and np.isnan(m.s(a[0])).all()
+assert np.isnan(m.c(-spd)).all()
+assert np.allclose(m.s(a[0]), np.linalg.svd(a[0], compute_uv=False), atol=1e-12)
+u, s, vh = m.u(b)
+want = np.linalg.svd(b, full_matrices=False)
+assert np.allclose(s, want[1], atol=1e-12) and np.allclose(abs(vh), abs(want[2]), atol=1e-10)
+assert np.allclose((u[0] * s[0]) @ vh[0], b[0], atol=1e-12)
 tall, wide = b.copy(), np.swapaxes(b, 1, 2).copy()
 tall[1, :, 0] = 0.0                                # a zero column: H = I, as LAPACK's
 wide[0, 2:, 1] = 0.0
