@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from reverie.tracing_base import RECORDER_FILES, Axis, TraceError, ignored, user_line
+from reverie.tracing_index import flip
 from reverie.tracing_numpy import ARRAY_FUNCTIONS, as_traced
-from reverie.tracing_record import Traced, concatenate, flip, normal_axes
+from reverie.tracing_record import Traced, concatenate, normal_axes
 from reverie.tracing_sizes import atom, offset
 
 RECORDER_FILES.add(__file__)
