@@ -243,13 +243,16 @@ class MatrixLoops:
     def own_svd(self, a: ir.Value, u: ir.Value, s: ir.Value, vh: ir.Value) -> None:
         """The reduced SVD by one-sided Jacobi on the taller of A and Aᵀ (Hestenes): for
         M >= N, A V = U S with a's columns made orthogonal and V in vh (then transposed);
-        for M < N, the same on Aᵀ (copied into a through vh) with V in u, Vh = U'ᵀ. A zero
-        singular value gets a zero column of U (LAPACK completes an orthonormal basis)."""
+        for M < N, the same on Aᵀ (copied into a through vh) with V in u, Vh = U'ᵀ. For
+        M >= N, U's columns of zero singular values complete an orthonormal basis (as
+        LAPACK's; det's adjugate needs det U); for M < N, Vh's rows of zero singular values
+        are 0."""
         b, m, n = self.b, self.m, self.n
         with b.if_else(b.icmp_signed(">=", m, n)) as (tall, wide):
             with tall:
                 self.one_sided(a, m, n, vh, s)
                 self.normalised(a, m, n, s, lambda i, j: self.index(i, j, n), u)
+                self.complete(u, m, n, s)
                 with self.loop(i64(0), n) as i:
                     with self.loop(b.add(i, i64(1)), n) as j:
                         here, there = self.index(i, j, n), self.index(j, i, n)
@@ -303,6 +306,37 @@ class MatrixLoops:
                 b.store(b.fadd(self.get(total), b.fmul(x, x)), total)
             self.store(self.math("sqrt", self.get(total)), s, j)
         self.sort_with_columns(s, cols, True, [(work, rows, cols), (v, cols, cols)])
+
+    def complete(self, u: ir.Value, rows: ir.Value, cols: ir.Value, s: ir.Value) -> None:
+        """Each column j of u whose s[j] is 0 (the last ones: s is sorted) becomes the
+        normalised residual e_c − Σ_{l<j} u[c, l] u[:, l] of the unit vector e_c with the
+        largest one, orthogonal to the columns before it."""
+        b, zero = self.b, self.const(0.0)
+
+        def residual(i: ir.Value, c: ir.Value, j: ir.Value) -> ir.Value:
+            value = self.variable(b.select(b.icmp_signed("==", i, c), self.const(1.0), zero),
+                                  "residual")
+            with self.loop(i64(0), j) as col:
+                product = b.fmul(self.load(u, self.index(c, col, cols)),
+                                 self.load(u, self.index(i, col, cols)))
+                b.store(b.fsub(self.get(value), product), value)
+            return self.get(value)
+
+        with self.loop(i64(0), cols) as j:
+            with b.if_then(b.fcmp_ordered("==", self.load(s, j), zero)):
+                best, largest = self.variable(i64(0), "best"), self.variable(zero, "largest")
+                with self.loop(i64(0), rows) as c:
+                    total = self.variable(zero, "norm")
+                    with self.loop(i64(0), rows) as i:
+                        r = residual(i, c, j)
+                        b.store(b.fadd(self.get(total), b.fmul(r, r)), total)
+                    larger = b.fcmp_ordered(">", self.get(total), self.get(largest))
+                    b.store(b.select(larger, c, self.get(best, I64)), best)
+                    b.store(b.select(larger, self.get(total), self.get(largest)), largest)
+                norm = self.math("sqrt", self.get(largest))
+                with self.loop(i64(0), rows) as i:
+                    value = b.fdiv(residual(i, self.get(best, I64), j), norm)
+                    self.store(value, u, self.index(i, j, cols))
 
     def normalised(self, work: ir.Value, rows: ir.Value, cols: ir.Value, s: ir.Value,
                    at: Callable[[ir.Value, ir.Value], ir.Value], out: ir.Value) -> None:
