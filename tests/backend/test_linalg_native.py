@@ -160,6 +160,7 @@ fn e(a: f64[N, N]) -> (f64[N], f64[N, N]) { let (w, v) = eigh(a); return (w, v);
 fn q(a: f64[B, 30, 5]) -> (f64[B, 30, 5], f64[B, 5, 5]) { let (q, r) = qr(a); return (q, r); }
 fn w(a: f64[B, 5, 30]) -> (f64[B, 5, 5], f64[B, 5, 30]) { let (q, r) = qr(a); return (q, r); }
 fn s(a: f64[N, N]) -> f64[N] { return svdvals(a); }
+fn g(a: f64[N, N]) -> f64 { return det(a); }
 fn u(a: f64[B, 30, 5]) -> (f64[B, 30, 5], f64[B, 5], f64[B, 5, 5]) {
     let (u, s, vh) = svd(a, full_matrices=false);
     return (u, s, vh);
@@ -180,6 +181,11 @@ u, s, vh = m.u(b)
 want = np.linalg.svd(b, full_matrices=False)
 assert np.allclose(s, want[1], atol=1e-12) and np.allclose(abs(vh), abs(want[2]), atol=1e-10)
 assert np.allclose((u[0] * s[0]) @ vh[0], b[0], atol=1e-12)
+singular = a[0, :4, :4].copy()
+singular[:, 0] = 0.0                               # det's adjugate through the own svd
+cofactors = [[(-1) ** (i + j) * np.linalg.det(np.delete(np.delete(singular, i, 0), j, 1))
+              for j in range(4)] for i in range(4)]
+assert np.allclose(m.g.grad(wrt=0)(singular), cofactors, atol=1e-12)
 tall, wide = b.copy(), np.swapaxes(b, 1, 2).copy()
 tall[1, :, 0] = 0.0                                # a zero column: H = I, as LAPACK's
 wide[0, 2:, 1] = 0.0
