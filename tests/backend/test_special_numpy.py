@@ -160,13 +160,15 @@ def test_f32_values_are_rounded_once(name: str, level: str) -> None:
 
 
 def test_native_values_agree_with_scipy() -> None:
-    """To 1e-12, but betaln to 1e-7: SciPy's loses digits for large a (3.5e7 ulp at worst
-    over `arguments("betaln")`, against mpmath; Reverie's: 4)."""
+    """To 1e-12 where SciPy is finite, but betaln to 1e-7: SciPy's loses digits for large a
+    (3.5e7 ulp at worst over `arguments("betaln")`, against mpmath; Reverie's: 4)."""
     for name in UNARY + BINARY:
         args = arguments(name)
         got = evaluate("native", name, np.float64, args)
         rtol = 1e-7 if name == "betaln" else 1e-12
-        np.testing.assert_allclose(got, SCIPY[name](*args), rtol=rtol, atol=1e-300,
+        want = SCIPY[name](*args)
+        finite = np.isfinite(want)      # SciPy's i0, i1 overflow from 709.8, I's only at 713.9
+        np.testing.assert_allclose(got[finite], want[finite], rtol=rtol, atol=1e-300,
                                    err_msg=name)
 
 
