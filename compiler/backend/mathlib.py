@@ -13,7 +13,8 @@ The bodies live by family: `mathlib_elementary.py` (exp, log, tanh, pow, ...),
 `mathlib_exponential.py` (sinh, cosh, exp2, log2, log10, logaddexp, hypot, sinc, ...),
 `mathlib_inverse.py` (arctan, arctan2, arcsin, arccos, arcsinh, arccosh, arctanh),
 `mathlib_special.py` (erf, lgamma, ...), `mathlib_gamma.py` (gamma, beta, betaln),
-`mathlib_error_function.py` (erfc, erfinv, erfcinv) and `mathlib_bessel.py` (i0, i1); a
+`mathlib_error_function.py` (erfc, erfinv, erfcinv) and `mathlib_bessel.py` (i0, i1, j0,
+j1, y0, y1); a
 function added to one of their
 `BODIES` tables is supported here. `NEUTRAL` holds the bodies that the MLIR export writes
 out as well. A function with integer attributes (`polygamma`, order n) takes them as
@@ -61,8 +62,9 @@ BINARY = frozenset({"pow", "arctan2", "hypot", "logaddexp", "logaddexp2", "beta"
 
 
 class MathEmitter(Emitter):
-    """The emitter the bodies get: `Emitter` plus `log`, `log1p`, `exp`, `exp2`, `sqrt` and
-    `pow` (the backend-neutral bodies of `NEUTRAL` use them besides arithmetic and selects)."""
+    """The emitter the bodies get: `Emitter` plus `log`, `log1p`, `exp`, `exp2`, `sqrt`,
+    `pow`, `sin` and `cos` (the backend-neutral bodies of `NEUTRAL` use them besides
+    arithmetic and selects)."""
 
     def exp(self, x: Value) -> Value:
         return mathlib_elementary.exp_core(self, x)
@@ -75,6 +77,12 @@ class MathEmitter(Emitter):
 
     def pow(self, x: Value, y: Value) -> Value:
         return mathlib_elementary.BODIES["pow"](self, x, y)
+
+    def sin(self, x: Value) -> Value:
+        return trig.call(self.b, "sin", self.fmt, x)
+
+    def cos(self, x: Value) -> Value:
+        return trig.call(self.b, "cos", self.fmt, x)
 
     def log(self, x: Value) -> Value:
         return mathlib_elementary.BODIES["log"](self, x)

@@ -262,9 +262,9 @@ class MlirArith:
     """The operations of the math library's `Emitter` that its backend-neutral bodies use
     (`backend/mathlib.NEUTRAL`), writing arith/math ops on scalars of one float
     dtype: `MlirArith(w, "f64").fma(a, b, c)` is `math.fma %a, %b, %c : f64`. Conditions
-    are i1 values; `log`, `log1p`, `exp`, `exp2`, `sqrt` and `pow` are the `math` ops (the
-    MLIR backend makes the transcendental ones libm calls); `fma` is `math.fma`, one
-    rounding, so it is `exact_fma` too."""
+    are i1 values; `log`, `log1p`, `exp`, `exp2`, `sqrt`, `pow`, `sin` and `cos` are the
+    `math` ops (the MLIR backend makes the transcendental ones libm calls); `fma` is
+    `math.fma`, one rounding, so it is `exact_fma` too."""
 
     def __init__(self, w: MlirWriter, dtype: str, arguments: str | None = None) -> None:
         self.w = w
@@ -357,6 +357,12 @@ class MlirArith:
 
     def pow(self, x: str, y: str | float) -> str:
         return self._op("math.powf", x, y)
+
+    def sin(self, x: str) -> str:
+        return self._op("math.sin", x)
+
+    def cos(self, x: str) -> str:
+        return self._op("math.cos", x)
 
     def exact_fma(self, a: str | float, b: str | float, c: str | float) -> str:
         return self.fma(a, b, c)

@@ -58,6 +58,7 @@ from reverie.compiler.ir.op_defs import (
 from reverie.compiler.ir.special import (
     TWO_OVER_SQRT_PI,
     bessel_i_array,
+    bessel_jy_array,
     beta_array,
     betaln_array,
     erf_array,
@@ -242,12 +243,12 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
 
 
-def _i1_slope(s: Scope, x: Value, y: Value) -> Value:
-    """I₀(x) − I₁(x)/x, ½ at 0; the quotient divides by 1 there, so that differentiating it
-    again gives I₁''(0) = 0 and no 0/0."""
+def _order_one_slope(s: Scope, x: Value, y: Value, order_zero: str) -> Value:
+    """d Z₁(x)/dx = Z₀(x) − Z₁(x)/x for Z = I, J, Y (`order_zero` names Z₀), ½ at 0 (I, J);
+    the quotient divides by 1 there, so that differentiating it again gives 0, no 0/0."""
     at_zero = s.eq(x, s.zeros(x.type))
     safe = s.select(at_zero, s.const(1, x.type), x)
-    slope = s.sub(s.op("i0", [x]), s.div(y, safe))
+    slope = s.sub(s.op(order_zero, [x]), s.div(y, safe))
     return s.select(at_zero, s.const(0.5, x.type), slope)
 
 
@@ -529,4 +530,14 @@ unary("i0", lambda x: bessel_i_array(x, 0).astype(x.dtype), builtin=True, math=T
       derivative=scale("d I₀(x)/dx = I₁(x)", lambda s, x, y, a: s.op("i1", [x])))
 unary("i1", lambda x: bessel_i_array(x, 1).astype(x.dtype), builtin=True, math=True,
       derivative=scale("d I₁(x)/dx = I₀(x) − I₁(x)/x   (½ at 0)",
-                       lambda s, x, y, a: _i1_slope(s, x, y)))
+                       lambda s, x, y, a: _order_one_slope(s, x, y, "i0")))
+unary("j0", lambda x: bessel_jy_array(x, "j", 0).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d J₀(x)/dx = −J₁(x)", lambda s, x, y, a: s.neg(s.op("j1", [x]))))
+unary("j1", lambda x: bessel_jy_array(x, "j", 1).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d J₁(x)/dx = J₀(x) − J₁(x)/x   (½ at 0)",
+                       lambda s, x, y, a: _order_one_slope(s, x, y, "j0")))
+unary("y0", lambda x: bessel_jy_array(x, "y", 0).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d Y₀(x)/dx = −Y₁(x)", lambda s, x, y, a: s.neg(s.op("y1", [x]))))
+unary("y1", lambda x: bessel_jy_array(x, "y", 1).astype(x.dtype), builtin=True, math=True,
+      derivative=scale("d Y₁(x)/dx = Y₀(x) − Y₁(x)/x",
+                       lambda s, x, y, a: _order_one_slope(s, x, y, "y0")))

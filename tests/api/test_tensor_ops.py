@@ -57,10 +57,14 @@ TORCH_NAMES = {"softplus": torch_f.softplus, "relu": torch.relu, "sigmoid": torc
                "gamma": torch_gamma, "erfcinv": lambda q: -torch.erfinv(q - 1),
                "i0": torch.special.i0, "i1": torch.special.i1}
 POSITIVE_ONLY = {"log", "log1p", "sqrt", "rsqrt"}
+# torch.special.bessel_j0/j1/y0/y1 have no derivatives: test_special_numpy.py checks these
+# against mpmath
+WITHOUT_TORCH_DERIVATIVE = {"j0", "j1", "y0", "y1"}
 DIFFERENTIABLE_BUILTINS = [op for op in ops_kernels.UNARY_BUILTINS
-                           if ELEMENTWISE[op].derivative is not None]
-CONSTANT_BUILTINS = [op for op in ops_kernels.UNARY_BUILTINS if op not in
-                     DIFFERENTIABLE_BUILTINS]
+                           if ELEMENTWISE[op].derivative is not None
+                           and op not in WITHOUT_TORCH_DERIVATIVE]
+CONSTANT_BUILTINS = [op for op in ops_kernels.UNARY_BUILTINS
+                     if ELEMENTWISE[op].derivative is None]
 
 
 def torch_builtin(op: str) -> Op:

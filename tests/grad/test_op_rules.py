@@ -132,7 +132,8 @@ UNARY = {"abs": away, "exp": normal, "expm1": normal, "log": positive, "log1p": 
          "arctanh": inside_unit, "exp2": normal, "log2": positive, "log10": positive,
          "sinc": normal, "deg2rad": normal, "rad2deg": normal, "gamma": gamma_domain,
          "erfc": normal, "logit": lambda *shape: lambda rng: rng.uniform(0.1, 0.9, shape),
-         "i0": normal, "i1": normal, "erfinv": inside_unit,
+         "i0": normal, "i1": normal, "j0": normal, "j1": normal, "y0": positive,
+         "y1": positive, "erfinv": inside_unit,
          "erfcinv": lambda *shape: lambda rng: rng.uniform(0.2, 1.8, shape)}
 for _op, _draw in UNARY.items():
     CASES.append(Case(_op, "x", source(f"fn f(x: f64[N]) -> f64[N] {{ return {_op}(x); }}"),
