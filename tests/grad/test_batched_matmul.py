@@ -260,11 +260,11 @@ def test_tracer_broadcasts_batch_axes_and_drops_vector_axes() -> None:
         rv.trace(lambda a, b: a @ b, a, np.ones((2, 3, 6)))
 
 
-def test_tracer_refuses_np_dot_where_it_is_not_matmul() -> None:
-    """np.dot pairs every matrix of `a` with every one of a 3-D `b`: not `@`, refused."""
-    a, b = np.ones((2, 3)), np.ones((4, 3, 5))
-    with pytest.raises(rv.TraceError, match=r"np.dot with a second operand of 3 axes"):
-        rv.trace(lambda a, b: np.dot(a, b), a, b)
+def test_tracer_np_dot_where_it_is_not_matmul() -> None:
+    """np.dot pairs every matrix of `a` with every one of a 3-D `b`: not `@`, an einsum."""
+    a, b = np.ones((2, 3)), np.arange(60.0).reshape(4, 3, 5)
+    module = rv.trace(lambda a, b: np.dot(a, b), a, b)
+    np.testing.assert_allclose(module.kernel(a, b), np.dot(a, b))
     module = rv.trace(lambda a, b: np.dot(a, b), b.transpose(0, 2, 1), a.T)
     np.testing.assert_allclose(module.kernel(b.transpose(0, 2, 1), a.T),
                                np.dot(b.transpose(0, 2, 1), a.T))
