@@ -1,6 +1,6 @@
 """`rv.trace` on NumPy as people write it (issue 36 item 4).
 
-Most programs are ported from HIPS autograd's tests (tests/test_numpy.py,
+Most programs are ported from HIPS autograd's tests (its test_numpy.py,
 test_scalar_ops.py, test_systematic.py, test_linalg.py, test_scipy.py): each is traced at
 one size, checked against NumPy there and at a second size (where its sizes stay
 symbolic), and its gradient (of `sum(sin(f(...)))`) against central finite differences in
@@ -90,7 +90,7 @@ def with_len(x):
 # name -> (function, example shapes, second shapes or None where Python fixed a size,
 #          value range of the arguments)
 PROGRAMS = {
-    # autograd tests/test_numpy.py
+    # autograd's test_numpy.py
     "dot_matrix_vector": (lambda x, y: np.dot(x, y), [(5, 4), (4,)], [(3, 6), (6,)]),
     "dot_3d": (lambda x, y: np.dot(x, y), [(2, 3, 4), (5, 4, 3)], [(3, 2, 4), (2, 4, 2)]),
     "dot_method": (lambda x, y: x.dot(y), [(3, 4), (4, 2)], [(5, 6), (6, 2)]),
@@ -191,7 +191,7 @@ PROGRAMS = {
     "norm_axis": (lambda x: np.linalg.norm(x, axis=1) + np.linalg.norm(x, ord=1, axis=1,
                                                                        keepdims=True)[:, 0],
                   [(4, 3)], [(2, 5)]),
-    # autograd tests/test_numpy.py, continued
+    # autograd's test_numpy.py, continued
     "concatenate_constant": (lambda x: np.concatenate((A564, x)), [(4, 6, 4)], None),
     "concatenate_constant_axis1": (lambda x: np.concatenate((B464, x, B464), 1), [(4, 6, 4)],
                                    None),
@@ -245,7 +245,7 @@ PROGRAMS = {
                   + (np.arange(len(x)) * x).sum() + np.identity(x.shape[0]).sum()
                   + (np.arange(1, len(x) + 1) * x).sum() + np.zeros_like(x).sum()
                   + np.full_like(x, 0.5) @ x, [(5,)], [(7,)]),
-    # autograd tests/test_scalar_ops.py, test_scipy.py: elementwise names
+    # autograd's test_scalar_ops.py, test_scipy.py: elementwise names
     "operators": (lambda x, y: x % 1.5 + y // 0.7 + 2.0 ** x + abs(y) + (-x) + (+y)
                   + np.pi * x - 1.0 / (2.0 + y * y) + (3 - x) % 2.0, [(4,), (4,)],
                   [(6,), (6,)]),
@@ -525,7 +525,7 @@ SYSTEMATIC = [
     *combos(np.einsum, [["ijk,lmjn->iklmn"], [R(2, 3, 4)], [R(5, 6, 3, 7)]]),
     *combos(np.einsum, [["...j,...jk->...k"], [R(2, 3)], [R(3, 4)]]),
     *combos(np.einsum, [["i,i", "i,i->"], [R(3)], [R(3)]]),
-    # autograd tests/test_scipy.py
+    # autograd's test_scipy.py
     *combos(lambda a, **kw: scipy.special.logsumexp(a, **kw),
             [[np.array([1.1]), R(4), R(3, 4)]], axis=[None, 0], keepdims=[True, False]),
     *combos(lambda a, **kw: scipy.special.logsumexp(a, **kw), [[R(4, 5, 6), R(1, 5)]],
@@ -613,7 +613,7 @@ def test_integer_arguments_promote_as_numpy() -> None:
     np.testing.assert_allclose(module.kernel(x[:3], k[:3]), mixed(x[:3], k[:3]), rtol=1e-7)
 
 
-# autograd tests/test_scipy.py: scipy.special functions (their built-ins may come later)
+# autograd's test_scipy.py: scipy.special functions (their built-ins may come later)
 SPECIAL = {
     "gammaln": (scipy.special.gammaln, ("lgamma",), (0.3, 2.0)),
     "psi": (scipy.special.psi, ("digamma",), (0.3, 2.0)),
