@@ -80,6 +80,7 @@ from reverie import (  # noqa: F401 (they register their recorders)
 from reverie.compiler.lower.module_lowering import RESERVED
 from reverie.dsl.check import KEYWORDS
 from reverie.module import Module
+from reverie.runtime.tensors import tensor_ops, torch_functions
 from reverie.tracing_base import FLOAT_NAMES, RECORDER_FILES, Axis, TraceError
 from reverie.tracing_numpy import numpy_entry_points
 from reverie.tracing_record import (
@@ -103,6 +104,9 @@ __all__ = ["FLOAT_NAMES", "HOST_INPUTS", "RECORDER_FILES", "UNARY_BUILTINS", "Ax
            "concatenate", "host_input", "trace", "where"]
 
 RECORDER_FILES.add(__file__)
+# rv.where, rv.exp, ... on a traced value pass through the Tensor functions' modules:
+# the line a recorded op names is the user's call, not theirs.
+RECORDER_FILES.update((tensor_ops.__file__, torch_functions.__file__))
 
 # Names the language keeps: its keywords for every name, its built-ins for functions too.
 FUNCTION_NAMES_RESERVED = KEYWORDS | RESERVED

@@ -176,3 +176,15 @@ def test_bad_example_arguments() -> None:
         rv.trace(lambda x: 1.0, np.ones(3))
     with pytest.raises(rv.TraceError, match="do not broadcast"):
         rv.trace(lambda x, y: (x + y).sum(), np.ones(3), np.ones(4))
+
+
+def test_tensor_functions_record_the_users_line() -> None:
+    """rv.where and rv.exp on traced values name the line that called them, not the Tensor
+    functions' own modules."""
+    def f(x):
+        y = rv.where(x > 0, x, 0.0)
+        return np.sum(rv.exp(y))
+
+    source = rv.trace(f, np.ones(3)).source
+    assert "torch_functions.py" not in source and "tensor_ops.py" not in source
+    assert "y = rv.where(x > 0, x, 0.0)" in source.split("where(t1")[1].splitlines()[0]
