@@ -189,7 +189,11 @@ def _polygamma(n: Any, x: Any) -> Traced:
         raise TraceError(f"polygamma of order {int(n)} is not a built-in of the language "
                          f"yet ({user_line()}): digamma (order 0) is, and its derivatives "
                          f"(rv grad of digamma) are the polygamma functions")
-    return call_builtin("polygamma", int(n), x)
+    x = as_traced(x)
+    if x.dtype.kind in "biu":  # ints compute in f64, as call_builtin's
+        x = x.astype(np.float64)
+    # the order is written as an integer constant, not as an operand of x's type
+    return x.recording.let(f"polygamma({int(n)}, {x.name})", x.axes, x.element)
 
 
 def _multigammaln(a: Any, d: int) -> Traced:

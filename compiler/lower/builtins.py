@@ -264,16 +264,34 @@ class BuiltinLowering(LinalgLowering):
             x = self._float_operand(call.args[0], call.func)
         return ExprValue(self.builder.op_at(call.span, call.func, [x.value]), x.weak)
 
+    def _integer_constant(self, node: ast.Expr, least: int, message: str) -> int:
+        """The integer constant `node`, at least `least`; else the CompileError `message`
+        at it (an op attribute given as a built-in's argument)."""
+        value = self.try_static_dim(node)
+        if value is None or not value.is_const or value.value < least:
+            raise error_at(node.span, message)
+        return value.value
+
     def _multigammaln(self, call: ast.Call) -> ExprValue:
         """`multigammaln(x, d)`: d a positive integer constant (the op's attribute)."""
         signature(call, 2, set())
         x = self._float_operand(call.args[0], call.func)
-        d = self.try_static_dim(call.args[1])
-        if d is None or not d.is_const or d.value < 1:
-            raise error_at(call.args[1].span, "the dimension d of 'multigammaln(x, d)' must be "
-                                              "a positive integer constant, e.g. 3")
-        attrs = {"d": d.value}
-        return ExprValue(self.builder.op_at(call.span, "multigammaln", [x.value], attrs), x.weak)
+        d = self._integer_constant(call.args[1], 1, "the dimension d of 'multigammaln(x, d)' "
+                                                    "must be a positive integer constant, e.g. 3")
+        return ExprValue(self.builder.op_at(call.span, "multigammaln", [x.value], {"d": d}),
+                         x.weak)
+
+    def _polygamma(self, call: ast.Call) -> ExprValue:
+        """`polygamma(n, x)` = ψ⁽ⁿ⁾(x) (SciPy's order of arguments): n a non-negative integer
+        constant; digamma for n = 0, else the op `polygamma {order = n}`."""
+        signature(call, 2, set())
+        n = self._integer_constant(call.args[0], 0, "the order n of 'polygamma(n, x)' must be "
+                                                    "a non-negative integer constant, e.g. 2")
+        x = self._float_operand(call.args[1], call.func)
+        if n == 0:
+            return ExprValue(self.builder.op_at(call.span, "digamma", [x.value]), x.weak)
+        return ExprValue(self.builder.op_at(call.span, "polygamma", [x.value], {"order": n}),
+                         x.weak)
 
     def _stop_gradient(self, call: ast.Call) -> ExprValue:
         """`stop_gradient(x)`: x, through which no gradient flows."""
@@ -300,6 +318,6 @@ BUILTINS: dict[str, Callable[[BuiltinLowering, ast.Call], ExprValue]] = {
     "transpose": BuiltinLowering._transpose, "reshape": BuiltinLowering._reshape,
     "roll": BuiltinLowering._roll, "concat": BuiltinLowering._concat,
     "where": BuiltinLowering._where, "stop_gradient": BuiltinLowering._stop_gradient,
-    "multigammaln": BuiltinLowering._multigammaln,
+    "multigammaln": BuiltinLowering._multigammaln, "polygamma": BuiltinLowering._polygamma,
     **SCAN_BUILTINS, **LINALG_BUILTINS,
 }

@@ -401,3 +401,39 @@ def test_bessel_jy_derivatives_match_mpmath(name: str, level: str) -> None:
     np.testing.assert_allclose(f.grad("x")(x), exact[0], rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(f.grad("x").vjp("x")(x, np.ones_like(x)), exact[1], rtol=1e-11,
                                atol=1e-13)
+
+
+# ---------------------------------------------------------------- polygamma(n, x)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_polygamma_matches_scipy(level: str) -> None:
+    """polygamma(n, x) (SciPy's order of arguments): n = 0 is digamma; its derivative is
+    polygamma(n + 1, x), its second polygamma(n + 2, x)."""
+    m = rv.compile("""
+        fn f(x: f64[N]) -> (f64[N], f64[N], f64[N]) {
+            return (polygamma(0, x), polygamma(1, x), polygamma(3, x));
+        }
+        fn g(x: f64[N]) -> f64 { return sum(polygamma(2, x)); }""", backend=level)
+    x = np.array([-2.5, -0.3, 0.5, 1.0, 2.7, 11.0, 150.0])
+    for n, got in zip((0, 1, 3), m.f(x), strict=True):
+        np.testing.assert_allclose(got, sp.polygamma(n, x), rtol=1e-13, err_msg=str(n))
+    np.testing.assert_allclose(m.g(x), sp.polygamma(2, x).sum(), rtol=1e-13)
+    np.testing.assert_allclose(m.g.grad("x")(x), sp.polygamma(3, x), rtol=1e-13)
+    np.testing.assert_allclose(m.g.grad("x").vjp("x")(x, np.ones_like(x)), sp.polygamma(4, x),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("argument", ["-1", "k", "1.5", "2.0"])
+def test_polygamma_needs_a_non_negative_integer_constant(argument: str) -> None:
+    source = f"fn f(x: f64[N], k: i64) -> f64[N] {{ return polygamma({argument}, x); }}"
+    with pytest.raises(rv.CompileError, match=r"order n of 'polygamma\(n, x\)'") as caught:
+        rv.compile(source, backend="interp")
+    assert "^" in str(caught.value)
+
+
+def test_traced_scipy_polygamma_and_its_gradient() -> None:
+    x = np.linspace(0.5, 3, 5)
+    module = rv.trace(lambda x: sp.polygamma(2, x).sum(), x)
+    np.testing.assert_allclose(module.kernel(x), sp.polygamma(2, x).sum(), rtol=1e-14)
+    np.testing.assert_allclose(module.kernel.grad("x")(x), sp.polygamma(3, x), rtol=1e-14)
