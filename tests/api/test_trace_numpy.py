@@ -20,20 +20,9 @@ import scipy.special
 import reverie as rv
 from reverie.tracing_contract import LINALG
 from reverie.tracing_numpy import ELEMENTWISE_NAMES, builtin_exists
+from tests.api.test_trace import finite_difference
 
 RNG = np.random.default_rng(36)
-
-
-def finite_difference(fn, args: list, index: int, eps: float = 1e-6) -> np.ndarray:
-    base = np.asarray(args[index], dtype=np.float64)
-    grad = np.zeros_like(base)
-    for i in np.ndindex(base.shape):
-        up, down = base.copy(), base.copy()
-        up[i] += eps
-        down[i] -= eps
-        grad[i] = (fn(*args[:index], up, *args[index + 1:]) -
-                   fn(*args[:index], down, *args[index + 1:])) / (2 * eps)
-    return grad
 
 
 def assignments(x, w):
