@@ -13,10 +13,9 @@ The bodies live by family: `mathlib_elementary.py` (exp, log, tanh, pow, ...),
 `mathlib_exponential.py` (sinh, cosh, exp2, log2, log10, logaddexp, hypot, sinc, ...),
 `mathlib_inverse.py` (arctan, arctan2, arcsin, arccos, arcsinh, arccosh, arctanh),
 `mathlib_special.py` (erf, lgamma, ...), `mathlib_gamma.py` (gamma, beta, betaln),
-`mathlib_error_function.py` (erfc, erfinv, erfcinv) and `mathlib_bessel.py` (i0, i1, j0,
-j1, y0, y1); a
-function added to one of their
-`BODIES` tables is supported here. `NEUTRAL` holds the bodies that the MLIR export writes
+`mathlib_error_function.py` (erfc, erfinv, erfcinv), `mathlib_bessel.py` (i0, i1, j0, j1,
+y0, y1) and `mathlib_incomplete_gamma.py` (gammainc, gammaincc); a function added to one
+of their `BODIES` tables is supported here. `NEUTRAL` holds the bodies that the MLIR export writes
 out as well. A function with integer attributes (`polygamma`, order n) takes them as
 keywords and gets one internal function per value: `rv.polygamma.order2.f64`. Method and
 measured error bounds: docs/mathlib.md.
@@ -34,6 +33,7 @@ from reverie.compiler.backend import (
     mathlib_error_function,
     mathlib_exponential,
     mathlib_gamma,
+    mathlib_incomplete_gamma,
     mathlib_inverse,
     mathlib_special,
     trig,
@@ -47,18 +47,21 @@ _BODIES: dict[str, Callable[..., Value]] = {**mathlib_elementary.BODIES,
                                             **mathlib_special.BODIES,
                                             **mathlib_gamma.BODIES,
                                             **mathlib_error_function.BODIES,
-                                            **mathlib_bessel.BODIES}
+                                            **mathlib_bessel.BODIES,
+                                            **mathlib_incomplete_gamma.BODIES}
 # the bodies written only against the operations `MathEmitter` shares with the MLIR
 # export's `MlirArith`, which writes them out for ops that MLIR lacks
 NEUTRAL: dict[str, Callable[..., Value]] = {**mathlib_exponential.NEUTRAL,
                                             **mathlib_special.NEUTRAL,
                                             **mathlib_gamma.NEUTRAL,
                                             **mathlib_error_function.NEUTRAL,
-                                            **mathlib_bessel.NEUTRAL}
+                                            **mathlib_bessel.NEUTRAL,
+                                            **mathlib_incomplete_gamma.NEUTRAL}
 _NATIVE_INTRINSICS = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
                       "abs": "llvm.fabs"}
 SUPPORTED: frozenset[str] = frozenset(_BODIES) | frozenset(_NATIVE_INTRINSICS) | trig.NAMES
-BINARY = frozenset({"pow", "arctan2", "hypot", "logaddexp", "logaddexp2", "beta", "betaln"})
+BINARY = frozenset({"pow", "arctan2", "hypot", "logaddexp", "logaddexp2", "beta", "betaln",
+                    "gammainc", "gammaincc"})
 
 
 class MathEmitter(Emitter):

@@ -50,7 +50,7 @@ UNDERFLOW = -190.0         # |Γ(x)| < the smallest subnormal below
 BETA_BY_GAMMA = 171.0      # beta through Γ while a + b is below
 
 
-def _stirling_correction(e: Emitter, z: Value) -> Value:
+def stirling_correction(e: Emitter, z: Value) -> Value:
     """c(z) = Σₖ B₂ₖ/(2k(2k−1) z²ᵏ⁻¹) for z ≥ 10."""
     w = e.div(1.0, z)
     return e.mul(w, e.poly(e.mul(w, w), STIRLING))
@@ -67,7 +67,7 @@ def _gamma_factors(e: Emitter, z: Value) -> tuple[Value, Value]:
     near = e.mul(e.exp(lgamma_positive(e, t)), product)
     near = e.select(e.cmp("<", z, 1.0), e.div(near, z), near)      # Γ(z + 1)/z
     p = e.pow(z, e.mul(e.sub(z, 0.5), 0.5))
-    far_a = e.mul(e.mul(SQRT_TWO_PI, p), e.exp(_stirling_correction(e, e.select(
+    far_a = e.mul(e.mul(SQRT_TWO_PI, p), e.exp(stirling_correction(e, e.select(
         e.cmp(">=", z, STIRLING_FROM), z, STIRLING_FROM))))
     far_b = e.mul(p, e.exp(e.neg(z)))
     far = e.cmp(">=", z, STIRLING_FROM)
@@ -117,13 +117,13 @@ def _betaln_f64(d: Emitter, a: Value, b: Value) -> Value:
     big_b = d.select(d.cmp(">=", b, STIRLING_FROM), b, STIRLING_FROM)
     big_s = d.add(big_a, d.select(d.cmp(">", b, 0.0), b, 1.0))
     log_s = d.log(big_s)
-    ca, cs = _stirling_correction(d, big_a), _stirling_correction(d, big_s)
+    ca, cs = stirling_correction(d, big_a), stirling_correction(d, big_s)
     lead = d.neg(d.mul(d.sub(big_a, 0.5), d.log1p(d.div(b, big_a))))
     one_large = d.add(d.add(lgamma_body(d, b), lead),
                       d.sub(d.sub(ca, cs), d.mul(b, d.sub(log_s, 1.0))))
     both_large = d.add(d.sub(lead, d.mul(d.sub(big_b, 0.5), d.log1p(d.div(big_a, big_b)))),
                        d.add(d.sub(HALF_LOG_TWO_PI, d.mul(0.5, log_s)),
-                             d.sub(d.add(ca, _stirling_correction(d, big_b)), cs)))
+                             d.sub(d.add(ca, stirling_correction(d, big_b)), cs)))
     large = d.both(d.cmp(">=", a, STIRLING_FROM), d.cmp(">", b, 0.0))
     result = d.select(large, d.select(d.cmp(">=", b, STIRLING_FROM), both_large, one_large),
                       plain)

@@ -27,6 +27,9 @@ library (SciPy is not a run-time dependency) and match `scipy.special`:
                             derivatives of digamma); (−1)ⁿ⁺¹·inf
                             at the non-positive integers and −inf
 
+gammainc(a, x) and gammaincc(a, x), the regularised incomplete gamma functions, have their
+own module (`incomplete_gamma.py`).
+
 ψ⁽ⁿ⁾ is computed as everywhere in Reverie (native code follows the same steps):
 reflection ψ⁽ⁿ⁾(x) = (−1)ⁿ ψ⁽ⁿ⁾(1 − x) − πⁿ⁺¹ Pₙ(cot πx) below x = ½, where
 dⁿ/dzⁿ cot z = Pₙ(cot z); the recurrence ψ⁽ⁿ⁾(z) = ψ⁽ⁿ⁾(z + 1) − (−1)ⁿ n!/zⁿ⁺¹ up to
@@ -116,7 +119,7 @@ def logit_array(p: np.ndarray) -> np.ndarray:
         return np.where(p < 0.3, np.log(p) - np.log1p(-p), np.log1p((2 * p - 1) / (1 - p)))
 
 
-def _stirling_correction(z: np.ndarray) -> np.ndarray:
+def stirling_correction(z: np.ndarray) -> np.ndarray:
     """Σₖ B₂ₖ/(2k(2k−1) z²ᵏ⁻¹), Stirling's series of log Γ(z) − ((z − ½) log z − z + ½ log 2π),
     for z ≥ 10."""
     w = 1 / z
@@ -138,11 +141,11 @@ def betaln_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         big_a, big_b = np.maximum(a, 10.0), np.maximum(b, 10.0)
         big_s = big_a + np.where(b > 0, b, 1.0)
         lead = -(big_a - 0.5) * np.log1p(b / big_a)
-        corrections = _stirling_correction(big_a) - _stirling_correction(big_s)
+        corrections = stirling_correction(big_a) - stirling_correction(big_s)
         one_large = lgamma_array(b) + lead - b * (np.log(big_s) - 1) + corrections
         both_large = (lead - (big_b - 0.5) * np.log1p(big_a / big_b)
                       + 0.5 * math.log(2 * math.pi) - 0.5 * np.log(big_s)
-                      + corrections + _stirling_correction(big_b))
+                      + corrections + stirling_correction(big_b))
         large = np.where(b >= 10, both_large, one_large)
         result = np.where((a >= 10) & (b > 0), large, plain)
         return np.where(np.isnan(a) | np.isnan(b), a + b, result)

@@ -40,6 +40,8 @@ from reverie.compiler.ir.rule_table import RuleTable
 from reverie.compiler.ir.scope import Scope
 from reverie.compiler.ir.types import TensorType
 from reverie.compiler.ir.views import WindowOp
+from reverie.dsl.ast import NO_SPAN
+from reverie.dsl.diagnostics import CompileError, error_at
 
 Bars = list[Value | None]
 Rule = Callable[["RuleContext", Op, Bars], Bars]
@@ -221,6 +223,64 @@ def _partials_vjp(partials: Callable[..., tuple[Value, Value]]) -> Rule:
 
 for _name, _partials in BINARY_PARTIALS.items():
     VJP_RULES.register(_name)(_partials_vjp(_partials))
+
+
+# ---------------------------------------------------------------- derivatives in x only
+
+
+def _gamma_density(s: Scope, a: Value, x: Value) -> Value:
+    """xᵃ⁻¹ e⁻ˣ / Γ(a): exp((a − 1) log x − x − lgamma a), at x = 0 x^(a − 1) / Γ(a) (1 for
+    a = 1, where the logarithm's form is 0 · −inf)."""
+    one, zero = s.const(1, x.type), s.zeros(x.type)
+    at_zero = s.eq(x, zero)
+    safe = s.select(at_zero, one, x)
+    log_gamma = s.op("lgamma", [a])
+    inside = s.op("exp", [s.sub(s.sub(s.mul(s.sub(a, one), s.op("log", [safe])), safe),
+                                log_gamma)])
+    edge = s.mul(s.op("pow", [x, s.sub(a, one)]), s.op("exp", [s.neg(log_gamma)]))
+    return s.select(at_zero, edge, inside)
+
+
+def _gammainc_slope(s: Scope, a: Value, x: Value, y: Value) -> Value:
+    """∂P(a, x)/∂x = xᵃ⁻¹ e⁻ˣ / Γ(a)"""
+    return _gamma_density(s, a, x)
+
+
+def _gammaincc_slope(s: Scope, a: Value, x: Value, y: Value) -> Value:
+    """∂Q(a, x)/∂x = −xᵃ⁻¹ e⁻ˣ / Γ(a)"""
+    return s.neg(_gamma_density(s, a, x))
+
+
+# (scope, a, x, y) -> ∂y/∂x of a binary function differentiable in its second operand only
+# (the first, a parameter, has no derivative here: asking for one is a CompileError)
+SECOND_OPERAND_SLOPES: dict[str, Callable[[Scope, Value, Value, Value], Value]] = {
+    "gammainc": _gammainc_slope,
+    "gammaincc": _gammaincc_slope,
+}
+
+
+def no_first_operand_derivative(op: Op) -> CompileError:
+    """The error for a derivative of `op` (in `SECOND_OPERAND_SLOPES`) with respect to its
+    first operand (raise the result)."""
+    return error_at(op.span or NO_SPAN, f"cannot differentiate {op.name}(a, x) with respect "
+                    f"to a: only the derivative with respect to x is implemented; if a does "
+                    f"not depend on what you differentiate by, wrap it in stop_gradient(...)",
+                    CompileError)
+
+
+def _second_operand_vjp(slope: Callable[[Scope, Value, Value, Value], Value]) -> Rule:
+    def rule(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
+        if ctx.wants[0]:
+            raise no_first_operand_derivative(op)
+        return [None, ctx.scope.mul(bars[0], slope(ctx.scope, *op.operands, op.result))
+                if ctx.wants[1] else None]
+
+    rule.__doc__ = f"{slope.__doc__}; x̄ += ȳ · ∂y/∂x (none w.r.t. a: a CompileError)"
+    return rule
+
+
+for _name, _slope in SECOND_OPERAND_SLOPES.items():
+    VJP_RULES.register(_name)(_second_operand_vjp(_slope))
 
 
 def where_extremal(s: Scope, x: Value, y: Value, value: Value) -> Value:

@@ -26,6 +26,7 @@ from reverie.compiler.backend import (
     mathlib_error_function,
     mathlib_exponential,
     mathlib_gamma,
+    mathlib_incomplete_gamma,
     mathlib_inverse,
     trig,
 )
@@ -40,10 +41,11 @@ REFERENCE_DTYPES = {"f32": np.float64, "f64": np.longdouble}
 # the gamma family is checked against SciPy and mpmath in test_special_functions.py
 GAMMA = {"lgamma", "digamma", "polygamma"}
 # NumPy's sinh, arctan2, ... are checked in test_numpy_maths.py, SciPy's gamma, erfc,
-# erfinv, erfcinv, beta, betaln in test_special_numpy.py (against mpmath)
+# erfinv, erfcinv, beta, betaln in test_special_numpy.py (against mpmath), gammainc and
+# gammaincc in test_incomplete_gamma.py
 NUMPY_MATHS = (set(mathlib_exponential.BODIES) | set(mathlib_inverse.BODIES)
                | set(mathlib_gamma.BODIES) | set(mathlib_error_function.BODIES)
-               | set(mathlib_bessel.BODIES))
+               | set(mathlib_bessel.BODIES) | set(mathlib_incomplete_gamma.BODIES))
 TRANSCENDENTAL = sorted(SUPPORTED - {"sqrt", "floor", "ceil", "abs"} - GAMMA - NUMPY_MATHS)
 # the kernel built for a function with attributes
 ATTRIBUTES = {"polygamma": {"order": 2}, "multigammaln": {"d": 3}}

@@ -174,6 +174,12 @@ for _op, (_expr, _da, _db) in BINARY.items():
     CASES.append(Case(_op, "ab", source(f"fn f(a: f64[N], b: f64[N]) -> f64[N] "
                                         f"{{ return {_expr}; }}"), args(_da(N), _db(N))))
 
+# differentiable in x only: a, from an integer argument, is not active
+for _op in ("gammainc", "gammaincc"):
+    CASES.append(Case(_op, "x", source(f"fn f(k: i64[N], x: f64[N]) -> f64[N] "
+                                       f"{{ return {_op}(f64(k) + 0.5, x); }}"),
+                      args(index(5, N), positive(N))))
+
 
 def _mod_args(rng: Rng) -> list[object]:
     b = rng.uniform(0.5, 2.0, N)
