@@ -14,8 +14,9 @@ The bodies live by family: `mathlib_elementary.py` (exp, log, tanh, pow, ...),
 `mathlib_inverse.py` (arctan, arctan2, arcsin, arccos, arcsinh, arccosh, arctanh),
 `mathlib_special.py` (erf, lgamma, ...), `mathlib_gamma.py` (gamma, beta, betaln),
 `mathlib_error_function.py` (erfc, erfinv, erfcinv), `mathlib_bessel.py` (i0, i1, j0, j1,
-y0, y1) and `mathlib_incomplete_gamma.py` (gammainc, gammaincc); a function added to one
-of their `BODIES` tables is supported here. `NEUTRAL` holds the bodies that the MLIR export writes
+y0, y1), `mathlib_incomplete_gamma.py` (gammainc, gammaincc) and
+`mathlib_incomplete_beta.py` (betainc); a function added to one of their `BODIES` tables is
+supported here. `NEUTRAL` holds the bodies that the MLIR export writes
 out as well. A function with integer attributes (`polygamma`, order n) takes them as
 keywords and gets one internal function per value: `rv.polygamma.order2.f64`. Method and
 measured error bounds: docs/mathlib.md.
@@ -33,6 +34,7 @@ from reverie.compiler.backend import (
     mathlib_error_function,
     mathlib_exponential,
     mathlib_gamma,
+    mathlib_incomplete_beta,
     mathlib_incomplete_gamma,
     mathlib_inverse,
     mathlib_special,
@@ -48,7 +50,8 @@ _BODIES: dict[str, Callable[..., Value]] = {**mathlib_elementary.BODIES,
                                             **mathlib_gamma.BODIES,
                                             **mathlib_error_function.BODIES,
                                             **mathlib_bessel.BODIES,
-                                            **mathlib_incomplete_gamma.BODIES}
+                                            **mathlib_incomplete_gamma.BODIES,
+                                            **mathlib_incomplete_beta.BODIES}
 # the bodies written only against the operations `MathEmitter` shares with the MLIR
 # export's `MlirArith`, which writes them out for ops that MLIR lacks
 NEUTRAL: dict[str, Callable[..., Value]] = {**mathlib_exponential.NEUTRAL,
@@ -56,12 +59,14 @@ NEUTRAL: dict[str, Callable[..., Value]] = {**mathlib_exponential.NEUTRAL,
                                             **mathlib_gamma.NEUTRAL,
                                             **mathlib_error_function.NEUTRAL,
                                             **mathlib_bessel.NEUTRAL,
-                                            **mathlib_incomplete_gamma.NEUTRAL}
+                                            **mathlib_incomplete_gamma.NEUTRAL,
+                                            **mathlib_incomplete_beta.NEUTRAL}
 _NATIVE_INTRINSICS = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
                       "abs": "llvm.fabs"}
 SUPPORTED: frozenset[str] = frozenset(_BODIES) | frozenset(_NATIVE_INTRINSICS) | trig.NAMES
 BINARY = frozenset({"pow", "arctan2", "hypot", "logaddexp", "logaddexp2", "beta", "betaln",
                     "gammainc", "gammaincc"})
+TERNARY = frozenset({"betainc"})
 
 
 class MathEmitter(Emitter):
@@ -105,7 +110,7 @@ class MathLib:
         `attrs` are the function's integer attributes (`order=2`)."""
         if name not in SUPPORTED:
             raise ValueError(f"unknown math function {name!r}; supported: {sorted(SUPPORTED)}")
-        arity = 2 if name in BINARY else 1
+        arity = 3 if name in TERNARY else 2 if name in BINARY else 1
         if len(args) != arity or any(a.type != args[0].type for a in args):
             raise ValueError(f"{name} takes {arity} argument(s) of one float type")
         fmt = _format_of(args[0].type)

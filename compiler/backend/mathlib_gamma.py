@@ -106,7 +106,7 @@ def _sum_and_error(e: Emitter, a: Value, b: Value) -> tuple[Value, Value]:
     return s, e.add(e.sub(a, e.sub(s, b_part)), e.sub(b, b_part))
 
 
-def _betaln_f64(d: Emitter, a: Value, b: Value) -> Value:
+def betaln_f64(d: Emitter, a: Value, b: Value) -> Value:
     """log |B(a, b)| in f64 (see the module docstring)."""
     swap = d.cmp("<", a, b)
     a, b = d.select(swap, b, a), d.select(swap, a, b)         # a ≥ b
@@ -132,7 +132,7 @@ def _betaln_f64(d: Emitter, a: Value, b: Value) -> Value:
 
 def _betaln(e: Emitter, a: Value, b: Value) -> Value:
     d = e.wide()
-    return d.narrow(_betaln_f64(d, d.extend(a), d.extend(b)), e.fmt)
+    return d.narrow(betaln_f64(d, d.extend(a), d.extend(b)), e.fmt)
 
 
 def _beta(e: Emitter, a: Value, b: Value) -> Value:
@@ -142,7 +142,7 @@ def _beta(e: Emitter, a: Value, b: Value) -> Value:
     s, rounding = _sum_and_error(d, a, b)
     by_gamma = d.mul(_gamma(d, a), d.div(_gamma(d, b), _gamma(d, s)))
     by_gamma = d.fma(d.neg(by_gamma), d.mul(polygamma_body(d, s, 0), rounding), by_gamma)
-    by_log = d.exp(_betaln_f64(d, a, b))
+    by_log = d.exp(betaln_f64(d, a, b))
     result = d.select(d.cmp("<", d.add(a, b), BETA_BY_GAMMA), by_gamma, by_log)
     return d.narrow(result, e.fmt)
 

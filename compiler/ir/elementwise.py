@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from reverie.compiler.ir.attr_types import DType, Schema
+from reverie.compiler.ir.incomplete_beta import betainc_array
 from reverie.compiler.ir.incomplete_gamma import gammainc_array, gammaincc_array
 from reverie.compiler.ir.op_defs import (
     FUSED,
@@ -521,13 +522,17 @@ binary("beta", lambda a, b: beta_array(a, b).astype(a.dtype), FLOAT, builtin=Tru
        doc="Elementwise beta function B(a, b) = Γ(a)Γ(b)/Γ(a + b): `%2 = beta %a, %b : f64[N]`.")
 binary("betaln", lambda a, b: betaln_array(a, b).astype(a.dtype), FLOAT, builtin=True,
        math=True, doc="Elementwise log |B(a, b)|: `%2 = betaln %a, %b : f64[N]`.")
-# their derivatives in x: `transforms/reverse_rules.SECOND_OPERAND_SLOPES` (none in a)
+# their derivatives in x: `transforms/reverse_rules.LAST_OPERAND_SLOPES` (none in a, b)
 binary("gammainc", lambda a, x: gammainc_array(a, x).astype(a.dtype), FLOAT, builtin=True,
        math=True, doc="Regularised lower incomplete gamma function P(a, x) = γ(a, x)/Γ(a): "
                       "`%2 = gammainc %a, %x : f64[N]`.")
 binary("gammaincc", lambda a, x: gammaincc_array(a, x).astype(a.dtype), FLOAT, builtin=True,
        math=True, doc="Regularised upper incomplete gamma function Q(a, x) = 1 − P(a, x): "
                       "`%2 = gammaincc %a, %x : f64[N]`.")
+declare(Elementwise(
+    "betainc", lambda a, b, x: betainc_array(a, b, x).astype(a.dtype), FLOAT, arity=3,
+    math=True, doc="Regularised incomplete beta function I_x(a, b) (SciPy's betainc; users "
+                   "call betainc(a, b, x)): `%3 = betainc %a, %b, %x : f64[N]`."))
 unary("multigammaln", lambda x, d: multigammaln_array(x, d).astype(x.dtype), math=True,
       attrs=("d",),
       derivative=scale("d multigammaln_d(x)/dx = Σ_{j<d} digamma(x − j/2)",

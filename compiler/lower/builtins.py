@@ -293,6 +293,11 @@ class BuiltinLowering(LinalgLowering):
         return ExprValue(self.builder.op_at(call.span, "polygamma", [x.value], {"order": n}),
                          x.weak)
 
+    def _betainc(self, call: ast.Call) -> ExprValue:
+        """`betainc(a, b, x)`, broadcasting all three (SciPy's order of arguments)."""
+        signature(call, 3, set())
+        return self.elementwise("betainc", [self.tensor(e) for e in call.args], call.span)
+
     def _stop_gradient(self, call: ast.Call) -> ExprValue:
         """`stop_gradient(x)`: x, through which no gradient flows."""
         signature(call, 1, set())
@@ -319,5 +324,6 @@ BUILTINS: dict[str, Callable[[BuiltinLowering, ast.Call], ExprValue]] = {
     "roll": BuiltinLowering._roll, "concat": BuiltinLowering._concat,
     "where": BuiltinLowering._where, "stop_gradient": BuiltinLowering._stop_gradient,
     "multigammaln": BuiltinLowering._multigammaln, "polygamma": BuiltinLowering._polygamma,
+    "betainc": BuiltinLowering._betainc,
     **SCAN_BUILTINS, **LINALG_BUILTINS,
 }

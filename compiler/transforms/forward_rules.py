@@ -35,11 +35,11 @@ from reverie.compiler.ir.scope import Scope, copy_block
 from reverie.compiler.ir.views import ForOp, GenericOp, IfOp, LoopNestOp, ReduceOp, WhileOp
 from reverie.compiler.transforms.reverse_rules import (
     BINARY_PARTIALS,
+    LAST_OPERAND_SLOPES,
     NON_DIFFERENTIABLE,
-    SECOND_OPERAND_SLOPES,
     WINS,
     expand,
-    no_first_operand_derivative,
+    no_parameter_derivative,
     pow_base_slope,
     pow_exponent_masked,
     pow_exponent_slope,
@@ -178,19 +178,19 @@ for _name, _partials in BINARY_PARTIALS.items():
     JVP_RULES.register(_name)(_partials_jvp(_partials))
 
 
-def _second_operand_jvp(slope: Callable[..., Value]) -> JvpRule:
-    """The JVP rule of a function differentiable in its second operand only."""
+def _last_operand_jvp(slope: Callable[..., Value]) -> JvpRule:
+    """The JVP rule of a function differentiable in its last operand only."""
     def rule(ctx: JvpContext, op: Op, dots: Dots) -> Dots:
-        if dots[0] is not None:
-            raise no_first_operand_derivative(op)
-        return [ctx.scope.mul(slope(ctx.scope, *op.operands, op.result), dots[1])]
+        if any(dot is not None for dot in dots[:-1]):
+            raise no_parameter_derivative(op, [dot is not None for dot in dots[:-1]])
+        return [ctx.scope.mul(slope(ctx.scope, *op.operands, op.result), dots[-1])]
 
-    rule.__doc__ = f"{slope.__doc__}; ẏ = ∂y/∂x · ẋ (none w.r.t. a: a CompileError)"
+    rule.__doc__ = f"{slope.__doc__}; ẏ = ∂y/∂x · ẋ (none w.r.t. the others: a CompileError)"
     return rule
 
 
-for _name, _slope in SECOND_OPERAND_SLOPES.items():
-    JVP_RULES.register(_name)(_second_operand_jvp(_slope))
+for _name, (_, _slope) in LAST_OPERAND_SLOPES.items():
+    JVP_RULES.register(_name)(_last_operand_jvp(_slope))
 
 
 @JVP_RULES.register(*WINS)

@@ -12,6 +12,9 @@ Unary elementwise ops get their rule from the local derivative their declaration
 (`ir/elementwise.py`); the other rules are written here. Ops in `NON_DIFFERENTIABLE` carry no
 gradient (the op table says why: argmax/argmin, sign, floor, ceil, floordiv, stop_gradient,
 and the comparisons and logic, whose bool results are never active): they need no rule.
+gammainc, gammaincc and betainc are differentiable in their last operand x only
+(`LAST_OPERAND_SLOPES`, which forward mode shares): a derivative reaching a (or b) is a
+CompileError at the call.
 
 Values at non-differentiable points follow PyTorch (docs/api.md §3): d|x| at 0 is 0 (ȳ·sign x),
 relu'(0) = 0, sqrt'(0) = inf, maximum/minimum ties send half of ȳ to each side (and 0
@@ -251,36 +254,57 @@ def _gammaincc_slope(s: Scope, a: Value, x: Value, y: Value) -> Value:
     return s.neg(_gamma_density(s, a, x))
 
 
-# (scope, a, x, y) -> ∂y/∂x of a binary function differentiable in its second operand only
-# (the first, a parameter, has no derivative here: asking for one is a CompileError)
-SECOND_OPERAND_SLOPES: dict[str, Callable[[Scope, Value, Value, Value], Value]] = {
-    "gammainc": _gammainc_slope,
-    "gammaincc": _gammaincc_slope,
+def _betainc_slope(s: Scope, a: Value, b: Value, x: Value, y: Value) -> Value:
+    """∂I_x(a, b)/∂x = x^(a−1) (1 − x)^(b−1) / B(a, b): exp((a − 1) log x + (b − 1) log1p(−x)
+    − betaln(a, b)), at x = 0 and 1 the powers themselves (0⁰ = 1)"""
+    one = s.const(1, x.type)
+    edge = s.op("or", [s.eq(x, s.zeros(x.type)), s.eq(x, one)])
+    safe = s.select(edge, s.const(0.5, x.type), x)
+    log_beta = s.op("betaln", [a, b])
+    inside = s.op("exp", [s.sub(s.add(s.mul(s.sub(a, one), s.op("log", [safe])),
+                                      s.mul(s.sub(b, one), s.op("log1p", [s.neg(safe)]))),
+                                log_beta)])
+    powers = s.mul(s.op("pow", [x, s.sub(a, one)]), s.op("pow", [s.sub(one, x), s.sub(b, one)]))
+    return s.select(edge, s.mul(powers, s.op("exp", [s.neg(log_beta)])), inside)
+
+
+# op -> (the names of its operands, (scope, *operands, y) -> ∂y/∂(last operand)): functions
+# differentiable in their last operand only (the others, parameters, have no derivative
+# here: asking for one is a CompileError)
+LAST_OPERAND_SLOPES: dict[str, tuple[tuple[str, ...], Callable[..., Value]]] = {
+    "gammainc": (("a", "x"), _gammainc_slope),
+    "gammaincc": (("a", "x"), _gammaincc_slope),
+    "betainc": (("a", "b", "x"), _betainc_slope),
 }
 
 
-def no_first_operand_derivative(op: Op) -> CompileError:
-    """The error for a derivative of `op` (in `SECOND_OPERAND_SLOPES`) with respect to its
-    first operand (raise the result)."""
-    return error_at(op.span or NO_SPAN, f"cannot differentiate {op.name}(a, x) with respect "
-                    f"to a: only the derivative with respect to x is implemented; if a does "
-                    f"not depend on what you differentiate by, wrap it in stop_gradient(...)",
-                    CompileError)
+def no_parameter_derivative(op: Op, wanted: Sequence[bool]) -> CompileError:
+    """The error for a derivative of `op` (in `LAST_OPERAND_SLOPES`) with respect to the
+    operands before its last (`wanted` says which were asked for; raise the result)."""
+    names, _ = LAST_OPERAND_SLOPES[op.name]
+    asked = [n for n, w in zip(names[:-1], wanted, strict=False) if w]
+    which, verb = " and ".join(asked), "does" if len(asked) == 1 else "do"
+    return error_at(op.span or NO_SPAN, f"cannot differentiate {op.name}({', '.join(names)}) "
+                    f"with respect to {which}: only the derivative with respect to "
+                    f"{names[-1]} is implemented; if {which} {verb} not depend on what you "
+                    f"differentiate by, wrap {'it' if len(asked) == 1 else 'them'} in "
+                    f"stop_gradient(...)", CompileError)
 
 
-def _second_operand_vjp(slope: Callable[[Scope, Value, Value, Value], Value]) -> Rule:
+def _last_operand_vjp(slope: Callable[..., Value]) -> Rule:
     def rule(ctx: RuleContext, op: Op, bars: Bars) -> Bars:
-        if ctx.wants[0]:
-            raise no_first_operand_derivative(op)
-        return [None, ctx.scope.mul(bars[0], slope(ctx.scope, *op.operands, op.result))
-                if ctx.wants[1] else None]
+        if any(ctx.wants[:-1]):
+            raise no_parameter_derivative(op, ctx.wants[:-1])
+        last = ctx.scope.mul(bars[0], slope(ctx.scope, *op.operands, op.result)) \
+            if ctx.wants[-1] else None
+        return [None] * (len(op.operands) - 1) + [last]
 
-    rule.__doc__ = f"{slope.__doc__}; x̄ += ȳ · ∂y/∂x (none w.r.t. a: a CompileError)"
+    rule.__doc__ = f"{slope.__doc__}; x̄ += ȳ · ∂y/∂x (none w.r.t. the others: a CompileError)"
     return rule
 
 
-for _name, _slope in SECOND_OPERAND_SLOPES.items():
-    VJP_RULES.register(_name)(_second_operand_vjp(_slope))
+for _name, (_, _slope) in LAST_OPERAND_SLOPES.items():
+    VJP_RULES.register(_name)(_last_operand_vjp(_slope))
 
 
 def where_extremal(s: Scope, x: Value, y: Value, value: Value) -> Value:

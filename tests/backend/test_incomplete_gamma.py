@@ -1,7 +1,8 @@
-"""gammainc(a, x) and gammaincc(a, x), the regularised incomplete gamma functions P and Q:
-values against mpmath and SciPy at every level (the NumPy reference interpreter, native
-code, the MLIR export) in f64 and f32, SciPy's special values, the derivative in x against
-JAX to second order (both modes), and the CompileError for a derivative in a."""
+"""gammainc(a, x) and gammaincc(a, x), the regularised incomplete gamma functions P and Q,
+and betainc(a, b, x), the regularised incomplete beta function: values against mpmath and
+SciPy at every level (the NumPy reference interpreter, native code, the MLIR export) in f64
+and f32, SciPy's special values, the derivative in x against JAX to second order (both
+modes) and finite differences, and the CompileError for a derivative in a (and b)."""
 
 from __future__ import annotations
 
@@ -169,3 +170,105 @@ def test_arguments_must_be_floats_of_one_type() -> None:
     with pytest.raises(rv.CompileError):
         rv.compile("fn f(a: i64[N], x: i64[N]) -> i64[N] { return gammaincc(a, x); }",
                    backend="interp")
+
+
+# ---------------------------------------------------------------- betainc(a, b, x)
+
+BETA_SOURCE = """
+fn f(a: float[N], b: float[N], x: float[N]) -> float[N] { return betainc(a, b, x); }
+fn g(a: f64[N], b: f64[N], x: f64[N]) -> f64 { return sum(betainc(a, b, x)); }
+fn h(x: f64[N]) -> f64 { return sum(betainc(x + 1.0, 2.0, x)); }
+fn k(x: f64[N]) -> f64 { return sum(betainc(2.0, 0.5 * stop_gradient(x), x)); }
+"""
+
+
+@pytest.fixture(scope="module", params=LEVELS)
+def beta_module(request: pytest.FixtureRequest) -> rv.Module:
+    return rv.compile(BETA_SOURCE, backend=request.param)
+
+
+def _beta_points(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """a, b log-uniform in [0.01, 100]; x uniform on [0, 1] and, for a third, near the mean
+    a/(a + b), where the two sides of the method meet."""
+    rng = np.random.default_rng(seed)
+    a, b = np.exp(rng.uniform(np.log(0.01), np.log(100.0), (2, n)))
+    x = rng.uniform(0, 1, n)
+    third = n // 3
+    x[:third] = np.clip(a[:third] / (a[:third] + b[:third])
+                        * np.exp(rng.uniform(-0.2, 0.2, third)), 0, 1)
+    return a, b, x
+
+
+def test_betainc_against_mpmath_and_scipy(beta_module: rv.Module) -> None:
+    """Bounds of docs/mathlib.md: 2e-12 relative (the prefactor and 1 − I for small a or
+    b), 64 ulp absolute."""
+    a, b, x = _beta_points(600, seed=5)
+    got = beta_module.f(a, b, x)
+    with mpmath.workdps(40):
+        want = np.array([float(mpmath.betainc(u, v, 0, w, regularized=True))
+                         for u, v, w in zip(a, b, x, strict=True)])
+    np.testing.assert_allclose(got, want, rtol=4e-12, atol=80 * EPS)
+    np.testing.assert_allclose(got, sp.betainc(a, b, x), rtol=4e-12, atol=80 * EPS)
+    a32, b32, x32 = (v.astype(np.float32) for v in (a, b, x))
+    got32 = beta_module.f(a32, b32, x32)
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(got32, sp.betainc(*(v.astype(np.float64)
+                                                   for v in (a32, b32, x32))),
+                               rtol=1.2e-7, atol=1e-37)
+
+
+def test_betainc_special_values_are_scipys(beta_module: rv.Module) -> None:
+    inf, nan = np.inf, np.nan
+    a = np.array([0, 1, 0, 1, 1, inf, 1, inf, -1, 1, 1, 2, 0, 1, 2.5, 2.5])
+    b = np.array([1, 0, 0, 1, 1, 1, inf, inf, 1, 1, 1, 3, 1, 0, 1.5, 1.5])
+    x = np.array([.5, .5, .5, 0, 1, .5, .5, .5, .5, -0.1, 1.1, nan, 0, 1, 0, 1])
+    a, b, x = (np.asarray(v, np.float64) for v in (a, b, x))
+    np.testing.assert_array_equal(beta_module.f(a, b, x), sp.betainc(a, b, x))
+
+
+def test_betainc_derivative_in_x(beta_module: rv.Module) -> None:
+    """x^(a−1) (1 − x)^(b−1) / B(a, b) against JAX, to second order, in both modes; at the
+    ends the powers themselves."""
+    a = np.array([0.5, 2.0, 30.0, 3.0, 1.0])
+    b = np.array([0.7, 3.0, 40.0, 0.3, 1.0])
+    x = np.array([0.3, 0.5, 0.45, 0.9, 0.2])
+
+    def loss(v):
+        return jnp.sum(jsp.betainc(a, b, v))
+
+    first = jax.grad(loss)(x)
+    np.testing.assert_allclose(beta_module.g.grad("x")(a, b, x), first, rtol=1e-12)
+    _, dot = beta_module.g.jvp("x")(a, b, x, np.ones_like(x))
+    np.testing.assert_allclose(dot, first.sum(), rtol=1e-12)
+    second = jax.grad(lambda v: jnp.sum(jax.grad(loss)(v)))(x)
+    np.testing.assert_allclose(beta_module.g.grad("x").vjp("x")(a, b, x, np.ones_like(x)),
+                               second, rtol=1e-10)
+    ends = beta_module.g.grad("x")(np.array([1.0, 2.0, 1.0]), np.array([2.0, 1.0, 1.0]),
+                                   np.array([0.0, 1.0, 1.0]))
+    np.testing.assert_allclose(ends, [2.0, 2.0, 1.0], rtol=1e-15)
+
+
+def test_betainc_derivative_against_finite_differences(beta_module: rv.Module) -> None:
+    x = np.array([0.2, 0.55, 0.8])
+    step = 1e-6
+    numeric = [(np.sum(sp.betainc(2.0, 0.5 * x, x + step * e))
+                - np.sum(sp.betainc(2.0, 0.5 * x, x - step * e))) / (2 * step)
+               for e in np.eye(3)]
+    np.testing.assert_allclose(beta_module.k.grad("x")(x), numeric, rtol=1e-7)
+
+
+def test_betainc_no_derivative_in_a_or_b(beta_module: rv.Module) -> None:
+    x = np.array([0.3, 0.6])
+    for derivative, which in ((lambda: beta_module.g.grad("a")(x, x, x), "a"),
+                              (lambda: beta_module.g.grad("b")(x, x, x), "b"),
+                              (lambda: beta_module.g.grad(("a", "b"))(x, x, x), "a and b"),
+                              (lambda: beta_module.g.jvp("b")(x, x, x, x), "b"),
+                              (lambda: beta_module.h.grad("x")(x), "a")):
+        with pytest.raises(rv.CompileError, match=rf"cannot differentiate betainc\(a, b, x\) "
+                                                  rf"with respect to {which}:"):
+            derivative()
+
+
+def test_betainc_takes_three_arguments() -> None:
+    with pytest.raises(rv.CompileError):
+        rv.compile("fn f(x: f64[N]) -> f64[N] { return betainc(x, x); }", backend="interp")

@@ -26,11 +26,12 @@ from reverie.compiler.backend import (
     mathlib_error_function,
     mathlib_exponential,
     mathlib_gamma,
+    mathlib_incomplete_beta,
     mathlib_incomplete_gamma,
     mathlib_inverse,
     trig,
 )
-from reverie.compiler.backend.mathlib import BINARY, SUPPORTED, MathLib
+from reverie.compiler.backend.mathlib import BINARY, SUPPORTED, TERNARY, MathLib
 from reverie.compiler.backend.payne_hanek import two_over_pi_bits
 from reverie.runtime.native.jit import JitModule, compile_module, host_target
 from reverie.runtime.native.jit_module import KERNEL_PIPELINE
@@ -42,10 +43,11 @@ REFERENCE_DTYPES = {"f32": np.float64, "f64": np.longdouble}
 GAMMA = {"lgamma", "digamma", "polygamma"}
 # NumPy's sinh, arctan2, ... are checked in test_numpy_maths.py, SciPy's gamma, erfc,
 # erfinv, erfcinv, beta, betaln in test_special_numpy.py (against mpmath), gammainc and
-# gammaincc in test_incomplete_gamma.py
+# gammaincc and betainc in test_incomplete_gamma.py
 NUMPY_MATHS = (set(mathlib_exponential.BODIES) | set(mathlib_inverse.BODIES)
                | set(mathlib_gamma.BODIES) | set(mathlib_error_function.BODIES)
-               | set(mathlib_bessel.BODIES) | set(mathlib_incomplete_gamma.BODIES))
+               | set(mathlib_bessel.BODIES) | set(mathlib_incomplete_gamma.BODIES)
+               | set(mathlib_incomplete_beta.BODIES))
 TRANSCENDENTAL = sorted(SUPPORTED - {"sqrt", "floor", "ceil", "abs"} - GAMMA - NUMPY_MATHS)
 # the kernel built for a function with attributes
 ATTRIBUTES = {"polygamma": {"order": 2}, "multigammaln": {"d": 3}}
@@ -72,7 +74,7 @@ def _build_kernels(dtype: str) -> str:
     math_lib = MathLib(module)
     fty, i64, ptr = IR_TYPES[dtype], ir.IntType(64), ir.PointerType()
     for name in sorted(SUPPORTED):
-        arity = 2 if name in BINARY else 1
+        arity = 3 if name in TERNARY else 2 if name in BINARY else 1
         fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr] * (arity + 1) + [i64]),
                          name=f"k_{name}")
         *inputs, out, n = fn.args

@@ -84,7 +84,8 @@ PROGRAMS = {
                     + multigammaln(p + 1.0, 3) + i0(x) * i1(p)
                     + j0(x * 5.0) + j1(x * 9.0) + y0(p * 6.0) + y1(p)
                     + gammainc(stop_gradient(p), x * x)
-                    + gammaincc(stop_gradient(p) + 0.5, p + x * x));
+                    + gammaincc(stop_gradient(p) + 0.5, p + x * x)
+                    + betainc(stop_gradient(p), 2.5, p / (p + 1.0)));
     }""",
     "binary": """fn f(a: float[N, M], b: float[N, M], p: float[N, M])
             -> (float[N, M], float[N, M], float[N, M]) {

@@ -179,6 +179,9 @@ for _op in ("gammainc", "gammaincc"):
     CASES.append(Case(_op, "x", source(f"fn f(k: i64[N], x: f64[N]) -> f64[N] "
                                        f"{{ return {_op}(f64(k) + 0.5, x); }}"),
                       args(index(5, N), positive(N))))
+CASES.append(Case("betainc", "x", source("fn f(k: i64[N], x: f64[N]) -> f64[N] "
+                                         "{ return betainc(f64(k) + 0.5, 2.5, x / (x + 1.0)); }"),
+                  args(index(5, N), positive(N))))
 
 
 def _mod_args(rng: Rng) -> list[object]:
