@@ -22,7 +22,6 @@ import warnings
 import numpy as np
 import pytest
 
-import reverie as rv
 from tests.autograd.parity import as_array, assert_close
 
 RNG = np.random.default_rng(32)
