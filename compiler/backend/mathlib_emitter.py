@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from llvmlite import ir
 
@@ -18,6 +18,18 @@ from reverie.compiler.backend.irutil import intrinsic
 from reverie.compiler.backend.mathlib_formats import F32, F64, INF, Format
 
 Value = ir.Value
+
+
+
+def in_f64(body: Callable[..., Value]) -> Callable[..., Value]:
+    """`body` written for f64, applied to arguments of either format (f32 widened exactly,
+    the result rounded once)."""
+    def wrapped(e: Emitter, *args: Value) -> Value:
+        d = e.wide()
+        return d.narrow(body(d, *(d.extend(a) for a in args)), e.fmt)
+
+    wrapped.__doc__ = body.__doc__
+    return wrapped
 
 
 class Emitter:

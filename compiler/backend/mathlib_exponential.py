@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable
 
 from reverie.compiler.backend import mathlib_elementary as elementary
-from reverie.compiler.backend.mathlib_emitter import Emitter, Value
+from reverie.compiler.backend.mathlib_emitter import Emitter, Value, in_f64
 from reverie.compiler.backend.mathlib_formats import F64, INF
 from reverie.compiler.backend.mathlib_special import sin_cos_pi
 
@@ -45,16 +45,6 @@ LOG2E = (1.4426950408889634, 2.0355273740931033e-17)     # log₂e as hi + lo
 LOG10E = (0.4342944819032518, 1.098319650216765e-17)     # log₁₀e as hi + lo
 CUTOFF = 22.0              # e^−2|x| < 2⁻⁶³ beyond: sinh and cosh are exp|x| / 2
 EXP2_LIMITS = (-1080.0, 1025.0)    # exp2 is 0 below, inf above, in f64
-
-
-def _in_f64(body: Callable[..., Value]) -> Callable[..., Value]:
-    """`body` written for f64, applied to arguments of either format."""
-    def wrapped(e: Emitter, *args: Value) -> Value:
-        d = e.wide()
-        return d.narrow(body(d, *(d.extend(a) for a in args)), e.fmt)
-
-    wrapped.__doc__ = body.__doc__
-    return wrapped
 
 
 def half_exp(e: Emitter, ax: Value) -> Value:
@@ -181,10 +171,10 @@ NEUTRAL: dict[str, Callable[..., Value]] = {
     "rad2deg": _times(180 / math.pi),
 }
 BODIES: dict[str, Callable[..., Value]] = {
-    "sinh": _in_f64(_sinh),
-    "cosh": _in_f64(_cosh),
-    "exp2": _in_f64(exp2_core),
-    "log2": _in_f64(_log_times(LOG2E)),
-    "log10": _in_f64(_log_times(LOG10E)),
+    "sinh": in_f64(_sinh),
+    "cosh": in_f64(_cosh),
+    "exp2": in_f64(exp2_core),
+    "log2": in_f64(_log_times(LOG2E)),
+    "log10": in_f64(_log_times(LOG10E)),
     **NEUTRAL,
 }

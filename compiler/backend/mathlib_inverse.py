@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reverie.compiler.backend.mathlib_emitter import Emitter, Value
+from reverie.compiler.backend.mathlib_emitter import Emitter, Value, in_f64
 
 PIO2 = (1.5707963267948966, 6.123233995736766e-17)    # π/2 as hi + lo
 PIO4 = (0.7853981633974483, 3.061616997868383e-17)
@@ -46,16 +46,6 @@ ASIN_POLY = (0.1666666666666676, 0.07499999999970756, 0.04464285717465481,
              0.01398083499680572, 0.011398790311820593, 0.01078095647744571,
              0.0037036748863898206, 0.02171428032591186, -0.021008985118011983,
              0.03263498432994104)
-
-
-def _in_f64(body: Callable[..., Value]) -> Callable[..., Value]:
-    """`body` written for f64, applied to arguments of either format."""
-    def wrapped(e: Emitter, *args: Value) -> Value:
-        d = e.wide()
-        return d.narrow(body(d, *(d.extend(a) for a in args)), e.fmt)
-
-    wrapped.__doc__ = body.__doc__
-    return wrapped
 
 
 def _minus(e: Emitter, constant: tuple[float, float], v: Value) -> Value:
@@ -160,11 +150,11 @@ def _arctanh(e: Emitter, x: Value) -> Value:
 
 
 BODIES: dict[str, Callable[..., Value]] = {
-    "arctan": _in_f64(_arctan),
-    "arctan2": _in_f64(_arctan2),
-    "arcsin": _in_f64(_arcsin),
-    "arccos": _in_f64(_arccos),
-    "arcsinh": _in_f64(_arcsinh),
-    "arccosh": _in_f64(_arccosh),
-    "arctanh": _in_f64(_arctanh),
+    "arctan": in_f64(_arctan),
+    "arctan2": in_f64(_arctan2),
+    "arcsin": in_f64(_arcsin),
+    "arccos": in_f64(_arccos),
+    "arcsinh": in_f64(_arcsinh),
+    "arccosh": in_f64(_arccosh),
+    "arctanh": in_f64(_arctanh),
 }
