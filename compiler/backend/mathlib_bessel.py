@@ -1,4 +1,6 @@
-"""Bessel functions of the math library: i0, i1 (modified) and j0, j1, y0, y1 (f32, f64).
+"""Bessel functions of the math library: i0, i1 (modified), j0, j1, y0, y1 and jn, yn of
+integer order n (an attribute; `ir/bessel_integer_order.py` describes their recurrences)
+(f32, f64).
 
 J and Y (`_bessel_jy`): Chebyshev series in x²/32 − 1 below 8 (Y₀ − (2/π) log(x/2) J₀ and
 (Y₁ − (2/π)(J₁ log(x/2) − 1/x))/x, which are smooth), the Hankel form with amplitudes P, Q
@@ -23,6 +25,12 @@ import math
 from collections.abc import Callable
 
 from reverie.compiler.backend.mathlib_emitter import Emitter, Value
+from reverie.compiler.ir.bessel_integer_order import (
+    RESCALE,
+    RESCALE_ABOVE,
+    SERIES_END,
+    miller_start,
+)
 from reverie.compiler.ir.special import (
     I0_FAR,
     I0_NEAR,
@@ -122,8 +130,63 @@ def _bessel_jy(kind: str, order: int) -> Callable[[Emitter, Value], Value]:
     return body
 
 
+def _forward(d: Emitter, x: Value, z0: Value, z1: Value, order: int) -> Value:
+    """Zₙ from Z₀, Z₁ by Zₖ₊₁ = (2k/x) Zₖ − Zₖ₋₁."""
+    below, value = z0, z1
+    for k in range(1, order):
+        below, value = value, d.sub(d.mul(d.div(2.0 * k, x), value), below)
+    return value
+
+
+def _jn(e: Emitter, x: Value, order: int) -> Value:
+    """Jₙ(x) (`ir/bessel_integer_order.py`): forward recurrence from J₀, J₁ above |x| = n,
+    Miller's backward recurrence from a start index fixed by n below, normalised by J₀ or
+    J₁, and (|x|/2)ⁿ/n! below 10⁻⁹."""
+    if order < 2:
+        return _J_BODIES[order](e, x)
+    d = e.wide()
+    x = d.extend(x)
+    ax = d.fabs(x)
+    j0, j1 = _J_BODIES[0](d, ax), _J_BODIES[1](d, ax)
+    forward = _forward(d, ax, j0, j1, order)
+    bx = d.select(d.cmp("<", ax, SERIES_END), SERIES_END,
+                  d.select(d.cmp("<", ax, float(order)), ax, float(order)))
+    inverse = d.div(2.0, bx)
+    above, f, saved = d.value(0.0), d.value(1.0), d.value(0.0)
+    for k in range(miller_start(order), 0, -1):
+        above, f = f, d.sub(d.mul(d.mul(float(k), inverse), f), above)
+        if k - 1 == order:
+            saved = f
+        scale = d.select(d.cmp(">", d.fabs(f), RESCALE_ABOVE), RESCALE, 1.0)
+        above, f, saved = d.mul(above, scale), d.mul(f, scale), d.mul(saved, scale)
+    norm = d.select(d.cmp(">=", d.fabs(j0), d.fabs(j1)), d.div(j0, f), d.div(j1, above))
+    series = d.value(1.0)
+    for k in range(1, order + 1):
+        series = d.mul(series, d.mul(ax, 0.5 / k))
+    inner = d.select(d.cmp("<", ax, SERIES_END), series, d.mul(saved, norm))
+    result = d.select(d.cmp(">", ax, float(order)), forward, inner)
+    if order % 2:
+        result = d.select(d.cmp("<", x, 0.0), d.neg(result), result)
+    return d.narrow(d.select(d.isnan(x), x, result), e.fmt)
+
+
+def _yn(e: Emitter, x: Value, order: int) -> Value:
+    """Yₙ(x) by forward recurrence from Y₀, Y₁ (stable: Y dominates); −inf at 0 and where
+    it overflows (the recurrence's −inf − (−inf)), NaN below 0."""
+    if order < 2:
+        return _Y_BODIES[order](e, x)
+    d = e.wide()
+    x = d.extend(x)
+    value = _forward(d, x, _Y_BODIES[0](d, x), _Y_BODIES[1](d, x), order)
+    value = d.select(d.cmp(">", x, 0.0), d.select(d.isnan(value), -math.inf, value), value)
+    return d.narrow(d.select(d.cmp("==", x, 0.0), -math.inf, value), e.fmt)
+
+
+_J_BODIES = (_bessel_jy("j", 0), _bessel_jy("j", 1))
+_Y_BODIES = (_bessel_jy("y", 0), _bessel_jy("y", 1))
 NEUTRAL: dict[str, Callable[..., Value]] = {
     "i0": _bessel_i(0), "i1": _bessel_i(1),
     **{f"{kind}{order}": _bessel_jy(kind, order) for kind in "jy" for order in (0, 1)},
+    "jn": _jn, "yn": _yn,
 }
 BODIES = NEUTRAL

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from reverie.compiler.ir.attr_types import DType, Schema
+from reverie.compiler.ir.bessel_integer_order import bessel_jn_array, bessel_yn_array
 from reverie.compiler.ir.incomplete_beta import betainc_array
 from reverie.compiler.ir.incomplete_gamma import gammainc_array, gammaincc_array
 from reverie.compiler.ir.op_defs import (
@@ -252,6 +253,21 @@ def _order_one_slope(s: Scope, x: Value, y: Value, order_zero: str) -> Value:
     safe = s.select(at_zero, s.const(1, x.type), x)
     slope = s.sub(s.op(order_zero, [x]), s.div(y, safe))
     return s.select(at_zero, s.const(0.5, x.type), slope)
+
+
+def bessel_of_order(s: Scope, kind: str, order: int, x: Value) -> Value:
+    """Jₙ(x) or Yₙ(x) (`kind` "j" or "y") for any integer n: the op j0, j1, y0, y1 or
+    jn/yn {order = |n|}, negated for odd negative n (Z₋ₙ = (−1)ⁿ Zₙ)."""
+    n = abs(order)
+    value = s.op(f"{kind}{n}", [x]) if n < 2 else s.op(f"{kind}n", [x], {"order": n})
+    return s.neg(value) if order < 0 and n % 2 else value
+
+
+def _integer_order_slope(s: Scope, kind: str, x: Value, order: int) -> Value:
+    """d Zₙ(x)/dx = (Zₙ₋₁(x) − Zₙ₊₁(x))/2 for Z = J, Y."""
+    difference = s.sub(bessel_of_order(s, kind, order - 1, x),
+                       bessel_of_order(s, kind, order + 1, x))
+    return s.mul(s.const(0.5, x.type), difference)
 
 
 def _multigammaln_slope(s: Scope, x: Value, d: int) -> Value:
@@ -554,3 +570,13 @@ unary("y0", lambda x: bessel_jy_array(x, "y", 0).astype(x.dtype), builtin=True, 
 unary("y1", lambda x: bessel_jy_array(x, "y", 1).astype(x.dtype), builtin=True, math=True,
       derivative=scale("d Y₁(x)/dx = Y₀(x) − Y₁(x)/x",
                        lambda s, x, y, a: _order_one_slope(s, x, y, "y0")))
+for _kind, _array in (("j", bessel_jn_array), ("y", bessel_yn_array)):
+    unary(f"{_kind}n", lambda x, order, array=_array: array(x, order).astype(x.dtype),
+          math=True, attrs=("order",),
+          derivative=scale(f"d {_kind.upper()}ₙ(x)/dx = ({_kind.upper()}ₙ₋₁(x) − "
+                           f"{_kind.upper()}ₙ₊₁(x))/2",
+                           lambda s, x, y, a, kind=_kind: _integer_order_slope(
+                               s, kind, x, a["order"])),
+          doc=f"Bessel function {_kind.upper()}ₙ of integer order n ≥ 0 (users call "
+              f"{_kind}n(n, x), n an integer constant, negative too): "
+              f"`%1 = {_kind}n %x {{order = 2}} : f64[N]`.")

@@ -264,11 +264,11 @@ class BuiltinLowering(LinalgLowering):
             x = self._float_operand(call.args[0], call.func)
         return ExprValue(self.builder.op_at(call.span, call.func, [x.value]), x.weak)
 
-    def _integer_constant(self, node: ast.Expr, least: int, message: str) -> int:
-        """The integer constant `node`, at least `least`; else the CompileError `message`
-        at it (an op attribute given as a built-in's argument)."""
+    def _integer_constant(self, node: ast.Expr, least: int | None, message: str) -> int:
+        """The integer constant `node`, at least `least` (None: any); else the CompileError
+        `message` at it (an op attribute given as a built-in's argument)."""
         value = self.try_static_dim(node)
-        if value is None or not value.is_const or value.value < least:
+        if value is None or not value.is_const or (least is not None and value.value < least):
             raise error_at(node.span, message)
         return value.value
 
@@ -292,6 +292,34 @@ class BuiltinLowering(LinalgLowering):
             return ExprValue(self.builder.op_at(call.span, "digamma", [x.value]), x.weak)
         return ExprValue(self.builder.op_at(call.span, "polygamma", [x.value], {"order": n}),
                          x.weak)
+
+    def _integral_order(self, node: ast.Expr, message: str) -> int:
+        """An integer constant, or a float literal of integral value (SciPy's jn(2.0, x),
+        which rv.trace writes); else the CompileError `message` at it."""
+        literal, sign = node, 1
+        if isinstance(node, ast.UnaryOp) and node.op == "-":
+            literal, sign = node.operand, -1
+        if isinstance(literal, ast.FloatLit):
+            if not float(literal.value).is_integer():
+                raise error_at(node.span, message)
+            return sign * int(literal.value)
+        return self._integer_constant(node, None, message)
+
+    def _bessel_integer_order(self, call: ast.Call) -> ExprValue:
+        """`jn(n, x)`, `yn(n, x)`: Bessel functions of integer order n (SciPy's order of
+        arguments), n an integer constant of either sign (2.0 too); j0, j1, y0, y1 or the op
+        `jn`/`yn {order = |n|}`, negated for odd negative n."""
+        signature(call, 2, set())
+        n = self._integral_order(call.args[0], f"the order n of '{call.func}(n, x)' must be "
+                                               f"an integer constant, e.g. 2 or 2.0")
+        x = self._float_operand(call.args[1], call.func)
+        order = abs(n)
+        name, attrs = (f"{call.func[0]}{order}", None) if order < 2 else \
+            (call.func, {"order": order})
+        value = self.builder.op_at(call.span, name, [x.value], attrs)
+        if n < 0 and order % 2:                                   # Z₋ₙ = (−1)ⁿ Zₙ
+            value = self.builder.op_at(call.span, "neg", [value])
+        return ExprValue(value, x.weak)
 
     def _betainc(self, call: ast.Call) -> ExprValue:
         """`betainc(a, b, x)`, broadcasting all three (SciPy's order of arguments)."""
@@ -324,6 +352,7 @@ BUILTINS: dict[str, Callable[[BuiltinLowering, ast.Call], ExprValue]] = {
     "roll": BuiltinLowering._roll, "concat": BuiltinLowering._concat,
     "where": BuiltinLowering._where, "stop_gradient": BuiltinLowering._stop_gradient,
     "multigammaln": BuiltinLowering._multigammaln, "polygamma": BuiltinLowering._polygamma,
+    "jn": BuiltinLowering._bessel_integer_order, "yn": BuiltinLowering._bessel_integer_order,
     "betainc": BuiltinLowering._betainc,
     **SCAN_BUILTINS, **LINALG_BUILTINS,
 }

@@ -50,7 +50,8 @@ NUMPY_MATHS = (set(mathlib_exponential.BODIES) | set(mathlib_inverse.BODIES)
                | set(mathlib_incomplete_beta.BODIES))
 TRANSCENDENTAL = sorted(SUPPORTED - {"sqrt", "floor", "ceil", "abs"} - GAMMA - NUMPY_MATHS)
 # the kernel built for a function with attributes
-ATTRIBUTES = {"polygamma": {"order": 2}, "multigammaln": {"d": 3}}
+ATTRIBUTES = {"polygamma": {"order": 2}, "multigammaln": {"d": 3}, "jn": {"order": 5},
+              "yn": {"order": 3}}
 # Where long double is no wider than double, f64 references carry their own rounding error.
 F64_REFERENCE_SLACK = 0.0 if np.finfo(np.longdouble).nmant >= 63 else 1.0
 

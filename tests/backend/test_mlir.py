@@ -83,6 +83,7 @@ PROGRAMS = {
                 beta(p, p + 0.5) + betaln(p, x * x) + erfcinv(p / (p + 1.0))
                     + multigammaln(p + 1.0, 3) + i0(x) * i1(p)
                     + j0(x * 5.0) + j1(x * 9.0) + y0(p * 6.0) + y1(p)
+                    + jn(3, x * 7.0) + yn(2, p * 4.0) + jn(-2, p)
                     + gammainc(stop_gradient(p), x * x)
                     + gammaincc(stop_gradient(p) + 0.5, p + x * x)
                     + betainc(stop_gradient(p), 2.5, p / (p + 1.0)));
