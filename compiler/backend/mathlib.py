@@ -14,7 +14,7 @@ The bodies live by family: `mathlib_elementary.py` (exp, log, tanh, pow, ...),
 `mathlib_inverse.py` (arctan, arctan2, arcsin, arccos, arcsinh, arccosh, arctanh),
 `mathlib_special.py` (erf, lgamma, ...), `mathlib_gamma.py` (gamma, beta, betaln),
 `mathlib_error_function.py` (erfc, erfinv, erfcinv), `mathlib_bessel.py` (i0, i1, j0, j1,
-y0, y1), `mathlib_incomplete_gamma.py` (gammainc, gammaincc) and
+y0, y1, jn, yn), `mathlib_incomplete_gamma.py` (gammainc, gammaincc) and
 `mathlib_incomplete_beta.py` (betainc); a function added to one of their `BODIES` tables is
 supported here. `NEUTRAL` holds the bodies that the MLIR export writes
 out as well. A function with integer attributes (`polygamma`, order n) takes them as
