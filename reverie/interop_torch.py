@@ -16,7 +16,9 @@ compiled VJP, JVP and batched kernels, so all of these work through it, to any o
 A kernel is called the way it is called on NumPy arrays (a VJP kernel's cotangents as one
 tuple, `value_and_grad` results nested). Tensors are converted as at the Python call
 boundary (NumPy `same_kind` casting; an f32 tensor for an f64 parameter is converted and
-the results are f64), and gradients come back in each input's dtype. Python numbers may
+the results are f64), and gradients come back in each input's dtype. bfloat16 and float16
+tensors reach `bf16` and `f16` parameters (and `float` ones, which then mean that dtype)
+without a copy, and `bf16`/`f16` results are bfloat16/float16 tensors. Python numbers may
 be passed for scalar parameters (as tensors of the call's `float` dtype for `float` ones);
 an integer scalar that sizes a dimension is passed as an int (a 0-d tensor is read with
 `int()`, outside `torch.compile`). Integer and bool inputs and outputs carry no gradient.
@@ -100,14 +102,13 @@ def operator_arguments(op: KernelOp, args: Sequence[Any]) -> Sequence[Any]:
 
 
 def float_dtype_for_numbers(kernel: Kernel, args: Sequence[Any]) -> torch.dtype:
-    """The dtype a Python number for a `float` parameter becomes: float32 when a float
-    tensor of at most 32 bits is given for a `float` parameter, else float64 (the call
-    boundary then checks that the tensors agree)."""
-    narrow = any(isinstance(a, torch.Tensor) and a.dtype.is_floating_point
-                 and a.dtype.itemsize <= 4
-                 for a, declared in zip(args, kernel.declared_dtypes, strict=True)
-                 if declared == "float")
-    return torch.float32 if narrow else torch.float64
+    """The dtype a Python number for a `float` parameter becomes: that of the first float
+    tensor of at most 32 bits given for a `float` parameter (float32, bfloat16, float16),
+    else float64 (the call boundary then checks that the tensors agree)."""
+    narrow = (a.dtype for a, declared in zip(args, kernel.declared_dtypes, strict=True)
+              if declared == "float" and isinstance(a, torch.Tensor)
+              and a.dtype.is_floating_point and a.dtype.itemsize <= 4)
+    return next(narrow, torch.float64)
 
 
 def size_argument(kernel: Kernel, name: str, arg: Any) -> int:

@@ -38,20 +38,22 @@ import numpy as np
 import torch
 
 from reverie.compiler.ir.core import Function
+from reverie.compiler.ir.dtypes import NUMPY_DTYPES
 from reverie.kernel import Kernel
 from reverie.runtime.native.call import ArgumentTypeError, ShapeMismatchError, _solve
 from reverie.runtime.tensors.tape import DIFFERENTIABLE
 
-__all__ = ["LIBRARY", "TORCH_DTYPES", "KernelOp"]
+__all__ = ["LIBRARY", "TORCH_DTYPES", "KernelOp", "from_numpy", "to_numpy"]
 
 LIBRARY = torch.library.Library("reverie", "FRAGMENT")
-TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32,
-                "i64": torch.int64, "bool": torch.bool}
+TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16,
+                "f16": torch.float16, "i32": torch.int32, "i64": torch.int64, "bool": torch.bool}
 _PROCESS_TOKEN = secrets.token_hex(4)
 _NUMBERS = itertools.count()
 
-# NumPy's dtype for each torch dtype (bfloat16, which NumPy lacks, is converted to float32)
-NUMPY_OF_TORCH = {torch.bfloat16: np.dtype(np.float32)} | {
+# NumPy's dtype for each torch dtype (bfloat16, which NumPy lacks, is ml_dtypes', looked up
+# on first use: see `numpy_dtype_of`)
+NUMPY_OF_TORCH = {
     dtype: np.dtype(name) for dtype, name in [
         (torch.float16, "float16"), (torch.float32, "float32"), (torch.float64, "float64"),
         (torch.int8, "int8"), (torch.int16, "int16"), (torch.int32, "int32"),
@@ -67,25 +69,35 @@ def stand_in(value: Any) -> Any:
         return value
     array = _STAND_INS.get(value.dtype)
     if array is None:
-        raise ArgumentTypeError(f"reverie kernels take no {value.dtype} tensors")
+        if value.dtype != torch.bfloat16:
+            raise ArgumentTypeError(f"reverie kernels take no {value.dtype} tensors")
+        array = _STAND_INS[torch.bfloat16] = np.zeros((), NUMPY_DTYPES["bf16"])
     return array
 
 
 def to_numpy(value: Any) -> Any:
-    """The NumPy array behind a CPU tensor (a view where possible); ints pass through."""
+    """The NumPy array behind a CPU tensor (a view where possible); ints pass through. A
+    bfloat16 tensor, which `Tensor.numpy` refuses, is its memory seen as
+    `ml_dtypes.bfloat16` (through int16, of the same width: no copy, no rounding)."""
     if not isinstance(value, torch.Tensor):
         return value
     if value.dtype == torch.bfloat16:
-        value = value.float()
+        return value.detach().view(torch.int16).numpy().view(NUMPY_DTYPES["bf16"])
     return value.numpy(force=value.requires_grad)
+
+
+def from_numpy(array: np.ndarray) -> torch.Tensor:
+    """A tensor sharing `array`'s memory (an `ml_dtypes.bfloat16` array as bfloat16)."""
+    if array.dtype.name == "bfloat16":
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
 
 
 def to_torch(results: Any) -> tuple[torch.Tensor, ...]:
     """The kernel's NumPy results (one, or a tuple) as tensors (0-d for scalars), none
     sharing memory with another."""
     if not isinstance(results, tuple):
-        return (torch.from_numpy(results if isinstance(results, np.ndarray)
-                                 else np.array(results)),)
+        return (from_numpy(results if isinstance(results, np.ndarray) else np.array(results)),)
     tensors: list[torch.Tensor] = []
     seen: set[int] = set()
     for result in results:
@@ -93,7 +105,7 @@ def to_torch(results: Any) -> tuple[torch.Tensor, ...]:
         if id(array) in seen:
             array = array.copy()
         seen.add(id(array))
-        tensors.append(torch.from_numpy(array))
+        tensors.append(from_numpy(array))
     return tuple(tensors)
 
 

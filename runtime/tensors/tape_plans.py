@@ -24,7 +24,7 @@ from reverie.runtime.native.kernel_protocol import CompiledKernel
 if TYPE_CHECKING:
     from reverie.compiler.ir.core import Function, Value
 
-DIFFERENTIABLE = ("f32", "f64", "float")
+DIFFERENTIABLE = ("f32", "f64", "bf16", "f16", "float")
 ZERO_PRESERVING = ("broadcast", "reshape", "cast")
 
 @dataclass(frozen=True)
