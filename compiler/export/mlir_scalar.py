@@ -22,9 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from reverie.compiler.backend.mathlib import NEUTRAL
 from reverie.compiler.backend.mathlib_formats import F32, F64, Format
 from reverie.compiler.export.mlir_writer import REGISTER, MlirWriter
+from reverie.compiler.ir.dtypes import STORAGE_DTYPES
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.op_defs import dtype_class
 from reverie.compiler.ir.rule_table import missing_rule
@@ -88,9 +91,14 @@ def has_rule(name: str, kind: str) -> bool:
 
 
 def cast(w: MlirWriter, x: str, source: str, target: str) -> str:
-    """Convert a scalar between IR dtypes as NumPy's `astype` does."""
+    """Convert a scalar between IR dtypes as NumPy's `astype` does (with ml_dtypes for bf16:
+    from and to the storage types by `_widen` and `_round_to_storage`)."""
     if source == target:
         return x
+    if source in STORAGE_DTYPES:
+        return cast(w, _widen(w, x, source), "f32", target)
+    if target in STORAGE_DTYPES:
+        return _round_to_storage(w, x, source, target)
     src, dst = dtype_class(source), dtype_class(target)
     if dst == "bool":
         return Scalars(w, source).cmp("une" if src == "float" else "ne", x,
@@ -106,6 +114,69 @@ def cast(w: MlirWriter, x: str, source: str, target: str) -> str:
     else:
         return _float_to_int(w, x, source, target)
     return w.assign(f"{op} {x} : {REGISTER[source]} to {REGISTER[target]}")
+
+
+def _widen(w: MlirWriter, x: str, storage: str) -> str:
+    """A bf16/f16 scalar as f32, exactly (`arith-expand` writes bf16's as a 16-bit shift)."""
+    return w.assign(f"arith.extf {x} : {storage} to f32")
+
+
+def _round_to_storage(w: MlirWriter, x: str, source: str, target: str) -> str:
+    """`x` rounded once to bf16/f16 (to nearest even, as ml_dtypes and NumPy do).
+
+    A source wider than f32 reaches f32 by rounding to odd, which keeps the one rounding to
+    16 bits exact (f32 has more than two bits beyond their precision). Integers reach f64
+    exactly: i64 beyond 2**53 keeps its bits down to 2**12 and a sticky bit (`_sticky_i64`).
+    """
+    if dtype_class(source) != "float":
+        x = _sticky_i64(w, x) if source == "i64" else x
+        x, source = cast(w, x, source, "f64"), "f64"
+    if source == "f64":
+        x = _f64_to_f32_odd(w, x)
+    rounded = w.assign(f"arith.truncf {x} : f32 to {target}")
+    if target == "f16":
+        return rounded                        # F16C's vcvtps2ph keeps a NaN's sign
+    # arith-expand's bf16 truncf makes every NaN +NaN; ml_dtypes keeps the sign
+    s, bf16 = Scalars(w, "f32"), Scalars(w, "bf16")
+    nan = bf16.select(_negative_bits(s, x), bf16.const(-np.nan), bf16.const(np.nan))
+    return bf16.select(s.cmp("uno", x, x), nan, rounded)
+
+
+def _f64_to_f32_odd(w: MlirWriter, x: str) -> str:
+    """`x` rounded to f32 towards zero, with the last bit set when that was inexact (round
+    to odd): of the two f32 values around an inexact x, the odd one. NaN stays NaN."""
+    d = Scalars(w, "f64")
+    nearest = w.assign(f"arith.truncf {x} : f64 to f32")
+    back = w.assign(f"arith.extf {nearest} : f32 to f64")
+    bits = w.assign(f"arith.bitcast {nearest} : f32 to i32")
+    i32 = Scalars(w, "i32")
+    even = i32.cmp("eq", i32.op("arith.andi", bits, i32.const(1)), i32.const(0))
+    inexact = d.cmp("one", x, back)
+    above = d.cmp("ogt", d.op("math.absf", x), d.op("math.absf", back))
+    neighbour = i32.select(above, i32.op("arith.addi", bits, i32.const(1)),
+                           i32.op("arith.subi", bits, i32.const(1)))
+    odd = i32.select(i32.logic("arith.andi", inexact, even), neighbour, bits)
+    return w.assign(f"arith.bitcast {odd} : i32 to f32")
+
+
+def _sticky_i64(w: MlirWriter, x: str) -> str:
+    """`x` where |x| <= 2**53 (f64 holds it), else its bits above 2**12 and, at 2**11, a
+    sticky bit for those below: f64 holds that exactly, and it rounds to 16 bits as x does
+    (their rounding boundaries are multiples of 2**45 there)."""
+    s = Scalars(w, "i64")
+    low = s.op("arith.andi", x, s.const(0xFFF))
+    sticky = s.select(s.cmp("ne", low, s.const(0)), s.const(0x800), s.const(0))
+    compressed = s.op("arith.ori", s.op("arith.andi", x, s.const(~0xFFF)), sticky)
+    large = s.logic("arith.ori", s.cmp("sgt", x, s.const(2 ** 53)),
+                    s.cmp("slt", x, s.const(-2 ** 53)))
+    return s.select(large, compressed, x)
+
+
+def _negative_bits(s: Scalars, x: str) -> str:
+    """i1: the sign bit of float `x` is set (NaN and -0 included)."""
+    bits = f"i{WIDTH[s.dtype]}"
+    as_int = s.w.assign(f"arith.bitcast {x} : {s.type} to {bits}")
+    return s.w.assign(f"arith.cmpi slt, {as_int}, {s.w.const(0, bits)} : {bits}")
 
 
 def _float_to_int(w: MlirWriter, x: str, source: str, target: str) -> str:
@@ -153,10 +224,7 @@ def _float_sign(s: Scalars, x: str) -> str:
 
 def _signed_zero(s: Scalars, like: str) -> str:
     """0 with the sign bit of `like` (copysign(0, like))."""
-    bits = f"i{WIDTH[s.dtype]}"
-    as_int = s.w.assign(f"arith.bitcast {like} : {s.type} to {bits}")
-    negative = s.w.assign(f"arith.cmpi slt, {as_int}, {s.w.const(0, bits)} : {bits}")
-    return s.select(negative, s.const(-0.0), s.const(0.0))
+    return s.select(_negative_bits(s, like), s.const(-0.0), s.const(0.0))
 
 
 def _float_divmod(s: Scalars, a: str, b: str) -> tuple[str, str]:

@@ -9,7 +9,9 @@ Constants and dimension sizes go to a prologue at the top of the function, so th
 dominate every use, including uses inside loops and `linalg.generic` bodies (neither is
 isolated from above). Tensors of rank 0 are plain SSA scalars; others are memrefs with
 dynamic sizes (`memref<?x?xf32>`). `bool` is `i1` in registers and `i8` in memory, the
-layout NumPy uses.
+layout NumPy uses. The storage types `bf16` and `f16` are MLIR's `bf16` and `f16` in memory
+and in registers; after `transforms/widen_storage.py` only casts, constants, loads, stores,
+selects and carried values handle them (the casts are `mlir_scalar.cast`).
 
 Loop builders, both used by the exporter:
 - `parallel`: a `linalg.generic` over the shape of an output buffer, every loop parallel;
@@ -21,7 +23,7 @@ Loop builders, both used by the exporter:
 
 from __future__ import annotations
 
-import struct
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -32,7 +34,9 @@ from reverie.compiler.ir.types import NUMPY_DTYPES, TensorType
 from reverie.dsl.ast import NO_SPAN, Span
 from reverie.dsl.diagnostics import CompileError, error_at
 
-REGISTER = {"f32": "f32", "f64": "f64", "i32": "i32", "i64": "i64", "bool": "i1"}
+REGISTER = {"f32": "f32", "f64": "f64", "bf16": "bf16", "f16": "f16", "i32": "i32",
+            "i64": "i64", "bool": "i1"}
+FLOAT_TYPES = ("f32", "f64", "bf16", "f16")
 STORAGE = {**REGISTER, "bool": "i8"}
 
 
@@ -60,10 +64,11 @@ class Tensor:
 
 
 def float_literal(value: float, dtype: str) -> str:
-    """The exact bit pattern of `value` as an MLIR hex float literal (covers NaN and Inf)."""
-    if dtype == "f32":
-        return "0x" + struct.pack(">f", np.float32(value)).hex().upper()
-    return "0x" + struct.pack(">d", float(value)).hex().upper()
+    """The exact bit pattern of `value` (rounded to float dtype `dtype`) as an MLIR hex float
+    literal (covers NaN and Inf): `float_literal(1.0, "bf16") == "0x3F80"`."""
+    with np.errstate(over="ignore"):
+        bits = np.asarray(value, np.float64).astype(NUMPY_DTYPES[dtype]).tobytes()
+    return "0x" + (bits if sys.byteorder == "big" else bits[::-1]).hex().upper()
 
 
 class MlirWriter:
@@ -123,7 +128,7 @@ class MlirWriter:
 
     def const(self, value: object, mlir_type: str) -> str:
         """A constant of an MLIR scalar type (`f32`, `i64`, `i1`, `index`, ...)."""
-        if mlir_type in ("f32", "f64"):
+        if mlir_type in FLOAT_TYPES:
             literal = float_literal(float(value), mlir_type)
         elif mlir_type == "i1":
             literal = "true" if value else "false"
@@ -141,7 +146,7 @@ class MlirWriter:
         """`%c0` (index), `%c2_i64`, `%true`, `%cst_f32_3` (numbered: floats read badly)."""
         if mlir_type == "i1":
             return literal
-        if mlir_type in ("f32", "f64"):
+        if mlir_type in FLOAT_TYPES:
             return f"cst_{mlir_type}_{len(self._constants)}"
         suffix = "" if mlir_type == "index" else f"_{mlir_type}"
         return f"c{literal.replace('-', 'm')}{suffix}"

@@ -27,7 +27,7 @@ MLIR_PIPELINE = (
     "--convert-linalg-to-loops",
     "--convert-math-to-libm",
     "--convert-scf-to-cf",
-    "--arith-expand",
+    "--arith-expand=include-bf16=true",
     "--expand-strided-metadata",
     "--lower-affine",
     "--convert-to-llvm",
