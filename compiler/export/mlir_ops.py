@@ -10,8 +10,8 @@ buffer filled by one `linalg.generic` whose loops run over the result's shape:
   them, guarded by `scf.if` wherever a position may fall outside (`pad`, `concat`,
   `dynamic_index`);
 - reductions, `argmax`/`argmin` and `matmul` run an `scf.for` nest over the reduced
-  axes inside the body, accumulating in registers (f32 sums and products in f64: the
-  rule of `ir/reduce_kinds.py`).
+  axes inside the body, accumulating in registers (f32 sums and products in f64, bf16/f16
+  ones as f32's: the rule of `ir/reduce_kinds.py`), rounded once to the result's dtype.
 
 Rank-0 results skip the loops: the body's scalar is the result.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from reverie.compiler.export.mlir_scalar import Scalars, scalar_op
+from reverie.compiler.export.mlir_scalar import Scalars, cast, scalar_op
 from reverie.compiler.export.mlir_writer import REGISTER, MlirWriter, Tensor
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.dims import num_elements
@@ -304,15 +304,11 @@ def reduce_value(w: MlirWriter, kind: str, dtype: str, extents: Sequence[str],
     s = Scalars(w, acc_dtype)
 
     def step(indices: list[str], accs: list[str]) -> list[str]:
-        value = element(indices)
-        if acc_dtype != dtype:
-            value = w.assign(f"arith.extf {value} : {REGISTER[dtype]} to {REGISTER[acc_dtype]}")
+        value = cast(w, element(indices), dtype, acc_dtype)
         return [scalar_op(w, reduction.combine, [accs[0], value], acc_dtype)]
 
     (total,) = w.loop_nest(extents, [(s.const(reduction.identity(acc_dtype)), s.type)], step)
-    if acc_dtype != dtype:
-        total = w.assign(f"arith.truncf {total} : {REGISTER[acc_dtype]} to {REGISTER[dtype]}")
-    return total
+    return cast(w, total, acc_dtype, dtype)
 
 
 def split_position(kept: Sequence[int], rank: int, outer: list[str],

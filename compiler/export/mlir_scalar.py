@@ -64,15 +64,25 @@ class Scalars:
         return self.w.assign(f"{name} {a}, {b} : i1")
 
 
+# Ops that move bf16/f16 values without computing on them
+EXACT_ON_STORAGE = ("select", "stop_gradient")
+
+
 def scalar_op(w: MlirWriter, name: str, args: list[str], dtype: str,
               attrs: dict[str, Any] | None = None) -> str:
     """The result of elementwise op `name` on scalars `args` whose IR dtype is `dtype`: the
     MLIR op its declaration names, else a composite written here, else the math library's
-    backend-neutral algorithm of that name (a CompileError names an op with none)."""
+    backend-neutral algorithm of that name (a CompileError names an op with none). On
+    bf16/f16 operands it computes in f32 and rounds a float result back: the rule that
+    `transforms/widen_storage.py` writes out, here for what that pass keeps (the sums of a
+    `generic_scatter`)."""
     if name == "cast":
         return cast(w, args[0], dtype, (attrs or {})["dtype"])
-    kind = dtype_class(dtype)
     row = ELEMENTWISE.get(name)
+    if dtype in STORAGE_DTYPES and name not in EXACT_ON_STORAGE:
+        wide = scalar_op(w, name, [cast(w, a, dtype, "f32") for a in args], "f32", attrs)
+        return wide if row is not None and row.result else cast(w, wide, "f32", dtype)
+    kind = dtype_class(dtype)
     if row is not None and kind in row.mlir:
         return Scalars(w, dtype).op(row.mlir[kind], *args)
     if (name, kind) in COMPOSITES:

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reverie.compiler.export.mlir_ops import LOWERINGS, index_arith
-from reverie.compiler.export.mlir_scalar import Scalars, scalar_op
-from reverie.compiler.export.mlir_writer import REGISTER, Tensor
+from reverie.compiler.export.mlir_scalar import Scalars, cast, scalar_op
+from reverie.compiler.export.mlir_writer import Tensor
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.ops_scan import ScanOp
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
@@ -48,13 +48,9 @@ def _scan(ex: Exporter, op: Op, args: list[Tensor]) -> list[Tensor]:
                 position = index_arith(w, "subi", index_arith(w, "subi", size, w.index(1)), k)
             at = [*ivs[:axis], position, *ivs[axis:]]
             value = w.load(x, at)
-            if acc_dtype != dtype:
-                value = w.assign(f"arith.extf {value} : {REGISTER[dtype]} to {acc.type}")
+            value = cast(w, value, dtype, acc_dtype)
             total = scalar_op(w, reduction.combine, [carried[0], value], acc_dtype)
-            stored = total
-            if acc_dtype != dtype:
-                stored = w.assign(f"arith.truncf {total} : {acc.type} to {REGISTER[dtype]}")
-            w.store(stored, out, at)
+            w.store(cast(w, total, acc_dtype, dtype), out, at)
             return [total]
 
         w.scf_for(w.index(0), size, [(acc.const(reduction.identity(acc_dtype)), acc.type)],
