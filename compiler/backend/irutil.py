@@ -11,20 +11,25 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import llvmlite.binding as llvm
+import numpy as np
 from llvmlite import ir
 
 from reverie.compiler.backend.vector_width import vector_bits
 from reverie.compiler.call_boundary.abi import ITEMSIZE
 from reverie.compiler.ir.dims import CeilSqrt, Dim, FloorDiv, NonNegative
+from reverie.compiler.ir.dtypes import NUMPY_DTYPES, STORAGE_DTYPES
 
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+I1, I8, I16, I32, I64 = (ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32),
+                        ir.IntType(64))
 F32, F64 = ir.FloatType(), ir.DoubleType()
 PTR = ir.PointerType()
 
-# register types (bool is i1) and memory types (bool is one byte, as in NumPy)
-REGISTER = {"f32": F32, "f64": F64, "i32": I32, "i64": I64, "bool": I1}
-MEMORY = {**REGISTER, "bool": I8}
-FLOATS = ("f32", "f64")
+# register types (bool is i1; bf16 and f16 are f32s holding their values) and memory types
+# (bool is one byte, as in NumPy; bf16 and f16 their 16 bits: `storage_conversions.py`)
+REGISTER = {"f32": F32, "f64": F64, "bf16": F32, "f16": F32, "i32": I32, "i64": I64,
+            "bool": I1}
+MEMORY = {**REGISTER, "bf16": I16, "f16": I16, "bool": I8}
+FLOATS = ("f32", "f64", *STORAGE_DTYPES)
 
 
 VALUE_NAME_LIMIT = 64  # LLVM cuts local names at 1024 characters, which can merge two
@@ -116,7 +121,9 @@ def _ceil_sqrt(b: ir.IRBuilder, operand: ir.Value) -> ir.Value:
 
 
 def constant(dtype: str, value: float | int | bool) -> ir.Constant:
-    """A register constant of `dtype`."""
+    """A register constant of `dtype` (a bf16/f16 one rounded to the type, as NumPy does)."""
+    if dtype in STORAGE_DTYPES:
+        value = float(np.asarray(value, dtype=NUMPY_DTYPES[dtype]))
     if dtype in FLOATS:
         return ir.Constant(REGISTER[dtype], float(value))
     return ir.Constant(REGISTER[dtype], int(value))

@@ -77,6 +77,7 @@ from reverie.compiler.call_boundary.abi import (
 )
 from reverie.compiler.call_boundary.fastcall_bind import define_bind_function
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.dtypes import STORAGE_DTYPES
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.loops.effects import alias_regions
 from reverie.compiler.loops.ir import (
@@ -309,11 +310,14 @@ class ProgramCodegen:
                           source_etype=MEMORY[view.buffer.dtype], inbounds=True)
 
     def _read(self, view: View, index: tuple[Dim, ...]) -> ir.Value:
-        """The element `view[index]` as a register value (bools become i1)."""
+        """The element `view[index]` as a register value (bools become i1, bf16 and f16
+        f32s: `storage_conversions.py`)."""
         dtype = view.buffer.dtype
         value = self.b.load(self.pointer(view, index), typ=MEMORY[dtype])
         value.align = ITEMSIZE[dtype]
         self._tag(value, view.buffer)
+        if dtype in STORAGE_DTYPES:
+            return self.ops.storage.load(self.b, value, dtype)
         return self.b.icmp_unsigned("!=", value, ir.Constant(I8, 0)) if dtype == "bool" else value
 
     # ------------------------------------------------------------ statements
@@ -365,6 +369,8 @@ class ProgramCodegen:
         dtype = stmt.view.buffer.dtype
         if dtype == "bool":
             value = self.b.zext(value, I8)
+        elif dtype in STORAGE_DTYPES:
+            value = self.ops.storage.store(self.b, value, dtype)
         store = self.b.store(value, self.pointer(stmt.view, stmt.index))
         store.align = ITEMSIZE[dtype]
         self._tag(store, stmt.view.buffer)

@@ -14,6 +14,9 @@ the module is generated, before anything is compiled. Choices that matter:
   zero (NumPy's result) and never trap (also not for INT_MIN // -1).
 - float → int casts truncate towards zero; NaN, ±inf and values outside the target's
   range give its smallest value (INT_MIN, NumPy's result on x86), never poison.
+- bf16/f16 values are f32s holding their values (`storage_conversions.py`): a cast to one
+  rounds, a cast from one reads the f32; any other op still typed bf16/f16 (the widening
+  pass leaves none) computes in f32 and has its result rounded.
 """
 
 from __future__ import annotations
@@ -24,12 +27,15 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from reverie.compiler.backend.irutil import FLOATS, I1, REGISTER, constant, intrinsic
+from reverie.compiler.backend.storage_conversions import StorageConversions
+from reverie.compiler.ir.dtypes import STORAGE_DTYPES
 from reverie.compiler.ir.elementwise import ELEMENTWISE, Elementwise
 from reverie.compiler.ir.op_defs import dtype_class
 from reverie.compiler.ir.rule_table import RuleTable
 
 FLAGS = ("contract",)
 COMPARISONS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+EXACT_ON_STORAGE = ("cast", "select", "stop_gradient")  # bf16/f16 results needing no rounding
 
 
 @dataclass
@@ -69,6 +75,7 @@ class ScalarOps:
     def __init__(self, module: ir.Module, math: object) -> None:
         self.module = module
         self.math = math
+        self.storage = StorageConversions(module)
 
     def emit(self, b: ir.IRBuilder, op: str, args: list[ir.Value], arg_dtypes: list[str],
              dtype: str) -> ir.Value:
@@ -76,7 +83,10 @@ class ScalarOps:
         op when no rule covers its operand dtype)."""
         operand = arg_dtypes[1] if op == "select" else arg_dtypes[0] if arg_dtypes else dtype
         found = RULES.lookup((op, dtype_class(operand)), detail=f" for {operand}")
-        return found(Call(self, b, args, operand, dtype))
+        value = found(Call(self, b, args, operand, dtype))
+        if dtype in STORAGE_DTYPES and op not in EXACT_ON_STORAGE:
+            value = self.storage.round(b, value, "f32", dtype)
+        return value
 
     # ------------------------------------------------------------ floats
 
@@ -129,9 +139,16 @@ class ScalarOps:
     # ------------------------------------------------------------ casts
 
     def cast(self, b: ir.IRBuilder, x: ir.Value, source: str, target: str) -> ir.Value:
-        """Convert between dtypes as NumPy's astype does (float → int: see `_float_to_int`)."""
+        """Convert between dtypes as NumPy's astype does (float → int: see `_float_to_int`;
+        to bf16/f16: `StorageConversions.round`)."""
         if source == target:
             return x
+        if target in STORAGE_DTYPES:
+            return self.storage.round(b, x, source, target)
+        if source in STORAGE_DTYPES:  # its register holds the value as an f32
+            source = "f32"
+            if source == target:
+                return x
         to = REGISTER[target]
         if target == "bool":
             if source in FLOATS:
@@ -192,10 +209,12 @@ for _name in COMPARISONS:
 
 
 def _math_function(row: Elementwise) -> Rule:
-    """A call of the math library's function of the op's name; integer attributes arrive
-    as trailing constant operands (`polygamma %x, 2`) and are passed on by name."""
+    """A call of the math library's function of the op's name; attributes arrive as
+    trailing constant operands (`polygamma %x, 2`, `iv %x, 2.5`) and are passed on by name
+    (an f64 one as a float)."""
     def emit(c: Call) -> ir.Value:
-        attrs = {a: int(v.constant) for a, v in zip(row.attrs, c.args[row.arity:], strict=True)}
+        attrs = {a: v.constant if isinstance(v.constant, float) else int(v.constant)
+                 for a, v in zip(row.attrs, c.args[row.arity:], strict=True)}
         return c.ops.math.call(c.b, row.name, c.args[:row.arity], **attrs)
 
     return emit

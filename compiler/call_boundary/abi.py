@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from reverie.compiler.loops.ir import Program, View
 
 ARRAY_DATA_OFFSET = 16  # bytes from a CPython ndarray object to its data pointer field
-ITEMSIZE = {"f32": 4, "f64": 8, "i32": 4, "i64": 8, "bool": 1}
+ITEMSIZE = {"f32": 4, "f64": 8, "bf16": 2, "f16": 2, "i32": 4, "i64": 8, "bool": 1}
 # the run-time helper table passed to every kernel holds these functions, in this order,
 # then the signal count, the cycle count after which a kernel re-arms the signal handler
 # and the address of the function that does (`pool_runtime.py`), then the number of threads

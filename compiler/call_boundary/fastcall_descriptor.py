@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from reverie.compiler.loops.ir import Program
 
-ENTRY_DTYPES = ("f32", "f64", "i32", "i64", "bool")  # a dtype's code is its index here
+ENTRY_DTYPES = ("f32", "f64", "i32", "i64", "bool", "bf16", "f16")  # a code: its index
 BIND_SUFFIX = "_bind"  # a kernel's bind function is `<kernel entry symbol>_bind`
 PARAMETERS, OUTPUTS, SYMBOLS, LAYOUT, FLAGS, KERNEL, BIND, FIRST_ARRAY = range(8)
 HEAVY, TUPLE_RESULT = 1, 2  # bits of the flags word

@@ -62,6 +62,7 @@ from reverie.compiler.backend.irutil import (
     F32,
     F64,
     I8,
+    I16,
     I32,
     I64,
     PTR,
@@ -69,6 +70,7 @@ from reverie.compiler.backend.irutil import (
     counted_loop,
     i64,
 )
+from reverie.compiler.backend.storage_conversions import bf16_to_f32, f16_to_f32
 from reverie.compiler.call_boundary.abi import (
     ARGUMENTS_OFFSET,
     ARRAY_DATA,
@@ -120,10 +122,10 @@ ERROR_SLOTS = 3  # after the dimension sizes: where the kernel reports a failed 
 GIL_FREE_ELEMENTS = 1 << 14  # calls moving at least this many elements release the GIL
 CODE = {dtype: code for code, dtype in enumerate(ENTRY_DTYPES)}
 # the Python ints a scalar parameter takes natively, per dtype code (i64: whatever fits;
-# others exactly; bool: none, a Python number for a bool parameter takes the Python path)
+# others exactly; bool, bf16, f16: none, a Python number for those takes the Python path)
 EXACT_INTEGERS = {"f32": (-(1 << 24), 1 << 24), "f64": (-(1 << 53), 1 << 53),
                   "i32": (-(1 << 31), (1 << 31) - 1), "i64": (-(1 << 63), (1 << 63) - 1),
-                  "bool": (1, 0)}
+                  "bool": (1, 0), "bf16": (1, 0), "f16": (1, 0)}
 KERNEL_TYPE = ir.FunctionType(I32, [PTR, PTR])  # i32 kernel(ptr buffers, ptr dims)
 ENTRY_TYPE = ir.FunctionType(PTR, [PTR, PTR, I64, PTR])
 # (self, shape, rank, dtype, nbytes)
@@ -518,14 +520,20 @@ class _EntryBuilder(_Builder):
 
     def _box(self, k: ir.Value) -> None:
         """Output `k`, 0-d, as a NumPy scalar: its value as a Python float or int, passed
-        to its scalar type (numpy.float64(...), numpy.bool_(...))."""
+        to its scalar type (numpy.float64(...), numpy.bool_(...), ml_dtypes.bfloat16(...):
+        exact, a bf16/f16 value is a double's)."""
         b = self.b
         slot, number = self._at(self.zero_d, k, I64), self.number
 
         def read(make: str, load: Callable[[], ir.Value]) -> Callable[[], None]:
             return lambda: b.store(self._c(make, load()), number)
 
+        def storage(widen: Callable[[ir.IRBuilder, ir.Value], ir.Value]) -> ir.Value:
+            return b.fpext(widen(b, b.zext(b.load(slot, typ=I16), I32)), F64)
+
         self._by_dtype(self._array_word(b.add(k, self.params), 0), {
+            "bf16": read("PyFloat_FromDouble", lambda: storage(bf16_to_f32)),
+            "f16": read("PyFloat_FromDouble", lambda: storage(f16_to_f32)),
             "f32": read("PyFloat_FromDouble", lambda: b.fpext(b.load(slot, typ=F32), F64)),
             "f64": read("PyFloat_FromDouble", lambda: b.load(slot, typ=F64)),
             "i32": read("PyLong_FromLongLong", lambda: b.sext(b.load(slot, typ=I32), I64)),

@@ -15,6 +15,7 @@ they compute (`x[%i1 * N + %i0]` for a transpose).
 from __future__ import annotations
 
 from reverie.compiler.ir.dims import Dim, shape_str
+from reverie.compiler.ir.dtypes import FLOAT_DTYPES
 from reverie.compiler.loops.ir import (
     BLOCK_STMTS,
     Accumulate,
@@ -51,7 +52,7 @@ def format_operand(operand: Operand) -> str:
         value = operand.value
         if operand.dtype == "bool":
             return "true" if value else "false"
-        return repr(float(value)) if operand.dtype in ("f32", "f64") else str(int(value))
+        return repr(float(value)) if operand.dtype in FLOAT_DTYPES else str(int(value))
     return str(operand)
 
 

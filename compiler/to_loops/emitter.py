@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from reverie.compiler.ir.core import Op, Value
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.dtypes import FLOAT_DTYPES
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.op_defs import FUSED
 from reverie.compiler.ir.rule_table import RuleTable
@@ -165,7 +166,7 @@ def _reshaped_view(op: Op, source: View, position: Dim | None) -> View | None:
 
 def zero(dtype: str) -> Const:
     """The zero of a dtype."""
-    return Const(False if dtype == "bool" else 0.0 if dtype in ("f32", "f64") else 0, dtype)
+    return Const(False if dtype == "bool" else 0.0 if dtype in FLOAT_DTYPES else 0, dtype)
 
 
 FusedRule = Callable[["Evaluator", Op, tuple[Dim, ...], Emitter], Operand]
@@ -206,9 +207,10 @@ class Evaluator:
 
     @FUSED_RULES.register(*(name for name, row in ELEMENTWISE.items() if row.fusion == FUSED))
     def _elementwise(self, op: Op, index: tuple[Dim, ...], em: Emitter) -> Operand:
-        """One scalar op on the operands' elements (integer attributes follow as i64
-        constants: `polygamma %x, 2`)."""
-        attrs = tuple(Const(op.attrs[a], "i64") for a in ELEMENTWISE[op.name].attrs)
+        """One scalar op on the operands' elements (attributes follow as constants, i64
+        or f64: `polygamma %x, 2`, `iv %x, 2.5`)."""
+        attrs = tuple(Const(op.attrs[a], "f64" if isinstance(op.attrs[a], float) else "i64")
+                      for a in ELEMENTWISE[op.name].attrs)
         args = tuple(self.at(a, index, em) for a in op.operands)
         return em.let(op.name, args + attrs, op.result.type.dtype)
 

@@ -188,20 +188,26 @@ def host_description() -> str:
     later process on the same CPU with the same llvmlite reads it from there without
     importing llvmlite."""
     identity, llvmlite_identity = _cpu_identity(), _llvmlite_identity()
-    # the vector width setting changes the features (compiler/backend/vector_width.py's)
+    # the vector width setting changes the features (compiler/backend/vector_width.py's),
+    # the storage conversion setting the code (compiler/backend/storage_hardware.py's)
     width = os.environ.get("REVERIE_VECTOR_BITS", "").strip()
+    conversion = os.environ.get("REVERIE_STORAGE_CONVERSION", "").strip()
     key = (identity and llvmlite_identity is not None
-           and cache.digest(f"reverie-host-3\0{llvmlite_identity}\0{identity}\0{width}"))
+           and cache.digest(f"reverie-host-4\0{llvmlite_identity}\0{identity}\0{width}"
+                            f"\0{conversion}"))
     remembered = cache.load(key) if key else None
     if remembered is not None:
         return remembered.decode("utf-8", "replace")
     import llvmlite  # (LLVM, and llvmlite with it: only when nothing was remembered)
 
+    from reverie.compiler.backend.storage_hardware import requested_conversion
+
     jit = jit_on_demand()
     host = jit.host_target()
     llvm_version = ".".join(map(str, jit.llvm.llvm_version_info))
     description = (f"{host.triple} {host.cpu_name} {host.features} "
-                   f"llvmlite {llvmlite.__version__} LLVM {llvm_version}")
+                   f"llvmlite {llvmlite.__version__} LLVM {llvm_version} "
+                   f"storage conversions {requested_conversion()}")
     if key:
         cache.store(key, description.encode("utf-8"))
     return description
