@@ -14,12 +14,13 @@ The bodies live by family: `mathlib_elementary.py` (exp, log, tanh, pow, ...),
 `mathlib_inverse.py` (arctan, arctan2, arcsin, arccos, arcsinh, arccosh, arctanh),
 `mathlib_special.py` (erf, lgamma, ...), `mathlib_gamma.py` (gamma, beta, betaln),
 `mathlib_error_function.py` (erfc, erfinv, erfcinv), `mathlib_bessel.py` (i0, i1, j0, j1,
-y0, y1, jn, yn), `mathlib_incomplete_gamma.py` (gammainc, gammaincc) and
-`mathlib_incomplete_beta.py` (betainc); a function added to one of their `BODIES` tables is
-supported here. `NEUTRAL` holds the bodies that the MLIR export writes
-out as well. A function with integer attributes (`polygamma`, order n) takes them as
-keywords and gets one internal function per value: `rv.polygamma.order2.f64`. Method and
-measured error bounds: docs/mathlib.md.
+y0, y1, jn, yn), `mathlib_bessel_real.py` (iv, ive, jv), `mathlib_incomplete_gamma.py`
+(gammainc, gammaincc) and `mathlib_incomplete_beta.py` (betainc); a function added to one
+of their `BODIES` tables is supported here. `NEUTRAL` holds the bodies that the MLIR export
+writes out as well. A function with attributes (`polygamma`, order n; `iv`, a real order
+v) takes them as keywords and gets one internal function per value:
+`rv.polygamma.order2.f64`, `rv.iv.order-2.5.f64`. Method and measured error bounds:
+docs/mathlib.md.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from llvmlite import ir
 
 from reverie.compiler.backend import (
     mathlib_bessel,
+    mathlib_bessel_real,
     mathlib_elementary,
     mathlib_error_function,
     mathlib_exponential,
@@ -50,6 +52,7 @@ _BODIES: dict[str, Callable[..., Value]] = {**mathlib_elementary.BODIES,
                                             **mathlib_gamma.BODIES,
                                             **mathlib_error_function.BODIES,
                                             **mathlib_bessel.BODIES,
+                                            **mathlib_bessel_real.BODIES,
                                             **mathlib_incomplete_gamma.BODIES,
                                             **mathlib_incomplete_beta.BODIES}
 # the bodies written only against the operations `MathEmitter` shares with the MLIR
@@ -59,6 +62,7 @@ NEUTRAL: dict[str, Callable[..., Value]] = {**mathlib_exponential.NEUTRAL,
                                             **mathlib_gamma.NEUTRAL,
                                             **mathlib_error_function.NEUTRAL,
                                             **mathlib_bessel.NEUTRAL,
+                                            **mathlib_bessel_real.NEUTRAL,
                                             **mathlib_incomplete_gamma.NEUTRAL,
                                             **mathlib_incomplete_beta.NEUTRAL}
 _NATIVE_INTRINSICS = {"sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
@@ -105,9 +109,10 @@ class MathLib:
     def __init__(self, module: ir.Module) -> None:
         self.module = module
 
-    def call(self, builder: ir.IRBuilder, name: str, args: list[Value], **attrs: int) -> Value:
+    def call(self, builder: ir.IRBuilder, name: str, args: list[Value],
+             **attrs: float) -> Value:
         """Emit `name(*args)`; the argument type (float or double) selects f32 or f64;
-        `attrs` are the function's integer attributes (`order=2`)."""
+        `attrs` are the function's attributes (`order=2`, `order=2.5`)."""
         if name not in SUPPORTED:
             raise ValueError(f"unknown math function {name!r}; supported: {sorted(SUPPORTED)}")
         arity = 3 if name in TERNARY else 2 if name in BINARY else 1
@@ -120,7 +125,8 @@ class MathLib:
             return trig.call(builder, name, fmt, args[0])
         return builder.call(self._function(name, fmt, arity, attrs), args)
 
-    def _function(self, name: str, fmt: Format, arity: int, attrs: dict[str, int]) -> ir.Function:
+    def _function(self, name: str, fmt: Format, arity: int,
+                  attrs: dict[str, float]) -> ir.Function:
         """The internal function `rv.<name>[.<attr><value>...].<fmt>`, defined on first use."""
         suffix = "".join(f".{key}{value}" for key, value in sorted(attrs.items()))
         symbol = f"rv.{name}{suffix}.{fmt.name}"

@@ -99,7 +99,7 @@ def _series(a: Arith, x: Any, v: float, sign: int, count: int, end: float) -> An
     for c in reversed(coefficients[:-1]):
         slope = a.fma(slope, w, total)
         total = a.fma(total, w, c)
-    return a.mul(a.pow(a.mul(x, 0.5), v), a.fma(w_lo, slope, total))
+    return a.mul(a.pow(a.mul(x, 0.5), a.value(v)), a.fma(w_lo, slope, total))
 
 
 def _debye_scaled(a: Arith, x: Any, order: float) -> Any:
@@ -183,7 +183,7 @@ def _miller(a: Arith, x: Any, base: float, end: float, wanted: Sequence[int]) ->
         scale = a.select(a.cmp(">", a.fabs(f), RESCALE_ABOVE), RESCALE, 1.0)
         above, f, total = a.mul(above, scale), a.mul(f, scale), a.mul(total, scale)
         saved = {j: a.mul(value, scale) for j, value in saved.items()}
-    norm = a.div(a.pow(a.mul(x, 0.5), base), total)
+    norm = a.div(a.pow(a.mul(x, 0.5), a.value(base)), total)
     return [a.mul(saved[k], norm) for k in wanted]
 
 

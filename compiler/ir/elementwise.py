@@ -45,6 +45,7 @@ import numpy as np
 
 from reverie.compiler.ir.attr_types import DType, Schema
 from reverie.compiler.ir.bessel_integer_order import bessel_jn_array, bessel_yn_array
+from reverie.compiler.ir.bessel_real_order import iv_array, ive_array, jv_array
 from reverie.compiler.ir.incomplete_beta import betainc_array
 from reverie.compiler.ir.incomplete_gamma import gammainc_array, gammaincc_array
 from reverie.compiler.ir.op_defs import (
@@ -205,7 +206,11 @@ def _same_shape_infer(row: Elementwise) -> Infer:
                                  f"and {other}")
         _check_classes(row.name, first, row.operands)
         for attr in row.attrs:
-            if not isinstance(attrs.get(attr), int) or attrs[attr] < 0:
+            if row.attr_types.get(attr) is float:   # a real constant: `iv {order = 2.5}`
+                if not isinstance(attrs.get(attr), int | float) or \
+                        not math.isfinite(attrs[attr]):
+                    raise ShapeError(f"'{row.name}' needs a finite real '{attr}'")
+            elif not isinstance(attrs.get(attr), int) or attrs[attr] < 0:
                 raise ShapeError(f"'{row.name}' needs a non-negative integer '{attr}'")
         return [first.with_dtype(row.result) if row.result else first]
 
@@ -268,6 +273,24 @@ def _integer_order_slope(s: Scope, kind: str, x: Value, order: int) -> Value:
     difference = s.sub(bessel_of_order(s, kind, order - 1, x),
                        bessel_of_order(s, kind, order + 1, x))
     return s.mul(s.const(0.5, x.type), difference)
+
+
+def bessel_j_of_real_order(s: Scope, order: float, x: Value) -> Value:
+    """Jᵥ(x) for a real constant v: `bessel_of_order`'s ops for an integral v, else the op
+    jv {order = v}."""
+    if float(order).is_integer():
+        return bessel_of_order(s, "j", int(order), x)
+    return s.op("jv", [x], {"order": float(order)})
+
+
+def _real_order_slope(s: Scope, name: str, x: Value, y: Value, order: float) -> Value:
+    """d/dx of Iᵥ, e^(−|x|) Iᵥ, Jᵥ from the neighbouring orders v ± 1 (ops of the family)."""
+    if name == "jv":
+        low, high = (bessel_j_of_real_order(s, order + step, x) for step in (-1, 1))
+        return s.mul(s.const(0.5, x.type), s.sub(low, high))
+    low, high = (s.op(name, [x], {"order": float(order + step)}) for step in (-1, 1))
+    mean = s.mul(s.const(0.5, x.type), s.add(low, high))
+    return mean if name == "iv" else s.sub(mean, s.mul(s.op("sign", [x]), y))
 
 
 def _multigammaln_slope(s: Scope, x: Value, d: int) -> Value:
@@ -580,3 +603,16 @@ for _kind, _array in (("j", bessel_jn_array), ("y", bessel_yn_array)):
           doc=f"Bessel function {_kind.upper()}ₙ of integer order n ≥ 0 (users call "
               f"{_kind}n(n, x), n an integer constant, negative too): "
               f"`%1 = {_kind}n %x {{order = 2}} : f64[N]`.")
+_REAL_ORDER_MATHS = {"iv": "d Iᵥ(x)/dx = (Iᵥ₋₁(x) + Iᵥ₊₁(x))/2",
+                     "ive": "d ive_v(x)/dx = (ive_v−1(x) + ive_v+1(x))/2 − sign(x) ive_v(x)",
+                     "jv": "d Jᵥ(x)/dx = (Jᵥ₋₁(x) − Jᵥ₊₁(x))/2"}
+_REAL_ORDER_DOCS = {"iv": "modified Bessel function Iᵥ", "ive": "e^(−|x|) Iᵥ(x)",
+                    "jv": "Bessel function Jᵥ (v not an integer: those are jn's)"}
+for _name, _array in (("iv", iv_array), ("ive", ive_array), ("jv", jv_array)):
+    unary(_name, lambda x, order, array=_array: array(x, order).astype(x.dtype),
+          math=True, attrs=("order",), attr_types={"order": float},
+          derivative=scale(_REAL_ORDER_MATHS[_name],
+                           lambda s, x, y, a, name=_name: _real_order_slope(
+                               s, name, x, y, a["order"])),
+          doc=f"{_REAL_ORDER_DOCS[_name]} of real order v, a constant (users call "
+              f"{_name}(v, x)): `%1 = {_name} %x {{order = 2.5}} : f64[N]`.")

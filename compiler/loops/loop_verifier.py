@@ -259,14 +259,15 @@ class _Verifier:
         self.define(stmt.var, scope)
 
     def _elementwise_result(self, stmt: Let, dtypes: list[str]) -> str:
-        """The result dtype of an elementwise op; its integer attributes arrive as trailing
-        i64 constants (`polygamma %x, 2`)."""
+        """The result dtype of an elementwise op; its attributes arrive as trailing i64
+        or f64 constants (`polygamma %x, 2`, `iv %x, 2.5`)."""
         row = ELEMENTWISE.get(stmt.op)
         arity = row.arity if row is not None and row.attrs else len(dtypes)
         attrs = dict.fromkeys(row.attrs, 0) if row is not None else {}
         for extra in stmt.args[arity:]:
-            if not isinstance(extra, Const) or extra.dtype != "i64":
-                self.fail(f"the attributes of {stmt.op} must be i64 constants, got {extra}")
+            if not isinstance(extra, Const) or extra.dtype not in ("i64", "f64"):
+                self.fail(f"the attributes of {stmt.op} must be i64 or f64 constants, got "
+                          f"{extra}")
         try:
             (typed,) = infer_types(stmt.op, [scalar(d) for d in dtypes[:arity]],
                                    {"dtype": stmt.var.dtype, **attrs}, [])

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from reverie.compiler.ir.bessel_real_order import MAX_ORDER
 from reverie.compiler.ir.dims import num_elements
 from reverie.compiler.ir.elementwise import builtin_names
 from reverie.compiler.ir.op_defs import cast_array, dtype_class
@@ -40,7 +41,7 @@ BINARY_BUILTINS = {"pow": "pow", "max": "maximum", "min": "minimum",
                    **{name: name for name in builtin_names(2)}}
 # Every reduction of `ir/reduce_kinds.py`, by the name users call it by: `sum(x, axis=0)`
 REDUCTIONS = {kind.name: kind.op for kind in REDUCE_KINDS.values()}
-CASTS = ("f32", "f64", "i32", "i64", "float")
+CASTS = ("f32", "f64", "bf16", "f16", "i32", "i64", "float")
 
 
 class BuiltinLowering(LinalgLowering):
@@ -293,33 +294,58 @@ class BuiltinLowering(LinalgLowering):
         return ExprValue(self.builder.op_at(call.span, "polygamma", [x.value], {"order": n}),
                          x.weak)
 
-    def _integral_order(self, node: ast.Expr, message: str) -> int:
-        """An integer constant, or a float literal of integral value (SciPy's jn(2.0, x),
-        which rv.trace writes); else the CompileError `message` at it."""
+    def _real_constant(self, node: ast.Expr, message: str) -> float:
+        """A float literal (negated too) or an integer constant (a constant size too); else
+        the CompileError `message` at it (a real op attribute given as an argument)."""
         literal, sign = node, 1
         if isinstance(node, ast.UnaryOp) and node.op == "-":
             literal, sign = node.operand, -1
         if isinstance(literal, ast.FloatLit):
-            if not float(literal.value).is_integer():
-                raise error_at(node.span, message)
-            return sign * int(literal.value)
-        return self._integer_constant(node, None, message)
+            return sign * float(literal.value)
+        return float(self._integer_constant(node, None, message))
+
+    def _integral_order(self, node: ast.Expr, message: str) -> int:
+        """An integer constant, or a float literal of integral value (SciPy's jn(2.0, x),
+        which rv.trace writes); else the CompileError `message` at it."""
+        value = self._real_constant(node, message)
+        if not value.is_integer():
+            raise error_at(node.span, message)
+        return int(value)
 
     def _bessel_integer_order(self, call: ast.Call) -> ExprValue:
         """`jn(n, x)`, `yn(n, x)`: Bessel functions of integer order n (SciPy's order of
-        arguments), n an integer constant of either sign (2.0 too); j0, j1, y0, y1 or the op
-        `jn`/`yn {order = |n|}`, negated for odd negative n."""
+        arguments), n an integer constant of either sign (2.0 too)."""
         signature(call, 2, set())
         n = self._integral_order(call.args[0], f"the order n of '{call.func}(n, x)' must be "
                                                f"an integer constant, e.g. 2 or 2.0")
         x = self._float_operand(call.args[1], call.func)
+        return self._integer_order_op(call, call.func[0], n, x)
+
+    def _integer_order_op(self, call: ast.Call, kind: str, n: int, x: ExprValue) -> ExprValue:
+        """Jₙ(x) or Yₙ(x) (`kind` "j" or "y"): j0, j1, y0, y1 or the op `jn`/`yn {order =
+        |n|}`, negated for odd negative n."""
         order = abs(n)
-        name, attrs = (f"{call.func[0]}{order}", None) if order < 2 else \
-            (call.func, {"order": order})
+        name, attrs = (f"{kind}{order}", None) if order < 2 else (f"{kind}n", {"order": order})
         value = self.builder.op_at(call.span, name, [x.value], attrs)
         if n < 0 and order % 2:                                   # Z₋ₙ = (−1)ⁿ Zₙ
             value = self.builder.op_at(call.span, "neg", [value])
         return ExprValue(value, x.weak)
+
+    def _bessel_real_order(self, call: ast.Call) -> ExprValue:
+        """`iv(v, x)`, `ive(v, x)`, `jv(v, x)` (SciPy's order of arguments): v a real
+        constant, the op's attribute `{order = v}`; jv of an integral v is jn's."""
+        signature(call, 2, set())
+        v = self._real_constant(call.args[0], f"the order v of '{call.func}(v, x)' must be a "
+                                              f"constant, e.g. 2.5 or -1 (derivatives are "
+                                              f"taken in x only, not in v)")
+        if abs(v) > MAX_ORDER:
+            raise error_at(call.args[0].span, f"the order v of '{call.func}(v, x)' must be at "
+                                              f"most {MAX_ORDER:g} in magnitude, got {v:g}")
+        x = self._float_operand(call.args[1], call.func)
+        if call.func == "jv" and v.is_integer():
+            return self._integer_order_op(call, "j", int(v), x)
+        return ExprValue(self.builder.op_at(call.span, call.func, [x.value], {"order": v}),
+                         x.weak)
 
     def _betainc(self, call: ast.Call) -> ExprValue:
         """`betainc(a, b, x)`, broadcasting all three (SciPy's order of arguments)."""
@@ -353,6 +379,7 @@ BUILTINS: dict[str, Callable[[BuiltinLowering, ast.Call], ExprValue]] = {
     "where": BuiltinLowering._where, "stop_gradient": BuiltinLowering._stop_gradient,
     "multigammaln": BuiltinLowering._multigammaln, "polygamma": BuiltinLowering._polygamma,
     "jn": BuiltinLowering._bessel_integer_order, "yn": BuiltinLowering._bessel_integer_order,
+    **dict.fromkeys(("iv", "ive", "jv"), BuiltinLowering._bessel_real_order),
     "betainc": BuiltinLowering._betainc,
     **SCAN_BUILTINS, **LINALG_BUILTINS,
 }
