@@ -392,14 +392,16 @@ class ProgramCodegen:
         """acc = combine(acc, value), the reduction's combining op (`ir/reduce_kinds.py`).
         Float sums and products may reassociate (REDUCE_FLAGS) and float max and min are
         LLVM's NaN-propagating intrinsics, so that LLVM vectorises the loop; any other
-        combination is the op's scalar code."""
+        combination is the op's scalar code (a bf16/f16 accumulator's, which the widening
+        pass never leaves, rounds at every step)."""
         b, dtype = self.b, stmt.var.dtype
         slot = self.accumulators[stmt.var.name]
         old, value = b.load(slot, typ=REGISTER[dtype]), self.operand(stmt.value)
         combine = REDUCE_KINDS[stmt.kind].combine
-        if dtype in FLOATS and combine in ("add", "mul"):
+        float_register = dtype in FLOATS and dtype not in STORAGE_DTYPES
+        if float_register and combine in ("add", "mul"):
             new = (b.fadd if combine == "add" else b.fmul)(old, value, flags=REDUCE_FLAGS)
-        elif dtype in FLOATS and combine in ("maximum", "minimum"):
+        elif float_register and combine in ("maximum", "minimum"):
             type_ = REGISTER[dtype]
             new = b.call(intrinsic(self.module, f"llvm.{combine}", type_, [type_, type_]),
                          [old, value], fastmath=("nsz",))
