@@ -62,7 +62,7 @@ from reverie.compiler.export.mlir import MlirFunction, export_function, mlir_mod
 from reverie.compiler.ir.core import Block, Function
 from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
-from reverie.compiler.ir.types import TensorType, one_float_element
+from reverie.compiler.ir.types import FLOAT_DTYPES, TensorType, one_float_element
 from reverie.compiler.loops.dead_code import remove_dead_code
 from reverie.compiler.loops.interchange import interchange_reductions
 from reverie.compiler.loops.ir import Program
@@ -86,6 +86,7 @@ from reverie.compiler.transforms.residuals import split_vjp
 from reverie.compiler.transforms.reverse import grad_function, vjp_function
 from reverie.compiler.transforms.scatter_contractions import split_scatter_contractions
 from reverie.compiler.transforms.simplify import simplify
+from reverie.compiler.transforms.widen_storage import widen_storage
 from reverie.dsl.ast import Module as SyntaxTree
 from reverie.dsl.diagnostics import ParseError, did_you_mean
 from reverie.dsl.parser import parse
@@ -95,7 +96,7 @@ from reverie.runtime.native.mlir_to_llvm import mlir_to_llvm_ir
 
 BACKENDS = ("native", "mlir")
 TRANSFORMS = ("reverse", "forward", "batch", "jacobian")
-DTYPES = ("f32", "f64")
+DTYPES = FLOAT_DTYPES
 VJP_HALVES = ("forward", "backward")
 
 
@@ -361,9 +362,10 @@ def _loop_pass(name: str, rewrite: Callable[[Program], Program]) -> Pass:
     return Pass(name, _each(rewrite), after=_after_loop_pass)
 
 
-def _hoist_each(functions: Function | Sequence[Function]) -> list[Function]:
-    return [hoist_function(fn) for fn in
-            ([functions] if isinstance(functions, Function) else functions)]
+def _for_each(rewrite: Callable[[Function], Function]) -> Callable[[Any, Request], Any]:
+    """A pass over one function or a list of them (the MLIR export takes several)."""
+    return _each(lambda functions: rewrite(functions) if isinstance(functions, Function)
+                 else [rewrite(fn) for fn in functions])
 
 
 def _always(request: Request) -> bool:
@@ -424,9 +426,11 @@ SELECT = Stage("select", "Function: the half of a VJP or the results asked for, 
                (Pass("split_vjp", _split_vjp), Pass("keep_results", _keep_results),
                 Pass("simplify", _simplify)), format_function,
                runs_for=_asks_for_part, asked_by="Request(vjp_half=...) or Request(results=...)")
-FUSE = Stage("fuse", "Fused: the function, its contractions made matrix products, "
-             "expensive partial-index work hoisted, and the fusion plan of its body",
-             (Pass("scatter_contract", _each(split_scatter_contractions)),  # matrix products first
+FUSE = Stage("fuse", "Fused: the function, its bf16/f16 arithmetic widened to f32, its "
+             "contractions made matrix products, expensive partial-index work hoisted, and the "
+             "fusion plan of its body",
+             (Pass("widen_storage", _each(widen_storage)),
+              Pass("scatter_contract", _each(split_scatter_contractions)),  # matrix products first
               Pass("contract", _each(contract_function)),
               Pass("hoist", _each(hoist_function)),
               Pass("fuse", _fuse)), format_fusion)
@@ -445,9 +449,10 @@ LLVM_OPT = Stage("llvm-opt", "runtime.jit.LlvmModule: the IR and its optimisatio
                  lambda module: module.optimized_ir)
 JIT = Stage("jit", "runtime.jit.JitModule: native code loaded into this process",
             (Pass("jit", _jit, prints=()),), lambda module: module.asm)
-EXPORT_MLIR = Stage("mlir", "MlirExport: one MLIR module in upstream dialects (expensive "
-                    "partial-index work hoisted)",
-                    (Pass("hoist", _each(_hoist_each)), Pass("mlir", _export_mlir)),
+EXPORT_MLIR = Stage("mlir", "MlirExport: one MLIR module in upstream dialects (bf16/f16 "
+                    "arithmetic widened, expensive partial-index work hoisted)",
+                    (Pass("widen_storage", _for_each(widen_storage)),
+                     Pass("hoist", _for_each(hoist_function)), Pass("mlir", _export_mlir)),
                     lambda export: export.text)
 MLIR_TO_LLVM = Stage("mlir-to-llvm", "str: LLVM IR from mlir-opt and mlir-translate",
                      (Pass("mlir-to-llvm", _mlir_to_llvm),), str)

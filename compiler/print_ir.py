@@ -36,6 +36,7 @@ The passes, in the order a kernel meets them (the rows of `compiler/pipeline.py`
     split_vjp             tensor IR    a VJP's forward or backward half (transforms/residuals.py)
     keep_results          tensor IR    a transform's function returning what a kernel keeps
     simplify              tensor IR    after simplify, which ends lowering, transforms and select
+    widen_storage         tensor IR    bf16/f16 arithmetic in f32, rounded (widen_storage.py)
     scatter_contract      tensor IR    scatters of sums split (transforms/scatter_contractions.py)
     contract              tensor IR    contractions as matrix products (transforms/contractions.py)
     hoist                 tensor IR    expensive work on fewer indices hoisted (transforms/hoist.py)
@@ -90,6 +91,7 @@ PASSES: dict[str, str] = {  # pass name -> the level its result is at
     "split_vjp": "tensor IR",
     "keep_results": "tensor IR",
     "simplify": "tensor IR",
+    "widen_storage": "tensor IR",
     "scatter_contract": "tensor IR",
     "contract": "tensor IR",
     "hoist": "tensor IR",

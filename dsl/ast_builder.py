@@ -23,7 +23,7 @@ from reverie.dsl.diagnostics import ParseError, did_you_mean, error_at
 from reverie.dsl.generated_parser import Meta, Token, Tree
 
 MAX_NESTING = 200
-DTYPES = ("f32", "f64", "i32", "i64", "bool", "float")
+DTYPES = ("f32", "f64", "bf16", "f16", "i32", "i64", "bool", "float")
 REDUCTIONS = ("sum", "prod", "max", "min")
 DIMENSION_OPS = ("+", "-", "*", "//")
 INT64_MAX = 2**63 - 1

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import reverie.kernel_transforms as kernel_transforms
+from reverie.compiler.ir.dtypes import FLOAT_DTYPES
 from reverie.compiler.ir.iteration_limit import max_iterations as resolve_max_iterations
 from reverie.kernel import Kernel
 from reverie.runtime.native import artifacts
@@ -189,7 +190,7 @@ class Module:
 
     def _differentiable(self, name: str) -> bool:
         dtypes = self[name].declared_dtypes
-        return any(d in ("f32", "f64", "float") for d in dtypes)
+        return any(d in FLOAT_DTYPES or d == "float" for d in dtypes)
 
     def ir(self, stage: str, fn: str | None = None, wrt: object = None,
            dtype: str = "f32", format: str = "text") -> str:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from reverie.compiler.ir.attr_types import Schema
-from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, ir_dtype
+from reverie.compiler.ir.dtypes import dtype_name
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import (
     FLOAT_DTYPES,
     INT_DTYPES,
@@ -125,7 +126,7 @@ def broadcast_shapes(a: tuple, b: tuple) -> tuple:
 def reduce_array(kind: str, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     """`x` reduced over `axes` by `kind` (sum, prod, max, min), with the accumulator dtype
     and identity of `reduce_kinds.py`; the result has x's dtype."""
-    reduction, dtype = REDUCE_KINDS[kind], ir_dtype(x.dtype)
+    reduction, dtype = REDUCE_KINDS[kind], dtype_name(x.dtype)
     work = x.astype(NUMPY_DTYPES[reduction.accumulator_dtype(dtype)], copy=False)
     # np.add and np.multiply know their identity; max and min get it, for empty reductions
     start = {} if reduction.widens_f32 else {"initial": reduction.identity(dtype)}

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from reverie.compiler.ir.dtypes import dtype_name
 from reverie.compiler.ir.op_defs import ROOT, expect_arity, register
-from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS, ir_dtype
+from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
 from reverie.compiler.ir.types import NUMPY_DTYPES, ShapeError, TensorType
 from reverie.compiler.ir.views import OpView
 
@@ -63,7 +64,7 @@ def scan_array(kind: str, x: np.ndarray, axis: int, reverse: bool) -> np.ndarray
     """The cumulative `kind` of `x` along `axis` (from the end when `reverse`), in the
     accumulator dtype of `reduce_kinds.py`; the result has x's dtype."""
     reduction = REDUCE_KINDS[kind]
-    work = x.astype(NUMPY_DTYPES[reduction.accumulator_dtype(ir_dtype(x.dtype))], copy=False)
+    work = x.astype(NUMPY_DTYPES[reduction.accumulator_dtype(dtype_name(x.dtype))], copy=False)
     if reverse:
         work = np.flip(work, axis)
     out = reduction.ufunc.accumulate(work, axis=axis)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reverie.compiler.ir.dtypes import compute_dtype
 from reverie.compiler.ir.types import FLOAT_DTYPES, NUMPY_DTYPES
 
 Number = float | int
@@ -39,7 +40,8 @@ class ReduceKind:
         return self.name in ("sum", "prod")
 
     def accumulator_dtype(self, dtype: str) -> str:
-        """The dtype a reduction of `dtype` values accumulates in."""
+        """The dtype a reduction of `dtype` values accumulates in (bf16/f16 as f32)."""
+        dtype = compute_dtype(dtype)
         return "f64" if dtype == "f32" and self.widens_f32 else dtype
 
     def identity(self, dtype: str) -> Number:
@@ -67,7 +69,3 @@ REDUCE_KINDS: dict[str, ReduceKind] = {k.name: k for k in (
 )}
 REDUCE_OPS: dict[str, ReduceKind] = {k.op: k for k in REDUCE_KINDS.values()}
 
-
-def ir_dtype(dtype: np.dtype) -> str:
-    """The IR name of a NumPy dtype (`float32` -> `f32`)."""
-    return next(name for name, d in NUMPY_DTYPES.items() if d == dtype)

@@ -2,7 +2,9 @@
 
 Consumes a `Function`, concrete dimension bindings and NumPy arguments; produces NumPy
 results by walking the ops in order and calling each op's `evaluate` from the op table.
-Results are cast to the dtype the IR says, so f32 programs stay f32. Trip dimensions
+Results are cast to the dtype the IR says, so f32 programs stay f32. Storage types
+(bf16, f16) follow torch's and JAX's rule: every op reads them as f32 (exact) and each result
+is rounded to its dtype (`astype` rounds to nearest even). Trip dimensions
 (`capacity.py`) start at 0 and grow until every run-time count fits.
 """
 
@@ -14,8 +16,8 @@ import numpy as np
 
 from reverie.compiler.ir.capacity import run_with_capacity, trip_symbols
 from reverie.compiler.ir.core import Block, Function, Value
+from reverie.compiler.ir.dtypes import NUMPY_DTYPES, STORAGE_DTYPES, dtype_name
 from reverie.compiler.ir.ops import OPS
-from reverie.compiler.ir.types import NUMPY_DTYPES
 
 
 class Interpreter:
@@ -28,10 +30,19 @@ class Interpreter:
         """Evaluate `block` with its parameters bound to `args`."""
         env: dict[Value, np.ndarray] = dict(zip(block.params, args, strict=True))
         for op in block.ops:
-            values = OPS[op.name].evaluate(self, [env[v] for v in op.operands], op)
+            operands = [_computable(env[v]) for v in op.operands]
+            values = OPS[op.name].evaluate(self, operands, op)
             for result, value in zip(op.results, values, strict=True):
                 env[result] = np.asarray(value).astype(NUMPY_DTYPES[result.type.dtype], copy=False)
         return [env[v] for v in block.results]
+
+
+def _computable(array: np.ndarray) -> np.ndarray:
+    """`array` as ops read it: bf16/f16 values widened to f32 (exactly), others as they are."""
+    if array.dtype.kind in "fV" and array.dtype.itemsize == 2 and \
+            dtype_name(array.dtype) in STORAGE_DTYPES:
+        return array.astype(np.float32)
+    return array
 
 
 def interpret(

@@ -124,8 +124,9 @@ class Lowerer(StatementLowering, BuiltinLowering, ExpressionLowering):
         seen = {a.type.dtype for p, a in zip(callee.params, args, strict=True)
                 if p.type.dtype == "float" and not a.weak and a.type.dtype in FLOAT_DTYPES}
         if len(seen) > 1:
-            raise error_at(callee.name_span, f"'{callee.name}' is called with both f32 and f64 "
-                                             "arguments for its 'float' parameters")
+            raise error_at(callee.name_span, f"'{callee.name}' is called with "
+                                             f"{' and '.join(sorted(seen))} arguments for its "
+                                             "'float' parameters")
         return seen.pop() if seen else self.default_float
 
     def _inline(self, callee: ast.FunctionDef, args: list[ExprValue], dims: dict[str, Dim],

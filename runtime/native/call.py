@@ -61,12 +61,14 @@ def float_dtype_of(param_dtypes: Sequence[str], args: Sequence[object], fn_name:
         if declared != "float" or isinstance(arg, int | float | bool):
             continue
         kind = as_array(arg).dtype
-        if kind.kind == "f":
-            seen.setdefault("f32" if kind.itemsize <= 4 else "f64", name)
+        if kind.name == "bfloat16":
+            seen.setdefault("bf16", name)
+        elif kind.kind == "f":
+            seen.setdefault({2: "f16", 4: "f32"}.get(kind.itemsize, "f64"), name)
     if len(seen) > 1:
+        got = " and ".join(f"{NUMPY_DTYPES[d]} ('{arg}')" for d, arg in seen.items())
         raise ArgumentTypeError(
-            f"{fn_name}(): 'float' parameters got float32 ('{seen['f32']}') and float64 "
-            f"('{seen['f64']}') arrays; convert one so they agree")
+            f"{fn_name}(): 'float' parameters got {got} arrays; convert them so they agree")
     return next(iter(seen), "f64")
 
 

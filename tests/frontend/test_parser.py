@@ -407,7 +407,7 @@ def test_control_character_inside_comment_is_rejected() -> None:
 
 def test_unknown_dtype_without_close_match_lists_dtypes() -> None:
     error = parse_error("fn f(x: tensor) {}")
-    assert "element types are f32, f64, i32, i64, bool, float" in error.message
+    assert "element types are f32, f64, bf16, f16, i32, i64, bool, float" in error.message
 
 
 def test_integer_and_float_literal_limits() -> None:

@@ -83,7 +83,7 @@ BAD: list[tuple[str, str, Callable[[dict[str, Any]], None], str]] = [
     ("transpose", "axis", lambda a: a.update(axis=0), "unexpected attribute 'axis'"),
     ("reduce", "axes", lambda a: a.update(axes=1), "is not Sequence[int]"),
     ("reduce", "axes", lambda a: a.update(axes=(True,)), "is not Sequence[int]"),
-    ("cast", "dtype", lambda a: a.update(dtype="f16"), "is not Literal"),
+    ("cast", "dtype", lambda a: a.update(dtype="f8"), "is not Literal"),
     ("for", "carried", lambda a: a.update(carried=1.0), "is not int"),
     ("for", "carried", lambda a: a.pop("carried"), "missing attribute 'carried'"),
     ("for", "rows", lambda a: a.update(rows=N), "unexpected attribute 'rows'"),
