@@ -1,0 +1,129 @@
+"""bf16 and f16 in the language and the tensor IR: typing, the interpreter's rule (compute
+in f32, round every op's result, as torch eager does: checked bit for bit against torch), and
+the pass `widen_storage`, which writes that rule out for the back ends without changing a bit.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import reverie as rv
+from reverie.compiler.ir.core import Function
+from reverie.compiler.ir.tensor_interpreter import interpret
+from reverie.compiler.pipeline import Request, compile_source
+from reverie.compiler.transforms.widen_storage import widen_storage
+from reverie.dsl.diagnostics import CompileError
+
+STORAGE = {"bf16": (ml_dtypes.bfloat16, torch.bfloat16), "f16": (np.float16, torch.float16)}
+DIMS = {"N": 6, "D": 3, "H": 4}
+
+# Each kernel beside the same computation in torch eager (one op at a time, as written).
+KERNELS = {
+    "chain": ("fn k(x: DT[N], y: DT[N]) -> DT[N] { return tanh(x * y + 1.5) / (y * y + 1.0); }",
+              lambda x, y: torch.tanh(x * y + 1.5) / (y * y + 1.0)),
+    "exp_log": ("fn k(x: DT[N], y: DT[N]) -> DT[N] { return exp(x) - log(abs(y) + 2.0); }",
+                lambda x, y: torch.exp(x) - torch.log(torch.abs(y) + 2.0)),
+    "sum": ("fn k(x: DT[N], y: DT[N]) -> DT { return sum(x * y); }",
+            lambda x, y: (x * y).sum()),
+    "where": ("fn k(x: DT[N], y: DT[N]) -> DT[N] { return where(x > y, x - y, max(x, y)); }",
+              lambda x, y: torch.where(x > y, x - y, torch.maximum(x, y))),
+}
+
+TRANSFORMED = """
+fn a(x: DT[N, D], w: DT[D, H]) -> DT { return mean(softmax(tanh(x @ w), axis=1) * 3.0); }
+fn b(x: DT[N]) -> DT { var s = 0.0; for t in 0..4 { s = s + sum(exp(x) * x) / 10.0; }
+                       return s; }
+fn c(x: DT[N]) -> DT { let y[i] = x[i] * 2.0 + x[i] ** 2;
+                       return logsumexp(y) + max(where(x > 0.5, x, -x)); }
+fn d(x: DT[N]) -> DT { return sum(cumsum(x, axis=0) * sort(x)); }
+"""
+
+
+def _bits(array: np.ndarray) -> np.ndarray:
+    array = np.asarray(array)
+    return array.view(np.uint16) if array.dtype.itemsize == 2 else array
+
+
+def _lowered(source: str, name: str, transform: str | None = None) -> Function:
+    return compile_source(source, stop=transform or "lower",
+                          request=Request(function=name, transform=transform))
+
+
+@pytest.mark.parametrize("dtype", STORAGE)
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_the_interpreter_rounds_every_op_as_torch_eager(dtype: str, kernel: str) -> None:
+    source, in_torch = KERNELS[kernel]
+    numpy_dtype, torch_dtype = STORAGE[dtype]
+    rng = np.random.default_rng(3)
+    x, y = (rng.standard_normal(DIMS["N"] * 50).astype(numpy_dtype) for _ in range(2))
+    fn = _lowered(source.replace("DT", dtype), "k")
+    (ours,) = interpret(fn, [x, y], {"N": x.size})
+    torch_args = (torch.from_numpy(a.astype(np.float32)).to(torch_dtype) for a in (x, y))
+    theirs = in_torch(*torch_args).float().numpy()
+    assert np.asarray(ours).dtype == numpy_dtype
+    if kernel == "sum":  # torch sums in its own order; both accumulate in f32 or wider
+        np.testing.assert_allclose(np.float32(ours), theirs, rtol=2 ** -7)
+    else:
+        np.testing.assert_array_equal(np.asarray(ours).astype(np.float32), theirs)
+
+
+@pytest.mark.parametrize("dtype", STORAGE)
+@pytest.mark.parametrize("name", "abcd")
+@pytest.mark.parametrize("transform", [None, "reverse", "forward"])
+def test_widen_storage_changes_no_bit(dtype: str, name: str, transform: str | None) -> None:
+    fn = _lowered(TRANSFORMED.replace("DT", dtype), name, transform)
+    widened = widen_storage(fn)
+    rng = np.random.default_rng(7)
+    args = [rng.standard_normal([DIMS[str(d)] for d in p.type.shape]).astype(STORAGE[dtype][0])
+            for p in fn.params]
+    expected, got = interpret(fn, args, DIMS), interpret(widened, args, DIMS)
+    assert [np.asarray(r).dtype for r in got] == [STORAGE[dtype][0]] * len(expected)
+    for want, have in zip(expected, got, strict=True):
+        np.testing.assert_array_equal(_bits(have), _bits(want))
+
+
+def test_widened_functions_compute_in_f32_and_round_each_result() -> None:
+    fn = widen_storage(_lowered("fn k(x: bf16[N]) -> bf16 { return sum(exp(x[1:]) * x[1:]); }",
+                                "k"))
+    computing = [op for op in fn.body.ops if op.name in ("exp", "mul", "reduce_sum")]
+    assert [op.result.type.dtype for op in computing] == ["f32"] * 3
+    assert all(op.name in ("cast", "slice", "exp", "mul", "reduce_sum") for op in fn.body.ops)
+    assert fn.body.results[0].op.name == "cast"
+    plain = _lowered("fn k(x: f32[N]) -> f32 { return sum(x); }", "k")
+    assert widen_storage(plain) is plain
+
+
+def test_adjoints_are_stored_in_the_primal_dtype() -> None:
+    fn = _lowered("fn k(x: f16[N], w: f16[N]) -> f16 { return sum(tanh(x * w)); }", "k",
+                  "reverse")
+    assert [t.dtype for t in fn.result_types] == ["f16", "f16", "f16"]
+
+
+@pytest.mark.parametrize("source, message", [
+    ("fn k(x: bf16[N], y: f32[N]) -> f32[N] { return x * y; }", "cannot mix bf16 and f32"),
+    ("fn k(x: bf16[N], y: f16[N]) -> f16[N] { return x + y; }", "cannot mix bf16 and f16"),
+    ("fn k(x: f16[N]) -> f32[N] { return x; }", "f32"),
+])
+def test_mixing_storage_types_is_a_compile_error(source: str, message: str) -> None:
+    with pytest.raises(CompileError, match=message):
+        rv.compile(source)
+
+
+def test_casts_and_literals_take_the_storage_types() -> None:
+    fn = _lowered("fn k(x: f32[N]) -> bf16[N] { return bf16(x) * 0.1; }", "k")
+    (result,) = interpret(fn, [np.full(3, 3.0, np.float32)], {"N": 3})
+    weak = np.float32(3.0) * np.float32(ml_dtypes.bfloat16(0.1))  # the literal is bf16 (JAX's)
+    np.testing.assert_array_equal(result, np.full(3, weak).astype(ml_dtypes.bfloat16))
+
+
+def test_float_kernels_specialise_to_storage_types() -> None:
+    module = rv.compile("fn f(x: float[N]) -> float { return sum(x * x); }", backend="interp")
+    x = np.arange(4.0)
+    assert np.asarray(module.f(x.astype(ml_dtypes.bfloat16))).dtype == ml_dtypes.bfloat16
+    assert np.asarray(module.f(x.astype(np.float16))).dtype == np.float16
+    with pytest.raises(TypeError, match="bfloat16 .* and float16"):
+        rv.compile("fn f(x: float[N], y: float[N]) -> float { return sum(x * y); }",
+                   backend="interp").f(x.astype(ml_dtypes.bfloat16), x.astype(np.float16))
