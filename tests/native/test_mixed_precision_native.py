@@ -1,0 +1,233 @@
+"""bf16 and f16 kernels in native code, family by family: elementwise ops, reductions, matrix
+products, softmax/logsumexp, scans, gathers and scatters, index notation, `for`/`while`
+loops carrying bf16/f16 values, sorts.
+
+Each native result is compared with the NumPy reference interpreter's (the oracle: every op
+computes in f32 and rounds its result, docs/language.md) in units in the last place of the
+16-bit type: bit for bit where every op is correctly rounded in both (arithmetic, casts,
+selects, sqrt, gathers, loops of those); within one ulp where an f32 intermediate may differ
+in its last bits and so round the other way (the math library's transcendentals against
+NumPy's, sums in another order, BLAS against NumPy's matmul). And with torch eager in bf16/f16,
+which rounds after every op as well: within one ulp (its transcendentals are its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+from native_helpers import run_both, specialised
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+STORAGE = {"bf16": BF16, "f16": np.dtype(np.float16)}
+TORCH = {"bf16": torch.bfloat16, "f16": torch.float16}
+Arrays = tuple[np.ndarray | int, ...]
+
+
+def ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """|got - want| in units in the last place of their 16-bit type (0 where both are NaN,
+    a large number where only one is)."""
+    got, want = np.atleast_1d(got), np.atleast_1d(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype)
+
+    def ordered(values: np.ndarray) -> np.ndarray:
+        bits = values.view(np.uint16).astype(np.int64)
+        return np.where(bits & 0x8000, -(bits & 0x7FFF), bits)
+
+    distance = np.abs(ordered(got) - ordered(want))
+    nan_got, nan_want = np.isnan(got.astype(np.float32)), np.isnan(want.astype(np.float32))
+    return np.where(nan_got | nan_want, np.where(nan_got == nan_want, 0, 1 << 20), distance)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A kernel (`T` standing for the 16-bit type), its arguments, torch's results and how
+    many ulps from the interpreter's each native result may be (0: bit for bit)."""
+
+    source: str
+    arguments: Callable[[np.dtype, np.random.Generator], Arrays]
+    torch: Callable[..., tuple[torch.Tensor, ...]] | None
+    within: int = 0
+
+
+def normal(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator,
+           scale: float = 1.0) -> np.ndarray:
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def positive(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generator) -> np.ndarray:
+    return rng.uniform(0.05, 4.0, shape).astype(dtype)
+
+
+def shifted(x: torch.Tensor) -> torch.Tensor:
+    return x - x.max(-1, keepdim=True).values
+
+
+def shifted_exp(x: torch.Tensor) -> torch.Tensor:
+    return torch.exp(shifted(x))
+
+
+CASES = {
+    "arithmetic": Case(
+        """fn f(a: T[N, D], b: T[D], s: T) -> (T[N, D], T[N, D], T[N, D], T[N, D], T[N, D],
+                                                T[N, D], bool[N, D]) {
+            return (a * b + s, a - b / s, a // b, a % b, where(a > b, max(a, b), min(a, -s)),
+                    abs(a) ** 2.0 - sqrt(abs(b)), a <= b); }""",
+        lambda t, r: (normal((7, 33), t, r, 3), normal((33,), t, r), np.asarray(0.7, t)),
+        lambda a, b, s: (a * b + s, a - b / s, torch.floor_divide(a, b), torch.remainder(a, b),
+                         torch.where(a > b, torch.maximum(a, b), torch.minimum(a, -s)),
+                         a.abs() ** 2.0 - b.abs().sqrt(), a <= b)),
+    "transcendental": Case(
+        """fn f(x: T[N], p: T[N]) -> (T[N], T[N], T[N], T[N], T[N], T[N], T[N], T[N]) {
+            return (exp(x), log(p), tanh(x), sigmoid(x), sin(x), erf(x), rsqrt(p),
+                    softplus(x)); }""",
+        lambda t, r: (normal((1000,), t, r, 3), positive((1000,), t, r)),
+        lambda x, p: (x.exp(), p.log(), x.tanh(), x.sigmoid(), x.sin(), x.erf(), p.rsqrt(),
+                      torch.nn.functional.softplus(x)),
+        within=1),
+    "casts": Case(
+        """fn f(x: T[N], y: f32[N], n: i32[N]) -> (f32[N], T[N], f64, T[N], i64[N]) {
+            return (f32(x) * y, x * 0.1 + T(y), f64(x[0]), T(n) / 3.0, i64(x * 100.0)); }""",
+        lambda t, r: (normal((29,), t, r), normal((29,), np.float32, r),
+                      r.integers(-300, 300, 29).astype(np.int32)),
+        None),
+    "reductions": Case(
+        """fn f(x: T[N, D]) -> (T, T[N], T[D], T, T, i64[N], T) {
+            return (sum(x), mean(x, axis=1), max(x, axis=0), min(x), prod(x[0, :8]),
+                    argmax(x, axis=1), sum(x * x) / 3.0); }""",
+        lambda t, r: (normal((17, 300), t, r),),
+        lambda x: (x.sum(), x.mean(1), x.max(0).values, x.min(), x[0, :8].prod(),
+                   x.argmax(1), (x * x).sum() / 3.0),
+        within=1),
+    "matmul": Case(
+        """fn f(a: T[M, K], b: T[K, N], v: T[K], c: T[M, N]) -> (T[M, N], T[M], T[M, N]) {
+            return (a @ b, a @ v, tanh(a @ b + c)); }""",
+        lambda t, r: (normal((33, 70), t, r), normal((70, 9), t, r), normal((70,), t, r),
+                      normal((33, 9), t, r)),
+        lambda a, b, v, c: (a @ b, a @ v, torch.tanh(a @ b + c)),
+        within=1),
+    "softmax": Case(
+        """fn f(x: T[N, D]) -> (T[N, D], T[N], T[N, D]) {
+            return (softmax(x), logsumexp(x, axis=1), log_softmax(x)); }""",
+        lambda t, r: (normal((6, 40), t, r, 3),),
+        # softmax is `exp(x - max) / sum(...)` and log_softmax `(x - max) - log(sum(...))`,
+        # each op rounded, as torch eager's compositions (torch.softmax and log_softmax
+        # round once: up to ~16 and 8 ulps away, from the rounding of x - max)
+        lambda x: (shifted_exp(x) / shifted_exp(x).sum(-1, keepdim=True),
+                   torch.logsumexp(x, 1),
+                   shifted(x) - shifted_exp(x).sum(-1, keepdim=True).log()),
+        within=1),
+    "scans": Case(
+        """fn f(x: T[N, D]) -> (T[N, D], T[N, D]) {
+            return (cumsum(x, axis=1), cumprod(x, axis=0)); }""",
+        lambda t, r: (normal((6, 40), t, r),),
+        lambda x: (torch.cumsum(x, 1), torch.cumprod(x, 0)),
+        within=1),
+    "gathers": Case(
+        """fn f(t: T[V, D], ids: i64[N], w: T[D]) -> (T[N, D], T[N], T[V, D]) {
+            let g[n, d] = t[ids[n], d] * 2.0;
+            let s[n] = sum[d](t[ids[n], d] * w[d]);
+            var u = t;
+            u[0] = w;
+            return (g, s, u); }""",
+        lambda t, r: (normal((7, 5), t, r), r.integers(0, 7, 11), normal((5,), t, r)),
+        None, within=1),
+    "index notation": Case(
+        """fn f(a: T[M, K], b: T[K, N], x: T[N]) -> (T[M, N], T[N], T[N]) {
+            let c[m, n] = sum[k](a[m, k] * b[k, n]);
+            let running[i in 0..N] = max[j in 0..i + 1](x[j]);
+            let band[i in 0..N] = sum[j in i - 1..i + 2](x[j]);
+            return (c, running, band); }""",
+        lambda t, r: (normal((5, 300), t, r), normal((300, 4), t, r), normal((4,), t, r)),
+        None, within=1),
+    "for loop": Case(
+        """fn f(u0: T[N], steps: i64) -> (T[N], T) {
+            var u = u0;
+            var total = 0.0;
+            for t in 0..steps {
+                u = u + 0.1 * (roll(u, 1) - 2.0 * u + roll(u, -1));
+                total = total + u[0];
+            }
+            return (u, T(total)); }""",
+        lambda t, r: (normal((31,), t, r), 7),
+        None),
+    "while loop": Case(
+        """fn f(s: T[N]) -> (T[N], i64) {
+            var y = max(s, 1.0);
+            var steps = 0;
+            var residual = max(abs(y * y - s) / s);
+            while residual > 0.01 and steps < 30 {
+                y = 0.5 * (y + s / y);
+                residual = max(abs(y * y - s) / s);
+                steps = steps + 1;
+            }
+            return (y, steps); }""",
+        lambda t, r: (positive((31,), t, r),),
+        None),
+    "sorts": Case(
+        "fn f(x: T[N]) -> (T[N], i64[N]) { return (sort(x), argsort(x)); }",
+        lambda t, r: (normal((29,), t, r),),
+        lambda x: (torch.sort(x, stable=True).values, torch.argsort(x, stable=True))),
+}
+
+
+def run_case(name: str, dtype: str) -> tuple[list[np.ndarray], list[np.ndarray], Arrays]:
+    case = CASES[name]
+    arguments = case.arguments(STORAGE[dtype], np.random.default_rng(len(name)))
+    fn = specialised(case.source.replace("T", dtype), "f", "f32")
+    got, want = run_both(fn, *arguments)
+    return got, [np.asarray(w) for w in want], arguments
+
+
+@pytest.mark.parametrize("dtype", STORAGE)
+@pytest.mark.parametrize("name", CASES)
+def test_native_equals_the_interpreter(name: str, dtype: str) -> None:
+    with np.errstate(all="ignore"):
+        got, want, _ = run_case(name, dtype)
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.dtype == w.dtype and g.shape == w.shape, (k, g.dtype, w.dtype)
+        if w.dtype.itemsize == 2:
+            distance = ulps(g, w)
+            assert distance.max(initial=0) <= CASES[name].within, (k, distance.max())
+            assert np.mean(distance > 0) <= 0.02, k  # mostly bit for bit all the same
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"result {k}")
+
+
+def to_torch(value: np.ndarray | int, dtype: str) -> torch.Tensor | int:
+    if isinstance(value, int):
+        return value
+    if value.dtype == STORAGE[dtype]:
+        return torch.from_numpy(value.astype(np.float32)).to(TORCH[dtype])
+    return torch.from_numpy(np.asarray(value))
+
+
+@pytest.mark.parametrize("dtype", STORAGE)
+@pytest.mark.parametrize("name", [name for name, case in CASES.items() if case.torch])
+def test_native_is_within_an_ulp_of_torch_eager(name: str, dtype: str) -> None:
+    with np.errstate(all="ignore"):
+        got, _, arguments = run_case(name, dtype)
+    expected = CASES[name].torch(*(to_torch(a, dtype) for a in arguments))
+    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+        if e.dtype == TORCH[dtype]:
+            distance = ulps(g, e.float().numpy().astype(STORAGE[dtype]))
+            assert distance.max(initial=0) <= 1, (k, distance.max())
+        else:
+            np.testing.assert_array_equal(g, e.numpy(), err_msg=f"result {k}")
+
+
+def test_rounding_after_every_op_as_torch_eager() -> None:
+    """`a * b + c` rounds twice, after `*` and after `+`: (1 + 2⁻⁷)² + 2⁻⁸ is above the
+    midpoint 1 + 2⁻⁶ + 2⁻⁸ (one rounding: 1 + 3·2⁻⁷), but the rounded product 1 + 2⁻⁶ plus
+    2⁻⁸ is on it, and ties go to the even 1 + 2⁻⁶."""
+    fn = specialised("fn f(a: bf16, b: bf16, c: bf16) -> bf16 { return a * b + c; }", "f",
+                     "f32")
+    a, b, c = (np.asarray(v, BF16) for v in (1 + 2**-7, 1 + 2**-7, 2**-8))
+    got, want = run_both(fn, a, b, c)
+    factor = torch.tensor(1 + 2**-7, dtype=torch.bfloat16)
+    expected = factor * factor + torch.tensor(2**-8, dtype=torch.bfloat16)
+    assert float(got[0]) == float(want[0]) == float(expected) == 1 + 2**-6
