@@ -7,6 +7,13 @@ The analytical Jacobian is built row by row with `rv.grad` (one-hot grad_outputs
 numerical one column by column with central differences in the inputs' dtype — pass float64
 inputs (a warning says so otherwise). Defaults match torch.autograd.gradcheck.
 
+bf16/f16 inputs (storage types: their gradients are bf16/f16) are checked against an f64
+reference: the numerical Jacobian evaluates `fn` on every bf16/f16 input widened to f64 (the
+same points, exactly), so `fn` must compute in f64 then (a kernel whose parameters are
+`float`; a ValueError says so otherwise), and the tolerances grow to at least
+`STORAGE_TOLERANCE` units of the narrowest input's rounding (2**-8 for bf16, 2**-11 for f16)
+times the Jacobian's largest entry: each op of the analytical side rounds.
+
     rv.gradcheck(m.loss, (rv.tensor(x, requires_grad=True), labels))
 """
 
@@ -17,11 +24,15 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from reverie.compiler.ir.dtypes import STORAGE_DTYPES, dtype_name
 from reverie.runtime.tensors.autograd_api import grad
 from reverie.runtime.tensors.tensor import Tensor
 from reverie.runtime.tensors.tensor_core import wrap
 
 Function = Callable[..., object]
+
+UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}
+STORAGE_TOLERANCE = 8   # units of the storage type's rounding, relative to the largest entry
 
 
 class GradcheckError(RuntimeError):
@@ -38,10 +49,34 @@ def _array(value: object) -> np.ndarray:
     return value._data if isinstance(value, Tensor) else np.asarray(value)
 
 
+def _storage_dtype(value: object) -> str | None:
+    """"bf16" or "f16" for such an array or Tensor, else None."""
+    dtype = _array(value).dtype
+    if dtype.kind not in "fV" or dtype.itemsize != 2:
+        return None
+    try:
+        name = dtype_name(dtype)
+    except KeyError:
+        return None
+    return name if name in STORAGE_DTYPES else None
+
+
 def _outputs(fn: Function, inputs: Sequence[object]) -> tuple[object, ...]:
     """The float outputs of `fn(*inputs)` (the ones that can be differentiated)."""
     return tuple(out for out in _as_tuple(fn(*inputs))
-                 if _array(out).dtype.kind == "f")
+                 if _array(out).dtype.kind == "f" or _storage_dtype(out))
+
+
+def _reference_point(inputs: Sequence[object]) -> list[object]:
+    """The inputs the numerical Jacobian perturbs: bf16/f16 ones widened to f64 (exactly),
+    Tensors staying Tensors."""
+    def widened(x: object) -> object:
+        if not _storage_dtype(x):
+            return x
+        wide = np.asarray(_array(x), np.float64)
+        return wrap(wide) if isinstance(x, Tensor) else wide
+
+    return [widened(x) for x in inputs]
 
 
 def _numerical(fn: Function, inputs: Sequence[object], index: int, eps: float,
@@ -57,7 +92,15 @@ def _numerical(fn: Function, inputs: Sequence[object], index: int, eps: float,
             args = [wrap(moved) if i == index else
                     wrap(x._data) if isinstance(x, Tensor) else x
                     for i, x in enumerate(inputs)]
-            values.append([_array(o).astype(np.float64).ravel() for o in _outputs(fn, args)])
+            outputs = _outputs(fn, args)
+            narrow = [o for o, out in enumerate(outputs) if _storage_dtype(out)]
+            if narrow:
+                raise ValueError(f"gradcheck: output {narrow[0]} is "
+                                 f"{_storage_dtype(outputs[narrow[0]])} even with the bf16/f16 "
+                                 "inputs widened to f64, so finite differences cannot see eps: "
+                                 "give fn `float` parameters (specialised to f64 for the "
+                                 "reference) instead of bf16/f16 ones")
+            values.append([_array(o).astype(np.float64).ravel() for o in outputs])
         for column, plus, minus in zip(columns, *values, strict=True):
             column.append((plus - minus) / (2 * eps))
     return [np.stack(c, axis=1) if c else np.zeros((size, 0))
@@ -87,25 +130,30 @@ def _check(fn: Function, inputs: tuple[object, ...], eps: float, atol: float,
     differentiable = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not differentiable:
         raise ValueError("gradcheck needs at least one input tensor with requires_grad=True")
+    storage = [d for d in map(_storage_dtype, inputs) if d]
     for i in differentiable:
-        if inputs[i].dtype != np.float64:
+        if inputs[i].dtype != np.float64 and not _storage_dtype(inputs[i]):
             warnings.warn(f"input {i} requires grad but is {inputs[i].dtype}: finite "
                           "differences are unreliable below float64; pass float64 inputs",
                           UserWarning, stacklevel=3)
     outputs = _outputs(fn, inputs)
     sizes = [int(_array(o).size) for o in outputs]
     analytical = _analytical(outputs, [inputs[i] for i in differentiable])
+    reference = _reference_point(inputs) if storage else inputs
+    unit = max((UNIT_ROUNDOFF[d] for d in storage), default=0.0) * STORAGE_TOLERANCE
     for column, i in enumerate(differentiable):
-        numerical = _numerical(fn, inputs, i, eps, sizes)
+        numerical = _numerical(fn, reference, i, eps, sizes)
         for o, (num, ana) in enumerate(zip(numerical, analytical, strict=True)):
-            if not np.allclose(ana[column], num, rtol=rtol, atol=atol):
+            within = (max(atol, unit * float(np.max(np.abs(num), initial=0.0))),
+                      max(rtol, unit))
+            if not np.allclose(ana[column], num, rtol=within[1], atol=within[0]):
                 raise GradcheckError(
                     f"Jacobian mismatch for output {o} with respect to input {i} "
                     f"(rows: output elements, columns: input elements):\n"
                     f"numerical (central differences, eps={eps}):\n{num}\n"
                     f"analytical (compiled gradient):\n{ana[column]}\n"
                     f"they differ by up to {np.max(np.abs(ana[column] - num)):.3g}, more "
-                    f"than atol={atol} + rtol={rtol} * |numerical| allows")
+                    f"than atol={within[0]:.3g} + rtol={within[1]:.3g} * |numerical| allows")
 
 
 def gradcheck(fn: Function, inputs: object, *, eps: float = 1e-6, atol: float = 1e-5,
