@@ -292,3 +292,32 @@ def test_compiled_gradients_match_the_interpreter(name: str, dtype: str, backend
         assert [g.dtype for g in got] == [w.dtype for w in want]
         scales = [float(np.max(np.abs(w.astype(np.float64)), initial=0.0)) for w in want]
         assert units_apart(got, wide(want), scales, dtype) <= 1.0, transform
+
+
+MIXED = """fn f(x: bf16[N, D], w: f32[D], s: f16) -> f32 {
+    return sum(tanh(f32(x) @ w) * f32(s)) + f32(sum(x * x));
+}"""
+
+
+@pytest.mark.parametrize("backend", ["interp", "native",
+                                     pytest.param("mlir", marks=needs_mlir)])
+def test_each_gradient_takes_its_parameters_dtype(backend: str) -> None:
+    """bf16, f32 and f16 parameters of one loss: each gradient in its parameter's dtype,
+    against central differences of the same loss in f64 (NumPy)."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, (4, 3)).astype(NUMPY_DTYPES["bf16"])
+    w = rng.uniform(-1, 1, 3).astype(np.float32)
+    s = np.float16(0.75)
+
+    def loss(xs: Arrays) -> np.ndarray:
+        x64, w64, s64 = xs
+        return np.sum(np.tanh(x64 @ w64) * s64) + np.sum(x64 * x64)
+
+    args = wide([x, w, s])
+    grads = module(MIXED, backend).f.grad()(x, w, s)
+    assert [g.dtype for g in grads] == [x.dtype, w.dtype, np.dtype(np.float16)]
+    units = (UNIT["bf16"], 2.0 ** -24, UNIT["f16"])   # each parameter's unit roundoff
+    for i, (g, a, unit) in enumerate(zip(grads, args, units, strict=True)):
+        want = np.reshape([central(loss, args, along(args, i, e)) for e in range(a.size)],
+                          a.shape)
+        assert np.max(np.abs(g.astype(np.float64) - want)) <= 6 * unit * np.max(np.abs(want))
