@@ -15,6 +15,10 @@ trapping, and float → int casts guarded so that NaN, ±inf and out-of-range va
 INT_MIN (`arith.fptosi` would give poison), as the native backend does. Ops that MLIR
 lacks and the math library implements backend-neutrally (`backend/mathlib.NEUTRAL`)
 are that same algorithm, written in arith/math ops by `MlirArith`.
+
+The storage types bf16 and f16 (`ir/dtypes.py`) are computed on as f32: `cast` widens them
+with `arith.extf` and rounds to them once, bit for bit as ml_dtypes and NumPy's `astype`
+(`_round_to_storage`), and an op on them computes in f32 and rounds its float result back.
 """
 
 from __future__ import annotations
