@@ -61,7 +61,8 @@ EXPORTS = {
 }
 HOME_MODULES = {name: module for module, names in EXPORTS.items() for name in names}
 SUBMODULES = {"torch": "reverie.interop_torch", "jax": "reverie.interop_jax",
-                   "fx": "reverie.fx", "dask": "reverie.dask", "autograd": "reverie.autograd"}
+                   "fx": "reverie.fx", "dask": "reverie.dask", "autograd": "reverie.autograd",
+              "amp": "reverie.amp"}
 # `rv.exp`, `rv.tanh`, ...: the elementwise built-ins on Tensors, named by the op table
 # (runtime/tensors/tensor_ops.py FUNCTIONS), looked up there for any other public-looking name
 ELEMENTWISE_FUNCTIONS_MODULE = "reverie.runtime.tensors.tensor_ops"
