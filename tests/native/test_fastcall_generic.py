@@ -108,7 +108,7 @@ def test_the_descriptor_is_the_signature(m: rv.Module) -> None:
 def test_a_signature_read_back_must_be_well_formed() -> None:
     good = CallSignature(params=(("f64", 1),), outputs=(("f64", 0),), symbols=1, heavy=False)
     assert good.well_formed()
-    for bad in [good._replace(params=(("f16", 1),)), good._replace(outputs=(("f64", 99),)),
+    for bad in [good._replace(params=(("c64", 1),)), good._replace(outputs=(("f64", 99),)),
                 good._replace(symbols=-1), good._replace(heavy=1),
                 good._replace(params=(), outputs=()),
                 good._replace(params=(("f64", 1),) * 300)]:
