@@ -23,6 +23,7 @@ from llvmlite import ir
 import reverie as rv
 from reverie.compiler.backend import (
     mathlib_bessel,
+    mathlib_bessel_real,
     mathlib_error_function,
     mathlib_exponential,
     mathlib_gamma,
@@ -43,15 +44,17 @@ REFERENCE_DTYPES = {"f32": np.float64, "f64": np.longdouble}
 GAMMA = {"lgamma", "digamma", "polygamma"}
 # NumPy's sinh, arctan2, ... are checked in test_numpy_maths.py, SciPy's gamma, erfc,
 # erfinv, erfcinv, beta, betaln in test_special_numpy.py (against mpmath), gammainc and
-# gammaincc and betainc in test_incomplete_gamma.py
+# gammaincc and betainc in test_incomplete_gamma.py, iv, ive, jv in
+# test_bessel_real_order.py
 NUMPY_MATHS = (set(mathlib_exponential.BODIES) | set(mathlib_inverse.BODIES)
                | set(mathlib_gamma.BODIES) | set(mathlib_error_function.BODIES)
                | set(mathlib_bessel.BODIES) | set(mathlib_incomplete_gamma.BODIES)
-               | set(mathlib_incomplete_beta.BODIES))
+               | set(mathlib_incomplete_beta.BODIES) | set(mathlib_bessel_real.BODIES))
 TRANSCENDENTAL = sorted(SUPPORTED - {"sqrt", "floor", "ceil", "abs"} - GAMMA - NUMPY_MATHS)
 # the kernel built for a function with attributes
 ATTRIBUTES = {"polygamma": {"order": 2}, "multigammaln": {"d": 3}, "jn": {"order": 5},
-              "yn": {"order": 3}}
+              "yn": {"order": 3}, "iv": {"order": -1.5}, "ive": {"order": 3.25},
+              "jv": {"order": 2.5}}
 # Where long double is no wider than double, f64 references carry their own rounding error.
 F64_REFERENCE_SLACK = 0.0 if np.finfo(np.longdouble).nmant >= 63 else 1.0
 

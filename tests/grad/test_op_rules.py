@@ -141,7 +141,8 @@ for _op, _draw in UNARY.items():
 CASES.append(Case("multigammaln", "x", source("fn f(x: f64[N]) -> f64[N] "
                                               "{ return multigammaln(x, 3); }"),
                   args(lambda rng: rng.uniform(1.5, 4.0, N))))
-for _op, _order, _draw in (("jn", 4, normal), ("yn", 3, positive)):
+for _op, _order, _draw in (("jn", 4, normal), ("yn", 3, positive), ("iv", -1.5, positive),
+                           ("ive", 2.5, positive), ("jv", 0.75, positive)):
     CASES.append(Case(_op, f"order{_order}", source(f"fn f(x: f64[N]) -> f64[N] "
                                                     f"{{ return {_op}({_order}, x * 3.0); }}"),
                       args(_draw(N))))
