@@ -10,7 +10,8 @@ lowering: the same program runs at the tensor level (`compiler/ir/tensor_interpr
 and natively, and the three must agree.
 
 - Scalars are NumPy scalars of the statement's dtype, so f32 arithmetic rounds to f32.
-  Each op runs the tensor op table's NumPy semantics (`OPS[op].evaluate`) on 0-d arrays;
+  Each op runs the tensor op table's NumPy semantics (`OPS[op].evaluate`) on 0-d arrays
+  (bf16/f16 ones read as f32, as the tensor interpreter reads them, and the result rounded);
   only the loop IR's `in_bounds` (`0 <= i < n`) is defined here.
 - Every buffer is one flat array; a `View` reads element `offset + sum(i_k * stride_k)`.
   Temporaries start unwritten, and reading an element never written, or touching one
@@ -88,8 +89,16 @@ def scalar_op(op: str, args: list[Scalar], dtype: str) -> Scalar:
         index, size = args
         return np.bool_(0 <= index < size)
     operation = Op(op, [], {"dtype": dtype})  # what `cast` reads its target dtype from
-    (result,) = OPS[op].evaluate(None, [np.asarray(a) for a in args], operation)
+    (result,) = OPS[op].evaluate(None, [_computable(np.asarray(a)) for a in args], operation)
     return np.asarray(result).astype(NUMPY_DTYPES[dtype])[()]
+
+
+def _computable(value: np.ndarray) -> np.ndarray:
+    """`value` as ops read it: a bf16/f16 scalar widened to f32 (exactly), as the tensor
+    interpreter does; others as they are."""
+    if value.dtype.itemsize == 2 and value.dtype.kind in "fV":
+        return value.astype(np.float32)
+    return value
 
 
 def zero(dtype: str) -> Scalar:

@@ -22,6 +22,10 @@ import torch
 from native_helpers import run_both, specialised
 from storage_helpers import BF16, STORAGE, TORCH, assert_close_in_ulps, ulps
 
+from reverie.compiler.loops.loop_interpreter import run_program
+from reverie.compiler.pipeline import compile_function
+from reverie.runtime.native.call import bind_arguments
+
 Arrays = tuple[np.ndarray | int, ...]
 
 
@@ -176,6 +180,45 @@ def test_native_equals_the_interpreter(name: str, dtype: str) -> None:
             assert_close_in_ulps(g, w, CASES[name].within, k)
         else:
             np.testing.assert_array_equal(g, w, err_msg=f"result {k}")
+
+
+LOOP_INTERPRETED = ["arithmetic", "casts", "gathers", "index notation", "for loop",
+                    "while loop", "sorts"]
+
+
+@pytest.mark.parametrize("dtype", STORAGE)
+@pytest.mark.parametrize("name", LOOP_INTERPRETED)
+def test_the_loop_interpreter_agrees(name: str, dtype: str) -> None:
+    """The loop program that native code is made of, run by the loop IR's interpreter."""
+    case = CASES[name]
+    arguments = case.arguments(STORAGE[dtype], np.random.default_rng(len(name)))
+    fn = specialised(case.source.replace("T", dtype), "f", "f32")
+    bound = bind_arguments(fn, arguments)
+    with np.errstate(all="ignore"):
+        looped = run_program(compile_function(fn, "to_loops"), bound.arrays, bound.dims)
+        got, _ = run_both(fn, *arguments)
+    for k, (g, w) in enumerate(zip(got, looped, strict=True)):
+        if g.dtype.itemsize == 2:
+            assert_close_in_ulps(g, np.asarray(w), case.within, k)
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"result {k}")
+
+
+@pytest.mark.parametrize("dtype", STORAGE)
+def test_casts_to_integers_of_nan_and_infinities_agree_at_every_level(dtype: str) -> None:
+    """INT_MIN, as NumPy's f32 casts give on x86 (ml_dtypes' own bf16 casts give 0: the
+    interpreters read bf16/f16 as f32 first)."""
+    fn = specialised("fn f(x: T[N]) -> (i32[N], i64[N]) { return (i32(x), i64(x)); }"
+                     .replace("T", dtype), "f", "f32")
+    with np.errstate(all="ignore"):
+        x = np.array([np.nan, np.inf, -np.inf, 1e30, -3.7, 2.5]).astype(STORAGE[dtype])
+        bound = bind_arguments(fn, [x])
+        looped = run_program(compile_function(fn, "to_loops"), bound.arrays, bound.dims)
+        got, want = run_both(fn, x)
+    for g, w, loop in zip(got, want, looped, strict=True):
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(loop, w)
+        assert list(g[:4]) == [np.iinfo(g.dtype).min] * 4 and list(g[4:]) == [-3, 2]
 
 
 def to_torch(value: np.ndarray | int, dtype: str) -> torch.Tensor | int:
