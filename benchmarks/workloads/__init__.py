@@ -1,4 +1,4 @@
-"""The benchmark workloads W1–W8 (benchmarks/README.md, "The workloads").
+"""The benchmark workloads W1–W10 (benchmarks/README.md, "The workloads").
 
 `WORKLOADS` maps a key ("W1") to a `make(tiny=False)` returning the `Workload` at the
 reference size, or at a tiny size for the correctness tests.
@@ -15,6 +15,8 @@ from . import (
     w6_jacobian,
     w7_heat,
     w8_gmm,
+    w9_bf16_elementwise,
+    w10_bf16_mlp,
 )
 from .core import PEERS, Variant, Workload, as_numpy, relative_error
 
@@ -27,6 +29,8 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
     "W6": w6_jacobian.make,
     "W7": w7_heat.make,
     "W8": w8_gmm.make,
+    "W9": w9_bf16_elementwise.make,
+    "W10": w10_bf16_mlp.make,
 }
 
 __all__ = ["PEERS", "WORKLOADS", "Variant", "Workload", "as_numpy", "relative_error"]

@@ -112,6 +112,25 @@ def torch_variants(make_loss: Callable[[object], Callable[..., object]],
                     lambda: build("func.grad"))]
 
 
+BF16_RTOL = 0.05  # bf16 keeps 8 significant bits: a gradient's rounding over a few ops
+
+
+def bf16(array: np.ndarray) -> np.ndarray:
+    """`array` rounded to bf16 (an ml_dtypes array, as JAX's bf16 arrays are in NumPy)."""
+    import ml_dtypes
+
+    return array.astype(ml_dtypes.bfloat16)
+
+
+def torch_bf16_grad(loss: Callable[..., object], args: Sequence[np.ndarray],
+                    wrt: Sequence[int]) -> Thunk:
+    """torch eager's gradient of `loss(torch, *args)` with every argument a bf16 tensor."""
+    torch = import_torch()
+    tensors = [torch.from_numpy(a).to(torch.bfloat16) for a in args]
+    params = [tensors[i].requires_grad_() for i in wrt]
+    return lambda: torch.autograd.grad(loss(torch, *tensors), params)
+
+
 def jax_call(fn: Callable[..., object], args: Sequence[np.ndarray]) -> Thunk:
     """`jax.jit(fn)` applied to `args` (already on the device), waiting for the result."""
     jax = import_jax()
@@ -133,6 +152,7 @@ def as_numpy(value: object) -> tuple[np.ndarray, ...]:
         return tuple(array for item in value for array in as_numpy(item))
     if hasattr(value, "detach"):
         value = value.detach()
+        value = value.float() if value.dtype.itemsize == 2 else value  # NumPy has no bf16
     if hasattr(value, "numpy"):
         value = value.numpy()
     return (np.asarray(value),)

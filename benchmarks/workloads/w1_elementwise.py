@@ -32,10 +32,15 @@ def numpy_grad(x: np.ndarray) -> np.ndarray:
     return (1 - t * t) * np.sin(x) + t * np.cos(x) - 2 * x * np.exp(-x * x)
 
 
+def inputs(tiny: bool = False) -> np.ndarray:
+    """x (f32) at the reference size (10M) or a tiny one for tests."""
+    return random_generator("W1").standard_normal(1000 if tiny else 10_000_000).astype(
+        np.float32)
+
+
 def make(tiny: bool = False) -> Workload:
     """W1 at the reference size (10M) or a tiny one for tests."""
-    x = random_generator("W1").standard_normal(1000 if tiny else 10_000_000)
-    x = x.astype(np.float32)
+    x = inputs(tiny)
 
     def reverie() -> Thunk:
         grad = reverie_module(SOURCE).w1.grad("x")

@@ -45,8 +45,9 @@ def numpy_grad(x: np.ndarray, W1: np.ndarray, b1: np.ndarray, W2: np.ndarray,
     return x.T @ d_pre, d_pre.sum(axis=0), hidden.T @ d_out, d_out.sum(axis=0)
 
 
-def make(tiny: bool = False) -> Workload:
-    """W3 at the reference size or a tiny one (B=32, D=16, H=24, O=5) for tests."""
+def inputs(tiny: bool = False) -> list[np.ndarray]:
+    """x, W1, b1, W2, b2, y (f32) at the reference size or a tiny one (B=32, D=16, H=24,
+    O=5) for tests."""
     batch, d, h, o = (32, 16, 24, 5) if tiny else (1024, 256, 512, 10)
     rng = random_generator("W3")
     x = rng.standard_normal((batch, d)).astype(np.float32)
@@ -55,7 +56,12 @@ def make(tiny: bool = False) -> Workload:
     W2 = (rng.standard_normal((h, o)) / np.sqrt(h)).astype(np.float32)
     b2 = (0.1 * rng.standard_normal(o)).astype(np.float32)
     y = rng.standard_normal((batch, o)).astype(np.float32)
-    args = [x, W1, b1, W2, b2, y]
+    return [x, W1, b1, W2, b2, y]
+
+
+def make(tiny: bool = False) -> Workload:
+    """W3 at the reference size or a tiny one for tests."""
+    args = inputs(tiny)
 
     def reverie() -> Thunk:
         grad = reverie_module(SOURCE).w3.grad(PARAMETERS)
