@@ -30,13 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from reverie.compiler.ir.dims import CeilSqrt, Dim, FloorDiv, NonNegative
-from reverie.compiler.ir.types import NUMPY_DTYPES, TensorType
+from reverie.compiler.ir.types import FLOAT_DTYPES, NUMPY_DTYPES, TensorType
 from reverie.dsl.ast import NO_SPAN, Span
 from reverie.dsl.diagnostics import CompileError, error_at
 
 REGISTER = {"f32": "f32", "f64": "f64", "bf16": "bf16", "f16": "f16", "i32": "i32",
             "i64": "i64", "bool": "i1"}
-FLOAT_TYPES = ("f32", "f64", "bf16", "f16")
 STORAGE = {**REGISTER, "bool": "i8"}
 
 
@@ -128,7 +127,7 @@ class MlirWriter:
 
     def const(self, value: object, mlir_type: str) -> str:
         """A constant of an MLIR scalar type (`f32`, `i64`, `i1`, `index`, ...)."""
-        if mlir_type in FLOAT_TYPES:
+        if mlir_type in FLOAT_DTYPES:   # (MLIR spells them as the IR does)
             literal = float_literal(float(value), mlir_type)
         elif mlir_type == "i1":
             literal = "true" if value else "false"
@@ -146,7 +145,7 @@ class MlirWriter:
         """`%c0` (index), `%c2_i64`, `%true`, `%cst_f32_3` (numbered: floats read badly)."""
         if mlir_type == "i1":
             return literal
-        if mlir_type in FLOAT_TYPES:
+        if mlir_type in FLOAT_DTYPES:
             return f"cst_{mlir_type}_{len(self._constants)}"
         suffix = "" if mlir_type == "index" else f"_{mlir_type}"
         return f"c{literal.replace('-', 'm')}{suffix}"
