@@ -84,6 +84,7 @@ PROGRAMS = {
                     + multigammaln(p + 1.0, 3) + i0(x) * i1(p)
                     + j0(x * 5.0) + j1(x * 9.0) + y0(p * 6.0) + y1(p)
                     + jn(3, x * 7.0) + yn(2, p * 4.0) + jn(-2, p)
+                    + iv(0.5, p) + ive(-1.5, p * 3.0) + jv(2.5, p * 7.0)
                     + gammainc(stop_gradient(p), x * x)
                     + gammaincc(stop_gradient(p) + 0.5, p + x * x)
                     + betainc(stop_gradient(p), 2.5, p / (p + 1.0)));
