@@ -11,8 +11,9 @@ moves between the two, and the rounding that makes an f32 (or f64, or integer) a
     round   f32 → bf16: to nearest even, NaN → ±0x7FC0 (ml_dtypes' rule, bit for bit);
                   `vcvtneps2bf16` where the target has AVX512_BF16 (`storage_hardware.py`),
                   else `bits + 0x7FFF + ((bits >> 16) & 1)` in integer ops. The instruction
-                  treats subnormal inputs as zero and keeps a NaN's payload, so its lanes
-                  with a subnormal input take the integer result, and NaNs the canonical one
+                  reads subnormal inputs as zero, so those are converted shifted by 2⁻¹²⁶
+                  into the normal range and shifted back (`_converted`: exact), and it keeps
+                  a NaN's payload, so NaNs are given the canonical bits
             f32 → f16: fptrunc to half and back (F16C's vcvtps2ph, round to nearest even;
                   NaN keeps its payload, quietened), else the same in integer ops
             f64 → bf16/f16: rounded to odd into f32, then as from f32: a single rounding
@@ -50,7 +51,8 @@ class BFloatType(ir.types._BaseFloatType):
 BFloatType._create_instance()
 BFLOAT, HALF = BFloatType(), ir.HalfType()
 SIGN, ABS = 0x8000_0000, 0x7FFF_FFFF
-F32_EXPONENT = 0x7F80_0000
+F32_EXPONENT, F32_SMALLEST_NORMAL = 0x7F80_0000, 0x0080_0000
+BF16_SMALLEST_NORMAL = 0x0080
 BF16_QUIET_NAN = 0x7FC0
 F16_INFINITY, F16_QUIET = 0x7C00, 0x0200
 F16_OVERFLOW = (127 + 16) << 23     # |x| from here (65536) rounds to ±inf in f16
@@ -112,20 +114,35 @@ class StorageConversions:
             if self.f16_hardware:
                 return b.fpext(b.fptrunc(x, HALF), F32)
             return f16_to_f32(b, self._encode_f16(b, x))
-        return bf16_to_f32(b, self._bf16_bits(b, x))
+        return bf16_to_f32(b, b.zext(self._bf16_bits(b, x), I32))
 
     def _bf16_bits(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        """The bf16 nearest f32 `x` (ties to even; NaN → ±0x7FC0), in the low half of an i32."""
+        """The bits (i16) of the bf16 nearest f32 `x` (ties to even; NaN → ±0x7FC0)."""
         bits = b.bitcast(x, I32)
-        lowest_kept = b.and_(b.lshr(bits, _i32(16)), _i32(1))
-        rounded = b.lshr(b.add(b.add(bits, _i32(0x7FFF)), lowest_kept), _i32(16))
         if self.bf16_hardware:
-            converted = b.zext(b.bitcast(b.fptrunc(x, BFLOAT), I16), I32)
-            subnormal = b.icmp_unsigned("==", b.and_(bits, _i32(F32_EXPONENT)), _i32(0))
-            rounded = b.select(subnormal, rounded, converted)
+            rounded = self._converted(b, x, bits)
+            signed = rounded  # (the instruction keeps a NaN's sign)
+        else:
+            lowest_kept = b.and_(b.lshr(bits, _i32(16)), _i32(1))
+            rounded = b.trunc(b.lshr(b.add(b.add(bits, _i32(0x7FFF)), lowest_kept),
+                                     _i32(16)), I16)
+            signed = b.trunc(b.lshr(bits, _i32(16)), I16)
         nan = b.fcmp_unordered("uno", x, x)
-        sign = b.and_(b.lshr(bits, _i32(16)), _i32(0x8000))
-        return b.select(nan, b.or_(sign, _i32(BF16_QUIET_NAN)), rounded)
+        sign = b.and_(signed, ir.Constant(I16, 0x8000))
+        return b.select(nan, b.or_(sign, ir.Constant(I16, BF16_QUIET_NAN)), rounded)
+
+    def _converted(self, b: ir.IRBuilder, x: ir.Value, bits: ir.Value) -> ir.Value:
+        """`vcvtneps2bf16` of f32 `x` (bits `bits`), subnormals included: the instruction
+        reads them as zero, so a subnormal x is converted as x ± 2⁻¹²⁶ (exact, and a normal
+        number whose bf16 spacing, 2⁻¹³³, is that of the bf16 subnormals) and 2⁻¹²⁶ (0x0080)
+        taken off its bits again."""
+        subnormal = b.icmp_unsigned("==", b.and_(bits, _i32(F32_EXPONENT)), _i32(0))
+        smallest_normal = b.bitcast(b.or_(b.and_(bits, _i32(SIGN)), _i32(F32_SMALLEST_NORMAL)),
+                                    F32)
+        shifted = b.select(subnormal, b.fadd(x, smallest_normal), x)
+        converted = b.bitcast(b.fptrunc(shifted, BFLOAT), I16)
+        return b.select(subnormal, b.sub(converted, ir.Constant(I16, BF16_SMALLEST_NORMAL)),
+                        converted)
 
     def _round_to_odd(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         """The f32 nearest f64 `x` rounded to odd: truncated towards zero, its last bit set
