@@ -19,7 +19,7 @@ moves between the two, and the rounding that makes an f32 (or f64, or integer) a
             f64 → bf16/f16: rounded to odd into f32, then as from f32: a single rounding
                   in all (round to odd keeps what a second, narrower rounding needs), as
                   NumPy's and ml_dtypes' direct conversions give
-            i32/i64 → bf16/f16: through f64 (exact for |n| < 2⁵³)
+            i32 → bf16/f16: through f64 (exact); i64: through f64 rounded to odd
 
 Nothing here calls a library: LLVM's `fptrunc` to bfloat or half without the instruction
 would call compiler-rt's `__truncsfbf2`/`__truncsfhf2`, which this process lacks. The integer
