@@ -22,6 +22,7 @@ import torch
 from native_helpers import run_both, specialised
 from storage_helpers import BF16, STORAGE, TORCH, assert_close_in_ulps, ulps
 
+from reverie.compiler.loops.ir import Accumulate, Matmul, walk
 from reverie.compiler.loops.loop_interpreter import run_program
 from reverie.compiler.pipeline import compile_function
 from reverie.runtime.native.call import bind_arguments
@@ -241,6 +242,17 @@ def test_native_is_within_an_ulp_of_torch_eager(name: str, dtype: str) -> None:
             assert distance.max(initial=0) <= 1, (k, distance.max())
         else:
             np.testing.assert_array_equal(g, e.numpy(), err_msg=f"result {k}")
+
+
+def test_a_bf16_matrix_product_is_an_f32_product_of_converted_panels() -> None:
+    """After the widening pass a bf16 `@` is one f32 `Matmul` (BLAS or the own kernel) of
+    operands converted by vectorised loops, rounded once: no per-element product."""
+    fn = specialised("fn f(a: bf16[M, K], b: bf16[K, N]) -> bf16[M, N] { return a @ b; }",
+                     "f", "f32")
+    program = compile_function(fn, "to_loops")
+    (product,) = [s for s in walk(program.body) if isinstance(s, Matmul)]
+    assert {v.buffer.dtype for v in (product.a, product.b, product.out)} == {"f32"}
+    assert not [s for s in walk(program.body) if isinstance(s, Accumulate)]
 
 
 def test_rounding_after_every_op_as_torch_eager() -> None:

@@ -8,7 +8,9 @@ overflow, infinities and NaNs (bf16: ±0x7FC0 as ml_dtypes; f16: NumPy's payload
 signalling NaN comes back quiet, as F16C gives it).
 
 The emulation and AVX2 runs are child processes (the settings are read once per process)
-with disk caches of their own, so nothing compiled for the other path is loaded.
+with disk caches of their own, so nothing compiled for the other path is loaded; the
+emulation's also runs every op family of `test_mixed_precision_native.py` against the
+interpreter.
 """
 
 from __future__ import annotations
@@ -182,16 +184,24 @@ import reverie as rv
 from test_storage_conversions_native import SOURCE, instructions, mismatches
 
 module = rv.compile(SOURCE)
+families = []
+if {families!r}:  # every op family against the interpreter, as test_mixed_precision_native
+    import test_mixed_precision_native as ops
+    for name in ops.CASES:
+        for dtype in ops.STORAGE:
+            ops.test_native_equals_the_interpreter(name, dtype)
+            families.append(name + " " + dtype)
 print(json.dumps({{"mismatches": mismatches(module),
                    "instructions": sorted(instructions(module, "from_f32")),
-                   "zmm": "zmm" in module.ir("asm", "from_f32")}}))
+                   "zmm": "zmm" in module.ir("asm", "from_f32"), "families": families}}))
 """
 
 
-def run_child(tmp_path: Path, settings: dict[str, str]) -> dict:
-    """CHILD's report in a process with `settings` in its environment."""
+def run_child(tmp_path: Path, settings: dict[str, str], families: bool) -> dict:
+    """CHILD's report in a process with `settings` in its environment (with `families`,
+    after checking every op family of test_mixed_precision_native.py there)."""
     environment = {**os.environ, **settings, "REVERIE_CACHE_DIR": str(tmp_path)}
-    code = CHILD.format(tests=str(Path(__file__).parent))
+    code = CHILD.format(tests=str(Path(__file__).parent), families=families)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=TIMEOUT_S, env=environment, cwd=Path(__file__).parents[2])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -202,12 +212,14 @@ def run_child(tmp_path: Path, settings: dict[str, str]) -> dict:
                                       {"REVERIE_VECTOR_BITS": "256"}],
                          ids=["emulated", "avx2"])
 def test_the_emulation_is_numpys_bit_for_bit(tmp_path: Path, settings: dict[str, str]) -> None:
-    report = run_child(tmp_path, settings)
+    emulated = STORAGE_CONVERSION_VARIABLE in settings
+    report = run_child(tmp_path, settings, families=emulated)
     counts = report["mismatches"]
     assert all(count == 0 for kernel in counts.values() for count in kernel), counts
     assert "vcvtneps2bf16" not in report["instructions"]  # (nor a libcall: it would not link)
-    if STORAGE_CONVERSION_VARIABLE in settings:
+    if emulated:
         assert not {"vcvtps2ph", "vcvtph2ps"} & set(report["instructions"])
+        assert len(report["families"]) == 24
         assert report["zmm"] == bool(host_features().get("avx512f"))
     else:
         assert not report["zmm"]
