@@ -64,6 +64,7 @@ from types import ModuleType
 
 import llvmlite
 
+from reverie.compiler.backend.storage_hardware import requested_conversion
 from reverie.compiler.backend.vector_width import target_features
 from reverie.compiler.print_ir import show
 from reverie.runtime.native import cache
@@ -147,9 +148,10 @@ class LlvmModule:
 
 
 class HostTarget:
-    """The host CPU as LLVM sees it, and a target machine generating code for it."""
+    """The host CPU as LLVM sees it, a target machine generating code for it, and how the
+    code converts bf16/f16 (`conversions`: REVERIE_STORAGE_CONVERSION's choice)."""
 
-    __slots__ = ("target_machine", "triple", "cpu_name", "features")
+    __slots__ = ("target_machine", "triple", "cpu_name", "features", "conversions")
 
     def __init__(self, target_machine: llvm.TargetMachine, triple: str, cpu_name: str,
                  features: str) -> None:
@@ -157,6 +159,7 @@ class HostTarget:
         self.triple = triple
         self.cpu_name = cpu_name
         self.features = features
+        self.conversions = requested_conversion()
 
 
 @functools.cache

@@ -200,14 +200,12 @@ def host_description() -> str:
         return remembered.decode("utf-8", "replace")
     import llvmlite  # (LLVM, and llvmlite with it: only when nothing was remembered)
 
-    from reverie.compiler.backend.storage_hardware import requested_conversion
-
     jit = jit_on_demand()
     host = jit.host_target()
     llvm_version = ".".join(map(str, jit.llvm.llvm_version_info))
     description = (f"{host.triple} {host.cpu_name} {host.features} "
                    f"llvmlite {llvmlite.__version__} LLVM {llvm_version} "
-                   f"storage conversions {requested_conversion()}")
+                   f"storage conversions {host.conversions}")
     if key:
         cache.store(key, description.encode("utf-8"))
     return description
