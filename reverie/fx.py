@@ -27,15 +27,20 @@ node whose value is not a tensor or a size (a Python float) run in eager
 PyTorch; a Python number computed at run time (a float input, `.item()`) enters a segment
 as a 0-d tensor read at every call, never as a constant.
 
-Autocast: a node that `torch.autocast` casts (in a `with torch.autocast(...)` block of the
-model, or anywhere in a model called under autocast) computes in bf16/f16 in torch, which
-Reverie's kernels do not: until they do, it runs in eager PyTorch in both routes, with or
-without `fallback` — a deliberate delegation, not a graph break of an unmapped node — and
-so do the block's `_enter_autocast`/`_exit_autocast` nodes (eager autocast sets the dtypes)
-and a node reading a bf16/f16 tensor such a node made (`h.float()` after the block). The
-results have eager autocast's dtypes and values, never an f32 computation in their place.
-Any other node reading a tensor of a dtype Reverie lacks (a model cast to bf16) is an
-`UnsupportedNodeError` without `fallback`.
+Mixed precision: Dynamo hands the backend torch-level graphs, not aten ones: a model called
+under `torch.autocast` gives a graph of plain ops (autocast's state is global, and Dynamo
+guards on it), and a `with torch.autocast(...)` block inside `forward` gives
+`_enter_autocast`/`_exit_autocast` nodes around its ops; neither shows autocast's casts.
+The fake run (`reverie/fx_fake.py`) runs under that state, so each node's fake value has
+the dtype autocast's own per-op policy gives it (matmul/linear/conv in the low dtype, its
+"fp32" ops in f32, other ops in their operands' promoted dtype). A node whose operands or
+result hold bf16/f16 is compiled as torch's kernel computes it (`_Builder.mixed`): its f32
+operands rounded to its result's bf16/f16 where it has one (autocast's cast of the inputs
+of a lower-precision op; nothing for operands already of it), every operand widened to f32,
+the row recorded in f32, and each result rounded once to torch's dtype — one rounding per
+torch op, as eager's, however many language ops its row records. The block markers record
+nothing; a node left to eager PyTorch inside a block runs under the block's state. A model
+cast to bf16/f16 (`model.bfloat16()`) compiles by the same rule.
 
 Sizes: a graph Dynamo made dynamic (at a second batch size, or with `dynamic=True`,
 `mark_dynamic`) is planned on its symbolic sizes, each of Dynamo's symbols a dimension of
@@ -60,12 +65,21 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map_only
 from torch.utils._sympy.functions import FloorDiv
 
 from reverie import fx_fake, fx_targets, interop_torch
+from reverie import fx_functional as fn
 from reverie.dsl.diagnostics import CompileError
-from reverie.fx_fake import UNKNOWN, Facts, autocast_kept, autocast_state, storage_id, tensors_in
+from reverie.fx_fake import (
+    REDUCED_PRECISION,
+    UNKNOWN,
+    Facts,
+    autocast_as,
+    autocast_state,
+    storage_id,
+    tensors_in,
+)
 from reverie.fx_targets import FUNCTIONS, METHODS, MODULES
 from reverie.runtime.native.lru import LruCache
 from reverie.tracing import (
@@ -121,8 +135,10 @@ Source = torch.fx.Node | str | Scalar | Made
 # Dynamo's nodes for `with torch.autocast(...)` inside a compiled function.
 AUTOCAST_MARKERS = (torch.amp.autocast_mode._enter_autocast,
                     torch.amp.autocast_mode._exit_autocast)
-# The dtypes of reduced precision, which torch computes and Reverie's kernels do not.
-REDUCED_PRECISION = (torch.bfloat16, torch.float16)
+# Calls of the autograd engine, in graphs Dynamo traced with `trace_autograd_ops=True`: run
+# by torch at every call in both routes, they differentiate the segments before them
+# through Reverie's compiled VJPs (`create_graph=True` too), as `.backward()` does.
+AUTOGRAD_CALLS = (torch.autograd.grad,)
 
 
 # Python's in-place operators on tensors, by the operator `Builder.rebinds` records instead
@@ -168,9 +184,11 @@ class Segment:
 
 @dataclass
 class EagerNode:
-    """An unmapped node run by eager PyTorch (`fallback=True`)."""
+    """An unmapped node run by eager PyTorch (`fallback=True`), under the autocast state of
+    the graph's block around it (None: outside one)."""
 
     node: torch.fx.Node
+    autocast: tuple[Any, ...] | None = None
 
 
 @dataclass
@@ -294,7 +312,9 @@ class _Builder:
         self.fixed: dict[sympy.Symbol, int] = {}  # the sizes a kernel was specialised to
         self.open = _Open()
         self.recording_node: torch.fx.Node | None = None
-        self.autocast_nodes: set[torch.fx.Node] = set()  # left to eager autocast
+        self.rounding: str | None = None  # while recording a mixed node: see `mixed`
+        self.widenings: dict[int, Traced] = {}  # id(operand widened) -> the operand
+        self.eager_nodes: set[torch.fx.Node] = set()
 
     # ------------------------------------------------------------ values inside a segment
     def value(self, node: torch.fx.Node) -> Any:
@@ -402,6 +422,8 @@ class _Builder:
         """Record `node`; raises UnsupportedNodeError when it has no mapping."""
         args = torch.fx.node.map_arg(node.args, self.value)
         kwargs = torch.fx.node.map_arg(node.kwargs, self.value)
+        if self.rounding is not None:
+            args, kwargs = tree_map_only(Traced, self.widened, (args, kwargs))
         if self.rebinds(node):  # in place on a value this segment computed: out of place
             if node.op == "call_module":  # nn.ReLU(inplace=True) and its kind
                 return self.module_call(node, args, kwargs, out_of_place=True)
@@ -428,6 +450,8 @@ class _Builder:
         if rule is None:
             raise UnsupportedNodeError(describe(node, f"no mapping for nn.{type(module).__name__}"))
         weights = self.weights(node.target, module)
+        if self.rounding is not None:
+            weights = {name: self.widened(w) for name, w in weights.items()}
         if out_of_place:
             module = copy.copy(module)  # shares the parameters; only `inplace` differs
             module.inplace = False
@@ -440,8 +464,11 @@ class _Builder:
         self.recording_node = node
         self.open.recording.origin = lambda: describe(node).split("\n")[0]
         maker = HOST_INPUTS.set(self.host_input)
+        self.rounding = self.mixed(node)
         try:
             result = self.emit(node)
+            if self.rounding is not None:
+                result = self.narrowed(node, result)
             self.check(node, result)
             writes = self.writes(node, mark)
         except Exception:
@@ -449,12 +476,64 @@ class _Builder:
             raise
         finally:
             HOST_INPUTS.reset(maker)
+            self.rounding = None
+            self.widenings.clear()
         for source, value in writes:  # the nodes after this one read the new value
             self.open.writes[source] = self.open.values[source] = value
         if self.rebinds(node):
             for earlier in self.same_memory(node):
                 self.open.values[earlier] = result
         return result
+
+    # ------------------------------------------------------------ mixed precision
+    def mixed(self, node: torch.fx.Node) -> str | None:
+        """For a node that reads or gives bf16/f16 tensors (autocast's, or a bf16 model's),
+        the dtype its f32 operands are rounded to first: for one of autocast's
+        lower-precision ops (`facts.lowered`), its result's bf16/f16, as autocast casts
+        them; else "f32", nothing to round (operands are only widened: torch's kernels of
+        mixed dtypes, a bf16 layer_norm's f32 weight, read them as they are). None for a
+        node of f32/f64 tensors alone, recorded as it is."""
+        results = tensors_in(self.facts.values.get(node))
+        if node in self.facts.lowered:
+            return next(_REVERIE[t.dtype] for t in results if t.dtype in REDUCED_PRECISION)
+        operands = [*tensors_in([self.facts.values.get(n) for n in node.all_input_nodes]),
+                    *self.module_tensors(node)]
+        return "f32" if any(t.dtype in REDUCED_PRECISION for t in [*operands, *results]) \
+            else None
+
+    def module_tensors(self, node: torch.fx.Node) -> list[torch.Tensor]:
+        """A `call_module` node's parameters and buffers (none for other nodes)."""
+        if node.op != "call_module":
+            return []
+        module = self.gm.get_submodule(node.target)
+        return [*module.parameters(recurse=False), *module.buffers(recurse=False)]
+
+    def widened(self, value: Traced) -> Traced:
+        """An operand of a mixed node as torch's kernel reads it: an f32 one rounded to
+        the node's bf16/f16 (`rounding`), every bf16/f16/f32 one then widened to f32
+        (exact). f64, integer and bool operands are left as they are."""
+        original = value
+        if value.element == "f32" and self.rounding != "f32":
+            value = fn.cast(value, self.rounding)
+        if value.element in ("bf16", "f16"):
+            value = fn.cast(value, "f32")
+        self.widenings[id(value)] = original  # a row writing into it writes the original
+        return value
+
+    def narrowed(self, node: torch.fx.Node, result: Any) -> Any:
+        """A mixed node's result, each f32 tensor of it rounded once to torch's dtype for
+        it (the fake value's) where that is bf16/f16."""
+        fake = self.facts.values.get(node, UNKNOWN)
+
+        def rounded(value: Any, like: Any) -> Any:
+            if isinstance(value, Traced) and value.element == "f32" and \
+                    isinstance(like, torch.Tensor) and like.dtype in REDUCED_PRECISION:
+                return fn.cast(value, _REVERIE[like.dtype])
+            return value
+
+        if _stand_ins(result) and isinstance(fake, tuple | list) and len(fake) == len(result):
+            return tuple(rounded(v, f) for v, f in zip(result, fake, strict=True))
+        return rounded(result, fake)
 
     def rebinds(self, node: torch.fx.Node) -> bool:
         """Whether `node` writes in place into its first argument (`out += x`,
@@ -498,7 +577,8 @@ class _Builder:
         if node in self.facts.mutating and not recorded and not self.rebinds(node):
             raise NotImplementedError("it writes into a tensor in place")
         writes = []
-        for target, value in recorded:
+        for written, value in recorded:
+            target = self.widenings.get(id(written), written)
             source = next((s for s in self.open.inputs if self.open.values[s] is target), None)
             tensor = self.facts.values.get(source) if isinstance(source, torch.fx.Node) \
                 else _attribute(self.gm, source) if isinstance(source, str) else None
@@ -508,7 +588,7 @@ class _Builder:
             if self.aliased(source, node):
                 raise NotImplementedError("it writes in place into a tensor whose memory "
                                           "another value of the graph shares")
-            writes.append((source, value))
+            writes.append((source, fn.cast(value, target.element)))  # a bf16 buffer's
         return writes
 
     def aliased(self, source: torch.fx.Node | str, writer: torch.fx.Node) -> bool:
@@ -593,8 +673,9 @@ class _Builder:
         if _is_size(self.facts.values.get(node)):  # Dynamo's symbolic size (`x.size(0)`):
             self.sizes[node] = self.facts.values[node]  # computed from a call's sizes
             return
-        if node.target in AUTOCAST_MARKERS or self.in_autocast_region(node):
-            self.autocast_nodes.add(node)
+        if node.target in AUTOCAST_MARKERS:  # the fake values have the block's dtypes
+            return
+        if node.target in AUTOGRAD_CALLS or self.member_of_eager(node):
             self.eager(node)
             return
         try:
@@ -612,18 +693,16 @@ class _Builder:
         else:
             self.constants[node] = result
 
-    def in_autocast_region(self, node: torch.fx.Node) -> bool:
-        """Whether `node` is left to eager autocast, whatever `fallback` says: autocast casts
-        its operands (torch computes it in reduced precision, which Reverie's kernels do
-        not), or it reads a bf16/f16 tensor such a node made (`h.float()` after a block)."""
-        return node in self.facts.autocast or any(
-            t.dtype in REDUCED_PRECISION for n in node.all_input_nodes
-            if n in self.autocast_nodes for t in tensors_in(self.facts.values.get(n)))
+    def member_of_eager(self, node: torch.fx.Node) -> bool:
+        """Whether `node` takes a member of a tuple an eager step gives (`grad[0]`)."""
+        return node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) \
+            and node.args[0] in self.eager_nodes
 
     def eager(self, node: torch.fx.Node) -> None:
         """A graph break: close the open segment; `node` runs in PyTorch at every call."""
         self.close()
-        self.steps.append(EagerNode(node))
+        self.steps.append(EagerNode(node, self.facts.autocast.get(node)))
+        self.eager_nodes.add(node)
 
     def close(self) -> None:
         """Compile the open segment: its outputs are the values used outside it."""
@@ -713,8 +792,8 @@ def _members(value: Traced | tuple[Traced | None, ...]) -> tuple[Traced, ...]:
     return tuple(v for v in value if v is not None) if isinstance(value, tuple) else (value,)
 
 
-_TORCH = {"f64": torch.float64, "f32": torch.float32, "i64": torch.int64, "i32": torch.int32,
-          "bool": torch.bool}
+_TORCH = {"f64": torch.float64, "f32": torch.float32, "bf16": torch.bfloat16,
+          "f16": torch.float16, "i64": torch.int64, "i32": torch.int32, "bool": torch.bool}
 _REVERIE = {dtype: name for name, dtype in _TORCH.items()}
 
 
@@ -757,11 +836,6 @@ class Plan:
     sizes: dict[torch.fx.Node, Any] = field(default_factory=dict)  # Dynamo's symbolic sizes,
     # computed at every call from the call's (`Symbols.bind`)
     fixed: dict[sympy.Symbol, int] = field(default_factory=dict)  # sizes a kernel fixed
-    autocast_blocks: bool = field(init=False)  # whether an eager step enters autocast
-
-    def __post_init__(self) -> None:
-        self.autocast_blocks = any(isinstance(s, EagerNode) and s.node.target in
-                                   AUTOCAST_MARKERS for s in self.steps)
 
 
 @dataclass
@@ -902,11 +976,7 @@ class CompiledGraph:
         env.update(zip(self.placeholders, inputs, strict=True))
         env.update((n, _attribute(self.gm, n.target)) for n in self.attributes)
         env.update((n, size_at(bindings, size)) for n, size in plan.sizes.items())
-        if plan.autocast_blocks:
-            with autocast_kept():  # left as it was if a step raises inside a block
-                self.run(plan, env, bindings)
-        else:
-            self.run(plan, env, bindings)
+        self.run(plan, env, bindings)
         return torch.fx.node.map_arg(self.output, env.__getitem__)
 
     def run(self, plan: Plan, env: dict[torch.fx.Node, Any],
@@ -916,8 +986,10 @@ class CompiledGraph:
         for step in plan.steps:
             if isinstance(step, EagerNode):
                 node = step.node
-                env[node] = _run_eager(self.gm, node, torch.fx.node.map_arg(node.args, env.get),
-                                       torch.fx.node.map_arg(node.kwargs, env.get))
+                with autocast_as(step.autocast):  # restored after, even if it raises
+                    env[node] = _run_eager(self.gm, node,
+                                           torch.fx.node.map_arg(node.args, env.get),
+                                           torch.fx.node.map_arg(node.kwargs, env.get))
                 continue
             # an input written after the call is passed as a copy: autograd saves it
             results = step.kernel(*(_read(s, self.gm, env, bindings).clone()

@@ -11,7 +11,9 @@ example values, whose sizes may be symbolic (`s0` where Dynamo made a dimension 
     facts.values[node]      # FakeTensor(size=(4, 3), dtype=float64), a SymFloat, a tuple...
     facts.mutating          # the nodes that write into a tensor (`add_`, batch_norm(training))
     facts.mutated           # the storages those writes reach (views share their base's)
-    facts.autocast          # the nodes whose operands `torch.autocast` casts (see below)
+    facts.autocast          # node -> the autocast state it runs under, where a block
+                            # of the graph's own changed it (see below)
+    facts.lowered           # the nodes whose f32 operands autocast casts to bf16/f16
 
 Every tensor the graph reads (inputs, attributes, a module's parameters and buffers) is
 replaced by a fake one before any node runs, so no node writes into the model's real
@@ -22,10 +24,11 @@ value `UNKNOWN`, and so has every node that uses it.
 The graph runs under the caller's `torch.autocast` state (Dynamo compiles a model called
 under autocast with that state on, and guards on it), and its own `_enter_autocast` /
 `_exit_autocast` nodes change it as they would at run time, so the fake values have
-autocast's dtypes. A node that reads a tensor autocast casts — a floating tensor other than
-f64, on a device where autocast is on — and gives a tensor (not a size) is in
-`facts.autocast`: torch computes it in reduced precision (or casts it to f32), which
-Reverie's kernels do not, so `rv.fx` leaves it to eager autocast.
+autocast's dtypes: `rv.fx` compiles each node to give the dtype its fake value has.
+`facts.autocast` holds the state each node inside such a block runs under (a node left to
+eager PyTorch runs under it). A node whose result is bf16/f16 under autocast and f32 (or
+an error) without it is one of autocast's lower-precision ops, whose f32 operands it casts:
+`facts.lowered` (its op lists live in C++; this asks the op itself, on fakes).
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ class Facts:
     values: dict[torch.fx.Node, Any] = field(default_factory=dict)
     mutating: set[torch.fx.Node] = field(default_factory=set)
     mutated: set[int] = field(default_factory=set)  # storage ids, see `storage_id`
-    autocast: set[torch.fx.Node] = field(default_factory=set)
+    autocast: dict[torch.fx.Node, tuple[Any, ...]] = field(default_factory=dict)
+    lowered: set[torch.fx.Node] = field(default_factory=set)
 
 
 def storage_id(tensor: torch.Tensor) -> int:
@@ -65,14 +69,8 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
     return [v for v in tree_flatten(value)[0] if isinstance(v, torch.Tensor)]
 
 
-def autocast_casts(tensors: list[torch.Tensor]) -> bool:
-    """Whether `torch.autocast`, in its current state, casts any of `tensors` (autocast's
-    `is_eligible`: a floating tensor other than f64, on a device where autocast is on)."""
-    return any(t.is_floating_point() and t.dtype != torch.float64
-               and torch.is_autocast_enabled(t.device.type) for t in tensors)
-
-
 AUTOCAST_DEVICES = ("cpu", "cuda")
+REDUCED_PRECISION = (torch.bfloat16, torch.float16)  # storage dtypes: torch rounds each op
 
 
 def autocast_state() -> tuple[Any, ...]:
@@ -89,9 +87,26 @@ def autocast_kept() -> Iterator[None]:
     try:
         yield
     finally:
-        for device, (enabled, dtype) in zip(AUTOCAST_DEVICES, state, strict=True):
-            torch.set_autocast_enabled(device, enabled)
-            torch.set_autocast_dtype(device, dtype)
+        set_autocast_state(state)
+
+
+def set_autocast_state(state: tuple[Any, ...]) -> None:
+    """Autocast on or off, and its dtype, on each device type as `state` (`autocast_state`)
+    says."""
+    for device, (enabled, dtype) in zip(AUTOCAST_DEVICES, state, strict=True):
+        torch.set_autocast_enabled(device, enabled)
+        torch.set_autocast_dtype(device, dtype)
+
+
+@contextmanager
+def autocast_as(state: tuple[Any, ...] | None) -> Iterator[None]:
+    """Run under the autocast state `state` (None: as it is), restored after."""
+    if state is None:
+        yield
+        return
+    with autocast_kept():
+        set_autocast_state(state)
+        yield
 
 
 class _FakeInterpreter(torch.fx.Interpreter):
@@ -101,6 +116,7 @@ class _FakeInterpreter(torch.fx.Interpreter):
         super().__init__(gm, garbage_collect_values=False)
         self.mode = mode
         self.facts = Facts(mode)
+        self.entry_state = autocast_state()  # the caller's
 
     def fake(self, value: Any) -> Any:
         """`value` with each tensor a fake of this mode (a fake of it already kept)."""
@@ -121,22 +137,39 @@ class _FakeInterpreter(torch.fx.Interpreter):
         watched = tensors_in((args, kwargs))
         if n.op == "call_module":
             watched += self.module_state(n.target).values()
-        casts = autocast_casts(watched)
+        if (state := autocast_state()) != self.entry_state:
+            self.facts.autocast[n] = state
         versions = [t._version for t in watched]
         try:
             with self.mode:
                 result = getattr(self, n.op)(n.target, args, kwargs)
         except Exception:  # noqa: BLE001 (any failure only means: value unknown)
             result = UNKNOWN
-        if casts and (result is UNKNOWN or tensors_in(result)):
-            self.facts.autocast.add(n)
         if result is UNKNOWN:
             return result
+        if self.lowered(n, args, kwargs, result):
+            self.facts.lowered.add(n)
         written = [t for t, v in zip(watched, versions, strict=True) if t._version != v]
         if written:
             self.facts.mutating.add(n)
             self.facts.mutated.update(storage_id(t) for t in written)
         return result
+
+    def lowered(self, n: torch.fx.Node, args: Any, kwargs: Any, result: Any) -> bool:
+        """Whether autocast made `n` a lower-precision op: its result holds bf16/f16
+        tensors, and run again with autocast off it holds none (or fails: the operands'
+        dtypes differ without autocast's casts)."""
+        if not any(enabled for enabled, _ in autocast_state()) or \
+                not any(t.dtype in REDUCED_PRECISION for t in tensors_in(result)):
+            return False
+        with autocast_kept():
+            set_autocast_state(tuple((False, dtype) for _, dtype in autocast_state()))
+            try:
+                with self.mode:
+                    plain = getattr(self, n.op)(n.target, args, kwargs)
+            except Exception:  # noqa: BLE001 (mixed dtypes refused: autocast cast them)
+                return True
+        return not any(t.dtype in REDUCED_PRECISION for t in tensors_in(plain))
 
     def placeholder(self, target: Any, args: Any, kwargs: Any) -> Any:
         return self.fake(super().placeholder(target, args, kwargs))
@@ -203,5 +236,6 @@ def propagate(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> Facts:
     return interpreter.facts
 
 
-__all__ = ["UNKNOWN", "Facts", "autocast_kept", "autocast_state", "is_symbolic", "propagate",
-           "storage_id", "symbolic_examples", "tensors_in"]
+__all__ = ["REDUCED_PRECISION", "UNKNOWN", "Facts", "autocast_as", "autocast_kept",
+           "autocast_state", "is_symbolic", "propagate", "storage_id", "symbolic_examples",
+           "tensors_in"]

@@ -126,9 +126,11 @@ def functional_along(builtin: str) -> Any:
 
 def float_dtype(target: str, dtype: Any) -> str:
     """A torch float dtype as a Reverie dtype name; other dtypes are refused."""
-    names = {"torch.float64": "f64", "torch.float32": "f32"}
+    names = {"torch.float64": "f64", "torch.float32": "f32", "torch.bfloat16": "bf16",
+             "torch.float16": "f16"}
     if str(dtype) not in names:
-        raise refuse(target, "dtype", dtype, "Reverie converts to float32 or float64")
+        raise refuse(target, "dtype", dtype, "Reverie converts to float32, float64, "
+                     "bfloat16 or float16")
     return names[str(dtype)]
 
 

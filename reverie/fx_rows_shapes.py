@@ -11,6 +11,8 @@ merges them into the one table.
     expand/broadcast_to    index notation reading index 0 of each size-1 axis
     repeat/tile            new size-1 axes beside the repeated ones, expanded, reshaped
     narrow/select          slices and integer subscripts
+    float/double/half/bfloat16, to(dtype), type_as
+                           conversions (a cast; `to` on the CPU only)
     factories              `arange`, `zeros`, `ones`, `full`, `randn`, `rand`, their `*_like`
                            and `Tensor.new_*` forms: made by torch at every call (`made`),
                            so values and random draws are eager's exactly (`empty` is not
@@ -30,7 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from reverie.fx_functional import refuse
+from reverie.fx_functional import cast, refuse
 from reverie.fx_rows_rule import rule_in
 from reverie.tracing import RECORDER_FILES, Axis, Traced, concatenate, host_input
 
@@ -39,8 +41,9 @@ RECORDER_FILES.add(__file__)
 Emit = Callable[..., Any]
 
 # The torch dtypes a Reverie kernel holds, by their Reverie names.
-ELEMENTS = {torch.float32: "f32", torch.float64: "f64", torch.int32: "i32",
-            torch.int64: "i64", torch.bool: "bool"}
+ELEMENTS = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16",
+            torch.float16: "f16", torch.int32: "i32", torch.int64: "i64", torch.bool: "bool"}
+TORCH_OF = {name: dtype for dtype, name in ELEMENTS.items()}
 
 
 # ---------------------------------------------------------------- dimensions
@@ -188,6 +191,41 @@ def expand(input: Traced, *size: Any, implicit: bool = False) -> Traced:
 
 def expand_as(input: Traced, other: Traced) -> Traced:
     return broadcast_to(input, other.shape)
+
+
+# ---------------------------------------------------------------- conversions
+
+def element(target: str, dtype: Any) -> str:
+    """The Reverie name of torch dtype `dtype`, or a refusal naming the argument."""
+    if dtype not in ELEMENTS:
+        raise refuse(target, "dtype", dtype, "Reverie holds " + ", ".join(map(str, ELEMENTS)))
+    return ELEMENTS[dtype]
+
+
+def converted(dtype: torch.dtype) -> Emit:
+    """Tensor.float / double / half / bfloat16: `input` cast to `dtype`."""
+    def emit(input: Traced, memory_format: Any = torch.preserve_format) -> Traced:
+        return cast(input, ELEMENTS[dtype])
+
+    return emit
+
+
+def to(input: Traced, *args: Any, dtype: Any = None, non_blocking: bool = False,
+       copy: bool = False, memory_format: Any = torch.preserve_format) -> Traced:
+    """Tensor.to(dtype), to(device, dtype), to(other): a cast; a device other than the
+    CPU is refused (Reverie's kernels run there)."""
+    for arg in args:
+        if isinstance(arg, torch.dtype):
+            dtype = arg
+        elif isinstance(arg, Traced):
+            dtype = TORCH_OF[arg.element]
+        elif not isinstance(arg, str | torch.device) or torch.device(arg).type != "cpu":
+            raise refuse("Tensor.to", "argument", arg, "a dtype, a tensor or the CPU")
+    return input if dtype is None else cast(input, element("Tensor.to", dtype))
+
+
+def type_as(input: Traced, other: Traced) -> Traced:
+    return cast(input, other.element)
 
 
 def repeat(input: Traced, *repeats: Any) -> Traced:
@@ -359,7 +397,10 @@ METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
     "split_with_sizes": (split_with_sizes, {}), "chunk": (chunk, {}), "unbind": (unbind, {}),
     "narrow": (narrow, {}), "select": (select, {}), "expand": (expand, {}),
     "expand_as": (expand_as, {}), "broadcast_to": (broadcast_to, {}), "repeat": (repeat, {}),
-    "tile": (tile, {}), "new_full": (new_full, {}),
+    "tile": (tile, {}), "new_full": (new_full, {}), "to": (to, {}), "type_as": (type_as, {}),
+    **{name: (converted(dtype), {}) for name, dtype in [
+        ("float", torch.float32), ("double", torch.float64), ("half", torch.float16),
+        ("bfloat16", torch.bfloat16)]},
     **{f"new_{name}": (new(f"new_{name}"), {}) for name in ("zeros", "ones")},
 }
 

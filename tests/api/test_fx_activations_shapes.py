@@ -303,7 +303,7 @@ def test_unflatten_module_and_tuple_outputs() -> None:
     (lambda x: x.narrow(1, 1, 5), "length"),
     (lambda x: x.expand(2, 3), "size"),
     (lambda x: x.repeat(2), "repeats"),
-    (lambda x: x + torch.ones_like(x, dtype=torch.float16), "dtype"),
+    (lambda x: x + torch.ones_like(x, dtype=torch.int8), "dtype"),
     (lambda x: x + torch.arange(4, device="meta"), "device"),
     (lambda x: x + torch.zeros_like(x, pin_memory=True), "pin_memory"),
 ])
