@@ -10,8 +10,8 @@ dependency. Every table is a tuple of floats (`functools.cache` per order):
   (x²/4)ᵏ/(k! Γ(v + k + 1)) of Iᵥ (sign +1) and Jᵥ (sign −1) as a polynomial in
   (x/unit)²; 0 where v + k + 1 is a pole.
 - `series_end(v)`: where `SERIES_TERMS` terms of Iᵥ's series stop being enough.
-- `debye_coefficients(order)`: Σₖ uₖ(t)/orderᵏ as one polynomial in t (Debye's uniform
-  expansion, the polynomials uₖ of DLMF 10.41.10 in exact rationals).
+- `debye_coefficients(order, sign)`: Σₖ signᵏ uₖ(t)/orderᵏ as one polynomial in t (Debye's
+  uniform expansions of I and K, the polynomials uₖ of DLMF 10.41.10 in exact rationals).
 - `hankel_coefficients(v)`: the amplitudes P, Q of Hankel's expansion (DLMF 10.17.3) as
   polynomials in 1/x², and cos φ, sin φ of its phase φ = (v/2 + 1/4)π.
 - `neumann_coefficients(v, count)`: cⱼ of (x/2)ᵛ = Σⱼ cⱼ J_{v+2j}(x) (DLMF 10.23.?, the
@@ -89,7 +89,7 @@ def series_end(v: float) -> float:
         nxt = x + 0.125
         y = nxt * nxt / 4
         last = SERIES_TERMS
-        largest = max(log_term(k, y) for k in range(max(0, math.floor(-v)), last))
+        largest = max(log_term(k, y) for k in range(max(0, math.floor(-v)), max(last, 1 - math.floor(v))))
         if log_term(last, y) - largest > math.log(1e-18) or \
                 y / (last * (last + v)) > 0.5:
             break
@@ -115,12 +115,13 @@ def _debye_polynomials(count: int) -> list[list[Fraction]]:
 
 
 @cache
-def debye_coefficients(order: float) -> tuple[float, ...]:
-    """Σₖ uₖ(t)/orderᵏ (k < `DEBYE_TERMS`) as coefficients of one polynomial in t."""
+def debye_coefficients(order: float, sign: int) -> tuple[float, ...]:
+    """Σₖ signᵏ uₖ(t)/orderᵏ (k < `DEBYE_TERMS`; sign +1 for I, −1 for K) as the
+    coefficients of one polynomial in t."""
     total = [Fraction(0)] * (3 * DEBYE_TERMS)
     for k, u in enumerate(_debye_polynomials(DEBYE_TERMS)):
         for i, c in enumerate(u):
-            total[i] += c / Fraction(order) ** k
+            total[i] += c * sign ** k / Fraction(order) ** k
     return tuple(float(c) for c in total)
 
 

@@ -19,7 +19,8 @@ Iᵥ, for x ≥ 0 (v an integer: Iᵥ = I₋ᵥ, Iᵥ(−x) = (−1)ᵛ Iᵥ(x);
 
 Jᵥ, for x ≥ 0 (NaN below 0), with v = b + n, 0 < b < 1:
 
-- up to x = 1 the power series (16 terms, alternating but without cancellation there);
+- up to x = max(1, √(v + 1)) the power series (16 terms, alternating, but its terms cancel
+  less than e^½ there);
 - up to X = max(25, v): Miller's backward recurrence J_{ν−1} = (2ν/x) Jᵥ − J_{ν+1} from
   order b + M (M = X + 10 X^(1/3) + 10, even) down to b, normalised by Neumann's sum
   (x/2)ᵇ = Σⱼ cⱼ J_{b+2j}(x), rescaled by 10⁻²⁰⁰ past 10²⁰⁰;
@@ -51,14 +52,21 @@ from reverie.compiler.ir.bessel_real_constants import (
     series_end,
 )
 
-J_SERIES_END = 1.0        # Jᵥ's power series up to here
-J_SERIES_TERMS = 16
+J_SERIES_TERMS = 16       # terms of Jᵥ's power series (up to `j_series_end(v)`)
+K_DEBYE_ORDER = 20.0      # I₋ᵥ as Iᵥ + (2/π) sin(vπ) Kᵥ from v = 20 on (K by Debye),
+REFLECT_ABOVE = 0.35      # for x > 0.35 v
 HANKEL_START = 25.0       # Hankel's expansion of J_b, J_{b+1} from here
 RESCALE_ABOVE = 1e200     # Miller's recurrence is scaled down by RESCALE beyond this
 RESCALE = 1e-200
 MAX_ORDER = 150.0         # |v| beyond: a CompileError (Γ(v + 1) and (x/2)ᵛ would overflow)
 
 Arith = Any               # the emitter's interface: `NumpyArith`, `MathEmitter`, `MlirArith`
+
+
+def j_series_end(v: float) -> float:
+    """Where Jᵥ's power series hands over to Miller's recurrence: max(1, √(v + 1)), where
+    its terms cancel less than e^(x²/(2(v + 1))) ≤ e^½."""
+    return max(1.0, math.sqrt(v + 1)) if v > 0 else 1.0
 
 
 def miller_end(v: float) -> float:
@@ -102,16 +110,31 @@ def _series(a: Arith, x: Any, v: float, sign: int, count: int, end: float) -> An
     return a.mul(a.pow(a.mul(x, 0.5), a.value(v)), a.fma(w_lo, slope, total))
 
 
-def _debye_scaled(a: Arith, x: Any, order: float) -> Any:
-    """e^(−x) I_order(x) by Debye's expansion: e^(order η − x) √(t/(2π order)) Σ uₖ(t)/orderᵏ,
-    t = 1/√(1 + z²), z = x/order (0 at x = inf)."""
+def _debye(a: Arith, x: Any, order: float) -> tuple[Any, Any]:
+    """(order η − x, t) of Debye's expansion, t = 1/√(1 + z²), z = x/order (t = 0 at inf):
+    order η − x = order (w − asinh(order/x)), w = (order/x)/(1 + √(1 + (order/x)²))."""
     ratio = a.div(order, x)
     root = a.sqrt(a.fma(ratio, ratio, 1.0))
     w = a.div(ratio, a.add(root, 1.0))
     exponent = a.mul(order, a.sub(w, a.log1p(a.fma(ratio, w, ratio))))   # asinh(order/x)
-    t = a.div(ratio, root)
+    return exponent, a.div(ratio, root)
+
+
+def _debye_scaled(a: Arith, x: Any, order: float) -> Any:
+    """e^(−x) I_order(x) = e^(order η − x) √(t/(2π order)) Σ uₖ(t)/orderᵏ."""
+    exponent, t = _debye(a, x, order)
     amplitude = a.sqrt(a.mul(t, 1 / (2 * math.pi * order)))
-    return a.mul(a.mul(a.exp(exponent), amplitude), a.poly(t, debye_coefficients(order)))
+    return a.mul(a.mul(a.exp(exponent), amplitude), a.poly(t, debye_coefficients(order, 1)))
+
+
+def _debye_k(a: Arith, x: Any, order: float, scaled: bool) -> Any:
+    """K_order(x) (times e^(−x) if `scaled`) = e^(−order η) √(πt/(2 order)) Σ (−1)ᵏ uₖ(t)/
+    orderᵏ, order ≥ `K_DEBYE_ORDER`."""
+    exponent, t = _debye(a, x, order)
+    shift = a.add(x, x) if scaled else x
+    amplitude = a.sqrt(a.mul(t, math.pi / (2 * order)))
+    return a.mul(a.mul(a.exp(a.neg(a.add(exponent, shift))), amplitude),
+                 a.poly(t, debye_coefficients(order, -1)))
 
 
 def _scaled_far(a: Arith, x: Any, order: float) -> Any:
@@ -125,23 +148,44 @@ def _scaled_far(a: Arith, x: Any, order: float) -> Any:
     return value
 
 
-def bessel_i(a: Arith, x: Any, v: float, scaled: bool) -> Any:
-    """Iᵥ(x), or e^(−|x|) Iᵥ(x) if `scaled`, in f64 (the module docstring)."""
-    integral = float(v).is_integer()
-    order = abs(v) if integral else v
-    ax = a.fabs(x) if integral else x
-    end = series_end(order)
-    near_x = a.select(a.cmp("<", ax, end), ax, end)
+def _modified_i(a: Arith, x: Any, order: float, scaled: bool, end: float | None = None) -> Any:
+    """I_order(x) (times e^(−x) if `scaled`) for x ≥ 0: the series up to `end` (by default
+    `series_end`), Debye's expansion beyond."""
+    end = series_end(order) if end is None else end
+    near_x = a.select(a.cmp("<", x, end), x, end)
     near = _series(a, a.select(a.cmp(">", near_x, 0.0), near_x, 0.0), order, 1,
                    SERIES_TERMS, end)
-    far_x = a.select(a.cmp(">", ax, end), ax, end)
+    far_x = a.select(a.cmp(">", x, end), x, end)
     far = _scaled_far(a, far_x, abs(order))
     if scaled:
         near = a.mul(near, a.exp(a.neg(near_x)))
     else:
         half = a.exp(a.mul(far_x, 0.5))
         far = a.select(a.cmp("==", far_x, math.inf), math.inf, a.mul(a.mul(far, half), half))
-    result = a.select(a.cmp("<=", ax, end), near, far)
+    return a.select(a.cmp("<=", x, end), near, far)
+
+
+def _reflected_i(a: Arith, x: Any, v: float, scaled: bool) -> Any:
+    """Iᵥ(x) for v ≤ −`K_DEBYE_ORDER` (not an integer), whose power series' first terms
+    cancel from x = 0.4|v| on: there I_|v| + (2/π) sin(|v|π) K_|v| (K by Debye's
+    expansion), the series below (where its first term dominates)."""
+    order, switch = -v, REFLECT_ABOVE * -v
+    turns = math.fmod(order, 2.0)                              # sin(order π), exactly reduced
+    weight = 2 / math.pi * math.sin(math.pi * (turns - 2 if turns > 1 else turns))
+    x_k = a.select(a.cmp(">", x, switch), x, switch)
+    reflected = a.fma(_debye_k(a, x_k, order, scaled), weight,
+                      _modified_i(a, x_k, order, scaled))
+    near = _modified_i(a, a.select(a.cmp("<", x, switch), x, switch), v, scaled, switch)
+    return a.select(a.cmp("<=", x, switch), near, reflected)
+
+
+def bessel_i(a: Arith, x: Any, v: float, scaled: bool) -> Any:
+    """Iᵥ(x), or e^(−|x|) Iᵥ(x) if `scaled`, in f64 (the module docstring)."""
+    integral = float(v).is_integer()
+    order = abs(v) if integral else v
+    ax = a.fabs(x) if integral else x
+    result = _reflected_i(a, ax, order, scaled) if order <= -K_DEBYE_ORDER else \
+        _modified_i(a, ax, order, scaled)
     if integral and order % 2:
         result = a.select(a.cmp("<", x, 0.0), a.neg(result), result)
     elif not integral:
@@ -202,11 +246,11 @@ def bessel_j(a: Arith, x: Any, v: float) -> Any:
     """Jᵥ(x) for v not an integer, in f64 (the module docstring)."""
     n = math.floor(v)
     base = v - n
-    end = miller_end(v)
-    tiny = a.select(a.cmp("<", x, J_SERIES_END), x, J_SERIES_END)
-    series = _series(a, tiny, v, -1, J_SERIES_TERMS, J_SERIES_END)
-    inner_x = a.select(a.cmp(">", x, J_SERIES_END), a.select(a.cmp("<", x, end), x, end),
-                       J_SERIES_END)
+    end, series_end = miller_end(v), j_series_end(v)
+    tiny = a.select(a.cmp("<", x, series_end), x, series_end)
+    series = _series(a, tiny, v, -1, J_SERIES_TERMS, series_end)
+    inner_x = a.select(a.cmp(">", x, series_end), a.select(a.cmp("<", x, end), x, end),
+                       series_end)
     outer_x = a.select(a.cmp(">", x, end), x, end)
     outer = (_hankel(a, outer_x, base), _hankel(a, outer_x, base + 1))
     if n >= 0:
@@ -218,7 +262,7 @@ def bessel_j(a: Arith, x: Any, v: float) -> Any:
         pair = [a.select(a.cmp("<=", x, end), i, o) for i, o in zip(inner, outer, strict=True)]
         far = _recur(a, a.select(a.cmp("<=", x, end), inner_x, outer_x), base, *pair, -n,
                      up=False)
-    result = a.select(a.cmp("<=", x, J_SERIES_END), series, far)
+    result = a.select(a.cmp("<=", x, series_end), series, far)
     result = a.select(a.cmp("==", x, math.inf), 0.0, result)
     result = a.select(a.cmp("<", x, 0.0), math.nan, result)
     return a.select(a.isnan(x), x, result)

@@ -156,6 +156,20 @@ def test_large_arguments() -> None:
     np.testing.assert_allclose(jv, exact("jv", 3.25, x), rtol=1e-13, atol=1e-16)
 
 
+@pytest.mark.parametrize("v", [-20.5, -30.5, -50.5])
+def test_large_negative_orders(v: float) -> None:
+    """I₋ᵥ = Iᵥ + (2/π) sin(vπ) Kᵥ from x = 0.35 v on (K by Debye's expansion), where the
+    series' first terms cancel: within 2|v| ulps of the two parts' magnitudes."""
+    m = rv.compile(f"fn f(x: f64[N]) -> (f64[N], f64[N]) {{ return (iv({v}, x), ive({v}, x)); }}",
+                   backend="native")
+    x = np.linspace(0.05, 3 * abs(v), 90)
+    iv, ive = m.f(x)
+    scale = exact("iv", v, x, parts=True)
+    for got, want, size_ in ((iv, exact("iv", v, x), scale),
+                             (ive, exact("ive", v, x), scale * np.exp(-x))):
+        assert ulps(got, want, size_).max() <= 2 * abs(v)
+
+
 @pytest.mark.parametrize("level", LEVELS)
 def test_special_values(level: str) -> None:
     """At 0: 0 for v > 0, ±inf for v < 0 (the sign of 1/Γ(v + 1), the limit from the right;
