@@ -8,14 +8,14 @@ dependency. Every table is a tuple of floats (`functools.cache` per order):
 
 - `series_coefficients(v, sign, count, unit)`: the power series (x/2)ᵛ Σ signᵏ
   (x²/4)ᵏ/(k! Γ(v + k + 1)) of Iᵥ (sign +1) and Jᵥ (sign −1) as a polynomial in
-  (x/unit)²; 0 where v + k + 1 is a pole.
+  w = x² ÷ unit²; 0 where v + k + 1 is a pole.
 - `series_end(v)`: where `SERIES_TERMS` terms of Iᵥ's series stop being enough.
 - `debye_coefficients(order, sign)`: Σₖ signᵏ uₖ(t)/orderᵏ as one polynomial in t (Debye's
   uniform expansions of I and K, the polynomials uₖ of DLMF 10.41.10 in exact rationals).
 - `hankel_coefficients(v)`: the amplitudes P, Q of Hankel's expansion (DLMF 10.17.3) as
   polynomials in 1/x², and cos φ, sin φ of its phase φ = (v/2 + 1/4)π.
-- `neumann_coefficients(v, count)`: cⱼ of (x/2)ᵛ = Σⱼ cⱼ J_{v+2j}(x) (DLMF 10.23.?, the
-  normalisation of Miller's recurrence), cⱼ = (v + 2j) Γ(v + j)/j!, c₀ = Γ(v + 1).
+- `neumann_coefficients(v, count)`: cⱼ of Neumann's expansion (x/2)ᵛ = Σⱼ cⱼ J_{v+2j}(x)
+  (the normalisation of Miller's recurrence), cⱼ = (v + 2j) Γ(v + j)/j!, c₀ = Γ(v + 1).
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def _is_pole(z: Fraction) -> bool:
 
 @cache
 def series_coefficients(v: float, sign: int, count: int, unit: float) -> tuple[float, ...]:
-    """hₖ = signᵏ (unit/2)²ᵏ/(k! Γ(v + k + 1)), k < count (0 at the poles of Γ): the power
-    series is (x/2)ᵛ Σ hₖ wᵏ in w = (x/unit)² ≤ 1, so that no coefficient under- or
+    """hₖ = signᵏ (½ unit)²ᵏ/(k! Γ(v + k + 1)), k < count (0 at the poles of Γ): the power
+    series is (x/2)ᵛ Σ hₖ wᵏ in w = x² ÷ unit² ≤ 1, so that no coefficient under- or
     overflows."""
     first = next((k for k in range(count) if not _is_pole(Fraction(v) + k + 1)), count)
     coefficients = [0.0] * first
@@ -80,7 +80,8 @@ def series_coefficients(v: float, sign: int, count: int, unit: float) -> tuple[f
 @cache
 def series_end(v: float) -> float:
     """The largest x (of a grid of 1/8) where the terms of Iᵥ's series left out (from k =
-    `SERIES_TERMS`) stay below 10⁻¹⁸ of the largest one, and shrink at least twofold."""
+    `SERIES_TERMS`) stay below 10⁻¹⁸ of the largest one, and shrink at least twofold (v not
+    a negative integer: Iᵥ of an integral order is I_|v|'s)."""
     def log_term(k: int, y: float) -> float:
         return k * math.log(y) - math.lgamma(k + 1) - math.lgamma(v + k + 1)
 
@@ -89,7 +90,7 @@ def series_end(v: float) -> float:
         nxt = x + 0.125
         y = nxt * nxt / 4
         last = SERIES_TERMS
-        largest = max(log_term(k, y) for k in range(max(0, math.floor(-v)), max(last, 1 - math.floor(v))))
+        largest = max(log_term(k, y) for k in range(last))
         if log_term(last, y) - largest > math.log(1e-18) or \
                 y / (last * (last + v)) > 0.5:
             break

@@ -15,13 +15,16 @@ Iᵥ, for x ≥ 0 (v an integer: Iᵥ = I₋ᵥ, Iᵥ(−x) = (−1)ᵛ Iᵥ(x);
   backward recurrence I_{u−1} = I_{u+1} + (2u/x) Iᵤ (stable: I decreases with its order)
   down to |v| (Kᵥ is below 10⁻¹¹⁰ of Iᵥ there, so I₋ᵥ = Iᵥ). The exponent uη − x =
   u (w − asinh(u/x)), w = (u/x)/(1 + √(1 + (u/x)²)), has no cancellation.
-  Iᵥ = e^(x/2) (e^(x/2) e^(−x) Iᵥ), so nothing overflows before Iᵥ does.
+  Iᵥ = e^(x/2) (e^(x/2) e^(−x) Iᵥ), so nothing overflows before Iᵥ does;
+- v ≤ −20, not an integer: the series' first terms (the K part) alternate and cancel from
+  about x = 0.35|v| on; there I₋ᵥ = Iᵥ + (2/π) sin(vπ) Kᵥ (v = |v|) with Kᵥ by Debye's
+  expansion (the same polynomials, alternating).
 
 Jᵥ, for x ≥ 0 (NaN below 0), with v = b + n, 0 < b < 1:
 
 - up to x = max(1, √(v + 1)) the power series (16 terms, alternating, but its terms cancel
   less than e^½ there);
-- up to X = max(25, v): Miller's backward recurrence J_{ν−1} = (2ν/x) Jᵥ − J_{ν+1} from
+- up to X = max(25, v): Miller's backward recurrence J_{ν−1} = (2ν/x) J_ν − J_{ν+1} from
   order b + M (M = X + 10 X^(1/3) + 10, even) down to b, normalised by Neumann's sum
   (x/2)ᵇ = Σⱼ cⱼ J_{b+2j}(x), rescaled by 10⁻²⁰⁰ past 10²⁰⁰;
 - beyond X: J_b and J_{b+1} by Hankel's expansion (12 + 12 terms, phase from sin x, cos x,
