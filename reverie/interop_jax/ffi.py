@@ -29,6 +29,7 @@ import numpy as np
 from reverie.compiler.call_boundary.xla_ffi import handler_module, handler_symbol
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import evaluate_shape
+from reverie.compiler.ir.dtypes import dtype_name
 from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.kernel import Kernel
 from reverie.runtime.native.call import ArgumentTypeError, bind_arguments, check_arity
@@ -113,15 +114,15 @@ def float_dtype(kernel: Kernel, args: Sequence[jax.Array]) -> str:
     """What `float` means for a call: from the float arrays given for `float` parameters,
     ignoring weakly typed ones (Python numbers); f64 when there are none."""
     check_arity(kernel.name, kernel.param_names, args)
-    seen = {("f32" if a.dtype.itemsize <= 4 else "f64"): name
-            for a, declared, name in zip(args, kernel.declared_dtypes, kernel.param_names,
-                                         strict=True)
-            if declared == "float" and jnp.issubdtype(a.dtype, jnp.floating)
-            and not aval(a).weak_type}
+    seen: dict[str, str] = {}
+    for a, declared, name in zip(args, kernel.declared_dtypes, kernel.param_names, strict=True):
+        if declared == "float" and jnp.issubdtype(a.dtype, jnp.floating) and \
+                not aval(a).weak_type:  # bf16, f16, f32 or f64 (a 64-bit one without x64)
+            seen.setdefault(dtype_name(np.dtype(a.dtype)), name)
     if len(seen) > 1:
+        got = " and ".join(f"{NUMPY_DTYPES[d]} ('{arg}')" for d, arg in seen.items())
         raise ArgumentTypeError(
-            f"{kernel.name}(): 'float' parameters got float32 ('{seen['f32']}') and float64 "
-            f"('{seen['f64']}') arrays; convert one so they agree")
+            f"{kernel.name}(): 'float' parameters got {got} arrays; convert them so they agree")
     return next(iter(seen), "f64")
 
 

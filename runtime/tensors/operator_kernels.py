@@ -42,9 +42,14 @@ from reverie.runtime.native.lru import LruCache
 BACKEND = "native"
 
 REVERIE_DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64",
-                  np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
-                  np.dtype(np.bool_): "bool"}
-NUMERIC = ("f32", "f64", "i32", "i64")
+                  np.dtype(np.float16): "f16", np.dtype(np.int32): "i32",
+                  np.dtype(np.int64): "i64", np.dtype(np.bool_): "bool"}
+# The float dtypes, whose tensors can require grad (float64 first: `dtype in FLOAT_KINDS` is
+# then one identity check in the common case). ml_dtypes' bfloat16 joins both on first
+# sight (`reverie_dtype`): importing ml_dtypes for the tables would cost every start ~1 s.
+FLOAT_KINDS = [np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.float16)]
+FLOATS = ("f32", "f64", "bf16", "f16")
+NUMERIC = (*FLOATS, "i32", "i64")
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "matmul": "@",
            "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 CALLED = {"maximum": "max", "minimum": "min"}  # binary ops the language spells as calls
@@ -67,12 +72,18 @@ Signature = tuple[str, tuple[str, ...]]  # (Reverie dtype, dimension tokens)
 
 
 def reverie_dtype(dtype: np.dtype) -> str:
-    """The Reverie element type of a NumPy dtype (TypeError for dtypes the language lacks)."""
+    """The Reverie element type of a NumPy dtype (TypeError for dtypes the language lacks);
+    ml_dtypes' bfloat16 is entered in REVERIE_DTYPES and FLOAT_KINDS the first time."""
+    dtype = np.dtype(dtype)
+    if dtype.name == "bfloat16" and dtype not in REVERIE_DTYPES:
+        REVERIE_DTYPES[dtype] = "bf16"
+        FLOAT_KINDS.append(dtype)
     try:
-        return REVERIE_DTYPES[np.dtype(dtype)]
+        return REVERIE_DTYPES[dtype]
     except KeyError:
-        raise TypeError(f"Reverie tensors hold float32, float64, int32, int64 or bool data, "
-                        f"not {np.dtype(dtype)}; convert with .astype(np.float64)") from None
+        raise TypeError(f"Reverie tensors hold float32, float64, bfloat16, float16, int32, "
+                        f"int64 or bool data, not {dtype}; convert with "
+                        f".astype(np.float64)") from None
 
 
 def _is_scalar(value: object) -> bool:
@@ -296,9 +307,9 @@ def reduce_kernel(op: str, a: object, axis: int | tuple[int, ...] | None,
     if op in ("max", "min") and dtype not in NUMERIC:
         raise TypeError(f"'{op}' is not defined for {dtype} tensors; convert with .astype")
     if op == "mean":
-        compute = dtype if dtype in ("f32", "f64") else "f64"
+        compute = dtype if dtype in FLOATS else "f64"
     elif op == "sum":
-        compute = dtype if dtype in ("f32", "f64", "i64") else "i64"
+        compute = dtype if dtype in (*FLOATS, "i64") else "i64"
     else:
         compute = dtype
     tokens = tuple(f"D{i}" for i in range(len(a.shape)))

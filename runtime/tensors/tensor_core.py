@@ -11,8 +11,9 @@ import `Tensor` from `tensor.py` wherever a program's Tensors are made:
 
     t = wrap(np.ones(3))           # a leaf that does not require grad, no copy
 
-Dtypes follow NumPy: Python floats give float64, Python ints int64; only float32 and
-float64 tensors can require grad.
+Dtypes follow NumPy: Python floats give float64, Python ints int64; float tensors (float64,
+float32, float16, and ml_dtypes.bfloat16) can require grad. bf16/f16 tensors compute as
+torch's: each op in f32, its result rounded to the tensor's dtype.
 """
 
 from __future__ import annotations
@@ -27,15 +28,13 @@ import numpy as np
 from reverie.runtime.native.kernel_protocol import CompiledKernel
 from reverie.runtime.tensors import grad_mode, graph
 from reverie.runtime.tensors import operator_kernels as ops_kernels
-from reverie.runtime.tensors.operator_kernels import REVERIE_DTYPES, reverie_dtype
+from reverie.runtime.tensors.operator_kernels import FLOAT_KINDS, REVERIE_DTYPES, reverie_dtype
 
 if TYPE_CHECKING:
     from reverie.runtime.tensors.graph import GraphNode, RemovableHandle
 
-# float64 first: `dtype in FLOAT_KINDS` is then one identity check in the common case
-FLOAT_KINDS = (np.dtype(np.float64), np.dtype(np.float32))
-DTYPE_NAMES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64,
-               "bool": np.bool_}
+DTYPE_NAMES = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32,
+               "i64": np.int64, "bool": np.bool_}
 
 
 class Tensor:
@@ -352,10 +351,13 @@ def _check_flag(value: object, caller: str) -> None:
 
 
 def _check_can_require_grad(dtype: np.dtype) -> None:
-    """RuntimeError unless tensors of `dtype` can require grad (float32, float64)."""
+    """RuntimeError unless tensors of `dtype` can require grad (the float dtypes)."""
+    if dtype not in FLOAT_KINDS and np.dtype(dtype).name == "bfloat16":
+        reverie_dtype(dtype)  # its first sight enters it in FLOAT_KINDS
     if dtype not in FLOAT_KINDS:
-        raise RuntimeError(f"only float32 and float64 tensors can require gradients, this "
-                           f"one is {dtype}; create it with a float dtype")
+        raise RuntimeError(f"only float tensors (float64, float32, bfloat16, float16) can "
+                           f"require gradients, this one is {dtype}; create it with a float "
+                           f"dtype")
 
 
 def tensor(data: object, dtype: object = None, requires_grad: bool = False) -> Tensor:

@@ -269,8 +269,8 @@ def test_float32_into_an_f64_kernel_gives_f64_results_and_f32_gradients(m: rv.Mo
 
 
 @pytest.mark.parametrize(("dtype", "result"), [(torch.float32, torch.float32),
-                                               (torch.float16, torch.float32),
-                                               (torch.bfloat16, torch.float32),
+                                               (torch.float16, torch.float16),
+                                               (torch.bfloat16, torch.bfloat16),
                                                (torch.float64, torch.float64)])
 def test_float_kernels_follow_the_tensor_precision(m: rv.Module, dtype: torch.dtype,
                                                     result: torch.dtype) -> None:
