@@ -14,12 +14,14 @@ rounds (reductions and products accumulate in f32 or wider), as torch eager does
   (`UNIT`) times the reference's scale (`f64_reference`): the bounds are a few units, the
   error torch's own bf16/f16 derivatives have against the same references;
 - native code and the MLIR export: the same results as the interpreter;
-- results come back in the primal's dtype (a bf16 parameter's gradient is bf16).
+- results come back in the primal's dtype (a bf16 parameter's gradient is bf16);
+- `rv.gradcheck`/`rv.gradgradcheck` take bf16/f16 Tensors, checking against f64.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -32,6 +34,7 @@ from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.compiler.transforms.widen_storage import widen_storage
 from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.mlir_to_llvm import mlir_tools
+from reverie.runtime.tensors.gradcheck import GradcheckError
 
 torch = pytest.importorskip("torch")
 
@@ -321,3 +324,52 @@ def test_each_gradient_takes_its_parameters_dtype(backend: str) -> None:
         want = np.reshape([central(loss, args, along(args, i, e)) for e in range(a.size)],
                           a.shape)
         assert np.max(np.abs(g.astype(np.float64) - want)) <= 6 * unit * np.max(np.abs(want))
+
+
+# ---------------------------------------------------------------- rv.gradcheck
+
+GRADCHECKED = """
+fn loss(x: float[N, D], w: float[D]) -> float { return sum(tanh(x @ w) * sum(x, axis=1)); }
+fn stored(x: bf16[N], w: bf16[N]) -> bf16 { return sum(x * w); }
+"""
+
+
+def storage_tensors(dtype: str, *shapes: tuple[int, ...]) -> list[rv.Tensor]:
+    rng = np.random.default_rng(6)
+    return [rv.tensor(rng.uniform(-1, 1, shape).astype(NUMPY_DTYPES[dtype]), requires_grad=True)
+            for shape in shapes]
+
+
+@every_dtype
+def test_gradcheck_takes_storage_inputs_against_an_f64_reference(dtype: str) -> None:
+    m = module(GRADCHECKED, "native")
+    x, w = storage_tensors(dtype, (4, 3), (3,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")     # no "unreliable below float64" warning for them
+        assert rv.gradcheck(m.loss, (x, w))
+        assert rv.gradcheck(lambda x, w: (m.loss(x, w) * w).sum(), (x, w))
+
+
+@every_dtype
+def test_gradgradcheck_takes_storage_inputs(dtype: str) -> None:
+    """Second order: the compiled double backward in bf16/f16 against central differences
+    of the f64 first derivative."""
+    x, w = storage_tensors(dtype, (4, 3), (3,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert rv.gradgradcheck(module(GRADCHECKED, "native").loss, (x, w))
+
+
+@every_dtype
+def test_gradcheck_finds_a_wrong_storage_gradient(dtype: str) -> None:
+    (x,) = storage_tensors(dtype, (5,))
+    with pytest.raises(GradcheckError, match="output 0 with respect to input 0"):
+        rv.gradcheck(lambda x: (x.detach() * x).sum(), (x,))
+
+
+def test_gradcheck_needs_an_f64_reference_function() -> None:
+    m = module(GRADCHECKED, "native")
+    x, w = storage_tensors("bf16", (5,), (5,))
+    with pytest.raises(ValueError, match="output 0 is bf16 even with the bf16/f16 inputs "
+                                         "widened to f64"):
+        rv.gradcheck(m.stored, (x, w))
