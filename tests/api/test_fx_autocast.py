@@ -155,6 +155,34 @@ def test_model_cast_to_bf16_compiles_as_eager_bf16() -> None:
         assert_like_eager(a, b, r, torch.bfloat16)
 
 
+class Conversions(nn.Module):
+    """Tensor.double/float/bfloat16/half/to/type_as outside autocast."""
+
+    def forward(self, x):
+        h = x.double().sin().float() * 2
+        low, half = h.bfloat16() * 3, h.half().exp()
+        return low.to(torch.float32) + half.type_as(h) + h.to("cpu", torch.float64).float()
+
+
+def test_conversions_compile_with_the_dtypes_eager_gives() -> None:
+    backend = Captured()
+    compiled = torch.compile(Conversions(), backend=backend, fullgraph=True)
+    x = torch.randn(3, 4, requires_grad=True)
+    got, want = compiled(x), Conversions()(x)
+    assert got.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=2 * EPS[torch.bfloat16], atol=1e-6)
+    (gx,), (want_gx,) = (torch.autograd.grad(y.sum(), x) for y in (got, want))
+    torch.testing.assert_close(gx, want_gx, rtol=4 * EPS[torch.bfloat16], atol=1e-6)
+    source, = backend.graphs[0].sources
+    assert all(f"{d}(" in source for d in ("f64", "bf16", "f16", "f32"))
+
+
+def test_conversion_to_a_dtype_reverie_lacks_is_refused_by_name() -> None:
+    compiled = torch.compile(lambda x: x.to(torch.int8) + 1, backend="reverie")
+    with pytest.raises(Exception, match=r"Tensor.to: argument dtype=torch.int8"):
+        compiled(torch.randn(3))
+
+
 # ---------------------------------------------------------------- blocks inside forward
 
 class AutocastBlock(nn.Module):
