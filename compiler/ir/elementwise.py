@@ -23,8 +23,9 @@ An `Elementwise` row says everything about one op applied element by element:
   `stop_gradient`, a view); `builtin`: users call it by name, `tanh(x)` or `arctan2(y, x)`,
   so the name is reserved (`dsl/check.py`) and lowered as a call of its arity
   (`lower/builtins.py`, from `builtin_names`);
-- `attrs`: the op's integer attributes (`polygamma {order = 2}`). The NumPy function gets
-  them as keywords; in loop IR they follow the operands of the scalar op as i64 constants
+- `attrs`: the op's integer attributes (`polygamma {order = 2}`), or real ones where
+  `attr_types` types them `float` (`iv {order = 2.5}`). The NumPy function gets them as
+  keywords; in loop IR they follow the operands of the scalar op as i64 or f64 constants
   (`%3 = polygamma %2, 2 : f64`), where native code reads them. `attr_types` declares the
   attributes that an op's own `infer`/`evaluate` read (`cast {dtype = f64}`); the op's
   attribute schema (`OpDef.attrs`) is both, the integer ones typed `int`.
