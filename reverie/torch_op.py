@@ -21,9 +21,11 @@ keyed by the operators they call, and a later process, whose operators are other
 those graphs.
 
 Tensors are converted as at the Python call boundary (docs/api.md §1–2: NumPy `same_kind`
-casting to the declared dtype; `float` is f32 or f64 by the float tensors given), and
-results have the kernel's dtypes. The registration (and the kernel it refers to) lives as
-long as the process.
+casting to the declared dtype; `float` is f32, f64, bf16 or f16 by the float tensors
+given), and results have the kernel's dtypes. A bfloat16 tensor, which NumPy cannot view,
+reaches the kernel as its memory seen as `ml_dtypes.bfloat16` (`to_numpy`), and a bf16
+result comes back the same way (`from_numpy`). The registration (and the kernel it refers
+to) lives as long as the process.
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ transposing that JVP into `kernel.vjp`, batching from Reverie's batched kernels 
 
 Results have the kernel's dtypes, made canonical for JAX: without `jax_enable_x64`, f64 and
 i64 results come back as float32 and int32 (the kernel itself still computes in its own
-dtypes; the custom call converts). Only a kernel without a native call boundary (or on
+dtypes; the custom call converts). bfloat16 and float16 arrays reach `bf16`/`f16`
+parameters, and `float` ones, which then mean that dtype; `bf16`/`f16` results and their
+gradients are bfloat16/float16 arrays. Only a kernel without a native call boundary (or on
 another backend) runs through `jax.pure_callback` instead. An i64 scalar
 parameter that sizes a result must be concrete (a Python int or a static argument of
 `jax.jit`). A failed bounds check inside the kernel raises (XLA reports the FFI error
