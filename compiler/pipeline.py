@@ -63,6 +63,7 @@ from reverie.compiler.ir.core import Block, Function
 from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.ir.tensor_verifier import after_pass, show_raw
 from reverie.compiler.ir.types import FLOAT_DTYPES, TensorType, one_float_element
+from reverie.compiler.ir.widen_storage import widen_storage
 from reverie.compiler.loops.dead_code import remove_dead_code
 from reverie.compiler.loops.interchange import interchange_reductions
 from reverie.compiler.loops.ir import Program
@@ -86,7 +87,6 @@ from reverie.compiler.transforms.residuals import split_vjp
 from reverie.compiler.transforms.reverse import grad_function, vjp_function
 from reverie.compiler.transforms.scatter_contractions import split_scatter_contractions
 from reverie.compiler.transforms.simplify import simplify
-from reverie.compiler.transforms.widen_storage import widen_storage
 from reverie.dsl.ast import Module as SyntaxTree
 from reverie.dsl.diagnostics import ParseError, did_you_mean
 from reverie.dsl.parser import parse

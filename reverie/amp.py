@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from reverie.compiler.ir.dtypes import NUMPY_DTYPES
+
 if TYPE_CHECKING:
     from reverie.kernel import Kernel, Wrt
 
@@ -85,8 +87,6 @@ class LossScaler:
 
 def _result_dtype(kernel: Kernel, args: Sequence[object]) -> np.dtype:
     """The NumPy dtype of `kernel`'s scalar result for these arguments."""
-    from reverie.compiler.ir.dtypes import NUMPY_DTYPES
-
     (result,) = kernel.specialisation_for(args).result_types
     if result.rank != 0:
         raise ValueError(f"LossScaler.gradients: {kernel.name} must return one scalar loss, "

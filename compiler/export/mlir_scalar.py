@@ -78,7 +78,7 @@ def scalar_op(w: MlirWriter, name: str, args: list[str], dtype: str,
     MLIR op its declaration names, else a composite written here, else the math library's
     backend-neutral algorithm of that name (a CompileError names an op with none). On
     bf16/f16 operands it computes in f32 and rounds a float result back: the rule that
-    `transforms/widen_storage.py` writes out, here for what that pass keeps (the sums of a
+    `ir/widen_storage.py` writes out, here for what that pass keeps (the sums of a
     `generic_scatter`)."""
     if name == "cast":
         return cast(w, args[0], dtype, (attrs or {})["dtype"])

@@ -10,7 +10,7 @@ dominate every use, including uses inside loops and `linalg.generic` bodies (nei
 isolated from above). Tensors of rank 0 are plain SSA scalars; others are memrefs with
 dynamic sizes (`memref<?x?xf32>`). `bool` is `i1` in registers and `i8` in memory, the
 layout NumPy uses. The storage types `bf16` and `f16` are MLIR's `bf16` and `f16` in memory
-and in registers; after `transforms/widen_storage.py` only casts, constants, loads, stores,
+and in registers; after `ir/widen_storage.py` only casts, constants, loads, stores,
 selects and carried values handle them (the casts are `mlir_scalar.cast`).
 
 Loop builders, both used by the exporter:

@@ -2,9 +2,10 @@
 
 Consumes a `Function`, concrete dimension bindings and NumPy arguments; produces NumPy
 results by walking the ops in order and calling each op's `evaluate` from the op table.
-Results are cast to the dtype the IR says, so f32 programs stay f32. Storage types
-(bf16, f16) follow torch's and JAX's rule: every op reads them as f32 (exact) and each result
-is rounded to its dtype (`astype` rounds to nearest even). Trip dimensions
+Results are cast to the dtype the IR says, so f32 programs stay f32. A function with
+storage types (bf16, f16) runs as `ir/widen_storage.py` writes it out (f32
+arithmetic, rounded where values are stored), as every back end runs it; an op that still
+reads them (a cast, a region's parameters) reads them as f32, exactly. Trip dimensions
 (`capacity.py`) start at 0 and grow until every run-time count fits.
 """
 
@@ -18,6 +19,7 @@ from reverie.compiler.ir.capacity import run_with_capacity, trip_symbols
 from reverie.compiler.ir.core import Block, Function, Value
 from reverie.compiler.ir.dtypes import NUMPY_DTYPES, STORAGE_DTYPES, dtype_name
 from reverie.compiler.ir.ops import OPS
+from reverie.compiler.ir.widen_storage import widened
 
 
 class Interpreter:
@@ -50,6 +52,7 @@ def interpret(
 ) -> list[np.ndarray]:
     """Run `fn` on `args` with symbolic dimensions bound by `dims` (dimensions bound by an
     i64 scalar argument are taken from that argument when `dims` lacks them)."""
+    fn = widened(fn)
     sizes = {symbol: int(args[index]) for symbol, index in fn.value_dims}
     sizes.update(dims)
     trips = trip_symbols(fn.body)

@@ -10,12 +10,14 @@ import torch
 
 import reverie as rv
 
-FACTOR = 2e-7  # a loss this small has adjoints in f16's subnormals (below 6.1e-5)
-SOURCE = f"""
-fn loss(x: f16[N, D], w: f16[D], y: f16[N]) -> f16 {{
-    return mean((x @ w - y) ** 2) * {FACTOR};
-}}
+# a loss this small has gradients in f16's subnormals (below 6.1e-5, spaced 6e-8); the
+# factor is two f16 literals, multiplied in f32
+SOURCE = """
+fn loss(x: f16[N, D], w: f16[D], y: f16[N]) -> f16 {
+    return mean((x @ w - y) ** 2) * 0.0001 * 0.0001;
+}
 """
+FACTOR = float(np.float32(np.float16(0.0001)) ** 2)
 
 
 @pytest.fixture(scope="module", params=["native", "interp"])
@@ -31,8 +33,7 @@ def _data(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 def _f64_gradient(x: np.ndarray, w: np.ndarray, y: np.ndarray) -> np.ndarray:
     x64, y64 = x.astype(np.float64), y.astype(np.float64)
-    factor = float(np.float16(FACTOR))  # the literal as f16 holds it (a subnormal)
-    return 2 * x64.T @ (x64 @ w.astype(np.float64) - y64) / len(y64) * factor
+    return 2 * x64.T @ (x64 @ w.astype(np.float64) - y64) / len(y64) * FACTOR
 
 
 def test_the_update_rule_is_torch_grad_scalers() -> None:
@@ -50,7 +51,7 @@ def test_scaling_recovers_gradients_that_underflow_in_f16(module: rv.Module) -> 
     w = np.zeros(8, np.float16)
     exact = _f64_gradient(x, w, y)
     plain = module.loss.grad("w")(x, w, y).astype(np.float64)
-    assert np.abs(plain - exact).max() > 0.1 * np.abs(exact).max()  # lost to f16's subnormals
+    assert np.abs(plain - exact).max() > 0.3 * np.abs(exact).max()  # lost to f16's subnormals
     scaler = rv.amp.LossScaler(init_scale=2.0 ** 12)
     grads, finite = scaler.gradients(module.loss, "w")(x, w, y)
     assert finite and grads.dtype == np.float32

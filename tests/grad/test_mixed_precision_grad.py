@@ -31,7 +31,7 @@ import pytest
 import reverie as rv
 from reverie.compiler.ir.tensor_interpreter import interpret
 from reverie.compiler.ir.types import NUMPY_DTYPES
-from reverie.compiler.transforms.widen_storage import widen_storage
+from reverie.compiler.ir.widen_storage import widen_storage
 from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.mlir_to_llvm import mlir_tools
 from reverie.runtime.tensors.gradcheck import GradcheckError

@@ -1,0 +1,120 @@
+"""Storage types made explicit: bf16/f16 arithmetic in f32, rounded where values are stored.
+
+bf16 and f16 are storage types (docs/language.md §3.4): operations compute in f32, and a
+value is rounded to its storage type where the program stores it — where a function returns
+it, a loop carries it, index notation or a region reads it, or a cast converts it. Between
+those points values stay f32, as XLA and torch.compile keep them inside a fusion (torch
+eager rounds after every op instead). This pass writes the rule out; the reference
+interpreter and every back end run its result, so they agree bit for bit and the rule does
+not depend on how the back end fuses:
+
+    %0 = mul %x, %y : bf16[N]             %0 = cast %x {dtype = f32} : f32[N]
+    %1 = exp %0 : bf16[N]          →      %1 = cast %y {dtype = f32} : f32[N]
+    return %1                             %2 = mul %0, %1 : f32[N]
+                                          %3 = exp %2 : f32[N]
+                                          %4 = cast %3 {dtype = bf16} : bf16[N]
+                                          return %4
+
+Every op but `cast`, `const`, `read` and the ops with regions computes on f32 operands (a
+bf16/f16 operand widened once per block, exactly); its bf16/f16 results stay f32 until something
+reads them as stored values: a result of the block, an operand of `cast`, `read` or of an
+op with regions (`for`, `while`, `if`, `generic`: their parameters and carried values keep their
+types, and their regions are rewritten the same way). Reductions and matrix products
+accumulate in f32 or wider.
+
+Contract: `widen_storage(fn)` computes what `fn` means for storage types; `fn` is never
+modified, and returned as it is when it has no bf16/f16 operand. It runs after every
+transform (gradients are built on the program as written, adjoints typed like their
+primals): first in the back ends' stages (`fuse`, `mlir`), and in `interpret` (so it lives
+beside the interpreter in the IR's layer, below the transforms);
+REVERIE_PRINT_IR pass `widen_storage`.
+"""
+
+from __future__ import annotations
+
+from reverie.compiler.ir.core import Block, Builder, Function, Op, Value
+from reverie.compiler.ir.dtypes import STORAGE_DTYPES
+from reverie.compiler.ir.tensor_printer import format_function
+from reverie.compiler.print_ir import show
+
+PASS_NAME = "widen_storage"
+
+KEPT = ("cast", "const", "read")  # `read`: an element of a stored tensor, as stored
+
+
+def _stored(value: Value) -> bool:
+    return value.type.dtype in STORAGE_DTYPES
+
+
+class _Widener:
+    """Rewrites one block into a new one. A bf16/f16 value of the old block may have two
+    new forms: `stored` (its rounded value) and `wide` (f32); the one its producer makes
+    comes first, the other is a `cast` emitted when a consumer first needs it."""
+
+    def __init__(self, block: Block) -> None:
+        self.values: dict[Value, Value] = {p: p for p in block.params if not _stored(p)}
+        self.stored: dict[Value, Value] = {p: p for p in block.params if _stored(p)}
+        self.wide: dict[Value, Value] = {}
+        self.block = Block(list(block.params))
+        self.builder = Builder(self.block)
+
+    def rewrite(self, block: Block) -> Block:
+        for op in block.ops:
+            self.builder.span = op.span
+            self.op(op)
+        self.block.results = [self.as_stored(v) for v in block.results]
+        return self.block
+
+    def op(self, op: Op) -> None:
+        if op.regions or op.name in KEPT or not any(_stored(v) for v in op.operands):
+            regions = [widen_block(region) for region in op.regions]
+            copy = Op(op.name, [self.as_stored(v) for v in op.operands], dict(op.attrs),
+                      regions=regions, span=op.span)
+            copy.results = [Value(r.type, copy, r.index) for r in op.results]
+            self.block.ops.append(copy)
+            for old, new in zip(op.results, copy.results, strict=True):
+                (self.stored if _stored(old) else self.values)[old] = new
+            return
+        wide = self.builder.emit(op.name, [self.as_f32(v) for v in op.operands], op.attrs)
+        for old, new in zip(op.results, wide, strict=True):
+            if _stored(old):
+                assert new.type.dtype == "f32", f"{op.name}: {new.type} for {old.type}"
+                self.wide[old] = new
+            else:
+                self.values[old] = new
+
+    def as_f32(self, value: Value) -> Value:
+        """The new form of `value` that computing ops read: f32 for a bf16/f16 value."""
+        if not _stored(value):
+            return self.values[value]
+        if value not in self.wide:
+            self.wide[value] = self.builder.op("cast", [self.stored[value]], {"dtype": "f32"})
+        return self.wide[value]
+
+    def as_stored(self, value: Value) -> Value:
+        """The new form of `value` as stored: a bf16/f16 value rounded (once per block)."""
+        if not _stored(value):
+            return self.values[value]
+        if value not in self.stored:
+            self.stored[value] = self.builder.op("cast", [self.wide[value]],
+                                                 {"dtype": value.type.dtype})
+        return self.stored[value]
+
+
+def widen_block(block: Block) -> Block:
+    """`block` with its bf16/f16 arithmetic in f32, rounded where stored (a new block)."""
+    return _Widener(block).rewrite(block)
+
+
+def widened(fn: Function) -> Function:
+    """`fn` with its bf16/f16 arithmetic in f32 and a rounding cast where a value is stored
+    (`fn` itself when it reads no bf16/f16 value)."""
+    stored = any(_stored(v) for op in fn.body.walk() for v in op.operands)
+    return fn.derive(fn.name, widen_block(fn.body)) if stored else fn
+
+
+def widen_storage(fn: Function) -> Function:
+    """The pass: `widened(fn)`, printed under REVERIE_PRINT_IR."""
+    result = widened(fn)
+    show(PASS_NAME, f"@{fn.name}", lambda: format_function(result))
+    return result
