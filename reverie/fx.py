@@ -377,13 +377,16 @@ class _Builder:
                                       f"kernels hold {', '.join(map(str, _REVERIE))}")
         layout = None if template is None else (
             _computable(tuple(template.shape)), _computable(template.stride()), template.dtype)
-        return self.parameter(Made(self.recording_node, make, layout), tuple(probe.shape),
+        made = self.parameter(Made(self.recording_node, make, layout), tuple(probe.shape),
                               probe.dtype)
+        return made if self.rounding is None else self.widened(made)  # an operand too
 
     def template(self, like: Traced) -> torch.Tensor:
         """A fake tensor laid out as eager's value of `like`: its node's fake value (whose
         strides decide where random draws land), or for a value recorded inside a row a
-        contiguous one of its sizes."""
+        contiguous one of its sizes. A mixed node's operand widened to f32 is laid out as
+        the operand (so a dropout mask is drawn in its bf16, as eager's)."""
+        like = self.widenings.get(id(like), like)
         node = next((n for n, v in self.open.values.items()
                      if v is like and isinstance(n, torch.fx.Node)), None)
         fake = self.facts.values.get(node)

@@ -159,9 +159,9 @@ class _FakeInterpreter(torch.fx.Interpreter):
         """Whether autocast made `n` a lower-precision op: its result holds bf16/f16
         tensors, and run again with autocast off it holds none (or fails: the operands'
         dtypes differ without autocast's casts)."""
-        if not any(enabled for enabled, _ in autocast_state()) or \
-                not any(t.dtype in REDUCED_PRECISION for t in tensors_in(result)):
-            return False
+        if not n.op.startswith("call") or not any(enabled for enabled, _ in autocast_state()) \
+                or not any(t.dtype in REDUCED_PRECISION for t in tensors_in(result)):
+            return False  # (a placeholder run again would take the next input)
         with autocast_kept():
             set_autocast_state(tuple((False, dtype) for _, dtype in autocast_state()))
             try:
@@ -191,10 +191,16 @@ class _FakeInterpreter(torch.fx.Interpreter):
 @contextmanager
 def _global_state_kept() -> Iterator[None]:
     """Grad mode, autocast and the random stream as they were, whatever the graph's nodes
-    set."""
-    with torch.random.fork_rng(devices=[]), torch.set_grad_enabled(torch.is_grad_enabled()), \
-            autocast_kept():
-        yield
+    set; autocast's cache of cast parameters off meanwhile (keyed by a tensor's address,
+    it could hand a fake the cast of a fake freed before it at the same address)."""
+    cache = torch.is_autocast_cache_enabled()
+    torch.set_autocast_cache_enabled(False)
+    try:
+        with torch.random.fork_rng(devices=[]), \
+                torch.set_grad_enabled(torch.is_grad_enabled()), autocast_kept():
+            yield
+    finally:
+        torch.set_autocast_cache_enabled(cache)
 
 
 def is_symbolic(value: Any) -> bool:

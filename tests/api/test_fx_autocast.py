@@ -127,6 +127,35 @@ def test_model_under_autocast_compiles_and_matches_eager(name: str, low: str) ->
     assert low in "".join(backend.graphs[0].sources)
 
 
+class DropoutOfTransposed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return F.dropout(self.inner(x).transpose(0, 1), 0.3) * 2
+
+
+@pytest.mark.parametrize("model", [ConvNet, DropoutOfTransposed])
+def test_bf16_input_and_dropout_masks_as_eager_under_autocast(model: type) -> None:
+    """A bf16 graph input (a model fed another's autocast output, as DCGAN's critic is);
+    a dropout mask drawn as eager draws it: laid out as the (transposed) bf16 value it
+    masks, its 1 / (1 - p) rounded to bf16."""
+    torch.manual_seed(0)
+    model = model()
+    compiled = torch.compile(model, backend="reverie", fullgraph=True)
+    x = torch.randn(3, 2, 8, 8) if isinstance(model, ConvNet) else torch.randn(4, 3, 8)
+    for _ in range(2):
+        outputs = []
+        for run in (compiled, model):
+            torch.manual_seed(1)
+            with torch.autocast("cpu", torch.bfloat16):
+                outputs.append(run(x.bfloat16()))
+        got, want = outputs
+        assert got.dtype == want.dtype == torch.bfloat16
+        torch.testing.assert_close(got, want, rtol=0, atol=4 * EPS[torch.bfloat16])
+
+
 def test_f64_model_under_autocast_compiles_without_casts() -> None:
     """Autocast never casts f64 tensors: an f64 model compiles as it would without it."""
     model = mlp().double()
