@@ -1,11 +1,10 @@
 """bf16/f16 through the interop layers (issue 37 item 4): `rv.torch.function`,
-`rv.jax.function` and `rv.Tensor` take and return bfloat16/float16, compute as torch and
-JAX do (each op in f32, its result rounded), and give gradients in each primal's dtype.
-
-Values are checked against torch/JAX computing the same ops in the same dtype (equal, or
-within a few 16-bit roundoffs where the two differ in how a reduction is summed), gradients
-against torch autograd / jax.grad in that dtype and against f64 central differences within
-the dtype's tolerance.
+`rv.jax.function` and `rv.Tensor` take and return bfloat16/float16 and give gradients in
+each primal's dtype. A kernel computes in f32 and rounds where values are stored
+(docs/language.md §3.4), so it is checked against torch/JAX computing the same ops in that
+dtype (rounding after every op) within a few 16-bit roundoffs of the values' scale, and
+against f64 central differences; rv.Tensor, one kernel per op, rounds after every op as
+torch does, and its gradients are torch's bit for bit.
 """
 
 from __future__ import annotations
@@ -84,8 +83,8 @@ def test_torch_float_kernel_in_bf16_f16_matches_torch_with_gradients(m: rv.Modul
     want = (torch.sin(x * w) * 2.0 + x).sum()
     want_gx, want_gw = torch.autograd.grad(want, [x, w])
     close(value.detach(), want.detach(), low, 4)  # sums in another order
-    close(gx, want_gx, low, 2)
-    close(gw, want_gw, low, 2)
+    close(gx, want_gx, low, 4)  # torch rounds after every op
+    close(gw, want_gw, low, 4)
     xs, ws = x.detach().double().numpy(), w.detach().double().numpy()
     exact = central_difference(lambda a: np.sum(np.sin(a * ws) * 2 + a), xs)
     close(gx, exact, low, 4)
@@ -144,6 +143,21 @@ def test_torch_second_order_through_bf16(m: rv.Module) -> None:
     close(hv, (-2 * torch.sin(xs * ws) * ws * ws).numpy(), "bf16", 8, scale=4.0)
 
 
+def test_torch_bf16_through_vmap_func_grad_and_torch_compile(m: rv.Module) -> None:
+    layer = rv.torch.function(m.layer)
+    xs = torch.tensor(normal(3, 4, 8), dtype=torch.bfloat16)
+    w = torch.tensor(normal(8, 2, seed=1) / 3, dtype=torch.bfloat16)
+    batched = torch.vmap(layer, in_dims=(0, None))(xs, w)
+    assert batched.dtype == torch.bfloat16
+    close(batched, torch.tanh(xs @ w), "bf16", 2)
+    gw = torch.func.grad(lambda b: layer(xs[0], b).float().sum())(w)
+    want = torch.func.grad(lambda b: torch.tanh(xs[0] @ b).float().sum())(w)
+    assert gw.dtype == torch.bfloat16
+    close(gw, want, "bf16", 8)
+    compiled = torch.compile(lambda a, b: layer(a, b).float().sum(), fullgraph=True)
+    close(compiled(xs[0], w), layer(xs[0], w).float().sum(), "bf16", 1)
+
+
 def test_torch_float_parameters_of_two_precisions_are_refused(m: rv.Module) -> None:
     wave = rv.torch.function(m.wave)
     with pytest.raises(rv.ArgumentTypeError, match="bfloat16 .* and float32"):
@@ -169,8 +183,8 @@ def test_jax_bf16_f16_in_and_out_with_gradients(m: rv.Module, low: str, jit: boo
 
     want_gx, want_gw = jax.grad(reference, argnums=(0, 1))(x, w)
     close(value, reference(x, w), low, 4)
-    close(gx, want_gx, low, 2)
-    close(gw, want_gw, low, 2)
+    close(gx, want_gx, low, 4)  # JAX rounds after every op
+    close(gw, want_gw, low, 4)
 
 
 def test_jax_layer_in_bf16_under_vmap_and_declared_storage_parameters(m: rv.Module) -> None:
