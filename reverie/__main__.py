@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from reverie.compiler.ir.dot import render
+from reverie.compiler.ir.dtypes import FLOAT_DTYPES
 from reverie.compiler.pipeline import IR_NAMES
 from reverie.dsl.diagnostics import CompileError
 from reverie.module import FORMATS, load
@@ -74,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     emit.add_argument("--wrt", default=None,
                       help="comma-separated parameters (stages grad and grad-raw; with "
                            "loops, llvm-raw, llvm, asm or mlir: show the adjoint)")
-    emit.add_argument("--dtype", choices=("f32", "f64"), default="f32",
+    emit.add_argument("--dtype", choices=FLOAT_DTYPES, default="f32",
                       help="what 'float' means in the printed specialisation")
     emit.add_argument("--format", choices=FORMATS, default="text",
                       help="dot: the dataflow graph in Graphviz dot (stages tensor, grad)")
@@ -86,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     grad.add_argument("--fn", required=True, help="the function to differentiate")
     grad.add_argument("--wrt", default=None, help="comma-separated parameters (default: floats)")
     grad.add_argument("--dims", default=None, help="dimension sizes, e.g. N=1000,D=8")
-    grad.add_argument("--dtype", choices=("f32", "f64"), default="f64")
+    grad.add_argument("--dtype", choices=FLOAT_DTYPES, default="f64")
     grad.add_argument("--check", action="store_true", help="compare with finite differences")
     grad.add_argument("--bench", action="store_true", help="time value, gradient and NumPy")
     return parser

@@ -28,6 +28,9 @@ from reverie.runtime.native.call import bind_arguments
 DEFAULT_SIZE = 8
 EVERY_ENTRY_UP_TO = 64  # --check perturbs every entry of a parameter this small
 SAMPLED_ENTRIES = 64  # and this many entries, drawn at random, of a larger one
+# --check's difference step and error bound by the precision the kernel computes in at f64
+# arguments
+CHECK_STEPS = {"f64": (1e-5, 1e-4), "f32": (3e-3, 2e-2)}
 
 
 def parse_dims(text: str | None) -> dict[str, int]:
@@ -176,6 +179,11 @@ def run_grad(module: Module, name: str, wrt_text: str | None, dims_text: str | N
     kernel = module[name]
     wrt = wrt_text.split(",") if wrt_text else None
     chosen, _ = kernel.wrt_indices(wrt)
+    precision = kernel.ir_for("f64").params[chosen[0]].type.dtype
+    if check and precision not in CHECK_STEPS:  # a bf16/f16 kernel's differences are noise
+        raise ValueError(f"--check compares with central differences in f64, but "
+                         f"'{kernel.param_names[chosen[0]]}' of {name} is declared "
+                         f"{precision}; declare it float to check the gradient")
     rng = np.random.default_rng(0)
     fn = kernel.ir_for(dtype)
     args = random_arguments(fn, parse_dims(dims_text), rng)
@@ -186,10 +194,10 @@ def run_grad(module: Module, name: str, wrt_text: str | None, dims_text: str | N
         print(f"  d/d{kernel.param_names[i]}: shape {np.shape(g)}, |g| = {np.linalg.norm(g):.6g}")
     status = 0
     if check:
-        wide = [np.asarray(a, np.float64) if np.asarray(a).dtype.kind == "f" else a for a in args]
+        wide = [a.astype(np.float64) if fn.params[i].type.is_float else a
+                for i, a in enumerate(args)]
         wide_value, wide_grads = value_and_grad(*wide)
-        precision = kernel.ir_for("f64").params[chosen[0]].type.dtype
-        step, bound = (1e-5, 1e-4) if precision == "f64" else (3e-3, 2e-2)
+        step, bound = CHECK_STEPS[precision]
         report = check_gradient(kernel, wide, chosen, wide_value, wide_grads, rng, step)
         print_check(report, precision, bound)
         status = 0 if report.passed(bound) else 1

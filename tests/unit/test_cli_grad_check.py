@@ -64,8 +64,14 @@ def test_small_parameters_are_checked_entry_by_entry_and_large_ones_sampled() ->
     assert entries_to_check((), rng) == [()]
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f64"])
-def test_the_check_passes_in_both_dtypes(tmp_path: Path, dtype: str) -> None:
+@pytest.mark.parametrize("dtype", ["f32", "f64", "bf16", "f16"])
+def test_the_check_passes_in_every_float_dtype(tmp_path: Path, dtype: str) -> None:
     run = grad_check(tmp_path, CORRECT.replace("f64", "float"), "--dims", "N=20,D=3",
                      "--dtype", dtype)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_a_kernel_declared_bf16_is_refused_by_name(tmp_path: Path) -> None:
+    run = grad_check(tmp_path, CORRECT.replace("f64", "bf16"), "--dims", "N=20,D=3")
+    assert run.returncode == 1
+    assert "'x' of f is declared bf16; declare it float" in run.stderr
