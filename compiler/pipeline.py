@@ -56,6 +56,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reverie.compiler.backend.bf16_products import narrow_bf16_products
 from reverie.compiler.backend.llvm import generate_llvm
 from reverie.compiler.collector import collector_paused
 from reverie.compiler.export.mlir import MlirFunction, export_function, mlir_module
@@ -441,6 +442,7 @@ TO_LOOPS = Stage("to_loops", "loops.ir.Program: loop nests over buffers",
                   _loop_pass("split_wrapping_loops", split_wrapping_loops),
                   _loop_pass("split_guarded_loops", split_guarded_loops),
                   _loop_pass("interchange", interchange_reductions),
+                  _loop_pass("bf16_products", narrow_bf16_products),
                   _loop_pass("dead_code", remove_dead_code)), format_program)
 CODEGEN = Stage("codegen", "str: LLVM IR text, before LLVM's optimiser",
                 (Pass("codegen", _codegen),), str)

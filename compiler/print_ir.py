@@ -102,6 +102,7 @@ PASSES: dict[str, str] = {  # pass name -> the level its result is at
     "split_wrapping_loops": "loop IR",
     "split_guarded_loops": "loop IR",
     "interchange": "loop IR",
+    "bf16_products": "loop IR",
     "dead_code": "loop IR",
     "codegen": "LLVM IR",
     "llvm-opt": "LLVM IR",

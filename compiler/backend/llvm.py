@@ -74,6 +74,7 @@ from reverie.compiler.call_boundary.abi import (
     SORT_DTYPES,
     THREADS_SLOT,
     entry_symbol,
+    matmul_helper,
 )
 from reverie.compiler.call_boundary.fastcall_bind import define_bind_function
 from reverie.compiler.ir.dims import Dim
@@ -527,7 +528,7 @@ class ProgramCodegen:
 
     def _matmul(self, stmt: Matmul) -> None:
         """One call of the helper: a batch of one for 2-D views, else of the batch axis."""
-        gemm = self._helper(f"rv_gemm_{stmt.out.buffer.dtype}", GEMM_TYPE)
+        gemm = self._helper(matmul_helper(stmt), GEMM_TYPE)
         batched = len(stmt.out.shape) == 3
         *_, m, k = stmt.a.shape
         n = stmt.b.shape[-1]

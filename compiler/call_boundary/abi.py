@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reverie.compiler.loops.ir import Program, View
+    from reverie.compiler.loops.ir import Matmul, Program, View
 
 ARRAY_DATA_OFFSET = 16  # bytes from a CPython ndarray object to its data pointer field
 ITEMSIZE = {"f32": 4, "f64": 8, "bf16": 2, "f16": 2, "i32": 4, "i64": 8, "bool": 1}
@@ -26,6 +26,7 @@ ITEMSIZE = {"f32": 4, "f64": 8, "bf16": 2, "f16": 2, "i32": 4, "i64": 8, "bool":
 # the kernel may use, then the address of the worker pool's entry (`runtime/native/pool.py`; 0
 # when there is none)
 GEMM_HELPERS = ("rv_gemm_f32", "rv_gemm_f64")    # matrix products (`gemm.py`)
+BF16_GEMM_HELPER = "rv_gemm_bf16"  # bf16 operands, f32 result, by vdpbf16ps (`gemm_bf16.py`)
 SORT_HELPERS = ("rv_argsort",)                   # the stable merge sort (`sort.py`)
 # the linear-algebra helpers (`lapack.py`), one per op of `ir/ops_linalg.py` and float dtype,
 # and the LAPACKE (trsm: CBLAS) functions each may be handed, by their name without the
@@ -35,7 +36,7 @@ LAPACK_FUNCTIONS = {"cholesky": ("potrf",), "triangular_solve": ("trsm",), "solv
                     "qr": ("geqrf", "orgqr")}
 LINALG_HELPERS = tuple(f"rv_linalg_{op}_{dtype}" for op in LAPACK_FUNCTIONS
                        for dtype in ("f32", "f64"))
-HELPERS = GEMM_HELPERS + SORT_HELPERS + LINALG_HELPERS
+HELPERS = GEMM_HELPERS + SORT_HELPERS + LINALG_HELPERS + (BF16_GEMM_HELPER,)
 SORT_DTYPES = ("f32", "f64", "i32", "i64")       # rv_argsort's `dtype` argument indexes this
 # the own matrix kernels, modules of their own that the run time hands to the gemm helpers
 # only when a kernel may need them (`needs_own_kernel`; see `gemm.py`)
@@ -98,12 +99,20 @@ def helpers_called(program: Program) -> frozenset[str]:
     called = set()
     for stmt in program.walk():
         if isinstance(stmt, Matmul):
-            called.add(f"rv_gemm_{stmt.out.buffer.dtype}")
+            called.add(matmul_helper(stmt))
         elif isinstance(stmt, Sort):
             called.add("rv_argsort")
         elif isinstance(stmt, LinalgCall):
             called.add(stmt.helper)
     return frozenset(called)
+
+
+def matmul_helper(stmt: Matmul) -> str:
+    """The helper a `Matmul` calls: by its result's dtype, `BF16_GEMM_HELPER` for bf16
+    operands (`backend/bf16_products.py` makes those products)."""
+    if stmt.a.buffer.dtype == "bf16":
+        return BF16_GEMM_HELPER
+    return f"rv_gemm_{stmt.out.buffer.dtype}"
 
 
 def _blas_layout(view: View) -> bool:

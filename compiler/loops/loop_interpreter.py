@@ -298,8 +298,10 @@ class LoopInterpreter:
                 self.memory[state.next], self.memory[state.current]
 
     def _matmul(self, stmt: Matmul) -> None:
-        a = self.memory[stmt.a.buffer].read(self.view_offsets(stmt.a))
-        b = self.memory[stmt.b.buffer].read(self.view_offsets(stmt.b))
+        """`out = a @ b` in the result's dtype (bf16 operands of an f32 product read as f32)."""
+        dtype = self.memory[stmt.out.buffer].data.dtype
+        a, b = (self.memory[v.buffer].read(self.view_offsets(v)).astype(dtype)
+                for v in (stmt.a, stmt.b))
         self.memory[stmt.out.buffer].write(self.view_offsets(stmt.out), np.matmul(a, b))
 
     def _linalgcall(self, stmt: LinalgCall) -> None:

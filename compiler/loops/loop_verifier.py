@@ -19,7 +19,7 @@ user error. It checks:
   plus the loop IR's own `in_bounds`), loads and stores match the buffer's dtype,
   accumulators are declared before `Accumulate`/`ArgUpdate` with the dtype they update;
 - `Check` sites exist; `Matmul` operands are float 2-D views of matching shapes (or 3-D, one
-  batch axis first); a `Sort`
+  batch axis first), of the result's dtype or bf16 for an f32 result; a `Sort`
   writes an i64 line as long as its numeric keys, with an i64 scratch temporary to match;
   a `LinalgCall` names declared whole buffers of its dtype (or i64 pivots) and writes no
   input.
@@ -388,8 +388,11 @@ class _Verifier:
             if len(view.shape) != len(stmt.out.shape) or len(view.shape) not in (2, 3):
                 self.fail(f"matmul operand {view.buffer.name} has rank {len(view.shape)}")
         dtypes = {v.buffer.dtype for v in (stmt.out, stmt.a, stmt.b)}
-        if len(dtypes) != 1 or not dtypes <= set(FLOAT_DTYPES):
-            self.fail(f"matmul needs one float dtype, got {sorted(dtypes)}")
+        bf16_product = (stmt.a.buffer.dtype, stmt.b.buffer.dtype, stmt.out.buffer.dtype) == \
+            ("bf16", "bf16", "f32")  # (backend/bf16_products.py)
+        if not bf16_product and (len(dtypes) != 1 or not dtypes <= set(FLOAT_DTYPES)):
+            self.fail(f"matmul needs one float dtype (or bf16 operands and an f32 result), "
+                      f"got {sorted(dtypes)}")
         *batch, m, k = stmt.a.shape
         *batch2, k2, n = stmt.b.shape
         if k != k2 or batch != batch2 or stmt.out.shape != (*batch, m, n):

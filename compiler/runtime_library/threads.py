@@ -26,6 +26,7 @@ from reverie.compiler.backend.irutil import (
     I8,
     I32,
     I64,
+    MEMORY,
     PTR,
     REGISTER,
     FunctionPointer,
@@ -55,9 +56,11 @@ def _define_task(serial: ir.Function, dtype: str) -> ir.Function:
 
 
 def define_parallel_gemm(function: ir.Function, serial: ir.Function, dtype: str, mr: int,
-                         nr: int, pack_bytes: int) -> None:
-    """Body of `function` (the serial kernel's arguments, then `threads` and `pool`)."""
+                         nr: int, pack_bytes: int, operand_dtype: str | None = None) -> None:
+    """Body of `function` (the serial kernel's arguments, then `threads` and `pool`); the
+    operands A and B hold `operand_dtype` (default: `dtype`, that of C)."""
     element = REGISTER[dtype]
+    operand = MEMORY[operand_dtype or dtype]
     task = _define_task(serial, dtype)
     function.attributes.add("nounwind")
     *serial_args, threads, pool = function.args
@@ -86,8 +89,8 @@ def define_parallel_gemm(function: ir.Function, serial: ir.Function, dtype: str,
         size = b.sub(b.select(b.icmp_signed("<", stop, extent), stop, extent), start)
         column, row = b.select(by_columns, start, i64(0)), b.select(by_columns, i64(0), start)
         fields = [b.select(by_columns, m, size), b.select(by_columns, size, n), k,
-                  b.gep(a, [b.mul(row, sa0)], source_etype=element), sa0, sa1,
-                  b.gep(bm, [b.mul(column, sb1)], source_etype=element), sb0, sb1,
+                  b.gep(a, [b.mul(row, sa0)], source_etype=operand), sa0, sa1,
+                  b.gep(bm, [b.mul(column, sb1)], source_etype=operand), sb0, sb1,
                   b.gep(c, [b.add(b.mul(row, sc0), b.mul(column, sc1))], source_etype=element),
                   sc0, sc1, b.gep(pack, [b.mul(t, i64(pack_bytes))], source_etype=I8)]
         base = b.mul(t, i64(FIELDS))

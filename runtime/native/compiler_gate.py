@@ -50,6 +50,7 @@ observing = lazy("reverie.compiler.print_ir:observing")
 
 # The generators of the run-time modules, for a process whose disk cache lacks one.
 gemm_helper_module = lazy("reverie.compiler.runtime_library.gemm:helper_module")
+bf16_gemm_helper_module = lazy("reverie.compiler.runtime_library.gemm_bf16:helper_module")
 sort_helper_module = lazy("reverie.compiler.runtime_library.sort:helper_module")
 linalg_helper_module = lazy("reverie.compiler.runtime_library.lapack:helper_module")
 pool_runtime_module = lazy("reverie.compiler.runtime_library.pool_runtime:runtime_module")

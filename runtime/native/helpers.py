@@ -35,6 +35,7 @@ import sys
 import numpy as np
 
 from reverie.compiler.call_boundary.abi import (
+    BF16_GEMM_HELPER,
     CALL_ENTRY,
     GEMM_HELPERS,
     HELPERS,
@@ -46,6 +47,7 @@ from reverie.compiler.call_boundary.abi import (
 from reverie.runtime.native.artifacts import artifact_key
 from reverie.runtime.native.blas import blas_requested, find_blas, find_lapack
 from reverie.runtime.native.compiler_gate import (
+    bf16_gemm_helper_module,
     call_entry_module,
     gemm_helper_module,
     linalg_helper_module,
@@ -80,7 +82,8 @@ def _helper(name: str) -> JitModule:
     finds it in the disk cache loads it without generating its IR)."""
     def make_ir() -> str:  # (the generator, and llvmlite.ir with it: only when made)
         generate = sort_helper_module if name in SORT_HELPERS else \
-            linalg_helper_module if name in LINALG_HELPERS else gemm_helper_module
+            linalg_helper_module if name in LINALG_HELPERS else \
+            bf16_gemm_helper_module if name == BF16_GEMM_HELPER else gemm_helper_module
         return generate(name)
 
     key = artifact_key("helper", name, HELPER_PIPELINE, host_description())

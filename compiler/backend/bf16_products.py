@@ -1,0 +1,200 @@
+"""The loop pass `bf16_products`: matrix products of bf16 values read their bf16 buffers.
+
+After `widen_storage` a bf16 `a @ b` is `matmul(cast(a → f32), cast(b → f32))`, and to_loops
+stores each cast into an f32 temporary for an f32 `Matmul` (BLAS's sgemm or the own kernel).
+Where the host has AVX512_BF16 and kernels use 512-bit vectors (`vdpbf16ps`, twice the f32
+FMA rate: `runtime_library/gemm_bf16.py`), this pass points such a product at the bf16
+buffers instead, so it calls `rv_gemm_bf16` and the conversion nests and their temporaries
+are left unread (the `dead_code` pass after it removes them):
+
+    for %i0 in 0..K { for %i1 in 0..N {          matmul t2 = a @ b{...}   # bf16 @ bf16 -> f32
+      %0 = load b[%i0, %i1]                 =>
+      %1 = cast %0 : f32
+      store t0[%i0, %i1] = %1 } }
+    matmul t2 = t1 @ t0{...}
+
+A product is rewritten only when both operands are views of such temporaries: a whole f32
+temporary written once, by a nest of loops 0..size over its axes storing the cast of a load
+of a bf16 view at a permutation of the same indices, from a buffer no statement writes
+(or writes only in top-level statements before the nest); the operand's view of the
+temporary must be a selection of its row-major axes, which then maps onto the bf16 view.
+Anything else keeps the f32 path, as do hosts without the instruction (or with
+REVERIE_VECTOR_BITS=256) and f16. The choice follows the host features and vector width
+that every cache key's host description holds (`runtime/native/remembered.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+
+from reverie.compiler.backend.storage_hardware import BF16_FEATURE
+from reverie.compiler.backend.vector_width import AVX512, vector_bits
+from reverie.compiler.ir.dims import Dim
+from reverie.compiler.loops.ir import (
+    BLOCK_STMTS,
+    ForLoop,
+    Let,
+    LinalgCall,
+    Load,
+    Loop,
+    Matmul,
+    Program,
+    Sort,
+    Stmt,
+    Store,
+    Var,
+    View,
+    WhileLoop,
+    row_major_strides,
+)
+
+
+def bf16_products(host_features: Mapping[str, bool]) -> bool:
+    """Whether a host with `host_features` runs bf16 products by `vdpbf16ps`."""
+    return bool(host_features.get(BF16_FEATURE) and host_features.get(AVX512)
+                and vector_bits(host_features) >= 512)
+
+
+@functools.cache
+def _host_has_bf16_products() -> bool:
+    import llvmlite.binding as llvm
+
+    return bf16_products(llvm.get_host_cpu_features())
+
+
+def narrow_bf16_products(program: Program) -> Program:
+    """`program` with its products of widened bf16 operands reading the bf16 buffers
+    (unchanged on hosts without AVX512_BF16 at 512 bits)."""
+    if not _host_has_bf16_products():
+        return program
+    sources = _widened_temporaries(program)
+    if not sources:
+        return program
+    return dataclasses.replace(program, body=_rewritten(program.body, sources))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Widened:
+    """An f32 temporary holding the f32 values of a bf16 view: axis d of the temporary is
+    axis `axes[d]` of `source`."""
+
+    source: View
+    axes: tuple[int, ...]
+
+    def narrowed(self, view: View) -> View | None:
+        """The bf16 view reading what `view` (of the temporary) reads, if it maps."""
+        temporary_shape = tuple(self.source.shape[a] for a in self.axes)
+        row_major = row_major_strides(temporary_shape)
+        if view.offset != Dim.const(0):
+            return None
+        strides, used = [], set()
+        for size, stride in zip(view.shape, view.strides, strict=True):
+            if size == Dim.const(1):
+                strides.append(Dim.const(0))
+                continue
+            axis = next((d for d, (r, s) in enumerate(zip(row_major, temporary_shape,
+                                                          strict=True))
+                         if d not in used and r == stride and s == size), None)
+            if axis is None:
+                return None
+            used.add(axis)
+            strides.append(self.source.strides[self.axes[axis]])
+        return View(self.source.buffer, view.shape, self.source.offset, tuple(strides))
+
+
+def _widened_temporaries(program: Program) -> dict[int, _Widened]:
+    """By id of the temporary, the f32 temporaries that hold widened bf16 views."""
+    writes = _writers(program.body)
+    definitions = {s.var.name: s for s in program.walk() if isinstance(s, Let | Load)}
+    found = {}
+    for position, top in enumerate(program.body):
+        for store, loops in _stores_in_nest(top, []):
+            widened = _widening(store, loops, definitions)
+            if widened is None:
+                continue
+            temporary, source = store.view.buffer, widened.source.buffer
+            if writes.get(id(temporary)) != [position] or \
+                    any(p is None or p >= position for p in writes.get(id(source), [])):
+                continue
+            found[id(temporary)] = widened
+    return found
+
+
+def _stores_in_nest(stmt: Stmt, loops: list[Loop]) -> list[tuple[Store, list[Loop]]]:
+    """The stores of a top-level nest of plain loops, each with the loops around it."""
+    if isinstance(stmt, Store):
+        return [(stmt, loops)]
+    if isinstance(stmt, Loop):
+        return [found for inner in stmt.body for found in _stores_in_nest(inner, [*loops, stmt])]
+    return []
+
+
+def _widening(store: Store, loops: list[Loop], definitions: dict[str, Stmt]) -> _Widened | None:
+    """The widened bf16 view `store` copies whole into its f32 temporary, if it does."""
+    temporary = store.view.buffer
+    if temporary.role != "temp" or temporary.dtype != "f32" or not store.view.covers(temporary) \
+            or len(temporary.shape) not in (2, 3) or not isinstance(store.value, Var):
+        return None
+    cast = definitions.get(store.value.name)
+    if not (isinstance(cast, Let) and cast.op == "cast" and len(cast.args) == 1
+            and isinstance(cast.args[0], Var)):
+        return None
+    load = definitions.get(cast.args[0].name)
+    if not (isinstance(load, Load) and load.guard is None and load.view.buffer.dtype == "bf16"):
+        return None
+    variables = [Dim.sym(loop.var) for loop in loops]
+    if len(loops) != len(temporary.shape) or list(store.index) != variables or any(
+            loop.lo != Dim.const(0) or loop.hi != size
+            for loop, size in zip(loops, temporary.shape, strict=True)):
+        return None
+    if sorted(map(str, load.index)) != sorted(map(str, variables)):
+        return None
+    return _Widened(load.view, tuple(list(load.index).index(v) for v in variables))
+
+
+def _writers(stmts: list[Stmt]) -> dict[int, list[int | None]]:
+    """By id of each buffer written, the top-level positions of the statements writing it
+    (None for a write inside a `for` or `while` loop, or as loop state)."""
+    writes: dict[int, list[int | None]] = {}
+    for position, top in enumerate(stmts):
+        repeated = isinstance(top, ForLoop | WhileLoop)
+        for stmt in [top, *_nested(top)]:
+            for buffer in _written(stmt):
+                writes.setdefault(id(buffer), []).append(None if repeated else position)
+    return writes
+
+
+def _nested(stmt: Stmt) -> list[Stmt]:
+    if not isinstance(stmt, BLOCK_STMTS):
+        return []
+    return [s for inner in stmt.body for s in [inner, *_nested(inner)]]
+
+
+def _written(stmt: Stmt) -> list:
+    if isinstance(stmt, Store):
+        return [stmt.view.buffer]
+    if isinstance(stmt, Matmul | Sort):
+        return [stmt.out.buffer]
+    if isinstance(stmt, LinalgCall):
+        return list(stmt.written)
+    if isinstance(stmt, ForLoop | WhileLoop):
+        return [b for state in stmt.states for b in (state.current, state.next, state.first,
+                                                     state.second)]
+    return []
+
+
+def _rewritten(stmts: list[Stmt], sources: dict[int, _Widened]) -> list[Stmt]:
+    """`stmts` with each product of two widened operands reading their bf16 views."""
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, Matmul) and stmt.out.buffer.dtype == "f32":
+            a, b = (sources[id(v.buffer)].narrowed(v) if id(v.buffer) in sources else None
+                    for v in (stmt.a, stmt.b))
+            if a is not None and b is not None:
+                stmt = dataclasses.replace(stmt, a=a, b=b)
+        elif isinstance(stmt, BLOCK_STMTS):
+            stmt = dataclasses.replace(stmt, body=_rewritten(stmt.body, sources))
+        out.append(stmt)
+    return out

@@ -1,0 +1,252 @@
+"""The bf16 matrix product with an f32 result, by AVX512_BF16's `vdpbf16ps` (LLVM IR).
+
+    void @rv_gemm_bf16(i64 batch, i64 M, i64 N, i64 K, ptr A, i64 sab, i64 sa0, i64 sa1,
+                       ptr B, i64 sbb, i64 sb0, i64 sb1, ptr C, i64 scb, i64 sc0, i64 sc1,
+                       ptr pack, i64 threads, i64 pool)
+
+computes C_i = A_i @ B_i for bf16 operands A, B (their 16 bits, any strides) into an f32
+C: the kernels' `gemm.GEMM_TYPE`, operand strides in bf16 elements. Kernels call it for a
+`Matmul` whose operands are bf16 buffers (`backend/bf16_products.py` makes such products
+where the host has the instruction, instead of converting both operands to f32 copies for
+`rv_gemm_f32`). There is no library to call: NumPy's OpenBLAS has no `sbgemm`, so the
+kernel is written here, in the style of the own f32 kernel (`gemm.py`): B's KC x NC block and
+A's MC x KC block are packed, an MR x NR tile of C stays in 2 * MR registers of 16 f32 lanes,
+tiles at the edges go through a stack tile, and large products are split over the worker
+pool (`threads.py`).
+
+`vdpbf16ps acc, a, b` (`llvm.x86.avx512bf16.dpbf16ps.512`) takes 32 bf16 values in each of
+a and b and adds, in each of its 16 f32 lanes, the two products of a lane's pair:
+acc[l] += a[2l] b[2l] + a[2l+1] b[2l+1]. So the packing interleaves pairs of k:
+
+    B panel (NR columns), pair p:  [B[2p, j], B[2p+1, j]] for j < NR   (2 vectors of 32)
+    A panel (MR rows),    pair p:  [A[r, 2p], A[r, 2p+1]] for r < MR   (one i32 each, splat)
+
+An odd K (or block of K) gets a zero pair partner, rows and columns past the edges zeros.
+
+Semantics against the f32 path (f32 copies of the operands, then f32 products and sums):
+the product of two bf16 values is exact in f32 (8-bit significands), and the instruction
+adds in f32 with round-to-nearest-even, so the results differ only in the order of the f32
+additions (pairs first, then K in blocks of KC) and in subnormals: `vdpbf16ps` reads
+subnormal inputs as zero and flushes subnormal results to zero (bf16 subnormals are below
+2^-126 ~ 1.2e-38). Both are within a few f32 ulps of the sum of |products| of a row.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from reverie.compiler.backend.irutil import (
+    F32,
+    I16,
+    I32,
+    ProductBuilder,
+    alloca,
+    counted_loop,
+    i64,
+)
+from reverie.compiler.backend.storage_conversions import BFLOAT
+from reverie.compiler.call_boundary.abi import BF16_GEMM_HELPER, MAX_TASKS
+from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
+from reverie.compiler.runtime_library.gemm import GEMM_TYPE, PRODUCT_TYPE, SERIAL_TYPE
+from reverie.compiler.runtime_library.threads import define_parallel_gemm
+
+LANES = 16  # f32 lanes of one 512-bit vector: the instruction's accumulator
+MR, NR, KC, MC, NC = 8, 2 * LANES, 256, 192, 1024
+PACK_PER_TASK = (MC * KC + KC * NC) * 2  # bytes of packing scratch per thread
+assert MAX_TASKS * PACK_PER_TASK <= MATMUL_PACK_ELEMENTS * 8 and MC % MR == 0 and KC % 2 == 0
+DOT = "llvm.x86.avx512bf16.dpbf16ps.512"
+ACCUMULATOR, PAIRS = ir.VectorType(F32, LANES), ir.VectorType(BFLOAT, 2 * LANES)
+SPLAT = ir.VectorType(I32, LANES)
+
+
+def helper_module(name: str = BF16_GEMM_HELPER) -> str:
+    """LLVM IR of the module defining `rv_gemm_bf16`, the one helper here (only for hosts
+    with AVX512_BF16 at 512-bit vectors: `backend/bf16_products.py` decides)."""
+    if name != BF16_GEMM_HELPER:
+        raise ValueError(f"no run-time helper named {name!r} here; expected "
+                         f"{BF16_GEMM_HELPER!r}")
+    module = ir.Module(name=name)
+    serial = ir.Function(module, SERIAL_TYPE, name="rv_gemm_bf16_serial")
+    serial.linkage = "internal"
+    serial.attributes.add("nounwind")
+    _Bf16GemmBuilder(serial).build()
+    product = ir.Function(module, PRODUCT_TYPE, name="rv_gemm_bf16_product")
+    product.linkage = "internal"
+    define_parallel_gemm(product, serial, "f32", MR, NR, PACK_PER_TASK, operand_dtype="bf16")
+    _define_batch(ir.Function(module, GEMM_TYPE, name=name), product)
+    return str(module)
+
+
+def _define_batch(function: ir.Function, product: ir.Function) -> None:
+    """Body of the public helper: its products one after another."""
+    function.attributes.add("nounwind")
+    batch, m, n, k, a, sab, sa0, sa1, bm, sbb, sb0, sb1, c, scb, sc0, sc1, *rest = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    with counted_loop(b, i64(0), batch) as i:
+        a_i, b_i, c_i = (b.gep(base, [b.mul(i, step)], source_etype=element)
+                         for base, step, element in ((a, sab, I16), (bm, sbb, I16), (c, scb, F32)))
+        b.call(product, [m, n, k, a_i, sa0, sa1, b_i, sb0, sb1, c_i, sc0, sc1, *rest])
+    b.ret_void()
+
+
+def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+class _Bf16GemmBuilder(ProductBuilder):
+    """Emits the serial kernel: C (f32) = A @ B for bf16 A, B (see the module docstring)."""
+
+    def __init__(self, function: ir.Function) -> None:
+        super().__init__(function, "f32")
+
+    def element(self, base: ir.Value, offset: ir.Value, type_: ir.Type = I16) -> ir.Value:
+        """The `type_` value at bf16 element `offset` of `base` (aligned to 2 bytes)."""
+        value = self.b.load(self.b.gep(base, [offset], source_etype=I16), typ=type_)
+        value.align = 2
+        return value
+
+    def put(self, value: ir.Value, base: ir.Value, offset: ir.Value) -> None:
+        self.b.store(value, self.b.gep(base, [offset], source_etype=I16)).align = 2
+
+    def build(self) -> None:
+        b = self.b
+        with b.if_else(b.icmp_signed("==", self.k, i64(0))) as (empty, blocked):
+            with empty:  # no terms: zeros
+                with counted_loop(b, i64(0), self.m) as i, counted_loop(b, i64(0), self.n) as j:
+                    offset = b.add(b.mul(i, self.sc0), b.mul(j, self.sc1))
+                    self.store(ir.Constant(F32, 0.0), self.c, offset)
+            with blocked:
+                self.blocked()
+        b.ret_void()
+        self.allocas.branch(self.start)
+
+    def blocked(self) -> None:
+        """The packed, blocked product: NC columns, KC terms, MC rows at a time."""
+        b = self.b
+        a_pack, b_pack = self.pack, b.gep(self.pack, [i64(MC * KC)], source_etype=I16)
+        with counted_loop(b, i64(0), self.n, NC) as jc:
+            nc = _min(b, i64(NC), b.sub(self.n, jc))
+            with counted_loop(b, i64(0), self.k, KC) as pc:
+                kc = _min(b, i64(KC), b.sub(self.k, pc))
+                pairs = b.ashr(b.add(kc, i64(1)), i64(1))
+                self.pack_b(b_pack, pc, jc, kc, nc, pairs)
+                with counted_loop(b, i64(0), self.m, MC) as ic:
+                    mc = _min(b, i64(MC), b.sub(self.m, ic))
+                    self.pack_a(a_pack, ic, pc, mc, kc, pairs)
+                    first = b.icmp_signed("==", pc, i64(0))
+                    span = b.mul(pairs, i64(2))
+                    with counted_loop(b, i64(0), nc, NR) as jr, \
+                            counted_loop(b, i64(0), mc, MR) as ir_:
+                        self.micro_kernel(
+                            pairs, b.gep(a_pack, [b.mul(ir_, span)], source_etype=I16),
+                            b.gep(b_pack, [b.mul(jr, span)], source_etype=I16),
+                            b.add(ic, ir_), b.add(jc, jr), _min(b, i64(MR), b.sub(mc, ir_)),
+                            _min(b, i64(NR), b.sub(nc, jr)), first)
+
+    def pack_b(self, dest: ir.Value, pc: ir.Value, jc: ir.Value, kc: ir.Value, nc: ir.Value,
+               pairs: ir.Value) -> None:
+        """Panels of NR columns, k in pairs:
+        dest[jr*2*pairs + p*2*NR + 2c + t] = B[pc + 2p + t, jc + jr + c] (0-padded)."""
+        b = self.b
+        zero = ir.Constant(I16, 0)
+        with counted_loop(b, i64(0), nc, NR) as jr:
+            width = _min(b, i64(NR), b.sub(nc, jr))
+            panel = b.mul(jr, b.mul(pairs, i64(2)))
+            with counted_loop(b, i64(0), pairs) as p:
+                row = b.add(panel, b.mul(p, i64(2 * NR)))
+                for t in range(2):
+                    term = b.add(b.mul(p, i64(2)), i64(t))
+                    inside = b.icmp_signed("<", term, kc)
+                    source_row = b.mul(b.add(pc, term), self.sb0)
+                    with b.if_else(inside) as (real, padding):
+                        with real:
+                            with counted_loop(b, i64(0), width) as col:
+                                source = b.add(source_row, b.mul(b.add(b.add(jc, jr), col),
+                                                                 self.sb1))
+                                target = b.add(row, b.add(b.mul(col, i64(2)), i64(t)))
+                                self.put(self.element(self.bm, source), dest, target)
+                            with counted_loop(b, width, i64(NR)) as col:
+                                self.put(zero, dest, b.add(row, b.add(b.mul(col, i64(2)),
+                                                                      i64(t))))
+                        with padding:
+                            with counted_loop(b, i64(0), i64(NR)) as col:
+                                self.put(zero, dest, b.add(row, b.add(b.mul(col, i64(2)),
+                                                                      i64(t))))
+
+    def pack_a(self, dest: ir.Value, ic: ir.Value, pc: ir.Value, mc: ir.Value, kc: ir.Value,
+               pairs: ir.Value) -> None:
+        """Panels of MR rows, k in pairs:
+        dest[ir*2*pairs + p*2*MR + 2r + t] = A[ic + ir + r, pc + 2p + t] (0-padded)."""
+        b = self.b
+        zero = ir.Constant(I16, 0)
+        with counted_loop(b, i64(0), mc, MR) as ir_:
+            height = _min(b, i64(MR), b.sub(mc, ir_))
+            panel = b.mul(ir_, b.mul(pairs, i64(2)))
+            with counted_loop(b, i64(0), pairs) as p:
+                row = b.add(panel, b.mul(p, i64(2 * MR)))
+                for t in range(2):
+                    term = b.add(b.mul(p, i64(2)), i64(t))
+                    column = b.mul(b.add(pc, _min(b, term, b.sub(kc, i64(1)))), self.sa1)
+                    term_inside = b.icmp_signed("<", term, kc)
+                    for r in range(MR):
+                        inside = b.and_(term_inside, b.icmp_signed("<", i64(r), height))
+                        clamped = _min(b, b.add(b.add(ic, ir_), i64(r)), b.sub(self.m, i64(1)))
+                        value = self.element(self.a, b.add(b.mul(clamped, self.sa0), column))
+                        self.put(b.select(inside, value, zero), dest,
+                                 b.add(row, i64(2 * r + t)))
+
+    def micro_kernel(self, pairs: ir.Value, a_panel: ir.Value, b_panel: ir.Value,
+                     row: ir.Value, column: ir.Value, height: ir.Value, width: ir.Value,
+                     first: ir.Value) -> None:
+        """C[row:row+height, column:column+width] (+)= A panel @ B panel, in registers."""
+        b = self.b
+        dot = self.module.globals.get(DOT) or ir.Function(
+            self.module, ir.FunctionType(ACCUMULATOR, [ACCUMULATOR, PAIRS, PAIRS]), name=DOT)
+        slots = [[alloca(self.allocas, ACCUMULATOR) for _ in range(2)] for _ in range(MR)]
+        zeros = ir.Constant(ACCUMULATOR, [0.0] * LANES)
+        for pair in slots:
+            for slot in pair:
+                b.store(zeros, slot)
+        with counted_loop(b, i64(0), pairs) as p:
+            b_row = b.mul(p, i64(2 * NR))
+            columns = [self.element(b_panel, b.add(b_row, i64(v * 2 * LANES)), PAIRS)
+                       for v in range(2)]
+            a_row = b.mul(p, i64(2 * MR))
+            for r in range(MR):
+                pair = self.element(a_panel, b.add(a_row, i64(2 * r)), I32)
+                splat = b.shuffle_vector(
+                    b.insert_element(ir.Constant(SPLAT, None), pair, i64(0)),
+                    ir.Constant(SPLAT, None), ir.Constant(SPLAT, None))
+                splat = b.bitcast(splat, PAIRS)
+                for v in range(2):
+                    total = b.call(dot, [b.load(slots[r][v], typ=ACCUMULATOR), splat,
+                                         columns[v]])
+                    b.store(total, slots[r][v])
+        full = b.and_(b.and_(b.icmp_signed("==", height, i64(MR)),
+                             b.icmp_signed("==", width, i64(NR))),
+                      b.icmp_signed("==", self.sc1, i64(1)))
+        with b.if_else(full) as (fast, edge):
+            with fast:
+                for r in range(MR):
+                    base = b.add(b.mul(b.add(row, i64(r)), self.sc0), column)
+                    for v in range(2):
+                        offset = b.add(base, i64(v * LANES))
+                        tile = b.load(slots[r][v], typ=ACCUMULATOR)
+                        old = self.load(self.c, offset, ACCUMULATOR)
+                        self.store(b.select(first, tile, b.fadd(old, tile)), self.c, offset)
+            with edge:
+                self.edge_tile(slots, row, column, height, width, first)
+
+    def edge_tile(self, slots: list[list[ir.Value]], row: ir.Value, column: ir.Value,
+                  height: ir.Value, width: ir.Value, first: ir.Value) -> None:
+        """Write the valid part of a tile element by element."""
+        b = self.b
+        tile = alloca(self.allocas, ir.ArrayType(F32, MR * NR))
+        for r in range(MR):
+            for v in range(2):
+                self.store(b.load(slots[r][v], typ=ACCUMULATOR), tile, i64(r * NR + v * LANES))
+        with counted_loop(b, i64(0), height) as r, counted_loop(b, i64(0), width) as c:
+            value = self.load(tile, b.add(b.mul(r, i64(NR)), c))
+            offset = b.add(b.mul(b.add(row, r), self.sc0), b.mul(b.add(column, c), self.sc1))
+            old = self.load(self.c, offset)
+            self.store(b.select(first, value, b.fadd(old, value)), self.c, offset)
