@@ -210,11 +210,12 @@ def converted(dtype: torch.dtype) -> Emit:
     return emit
 
 
-def to(input: Traced, *args: Any, dtype: Any = None, non_blocking: bool = False,
-       copy: bool = False, memory_format: Any = torch.preserve_format) -> Traced:
-    """Tensor.to(dtype), to(device, dtype), to(other): a cast; a device other than the
-    CPU is refused (Reverie's kernels run there)."""
-    for arg in args:
+def to(input: Traced, *args: Any, dtype: Any = None, device: Any = None,
+       non_blocking: bool = False, copy: bool = False,
+       memory_format: Any = torch.preserve_format) -> Traced:
+    """Tensor.to(dtype), to(device, dtype), to(other): a cast (a value, so `copy` changes
+    nothing); a device other than the CPU is refused (Reverie's kernels run there)."""
+    for arg in (*args, *([] if device is None else [device])):
         if isinstance(arg, torch.dtype):
             dtype = arg
         elif isinstance(arg, Traced):

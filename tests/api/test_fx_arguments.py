@@ -53,7 +53,8 @@ VALUES: dict[str, list[Any]] = {
     "value": [2.5], "memory_format": [torch.preserve_format], "_stacklevel": [5],
     "other": [0.5], "self": [0.5], "size": [(4, 3)], "padding_mode":
     ["circular", "reflect", "replicate"], "bias": [False], "elementwise_affine": [False],
-    "device": ["cpu"], "cudnn_enable": [False], "weight": [positive(4)],
+    "device": ["cpu"], "copy": [True], "non_blocking": [True], "cudnn_enable": [False],
+    "weight": [positive(4)],
     "log_target": [True], "pos_weight": [positive(4)], "delta": [0.5, 2.0],
     "attn_mask": [normal(3, 3) > 0.3, normal(3, 3)], "dropout_p": [0.0, 0.1],
     "is_causal": [True], "scale": [0.3], "enable_gqa": [True],
