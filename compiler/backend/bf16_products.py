@@ -15,9 +15,11 @@ are left unread (the `dead_code` pass after it removes them):
 
 A product is rewritten only when both operands are views of such temporaries: a whole f32
 temporary written once, by a nest of loops 0..size over its axes storing the cast of a load
-of a bf16 view at a permutation of the same indices, from a buffer no statement writes
-(or writes only in top-level statements before the nest); the operand's view of the
-temporary must be a selection of its row-major axes, which then maps onto the bf16 view.
+of a bf16 view at a permutation of the same indices (or casts to bf16 and back of it, which
+change no value: a transposed operand is rounded where to_loops stores it), from a buffer
+no statement writes (or writes only in top-level statements before the nest); the operand's
+view of the temporary must be a selection of its row-major axes, which then maps onto the
+bf16 view.
 Anything else keeps the f32 path, as do hosts without the instruction (or with
 REVERIE_VECTOR_BITS=256) and f16. The choice follows the host features and vector width
 that every cache key's host description holds (`runtime/native/remembered.py`).
@@ -137,12 +139,12 @@ def _widening(store: Store, loops: list[Loop], definitions: dict[str, Stmt]) -> 
     if temporary.role != "temp" or temporary.dtype != "f32" or not store.view.covers(temporary) \
             or len(temporary.shape) not in (2, 3) or not isinstance(store.value, Var):
         return None
-    cast = definitions.get(store.value.name)
-    if not (isinstance(cast, Let) and cast.op == "cast" and len(cast.args) == 1
-            and isinstance(cast.args[0], Var)):
-        return None
-    load = definitions.get(cast.args[0].name)
-    if not (isinstance(load, Load) and load.guard is None and load.view.buffer.dtype == "bf16"):
+    load, casts = definitions.get(store.value.name), 0
+    while isinstance(load, Let) and load.op == "cast" and load.var.dtype in ("f32", "bf16") \
+            and len(load.args) == 1 and isinstance(load.args[0], Var):
+        load, casts = definitions.get(load.args[0].name), casts + 1
+    if not (casts and isinstance(load, Load) and load.guard is None
+            and load.view.buffer.dtype == "bf16"):
         return None
     variables = [Dim.sym(loop.var) for loop in loops]
     if len(loops) != len(temporary.shape) or list(store.index) != variables or any(
