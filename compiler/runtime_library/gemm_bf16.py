@@ -57,6 +57,8 @@ assert MAX_TASKS * PACK_PER_TASK <= MATMUL_PACK_ELEMENTS * 8 and MC % MR == 0 an
 DOT = "llvm.x86.avx512bf16.dpbf16ps.512"
 ACCUMULATOR, PAIRS = ir.VectorType(F32, LANES), ir.VectorType(BFLOAT, 2 * LANES)
 SPLAT = ir.VectorType(I32, LANES)
+ROW, INTERLEAVE = ir.VectorType(I16, NR), ir.VectorType(I32, 2 * NR)  # a row, its shuffle mask
+_INTERLEAVED = [i // 2 + (NR if i % 2 else 0) for i in range(2 * NR)]  # r0[0] r1[0] r0[1] ...
 
 
 def helper_module(name: str = BF16_GEMM_HELPER) -> str:
@@ -146,53 +148,92 @@ class _Bf16GemmBuilder(ProductBuilder):
     def pack_b(self, dest: ir.Value, pc: ir.Value, jc: ir.Value, kc: ir.Value, nc: ir.Value,
                pairs: ir.Value) -> None:
         """Panels of NR columns, k in pairs:
-        dest[jr*2*pairs + p*2*NR + 2c + t] = B[pc + 2p + t, jc + jr + c] (0-padded)."""
+        dest[jr*2*pairs + p*2*NR + 2c + t] = B[pc + 2p + t, jc + jr + c] (0-padded).
+        Whole pairs of a full panel of row-major B are two rows interleaved by one shuffle;
+        of B with k contiguous (a transposed operand), one i32 each."""
         b = self.b
-        zero = ir.Constant(I16, 0)
+        whole = b.ashr(kc, i64(1))
         with counted_loop(b, i64(0), nc, NR) as jr:
             width = _min(b, i64(NR), b.sub(nc, jr))
             panel = b.mul(jr, b.mul(pairs, i64(2)))
-            with counted_loop(b, i64(0), pairs) as p:
+            column = b.mul(b.add(jc, jr), self.sb1)
+            rows = b.and_(b.icmp_signed("==", self.sb1, i64(1)),
+                          b.icmp_signed("==", width, i64(NR)))
+            pairs_adjacent = b.and_(b.not_(rows), b.icmp_signed("==", self.sb0, i64(1)))
+            with b.if_then(rows), counted_loop(b, i64(0), whole) as p:
+                first_row = b.add(b.mul(b.add(pc, b.mul(p, i64(2))), self.sb0), column)
+                lines = [self.element(self.bm, offset, ROW)
+                         for offset in (first_row, b.add(first_row, self.sb0))]
+                self.put(b.shuffle_vector(*lines, ir.Constant(INTERLEAVE, _INTERLEAVED)), dest,
+                         b.add(panel, b.mul(p, i64(2 * NR))))
+            with b.if_then(pairs_adjacent), counted_loop(b, i64(0), whole) as p:
                 row = b.add(panel, b.mul(p, i64(2 * NR)))
-                for t in range(2):
-                    term = b.add(b.mul(p, i64(2)), i64(t))
-                    inside = b.icmp_signed("<", term, kc)
-                    source_row = b.mul(b.add(pc, term), self.sb0)
-                    with b.if_else(inside) as (real, padding):
-                        with real:
-                            with counted_loop(b, i64(0), width) as col:
-                                source = b.add(source_row, b.mul(b.add(b.add(jc, jr), col),
-                                                                 self.sb1))
-                                target = b.add(row, b.add(b.mul(col, i64(2)), i64(t)))
-                                self.put(self.element(self.bm, source), dest, target)
-                            with counted_loop(b, width, i64(NR)) as col:
-                                self.put(zero, dest, b.add(row, b.add(b.mul(col, i64(2)),
-                                                                      i64(t))))
-                        with padding:
-                            with counted_loop(b, i64(0), i64(NR)) as col:
-                                self.put(zero, dest, b.add(row, b.add(b.mul(col, i64(2)),
-                                                                      i64(t))))
+                first_term = b.add(pc, b.mul(p, i64(2)))
+                with counted_loop(b, i64(0), width) as col:
+                    source = b.add(first_term, b.add(column, b.mul(col, self.sb1)))
+                    self.put(self.element(self.bm, source, I32), dest,
+                             b.add(row, b.mul(col, i64(2))))
+                with counted_loop(b, width, i64(NR)) as col:
+                    self.put(ir.Constant(I32, 0), dest, b.add(row, b.mul(col, i64(2))))
+            self.pack_b_terms(dest, pc, column, kc, width, panel,
+                              b.select(b.or_(rows, pairs_adjacent), whole, i64(0)), pairs)
+
+    def pack_b_terms(self, dest: ir.Value, pc: ir.Value, column: ir.Value, kc: ir.Value,
+                     width: ir.Value, panel: ir.Value, start: ir.Value,
+                     pairs: ir.Value) -> None:
+        """Pairs `start` to `pairs` of one panel of B, element by element."""
+        b = self.b
+        zero = ir.Constant(I16, 0)
+        with counted_loop(b, start, pairs) as p:
+            row = b.add(panel, b.mul(p, i64(2 * NR)))
+            for t in range(2):
+                term = b.add(b.mul(p, i64(2)), i64(t))
+                source_row = b.add(b.mul(b.add(pc, term), self.sb0), column)
+                with b.if_else(b.icmp_signed("<", term, kc)) as (real, padding):
+                    with real:
+                        with counted_loop(b, i64(0), width) as col:
+                            source = b.add(source_row, b.mul(col, self.sb1))
+                            target = b.add(row, b.add(b.mul(col, i64(2)), i64(t)))
+                            self.put(self.element(self.bm, source), dest, target)
+                        with counted_loop(b, width, i64(NR)) as col:
+                            self.put(zero, dest, b.add(row, b.add(b.mul(col, i64(2)),
+                                                                  i64(t))))
+                    with padding:
+                        with counted_loop(b, i64(0), i64(NR)) as col:
+                            self.put(zero, dest, b.add(row, b.add(b.mul(col, i64(2)),
+                                                                  i64(t))))
 
     def pack_a(self, dest: ir.Value, ic: ir.Value, pc: ir.Value, mc: ir.Value, kc: ir.Value,
                pairs: ir.Value) -> None:
         """Panels of MR rows, k in pairs:
-        dest[ir*2*pairs + p*2*MR + 2r + t] = A[ic + ir + r, pc + 2p + t] (0-padded)."""
+        dest[ir*2*pairs + p*2*MR + 2r + t] = A[ic + ir + r, pc + 2p + t] (0-padded).
+        Whole pairs of row-major A are one i32 each."""
         b = self.b
-        zero = ir.Constant(I16, 0)
+        whole = b.ashr(kc, i64(1))
+        adjacent = b.icmp_signed("==", self.sa1, i64(1))
         with counted_loop(b, i64(0), mc, MR) as ir_:
             height = _min(b, i64(MR), b.sub(mc, ir_))
             panel = b.mul(ir_, b.mul(pairs, i64(2)))
-            with counted_loop(b, i64(0), pairs) as p:
+            sources = [b.mul(_min(b, b.add(b.add(ic, ir_), i64(r)), b.sub(self.m, i64(1))),
+                             self.sa0) for r in range(MR)]
+            with b.if_then(adjacent), counted_loop(b, i64(0), whole) as p:
+                row = b.add(panel, b.mul(p, i64(2 * MR)))
+                first_term = b.add(pc, b.mul(p, i64(2)))
+                for r, source in enumerate(sources):
+                    value = self.element(self.a, b.add(source, first_term), I32)
+                    inside = b.icmp_signed("<", i64(r), height)
+                    self.put(b.select(inside, value, ir.Constant(I32, 0)), dest,
+                             b.add(row, i64(2 * r)))
+            with counted_loop(b, b.select(adjacent, whole, i64(0)), pairs) as p:
                 row = b.add(panel, b.mul(p, i64(2 * MR)))
                 for t in range(2):
                     term = b.add(b.mul(p, i64(2)), i64(t))
                     column = b.mul(b.add(pc, _min(b, term, b.sub(kc, i64(1)))), self.sa1)
                     term_inside = b.icmp_signed("<", term, kc)
-                    for r in range(MR):
+                    for r, source in enumerate(sources):
                         inside = b.and_(term_inside, b.icmp_signed("<", i64(r), height))
-                        clamped = _min(b, b.add(b.add(ic, ir_), i64(r)), b.sub(self.m, i64(1)))
-                        value = self.element(self.a, b.add(b.mul(clamped, self.sa0), column))
-                        self.put(b.select(inside, value, zero), dest,
+                        value = self.element(self.a, b.add(source, column))
+                        self.put(b.select(inside, value, ir.Constant(I16, 0)), dest,
                                  b.add(row, i64(2 * r + t)))
 
     def micro_kernel(self, pairs: ir.Value, a_panel: ir.Value, b_panel: ir.Value,
