@@ -138,6 +138,6 @@ def needs_own_kernel(program: Program) -> bool:
     product never needs it: the helpers' dot-product fallback zero-fills its output)."""
     from reverie.compiler.loops.ir import Matmul
 
-    return any(isinstance(stmt, Matmul) and
+    return any(isinstance(stmt, Matmul) and matmul_helper(stmt) in GEMM_HELPERS and
                not all(_blas_layout(view) for view in (stmt.out, stmt.a, stmt.b))
                for stmt in program.walk())
