@@ -43,9 +43,10 @@ LAYOUTS = {
                      "{ return f32(transpose(a)) @ f32(b); }", lambda a, b: (a.T.copy(), b)),
 }
 # (M, K, N): ones, odd K, no terms, edges of the 8 x 32 tile, K past a 256-term block, M past
-# a 192-row block, N past a 1024-column block, one large enough to split over the pool
+# a 192-row block, N past a 1024-column block, two large enough to split over the pool (by
+# columns, by rows)
 SHAPES = [(1, 1, 1), (5, 7, 3), (6, 0, 4), (33, 257, 65), (200, 300, 70), (9, 64, 1100),
-          (256, 256, 128)]
+          (256, 256, 128), (600, 301, 40)]
 W10 = """
 fn w3(x: bf16[B, D], W1: bf16[D, H], b1: bf16[H], W2: bf16[H, O], b2: bf16[O],
       y: bf16[B, O]) -> bf16 {
