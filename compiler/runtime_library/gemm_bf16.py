@@ -22,13 +22,22 @@ acc[l] += a[2l] b[2l] + a[2l+1] b[2l+1]. So the packing interleaves pairs of k:
     A panel (MR rows),    pair p:  [A[r, 2p], A[r, 2p+1]] for r < MR   (one i32 each, splat)
 
 An odd K (or block of K) gets a zero pair partner, rows and columns past the edges zeros.
+Whole pairs are packed at once where the layout allows (row-major B: two rows interleaved
+by one shuffle; B with k contiguous, a transposed operand, and row-major A: one i32 per
+pair), the rest element by element. K = 0 writes zeros; narrow products (a matrix-vector
+one) go through the same blocked kernel, whose tile is then mostly padding.
+
+Speed (AMD EPYC Zen 4, one thread, a busy shared host): 1024^3 in 12.4 ms (173 GFLOP/s)
+against 29.5 ms for the f32 path (converted copies, then OpenBLAS's sgemm); W3's
+1024 x 256 @ 256 x 512 in 1.27 ms against 2.58 ms.
 
 Semantics against the f32 path (f32 copies of the operands, then f32 products and sums):
 the product of two bf16 values is exact in f32 (8-bit significands), and the instruction
 adds in f32 with round-to-nearest-even, so the results differ only in the order of the f32
 additions (pairs first, then K in blocks of KC) and in subnormals: `vdpbf16ps` reads
 subnormal inputs as zero and flushes subnormal results to zero (bf16 subnormals are below
-2^-126 ~ 1.2e-38). Both are within a few f32 ulps of the sum of |products| of a row.
+2^-126 ~ 1.2e-38). The order costs a few f32 roundings of a row's sum of |products|
+(`tests/native/test_bf16_gemm.py`), the flushes less than 2^-126 per term.
 """
 
 from __future__ import annotations
