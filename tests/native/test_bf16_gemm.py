@@ -21,11 +21,15 @@ from pathlib import Path
 import llvmlite.binding as llvm
 import numpy as np
 import pytest
+from native_helpers import specialised
 from storage_helpers import BF16, assert_close_in_ulps
 
 import reverie as rv
 from reverie.compiler.backend.bf16_products import bf16_products
+from reverie.compiler.loops.loop_interpreter import run_program
+from reverie.compiler.pipeline import compile_function
 from reverie.compiler.runtime_library.gemm_bf16 import MR, helper_module
+from reverie.runtime.native.call import bind_arguments
 from reverie.runtime.native.helpers import HELPER_PIPELINE
 from reverie.runtime.native.jit import LlvmModule
 
@@ -118,6 +122,17 @@ def test_the_product_reads_the_bf16_buffers() -> None:
                                      "# packing in pack"]
     assert re.findall(r"temp (\w+)", text) == ["pack"]
     assert "cast" not in text
+
+
+def test_the_loop_interpreter_runs_the_loop_program() -> None:
+    """The loop program (bf16 operands where the host has the instruction) run by the loop
+    interpreter: the same product."""
+    source, arrange = LAYOUTS["b transposed"]
+    fn = specialised(source, "f", "f32")
+    a, b = operands(33, 257, 65)
+    bound = bind_arguments(fn, arrange(a, b))
+    (looped,) = run_program(compile_function(fn, "to_loops"), bound.arrays, bound.dims)
+    assert_product(np.asarray(looped), a, b)
 
 
 def test_mixed_operands_and_f16_keep_the_f32_path() -> None:
