@@ -15,12 +15,16 @@ not depend on how the back end fuses:
                                           %4 = cast %3 {dtype = bf16} : bf16[N]
                                           return %4
 
-Every op but `cast`, `const`, `read` and the ops with regions computes on f32 operands (a
-bf16/f16 operand widened once per block, exactly); its bf16/f16 results stay f32 until something
-reads them as stored values: a result of the block, an operand of `cast`, `read` or of an
-op with regions (`for`, `while`, `if`, `generic`: their parameters and carried values keep their
-types, and their regions are rewritten the same way). Reductions and matrix products
-accumulate in f32 or wider.
+Every op but `cast` (of floats), `const`, `read` and the ops with regions computes on f32
+operands (a bf16/f16 operand widened once per block, exactly); its bf16/f16 results stay
+f32 until something reads them as stored values: a result of the block, an operand of
+`cast`, `read` or of an op with regions (`for`, `while`, `if`, `generic`: their parameters
+and carried values keep their types, and their regions are rewritten the same way), or an
+operand of a matrix product, which reads its operands from memory as XLA's dots and torch's
+autocast do (so both are bf16, and the product can run on the host's bf16 instructions:
+`backend/bf16_products.py`). A cast of an integer to bf16/f16 (a size in `mean`, a loop
+counter) is arithmetic too: f32 until stored. Reductions and matrix products accumulate in
+f32 or wider.
 
 Contract: `widen_storage(fn)` computes what `fn` means for storage types; `fn` is never
 modified, and returned as it is when it has no bf16/f16 operand. It runs after every
@@ -40,6 +44,7 @@ from reverie.compiler.print_ir import show
 PASS_NAME = "widen_storage"
 
 KEPT = ("cast", "const", "read")  # `read`: an element of a stored tensor, as stored
+PRODUCTS = ("matmul",)  # read their bf16/f16 operands as stored (rounded), in f32
 
 
 def _stored(value: Value) -> bool:
@@ -55,6 +60,8 @@ class _Widener:
         self.values: dict[Value, Value] = {p: p for p in block.params if not _stored(p)}
         self.stored: dict[Value, Value] = {p: p for p in block.params if _stored(p)}
         self.wide: dict[Value, Value] = {}
+        self.computed: set[Value] = set()  # values whose first form is `wide`
+        self.stored_f32: dict[Value, Value] = {}  # their rounded form, widened again
         self.block = Block(list(block.params))
         self.builder = Builder(self.block)
 
@@ -66,6 +73,13 @@ class _Widener:
         return self.block
 
     def op(self, op: Op) -> None:
+        if op.name == "cast" and _stored(op.result) and not op.operands[0].type.is_float:
+            # an integer converted (a size in `mean`, a loop counter): arithmetic, not a
+            # rounding of a computed value, so it stays f32 until stored like arithmetic
+            self.wide[op.result] = self.builder.op("cast", [self.values[op.operands[0]]],
+                                                   {"dtype": "f32"})
+            self.computed.add(op.result)
+            return
         if op.regions or op.name in KEPT or not any(_stored(v) for v in op.operands):
             regions = [widen_block(region) for region in op.regions]
             copy = Op(op.name, [self.as_stored(v) for v in op.operands], dict(op.attrs),
@@ -75,11 +89,13 @@ class _Widener:
             for old, new in zip(op.results, copy.results, strict=True):
                 (self.stored if _stored(old) else self.values)[old] = new
             return
-        wide = self.builder.emit(op.name, [self.as_f32(v) for v in op.operands], op.attrs)
+        read = self.as_stored_f32 if op.name in PRODUCTS else self.as_f32
+        wide = self.builder.emit(op.name, [read(v) for v in op.operands], op.attrs)
         for old, new in zip(op.results, wide, strict=True):
             if _stored(old):
                 assert new.type.dtype == "f32", f"{op.name}: {new.type} for {old.type}"
                 self.wide[old] = new
+                self.computed.add(old)
             else:
                 self.values[old] = new
 
@@ -90,6 +106,15 @@ class _Widener:
         if value not in self.wide:
             self.wide[value] = self.builder.op("cast", [self.stored[value]], {"dtype": "f32"})
         return self.wide[value]
+
+    def as_stored_f32(self, value: Value) -> Value:
+        """The f32 form of `value` as stored (rounded first): what a product reads."""
+        if value not in self.computed:
+            return self.as_f32(value)
+        if value not in self.stored_f32:
+            self.stored_f32[value] = self.builder.op("cast", [self.as_stored(value)],
+                                                     {"dtype": "f32"})
+        return self.stored_f32[value]
 
     def as_stored(self, value: Value) -> Value:
         """The new form of `value` as stored: a bf16/f16 value rounded (once per block)."""

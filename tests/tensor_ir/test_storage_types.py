@@ -131,3 +131,25 @@ def test_float_kernels_specialise_to_storage_types() -> None:
     with pytest.raises(TypeError, match="bfloat16 .* and float16"):
         rv.compile("fn f(x: float[N], y: float[N]) -> float { return sum(x * y); }",
                    backend="interp").f(x.astype(ml_dtypes.bfloat16), x.astype(np.float16))
+
+
+def test_a_matrix_product_reads_its_operands_as_stored() -> None:
+    """`(a * 1.01) @ b`: the product's operand is rounded to bf16 first (XLA's dots and
+    torch's autocast read bf16 operands), then the products sum in f32 and round once."""
+    rng = np.random.default_rng(5)
+    a, b = (rng.standard_normal(shape).astype(ml_dtypes.bfloat16) for shape in ((4, 6), (6, 3)))
+    fn = _lowered("fn k(a: bf16[N, K], b: bf16[K, M]) -> bf16[N, M] { return (a * 1.01) @ b; }",
+                  "k")
+    (result,) = interpret(fn, [a, b], {"N": 4, "K": 6, "M": 3})
+    factor = np.float32(ml_dtypes.bfloat16(1.01))
+    stored = (a.astype(np.float32) * factor).astype(ml_dtypes.bfloat16).astype(np.float64)
+    expected = (stored @ b.astype(np.float64)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(_bits(result), _bits(expected))
+
+
+def test_mean_divides_by_the_exact_count() -> None:
+    """The count of `mean` is an integer converted to f16: arithmetic, kept in f32 (f16 holds
+    2051 as 2052, which would make the mean of ones 0.99951)."""
+    fn = _lowered("fn k(x: f16[N]) -> f16 { return mean(x); }", "k")
+    (result,) = interpret(fn, [np.ones(2051, np.float16)], {"N": 2051})
+    assert float(result) == 1.0
