@@ -13,6 +13,12 @@ are left unread (the `dead_code` pass after it removes them):
       store t0[%i0, %i1] = %1 } }
     matmul t2 = t1 @ t0{...}
 
+A value computed in the kernel and rounded for a product (`widen_storage` rounds a product's
+operands: the MLP's hidden layer, an adjoint) reaches the product through an f32 temporary
+whose every store is `cast(cast(v → bf16) → f32)`; where such a temporary is read by
+products only, it becomes a bf16 temporary storing the rounded value itself (the same
+values, half the memory), so those products read bf16 too.
+
 A product is rewritten only when both operands are views of such temporaries: a whole f32
 temporary written once, by a nest of loops 0..size over its axes storing the cast of a load
 of a bf16 view at a permutation of the same indices (or casts to bf16 and back of it, which
@@ -36,6 +42,7 @@ from reverie.compiler.backend.vector_width import AVX512, vector_bits
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.loops.ir import (
     BLOCK_STMTS,
+    Buffer,
     ForLoop,
     Let,
     LinalgCall,
@@ -72,9 +79,21 @@ def narrow_bf16_products(program: Program) -> Program:
     if not _host_has_bf16_products():
         return program
     sources = _widened_temporaries(program)
+    narrowed = _narrowed_temporaries(program, sources)
+    if narrowed:
+        sources.update({id(old): _Widened(View(new, old.shape, Dim.const(0),
+                                               row_major_strides(old.shape)),
+                                          tuple(range(len(old.shape))))
+                        for old, new, _ in narrowed.values()})
     if not sources:
         return program
-    return dataclasses.replace(program, body=_rewritten(program.body, sources))
+    body = _rewritten(program.body, sources)
+    if narrowed:
+        body = _stores_narrowed(body, narrowed)
+        replaced = {id(old): new for old, new, _ in narrowed.values()}
+        program = dataclasses.replace(program, temps=[replaced.get(id(t), t)
+                                                      for t in program.temps])
+    return dataclasses.replace(program, body=body)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +141,83 @@ def _widened_temporaries(program: Program) -> dict[int, _Widened]:
                 continue
             found[id(temporary)] = widened
     return found
+
+
+Narrowing = tuple[Buffer, Buffer, dict[str, Var]]  # the f32 temporary, its bf16 twin, and
+# by the name of each f32 value stored into it, the bf16 value it widens
+
+
+def _narrowed_temporaries(program: Program, sources: dict[int, _Widened]
+                          ) -> dict[int, Narrowing]:
+    """By id, the f32 temporaries holding only rounded bf16 values and read only as the
+    operands of products whose other operand is bf16 too (or narrowed alike)."""
+    definitions = {s.var.name: s for s in program.walk() if isinstance(s, Let)}
+    candidates: dict[int, Narrowing] = {}
+    for temporary in program.temps:
+        if temporary.dtype == "f32" and id(temporary) not in sources:
+            candidates[id(temporary)] = (temporary, Buffer(temporary.name, "bf16",
+                                                           temporary.shape, "temp"), {})
+    for stmt in program.walk():
+        if isinstance(stmt, Store) and id(stmt.view.buffer) in candidates:
+            rounded = _rounded_value(stmt.value, definitions)
+            if rounded is None:
+                candidates.pop(id(stmt.view.buffer))
+            else:
+                candidates[id(stmt.view.buffer)][2][stmt.value.name] = rounded
+        elif not isinstance(stmt, Store | Matmul):
+            for buffer in _read(stmt):
+                candidates.pop(id(buffer), None)
+    products = [s for s in program.walk() if isinstance(s, Matmul)]
+    changed = True
+    while changed:  # a product whose other operand stays f32 keeps its operands f32
+        changed = False
+        for product in products:
+            operands = [id(v.buffer) for v in (product.a, product.b)]
+            if any(k in candidates for k in operands) and not all(
+                    k in candidates or k in sources for k in operands):
+                for k in operands:
+                    changed |= candidates.pop(k, None) is not None
+        for product in products:  # and one written by a product is no rounded value
+            changed |= candidates.pop(id(product.out.buffer), None) is not None
+    operands = {id(v.buffer) for product in products for v in (product.a, product.b)}
+    return {k: c for k, c in candidates.items() if k in operands and c[2]}
+
+
+def _rounded_value(value: object, definitions: dict[str, Let]) -> Var | None:
+    """The bf16 value that `value` widens, where `value` is `cast(v: bf16 → f32)`."""
+    widening = definitions.get(value.name) if isinstance(value, Var) else None
+    if widening is None or widening.op != "cast" or widening.var.dtype != "f32" or \
+            not isinstance(widening.args[0], Var) or widening.args[0].dtype != "bf16":
+        return None
+    return widening.args[0]
+
+
+def _read(stmt: Stmt) -> list[Buffer]:
+    """The buffers a statement other than a store or a product reads (or may read)."""
+    if isinstance(stmt, Load):
+        return [stmt.view.buffer]
+    if isinstance(stmt, Sort):
+        return [stmt.out.buffer, stmt.keys.buffer, stmt.scratch]
+    if isinstance(stmt, LinalgCall):
+        return list(stmt.buffers)
+    if isinstance(stmt, ForLoop | WhileLoop):
+        return [b for state in stmt.states for b in (state.current, state.next, state.first,
+                                                     state.second)]
+    return []
+
+
+def _stores_narrowed(stmts: list[Stmt], narrowed: dict[int, Narrowing]) -> list[Stmt]:
+    """`stmts` with each store into a narrowed temporary storing the bf16 value."""
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, Store) and id(stmt.view.buffer) in narrowed:
+            _, new, rounded = narrowed[id(stmt.view.buffer)]
+            stmt = Store(dataclasses.replace(stmt.view, buffer=new), stmt.index,
+                         rounded[stmt.value.name])
+        elif isinstance(stmt, BLOCK_STMTS):
+            stmt = dataclasses.replace(stmt, body=_stores_narrowed(stmt.body, narrowed))
+        out.append(stmt)
+    return out
 
 
 def _stores_in_nest(stmt: Stmt, loops: list[Loop]) -> list[tuple[Store, list[Loop]]]:

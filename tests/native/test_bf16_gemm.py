@@ -167,9 +167,11 @@ def test_subnormals_are_flushed() -> None:
 def test_w10_gradient_against_the_interpreter_and_f64() -> None:
     """W3's MLP in bf16 (benchmarks W10): its gradient in native code is the interpreter's
     within one bf16 ulp (f32 sums in another order may round the other way), and the f64
-    gradient of the same program within bf16 roundings; x @ W1 is a bf16 product where
-    the host has the instruction (the others have f32 operands: hidden and the adjoints
-    are not stored, so not rounded)."""
+    gradient of the same program within bf16 roundings. Every product reads its operands
+    as stored (rounded) bf16 values, so where the host has the instruction all five are
+    bf16 products: x @ W1 straight from the arguments, the others from bf16 temporaries
+    holding the rounded hidden layer, adjoints and transposes (`bf16_products`'s
+    narrowing)."""
     rng = np.random.default_rng(3)
     b, d, h, o = 64, 40, 48, 5
     wide = [rng.standard_normal((b, d)), rng.standard_normal((d, h)) / np.sqrt(d),
@@ -188,6 +190,11 @@ def test_w10_gradient_against_the_interpreter_and_f64() -> None:
         assert np.max(np.abs(np.asarray(got).astype(np.float64) - reference)) <= tolerance
     lines = loop_products(module, wrt)
     assert ("matmul t2 = x @ W1  # packing in pack" in lines) == HOST_HAS_IT, lines
+    text = module.ir("loops", wrt=wrt)
+    dtypes = dict(re.findall(r"(\w+): (\w+)\[", text))  # parameters and temporaries
+    operand_dtypes = {dtypes[name] for line in lines
+                      for name in re.match(r"matmul \w+ = (\w+) @ (\w+)", line).groups()}
+    assert len(lines) == 5 and operand_dtypes == ({"bf16"} if HOST_HAS_IT else {"f32"}), text
 
 
 CHILD = """
