@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from reverie.compiler.backend.storage_hardware import BF16_FEATURE
 from reverie.compiler.backend.vector_width import AVX512, vector_bits
@@ -80,14 +80,9 @@ def narrow_bf16_products(program: Program) -> Program:
         return program
     sources = _widened_temporaries(program)
     narrowed = _narrowed_temporaries(program, sources)
-    if narrowed:
-        sources.update({id(old): _Widened(View(new, old.shape, Dim.const(0),
-                                               row_major_strides(old.shape)),
-                                          tuple(range(len(old.shape))))
-                        for old, new, _ in narrowed.values()})
-    if not sources:
+    if not sources and not narrowed:
         return program
-    body = _rewritten(program.body, sources)
+    body = _rewritten(program.body, lambda view: _bf16_view(view, sources, narrowed))
     if narrowed:
         body = _stores_narrowed(body, narrowed)
         replaced = {id(old): new for old, new, _ in narrowed.values()}
@@ -172,11 +167,11 @@ def _narrowed_temporaries(program: Program, sources: dict[int, _Widened]
     while changed:  # a product whose other operand stays f32 keeps its operands f32
         changed = False
         for product in products:
-            operands = [id(v.buffer) for v in (product.a, product.b)]
-            if any(k in candidates for k in operands) and not all(
-                    k in candidates or k in sources for k in operands):
-                for k in operands:
-                    changed |= candidates.pop(k, None) is not None
+            views = (product.a, product.b)
+            if any(id(v.buffer) in candidates for v in views) and \
+                    any(_bf16_view(v, sources, candidates) is None for v in views):
+                for v in views:
+                    changed |= candidates.pop(id(v.buffer), None) is not None
         for product in products:  # and one written by a product is no rounded value
             changed |= candidates.pop(id(product.out.buffer), None) is not None
     operands = {id(v.buffer) for product in products for v in (product.a, product.b)}
@@ -283,16 +278,25 @@ def _written(stmt: Stmt) -> list:
     return []
 
 
-def _rewritten(stmts: list[Stmt], sources: dict[int, _Widened]) -> list[Stmt]:
-    """`stmts` with each product of two widened operands reading their bf16 views."""
+def _bf16_view(view: View, sources: dict[int, _Widened],
+               narrowed: dict[int, Narrowing]) -> View | None:
+    """The bf16 view a product reads for `view` of an f32 temporary, if there is one."""
+    if id(view.buffer) in narrowed:  # the same layout, in bf16
+        return dataclasses.replace(view, buffer=narrowed[id(view.buffer)][1])
+    if id(view.buffer) in sources:
+        return sources[id(view.buffer)].narrowed(view)
+    return None
+
+
+def _rewritten(stmts: list[Stmt], bf16_view: Callable[[View], View | None]) -> list[Stmt]:
+    """`stmts` with each product whose operands both have bf16 views reading those."""
     out = []
     for stmt in stmts:
         if isinstance(stmt, Matmul) and stmt.out.buffer.dtype == "f32":
-            a, b = (sources[id(v.buffer)].narrowed(v) if id(v.buffer) in sources else None
-                    for v in (stmt.a, stmt.b))
+            a, b = bf16_view(stmt.a), bf16_view(stmt.b)
             if a is not None and b is not None:
                 stmt = dataclasses.replace(stmt, a=a, b=b)
         elif isinstance(stmt, BLOCK_STMTS):
-            stmt = dataclasses.replace(stmt, body=_rewritten(stmt.body, sources))
+            stmt = dataclasses.replace(stmt, body=_rewritten(stmt.body, bf16_view))
         out.append(stmt)
     return out

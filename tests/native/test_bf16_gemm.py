@@ -223,3 +223,17 @@ def test_the_avx2_path_agrees() -> None:
     avx2 = np.asarray(report["result"], np.float32)
     assert_product(avx2, a, b)
     assert_product(rv.compile(PRODUCT).f(a, b), a, b, want=avx2)
+
+
+def test_rounded_values_read_through_slices() -> None:
+    """A computed value rounded for two products through slices, beside a transposed
+    argument: the interpreter's values within one bf16 ulp. (A product reading a narrowed
+    temporary at an offset: test_fx_autocast's DropoutOfTransposed.)"""
+    source = """fn f(a: bf16[M, K], b: bf16[N, K]) -> bf16[M - 1, N] {
+        let h = tanh(a) * 2.0;
+        return h[1:] @ b.T - h[:M - 1] @ b.T; }"""
+    a, b = operands(9, 70, 33, seed=4)
+    module, interpreted = rv.compile(source), rv.compile(source, backend="interp")
+    got, want = module.f(a, b.T.copy()), interpreted.f(a, b.T.copy())
+    assert_close_in_ulps(np.asarray(got), np.asarray(want), 1)
+    assert len(loop_products(module)) == 2
