@@ -29,10 +29,15 @@ import numpy as np
 from reverie.compiler.call_boundary.xla_ffi import handler_module, handler_symbol
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dims import evaluate_shape
-from reverie.compiler.ir.dtypes import dtype_name
 from reverie.compiler.ir.types import NUMPY_DTYPES
 from reverie.kernel import Kernel
-from reverie.runtime.native.call import ArgumentTypeError, bind_arguments, check_arity
+from reverie.runtime.native.call import (
+    ArgumentTypeError,
+    agreed_float,
+    bind_arguments,
+    check_arity,
+    float_element,
+)
 from reverie.runtime.native.jit import JitModule, compile_module
 from reverie.runtime.native.native_kernel import NativeKernel
 
@@ -116,14 +121,10 @@ def float_dtype(kernel: Kernel, args: Sequence[jax.Array]) -> str:
     check_arity(kernel.name, kernel.param_names, args)
     seen: dict[str, str] = {}
     for a, declared, name in zip(args, kernel.declared_dtypes, kernel.param_names, strict=True):
-        if declared == "float" and jnp.issubdtype(a.dtype, jnp.floating) and \
-                not aval(a).weak_type:  # bf16, f16, f32 or f64 (a 64-bit one without x64)
-            seen.setdefault(dtype_name(np.dtype(a.dtype)), name)
-    if len(seen) > 1:
-        got = " and ".join(f"{NUMPY_DTYPES[d]} ('{arg}')" for d, arg in seen.items())
-        raise ArgumentTypeError(
-            f"{kernel.name}(): 'float' parameters got {got} arrays; convert them so they agree")
-    return next(iter(seen), "f64")
+        element = float_element(np.dtype(a.dtype))
+        if declared == "float" and element is not None and not aval(a).weak_type:
+            seen.setdefault(element, name)  # bf16, f16, f32 or f64 (64-bit ones without x64)
+    return agreed_float(seen, kernel.name)
 
 
 def result_specs(fn: Function, known: KnownIntegers, args: Sequence[jax.Array]

@@ -60,11 +60,23 @@ def float_dtype_of(param_dtypes: Sequence[str], args: Sequence[object], fn_name:
     for declared, arg, name in zip(param_dtypes, args, param_names, strict=True):
         if declared != "float" or isinstance(arg, int | float | bool):
             continue
-        kind = as_array(arg).dtype
-        if kind.name == "bfloat16":
-            seen.setdefault("bf16", name)
-        elif kind.kind == "f":
-            seen.setdefault({2: "f16", 4: "f32"}.get(kind.itemsize, "f64"), name)
+        element = float_element(as_array(arg).dtype)
+        if element is not None:
+            seen.setdefault(element, name)
+    return agreed_float(seen, fn_name)
+
+
+def float_element(dtype: np.dtype) -> str | None:
+    """What `float` means for arrays of NumPy `dtype` (None: not a float dtype): bf16 for
+    ml_dtypes' bfloat16, else by width (float128 counts as f64)."""
+    if dtype.name == "bfloat16":
+        return "bf16"
+    return {2: "f16", 4: "f32"}.get(dtype.itemsize, "f64") if dtype.kind == "f" else None
+
+
+def agreed_float(seen: dict[str, str], fn_name: str) -> str:
+    """The one element type of `seen` (by it, the first parameter given it), f64 when it is
+    empty; an ArgumentTypeError naming them when `float` parameters got several."""
     if len(seen) > 1:
         got = " and ".join(f"{NUMPY_DTYPES[d]} ('{arg}')" for d, arg in seen.items())
         raise ArgumentTypeError(
