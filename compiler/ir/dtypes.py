@@ -50,6 +50,12 @@ def compute_dtype(dtype: str) -> str:
     return "f32" if dtype in STORAGE_DTYPES else dtype
 
 
+def computable(array: np.ndarray) -> np.ndarray:
+    """`array` as the interpreters' ops read it: bf16/f16 values widened to f32 (exactly),
+    others as they are."""
+    return array.astype(np.float32) if array.dtype.name in ("bfloat16", "float16") else array
+
+
 def dtype_name(dtype: np.dtype) -> str:
     """The element type of NumPy `dtype` ("bf16" for ml_dtypes.bfloat16; KeyError if none)."""
     if dtype.name == "bfloat16":

@@ -17,7 +17,7 @@ import numpy as np
 
 from reverie.compiler.ir.capacity import run_with_capacity, trip_symbols
 from reverie.compiler.ir.core import Block, Function, Value
-from reverie.compiler.ir.dtypes import NUMPY_DTYPES, STORAGE_DTYPES, dtype_name
+from reverie.compiler.ir.dtypes import NUMPY_DTYPES, computable
 from reverie.compiler.ir.ops import OPS
 from reverie.compiler.ir.widen_storage import widened
 
@@ -32,19 +32,11 @@ class Interpreter:
         """Evaluate `block` with its parameters bound to `args`."""
         env: dict[Value, np.ndarray] = dict(zip(block.params, args, strict=True))
         for op in block.ops:
-            operands = [_computable(env[v]) for v in op.operands]
+            operands = [computable(env[v]) for v in op.operands]
             values = OPS[op.name].evaluate(self, operands, op)
             for result, value in zip(op.results, values, strict=True):
                 env[result] = np.asarray(value).astype(NUMPY_DTYPES[result.type.dtype], copy=False)
         return [env[v] for v in block.results]
-
-
-def _computable(array: np.ndarray) -> np.ndarray:
-    """`array` as ops read it: bf16/f16 values widened to f32 (exactly), others as they are."""
-    if array.dtype.kind in "fV" and array.dtype.itemsize == 2 and \
-            dtype_name(array.dtype) in STORAGE_DTYPES:
-        return array.astype(np.float32)
-    return array
 
 
 def interpret(

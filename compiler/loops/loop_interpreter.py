@@ -32,6 +32,7 @@ import numpy as np
 from reverie.compiler.ir.capacity import is_trip_symbol, run_with_capacity
 from reverie.compiler.ir.core import Op
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.dtypes import computable
 from reverie.compiler.ir.ops import OPS
 from reverie.compiler.ir.ops_linalg import IN_PLACE, attrs_of, linalg_arrays
 from reverie.compiler.ir.ops_sort import stable_argsort
@@ -89,16 +90,8 @@ def scalar_op(op: str, args: list[Scalar], dtype: str) -> Scalar:
         index, size = args
         return np.bool_(0 <= index < size)
     operation = Op(op, [], {"dtype": dtype})  # what `cast` reads its target dtype from
-    (result,) = OPS[op].evaluate(None, [_computable(np.asarray(a)) for a in args], operation)
+    (result,) = OPS[op].evaluate(None, [computable(np.asarray(a)) for a in args], operation)
     return np.asarray(result).astype(NUMPY_DTYPES[dtype])[()]
-
-
-def _computable(value: np.ndarray) -> np.ndarray:
-    """`value` as ops read it: a bf16/f16 scalar widened to f32 (exactly), as the tensor
-    interpreter does; others as they are."""
-    if value.dtype.itemsize == 2 and value.dtype.kind in "fV":
-        return value.astype(np.float32)
-    return value
 
 
 def zero(dtype: str) -> Scalar:
