@@ -80,8 +80,10 @@ from reverie.fx_fake import (
     storage_id,
     tensors_in,
 )
+from reverie.fx_rows_shapes import ELEMENTS
 from reverie.fx_targets import FUNCTIONS, METHODS, MODULES
 from reverie.runtime.native.lru import LruCache
+from reverie.torch_op import TORCH_DTYPES
 from reverie.tracing import (
     HOST_INPUTS,
     RECORDER_FILES,
@@ -339,15 +341,15 @@ class _Builder:
 
     def parameter(self, source: Source, shape: tuple[Any, ...], dtype: torch.dtype) -> Traced:
         """A new parameter of the open segment, read from `source` at every call."""
-        if dtype not in _REVERIE:
+        if dtype not in ELEMENTS:
             raise NotImplementedError(f"its operand has dtype {dtype}, which Reverie's kernels "
                                       f"do not compute")
-        name = (f"v_{source.node.name}_{_REVERIE.get(source.dtype, 'number')}"
+        name = (f"v_{source.node.name}_{ELEMENTS.get(source.dtype, 'number')}"
                 if isinstance(source, Scalar) else f"v_{source.node.name}_made"
                 if isinstance(source, Made) else "v_" + source.name
                 if isinstance(source, torch.fx.Node) else "v_" + source.replace(".", "_"))
         seg = self.open
-        seg.values[source] = seg.declare(name, shape, _REVERIE[dtype])
+        seg.values[source] = seg.declare(name, shape, ELEMENTS[dtype])
         seg.inputs.append(source)
         return seg.values[source]
 
@@ -372,9 +374,9 @@ class _Builder:
         template = None if like is None else self.template(like)
         with self.facts.mode:
             probe = make(template)
-        if probe.dtype not in _REVERIE:
+        if probe.dtype not in ELEMENTS:
             raise NotImplementedError(f"it makes a tensor of dtype {probe.dtype}; Reverie's "
-                                      f"kernels hold {', '.join(map(str, _REVERIE))}")
+                                      f"kernels hold {', '.join(map(str, ELEMENTS))}")
         layout = None if template is None else (
             _computable(tuple(template.shape)), _computable(template.stride()), template.dtype)
         made = self.parameter(Made(self.recording_node, make, layout), tuple(probe.shape),
@@ -395,7 +397,7 @@ class _Builder:
         sizes = [int(a.dim) if a.dim.isdigit() else self.symbolic_size(a.dim)
                  for a in like.axes]
         with self.facts.mode:
-            return torch.empty(sizes, dtype=_TORCH[like.element])
+            return torch.empty(sizes, dtype=TORCH_DTYPES[like.element])
 
     def symbolic_size(self, dim: str) -> torch.SymInt:
         """Dimension `dim` of the open segment, one of Dynamo's symbols (`S0` for `s0`), as
@@ -498,7 +500,7 @@ class _Builder:
         node of f32/f64 tensors alone, recorded as it is."""
         results = tensors_in(self.facts.values.get(node))
         if node in self.facts.lowered:
-            return next(_REVERIE[t.dtype] for t in results if t.dtype in REDUCED_PRECISION)
+            return next(ELEMENTS[t.dtype] for t in results if t.dtype in REDUCED_PRECISION)
         operands = [*tensors_in([self.facts.values.get(n) for n in node.all_input_nodes]),
                     *self.module_tensors(node)]
         return "f32" if any(t.dtype in REDUCED_PRECISION for t in [*operands, *results]) \
@@ -531,7 +533,7 @@ class _Builder:
         def rounded(value: Any, like: Any) -> Any:
             if isinstance(value, Traced) and value.element == "f32" and \
                     isinstance(like, torch.Tensor) and like.dtype in REDUCED_PRECISION:
-                return fn.cast(value, _REVERIE[like.dtype])
+                return fn.cast(value, ELEMENTS[like.dtype])
             return value
 
         if _stand_ins(result) and isinstance(fake, tuple | list) and len(fake) == len(result):
@@ -656,7 +658,7 @@ class _Builder:
         if not isinstance(fake, torch.Tensor):
             raise NotImplementedError(f"torch gives a {type(fake).__name__}, not a tensor")
         got = f"{result.element}{[a.size for a in result.axes]}"  # sizes in the example
-        want = f"{_REVERIE.get(fake.dtype, fake.dtype)}{[_hint(n) for n in fake.shape]}"
+        want = f"{ELEMENTS.get(fake.dtype, fake.dtype)}{[_hint(n) for n in fake.shape]}"
         if got != want:
             raise NotImplementedError(f"recorded as {got}, torch gives {want}")
         storage = storage_id(fake)
@@ -795,9 +797,6 @@ def _members(value: Traced | tuple[Traced | None, ...]) -> tuple[Traced, ...]:
     return tuple(v for v in value if v is not None) if isinstance(value, tuple) else (value,)
 
 
-_TORCH = {"f64": torch.float64, "f32": torch.float32, "bf16": torch.bfloat16,
-          "f16": torch.float16, "i64": torch.int64, "i32": torch.int32, "bool": torch.bool}
-_REVERIE = {dtype: name for name, dtype in _TORCH.items()}
 
 
 def _attribute(gm: torch.nn.Module, path: str) -> Any:

@@ -34,16 +34,15 @@ from torch import nn
 
 from reverie.fx_functional import cast, refuse
 from reverie.fx_rows_rule import rule_in
+from reverie.torch_op import TORCH_DTYPES
 from reverie.tracing import RECORDER_FILES, Axis, Traced, concatenate, host_input
 
 RECORDER_FILES.add(__file__)
 
 Emit = Callable[..., Any]
 
-# The torch dtypes a Reverie kernel holds, by their Reverie names.
-ELEMENTS = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16",
-            torch.float16: "f16", torch.int32: "i32", torch.int64: "i64", torch.bool: "bool"}
-TORCH_OF = {name: dtype for dtype, name in ELEMENTS.items()}
+# The Reverie element type of each torch dtype a kernel holds (torch_op.TORCH_DTYPES inverted)
+ELEMENTS = {dtype: name for name, dtype in TORCH_DTYPES.items()}
 
 
 # ---------------------------------------------------------------- dimensions
@@ -219,7 +218,7 @@ def to(input: Traced, *args: Any, dtype: Any = None, device: Any = None,
         if isinstance(arg, torch.dtype):
             dtype = arg
         elif isinstance(arg, Traced):
-            dtype = TORCH_OF[arg.element]
+            dtype = TORCH_DTYPES[arg.element]
         elif not isinstance(arg, str | torch.device) or torch.device(arg).type != "cpu":
             raise refuse("Tensor.to", "argument", arg, "a dtype, a tensor or the CPU")
     return input if dtype is None else cast(input, element("Tensor.to", dtype))
