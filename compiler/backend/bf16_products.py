@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from reverie.compiler.backend.storage_hardware import BF16_FEATURE
 from reverie.compiler.backend.vector_width import AVX512, vector_bits
@@ -82,9 +82,8 @@ def narrow_bf16_products(program: Program) -> Program:
     narrowed = _narrowed_temporaries(program, sources)
     if not sources and not narrowed:
         return program
-    body = _rewritten(program.body, lambda view: _bf16_view(view, sources, narrowed))
+    body = _rewritten(program.body, sources, narrowed)
     if narrowed:
-        body = _stores_narrowed(body, narrowed)
         replaced = {id(old): new for old, new, _ in narrowed.values()}
         program = dataclasses.replace(program, temps=[replaced.get(id(t), t)
                                                       for t in program.temps])
@@ -201,20 +200,6 @@ def _read(stmt: Stmt) -> list[Buffer]:
     return []
 
 
-def _stores_narrowed(stmts: list[Stmt], narrowed: dict[int, Narrowing]) -> list[Stmt]:
-    """`stmts` with each store into a narrowed temporary storing the bf16 value."""
-    out = []
-    for stmt in stmts:
-        if isinstance(stmt, Store) and id(stmt.view.buffer) in narrowed:
-            _, new, rounded = narrowed[id(stmt.view.buffer)]
-            stmt = Store(dataclasses.replace(stmt.view, buffer=new), stmt.index,
-                         rounded[stmt.value.name])
-        elif isinstance(stmt, BLOCK_STMTS):
-            stmt = dataclasses.replace(stmt, body=_stores_narrowed(stmt.body, narrowed))
-        out.append(stmt)
-    return out
-
-
 def _stores_in_nest(stmt: Stmt, loops: list[Loop]) -> list[tuple[Store, list[Loop]]]:
     """The stores of a top-level nest of plain loops, each with the loops around it."""
     if isinstance(stmt, Store):
@@ -288,15 +273,21 @@ def _bf16_view(view: View, sources: dict[int, _Widened],
     return None
 
 
-def _rewritten(stmts: list[Stmt], bf16_view: Callable[[View], View | None]) -> list[Stmt]:
-    """`stmts` with each product whose operands both have bf16 views reading those."""
+def _rewritten(stmts: list[Stmt], sources: dict[int, _Widened],
+               narrowed: dict[int, Narrowing]) -> list[Stmt]:
+    """`stmts` with each product whose operands both have bf16 views reading those, and
+    each store into a narrowed temporary storing the bf16 value."""
     out = []
     for stmt in stmts:
         if isinstance(stmt, Matmul) and stmt.out.buffer.dtype == "f32":
-            a, b = bf16_view(stmt.a), bf16_view(stmt.b)
+            a, b = (_bf16_view(v, sources, narrowed) for v in (stmt.a, stmt.b))
             if a is not None and b is not None:
                 stmt = dataclasses.replace(stmt, a=a, b=b)
+        elif isinstance(stmt, Store) and id(stmt.view.buffer) in narrowed:
+            _, new, rounded = narrowed[id(stmt.view.buffer)]
+            stmt = Store(dataclasses.replace(stmt.view, buffer=new), stmt.index,
+                         rounded[stmt.value.name])
         elif isinstance(stmt, BLOCK_STMTS):
-            stmt = dataclasses.replace(stmt, body=_rewritten(stmt.body, bf16_view))
+            stmt = dataclasses.replace(stmt, body=_rewritten(stmt.body, sources, narrowed))
         out.append(stmt)
     return out
