@@ -39,7 +39,9 @@ estimate what the job would take on one thread. A split that did not save a tent
 makes the next jobs of the same chunk function (remembered by address, HISTORY_SLOTS of
 them) run alone on the caller, without waking anyone, for RETRY_AFTER jobs, doubled by
 each further losing split and halved by each paying one; a job of more than twice the
-losing one's work tries again at once. Which thread runs a chunk never changes the results.
+losing one's work (and more than SPLIT_FLOOR cycles, what waking a worker costs, so that a
+tiny job measured during an interrupt does not count as grown) tries again at once. Which
+thread runs a chunk never changes the results.
 
 **Signals.** `void @rv_signals_arm()` puts `@rv_on_signal` in front of the C handler of
 each signal in WATCHED that has one (CPython's, for a signal with a Python handler;
@@ -84,6 +86,7 @@ ARM_INTERVAL = 100_000_000  # cycles between re-armings (~40 ms at 2.6 GHz)
 HISTORY_SLOTS = 256  # chunk functions whose last split is remembered (by address)
 RETRY_AFTER = 32  # jobs of a chunk function run alone after a split that did not pay
 RETRY_MOST = 1 << 12  # (doubled by each further split that did not pay, up to this)
+SPLIT_FLOOR = 1 << 16  # cycles (~20 µs): no split of less work pays, so none is retried
 PAYS = (9, 10)  # a split pays when it took under 9/10 of the chunks' time on one thread
 # a chunk function's slot of the history: its address; the one-thread cycles of its last
 # split when that did not pay (else 0); jobs run alone since, and how many to run alone;
@@ -313,14 +316,16 @@ def _alone_while_splits_lose(rt: _Runtime, b: ir.IRBuilder, fn: ir.Value, contex
     """Return from `rv_pool_run` after running every chunk on this thread, without waking
     anyone, when the last split of `fn` did not pay (`_judge_split`), fewer than its
     `retry` jobs ran alone since, and this job's work (chunks x a chunk's cycles) is at
-    most twice that split's: a larger job tries splitting again. A job alone measures
-    its chunks' cycles."""
+    most twice that split's or SPLIT_FLOOR: a larger job tries splitting again. A job
+    alone measures its chunks' cycles."""
     history = _history(rt, b, fn)
     known = b.icmp_unsigned("==", rt.load(b, history["address"]), b.ptrtoint(fn, I64))
     skipped = rt.load(b, history["skipped"])
     work = b.mul(chunks, rt.load(b, history["chunk_cycles"]))
-    stay = b.and_(b.icmp_signed("<", skipped, rt.load(b, history["retry"])),
-                  b.icmp_signed("<=", work, b.mul(rt.load(b, history["lost_work"]), i64(2))))
+    lost_twice = b.mul(rt.load(b, history["lost_work"]), i64(2))
+    small = b.or_(b.icmp_signed("<=", work, lost_twice),
+                  b.icmp_signed("<=", work, i64(SPLIT_FLOOR)))
+    stay = b.and_(b.icmp_signed("<", skipped, rt.load(b, history["retry"])), small)
     with b.if_then(b.and_(known, stay)):
         rt.store(b, b.add(skipped, i64(1)), history["skipped"])
         started = _cycles(rt, b)
