@@ -35,6 +35,7 @@ from llvmlite import ir
 
 from reverie.compiler.backend.irutil import F32, F64, I16, I32, I64
 from reverie.compiler.backend.storage_hardware import bf16_hardware, f16_hardware
+from reverie.compiler.backend.vector_variants import any_lane, call_with_variants
 
 
 class BFloatType(ir.types._BaseFloatType):
@@ -54,6 +55,7 @@ SIGN, ABS = 0x8000_0000, 0x7FFF_FFFF
 F32_EXPONENT, F32_SMALLEST_NORMAL = 0x7F80_0000, 0x0080_0000
 BF16_SMALLEST_NORMAL = 0x0080
 BF16_QUIET_NAN = 0x7FC0
+VFPCLASS_NAN, VFPCLASS_SUBNORMAL = 0x81, 0x20  # vfpclassps's tests: QNaN|SNaN, denormal
 F16_INFINITY, F16_QUIET = 0x7C00, 0x0200
 F16_OVERFLOW = (127 + 16) << 23     # |x| from here (65536) rounds to ±inf in f16
 F16_SUBNORMAL = 113 << 23          # |x| below 2⁻¹⁴ is an f16 subnormal (or zero)
@@ -118,31 +120,9 @@ class StorageConversions:
 
     def _bf16_bits(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         """The bits (i16) of the bf16 nearest f32 `x` (ties to even; NaN → ±0x7FC0)."""
-        bits = b.bitcast(x, I32)
         if self.bf16_hardware:
-            rounded = self._converted(b, x, bits)
-            signed = rounded  # (the instruction keeps a NaN's sign)
-        else:
-            lowest_kept = b.and_(b.lshr(bits, _i32(16)), _i32(1))
-            rounded = b.trunc(b.lshr(b.add(b.add(bits, _i32(0x7FFF)), lowest_kept),
-                                     _i32(16)), I16)
-            signed = b.trunc(b.lshr(bits, _i32(16)), I16)
-        nan = b.fcmp_unordered("uno", x, x)
-        sign = b.and_(signed, ir.Constant(I16, 0x8000))
-        return b.select(nan, b.or_(sign, ir.Constant(I16, BF16_QUIET_NAN)), rounded)
-
-    def _converted(self, b: ir.IRBuilder, x: ir.Value, bits: ir.Value) -> ir.Value:
-        """`vcvtneps2bf16` of f32 `x` (bits `bits`), subnormals included: the instruction
-        reads them as zero, so a subnormal x is converted as x ± 2⁻¹²⁶ (exact, and a normal
-        number whose bf16 spacing, 2⁻¹³³, is that of the bf16 subnormals) and 2⁻¹²⁶ (0x0080)
-        taken off its bits again."""
-        subnormal = b.icmp_unsigned("==", b.and_(bits, _i32(F32_EXPONENT)), _i32(0))
-        smallest_normal = b.bitcast(b.or_(b.and_(bits, _i32(SIGN)), _i32(F32_SMALLEST_NORMAL)),
-                                    F32)
-        shifted = b.select(subnormal, b.fadd(x, smallest_normal), x)
-        converted = b.bitcast(b.fptrunc(shifted, BFLOAT), I16)
-        return b.select(subnormal, b.sub(converted, ir.Constant(I16, BF16_SMALLEST_NORMAL)),
-                        converted)
+            return call_with_variants(b, "rv.bf16_bits", _define_bf16_bits, [x])
+        return _exact_bf16_bits(b, x, hardware=False)
 
     def _round_to_odd(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         """The f32 nearest f64 `x` rounded to odd: truncated towards zero, its last bit set
@@ -189,6 +169,67 @@ class StorageConversions:
         result = b.select(b.icmp_unsigned("<", magnitude, _i32(F16_SUBNORMAL)), small, normal)
         result = b.select(b.icmp_unsigned(">=", magnitude, _i32(F16_OVERFLOW)), large, result)
         return b.or_(result, sign)
+
+
+def _exact_bf16_bits(b: ir.IRBuilder, x: ir.Value, hardware: bool) -> ir.Value:
+    """The bits (i16) of the bf16 nearest f32 `x` (ties to even; NaN → ±0x7FC0), by
+    `vcvtneps2bf16` (`hardware`) or as `bits + 0x7FFF + ((bits >> 16) & 1)` in integer ops."""
+    bits = b.bitcast(x, I32)
+    if hardware:
+        rounded = signed = _converted(b, x, bits)  # (the instruction keeps a NaN's sign)
+    else:
+        lowest_kept = b.and_(b.lshr(bits, _i32(16)), _i32(1))
+        rounded = b.trunc(b.lshr(b.add(b.add(bits, _i32(0x7FFF)), lowest_kept), _i32(16)),
+                          I16)
+        signed = b.trunc(b.lshr(bits, _i32(16)), I16)
+    nan = b.fcmp_unordered("uno", x, x)
+    sign = b.and_(signed, ir.Constant(I16, 0x8000))
+    return b.select(nan, b.or_(sign, ir.Constant(I16, BF16_QUIET_NAN)), rounded)
+
+
+def _converted(b: ir.IRBuilder, x: ir.Value, bits: ir.Value) -> ir.Value:
+    """`vcvtneps2bf16` of f32 `x` (bits `bits`), subnormals included: the instruction reads
+    them as zero, so a subnormal x is converted as x ± 2⁻¹²⁶ (exact, and a normal number
+    whose bf16 spacing, 2⁻¹³³, is that of the bf16 subnormals) and 2⁻¹²⁶ (0x0080) taken off
+    its bits again."""
+    subnormal = b.icmp_unsigned("==", b.and_(bits, _i32(F32_EXPONENT)), _i32(0))
+    smallest_normal = b.bitcast(b.or_(b.and_(bits, _i32(SIGN)), _i32(F32_SMALLEST_NORMAL)),
+                                F32)
+    shifted = b.select(subnormal, b.fadd(x, smallest_normal), x)
+    converted = b.bitcast(b.fptrunc(shifted, BFLOAT), I16)
+    return b.select(subnormal, b.sub(converted, ir.Constant(I16, BF16_SMALLEST_NORMAL)),
+                    converted)
+
+
+def _define_bf16_bits(module: ir.Module, lanes: int, symbol: str) -> ir.Function:
+    """`rv.bf16_bits` for `lanes` lanes (`vector_variants.py`): the scalar function is
+    `_exact_bf16_bits`; a vector version converts the whole vector by one `vcvtneps2bf16`
+    unless some lane is a NaN or subnormal (the instruction's two exceptions; a compare
+    and a branch per vector), and such a rare vector lane by lane by the scalar function."""
+    f32, i16 = (F32, I16) if lanes == 1 else (ir.VectorType(F32, lanes), ir.VectorType(I16, lanes))
+    fn = ir.Function(module, ir.FunctionType(i16, [f32]), symbol)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    x = fn.args[0]
+    if lanes == 1:
+        b.ret(_exact_bf16_bits(b, x, hardware=True))
+        return fn
+    # AVX-512's vfpclassps (every AVX512_BF16 host has AVX512DQ and VL; LLVM's generic
+    # llvm.is.fpclass becomes five integer instructions instead)
+    test = ir.Function(module, ir.FunctionType(ir.VectorType(ir.IntType(1), lanes), [f32, I32]),
+                       f"llvm.x86.avx512.fpclass.ps.{32 * lanes}")
+    special = b.call(test, [x, _i32(VFPCLASS_NAN | VFPCLASS_SUBNORMAL)])
+    fast, slow = fn.append_basic_block("fast"), fn.append_basic_block("lane_by_lane")
+    b.cbranch(any_lane(b, special, lanes), slow, fast).set_weights([1, 1000])
+    b.position_at_end(fast)
+    b.ret(b.bitcast(b.fptrunc(x, ir.VectorType(BFLOAT, lanes)), i16))
+    b.position_at_end(slow)
+    scalar = module.globals[symbol.rsplit(".v", 1)[0]]
+    bits = ir.Constant(i16, ir.Undefined)
+    for lane in range(lanes):
+        bits = b.insert_element(bits, b.call(scalar, [b.extract_element(x, _i32(lane))]),
+                                _i32(lane))
+    b.ret(bits)
+    return fn
 
 
 def f16_to_f32(b: ir.IRBuilder, half: ir.Value) -> ir.Value:

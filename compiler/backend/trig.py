@@ -1,19 +1,10 @@
 """sin, cos and tan over the whole float range, as scalar and vector LLVM IR functions.
 
 `call(builder, name, fmt, x)` emits a call to `rv.sincos.<f32|f64>`, which returns the pair
-(sin x, cos x), and takes sin, cos or their quotient, tan. The function is defined once per
-module together with vector versions `rv.sincos.<fmt>.v<lanes>` (a register and half a
-register of f64 and of f32: `vector_widths`), which return a pair of vectors. The call
-carries LLVM's `vector-function-abi-variant` attribute naming them, so the loop vectoriser
-replaces it by a call to the version of its vector width; the versions are listed in
-`@llvm.compiler.used` so that they survive until then (the scalar one too, so that its type
-stays). The call reads no memory, so `sin x` and `cos x` of one `x` in a loop (every
-gradient of sin or cos, W1's) are one call: one reduction, one pair of polynomials. The
-vector versions are `alwaysinline`: nothing calls them before vectorisation, and the
-always-inliner that `runtime/native/jit.py` runs after the optimisation pipeline puts their bodies
-into the vectorised loop (no call, spills or constant reloads per vector); the scalar one
-stays `noinline`, a call the vectoriser can widen where it could not widen the branches
-inside.
+(sin x, cos x), and takes sin, cos or their quotient, tan. The function has vector versions
+(`vector_variants.py`: the loop vectoriser calls them, inlined once it has), which return a
+pair of vectors. The call reads no memory, so `sin x` and `cos x` of one `x` in a loop
+(every gradient of sin or cos, W1's) are one call: one reduction, one pair of polynomials.
 
 Each version reduces |x| = k pi/2 + r (sin x = sign(x) sin|x|, cos x = cos|x|). f32
 arguments below F32_SHORT in magnitude (in every lane) are reduced in f32 with three pieces
@@ -28,15 +19,15 @@ branch per vector; NaN and inf take the wide path, whose r is NaN for them.
 
 from __future__ import annotations
 
-import functools
 import math
 
 from llvmlite import ir
 
-from reverie.compiler.backend.irutil import I32, PTR, vector_lanes
+from reverie.compiler.backend.irutil import I32
 from reverie.compiler.backend.mathlib_emitter import Emitter, Value
 from reverie.compiler.backend.mathlib_formats import F64, PIO2_PIECES, TWO_OVER_PI, Format
 from reverie.compiler.backend.payne_hanek import rem_pio2_large
+from reverie.compiler.backend.vector_variants import call_with_variants, every_lane, phi
 
 NAMES = frozenset({"sin", "cos", "tan"})
 LARGE = 2.0**26     # Cody-Waite is exact for |k| < 2**26; from here on, Payne-Hanek
@@ -49,34 +40,11 @@ PIO2_F32 = (1.5707963705062866, -4.371138828673793e-08, -1.7151245100058819e-15)
 REACH = {"f32": 0.7855, "f64": 0.7854}
 
 
-@functools.cache
-def vector_widths() -> tuple[int, ...]:
-    """The widths given a vector version: a register and half a register of f64 and of f32.
-
-    The loop vectoriser fills a register of f64 (f64 loops) or of f32 (f32 and mixed loops,
-    and the width `llvm.py` asks of sums), or half of one on CPUs that LLVM tunes for
-    vectors narrower than their registers (256-bit ones on Intel's AVX-512 CPUs, Skylake-X
-    to Sapphire Rapids). At a width with no version it would call the scalar function once
-    per lane. A version no loop calls costs compile time only."""
-    lanes = (vector_lanes("f64"), vector_lanes("f32"))
-    return tuple(sorted({n for full in lanes for n in (full // 2, full) if n > 1}))
-
-
 def call(builder: ir.IRBuilder, name: str, fmt: Format, x: Value) -> Value:
     """Emit `name(x)` for x of the format `fmt`, vectorisable through the vector versions."""
-    symbol = f"rv.sincos.{fmt.name}"
-    scalar = builder.module.globals.get(symbol)
-    if scalar is None:
-        scalar = _define(builder.module, fmt, 1, symbol)
-        # the scalar function too: else LLVM drops the half of its result a module never
-        # uses (dead-argument elimination), and its type no longer matches the versions'
-        _keep_alive(builder.module, [scalar, *(_define(builder.module, fmt, lanes, symbol)
-                                               for lanes in vector_widths())])
-    instruction = builder.call(scalar, [x])
-    mapping = ",".join(f"_ZGV_LLVM_N{lanes}v_{symbol}({symbol}.v{lanes})"
-                       for lanes in vector_widths())
-    # llvmlite only accepts a fixed list of attribute names; this one is a string attribute
-    set.add(instruction.attributes, f'"vector-function-abi-variant"="{mapping}"')
+    instruction = call_with_variants(
+        builder, f"rv.sincos.{fmt.name}",
+        lambda module, lanes, symbol: _define(module, fmt, lanes, symbol), [x])
     if name == "tan":  # sin x / cos x = ±sin r / ±cos r (or ±cos r / ±sin r)
         return builder.fdiv(builder.extract_value(instruction, 0),
                             builder.extract_value(instruction, 1))
@@ -89,13 +57,7 @@ def _define(module: ir.Module, fmt: Format, lanes: int, symbol: str) -> ir.Funct
     It works on |x| (sin x = sign(x) sin|x|, cos x = cos|x|), so the quadrant is never
     negative and sin(-0) = -0 comes from the sign bit alone."""
     ty = fmt.float_type if lanes == 1 else ir.VectorType(fmt.float_type, lanes)
-    fn = ir.Function(module, ir.FunctionType(ir.LiteralStructType([ty, ty]), [ty]),
-                     name=symbol if lanes == 1 else f"{symbol}.v{lanes}")
-    fn.linkage = "internal"
-    # the scalar function stays a call (the vectoriser widens calls, not branches); the
-    # vector versions, called only once the loop is vectorised, are inlined then (jit.py)
-    for attribute in ("nounwind", "readnone", "noinline" if lanes == 1 else "alwaysinline"):
-        fn.attributes.add(attribute)
+    fn = ir.Function(module, ir.FunctionType(ir.LiteralStructType([ty, ty]), [ty]), symbol)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     e = Emitter(b, fmt, lanes)
     x = fn.args[0]
@@ -106,7 +68,7 @@ def _define(module: ir.Module, fmt: Format, lanes: int, symbol: str) -> ir.Funct
         short = fn.append_basic_block("short")
         wide = fn.append_basic_block("wide")
         join = fn.append_basic_block("join")
-        b.cbranch(_every_lane(b, e.cmp("<", ax, F32_SHORT), lanes),
+        b.cbranch(every_lane(b, e.cmp("<", ax, F32_SHORT), lanes),
                   short, wide).set_weights([1000, 1])
         b.position_at_end(short)
         reduced = [(_cody_waite_f32(e, ax), b.block)]
@@ -115,28 +77,12 @@ def _define(module: ir.Module, fmt: Format, lanes: int, symbol: str) -> ir.Funct
         reduced.append((_reduce_wide(e, ax), b.block))
         b.branch(join)
         b.position_at_end(join)
-        quadrant, r = (_phi(b, [(pair[k], block) for pair, block in reduced]) for k in (0, 1))
+        quadrant, r = (phi(b, [(pair[k], block) for pair, block in reduced]) for k in (0, 1))
     pair = ir.Constant(fn.return_value.type, ir.Undefined)
     for k, value in enumerate(_finish(e, x, quadrant, r)):
         pair = b.insert_value(pair, value, k)
     b.ret(pair)
     return fn
-
-
-def _every_lane(b: ir.IRBuilder, condition: Value, lanes: int) -> Value:
-    """Whether `condition` holds in every lane (an i1)."""
-    if lanes == 1:
-        return condition
-    mask = ir.IntType(lanes)
-    return b.icmp_unsigned("==", b.bitcast(condition, mask), ir.Constant(mask, (1 << lanes) - 1))
-
-
-def _phi(b: ir.IRBuilder, incoming: list[tuple[Value, ir.Block]]) -> Value:
-    """The value that arrived from whichever block branched here."""
-    phi = b.phi(incoming[0][0].type)
-    for value, block in incoming:
-        phi.add_incoming(value, block)
-    return phi
 
 
 def _reduce_wide(e: Emitter, ax: Value) -> tuple[Value, Value]:
@@ -160,8 +106,8 @@ def _reduce_wide(e: Emitter, ax: Value) -> tuple[Value, Value]:
     large_r = b.select(large, large_r, r)
     b.branch(join)
     b.position_at_end(join)
-    quadrant = _phi(b, [(quadrant, fast), (large_quadrant, large_block)])
-    r = _phi(b, [(r, fast), (large_r, large_block)])
+    quadrant = phi(b, [(quadrant, fast), (large_quadrant, large_block)])
+    r = phi(b, [(r, fast), (large_r, large_block)])
     quadrant = e.narrow(quadrant, fmt)
     reach = REACH[fmt.name]
     r = e.select(finite, e.clamp(r, -reach, reach), math.nan)
@@ -250,17 +196,3 @@ def _integer_bits(e: Emitter, v: Value) -> Value:
 def _flip_sign(e: Emitter, v: Value, sign: Value) -> Value:
     """v with its sign bit xor-ed with that of the integer `sign` (its other bits are 0)."""
     return e.b.bitcast(e.b.xor(_integer_bits(e, v), sign), e.float_type)
-
-
-def _keep_alive(module: ir.Module, functions: list[ir.Function]) -> None:
-    """Add `functions` to the module's `@llvm.compiler.used` list (created on first use)."""
-    used = module.globals.get("llvm.compiler.used")
-    if used is None:
-        used = ir.GlobalVariable(module, ir.ArrayType(PTR, 0), "llvm.compiler.used")
-        used.linkage, used.section = "appending", "llvm.metadata"
-        entries = []
-    else:
-        entries = list(used.initializer.constant)
-    entries += [ir.FormattedConstant(PTR, fn.get_reference()) for fn in functions]
-    used.value_type = ir.ArrayType(PTR, len(entries))
-    used.initializer = ir.Constant(used.value_type, entries)
