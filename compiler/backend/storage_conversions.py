@@ -13,7 +13,8 @@ moves between the two, and the rounding that makes an f32 (or f64, or integer) a
                   else `bits + 0x7FFF + ((bits >> 16) & 1)` in integer ops. The instruction
                   reads subnormal inputs as zero, so those are converted shifted by 2⁻¹²⁶
                   into the normal range and shifted back (`_converted`: exact), and it keeps
-                  a NaN's payload, so NaNs are given the canonical bits
+                  a NaN's payload, so NaNs are given the canonical bits; in a vectorised
+                  loop only a vector holding either takes that path (`_define_bf16_bits`)
             f32 → f16: fptrunc to half and back (F16C's vcvtps2ph, round to nearest even;
                   NaN keeps its payload, quietened), else the same in integer ops
             f64 → bf16/f16: rounded to odd into f32, then as from f32: a single rounding
