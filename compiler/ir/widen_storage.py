@@ -23,8 +23,9 @@ and carried values keep their types, and their regions are rewritten the same wa
 operand of a matrix product, which reads its operands from memory as XLA's dots and torch's
 autocast do (so both are bf16, and the product can run on the host's bf16 instructions:
 `backend/bf16_products.py`). A cast of an integer to bf16/f16 (a size in `mean`, a loop
-counter) is arithmetic too: f32 until stored. Reductions and matrix products accumulate in
-f32 or wider.
+counter) is arithmetic too: f32 until stored. Reductions, matrix products and scatter-adds
+(`generic_scatter`, a gather's adjoint: its values each as stored) accumulate in f32 or
+wider.
 
 Contract: `widen_storage(fn)` computes what `fn` means for storage types; `fn` is never
 modified, and returned as it is when it has no bf16/f16 operand. It runs after every
@@ -80,6 +81,9 @@ class _Widener:
                                                    {"dtype": "f32"})
             self.computed.add(op.result)
             return
+        if op.name == "generic_scatter" and _stored(op.results[0]):
+            self.scatter_in_f32(op)
+            return
         if op.regions or op.name in KEPT or not any(_stored(v) for v in op.operands):
             regions = [widen_block(region) for region in op.regions]
             copy = Op(op.name, [self.as_stored(v) for v in op.operands], dict(op.attrs),
@@ -98,6 +102,17 @@ class _Widener:
                 self.computed.add(old)
             else:
                 self.values[old] = new
+
+    def scatter_in_f32(self, op: Op) -> None:
+        """A scatter-add into a bf16/f16 tensor (a gather's adjoint) adds its values, each
+        as stored, in f32: its sum is rounded once, where it is stored, as a reduction's."""
+        body = widen_block(op.regions[0])
+        *positions, value = body.results
+        body.results = [*positions, Builder(body).op("cast", [value], {"dtype": "f32"})]
+        (total,) = self.builder.emit(op.name, [self.as_stored(v) for v in op.operands],
+                                     dict(op.attrs), [body])
+        self.wide[op.results[0]] = total
+        self.computed.add(op.results[0])
 
     def as_f32(self, value: Value) -> Value:
         """The new form of `value` that computing ops read: f32 for a bf16/f16 value."""

@@ -153,3 +153,15 @@ def test_mean_divides_by_the_exact_count() -> None:
     fn = _lowered("fn k(x: f16[N]) -> f16 { return mean(x); }", "k")
     (result,) = interpret(fn, [np.ones(2051, np.float16)], {"N": 2051})
     assert float(result) == 1.0
+
+
+@pytest.mark.parametrize("backend", ["interp", "native", "mlir"])
+def test_a_gathers_adjoint_adds_in_f32(backend: str) -> None:
+    """300 reads of x[0] give it 300 adjoint contributions of 2·x[0] = 2: added in f32 and
+    rounded once, 600 (bf16 holds it); added in bf16 they would stall at 512 (512 + 2
+    rounds back to 512), which is what torch and JAX eager give."""
+    module = rv.compile("fn f(x: bf16[N], idx: i64[M]) -> bf16 {"
+                        " let g[m] = x[idx[m]]; return sum(g * g); }", backend=backend)
+    x = np.array([1.0, 2.0, 3.0], ml_dtypes.bfloat16)
+    grad = module.f.grad("x")(x, np.zeros(300, np.int64))
+    np.testing.assert_array_equal(np.asarray(grad).astype(np.float32), [600.0, 0.0, 0.0])
