@@ -458,7 +458,8 @@ class ProgramCodegen:
         if _widens_f32(stmt):
             loop_id = vectorize_width_hint(self.module, vector_lanes("f32"))
         outer = any(isinstance(inner, Loop) for inner in walk(stmt.body))
-        with counted_loop(self.b, lo, hi, loop_id=loop_id) as i:
+        with counted_loop(self.b, lo, hi, loop_id=loop_id) as i, \
+                self.ops.storage.vector_loop(_contiguous(stmt)):
             self.values[stmt.var] = i
             self.emit(stmt.body)
             if outer:
@@ -579,13 +580,26 @@ def _alias_scopes(module: ir.Module, program: Program,
     return dict(zip(keys, alias_scopes(module, [names[k] for k in keys]), strict=True))
 
 
+def _simple(loop: Loop) -> bool:
+    """Whether `loop` is innermost and straight-line: lets, stores, accumulations and
+    unguarded loads (what LLVM's vectoriser takes as it is)."""
+    return all(isinstance(s, Let | Store | Accumulate) or
+               (isinstance(s, Load) and s.guard is None) for s in loop.body)
+
+
+def _contiguous(loop: Loop) -> bool:
+    """Whether `loop` is simple and every access in it moves by one element or none per
+    iteration: a loop LLVM vectorises with plain vector loads and stores (a strided one it
+    may leave scalar, where a call per element would cost more than inline code)."""
+    steps = {s.view.step(s.index, loop.var) for s in loop.body if isinstance(s, Load | Store)}
+    return _simple(loop) and steps <= {Dim.const(0), Dim.const(1)}
+
+
 def _widens_f32(loop: Loop) -> bool:
     """Whether a simple innermost loop sums f32 values in f64. LLVM would pick its vector
     width from f64 and run the f32 work at half width; such loops get a width hint sized
     for f32 instead. (Only loops LLVM surely vectorises: a hint it cannot honour makes it
     print a warning; a running value the loop reads back, a scan's, is no reduction.)"""
-    simple = all(isinstance(s, Let | Store | Accumulate) or
-                 (isinstance(s, Load) and s.guard is None) for s in loop.body)
     accumulators = [s for s in loop.body if isinstance(s, Accumulate)]
     read = {a for s in loop.body if isinstance(s, Let | Store)
             for a in (s.args if isinstance(s, Let) else (s.value,))}
@@ -593,4 +607,4 @@ def _widens_f32(loop: Loop) -> bool:
                                       and s.var not in read for s in accumulators)
     widens = any(isinstance(s, Let) and s.op == "cast" and s.var.dtype == "f64" and
                  isinstance(s.args[0], Var) and s.args[0].dtype == "f32" for s in loop.body)
-    return simple and sums and widens
+    return _simple(loop) and sums and widens

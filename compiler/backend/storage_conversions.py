@@ -29,7 +29,9 @@ forms need the default MXCSR (no flush-to-zero, no denormals-are-zero), as all c
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -81,6 +83,18 @@ class StorageConversions:
         features = _host_features()
         self.bf16_hardware = bf16_hardware(features)
         self.f16_hardware = f16_hardware(features)
+        self.in_vector_loop = False  # (`vector_loop`)
+
+    @contextlib.contextmanager
+    def vector_loop(self, vectorises: bool) -> Iterator[None]:
+        """Within: code for the body of a loop LLVM vectorises (`vectorises`) or not. In
+        one, f32 → bf16 rounding calls `rv.bf16_bits`, whose vector versions branch per
+        vector; elsewhere it is inline code (a call per element would cost more)."""
+        outer, self.in_vector_loop = self.in_vector_loop, vectorises
+        try:
+            yield
+        finally:
+            self.in_vector_loop = outer
 
     # ------------------------------------------------------------ memory
 
@@ -121,9 +135,9 @@ class StorageConversions:
 
     def _bf16_bits(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         """The bits (i16) of the bf16 nearest f32 `x` (ties to even; NaN → ±0x7FC0)."""
-        if self.bf16_hardware:
+        if self.bf16_hardware and self.in_vector_loop:
             return call_with_variants(b, "rv.bf16_bits", _define_bf16_bits, [x])
-        return _exact_bf16_bits(b, x, hardware=False)
+        return _exact_bf16_bits(b, x, hardware=self.bf16_hardware)
 
     def _round_to_odd(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         """The f32 nearest f64 `x` rounded to odd: truncated towards zero, its last bit set

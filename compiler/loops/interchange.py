@@ -98,18 +98,12 @@ def _rewritable(nest: _Nest) -> bool:
                for s in nest.reduction.body)
 
 
-def _stride(load: Load, var: str) -> Dim:
-    """How far the load's address moves when loop index `var` grows by one."""
-    flat = load.view.flat(load.index)
-    return flat.substitute({var: Dim.sym(var) + 1}) - flat
-
-
 def _profitable(nest: _Nest) -> bool:
     loads = [s for s in nest.reduction.body if isinstance(s, Load)]
     one = Dim.const(1)
     inner = nest.outer[-1].var
-    return any(_stride(s, inner) == one for s in loads) and \
-        not any(_stride(s, nest.reduction.var) == one for s in loads)
+    return any(s.view.step(s.index, inner) == one for s in loads) and \
+        not any(s.view.step(s.index, nest.reduction.var) == one for s in loads)
 
 
 def _interchanged(nest: _Nest, ctx: Context) -> list[Stmt]:

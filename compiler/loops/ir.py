@@ -133,6 +133,11 @@ class View:
             total = total + i * s
         return total
 
+    def step(self, index: tuple[Dim, ...], var: str) -> Dim:
+        """How far the element offset of `index` moves when loop index `var` grows by one."""
+        flat = self.flat(index)
+        return flat.substitute({var: Dim.sym(var) + 1}) - flat
+
 
 # ---------------------------------------------------------------- statements
 
