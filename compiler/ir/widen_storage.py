@@ -22,10 +22,11 @@ f32 until something reads them as stored values: a result of the block, an opera
 and carried values keep their types, and their regions are rewritten the same way), or an
 operand of a matrix product, which reads its operands from memory as XLA's dots and torch's
 autocast do (so both are bf16, and the product can run on the host's bf16 instructions:
-`backend/bf16_products.py`). A cast of an integer to bf16/f16 (a size in `mean`, a loop
-counter) is arithmetic too: f32 until stored. Reductions, matrix products and scatter-adds
-(`generic_scatter`, a gather's adjoint: its values each as stored) accumulate in f32 or
-wider.
+`backend/bf16_products.py`). An op that only moves elements (a transpose, slice, reshape,
+broadcast: `MOVES`) of values still stored moves their 16 bits. A cast of an integer to
+bf16/f16 (a size in `mean`, a loop counter) is arithmetic too: f32 until stored.
+Reductions, matrix products and scatter-adds (`generic_scatter`, a gather's adjoint: its
+values each as stored) accumulate in f32 or wider.
 
 Contract: `widen_storage(fn)` computes what `fn` means for storage types; `fn` is never
 modified, and returned as it is when it has no bf16/f16 operand. It runs after every
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 from reverie.compiler.ir.core import Block, Builder, Function, Op, Value
 from reverie.compiler.ir.dtypes import STORAGE_DTYPES
+from reverie.compiler.ir.op_defs import OPS
 from reverie.compiler.ir.tensor_printer import format_function
 from reverie.compiler.print_ir import show
 
@@ -46,6 +48,7 @@ PASS_NAME = "widen_storage"
 
 KEPT = ("cast", "const", "read")  # `read`: an element of a stored tensor, as stored
 PRODUCTS = ("matmul",)  # read their bf16/f16 operands as stored (rounded), in f32
+MOVES = ("shape", "broadcast")  # op kinds that only move elements (the op table's)
 
 
 def _stored(value: Value) -> bool:
@@ -84,7 +87,8 @@ class _Widener:
         if op.name == "generic_scatter" and _stored(op.results[0]):
             self.scatter_in_f32(op)
             return
-        if op.regions or op.name in KEPT or not any(_stored(v) for v in op.operands):
+        if op.regions or op.name in KEPT or not any(_stored(v) for v in op.operands) or \
+                self.moves_stored(op):
             regions = [widen_block(region) for region in op.regions]
             copy = Op(op.name, [self.as_stored(v) for v in op.operands], dict(op.attrs),
                       regions=regions, span=op.span)
@@ -102,6 +106,12 @@ class _Widener:
                 self.computed.add(old)
             else:
                 self.values[old] = new
+
+    def moves_stored(self, op: Op) -> bool:
+        """Whether `op` only moves elements (a transpose, slice, reshape, broadcast, ...) of
+        values already stored: it then moves their 16 bits, not their f32 widenings (the
+        same bits, half the memory, and no rounding back for a product to read)."""
+        return OPS[op.name].kind in MOVES and not any(v in self.computed for v in op.operands)
 
     def scatter_in_f32(self, op: Op) -> None:
         """A scatter-add into a bf16/f16 tensor (a gather's adjoint) adds its values, each
