@@ -61,7 +61,13 @@ class Scalars:
         return self.op(f"{kind} {predicate}", a, b)
 
     def select(self, cond: str, a: str, b: str) -> str:
-        return self.w.assign(f"arith.select {cond}, {a}, {b} : {self.type}")
+        if self.dtype not in STORAGE_DTYPES:
+            return self.w.assign(f"arith.select {cond}, {a}, {b} : {self.type}")
+        # on their 16 bits: without AVX512_BF16 LLVM computes a bfloat select in float and
+        # narrows it back by calling `__truncsfbf2`, which the process lacks
+        a, b = (self.w.assign(f"arith.bitcast {v} : {self.type} to i16") for v in (a, b))
+        chosen = self.w.assign(f"arith.select {cond}, {a}, {b} : i16")
+        return self.w.assign(f"arith.bitcast {chosen} : i16 to {self.type}")
 
     def logic(self, name: str, a: str, b: str) -> str:
         """`arith.andi`/`ori`/`xori` on two i1 values."""

@@ -74,6 +74,7 @@ from reverie.runtime.native.jit_module import (
     JitModule,
     Pipeline,
 )
+from reverie.runtime.native.libcalls import LIBCALL_IR, LIBCALLS, called_libcalls
 from reverie.runtime.native.locks import runtime_lock
 from reverie.runtime.native.version import VERSION
 
@@ -354,14 +355,23 @@ def object_cache_key(llvm_ir: str, pipeline: Pipeline | None = KERNEL_PIPELINE) 
 
 
 def _link(name: str, object_code: bytes, symbols: tuple[str, ...]) -> llvm.ResourceTracker:
-    """Load object code as a fresh JIT library and resolve the exported symbols."""
+    """Load object code as a fresh JIT library and resolve the exported symbols (the
+    routines of `libcalls.py` it calls resolved to their definitions)."""
     builder = llvm.JITLibraryBuilder().add_object_img(object_code).add_current_process()
     for symbol in symbols:
         builder.export_symbol(symbol)
+    for symbol in called_libcalls(object_code):
+        builder.import_symbol(symbol, _libcalls().address(LIBCALLS[symbol]))
     with _LLVM_LOCK:
         library = builder.link(_process_jit(), f"{name}#{next(_library_numbers)}")
     _LIBRARIES.add(library)
     return library
+
+
+@functools.cache
+def _libcalls() -> JitModule:
+    """The definitions of `libcalls.py`, compiled once per process."""
+    return compile_module(LIBCALL_IR, name="libcalls", pipeline=None)
 
 
 def live_library_count() -> int:

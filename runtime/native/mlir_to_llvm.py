@@ -3,7 +3,8 @@
 `mlir_to_llvm_ir(text)` runs `mlir-opt` with `MLIR_PIPELINE` (to the LLVM dialect; the
 transcendentals become libm calls, resolved in the running process; `arith-expand` with
 `include-bf16` writes bf16 conversions as integer operations, since LLVM's `bfloat`
-truncation needs AVX512_BF16 or the libcall `__truncsfbf2`, absent here) and then
+truncation needs AVX512_BF16 or the libcall `__truncsfbf2`: LLVM still calls that one for
+`bfloat` values it carries between blocks, and `libcalls.py` defines it) and then
 `mlir-translate --mlir-to-llvmir`, and keeps the result in the disk cache
 (`runtime/native/cache.py`), so the tools run once per text. The ladder
 (`compiler/pipeline.py`) calls it; `runtime/native/mlir_backend.py` climbs that ladder and

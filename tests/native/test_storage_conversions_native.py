@@ -34,6 +34,7 @@ from reverie.compiler.backend.storage_hardware import (
     f16_hardware,
     requested_conversion,
 )
+from reverie.compiler.backend.vector_width import vector_bits
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 TIMEOUT_S = 300
@@ -183,7 +184,8 @@ def test_the_setting_takes_two_values(monkeypatch: pytest.MonkeyPatch) -> None:
         assert not bf16_hardware(host) and not f16_hardware(host)
         monkeypatch.setenv(STORAGE_CONVERSION_VARIABLE, "hardware")
         requested_conversion.cache_clear()
-        assert bf16_hardware(host) and f16_hardware(host)
+        # (at 512-bit vectors: a run imitating an AVX2 host asks for 256 and gets none)
+        assert bf16_hardware(host) == (vector_bits(host) >= 512) and f16_hardware(host)
         assert not bf16_hardware({**host, "avx512bf16": False})
         monkeypatch.setenv(STORAGE_CONVERSION_VARIABLE, "fast")
         requested_conversion.cache_clear()
@@ -238,6 +240,6 @@ def test_the_emulation_is_numpys_bit_for_bit(tmp_path: Path, settings: dict[str,
     if emulated:
         assert not {"vcvtps2ph", "vcvtph2ps"} & set(report["instructions"])
         assert len(report["families"]) == 24
-        assert report["zmm"] == bool(host_features().get("avx512f"))
+        assert report["zmm"] == (vector_bits(host_features()) >= 512)
     else:
         assert not report["zmm"]
