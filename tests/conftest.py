@@ -22,6 +22,7 @@ import pytest
 from reverie.runtime.native.mlir_to_llvm import mlir_tools
 
 UPDATE = os.environ.get("REVERIE_UPDATE_GOLDEN") == "1"
+MOST_WORKERS = 8
 # every loop program any test lowers is checked after each loop pass (compiler/pipeline.py)
 os.environ.setdefault("REVERIE_VERIFY_LOOPS", "1")
 
@@ -67,6 +68,14 @@ def kernel_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(Kernel, "run_arrays", spy)
     return calls
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (the README's test command): a worker per CPU this process may run on, at
+    most MOST_WORKERS (each imports torch and JAX). xdist's own count, with psutil present,
+    is the machine's physical cores, which a container's CPU affinity may cut to two."""
+    return max(1, min(len(os.sched_getaffinity(0)), MOST_WORKERS))
 
 
 def pytest_configure(config: pytest.Config) -> None:
