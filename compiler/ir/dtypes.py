@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 STORAGE_DTYPES = ("bf16", "f16")
+STORAGE_NUMPY_NAMES = {"bfloat16": "bf16", "float16": "f16"}  # their NumPy dtypes' names
 FLOAT_DTYPES = ("f32", "f64", *STORAGE_DTYPES)
 INT_DTYPES = ("i32", "i64")
 DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
@@ -53,7 +54,7 @@ def compute_dtype(dtype: str) -> str:
 def computable(array: np.ndarray) -> np.ndarray:
     """`array` as the interpreters' ops read it: bf16/f16 values widened to f32 (exactly),
     others as they are."""
-    return array.astype(np.float32) if array.dtype.name in ("bfloat16", "float16") else array
+    return array.astype(np.float32) if array.dtype.name in STORAGE_NUMPY_NAMES else array
 
 
 def dtype_name(dtype: np.dtype) -> str:

@@ -24,13 +24,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from reverie.compiler.ir.dtypes import STORAGE_NUMPY_NAMES
 from reverie.runtime.tensors.autograd_api import grad
 from reverie.runtime.tensors.tensor import Tensor
 from reverie.runtime.tensors.tensor_core import wrap
 
 Function = Callable[..., object]
 
-STORAGE_NAMES = {"bfloat16": "bf16", "float16": "f16"}  # NumPy's dtype names of the storage types
 UNIT_ROUNDOFF = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}
 STORAGE_TOLERANCE = 8   # units of the storage type's rounding, relative to the largest entry
 
@@ -51,7 +51,7 @@ def _array(value: object) -> np.ndarray:
 
 def _storage_dtype(value: object) -> str | None:
     """"bf16" or "f16" for such an array or Tensor, else None."""
-    return STORAGE_NAMES.get(_array(value).dtype.name)
+    return STORAGE_NUMPY_NAMES.get(_array(value).dtype.name)
 
 
 def _outputs(fn: Function, inputs: Sequence[object]) -> tuple[object, ...]:
