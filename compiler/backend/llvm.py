@@ -591,8 +591,9 @@ def _contiguous(loop: Loop) -> bool:
     """Whether `loop` is simple and every access in it moves by one element or none per
     iteration: a loop LLVM vectorises with plain vector loads and stores (a strided one it
     may leave scalar, where a call per element would cost more than inline code)."""
-    steps = {s.view.step(s.index, loop.var) for s in loop.body if isinstance(s, Load | Store)}
-    return _simple(loop) and steps <= {Dim.const(0), Dim.const(1)}
+    return _simple(loop) and all(
+        s.view.step(s.index, loop.var) in (Dim.const(0), Dim.const(1))
+        for s in loop.body if isinstance(s, Load | Store))
 
 
 def _widens_f32(loop: Loop) -> bool:
