@@ -33,9 +33,10 @@ def test_marked():
 """
 
 
-def run_pytest(directory: Path, path: str, ci: bool) -> subprocess.CompletedProcess[str]:
-    """pytest on `directory` (holding a copy of tests/conftest.py and TESTS) with PATH and
-    CI as given."""
+def run_pytest(directory: Path, path: str, ci: bool,
+               flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """pytest on `directory` (holding a copy of tests/conftest.py and TESTS) with PATH, CI
+    and the command line's `flags` as given."""
     shutil.copy(CONFTEST, directory / "conftest.py")
     (directory / "test_gate.py").write_text(TESTS, encoding="utf-8")
     environment = {k: v for k, v in os.environ.items() if k != "CI"}
@@ -43,7 +44,7 @@ def run_pytest(directory: Path, path: str, ci: bool) -> subprocess.CompletedProc
     if ci:
         environment["CI"] = "true"
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(directory)], cwd=directory, env=environment,
+                           *flags, str(directory)], cwd=directory, env=environment,
                           capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -55,8 +56,11 @@ def no_tools(tmp_path: Path) -> str:
     return str(empty)
 
 
-def test_without_the_tools_mlir_tests_skip_with_one_line(tmp_path: Path, no_tools: str) -> None:
-    result = run_pytest(tmp_path, no_tools, ci=False)
+@pytest.mark.parametrize("flags", [(), ("-n", "2", "--dist", "loadfile")],
+                         ids=["serial", "xdist"])  # the README's command runs xdist workers
+def test_without_the_tools_mlir_tests_skip_with_one_line(tmp_path: Path, no_tools: str,
+                                                         flags: tuple[str, ...]) -> None:
+    result = run_pytest(tmp_path, no_tools, ci=False, flags=flags)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 passed, 3 skipped" in result.stdout
     assert "3 MLIR tests skipped" in result.stdout
