@@ -51,6 +51,7 @@ def golden() -> Callable[[str, Path], None]:
 MLIR_TOOLS_MISSING = ("needs mlir-opt-19 and mlir-translate-19, which are not on PATH "
                       "(Debian/Ubuntu: apt-get install mlir-19-tools)")
 MLIR_PARAMETERS = ("backend", "level")  # parameters whose value "mlir" runs the MLIR tools
+MLIR_REFUSAL = pytest.StashKey[str]()  # why an MLIR test fails under CI=true (xdist workers)
 
 
 @pytest.fixture
@@ -97,10 +98,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     mlir_items = [item for item in items if runs_mlir_tools(item)]
     if mlir_items and os.environ.get("CI", "").lower() == "true":
-        raise pytest.UsageError(f"CI=true, so the {len(mlir_items)} MLIR tests collected must run, "
-                                f"but each {MLIR_TOOLS_MISSING}")
+        refusal = (f"CI=true, so the {len(mlir_items)} MLIR tests collected must run, "
+                   f"but each {MLIR_TOOLS_MISSING}")
+        if not hasattr(config, "workerinput"):
+            raise pytest.UsageError(refusal)
+        # an xdist worker (the README's command): a UsageError here would crash it and lose
+        # the reason, so each MLIR test fails saying it (`pytest_runtest_setup`)
+        for item in mlir_items:
+            item.stash[MLIR_REFUSAL] = refusal
+        return
     for item in mlir_items:
         item.add_marker(pytest.mark.skip(reason=MLIR_TOOLS_MISSING))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """An MLIR test refused under CI=true in an xdist worker fails, saying why."""
+    if MLIR_REFUSAL in item.stash:
+        pytest.fail(item.stash[MLIR_REFUSAL], pytrace=False)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,

@@ -74,6 +74,16 @@ def test_under_ci_missing_tools_fail_the_run(tmp_path: Path, no_tools: str) -> N
     assert "apt-get install mlir-19-tools" in result.stderr
 
 
+def test_under_ci_and_xdist_missing_tools_fail_each_mlir_test(tmp_path: Path,
+                                                              no_tools: str) -> None:
+    """A worker cannot refuse the run (it would crash and lose the reason): each MLIR test
+    fails, saying why."""
+    result = run_pytest(tmp_path, no_tools, ci=True, flags=("-n", "2", "--dist", "loadfile"))
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout + result.stderr
+    assert result.stdout.count("CI=true, so the 3 MLIR tests collected must run") >= 3
+    assert "2 passed, 3 errors" in result.stdout
+
+
 @pytest.mark.mlir
 def test_with_the_tools_mlir_tests_run(tmp_path: Path) -> None:
     result = run_pytest(tmp_path, os.environ.get("PATH", ""), ci=True)
