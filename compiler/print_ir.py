@@ -47,7 +47,7 @@ The passes, in the order a kernel meets them (the rows of `compiler/pipeline.py`
     split_wrapping_loops  loop IR      after splitting loops at index wrap-arounds
     split_guarded_loops   loop IR      loops' interiors split from their bounds-tested edges
     interchange           loop IR      reductions over a strided axis made outermost
-    bf16_products         loop IR      bf16 products read bf16 buffers (vdpbf16ps hosts)
+    bf16_products         loop IR      bf16 products read bf16 buffers (vdpbf16ps, AMX hosts)
     dead_code             loop IR      unread temporaries and unused scalars removed
     codegen               LLVM IR      as generated, before LLVM's optimiser (view "llvm-raw")
     llvm-opt              LLVM IR      after LLVM's optimiser (view "llvm"; runtime/native/jit.py)

@@ -27,8 +27,9 @@ no statement writes (or writes only in top-level statements before the nest); th
 view of the temporary must be a selection of its row-major axes, which then maps onto the
 bf16 view.
 Anything else keeps the f32 path, as do hosts without the instruction (or with
-REVERIE_VECTOR_BITS=256) and f16. The choice follows the host features and vector width
-that every cache key's host description holds (`runtime/native/remembered.py`).
+REVERIE_VECTOR_BITS=256) unless AMX tiles are emulated (REVERIE_AMX=emulate), and f16. The
+choice follows the host features, vector width and tile setting that every cache key's host
+description holds (`runtime/native/remembered.py`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 
+from reverie.compiler.backend.matrix_tiles import matrix_tiles
 from reverie.compiler.backend.storage_hardware import BF16_FEATURE
 from reverie.compiler.backend.vector_width import AVX512, vector_bits
 from reverie.compiler.ir.dims import Dim
@@ -61,9 +63,10 @@ from reverie.compiler.loops.ir import (
 
 
 def bf16_products(host_features: Mapping[str, bool]) -> bool:
-    """Whether a host with `host_features` runs bf16 products by `vdpbf16ps`."""
+    """Whether a host with `host_features` runs bf16 products by `vdpbf16ps` or on AMX
+    tiles (or their emulation: `matrix_tiles.py`)."""
     return bool(host_features.get(BF16_FEATURE) and host_features.get(AVX512)
-                and vector_bits(host_features) >= 512)
+                and vector_bits(host_features) >= 512) or matrix_tiles(host_features) != "off"
 
 
 @functools.cache

@@ -42,6 +42,8 @@ subnormal inputs as zero and flushes subnormal results to zero (bf16 subnormals 
 
 from __future__ import annotations
 
+import abc
+
 from llvmlite import ir
 
 from reverie.compiler.backend.irutil import (
@@ -53,6 +55,7 @@ from reverie.compiler.backend.irutil import (
     counted_loop,
     i64,
 )
+from reverie.compiler.backend.matrix_tiles import matrix_tiles
 from reverie.compiler.backend.storage_conversions import BFLOAT
 from reverie.compiler.call_boundary.abi import BF16_GEMM_HELPER, MAX_TASKS
 from reverie.compiler.loops.ir import MATMUL_PACK_ELEMENTS
@@ -70,20 +73,31 @@ ROW, INTERLEAVE = ir.VectorType(I16, NR), ir.VectorType(I32, 2 * NR)  # a row, i
 _INTERLEAVED = [i // 2 + (NR if i % 2 else 0) for i in range(2 * NR)]  # r0[0] r1[0] r0[1] ...
 
 
-def helper_module(name: str = BF16_GEMM_HELPER) -> str:
+def helper_module(name: str = BF16_GEMM_HELPER, tiles: str | None = None) -> str:
     """LLVM IR of the module defining `rv_gemm_bf16`, the one helper here (only for hosts
-    with AVX512_BF16 at 512-bit vectors: `backend/bf16_products.py` decides)."""
+    with AVX512_BF16 at 512-bit vectors, or AMX tiles: `backend/bf16_products.py` decides):
+    by `vdpbf16ps`, or on AMX tiles where `tiles` says so ("hardware" or "emulate"; by
+    default the host's setting, `backend/matrix_tiles.py`)."""
     if name != BF16_GEMM_HELPER:
         raise ValueError(f"no run-time helper named {name!r} here; expected "
                          f"{BF16_GEMM_HELPER!r}")
+    if tiles is None:
+        import llvmlite.binding as llvm
+
+        tiles = matrix_tiles(llvm.get_host_cpu_features())
+    # (gemm_amx.py builds on this module's classes, so it is imported here, not above)
+    from reverie.compiler.runtime_library.gemm_amx import tile_builder
+
+    builder = _DotProductBuilder if tiles == "off" else tile_builder(tiles == "emulate")
     module = ir.Module(name=name)
     serial = ir.Function(module, SERIAL_TYPE, name="rv_gemm_bf16_serial")
     serial.linkage = "internal"
     serial.attributes.add("nounwind")
-    _Bf16GemmBuilder(serial).build()
+    builder(serial).build()
     product = ir.Function(module, PRODUCT_TYPE, name="rv_gemm_bf16_product")
     product.linkage = "internal"
-    define_parallel_gemm(product, serial, "f32", MR, NR, PACK_PER_TASK, operand_dtype="bf16")
+    define_parallel_gemm(product, serial, "f32", builder.mr, NR, PACK_PER_TASK,
+                         operand_dtype="bf16")
     _define_batch(ir.Function(module, GEMM_TYPE, name=name), product)
     return str(module)
 
@@ -104,11 +118,32 @@ def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
-class _Bf16GemmBuilder(ProductBuilder):
-    """Emits the serial kernel: C (f32) = A @ B for bf16 A, B (see the module docstring)."""
+class Bf16ProductBuilder(ProductBuilder, abc.ABC):
+    """Emits the serial kernel: C (f32) = A @ B for bf16 A, B (see the module docstring),
+    but for how a panel of A is packed and how a micro-tile of C is computed, which the
+    `vdpbf16ps` kernel (`_DotProductBuilder`) and the AMX one (`gemm_amx.py`) each define.
+    A micro-tile is `mr` rows by NR columns; K is packed in `pairs(kc)` pairs of terms."""
+
+    mr = MR
 
     def __init__(self, function: ir.Function) -> None:
         super().__init__(function, "f32")
+
+    def pairs(self, kc: ir.Value) -> ir.Value:
+        """How many pairs of terms a block of `kc` terms is packed in (a zero partner for
+        an odd last term)."""
+        return self.b.ashr(self.b.add(kc, i64(1)), i64(1))
+
+    @abc.abstractmethod
+    def pack_a(self, dest: ir.Value, ic: ir.Value, pc: ir.Value, mc: ir.Value, kc: ir.Value,
+               pairs: ir.Value) -> None:
+        """Pack rows ic..ic+mc, terms pc..pc+kc of A into `dest`, in panels of `mr` rows."""
+
+    @abc.abstractmethod
+    def micro_kernel(self, pairs: ir.Value, a_panel: ir.Value, b_panel: ir.Value,
+                     row: ir.Value, column: ir.Value, height: ir.Value, width: ir.Value,
+                     first: ir.Value) -> None:
+        """C[row:row+height, column:column+width] = (first) or += A panel @ B panel."""
 
     def element(self, base: ir.Value, offset: ir.Value, type_: ir.Type = I16) -> ir.Value:
         """The `type_` value at bf16 element `offset` of `base` (aligned to 2 bytes)."""
@@ -139,7 +174,7 @@ class _Bf16GemmBuilder(ProductBuilder):
             nc = _min(b, i64(NC), b.sub(self.n, jc))
             with counted_loop(b, i64(0), self.k, KC) as pc:
                 kc = _min(b, i64(KC), b.sub(self.k, pc))
-                pairs = b.ashr(b.add(kc, i64(1)), i64(1))
+                pairs = self.pairs(kc)
                 self.pack_b(b_pack, pc, jc, kc, nc, pairs)
                 with counted_loop(b, i64(0), self.m, MC) as ic:
                     mc = _min(b, i64(MC), b.sub(self.m, ic))
@@ -147,11 +182,11 @@ class _Bf16GemmBuilder(ProductBuilder):
                     first = b.icmp_signed("==", pc, i64(0))
                     span = b.mul(pairs, i64(2))
                     with counted_loop(b, i64(0), nc, NR) as jr, \
-                            counted_loop(b, i64(0), mc, MR) as ir_:
+                            counted_loop(b, i64(0), mc, self.mr) as ir_:
                         self.micro_kernel(
                             pairs, b.gep(a_pack, [b.mul(ir_, span)], source_etype=I16),
                             b.gep(b_pack, [b.mul(jr, span)], source_etype=I16),
-                            b.add(ic, ir_), b.add(jc, jr), _min(b, i64(MR), b.sub(mc, ir_)),
+                            b.add(ic, ir_), b.add(jc, jr), _min(b, i64(self.mr), b.sub(mc, ir_)),
                             _min(b, i64(NR), b.sub(nc, jr)), first)
 
     def pack_b(self, dest: ir.Value, pc: ir.Value, jc: ir.Value, kc: ir.Value, nc: ir.Value,
@@ -211,6 +246,11 @@ class _Bf16GemmBuilder(ProductBuilder):
                         with counted_loop(b, i64(0), i64(NR)) as col:
                             self.put(zero, dest, b.add(row, b.add(b.mul(col, i64(2)),
                                                                   i64(t))))
+
+
+
+class _DotProductBuilder(Bf16ProductBuilder):
+    """The kernel by `vdpbf16ps`: an MR x NR micro-tile in 2 * MR vector registers."""
 
     def pack_a(self, dest: ir.Value, ic: ir.Value, pc: ir.Value, mc: ir.Value, kc: ir.Value,
                pairs: ir.Value) -> None:

@@ -64,6 +64,7 @@ from types import ModuleType
 
 import llvmlite
 
+from reverie.compiler.backend.matrix_tiles import matrix_tiles
 from reverie.compiler.backend.storage_hardware import requested_conversion
 from reverie.compiler.backend.vector_width import target_features
 from reverie.compiler.print_ir import show
@@ -149,10 +150,11 @@ class LlvmModule:
 
 
 class HostTarget:
-    """The host CPU as LLVM sees it, a target machine generating code for it, and how the
-    code converts bf16/f16 (`conversions`: REVERIE_STORAGE_CONVERSION's choice)."""
+    """The host CPU as LLVM sees it, a target machine generating code for it, how the
+    code converts bf16/f16 (`conversions`: REVERIE_STORAGE_CONVERSION's choice) and whether
+    bf16 products run on AMX tiles (`tiles`: `backend/matrix_tiles.py`)."""
 
-    __slots__ = ("target_machine", "triple", "cpu_name", "features", "conversions")
+    __slots__ = ("target_machine", "triple", "cpu_name", "features", "conversions", "tiles")
 
     def __init__(self, target_machine: llvm.TargetMachine, triple: str, cpu_name: str,
                  features: str) -> None:
@@ -161,6 +163,7 @@ class HostTarget:
         self.cpu_name = cpu_name
         self.features = features
         self.conversions = requested_conversion()
+        self.tiles = matrix_tiles(llvm.get_host_cpu_features())
 
 
 @functools.cache
@@ -169,6 +172,9 @@ def host_target() -> HostTarget:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     llvm.set_option("", "-enable-epilogue-vectorization=false")
+    # LLVM's scalar lowering of AMX tile instructions in `optnone` functions: only the
+    # emulated tile kernel has such functions (`runtime_library/gemm_amx.py`)
+    llvm.set_option("", "-enable-x86-scalar-amx")
     triple = llvm.get_process_triple()
     cpu_name = llvm.get_host_cpu_name()
     host_features = llvm.get_host_cpu_features()

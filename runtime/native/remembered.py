@@ -25,6 +25,7 @@ import os
 from collections.abc import Callable
 from types import ModuleType
 
+from reverie.compiler.backend.matrix_tiles import tile_setting
 from reverie.runtime.native import artifacts, cache, shared_objects
 from reverie.runtime.native.jit_module import (
     KERNEL_PIPELINE,
@@ -189,12 +190,14 @@ def host_description() -> str:
     importing llvmlite."""
     identity, llvmlite_identity = _cpu_identity(), _llvmlite_identity()
     # the vector width setting changes the features (compiler/backend/vector_width.py's),
-    # the storage conversion setting the code (compiler/backend/storage_hardware.py's)
+    # the storage conversion and tile settings the code (compiler/backend/storage_hardware.py's
+    # and matrix_tiles.py's; asking for the tiles here, so a warm start has asked before it
+    # runs a kernel using them)
     width = os.environ.get("REVERIE_VECTOR_BITS", "").strip()
     conversion = os.environ.get("REVERIE_STORAGE_CONVERSION", "").strip()
     key = (identity and llvmlite_identity is not None
-           and cache.digest(f"reverie-host-4\0{llvmlite_identity}\0{identity}\0{width}"
-                            f"\0{conversion}"))
+           and cache.digest(f"reverie-host-5\0{llvmlite_identity}\0{identity}\0{width}"
+                            f"\0{conversion}\0{tile_setting()}"))
     remembered = cache.load(key) if key else None
     if remembered is not None:
         return remembered.decode("utf-8", "replace")
@@ -205,7 +208,7 @@ def host_description() -> str:
     llvm_version = ".".join(map(str, jit.llvm.llvm_version_info))
     description = (f"{host.triple} {host.cpu_name} {host.features} "
                    f"llvmlite {llvmlite.__version__} LLVM {llvm_version} "
-                   f"storage conversions {host.conversions}")
+                   f"storage conversions {host.conversions} matrix tiles {host.tiles}")
     if key:
         cache.store(key, description.encode("utf-8"))
     return description

@@ -1,5 +1,6 @@
 """bf16 matrix products by `vdpbf16ps` (`runtime_library/gemm_bf16.py`, chosen by the loop
-pass `backend/bf16_products.py` where the host has AVX512_BF16 at 512-bit vectors).
+pass `backend/bf16_products.py` where the host has AVX512_BF16 at 512-bit vectors), or on AMX
+tiles where the host has those (`gemm_amx.py`; test_amx_gemm.py runs that kernel anywhere).
 
 The products of bf16 values are exact in f32, so the kernel differs from the f32 path (f32
 copies of the operands, then sgemm or the own kernel) only in the order of its f32 sums and
@@ -79,6 +80,16 @@ def assert_product(got: np.ndarray, a: np.ndarray, b: np.ndarray,
     assert np.all(error <= roundings * scale), float(np.max(error / np.maximum(scale, 1e-300)))
 
 
+def w10_arguments() -> list[np.ndarray]:
+    """W10's arguments: an MLP's input (64 x 40), weights, biases and targets in bf16."""
+    rng = np.random.default_rng(3)
+    b, d, h, o = 64, 40, 48, 5
+    wide = [rng.standard_normal((b, d)), rng.standard_normal((d, h)) / np.sqrt(d),
+            0.1 * rng.standard_normal(h), rng.standard_normal((h, o)) / np.sqrt(h),
+            0.1 * rng.standard_normal(o), rng.standard_normal((b, o))]
+    return [w.astype(BF16) for w in wide]
+
+
 def loop_products(module: rv.Module, wrt: list[str] | None = None) -> list[str]:
     """The `matmul` lines of a function's loop program (its gradient's with `wrt`)."""
     text = module.ir("loops", wrt=wrt) if wrt else module.ir("loops")
@@ -146,8 +157,10 @@ def test_mixed_operands_and_f16_keep_the_f32_path() -> None:
 
 @needs_the_instruction
 def test_the_helper_runs_vdpbf16ps() -> None:
-    """The micro-kernel's inner loop is 2 * MR `vdpbf16ps` on zmm registers."""
-    asm = LlvmModule(helper_module(), name="rv_gemm_bf16", pipeline=HELPER_PIPELINE).asm
+    """The micro-kernel's inner loop is 2 * MR `vdpbf16ps` on zmm registers (the kernel of
+    hosts without AMX tiles: test_amx_gemm.py checks the other)."""
+    asm = LlvmModule(helper_module(tiles="off"), name="rv_gemm_bf16",
+                     pipeline=HELPER_PIPELINE).asm
     assert len(re.findall(r"vdpbf16ps\s+[^\n]*%zmm", asm)) >= 2 * MR
 
 
@@ -173,12 +186,7 @@ def test_w10_gradient_against_the_interpreter_and_f64() -> None:
     holding the rounded hidden layer and adjoints (`bf16_products`'s narrowing) or from the
     arguments through transposed views (a transpose of a stored value moves its 16 bits:
     `widen_storage`)."""
-    rng = np.random.default_rng(3)
-    b, d, h, o = 64, 40, 48, 5
-    wide = [rng.standard_normal((b, d)), rng.standard_normal((d, h)) / np.sqrt(d),
-            0.1 * rng.standard_normal(h), rng.standard_normal((h, o)) / np.sqrt(h),
-            0.1 * rng.standard_normal(o), rng.standard_normal((b, o))]
-    args = [w.astype(BF16) for w in wide]
+    args = w10_arguments()
     wrt = ["W1", "b1", "W2", "b2"]
     module = rv.compile(W10)
     native = module.w3.grad(wrt)(*args)

@@ -133,6 +133,9 @@ WARM_PATH_MODULES = sorted([
     "reverie.runtime.native.helpers", "reverie.runtime.native.blas",
     "reverie.runtime.native.jit_module", "reverie.runtime.native.pool",
     "reverie.runtime.native.remembered", "reverie.runtime.native.shared_objects",
+    # the host settings the host description keys on (asking Linux for the AMX tiles)
+    "reverie.compiler.backend", "reverie.compiler.backend.matrix_tiles",
+    "reverie.compiler.backend.storage_hardware", "reverie.compiler.backend.vector_width",
 ])
 
 

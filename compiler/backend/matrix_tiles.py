@@ -1,0 +1,74 @@
+"""Whether bf16 matrix products run on AMX tiles: one setting, read once per process, that
+the product kernel's generator (`runtime_library/gemm_amx.py`), the loop pass choosing bf16
+products (`bf16_products.py`) and the host description every cache key holds
+(`runtime/native/remembered.py`) all follow.
+
+    REVERIE_AMX=auto      (the default) tiles where the host has AMX-TILE and AMX-BF16 and
+                          AVX512_BF16 at 512-bit vectors, and Linux grants this process the
+                          tiles' register state; else `vdpbf16ps` or the f32 path
+    REVERIE_AMX=off       never tiles
+    REVERIE_AMX=emulate   the tile kernel on any host, its tile instructions lowered by LLVM
+                          to loops over the tiles' elements: how the tests check the kernel's
+                          packing, blocking and edges on hosts without AMX (slow: for tests)
+
+Linux hands a process the tile registers' state (8 KB of XSAVE area per thread) only when
+asked: `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, once per process, for all its
+threads; a tile instruction before that is an illegal instruction. `tile_permission` asks
+(a syscall through libc, no LLVM), and the warm start's host description asks too, so a
+process that loads the kernel from the disk cache has asked before it runs it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from collections.abc import Mapping
+
+from reverie.compiler.backend.storage_hardware import BF16_FEATURE
+from reverie.compiler.backend.vector_width import AVX512, vector_bits
+
+TILES_VARIABLE = "REVERIE_AMX"
+TILES_CHOICES = ("auto", "off", "emulate")
+TILE_FEATURES = ("amx-tile", "amx-bf16")  # LLVM's names of the host features
+SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18  # x86-64 Linux
+
+
+@functools.cache
+def requested_tiles() -> str:
+    """REVERIE_AMX, else "auto" (a ValueError for any other value)."""
+    requested = os.environ.get(TILES_VARIABLE, "").strip() or "auto"
+    if requested not in TILES_CHOICES:
+        raise ValueError(f"{TILES_VARIABLE} must be one of {', '.join(TILES_CHOICES)}, "
+                         f"got {requested!r}")
+    return requested
+
+
+@functools.cache
+def tile_permission() -> bool:
+    """Whether Linux lets this process use the tile registers (asking once per process;
+    False where the kernel has no AMX support, or elsewhere than x86-64 Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def tile_setting() -> str:
+    """What the warm start's host description keys on: the request, and under "auto"
+    whether this process was granted the tiles (asking now)."""
+    requested = requested_tiles()
+    return f"{requested} {tile_permission()}" if requested == "auto" else requested
+
+
+def matrix_tiles(host_features: Mapping[str, bool]) -> str:
+    """How bf16 products use tiles on a host with `host_features`: "hardware", "emulate"
+    or "off"."""
+    requested = requested_tiles()
+    if requested != "auto":
+        return requested
+    capable = (all(host_features.get(name) for name in TILE_FEATURES)
+               and bool(host_features.get(BF16_FEATURE)) and bool(host_features.get(AVX512))
+               and vector_bits(host_features) >= 512)
+    return "hardware" if capable and tile_permission() else "off"
