@@ -13,7 +13,7 @@ products (`bf16_products.py`) and the host description every cache key holds
 
 Linux hands a process the tile registers' state (8 KB of XSAVE area per thread) only when
 asked: `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, once per process, for all its
-threads; a tile instruction before that is an illegal instruction. `tile_permission` asks
+threads; a tile instruction before that is an illegal instruction. `tile_refusal` asks
 (a syscall through libc, no LLVM), and the warm start's host description asks too, so a
 process that loads the kernel from the disk cache has asked before it runs it.
 """
@@ -45,21 +45,24 @@ def requested_tiles() -> str:
 
 
 @functools.cache
-def tile_permission() -> bool:
-    """Whether Linux lets this process use the tile registers (asking once per process;
-    False where the kernel has no AMX support, or elsewhere than x86-64 Linux)."""
+def tile_refusal() -> str | None:
+    """None where Linux lets this process use the tile registers (asking once per process),
+    else why not: the error of the request (EOPNOTSUPP or EINVAL without AMX in the CPU or
+    the kernel; ENOSPC where a thread's signal stack is too small for the tiles' state)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0
-    except (OSError, AttributeError):
-        return False
+        if libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0:
+            return None
+        return os.strerror(ctypes.get_errno())
+    except (OSError, AttributeError) as error:  # no libc `syscall`: not Linux
+        return str(error)
 
 
 def tile_setting() -> str:
     """What the warm start's host description keys on: the request, and under "auto"
     whether this process was granted the tiles (asking now)."""
     requested = requested_tiles()
-    return f"{requested} {tile_permission()}" if requested == "auto" else requested
+    return f"{requested} {tile_refusal()}" if requested == "auto" else requested
 
 
 def matrix_tiles(host_features: Mapping[str, bool]) -> str:
@@ -71,4 +74,4 @@ def matrix_tiles(host_features: Mapping[str, bool]) -> str:
     capable = (all(host_features.get(name) for name in TILE_FEATURES)
                and bool(host_features.get(BF16_FEATURE)) and bool(host_features.get(AVX512))
                and vector_bits(host_features) >= 512)
-    return "hardware" if capable and tile_permission() else "off"
+    return "hardware" if capable and tile_refusal() is None else "off"

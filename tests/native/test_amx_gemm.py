@@ -36,16 +36,22 @@ from test_bf16_gemm import (
 
 import reverie as rv
 from reverie.compiler.backend.matrix_tiles import (
+    TILE_FEATURES,
     TILES_VARIABLE,
     matrix_tiles,
     requested_tiles,
+    tile_refusal,
 )
 
 ROOT = Path(__file__).parents[2]
 HOST_TILES = matrix_tiles(llvm.get_host_cpu_features())
+WHY_NOT = ("this host has no AMX (amx-tile, amx-bf16)" if not all(
+    llvm.get_host_cpu_features().get(name) for name in TILE_FEATURES) else
+    f"Linux refused this process the tiles ({tile_refusal()})" if tile_refusal() else
+    "the tiles are switched off (REVERIE_AMX, or 256-bit vectors)")
 needs_the_tiles = pytest.mark.skipif(
-    HOST_TILES != "hardware", reason="this host has no AMX (amx-tile, amx-bf16), or Linux did "
-    "not grant this process the tiles: the emulated kernel's tests check the same code")
+    HOST_TILES != "hardware", reason=f"{WHY_NOT}: the emulated kernel's tests check the "
+    "same code, but for the casts between tiles and vectors")
 
 CHILD = """
 import json, sys
