@@ -160,6 +160,11 @@ def alias_scopes(module: ir.Module, names: list[str]) -> list[tuple[ir.Value, ir
             for scope in scopes]
 
 
+def smaller(builder: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """The smaller of the signed integers x and y."""
+    return builder.select(builder.icmp_signed("<", x, y), x, y)
+
+
 @contextmanager
 def counted_loop(builder: ir.IRBuilder, lo: ir.Value, hi: ir.Value, step: int = 1,
                  loop_id: ir.Value | None = None) -> Iterator[ir.Value]:

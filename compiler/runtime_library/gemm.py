@@ -46,6 +46,7 @@ from reverie.compiler.backend.irutil import (
     counted_loop,
     i64,
     intrinsic,
+    smaller,
     vector_lanes,
 )
 from reverie.compiler.call_boundary.abi import GEMM_HELPERS, MAX_TASKS, OWN_KERNELS
@@ -124,10 +125,6 @@ def _own_kernel_module(dtype: str) -> str:
     return str(module)
 
 
-def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed("<", x, y), x, y)
-
-
 class _GemmBuilder(ProductBuilder):
     """Emits the body of one gemm function."""
 
@@ -179,27 +176,27 @@ class _GemmBuilder(ProductBuilder):
         a_pack = self.pack
         b_pack = self.at(self.pack, i64(MC * KC))
         with counted_loop(b, i64(0), self.n, NC) as jc:
-            nc = _min(b, i64(NC), b.sub(self.n, jc))
+            nc = smaller(b, i64(NC), b.sub(self.n, jc))
             with counted_loop(b, i64(0), self.k, KC) as pc:
-                kc = _min(b, i64(KC), b.sub(self.k, pc))
+                kc = smaller(b, i64(KC), b.sub(self.k, pc))
                 self.pack_b(b_pack, pc, jc, kc, nc)
                 with counted_loop(b, i64(0), self.m, MC) as ic:
-                    mc = _min(b, i64(MC), b.sub(self.m, ic))
+                    mc = smaller(b, i64(MC), b.sub(self.m, ic))
                     self.pack_a(a_pack, ic, pc, mc, kc)
                     first = b.icmp_signed("==", pc, i64(0))
                     with counted_loop(b, i64(0), nc, self.nr) as jr, \
                             counted_loop(b, i64(0), mc, MR) as ir_:
                         self.micro_kernel(
                             kc, self.at(a_pack, b.mul(ir_, kc)), self.at(b_pack, b.mul(jr, kc)),
-                            b.add(ic, ir_), b.add(jc, jr), _min(b, i64(MR), b.sub(mc, ir_)),
-                            _min(b, i64(self.nr), b.sub(nc, jr)), first)
+                            b.add(ic, ir_), b.add(jc, jr), smaller(b, i64(MR), b.sub(mc, ir_)),
+                            smaller(b, i64(self.nr), b.sub(nc, jr)), first)
 
     def pack_b(self, dest: ir.Value, pc: ir.Value, jc: ir.Value, kc: ir.Value,
                nc: ir.Value) -> None:
         """Panels of NR columns: dest[jr*kc + p*NR + c] = B[pc + p, jc + jr + c] (0-padded)."""
         b = self.b
         with counted_loop(b, i64(0), nc, self.nr) as jr:
-            width = _min(b, i64(self.nr), b.sub(nc, jr))
+            width = smaller(b, i64(self.nr), b.sub(nc, jr))
             panel = b.mul(jr, kc)
             with counted_loop(b, i64(0), kc) as p:
                 row = b.add(panel, b.mul(p, i64(self.nr)))
@@ -215,14 +212,14 @@ class _GemmBuilder(ProductBuilder):
         """Panels of MR rows: dest[ir*kc + p*MR + r] = A[ic + ir + r, pc + p] (0-padded)."""
         b = self.b
         with counted_loop(b, i64(0), mc, MR) as ir_:
-            height = _min(b, i64(MR), b.sub(mc, ir_))
+            height = smaller(b, i64(MR), b.sub(mc, ir_))
             panel = b.mul(ir_, kc)
             with counted_loop(b, i64(0), kc) as p:
                 row = b.add(panel, b.mul(p, i64(MR)))
                 column = b.add(pc, p)
                 for r in range(MR):
                     inside = b.icmp_signed("<", i64(r), height)
-                    clamped = _min(b, b.add(b.add(ic, ir_), i64(r)), b.sub(self.m, i64(1)))
+                    clamped = smaller(b, b.add(b.add(ic, ir_), i64(r)), b.sub(self.m, i64(1)))
                     source = self.offset2(clamped, self.sa0, column, self.sa1)
                     value = b.select(inside, self.load(self.a, source), self.zero())
                     self.store(value, dest, b.add(row, i64(r)))

@@ -42,7 +42,16 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from reverie.compiler.backend.irutil import F32, I16, I64, PTR, alloca, counted_loop, i64
+from reverie.compiler.backend.irutil import (
+    F32,
+    I16,
+    I64,
+    PTR,
+    alloca,
+    counted_loop,
+    i64,
+    smaller,
+)
 from reverie.compiler.runtime_library.gemm_bf16 import NR, Bf16ProductBuilder
 
 MR = 32  # rows of a micro-tile: two tiles of 16
@@ -95,20 +104,21 @@ class _TileBuilder(Bf16ProductBuilder):
     def pack_a(self, dest: ir.Value, ic: ir.Value, pc: ir.Value, mc: ir.Value, kc: ir.Value,
                pairs: ir.Value) -> None:
         """Panels of MR rows, each row's terms as stored:
-        dest[(ir + r) * 2 * pairs + k] = A[ic + ir + r, pc + k] (0-padded)."""
+        dest[(ir + r) * 2 * pairs + k] = A[ic + ir + r, pc + k] (0-padded; the padding is
+        selected, not stored by a loop of its own, which LLVM would make a `memset` call,
+        and every call costs the tiles' configuration again: `emit`)."""
         b = self.b
         span = b.mul(pairs, i64(2))
         with counted_loop(b, i64(0), mc, MR) as panel, counted_loop(b, i64(0), i64(MR)) as r:
-            within = b.icmp_signed("<", b.add(panel, r), mc)
-            last_row = b.sub(self.m, i64(1))
-            source_row = b.add(ic, b.add(panel, r))
-            source = b.mul(b.select(within, source_row, last_row), self.sa0)
+            row_inside = b.icmp_signed("<", b.add(panel, r), mc)
+            source_row = b.select(row_inside, b.add(ic, b.add(panel, r)), b.sub(self.m, i64(1)))
+            source = b.mul(source_row, self.sa0)
             row = b.mul(b.add(panel, r), span)
-            with counted_loop(b, i64(0), kc) as k:
-                value = self.element(self.a, b.add(source, b.mul(b.add(pc, k), self.sa1)))
-                self.put(b.select(within, value, ir.Constant(I16, 0)), dest, b.add(row, k))
-            with counted_loop(b, kc, span) as k:
-                self.put(ir.Constant(I16, 0), dest, b.add(row, k))
+            with counted_loop(b, i64(0), span) as k:
+                inside = b.and_(row_inside, b.icmp_signed("<", k, kc))
+                term = b.add(pc, smaller(b, k, b.sub(kc, i64(1))))
+                value = self.element(self.a, b.add(source, b.mul(term, self.sa1)))
+                self.put(b.select(inside, value, ir.Constant(I16, 0)), dest, b.add(row, k))
 
     def micro_kernel(self, pairs: ir.Value, a_panel: ir.Value, b_panel: ir.Value,
                      row: ir.Value, column: ir.Value, height: ir.Value, width: ir.Value,
@@ -137,23 +147,24 @@ class _TileBuilder(Bf16ProductBuilder):
 
     def copy_edge(self, stack: ir.Value, row: ir.Value, column: ir.Value, height: ir.Value,
                   width: ir.Value, first: ir.Value, into_stack: bool) -> None:
-        """The valid part of an edge tile, from C into the zeroed stack tile (nothing in the
-        first block of K), or back."""
+        """An edge tile: into the stack tile, C's valid part (zeros in the first block of K)
+        and zeros around it (selected, as in `pack_a`); or the valid part back into C."""
         b = self.b
-        if into_stack:
-            with counted_loop(b, i64(0), i64(MR * NR)) as i:
-                self.store(ir.Constant(F32, 0.0), stack, i)
-            condition = b.not_(first)
-        else:
-            condition = ir.Constant(ir.IntType(1), 1)
-        with b.if_then(condition), counted_loop(b, i64(0), height) as r, \
-                counted_loop(b, i64(0), width) as c:
-            slot = b.add(b.mul(r, i64(NR)), c)
-            offset = b.add(b.mul(b.add(row, r), self.sc0), b.mul(b.add(column, c), self.sc1))
-            if into_stack:
-                self.store(self.load(self.c, offset), stack, slot)
-            else:
-                self.store(self.load(stack, slot), self.c, offset)
+
+        def offset(r: ir.Value, c: ir.Value) -> ir.Value:
+            return b.add(b.mul(b.add(row, r), self.sc0), b.mul(b.add(column, c), self.sc1))
+
+        if not into_stack:
+            with counted_loop(b, i64(0), height) as r, counted_loop(b, i64(0), width) as c:
+                self.store(self.load(stack, b.add(b.mul(r, i64(NR)), c)), self.c, offset(r, c))
+            return
+        with counted_loop(b, i64(0), i64(MR)) as r, counted_loop(b, i64(0), i64(NR)) as c:
+            inside = b.and_(b.not_(first), b.and_(b.icmp_signed("<", r, height),
+                                                  b.icmp_signed("<", c, width)))
+            nearest = offset(smaller(b, r, b.sub(height, i64(1))),
+                             smaller(b, c, b.sub(width, i64(1))))
+            self.store(b.select(inside, self.load(self.c, nearest), ir.Constant(F32, 0.0)),
+                       stack, b.add(b.mul(r, i64(NR)), c))
 
     def _zero_row(self) -> ir.GlobalVariable:
         found = self.module.globals.get(ZERO_ROW)
@@ -175,7 +186,8 @@ class _TileBuilder(Bf16ProductBuilder):
             return found
         function = ir.Function(self.module, TILES_TYPE, name="rv_amx_tiles")
         function.linkage = "internal"
-        for attribute in ("nounwind", "noinline", *(("optnone",) if self.emulate else ())):
+        kept_apart = ("noinline", "optnone")  # (LLVM's emulation works in optnone only)
+        for attribute in ("nounwind", *(kept_apart if self.emulate else ("alwaysinline",))):
             function.attributes.add(attribute)
         _TileEmitter(function, self.emulate).emit()
         return function

@@ -54,6 +54,7 @@ from reverie.compiler.backend.irutil import (
     alloca,
     counted_loop,
     i64,
+    smaller,
 )
 from reverie.compiler.backend.matrix_tiles import matrix_tiles
 from reverie.compiler.backend.storage_conversions import BFLOAT
@@ -114,10 +115,6 @@ def _define_batch(function: ir.Function, product: ir.Function) -> None:
     b.ret_void()
 
 
-def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed("<", x, y), x, y)
-
-
 class Bf16ProductBuilder(ProductBuilder, abc.ABC):
     """Emits the serial kernel: C (f32) = A @ B for bf16 A, B (see the module docstring),
     but for how a panel of A is packed and how a micro-tile of C is computed, which the
@@ -171,13 +168,13 @@ class Bf16ProductBuilder(ProductBuilder, abc.ABC):
         b = self.b
         a_pack, b_pack = self.pack, b.gep(self.pack, [i64(MC * KC)], source_etype=I16)
         with counted_loop(b, i64(0), self.n, NC) as jc:
-            nc = _min(b, i64(NC), b.sub(self.n, jc))
+            nc = smaller(b, i64(NC), b.sub(self.n, jc))
             with counted_loop(b, i64(0), self.k, KC) as pc:
-                kc = _min(b, i64(KC), b.sub(self.k, pc))
+                kc = smaller(b, i64(KC), b.sub(self.k, pc))
                 pairs = self.pairs(kc)
                 self.pack_b(b_pack, pc, jc, kc, nc, pairs)
                 with counted_loop(b, i64(0), self.m, MC) as ic:
-                    mc = _min(b, i64(MC), b.sub(self.m, ic))
+                    mc = smaller(b, i64(MC), b.sub(self.m, ic))
                     self.pack_a(a_pack, ic, pc, mc, kc, pairs)
                     first = b.icmp_signed("==", pc, i64(0))
                     span = b.mul(pairs, i64(2))
@@ -186,8 +183,8 @@ class Bf16ProductBuilder(ProductBuilder, abc.ABC):
                         self.micro_kernel(
                             pairs, b.gep(a_pack, [b.mul(ir_, span)], source_etype=I16),
                             b.gep(b_pack, [b.mul(jr, span)], source_etype=I16),
-                            b.add(ic, ir_), b.add(jc, jr), _min(b, i64(self.mr), b.sub(mc, ir_)),
-                            _min(b, i64(NR), b.sub(nc, jr)), first)
+                            b.add(ic, ir_), b.add(jc, jr), smaller(b, i64(self.mr), b.sub(mc, ir_)),
+                            smaller(b, i64(NR), b.sub(nc, jr)), first)
 
     def pack_b(self, dest: ir.Value, pc: ir.Value, jc: ir.Value, kc: ir.Value, nc: ir.Value,
                pairs: ir.Value) -> None:
@@ -198,7 +195,7 @@ class Bf16ProductBuilder(ProductBuilder, abc.ABC):
         b = self.b
         whole = b.ashr(kc, i64(1))
         with counted_loop(b, i64(0), nc, NR) as jr:
-            width = _min(b, i64(NR), b.sub(nc, jr))
+            width = smaller(b, i64(NR), b.sub(nc, jr))
             panel = b.mul(jr, b.mul(pairs, i64(2)))
             column = b.mul(b.add(jc, jr), self.sb1)
             rows = b.and_(b.icmp_signed("==", self.sb1, i64(1)),
@@ -261,9 +258,9 @@ class _DotProductBuilder(Bf16ProductBuilder):
         whole = b.ashr(kc, i64(1))
         adjacent = b.icmp_signed("==", self.sa1, i64(1))
         with counted_loop(b, i64(0), mc, MR) as ir_:
-            height = _min(b, i64(MR), b.sub(mc, ir_))
+            height = smaller(b, i64(MR), b.sub(mc, ir_))
             panel = b.mul(ir_, b.mul(pairs, i64(2)))
-            sources = [b.mul(_min(b, b.add(b.add(ic, ir_), i64(r)), b.sub(self.m, i64(1))),
+            sources = [b.mul(smaller(b, b.add(b.add(ic, ir_), i64(r)), b.sub(self.m, i64(1))),
                              self.sa0) for r in range(MR)]
             with b.if_then(adjacent), counted_loop(b, i64(0), whole) as p:
                 row = b.add(panel, b.mul(p, i64(2 * MR)))
@@ -277,7 +274,7 @@ class _DotProductBuilder(Bf16ProductBuilder):
                 row = b.add(panel, b.mul(p, i64(2 * MR)))
                 for t in range(2):
                     term = b.add(b.mul(p, i64(2)), i64(t))
-                    column = b.mul(b.add(pc, _min(b, term, b.sub(kc, i64(1)))), self.sa1)
+                    column = b.mul(b.add(pc, smaller(b, term, b.sub(kc, i64(1)))), self.sa1)
                     term_inside = b.icmp_signed("<", term, kc)
                     for r, source in enumerate(sources):
                         inside = b.and_(term_inside, b.icmp_signed("<", i64(r), height))

@@ -124,27 +124,31 @@ machine = llvm.Target.from_default_triple().create_target_machine(
 builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(speed_level=2))
 builder.getModulePassManager().run(module, builder)
 asm = machine.emit_assembly(module)
-tiles = asm[asm.index("rv_amx_tiles:"):asm.index(".Lfunc_end", asm.index("rv_amx_tiles:"))]
-print(json.dumps({name: len(re.findall(r"\\b" + name + r"\\b", tiles)) for name in
-                  ("ldtilecfg", "tileloadd", "tdpbf16ps", "tilestored", "tilerelease",
-                   "tilezero", "vmovaps", "vmovups")}))
+start = asm.index("rv_gemm_bf16_serial:")
+serial = asm[start:asm.index(".Lfunc_end", start)]
+counts = {name: len(re.findall(r"\\b" + name + r"\\b", serial)) for name in
+          ("ldtilecfg", "tileloadd", "tdpbf16ps", "tilestored", "tilerelease", "tilezero")}
+counts["on the stack"] = len(re.findall(r"tile(?:loadd|stored)[^\\n]*\\(%rsp", serial))
+print(json.dumps(counts))
 """
 
 
 def test_the_hardware_build_is_tile_instructions() -> None:
     """The hardware build compiled for an AMX CPU (Sapphire Rapids; in a child: LLVM aborts
-    the process on tile IR it cannot compile): one tile configuration, the accumulators in
-    tile registers across the loop (4 `tdpbf16ps` per 32 terms, 4 loads and 4 stores of C,
-    no tile carried through vector registers or the stack), the tiles released on return."""
+    the process on tile IR it cannot compile): the serial kernel configures the tiles once
+    (and once more after the one `memset` call left, in B's packing: a call may change the
+    configuration), keeps the accumulators in tile registers across the loop over K (4
+    `tdpbf16ps` per 32 terms; 4 loads and 4 stores of C per copy of the loop, none of a tile
+    spilled to the stack) and releases the tiles on return."""
     done = subprocess.run([sys.executable, "-c", CHECK_ASM], capture_output=True, text=True,
                           timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     counts = json.loads(done.stdout.strip().splitlines()[-1])
-    assert counts["ldtilecfg"] == 1 and counts["tilerelease"] == 1, counts
-    assert counts["tilestored"] == 4 and counts["tilezero"] == 0, counts
+    assert 1 <= counts["ldtilecfg"] <= 2 and counts["tilerelease"] == 1, counts
     assert counts["tdpbf16ps"] % 4 == 0 and counts["tdpbf16ps"] >= 4, counts
-    assert counts["tileloadd"] == 4 + counts["tdpbf16ps"], counts  # C, then 2 + 2 per 4
-    assert counts["vmovaps"] + counts["vmovups"] <= 1, counts  # (the configuration's zeroing)
+    assert counts["tilestored"] % 4 == 0 and counts["tilestored"] >= 4, counts
+    assert counts["tileloadd"] == counts["tilestored"] + counts["tdpbf16ps"], counts
+    assert counts["tilezero"] == 0 and counts["on the stack"] == 0, counts
 
 
 def test_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
