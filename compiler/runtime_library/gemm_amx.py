@@ -6,9 +6,9 @@ bf16 values and a 16 x 16 tile c of f32 sums adds 512 products at once:
 
     c[i, j] += a[i, 2p] b[p, 2j] + a[i, 2p+1] b[p, 2j+1]     for each p < 16, in order
 
-The kernel is `gemm_bf16.py`'s, blocked and packed the same way (B's panels of NR = 32
-columns are already the pairs `tdpbf16ps` reads: 16 columns per tile, 128 bytes a pair),
-with another packing of A and another micro-kernel:
+The kernel is `gemm_bf16.py`'s, blocked and B packed the same way (`gemm_bf16_blocking.py`:
+B's panels of NR = 32 columns are already the pairs `tdpbf16ps` reads, 16 columns per tile,
+128 bytes a pair), with another packing of A and another micro-kernel:
 
     A panel (MR = 32 rows):  row r, term k at r * 2 * pairs + k, as A is stored; the block's
                              terms padded with zeros to whole tiles of 32 (so pairs is a
@@ -52,9 +52,10 @@ from reverie.compiler.backend.irutil import (
     i64,
     smaller,
 )
-from reverie.compiler.runtime_library.gemm_bf16 import NR, Bf16ProductBuilder
+from reverie.compiler.runtime_library.gemm_bf16_blocking import MC, NR, Bf16ProductBuilder
 
 MR = 32  # rows of a micro-tile: two tiles of 16
+assert MC % MR == 0
 ROWS, ROW_BYTES = 16, 64  # every tile here: 16 rows of 64 bytes
 TERMS = 32  # bf16 terms per tile row of A (per 16 pairs of B)
 VECTOR = ir.VectorType(ir.IntType(32), 256)  # a tile's 1 KB, as LLVM carries it
