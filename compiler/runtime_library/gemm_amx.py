@@ -20,9 +20,11 @@ A whole micro-tile of C with unit column stride is loaded into the tiles and sto
 place (in the first block of K from a row of zeros instead, read with stride 0 into each
 of a tile's 16 rows: zeroing the tiles would give the loop two entries, and LLVM then carries
 the tiles through memory); one at an edge goes through a 32 x 32 tile on the stack. The
-tiles' work is one function (`rv_amx_tiles`) whose tile values are all 16 x 64 bytes, so
-LLVM writes one tile configuration (`ldtilecfg`) for it, and releases the tiles
-(`tilerelease`) on return.
+tiles' work is one function (`rv_amx_tiles`), inlined into the serial kernel; its tile
+values are all 16 x 64 bytes, so LLVM configures the tiles (`ldtilecfg`) once per call of
+the kernel, and again after each call the kernel makes (a callee may change the
+configuration: the loops filling padding with zeros select them, since LLVM would make a
+zeroing loop a `memset` call), and releases them (`tilerelease`) on return.
 
 Two builds of the same kernel (`backend/matrix_tiles.py` picks one):
 
@@ -32,8 +34,9 @@ Two builds of the same kernel (`backend/matrix_tiles.py` picks one):
                elements adding in the instruction's order, for tests on hosts without AMX
 
 They differ only in how a tile value becomes the 1 KB vector it is carried in between
-iterations: LLVM's lowering reads `bitcast`s and runs only in an `optnone` function, its code
-generation for the instructions reads the `llvm.x86.cast.*` intrinsics (it fails on the
+iterations, and in `rv_amx_tiles` staying a function of its own: LLVM's lowering reads
+`bitcast`s and runs only in an `optnone` function (which is never inlined), its code
+generation for the instructions reads the `llvm.x86.cast.*` intrinsics (it aborts on the
 bitcasts). Like `vdpbf16ps`, the instruction flushes subnormal inputs and results to zero,
 which the emulation does not: the results of the two builds differ there only.
 """
@@ -105,9 +108,8 @@ class _TileBuilder(Bf16ProductBuilder):
     def pack_a(self, dest: ir.Value, ic: ir.Value, pc: ir.Value, mc: ir.Value, kc: ir.Value,
                pairs: ir.Value) -> None:
         """Panels of MR rows, each row's terms as stored:
-        dest[(ir + r) * 2 * pairs + k] = A[ic + ir + r, pc + k] (0-padded; the padding is
-        selected, not stored by a loop of its own, which LLVM would make a `memset` call,
-        and every call costs the tiles' configuration again: `emit`)."""
+        dest[(ir + r) * 2 * pairs + k] = A[ic + ir + r, pc + k] (0-padded, the padding
+        selected: see the module docstring)."""
         b = self.b
         span = b.mul(pairs, i64(2))
         with counted_loop(b, i64(0), mc, MR) as panel, counted_loop(b, i64(0), i64(MR)) as r:
