@@ -49,6 +49,7 @@ PASS_NAME = "widen_storage"
 KEPT = ("cast", "const", "read")  # `read`: an element of a stored tensor, as stored
 PRODUCTS = ("matmul",)  # read their bf16/f16 operands as stored (rounded), in f32
 MOVES = ("shape", "broadcast")  # op kinds that only move elements (the op table's)
+DROPS = ("slice", "dynamic_index")  # moves that keep a part of their operand
 
 
 def _stored(value: Value) -> bool:
@@ -66,6 +67,7 @@ class _Widener:
         self.wide: dict[Value, Value] = {}
         self.computed: set[Value] = set()  # values whose first form is `wide`
         self.stored_f32: dict[Value, Value] = {}  # their rounded form, widened again
+        self.moved: dict[Value, Op] = {}  # computed values made by moves, and the moves
         self.block = Block(list(block.params))
         self.builder = Builder(self.block)
 
@@ -104,6 +106,8 @@ class _Widener:
                 assert new.type.dtype == "f32", f"{op.name}: {new.type} for {old.type}"
                 self.wide[old] = new
                 self.computed.add(old)
+                if OPS[op.name].kind in MOVES:
+                    self.moved[old] = op
             else:
                 self.values[old] = new
 
@@ -142,12 +146,23 @@ class _Widener:
         return self.stored_f32[value]
 
     def as_stored(self, value: Value) -> Value:
-        """The new form of `value` as stored: a bf16/f16 value rounded (once per block)."""
+        """The new form of `value` as stored: a bf16/f16 value rounded (once per block). A
+        move of computed values moves their rounded values instead (the same bits: rounding
+        is elementwise), each rounded once for all its uses — a gradient's transposed hidden
+        layer, read by a product, is the rounded one the forward's product read, as
+        strides; but a move keeping part of its operand (`DROPS`) rounds that part, unless
+        the whole is rounded anyway."""
         if not _stored(value):
             return self.values[value]
         if value not in self.stored:
-            self.stored[value] = self.builder.op("cast", [self.wide[value]],
-                                                 {"dtype": value.type.dtype})
+            move = self.moved.get(value)
+            if move is not None and (move.name not in DROPS or all(
+                    v in self.stored or not _stored(v) for v in move.operands)):
+                (self.stored[value],) = self.builder.emit(
+                    move.name, [self.as_stored(v) for v in move.operands], move.attrs)
+            else:
+                self.stored[value] = self.builder.op("cast", [self.wide[value]],
+                                                     {"dtype": value.type.dtype})
         return self.stored[value]
 
 

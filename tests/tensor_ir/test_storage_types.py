@@ -147,6 +147,31 @@ def test_a_matrix_product_reads_its_operands_as_stored() -> None:
     np.testing.assert_array_equal(_bits(result), _bits(expected))
 
 
+def test_a_move_of_a_rounded_value_moves_its_bits() -> None:
+    """`h.T @ c` after `h @ b`, h computed: both products read h rounded once — the
+    transpose moves the first product's bf16 operand (the same bits as rounding the
+    transposed f32 values, since rounding is elementwise), as a gradient's `hidden.T @ d`
+    reads the forward's `hidden` (W10: no transposing copy)."""
+    source = ("fn k(a: bf16[N, K], b: bf16[K, M], c: bf16[N, M]) -> bf16[K, M] "
+              "{ let h = a * 1.01; return (h.T @ c) * sum(h @ b); }")
+    fn = widen_storage(_lowered(source, "k"))
+    product = next(op for op in fn.body.ops if op.name == "mul")
+    roundings = [op for op in fn.body.ops if op.name == "cast" and
+                 op.result.type.dtype == "bf16" and op.operands[0] is product.result]
+    moved = [op for op in fn.body.ops if op.name == "transpose" and
+             op.result.type.dtype == "bf16"]  # (its f32 twin is left for dead code removal)
+    assert len(roundings) == 1 and len(moved) == 1
+    assert moved[0].operands[0] is roundings[0].result
+    rng = np.random.default_rng(6)
+    a, b, c = (rng.standard_normal(shape).astype(ml_dtypes.bfloat16)
+               for shape in ((5, 4), (4, 3), (5, 3)))
+    (result,) = interpret(fn, [a, b, c], {"N": 5, "K": 4, "M": 3})
+    factor = np.float32(ml_dtypes.bfloat16(1.01))
+    stored = (a.astype(np.float32) * factor).astype(ml_dtypes.bfloat16).astype(np.float64)
+    expected = (stored.T @ c.astype(np.float64)) * np.sum(stored @ b.astype(np.float64))
+    np.testing.assert_allclose(np.asarray(result, np.float64), expected, rtol=2.0 ** -7)
+
+
 def test_mean_divides_by_the_exact_count() -> None:
     """The count of `mean` is an integer converted to f16: arithmetic, kept in f32 (f16 holds
     2051 as 2052, which would make the mean of ones 0.99951)."""
