@@ -65,6 +65,7 @@ from reverie.compiler.runtime_library.gemm_bf16_blocking import (
     NR,
     PACK_PER_TASK,
     Bf16ProductBuilder,
+    interleaved,
 )
 from reverie.compiler.runtime_library.threads import define_parallel_gemm
 
@@ -73,6 +74,7 @@ assert MC % MR == 0
 DOT = "llvm.x86.avx512bf16.dpbf16ps.512"
 ACCUMULATOR, PAIRS = ir.VectorType(F32, LANES), ir.VectorType(BFLOAT, 2 * LANES)
 SPLAT = ir.VectorType(I32, LANES)
+PANEL_LINE = ir.VectorType(I16, MR)  # one term of a panel's MR rows
 
 
 def helper_module(name: str = BF16_GEMM_HELPER, tiles: str | None = None) -> str:
@@ -122,15 +124,23 @@ class _DotProductBuilder(Bf16ProductBuilder):
                pairs: ir.Value) -> None:
         """Panels of MR rows, k in pairs:
         dest[ir*2*pairs + p*2*MR + 2r + t] = A[ic + ir + r, pc + 2p + t] (0-padded).
-        Whole pairs of row-major A are one i32 each."""
+        Whole pairs of row-major A are one i32 each; of a whole panel of A with its rows
+        adjacent (a transposed operand), two lines of MR rows interleaved by one shuffle."""
         b = self.b
         whole = b.ashr(kc, i64(1))
         adjacent = b.icmp_signed("==", self.sa1, i64(1))
+        rows_adjacent = b.and_(b.not_(adjacent), b.icmp_signed("==", self.sa0, i64(1)))
         with counted_loop(b, i64(0), mc, MR) as ir_:
             height = smaller(b, i64(MR), b.sub(mc, ir_))
             panel = b.mul(ir_, b.mul(pairs, i64(2)))
             sources = [b.mul(smaller(b, b.add(b.add(ic, ir_), i64(r)), b.sub(self.m, i64(1))),
                              self.sa0) for r in range(MR)]
+            lines = b.and_(rows_adjacent, b.icmp_signed("==", height, i64(MR)))
+            with b.if_then(lines), counted_loop(b, i64(0), whole) as p:
+                first_line = b.add(b.add(ic, ir_), b.mul(b.add(pc, b.mul(p, i64(2))), self.sa1))
+                pair = [self.element(self.a, offset, PANEL_LINE)
+                        for offset in (first_line, b.add(first_line, self.sa1))]
+                self.put(interleaved(b, *pair), dest, b.add(panel, b.mul(p, i64(2 * MR))))
             with b.if_then(adjacent), counted_loop(b, i64(0), whole) as p:
                 row = b.add(panel, b.mul(p, i64(2 * MR)))
                 first_term = b.add(pc, b.mul(p, i64(2)))
@@ -139,7 +149,7 @@ class _DotProductBuilder(Bf16ProductBuilder):
                     inside = b.icmp_signed("<", i64(r), height)
                     self.put(b.select(inside, value, ir.Constant(I32, 0)), dest,
                              b.add(row, i64(2 * r)))
-            with counted_loop(b, b.select(adjacent, whole, i64(0)), pairs) as p:
+            with counted_loop(b, b.select(b.or_(adjacent, lines), whole, i64(0)), pairs) as p:
                 row = b.add(panel, b.mul(p, i64(2 * MR)))
                 for t in range(2):
                     term = b.add(b.mul(p, i64(2)), i64(t))

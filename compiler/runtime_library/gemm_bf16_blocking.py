@@ -39,8 +39,15 @@ LANES = 16  # f32 lanes of one 512-bit vector: vdpbf16ps's accumulator, 16 colum
 NR, KC, MC, NC = 2 * LANES, 256, 192, 1024
 PACK_PER_TASK = (MC * KC + KC * NC) * 2  # bytes of packing scratch per thread
 assert MAX_TASKS * PACK_PER_TASK <= MATMUL_PACK_ELEMENTS * 8 and KC % 32 == 0
-ROW, INTERLEAVE = ir.VectorType(I16, NR), ir.VectorType(I32, 2 * NR)  # a row, its shuffle mask
-_INTERLEAVED = [i // 2 + (NR if i % 2 else 0) for i in range(2 * NR)]  # r0[0] r1[0] r0[1] ...
+ROW = ir.VectorType(I16, NR)  # a row of a panel of B
+
+
+def interleaved(b: ir.IRBuilder, first: ir.Value, second: ir.Value) -> ir.Value:
+    """Two vectors' elements alternated: first[0] second[0] first[1] second[1] ..., the
+    pairs of terms two lines of an operand make (one shuffle)."""
+    count = first.type.count
+    mask = [i // 2 + (count if i % 2 else 0) for i in range(2 * count)]
+    return b.shuffle_vector(first, second, ir.Constant(ir.VectorType(I32, 2 * count), mask))
 
 
 class Bf16ProductBuilder(ProductBuilder, abc.ABC):
@@ -133,7 +140,7 @@ class Bf16ProductBuilder(ProductBuilder, abc.ABC):
                 first_row = b.add(b.mul(b.add(pc, b.mul(p, i64(2))), self.sb0), column)
                 lines = [self.element(self.bm, offset, ROW)
                          for offset in (first_row, b.add(first_row, self.sb0))]
-                self.put(b.shuffle_vector(*lines, ir.Constant(INTERLEAVE, _INTERLEAVED)), dest,
+                self.put(interleaved(b, *lines), dest,
                          b.add(panel, b.mul(p, i64(2 * NR))))
             with b.if_then(pairs_adjacent), counted_loop(b, i64(0), whole) as p:
                 row = b.add(panel, b.mul(p, i64(2 * NR)))
