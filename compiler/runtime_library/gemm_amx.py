@@ -108,20 +108,22 @@ class _TileBuilder(Bf16ProductBuilder):
     def pack_a(self, dest: ir.Value, ic: ir.Value, pc: ir.Value, mc: ir.Value, kc: ir.Value,
                pairs: ir.Value) -> None:
         """Panels of MR rows, each row's terms as stored:
-        dest[(ir + r) * 2 * pairs + k] = A[ic + ir + r, pc + k] (0-padded, the padding
-        selected: see the module docstring)."""
+        dest[(ir + r) * 2 * pairs + k] = A[ic + ir + r, pc + k], the terms past kc zeros.
+        Rows past the edge copy A's last row: their sums are never written back. The zeros
+        are one vector store of a tile's row (32 terms) before the copy, not a loop, which
+        LLVM would make a `memset` call (see the module docstring); the copy is a plain
+        loop LLVM vectorises where A's terms are adjacent."""
         b = self.b
         span = b.mul(pairs, i64(2))
+        zeros = ir.Constant(ir.VectorType(I16, TERMS), None)
         with counted_loop(b, i64(0), mc, MR) as panel, counted_loop(b, i64(0), i64(MR)) as r:
-            row_inside = b.icmp_signed("<", b.add(panel, r), mc)
-            source_row = b.select(row_inside, b.add(ic, b.add(panel, r)), b.sub(self.m, i64(1)))
-            source = b.mul(source_row, self.sa0)
+            source_row = smaller(b, b.add(ic, b.add(panel, r)), b.sub(self.m, i64(1)))
+            source = b.add(b.mul(source_row, self.sa0), b.mul(pc, self.sa1))
             row = b.mul(b.add(panel, r), span)
-            with counted_loop(b, i64(0), span) as k:
-                inside = b.and_(row_inside, b.icmp_signed("<", k, kc))
-                term = b.add(pc, smaller(b, k, b.sub(kc, i64(1))))
-                value = self.element(self.a, b.add(source, b.mul(term, self.sa1)))
-                self.put(b.select(inside, value, ir.Constant(I16, 0)), dest, b.add(row, k))
+            self.put(zeros, dest, b.add(row, b.sub(span, i64(TERMS))))
+            with counted_loop(b, i64(0), kc) as k:
+                self.put(self.element(self.a, b.add(source, b.mul(k, self.sa1))), dest,
+                         b.add(row, k))
 
     def micro_kernel(self, pairs: ir.Value, a_panel: ir.Value, b_panel: ir.Value,
                      row: ir.Value, column: ir.Value, height: ir.Value, width: ir.Value,
