@@ -26,7 +26,7 @@ import os
 from collections.abc import Mapping
 
 from reverie.compiler.backend.storage_hardware import BF16_FEATURE
-from reverie.compiler.backend.vector_width import AVX512, vector_bits
+from reverie.compiler.backend.vector_width import AVX512, environment_choice, vector_bits
 
 TILES_VARIABLE = "REVERIE_AMX"
 TILES_CHOICES = ("auto", "off", "emulate")
@@ -37,11 +37,7 @@ SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18  # x86
 @functools.cache
 def requested_tiles() -> str:
     """REVERIE_AMX, else "auto" (a ValueError for any other value)."""
-    requested = os.environ.get(TILES_VARIABLE, "").strip() or "auto"
-    if requested not in TILES_CHOICES:
-        raise ValueError(f"{TILES_VARIABLE} must be one of {', '.join(TILES_CHOICES)}, "
-                         f"got {requested!r}")
-    return requested
+    return environment_choice(TILES_VARIABLE, TILES_CHOICES)
 
 
 @functools.cache

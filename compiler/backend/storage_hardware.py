@@ -20,10 +20,9 @@ host description reads it.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping
 
-from reverie.compiler.backend.vector_width import AVX512, vector_bits
+from reverie.compiler.backend.vector_width import AVX512, environment_choice, vector_bits
 
 STORAGE_CONVERSION_VARIABLE = "REVERIE_STORAGE_CONVERSION"
 STORAGE_CONVERSION_CHOICES = ("hardware", "emulate")
@@ -33,11 +32,7 @@ BF16_FEATURE, F16_FEATURE = "avx512bf16", "f16c"  # LLVM's names of the host fea
 @functools.cache
 def requested_conversion() -> str:
     """REVERIE_STORAGE_CONVERSION, else "hardware" (a ValueError for any other value)."""
-    requested = os.environ.get(STORAGE_CONVERSION_VARIABLE, "").strip() or "hardware"
-    if requested not in STORAGE_CONVERSION_CHOICES:
-        raise ValueError(f"{STORAGE_CONVERSION_VARIABLE} must be one of "
-                         f"{', '.join(STORAGE_CONVERSION_CHOICES)}, got {requested!r}")
-    return requested
+    return environment_choice(STORAGE_CONVERSION_VARIABLE, STORAGE_CONVERSION_CHOICES)
 
 
 def bf16_hardware(host_features: Mapping[str, bool]) -> bool:

@@ -28,21 +28,26 @@ import os
 from collections.abc import Mapping
 
 VECTOR_BITS_VARIABLE = "REVERIE_VECTOR_BITS"
-VECTOR_BITS_CHOICES = ("256", "512")
-DEFAULT_VECTOR_BITS = 512
+VECTOR_BITS_CHOICES = ("512", "256")  # the default first
 # AVX-512's foundation: turning it off turns off every AVX-512 extension that needs it
 AVX512 = "avx512f"
 PREFER_256 = "prefer-256-bit"  # LLVM's X86 tuning feature: vectorise at 256 bits
 
 
+def environment_choice(variable: str, choices: tuple[str, ...]) -> str:
+    """The environment's setting `variable`, one of `choices`: the first where it is unset
+    or empty, a ValueError naming the variable for any other value (the code generation
+    settings: this module's, `storage_hardware.py`'s, `matrix_tiles.py`'s)."""
+    requested = os.environ.get(variable, "").strip() or choices[0]
+    if requested not in choices:
+        raise ValueError(f"{variable} must be one of {', '.join(choices)}, got {requested!r}")
+    return requested
+
+
 @functools.cache
 def requested_bits() -> int:
-    """REVERIE_VECTOR_BITS, else DEFAULT_VECTOR_BITS (a ValueError for any other value)."""
-    requested = os.environ.get(VECTOR_BITS_VARIABLE, "").strip()
-    if requested and requested not in VECTOR_BITS_CHOICES:
-        raise ValueError(f"{VECTOR_BITS_VARIABLE} must be one of "
-                         f"{', '.join(VECTOR_BITS_CHOICES)}, got {requested!r}")
-    return int(requested) if requested else DEFAULT_VECTOR_BITS
+    """REVERIE_VECTOR_BITS, else 512 (a ValueError for any other value)."""
+    return int(environment_choice(VECTOR_BITS_VARIABLE, VECTOR_BITS_CHOICES))
 
 
 def vector_bits(host_features: Mapping[str, bool]) -> int:
