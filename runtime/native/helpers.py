@@ -143,10 +143,44 @@ def load_helpers(names: frozenset[str], *, own_kernel: bool = True) -> np.ndarra
                     _give_blas(name, _blas_wanted[0])
                 if name in LINALG_HELPERS:
                     _give_lapack(name)
-                table[slot] = _helper(name).address(name)
+                address = _helper(name).address(name)
+                if name == BF16_GEMM_HELPER:
+                    check_bf16_products(address)
+                table[slot] = address
             if name in GEMM_HELPERS and (own_kernel or not _blas_in_use()):
                 _give_own_kernel(name)
     return table
+
+
+BF16_CHECK_SHAPE = (40, 70, 50)  # M, K, N: past the edges of every kernel's tiles
+BF16_CHECK_SCRATCH = 1 << 20  # bytes, one task's packing scratch at least
+_OPERAND = [ctypes.c_void_p] + [ctypes.c_int64] * 3  # base, batch, row and column strides
+# `gemm.GEMM_TYPE`: batch, M, N, K, the operands A, B and C, then pack, threads, pool
+_GEMM_ARGUMENTS = [ctypes.c_int64] * 4 + _OPERAND * 3 + [ctypes.c_void_p] + [ctypes.c_int64] * 2
+# (runtime_library/gemm_bf16_blocking.py's PACK_PER_TASK: tests/native/test_amx_gemm.py)
+
+
+def check_bf16_products(address: int) -> None:
+    """Refuse a bf16 product kernel (`rv_gemm_bf16` at `address`) that gets one small
+    product wrong: entries k/4 with |k| <= 3 make every sum exact in f32, whatever the
+    order of its additions, so the kernel must give NumPy's f32 product bit for bit. The
+    kernel chosen for the host (AMX tiles, `vdpbf16ps`) may be one no test ran on this
+    CPU: better a clear error than wrong products."""
+    m, k, n = BF16_CHECK_SHAPE
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-3, 4, shape).astype(np.float32) / 4 for shape in ((m, k), (k, n)))
+    a_bits, b_bits = ((x.view(np.uint32) >> 16).astype(np.uint16) for x in (a, b))
+    product = np.full((m, n), np.nan, np.float32)
+    scratch = np.empty(BF16_CHECK_SCRATCH, np.uint8)
+    pointers = [x.ctypes.data for x in (a_bits, b_bits, product, scratch)]
+    kernel = ctypes.CFUNCTYPE(None, *_GEMM_ARGUMENTS)(address)
+    kernel(1, m, n, k, pointers[0], 0, k, 1, pointers[1], 0, n, 1, pointers[2], 0, n, 1,
+           pointers[3], 1, 0)
+    if not np.array_equal(product, a @ b):
+        raise RuntimeError(
+            f"{BF16_GEMM_HELPER}, the bf16 matrix product kernel chosen for this host (on AMX "
+            "tiles or by vdpbf16ps: compiler/backend/matrix_tiles.py), gets a small product "
+            "with exact sums wrong; REVERIE_AMX=off turns the tiles off")
 
 
 # Matrix products call OpenBLAS (the one NumPy uses, `runtime/native/blas.py`) where the layout

@@ -185,3 +185,27 @@ def test_the_host_runs_the_tiles() -> None:
     assert re.search(r"tdpbf16ps\s+%tmm", asm) and "vdpbf16ps" not in asm
     a, b = operands(100, 300, 70)
     assert_product(rv.compile(PRODUCT).f(a, b), a, b)
+
+
+def test_a_kernel_with_wrong_products_is_refused() -> None:
+    """Loading the bf16 product kernel checks it on one small product with exact sums: a
+    kernel computing nothing is refused with an error naming the way out (REVERIE_AMX=off);
+    the host's kernel passes (it is checked as every process loads it)."""
+    from reverie.compiler.call_boundary.abi import BF16_GEMM_HELPER, HELPERS
+    from reverie.compiler.runtime_library.gemm_bf16_blocking import PACK_PER_TASK
+    from reverie.runtime.native.helpers import (
+        BF16_CHECK_SCRATCH,
+        HELPER_PIPELINE,
+        check_bf16_products,
+        load_helpers,
+    )
+    from reverie.runtime.native.jit import LlvmModule
+
+    assert PACK_PER_TASK <= BF16_CHECK_SCRATCH
+    arguments = ", ".join(["i64"] * 4 + ["ptr", "i64", "i64", "i64"] * 3 + ["ptr", "i64", "i64"])
+    idle = LlvmModule(f"define void @idle({arguments}) {{ ret void }}", name="idle",
+                      pipeline=HELPER_PIPELINE).load()
+    with pytest.raises(RuntimeError, match="REVERIE_AMX=off"):
+        check_bf16_products(idle.address("idle"))
+    table = load_helpers(frozenset({BF16_GEMM_HELPER}))
+    check_bf16_products(int(table[HELPERS.index(BF16_GEMM_HELPER)]))
