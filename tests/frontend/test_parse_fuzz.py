@@ -21,14 +21,15 @@ from reverie.dsl.source_printer import format_ast
 
 SEED_PROGRAMS = sorted((Path(__file__).parents[1] / "golden" / "ast").glob("*.rv"))
 MUTANTS = 1200
-SECONDS_PER_SOURCE = 2.0
+SECONDS_PER_SOURCE = 2.0  # of this thread's CPU time (a hang spends it; a busy machine
+# only delays it: wall time failed a mutant at 2.6 s while the other core ran benchmarks)
 
 def _check(source: str) -> bool:
     """Parse (and print) `source` or get a well-formed ParseError, in bounded time.
 
     Returns whether the source was accepted.
     """
-    start = time.perf_counter()
+    start = time.thread_time()
     try:
         format_ast(parse(source, "fuzz.rv"))
         accepted = True
@@ -39,7 +40,7 @@ def _check(source: str) -> bool:
         assert str(error).startswith(f"fuzz.rv:{diagnostic.line}:{diagnostic.column}: error: ")
         assert "__ANON" not in diagnostic.message and "SEMICOLON" not in diagnostic.message
         accepted = False
-    elapsed = time.perf_counter() - start
+    elapsed = time.thread_time() - start
     assert elapsed < SECONDS_PER_SOURCE, f"took {elapsed:.1f}s"
     return accepted
 
@@ -79,12 +80,12 @@ PATHOLOGICAL = {
 
 @pytest.mark.parametrize("source", PATHOLOGICAL.values(), ids=PATHOLOGICAL.keys())
 def test_pathological_inputs(source: str) -> None:
-    start = time.perf_counter()
+    start = time.thread_time()
     try:
         format_ast(parse(source))
     except ParseError as error:
         assert error.diagnostics[0].line >= 1
-    assert time.perf_counter() - start < 20.0
+    assert time.thread_time() - start < 20.0
 
 
 @pytest.mark.parametrize(
