@@ -164,30 +164,19 @@ class _DotProductBuilder(Bf16ProductBuilder):
     def micro_kernel(self, pairs: ir.Value, a_panel: ir.Value, b_panel: ir.Value,
                      row: ir.Value, column: ir.Value, height: ir.Value, width: ir.Value,
                      first: ir.Value) -> None:
-        """C[row:row+height, column:column+width] (+)= A panel @ B panel, in registers."""
+        """C[row:row+height, column:column+width] (+)= A panel @ B panel, in registers
+        (one vector of each row where the tile is at most LANES columns wide: a narrow
+        product, such as an MLP's last layer, then does half the work)."""
         b = self.b
-        dot = self.module.globals.get(DOT) or ir.Function(
-            self.module, ir.FunctionType(ACCUMULATOR, [ACCUMULATOR, PAIRS, PAIRS]), name=DOT)
         slots = [[alloca(self.allocas, ACCUMULATOR) for _ in range(2)] for _ in range(MR)]
         zeros = ir.Constant(ACCUMULATOR, [0.0] * LANES)
         for pair in slots:
             for slot in pair:
                 b.store(zeros, slot)
-        with counted_loop(b, i64(0), pairs) as p:
-            b_row = b.mul(p, i64(2 * NR))
-            columns = [self.element(b_panel, b.add(b_row, i64(v * 2 * LANES)), PAIRS)
-                       for v in range(2)]
-            a_row = b.mul(p, i64(2 * MR))
-            for r in range(MR):
-                pair = self.element(a_panel, b.add(a_row, i64(2 * r)), I32)
-                splat = b.shuffle_vector(
-                    b.insert_element(ir.Constant(SPLAT, None), pair, i64(0)),
-                    ir.Constant(SPLAT, None), ir.Constant(SPLAT, None))
-                splat = b.bitcast(splat, PAIRS)
-                for v in range(2):
-                    total = b.call(dot, [b.load(slots[r][v], typ=ACCUMULATOR), splat,
-                                         columns[v]])
-                    b.store(total, slots[r][v])
+        with b.if_else(b.icmp_signed("<=", width, i64(LANES))) as (narrow, wide):
+            for vectors, case in ((1, narrow), (2, wide)):
+                with case:
+                    self.accumulate(pairs, a_panel, b_panel, slots, vectors)
         full = b.and_(b.and_(b.icmp_signed("==", height, i64(MR)),
                              b.icmp_signed("==", width, i64(NR))),
                       b.icmp_signed("==", self.sc1, i64(1)))
@@ -202,6 +191,29 @@ class _DotProductBuilder(Bf16ProductBuilder):
                         self.store(b.select(first, tile, b.fadd(old, tile)), self.c, offset)
             with edge:
                 self.edge_tile(slots, row, column, height, width, first)
+
+    def accumulate(self, pairs: ir.Value, a_panel: ir.Value, b_panel: ir.Value,
+                   slots: list[list[ir.Value]], vectors: int) -> None:
+        """slots[r][v] += the panels' products, for the first `vectors` vectors of B's
+        panel: one `vdpbf16ps` per row and vector per pair of terms."""
+        b = self.b
+        dot = self.module.globals.get(DOT) or ir.Function(
+            self.module, ir.FunctionType(ACCUMULATOR, [ACCUMULATOR, PAIRS, PAIRS]), name=DOT)
+        with counted_loop(b, i64(0), pairs) as p:
+            b_row = b.mul(p, i64(2 * NR))
+            columns = [self.element(b_panel, b.add(b_row, i64(v * 2 * LANES)), PAIRS)
+                       for v in range(vectors)]
+            a_row = b.mul(p, i64(2 * MR))
+            for r in range(MR):
+                pair = self.element(a_panel, b.add(a_row, i64(2 * r)), I32)
+                splat = b.shuffle_vector(
+                    b.insert_element(ir.Constant(SPLAT, None), pair, i64(0)),
+                    ir.Constant(SPLAT, None), ir.Constant(SPLAT, None))
+                splat = b.bitcast(splat, PAIRS)
+                for v in range(vectors):
+                    total = b.call(dot, [b.load(slots[r][v], typ=ACCUMULATOR), splat,
+                                         columns[v]])
+                    b.store(total, slots[r][v])
 
     def edge_tile(self, slots: list[list[ir.Value]], row: ir.Value, column: ir.Value,
                   height: ir.Value, width: ir.Value, first: ir.Value) -> None:
