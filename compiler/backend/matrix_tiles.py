@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import sys
 from collections.abc import Mapping
 
 from reverie.compiler.backend.storage_hardware import BF16_FEATURE
@@ -45,12 +46,14 @@ def tile_refusal() -> str | None:
     """None where Linux lets this process use the tile registers (asking once per process),
     else why not: the error of the request (EOPNOTSUPP or EINVAL without AMX in the CPU or
     the kernel; ENOSPC where a thread's signal stack is too small for the tiles' state)."""
+    if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
+        return "not x86-64 Linux"  # (the syscall's number means another call elsewhere)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.syscall(SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0:
             return None
         return os.strerror(ctypes.get_errno())
-    except (OSError, AttributeError) as error:  # no libc `syscall`: not Linux
+    except (OSError, AttributeError) as error:  # no libc `syscall`
         return str(error)
 
 
