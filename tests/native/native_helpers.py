@@ -3,7 +3,9 @@ reference interpreter on the same bound arguments, and compare."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -62,3 +64,19 @@ def sample(shape: tuple[int, ...], dtype: str = "f64", seed: int = 0,
     rng = np.random.default_rng(seed)
     x = rng.uniform(low, high, shape) if low is not None else rng.standard_normal(shape)
     return x.astype(np.float32 if dtype == "f32" else np.float64)
+
+
+@contextlib.contextmanager
+def code_setting(monkeypatch: object, variable: str, reading: Callable[[], str]
+                 ) -> Iterator[Callable[[str], None]]:
+    """A function setting the code-generation setting `variable` (REVERIE_AMX, ...) for
+    `reading` (its cached reader, cleared at each change); the variable unset after."""
+    def use(value: str) -> None:
+        monkeypatch.setenv(variable, value)
+        reading.cache_clear()
+
+    try:
+        yield use
+    finally:
+        monkeypatch.delenv(variable, raising=False)
+        reading.cache_clear()

@@ -23,6 +23,7 @@ from pathlib import Path
 import llvmlite.binding as llvm
 import numpy as np
 import pytest
+from native_helpers import code_setting
 from storage_helpers import BF16, assert_close_in_ulps
 from test_bf16_gemm import (
     LAYOUTS,
@@ -155,22 +156,16 @@ def test_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     """REVERIE_AMX takes auto, off and emulate; "auto" needs all of AMX-TILE, AMX-BF16 and
     AVX512_BF16 (and the tiles granted); anything else is refused, naming the variable."""
     amx = {"amx-tile": True, "amx-bf16": True, "avx512bf16": True, "avx512f": True}
-    try:
-        for setting, want in (("off", "off"), ("emulate", "emulate")):
-            monkeypatch.setenv(TILES_VARIABLE, setting)
-            requested_tiles.cache_clear()
-            assert matrix_tiles(amx) == want and matrix_tiles({}) == want
-        monkeypatch.setenv(TILES_VARIABLE, "auto")
-        requested_tiles.cache_clear()
+    with code_setting(monkeypatch, TILES_VARIABLE, requested_tiles) as use:
+        for setting in ("off", "emulate"):
+            use(setting)
+            assert matrix_tiles(amx) == setting and matrix_tiles({}) == setting
+        use("auto")
         assert matrix_tiles({**amx, "amx-bf16": False}) == "off"
         assert matrix_tiles({**amx, "avx512bf16": False}) == "off"
-        monkeypatch.setenv(TILES_VARIABLE, "on")
-        requested_tiles.cache_clear()
+        use("on")
         with pytest.raises(ValueError, match=TILES_VARIABLE):
             requested_tiles()
-    finally:
-        monkeypatch.delenv(TILES_VARIABLE)
-        requested_tiles.cache_clear()
 
 
 @needs_the_tiles

@@ -26,6 +26,7 @@ import llvmlite.binding as llvm
 import ml_dtypes
 import numpy as np
 import pytest
+from native_helpers import code_setting
 
 import reverie as rv
 from reverie.compiler.backend.storage_hardware import (
@@ -178,22 +179,16 @@ def test_only_loops_that_vectorise_call_the_vector_versions() -> None:
 
 def test_the_setting_takes_two_values(monkeypatch: pytest.MonkeyPatch) -> None:
     host = {"avx512f": True, "avx512bf16": True, "f16c": True, "avx": True}
-    try:
-        monkeypatch.setenv(STORAGE_CONVERSION_VARIABLE, "emulate")
-        requested_conversion.cache_clear()
+    with code_setting(monkeypatch, STORAGE_CONVERSION_VARIABLE, requested_conversion) as use:
+        use("emulate")
         assert not bf16_hardware(host) and not f16_hardware(host)
-        monkeypatch.setenv(STORAGE_CONVERSION_VARIABLE, "hardware")
-        requested_conversion.cache_clear()
+        use("hardware")
         # (at 512-bit vectors: a run imitating an AVX2 host asks for 256 and gets none)
         assert bf16_hardware(host) == (vector_bits(host) >= 512) and f16_hardware(host)
         assert not bf16_hardware({**host, "avx512bf16": False})
-        monkeypatch.setenv(STORAGE_CONVERSION_VARIABLE, "fast")
-        requested_conversion.cache_clear()
+        use("fast")
         with pytest.raises(ValueError, match=STORAGE_CONVERSION_VARIABLE):
             requested_conversion()
-    finally:
-        monkeypatch.delenv(STORAGE_CONVERSION_VARIABLE)
-        requested_conversion.cache_clear()
 
 
 CHILD = """
