@@ -14,7 +14,8 @@ so that CI cannot pass by skipping them.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,18 @@ def uncached(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every compiler stage runs (REVERIE_PIPELINE_CACHE=0), for tests that replace one of
     the compiler's rules and must see it used even where the disk cache holds the result."""
     monkeypatch.setenv("REVERIE_PIPELINE_CACHE", "0")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def fresh_torch_compile() -> Iterator[None]:
+    """Each test module starts with torch.compile's caches empty (where torch is loaded):
+    dynamo counts the recompilations of a code object, its own wrappers' included, across
+    the whole process, so under xdist a module's `fullgraph=True` compile hit the limit of
+    8 after whichever modules had run before it in the same worker."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None:
+        dynamo.reset()
+    yield
 
 
 @pytest.fixture
