@@ -25,8 +25,8 @@ autocast do (so both are bf16, and the product can run on the host's bf16 instru
 `backend/bf16_products.py`). An op that only moves elements (a transpose, slice, reshape,
 broadcast: `MOVES`) of values still stored moves their 16 bits; one of computed values,
 where its rounded form is read, moves their rounded values (rounding is elementwise, so
-the bits are the same, and each value is rounded once for all its readers). A cast of an integer to
-bf16/f16 (a size in `mean`, a loop counter) is arithmetic too: f32 until stored.
+the bits are the same, and each value is rounded once for all its readers). A cast of an
+integer to bf16/f16 (a size in `mean`, a loop counter) is arithmetic too: f32 until stored.
 Reductions, matrix products and scatter-adds (`generic_scatter`, a gather's adjoint: its
 values each as stored) accumulate in f32 or wider.
 

@@ -154,10 +154,10 @@ def load_helpers(names: frozenset[str], *, own_kernel: bool = True) -> np.ndarra
 
 BF16_CHECK_SHAPE = (40, 70, 50)  # M, K, N: past the edges of every kernel's tiles
 BF16_CHECK_SCRATCH = 1 << 20  # bytes, one task's packing scratch at least
+# (runtime_library/gemm_bf16_blocking.py's PACK_PER_TASK: tests/native/test_amx_gemm.py)
 _OPERAND = [ctypes.c_void_p] + [ctypes.c_int64] * 3  # base, batch, row and column strides
 # `gemm.GEMM_TYPE`: batch, M, N, K, the operands A, B and C, then pack, threads, pool
 _GEMM_ARGUMENTS = [ctypes.c_int64] * 4 + _OPERAND * 3 + [ctypes.c_void_p] + [ctypes.c_int64] * 2
-# (runtime_library/gemm_bf16_blocking.py's PACK_PER_TASK: tests/native/test_amx_gemm.py)
 
 
 def check_bf16_products(address: int) -> None:
