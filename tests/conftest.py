@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,7 +44,7 @@ def uncached(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True, scope="module")
-def fresh_torch_compile() -> Iterator[None]:
+def fresh_torch_compile() -> None:
     """Each test module starts with torch.compile's caches empty (where torch is loaded):
     dynamo counts the recompilations of a code object, its own wrappers' included, across
     the whole process, so under xdist a module's `fullgraph=True` compile hit the limit of
@@ -52,7 +52,6 @@ def fresh_torch_compile() -> Iterator[None]:
     dynamo = sys.modules.get("torch._dynamo")
     if dynamo is not None:
         dynamo.reset()
-    yield
 
 
 @pytest.fixture

@@ -69,7 +69,6 @@ class _Widener:
         self.wide: dict[Value, Value] = {}
         self.computed: set[Value] = set()  # values whose first form is `wide`
         self.stored_f32: dict[Value, Value] = {}  # their rounded form, widened again
-        self.moved: dict[Value, Op] = {}  # computed values made by moves, and the moves
         self.block = Block(list(block.params))
         self.builder = Builder(self.block)
 
@@ -108,8 +107,6 @@ class _Widener:
                 assert new.type.dtype == "f32", f"{op.name}: {new.type} for {old.type}"
                 self.wide[old] = new
                 self.computed.add(old)
-                if OPS[op.name].kind in MOVES:
-                    self.moved[old] = op
             else:
                 self.values[old] = new
 
@@ -157,8 +154,9 @@ class _Widener:
         if not _stored(value):
             return self.values[value]
         if value not in self.stored:
-            move = self.moved.get(value)
-            if move is not None and (move.name not in DROPS or all(
+            move = value.op  # (a computed value's: the op of the old block that made it)
+            if value in self.computed and OPS[move.name].kind in MOVES and (
+                    move.name not in DROPS or all(
                     v in self.stored or not _stored(v) for v in move.operands)):
                 (self.stored[value],) = self.builder.emit(
                     move.name, [self.as_stored(v) for v in move.operands], move.attrs)

@@ -157,13 +157,13 @@ class HostTarget:
     __slots__ = ("target_machine", "triple", "cpu_name", "features", "conversions", "tiles")
 
     def __init__(self, target_machine: llvm.TargetMachine, triple: str, cpu_name: str,
-                 features: str) -> None:
+                 features: str, tiles: str) -> None:
         self.target_machine = target_machine
         self.triple = triple
         self.cpu_name = cpu_name
         self.features = features
         self.conversions = requested_conversion()
-        self.tiles = matrix_tiles(llvm.get_host_cpu_features())
+        self.tiles = tiles
 
 
 @functools.cache
@@ -180,7 +180,7 @@ def host_target() -> HostTarget:
     host_features = llvm.get_host_cpu_features()
     features = target_features(host_features, host_features.flatten())
     return HostTarget(_target_machine(triple, cpu_name, features, 3), triple, cpu_name,
-                      features)
+                      features, matrix_tiles(host_features))
 
 
 def _target_machine(triple: str, cpu_name: str, features: str, opt: int) -> llvm.TargetMachine:
