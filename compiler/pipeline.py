@@ -74,6 +74,7 @@ from reverie.compiler.loops.loop_verifier import verify_program
 from reverie.compiler.loops.outer_products import inline_outer_products
 from reverie.compiler.loops.peeling import split_guarded_loops
 from reverie.compiler.loops.splitting import split_wrapping_loops
+from reverie.compiler.loops.tabulation import tabulate_narrow_elements
 from reverie.compiler.lower import ModuleLowering
 from reverie.compiler.lower.module_lowering import with_type_errors
 from reverie.compiler.print_ir import PASSES, VIEWS, show
@@ -443,6 +444,7 @@ TO_LOOPS = Stage("to_loops", "loops.ir.Program: loop nests over buffers",
                   _loop_pass("split_guarded_loops", split_guarded_loops),
                   _loop_pass("interchange", interchange_reductions),
                   _loop_pass("bf16_products", narrow_bf16_products),
+                  _loop_pass("tabulate", tabulate_narrow_elements),
                   _loop_pass("dead_code", remove_dead_code)), format_program)
 CODEGEN = Stage("codegen", "str: LLVM IR text, before LLVM's optimiser",
                 (Pass("codegen", _codegen),), str)

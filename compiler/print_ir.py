@@ -48,6 +48,7 @@ The passes, in the order a kernel meets them (the rows of `compiler/pipeline.py`
     split_guarded_loops   loop IR      loops' interiors split from their bounds-tested edges
     interchange           loop IR      reductions over a strided axis made outermost
     bf16_products         loop IR      bf16 products read bf16 buffers (vdpbf16ps, AMX hosts)
+    tabulate              loop IR      long loops' work on one bf16/f16 element looked up in tables
     dead_code             loop IR      unread temporaries and unused scalars removed
     codegen               LLVM IR      as generated, before LLVM's optimiser (view "llvm-raw")
     llvm-opt              LLVM IR      after LLVM's optimiser (view "llvm"; runtime/native/jit.py)
@@ -104,6 +105,7 @@ PASSES: dict[str, str] = {  # pass name -> the level its result is at
     "split_guarded_loops": "loop IR",
     "interchange": "loop IR",
     "bf16_products": "loop IR",
+    "tabulate": "loop IR",
     "dead_code": "loop IR",
     "codegen": "LLVM IR",
     "llvm-opt": "LLVM IR",

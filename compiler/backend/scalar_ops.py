@@ -1,11 +1,12 @@
 """LLVM IR for one scalar operation of the loop IR, with NumPy's semantics.
 
-Consumes an op name (the tensor-IR elementwise names, plus the loop IR's `in_bounds`), its
-operands as llvmlite values and the operand/result dtypes; produces the result value. Each
-op's code is its rule in `RULES`, keyed by op and operand dtype class; the float rules of
-the op table's `math` ops (`ir/elementwise.py`) call the math library, generated from the
-declarations. An op without a rule for its dtype is a CompileError naming it, raised while
-the module is generated, before anything is compiled. Choices that matter:
+Consumes an op name (the tensor-IR elementwise names, plus the loop IR's own `in_bounds`,
+`bits` and `from_bits`), its operands as llvmlite values and the operand/result dtypes;
+produces the result value. Each op's code is its rule in `RULES`, keyed by op and operand
+dtype class; the float rules of the op table's `math` ops (`ir/elementwise.py`) call the
+math library, generated from the declarations. An op without a rule for its dtype is a
+CompileError naming it, raised while the module is generated, before anything is compiled.
+Choices that matter:
 
 - floats: no `fast`/`nnan` flags, so NaN and infinities behave as in NumPy; `contract` lets
   LLVM fuse multiply-adds. Transcendentals come from `MathLib` (vectorisable inline code).
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from reverie.compiler.backend.irutil import FLOATS, I1, REGISTER, constant, intrinsic
+from reverie.compiler.backend.irutil import FLOATS, I1, MEMORY, REGISTER, constant, intrinsic
 from reverie.compiler.backend.storage_conversions import StorageConversions
 from reverie.compiler.ir.dtypes import STORAGE_DTYPES
 from reverie.compiler.ir.elementwise import ELEMENTWISE, Elementwise
@@ -35,7 +36,8 @@ from reverie.compiler.ir.rule_table import RuleTable
 
 FLAGS = ("contract",)
 COMPARISONS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-EXACT_ON_STORAGE = ("cast", "select", "stop_gradient")  # bf16/f16 results needing no rounding
+# bf16/f16 results needing no rounding
+EXACT_ON_STORAGE = ("cast", "select", "stop_gradient", "from_bits")
 
 
 @dataclass
@@ -187,6 +189,10 @@ rule(ALL, "stop_gradient")(lambda c: c.x)
 rule(ALL, "select")(lambda c: c.b.select(c.args[0], c.args[1], c.args[2]))
 rule(ALL, "cast")(lambda c: c.ops.cast(c.b, c.x, c.dtype, c.result))
 rule(INT, "in_bounds")(lambda c: c.b.icmp_unsigned("<", c.x, c.y))  # loop IR: 0 <= x < y
+# loop IR: a bf16/f16 value's 16 bits as an i64, and the value of 16 bits (loops/tabulation.py)
+rule(FLOAT, "bits")(lambda c: c.b.zext(c.ops.storage.store(c.b, c.x, c.dtype), REGISTER["i64"]))
+rule(INT, "from_bits")(lambda c: c.ops.storage.load(c.b, c.b.trunc(c.x, MEMORY["bf16"]),
+                                                       c.result))
 
 
 def _comparison(name: str) -> Rule:

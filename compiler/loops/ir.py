@@ -144,7 +144,9 @@ class View:
 
 @dataclass
 class Let:
-    """`var = op(args)`: one scalar operation (tensor-IR op names, plus `in_bounds`)."""
+    """`var = op(args)`: one scalar operation (tensor-IR op names, plus the loop IR's own
+    `in_bounds(i, n)`: 0 <= i < n; `bits(x)`: the 16 bits of a bf16/f16 value as an i64;
+    `from_bits(k)`: the bf16/f16 value whose bits are the i64 `k`, 0 <= k < 65536)."""
 
     var: Var
     op: str

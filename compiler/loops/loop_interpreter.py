@@ -12,7 +12,8 @@ and natively, and the three must agree.
 - Scalars are NumPy scalars of the statement's dtype, so f32 arithmetic rounds to f32.
   Each op runs the tensor op table's NumPy semantics (`OPS[op].evaluate`) on 0-d arrays
   (bf16/f16 ones read as f32, as the tensor interpreter reads them, and the result rounded);
-  only the loop IR's `in_bounds` (`0 <= i < n`) is defined here.
+  only the loop IR's own ops are defined here: `in_bounds` (`0 <= i < n`), and `bits` and
+  `from_bits` (a bf16/f16 value's 16 bits as an i64, and back: `loops/tabulation.py`).
 - Every buffer is one flat array; a `View` reads element `offset + sum(i_k * stride_k)`.
   Temporaries start unwritten, and reading an element never written, or touching one
   outside its buffer, raises `LoopMemoryError` (a compiler bug the native kernel would
@@ -89,6 +90,10 @@ def scalar_op(op: str, args: list[Scalar], dtype: str) -> Scalar:
     if op == "in_bounds":
         index, size = args
         return np.bool_(0 <= index < size)
+    if op == "bits":
+        return np.int64(np.asarray(args[0]).view(np.uint16))
+    if op == "from_bits":
+        return np.asarray(np.uint16(args[0])).view(NUMPY_DTYPES[dtype])[()]
     operation = Op(op, [], {"dtype": dtype})  # what `cast` reads its target dtype from
     (result,) = OPS[op].evaluate(None, [computable(np.asarray(a)) for a in args], operation)
     return np.asarray(result).astype(NUMPY_DTYPES[dtype])[()]

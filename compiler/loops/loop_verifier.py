@@ -15,9 +15,10 @@ user error. It checks:
   at the top level of a `WhileLoop` body (which has one);
 - memory: every access is to a declared buffer (or visible state buffer) with one index
   per axis; inputs are never written; every output is written somewhere;
-- dtypes: each `Let` satisfies the op table's rule for its op (`infer_types` on scalars,
-  plus the loop IR's own `in_bounds`), loads and stores match the buffer's dtype,
-  accumulators are declared before `Accumulate`/`ArgUpdate` with the dtype they update;
+- dtypes: each `Let` satisfies the op table's rule for its op (`infer_types` on scalars;
+  the loop IR's own `in_bounds`, `bits`, `from_bits`: `LOOP_OPS`), loads and stores match
+  the buffer's dtype, accumulators are declared before `Accumulate`/`ArgUpdate` with the
+  dtype they update;
 - `Check` sites exist; `Matmul` operands are float 2-D views of matching shapes (or 3-D, one
   batch axis first), of the result's dtype or bf16 for an f32 result; a `Sort`
   writes an i64 line as long as its numeric keys, with an i64 scratch temporary to match;
@@ -34,6 +35,7 @@ from collections import ChainMap
 from typing import NoReturn
 
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.ir.dtypes import STORAGE_DTYPES
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.ir.ops import OPS, infer_types
 from reverie.compiler.ir.reduce_kinds import REDUCE_KINDS
@@ -70,6 +72,13 @@ from reverie.compiler.loops.loop_printer import format_access, format_head
 
 ERROR_KINDS = ("index", "empty", "rows", "iterations", "capacity")
 ARG_KINDS = ("argmax", "argmin")
+# The loop IR's own scalar ops (`loops/ir.py`'s `Let`): whether operand and result dtypes fit.
+LOOP_OPS = {
+    "in_bounds": lambda args, result: args == ["i64", "i64"] and result == "bool",
+    "bits": lambda args, result: len(args) == 1 and args[0] in STORAGE_DTYPES
+    and result == "i64",
+    "from_bits": lambda args, result: args == ["i64"] and result in STORAGE_DTYPES,
+}
 
 
 class LoopVerifyError(Exception):
@@ -245,10 +254,10 @@ class _Verifier:
 
     def _let(self, stmt: Let, scope: _Scope) -> None:
         dtypes = [self.operand(a, scope) for a in stmt.args]
-        if stmt.op == "in_bounds":
-            result = "bool" if dtypes == ["i64", "i64"] else None
-            if result is None:
-                self.fail(f"in_bounds takes two i64 operands, got {dtypes}")
+        if stmt.op in LOOP_OPS:
+            if not LOOP_OPS[stmt.op](dtypes, stmt.var.dtype):
+                self.fail(f"{stmt.op} of {dtypes} cannot give {stmt.var.dtype}")
+            result = stmt.var.dtype
         elif stmt.op not in OPS or OPS[stmt.op].kind != "elementwise":
             self.fail(f"'{stmt.op}' is not an elementwise op")
         else:

@@ -83,7 +83,7 @@ class ParallelPlan:
     work: Dim
     captures: tuple[Var, ...] = ()  # values from around the loop, read by its body
     buffers: tuple[Buffer, ...] = ()  # every buffer its body reads or writes, in order
-    nested: bool = False  # inside a `for`, `while` or `if` body: it may run many times
+    nested: bool = False  # inside a `for` or `while` body: it may run many times
 
     @property
     def states(self) -> tuple[Buffer, ...]:
@@ -112,7 +112,7 @@ class _Scope:
     accumulators: dict[str, Var]
     values: dict[str, Var]
     underlying: dict[Buffer, frozenset[Buffer]]
-    nested: bool  # inside a `for`, `while` or `if` body
+    nested: bool  # inside a `for` or `while` body (an `if` within one too)
 
 
 def _plan_block(block: list[Stmt], outer: _Scope, plans: dict[int, ParallelPlan]) -> None:
@@ -134,7 +134,8 @@ def _plan_block(block: list[Stmt], outer: _Scope, plans: dict[int, ParallelPlan]
                 if any(isinstance(inner, Matmul | Sort | LinalgCall) for inner in walk(stmt.body)):
                     continue  # a recurrence around a product: see the module's docstring
                 values[stmt.var] = Var(stmt.var, "i64")
-            _plan_block(stmt.body, _Scope(scope.accumulators, values, scope.underlying, True),
+            repeats = scope.nested or not isinstance(stmt, If)  # an `if` body runs once
+            _plan_block(stmt.body, _Scope(scope.accumulators, values, scope.underlying, repeats),
                         plans)
 
 

@@ -333,7 +333,7 @@ def test_print_ir_1_prints_every_pass_of_every_level(
         "parse", "lower", "simplify", "reverse", "simplify", "keep_results", "simplify",
         "widen_storage", "scatter_contract", "contract", "hoist", "fuse", "loop_nests",
         "outer_products", "fuse_loops", "split_wrapping_loops", "split_guarded_loops",
-        "interchange", "bf16_products", "dead_code", "codegen", "llvm-opt"]
+        "interchange", "bf16_products", "tabulate", "dead_code", "codegen", "llvm-opt"]
     assert {level for _, level in printed} == {"AST", "tensor IR", "fusion plan", "loop IR",
                                                "LLVM IR"}
     compile_source(SOURCE, "forward", Request(transform="forward"))
