@@ -606,8 +606,8 @@ def _looks_up(loop: Loop) -> bool:
     """Whether a simple innermost loop reads tables at its elements' bits (the lookups of
     `loops/tabulation.py`)."""
     bits = {s.var.name for s in loop.body if isinstance(s, Let) and s.op == "bits"}
-    return _simple(loop) and any(isinstance(s, Load) and bits & set().union(
-        *(d.symbols() for d in s.index)) for s in loop.body)
+    return _simple(loop) and any(isinstance(s, Load) and any(bits & d.symbols() for d in s.index)
+                                 for s in loop.body)
 
 
 def _widens_f32(loop: Loop) -> bool:

@@ -50,7 +50,7 @@ all its threads at once.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.dtypes import STORAGE_DTYPES
@@ -119,12 +119,12 @@ def _tabulated(outer: Loop, ctx: Context) -> list[Stmt] | None:
                 id(stmt.view.buffer) not in written:
             elements.setdefault((id(stmt.view.buffer), stmt.view, stmt.index), []).append(stmt)
     best = max((_element_set(body, loads, varying) for loads in elements.values()),
-               key=lambda found: sum(map(_expensive, found[1])), default=None)
-    if best is None or sum(map(_expensive, best[1])) < MIN_EXPENSIVE:
+               key=lambda found: found.cost, default=None)
+    if best is None or best.cost < MIN_EXPENSIVE:
         return None
-    loads, computed = best
+    loads, computed = best.loads, best.computed
     tables = {let.var.name: ctx.temp(let.var.dtype, (Dim.const(TABLE_SIZE),))
-              for let in _worth_a_table(body, computed)}
+              for let in _worth_a_table(body, best)}
     bits = ctx.var("i64")
     lookups: list[Stmt] = []
     for stmt in body:
@@ -154,38 +154,48 @@ def _tabulated(outer: Loop, ctx: Context) -> list[Stmt] | None:
             Let(short, "not", (long,)), If(short, [outer])]
 
 
-def _element_set(body: list[Stmt], loads: list[Load],
-                 varying: set[str]) -> tuple[list[Load], list[Let]]:
-    """`loads` (of one element) and the `Let`s of `body` computed from it, constants and
-    values from outside the nest alone, in order (a widening cast to f64 left out)."""
+@dataclass
+class _ElementSet:
+    """What one narrow element's loads feed: `computed`, the `Let`s of the body computed
+    from the element, constants and values from outside the nest alone, in order;
+    `costly`, those of them an expensive op on the element went into, and `cost`, the
+    number of such ops."""
+
+    loads: list[Load]
+    computed: list[Let]
+    costly: set[str]
+    cost: int
+
+
+def _element_set(body: list[Stmt], loads: list[Load], varying: set[str]) -> _ElementSet:
+    """The set of the element `loads` read (a widening cast to f64 left out of it)."""
     own = {load.var.name for load in loads}
-    computed = []
+    found = _ElementSet(loads, [], set(), 0)
+    element = set(own)  # the values that depend on the element
     for stmt in body:
         if not isinstance(stmt, Let) or _widening(stmt):
             continue
         names = {a.name for a in stmt.args if isinstance(a, Var)}
         names |= {s for a in stmt.args if isinstance(a, Dim) for s in a.symbols()}
-        if not (names - own) & varying:
-            own.add(stmt.var.name)
-            computed.append(stmt)
-    return loads, computed
-
-
-def _worth_a_table(body: list[Stmt], computed: list[Let]) -> list[Let]:
-    """The `Let`s of the element's set that the rest of the body reads and that an
-    expensive op went into (the others are recomputed where they are read)."""
-    members = {let.var.name for let in computed}
-    costly: set[str] = set()
-    for let in computed:
-        if _expensive(let) or any(isinstance(a, Var) and a.name in costly for a in let.args):
-            costly.add(let.var.name)
-    read = set()
-    for stmt in body:
-        if isinstance(stmt, Let) and stmt.var.name in members:
+        if (names - own) & varying:
             continue
-        read |= {o.name for o in operands(stmt) if isinstance(o, Var)}
-        read |= {s for d in statement_dims(stmt) for s in d.symbols()}
-    return [let for let in computed if let.var.name in read & costly]
+        own.add(stmt.var.name)
+        found.computed.append(stmt)
+        if names & element:
+            element.add(stmt.var.name)
+            found.cost += _expensive(stmt)
+            if _expensive(stmt) or names & found.costly:
+                found.costly.add(stmt.var.name)
+    return found
+
+
+def _worth_a_table(body: list[Stmt], found: _ElementSet) -> list[Let]:
+    """The costly `Let`s of the element's set that the rest of the body reads (the others
+    are recomputed where they are read)."""
+    members = {let.var.name for let in found.computed}
+    read = set().union(*(_reads(stmt) for stmt in body
+                         if not (isinstance(stmt, Let) and stmt.var.name in members)))
+    return [let for let in found.computed if let.var.name in read & found.costly]
 
 
 def _without_unread(body: list[Stmt], members: set[str]) -> list[Stmt]:
@@ -198,9 +208,14 @@ def _without_unread(body: list[Stmt], members: set[str]) -> list[Stmt]:
         if isinstance(stmt, Let) and stmt.var.name in members and stmt.var.name not in read:
             continue
         kept.append(stmt)
-        read |= {o.name for o in operands(stmt) if isinstance(o, Var)}
-        read |= {s for d in statement_dims(stmt) for s in d.symbols()}
+        read |= _reads(stmt)
     return kept[::-1]
+
+
+def _reads(stmt: Stmt) -> set[str]:
+    """The names of the values a straight-line statement reads, index variables included."""
+    return {o.name for o in operands(stmt) if isinstance(o, Var)} | \
+        {s for d in statement_dims(stmt) for s in d.symbols()}
 
 
 def _expensive(let: Let) -> bool:

@@ -113,7 +113,8 @@ def dynamo_for(case: Case) -> Iterator[None]:
 
 
 def train_side_by_side(case: Case, dtype: torch.dtype, route: str, steps: int = STEPS,
-                       compile_with: Compile = compile_module) -> None:
+                       compile_with: Compile = compile_module,
+                       eval_steps: int = EVAL_STEPS) -> None:
     """Train `case` compiled by `route` and eagerly from one initial state; compare every
     step, then evaluation; raises AssertionError at the first difference, or if Dynamo
     gave the backend no graph (the comparison would be eager against eager)."""
@@ -131,7 +132,7 @@ def train_side_by_side(case: Case, dtype: torch.dtype, route: str, steps: int = 
             assert_same_results(got, want, tolerance, where)
             assert_same_state(model, twin, tolerance, where)
         model.eval(), twin.eval()
-        for step in range(EVAL_STEPS):
+        for step in range(eval_steps):
             with torch.no_grad():
                 got, want = (_seeded(case.evaluate, loop, case.batch(steps + step, dtype),
                                      2000 + step) for loop in (compiled, eager))
