@@ -106,6 +106,7 @@ from reverie.compiler.loops.ir import (
     Var,
     View,
     WhileLoop,
+    straight_line,
     walk,
     workspace_offsets,
 )
@@ -589,8 +590,7 @@ def _alias_scopes(module: ir.Module, program: Program,
 def _simple(loop: Loop) -> bool:
     """Whether `loop` is innermost and straight-line: lets, stores, accumulations and
     unguarded loads (what LLVM's vectoriser takes as it is)."""
-    return all(isinstance(s, Let | Store | Accumulate) or
-               (isinstance(s, Load) and s.guard is None) for s in loop.body)
+    return straight_line(loop.body)
 
 
 def _contiguous(loop: Loop) -> bool:

@@ -401,6 +401,21 @@ def walk(stmts: list[Stmt]) -> list[Stmt]:
     return out
 
 
+def perfect_nest(loop: Loop) -> list[Loop]:
+    """`loop` and the loops nested in it while each body is exactly the next loop,
+    outermost first (`for %i { for %j { body } }`: both)."""
+    loops = [loop]
+    while len(loops[-1].body) == 1 and isinstance(loops[-1].body[0], Loop):
+        loops.append(loops[-1].body[0])
+    return loops
+
+
+def straight_line(body: list[Stmt]) -> bool:
+    """Whether `body` only computes, loads (unguarded), stores and accumulates."""
+    return all(isinstance(s, Let | Store | Accumulate) or
+               (isinstance(s, Load) and s.guard is None) for s in body)
+
+
 def statement_dims(stmt: Stmt) -> list[Dim]:
     """Every index expression a statement (not its nested body) uses."""
     def view_dims(view: View) -> list[Dim]:

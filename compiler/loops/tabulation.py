@@ -71,7 +71,9 @@ from reverie.compiler.loops.ir import (
     Var,
     View,
     WhileLoop,
+    perfect_nest,
     statement_dims,
+    straight_line,
 )
 
 TABLE_SIZE = 1 << 16  # one entry per 16-bit pattern
@@ -103,12 +105,9 @@ def _rewrite(stmts: list[Stmt], ctx: Context) -> list[Stmt]:
 def _tabulated(outer: Loop, ctx: Context) -> list[Stmt] | None:
     """The statements running `outer`'s nest through tables when it is long and as it is
     otherwise; None when its body has nothing worth a table."""
-    nest = [outer]
-    while len(nest[-1].body) == 1 and isinstance(nest[-1].body[0], Loop):
-        nest.append(nest[-1].body[0])
+    nest = perfect_nest(outer)
     body = nest[-1].body
-    if not all(isinstance(s, Let | Store | Accumulate) or (isinstance(s, Load) and s.guard is None)
-               for s in body):
+    if not straight_line(body):
         return None
     varying = defined_names(body) | {loop.var for loop in nest} | \
         {s.var.name for s in body if isinstance(s, Accumulate)}
