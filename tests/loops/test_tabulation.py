@@ -125,6 +125,34 @@ def test_every_bit_pattern_gives_the_computed_bits(case: str) -> None:
             _same_bits(got, expected)
 
 
+MORE = [
+    # a max of the looked-up values, a sum of a select over a comparison, an integer cast
+    "fn f(x: {t}[N]) -> {t} {{ return max(tanh(x) * sin(x)); }}",
+    "fn f(x: {t}[N]) -> {t} {{ return sum(where(tanh(x) * cos(x) > 0.1, exp(x), 0.0)); }}",
+    "fn f(x: {t}[N]) -> i64[N] {{ return i64(exp(x) * sin(x) * 100.0); }}",
+    # a 2-D element beside a broadcast row (which the lookups multiply in)
+    "fn f(x: {t}[M, N], y: {t}[N]) -> {t}[M, N] {{ return y * tanh(x) * log1p(x * x); }}",
+]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize("template", MORE, ids=range(len(MORE)))
+def test_more_bodies_give_the_computed_values(template: str, dtype: str) -> None:
+    source = template.format(t=dtype)
+    assert "bits" in format_program(loop_program(_forward(source)))
+    rng = np.random.default_rng(2)
+    fn = _forward(source)
+    sizes = {"N": tabulation.MIN_TRIPS} if "M" not in source else {"N": 1 << 12, "M": 1 << 8}
+    arrays = [(rng.standard_normal([sizes[str(d)] for d in p.type.shape]) * 3).astype(
+        NUMPY[dtype]) for p in fn.params]
+    tabulated, computed = _native_both_ways(lambda: _forward(source), arrays)
+    for got, expected in zip(tabulated, computed, strict=True):
+        if got.ndim == 0 and "sum" in source:  # one f64 sum in two orders, rounded once
+            np.testing.assert_allclose(np.float32(got), np.float32(expected), rtol=2 ** -7)
+        else:
+            _same_bits(got, expected)
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_a_sum_and_a_2d_nest_over_finite_values(dtype: str) -> None:
     source = f"fn f(x: {dtype}[M, N], y: {dtype}[N]) -> {dtype} {{" \
