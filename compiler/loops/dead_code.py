@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from reverie.compiler.loops.effects import operands
+from reverie.compiler.loops.effects import reads
 from reverie.compiler.loops.ir import (
     BLOCK_STMTS,
     Accumulate,
@@ -38,9 +38,7 @@ from reverie.compiler.loops.ir import (
     Sort,
     Stmt,
     Store,
-    Var,
     WhileLoop,
-    statement_dims,
     walk,
 )
 
@@ -77,8 +75,7 @@ def _used_names(stmts: list[Stmt]) -> set[str]:
     """Every variable name some statement reads (an accumulator's own update aside)."""
     used: set[str] = set()
     for stmt in walk(stmts):
-        used |= {s for d in statement_dims(stmt) for s in d.symbols()}
-        used |= {o.name for o in operands(stmt) if isinstance(o, Var)}
+        used |= reads(stmt)
         if isinstance(stmt, ArgUpdate):
             used |= {stmt.best.name, stmt.best_index.name}
     return used

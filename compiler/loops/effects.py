@@ -109,8 +109,7 @@ def effects(stmt: Stmt, groups: dict[int, int]) -> Effects:
         accesses.append(Access(groups.get(id(buffer), id(buffer)), write, flat))
 
     for s in inner:
-        uses |= {n for d in statement_dims(s) for n in d.symbols()}
-        uses |= {o.name for o in operands(s) if isinstance(o, Var)}
+        uses |= reads(s)
         if isinstance(s, Load):
             touch(s.view.buffer, False, s.view.flat(s.index))
         elif isinstance(s, Store):
@@ -131,6 +130,13 @@ def effects(stmt: Stmt, groups: dict[int, int]) -> Effects:
     nested = any(isinstance(s, Loop | ForLoop | WhileLoop | Matmul | Sort | LinalgCall)
                  for s in inner[1:])
     return Effects(accesses, defines, uses - local, checks, exits, nested)
+
+
+def reads(stmt: Stmt) -> set[str]:
+    """The names `stmt` (not its body) reads: its scalar operands' and the symbols of its
+    index expressions (dimension names among them)."""
+    return {o.name for o in operands(stmt) if isinstance(o, Var)} | \
+        {s for d in statement_dims(stmt) for s in d.symbols()}
 
 
 def operands(stmt: Stmt) -> list[Operand]:

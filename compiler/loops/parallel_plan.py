@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reverie.compiler.ir.dims import Dim
+from reverie.compiler.loops.effects import reads
 from reverie.compiler.loops.ir import (
     BLOCK_STMTS,
     Accumulate,
@@ -56,7 +57,6 @@ from reverie.compiler.loops.ir import (
     Store,
     Var,
     WhileLoop,
-    statement_dims,
     walk,
 )
 
@@ -170,30 +170,15 @@ def _defined(stmt: Stmt) -> list[str]:
     return []
 
 
-def _used(stmt: Stmt) -> list[str]:
-    """Names of the values a statement (not its body) reads, index variables included."""
-    operands: list[object] = []
-    if isinstance(stmt, Let):
-        operands += stmt.args
-    elif isinstance(stmt, Load):
-        operands.append(stmt.guard)
-    elif isinstance(stmt, Store | Accumulate | ArgUpdate):
-        operands.append(stmt.value)
-    elif isinstance(stmt, Guarded):
-        operands += [stmt.cond, stmt.value]
-    elif isinstance(stmt, If):
-        operands.append(stmt.cond)
-    names = [o.name for o in operands if isinstance(o, Var)]
-    return names + [s for d in statement_dims(stmt) for s in d.symbols() if s.startswith("%")]
-
-
 def _plan(loop: Loop, scope: _Scope) -> ParallelPlan | None:
     body = walk(loop.body)
     if any(isinstance(s, Check | Matmul | Sort | LinalgCall | ForLoop | WhileLoop | ExitUnless)
            for s in body):
         return None
     defined = {loop.var} | {name for s in body for name in _defined(s)}
-    captured = {name for s in body for name in _used(s) if name not in defined}
+    # the values it reads from around it (index variables included; dimension names aside)
+    captured = {name for s in body for name in reads(s)
+                if name.startswith("%") and name not in defined}
     if not captured <= scope.values.keys():
         return None
     reductions: dict[str, Reduction] = {}

@@ -56,7 +56,7 @@ from reverie.compiler.ir.dims import Dim
 from reverie.compiler.ir.dtypes import STORAGE_DTYPES
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.loops.context import Context, defined_names
-from reverie.compiler.loops.effects import operands
+from reverie.compiler.loops.effects import reads
 from reverie.compiler.loops.ir import (
     Accumulate,
     Const,
@@ -72,7 +72,6 @@ from reverie.compiler.loops.ir import (
     View,
     WhileLoop,
     perfect_nest,
-    statement_dims,
     straight_line,
 )
 
@@ -174,8 +173,7 @@ def _element_set(body: list[Stmt], loads: list[Load], varying: set[str]) -> _Ele
     for stmt in body:
         if not isinstance(stmt, Let) or _widening(stmt):
             continue
-        names = {a.name for a in stmt.args if isinstance(a, Var)}
-        names |= {s for a in stmt.args if isinstance(a, Dim) for s in a.symbols()}
+        names = reads(stmt)
         if (names - own) & varying:
             continue
         own.add(stmt.var.name)
@@ -192,7 +190,7 @@ def _worth_a_table(body: list[Stmt], found: _ElementSet) -> list[Let]:
     """The costly `Let`s of the element's set that the rest of the body reads (the others
     are recomputed where they are read)."""
     members = {let.var.name for let in found.computed}
-    read = set().union(*(_reads(stmt) for stmt in body
+    read = set().union(*(reads(stmt) for stmt in body
                          if not (isinstance(stmt, Let) and stmt.var.name in members)))
     return [let for let in found.computed if let.var.name in read & found.costly]
 
@@ -207,14 +205,8 @@ def _without_unread(body: list[Stmt], members: set[str]) -> list[Stmt]:
         if isinstance(stmt, Let) and stmt.var.name in members and stmt.var.name not in read:
             continue
         kept.append(stmt)
-        read |= _reads(stmt)
+        read |= reads(stmt)
     return kept[::-1]
-
-
-def _reads(stmt: Stmt) -> set[str]:
-    """The names of the values a straight-line statement reads, index variables included."""
-    return {o.name for o in operands(stmt) if isinstance(o, Var)} | \
-        {s for d in statement_dims(stmt) for s in d.symbols()}
 
 
 def _expensive(let: Let) -> bool:
