@@ -15,6 +15,7 @@ Reverie's: hardsigmoid's 1/6, celu's 1/α):
     hardsigmoid  (x + 3) / 6 strictly inside (−3, 3), else 0 or 1
     hardswish    x (x + 3) / 6 on (−3, 3), 0 below, x above  (at −3: 0; at 3: 1)
     mish         x tanh(softplus(x));  logsigmoid −softplus(−x);  softsign x / (|x| + 1)
+    prelu        x where x > 0, else a · x, a learned per channel (axis 1) or one for all
 
 Dropout in training mode multiplies by torch's own noise, made at every call by the calls
 eager's kernel makes (`_dropout_impl` in aten: `empty_like(x).bernoulli_(1 - p).div_(1 -
@@ -128,6 +129,19 @@ def softsign(input: Traced) -> Traced:
     return input / (abs(input) + 1)
 
 
+def prelu(input: Traced, weight: Traced) -> Traced:
+    """F.prelu: x where x > 0, else a · x (at 0: a), with one slope a or one per channel
+    of axis 1."""
+    count = int(np.prod(weight.shape))
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if weight.ndim > 1 or count not in (1, channels):
+        raise refuse("prelu", "weight", weight, f"torch takes 1 or {channels} slopes "
+                     f"(the input's channels) in one axis")
+    slope = weight.reshape(()) if count == 1 else \
+        weight.reshape((channels,) + (1,) * (input.ndim - 2))
+    return where(input > 0, input, slope * input)
+
+
 # ---------------------------------------------------------------- dropout
 
 def _probability(target: str, p: float, name: str = "p") -> None:
@@ -231,7 +245,7 @@ FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     torch.selu: (selu, INPLACE), F.celu: (celu, INPLACE), torch.celu: (celu, INPLACE),
     F.mish: (mish, INPLACE), F.hardtanh: (hardtanh, INPLACE), F.relu6: (relu6, INPLACE),
     F.hardsigmoid: (hardsigmoid, INPLACE), F.hardswish: (hardswish, INPLACE),
-    F.logsigmoid: (logsigmoid, {}), F.softsign: (softsign, {}),
+    F.logsigmoid: (logsigmoid, {}), F.softsign: (softsign, {}), F.prelu: (prelu, {}),
     F.sigmoid: (lambda input: input.sigmoid(), {}), F.tanh: (lambda input: input.tanh(), {}),
     F.dropout: (dropout, INPLACE), torch.dropout: (torch_dropout, {}),
     F.dropout1d: (dropout1d, INPLACE), F.dropout2d: (dropout2d, INPLACE),
@@ -262,6 +276,7 @@ MODULES: dict[type, Callable[..., Any]] = {
     nn.Hardsigmoid: _functional(F.hardsigmoid, "inplace"),
     nn.Hardswish: _functional(F.hardswish, "inplace"),
     nn.LogSigmoid: _functional(F.logsigmoid), nn.Softsign: _functional(F.softsign),
+    nn.PReLU: lambda m, w, x: rule_in(FUNCTIONS, F.prelu)(x, w["weight"]),
     nn.Dropout1d: _functional(F.dropout1d, "p", "training", "inplace"),
     nn.Dropout2d: _functional(F.dropout2d, "p", "training", "inplace"),
     nn.Dropout3d: _functional(F.dropout3d, "p", "training", "inplace"),

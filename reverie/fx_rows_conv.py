@@ -9,10 +9,12 @@ Every convolution is one index-notation statement per group of channels, so its 
 to any order, is Reverie's own. Along each spatial axis, with stride s, padding p,
 dilation d, kernel size K and input length L:
 
-    conv1d/2d            y[b, o, i] = Σ_{c,k} x[b, c, s·i + d·k − p] · w[o, c, k]
+    conv1d/2d/3d         y[b, o, i] = Σ_{c,k} x[b, c, s·i + d·k − p] · w[o, c, k]
                          (integer, "same" or "valid" padding; reads outside x are zeros)
-    conv_transpose1d/2d  y[b, o, j] = Σ_{c,i,k : j = s·i + d·k − p} x[b, c, i] · w[c, o, k],
+    conv_transpose1d/2d/3d
+                         y[b, o, j] = Σ_{c,i,k : j = s·i + d·k − p} x[b, c, i] · w[c, o, k],
                          Lout = (L − 1)·s − 2p + d·(K − 1) + output_padding + 1
+    conv_tbc             conv1d of the time-major input [T, B, C] with w[k, c, o] (fairseq's)
 
 The transposed convolution is gathered phase by phase, so no zeros are inserted between
 the input's elements (the stride costs nothing): with the kernel first dilated
@@ -96,7 +98,7 @@ def _transposed_padding(padding: Any, output_padding: Any, stride: Sequence[int]
 
 def conv(input: Traced, weight: Traced, bias: Traced | None = None, stride: Any = 1,
          padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Traced:
-    """F.conv1d / F.conv2d: y[b, o, i] = Σ_{c,k} x[b, c, s·i + d·k − p] · w[o, c, k]."""
+    """F.conv1d/2d/3d: y[b, o, i] = Σ_{c,k} x[b, c, s·i + d·k − p] · w[o, c, k]."""
     spatial = weight.ndim - 2
     strides, dilations = _steps("conv", stride, dilation, spatial)
     pads = _conv_padding(padding, weight.shape[2:], dilations, strides)
@@ -110,7 +112,7 @@ def conv(input: Traced, weight: Traced, bias: Traced | None = None, stride: Any 
 def conv_transpose(input: Traced, weight: Traced, bias: Traced | None = None,
                    stride: Any = 1, padding: Any = 0, output_padding: Any = 0,
                    groups: int = 1, dilation: Any = 1) -> Traced:
-    """F.conv_transpose1d / F.conv_transpose2d (torch's argument order: `groups` before
+    """F.conv_transpose1d/2d/3d (torch's argument order: `groups` before
     `dilation`): y[b, o, j] = Σ_{c,i,k : j = s·i + d·k − p} x[b, c, i] · w[c, o, k]."""
     spatial = weight.ndim - 2
     strides, dilations = _steps("conv_transpose", stride, dilation, spatial)
@@ -120,6 +122,13 @@ def conv_transpose(input: Traced, weight: Traced, bias: Traced | None = None,
         return _convolve_transposed(x, _dilated(w, dilations), strides, pads, extra)
 
     return _biased(_batched("conv_transpose", input, weight, groups, convolve), bias, spatial)
+
+
+def conv_tbc(input: Traced, weight: Traced, bias: Traced, pad: int = 0) -> Traced:
+    """torch.conv_tbc: y[t, b, o] = bias[o] + Σ_{k,c} x[t + k − pad, b, c] · w[k, c, o], the
+    conv1d of x as [B, C, T] with w as [O, C, K], laid out time-major again."""
+    y = conv(input.transpose(1, 2, 0), weight.transpose(2, 1, 0), bias, padding=pad)
+    return y.transpose(2, 0, 1)
 
 
 def _biased(y: Traced, bias: Traced | None, spatial: int) -> Traced:
@@ -239,20 +248,20 @@ def _convolve_transposed(x: Traced, w: Traced, strides: Sequence[int], pads: Seq
 # ---------------------------------------------------------------- the module rows
 
 def conv_module(module: Any, weights: dict[str, Traced], input: Traced) -> Traced:
-    """nn.Conv1d / nn.Conv2d as torch runs them: padded by `padding_mode` first (F.pad
+    """nn.Conv1d/2d/3d as torch runs them: padded by `padding_mode` first (F.pad
     with the module's padding) when it is not "zeros", then convolved."""
     padding = module.padding
     if module.padding_mode != "zeros":
         input = pad(input, module._reversed_padding_repeated_twice, module.padding_mode)
         padding = 0
-    target = F.conv1d if isinstance(module, nn.Conv1d) else F.conv2d
+    target = CONVOLUTIONS[len(module.kernel_size)]
     return rule_in(FUNCTIONS, target)(input, weights["weight"], weights.get("bias"), module.stride,
                         padding, module.dilation, module.groups)
 
 
 def conv_transpose_module(module: Any, weights: dict[str, Traced], input: Traced,
                           output_size: Sequence[int] | None = None) -> Traced:
-    """nn.ConvTranspose1d / 2d as torch runs them: the output padding is the module's, or
+    """nn.ConvTranspose1d/2d/3d as torch runs them: the output padding is the module's, or
     what `output_size` asks for (torch's own `_output_padding`, on a meta tensor of the
     input's shape, which checks it)."""
     if module.padding_mode != "zeros":
@@ -262,21 +271,26 @@ def conv_transpose_module(module: Any, weights: dict[str, Traced], input: Traced
     shape = torch.empty(tuple(a.size for a in input.axes), device="meta")
     extra = module._output_padding(shape, output_size, module.stride, module.padding,
                                    module.kernel_size, spatial, module.dilation)
-    target = F.conv_transpose1d if spatial == 1 else F.conv_transpose2d
+    target = TRANSPOSED_CONVOLUTIONS[spatial]
     return rule_in(FUNCTIONS, target)(input, weights["weight"], weights.get("bias"), module.stride,
                         module.padding, extra, module.groups, module.dilation)
 
 
 # ---------------------------------------------------------------- the tables
 
+CONVOLUTIONS = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}  # by spatial axes
+TRANSPOSED_CONVOLUTIONS = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+
 FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
-    F.conv1d: (conv, {}), F.conv2d: (conv, {}),
-    F.conv_transpose1d: (conv_transpose, {}), F.conv_transpose2d: (conv_transpose, {}),
+    **{target: (conv, {}) for target in CONVOLUTIONS.values()},
+    **{target: (conv_transpose, {}) for target in TRANSPOSED_CONVOLUTIONS.values()},
+    torch.conv_tbc: (conv_tbc, {}),
 }
 METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {}
 MODULES: dict[type, Callable[..., Any]] = {
-    nn.Conv1d: conv_module, nn.Conv2d: conv_module,
-    nn.ConvTranspose1d: conv_transpose_module, nn.ConvTranspose2d: conv_transpose_module,
+    **{module: conv_module for module in (nn.Conv1d, nn.Conv2d, nn.Conv3d)},
+    **{module: conv_transpose_module for module in (nn.ConvTranspose1d, nn.ConvTranspose2d,
+                                                    nn.ConvTranspose3d)},
 }
 
 __all__ = ["FUNCTIONS", "METHODS", "MODULES"]

@@ -14,11 +14,11 @@ Every value is torch's, to rounding, and so is every gradient:
                      the running ones become (1 − m)·running + m·batch (σ² unbiased) —
                      written into the buffers once per call (`Recording.write`), as eager
     group_norm       layer norm over each group of channels, then w, b per channel
-    max_pool1d/2d    the window's largest element (the first of equals) and its index in
+    max_pool1d/2d/3d the window's largest element (the first of equals) and its index in
                      the flattened input plane; the gradient goes to that element
-    avg_pool1d/2d    the window's sum over torch's count (the padded window within
+    avg_pool1d/2d/3d the window's sum over torch's count (the padded window within
                      input + padding, or the input elements only, or `divisor_override`)
-    adaptive_avg_pool1d/2d  the mean over input[⌊iL/O⌋ : ⌈(i+1)L/O⌉] along each axis
+    adaptive_avg_pool1d/2d/3d  the mean over input[⌊iL/O⌋ : ⌈(i+1)L/O⌉] along each axis
     Tensor.add_      in place, as BatchNorm's `num_batches_tracked.add_(1)` in Dynamo's graph
 
 The pools take input [N, C, *spatial] or [C, *spatial], and torch's sizes: an output size
@@ -131,7 +131,7 @@ def group_norm(input: Traced, num_groups: int, weight: Traced | None = None,
 
 
 def batch_norm_module(module: Any, weights: dict[str, Traced], input: Traced) -> Traced:
-    """nn.BatchNorm1d/2d as its `forward`: in training with running statistics,
+    """nn.BatchNorm1d/2d/3d as its `forward`: in training with running statistics,
     `num_batches_tracked` counts the call, and `momentum=None` averages cumulatively
     (1 / num_batches_tracked)."""
     ranks = BATCH_NORM_RANKS[type(module)]
@@ -152,7 +152,8 @@ def batch_norm_module(module: Any, weights: dict[str, Traced], input: Traced) ->
                                      weights.get("bias"), training, momentum, module.eps)
 
 
-BATCH_NORM_RANKS = {nn.BatchNorm1d: (2, 3), nn.BatchNorm2d: (4,)}  # `_check_input_dim`
+BATCH_NORM_RANKS = {nn.BatchNorm1d: (2, 3), nn.BatchNorm2d: (4,),  # `_check_input_dim`
+                    nn.BatchNorm3d: (5,)}
 
 
 # ---------------------------------------------------------------- pooling windows
@@ -270,7 +271,7 @@ def _lowest(element: str) -> str:
 
 
 def _max_pool(spatial: int, with_indices: bool = False) -> Emit:
-    """F.max_pool1d / F.max_pool2d (and their `_with_indices`, which give the indices
+    """F.max_pool1d/2d/3d (and their `_with_indices`, which give the indices
     whatever `return_indices` says): the value at the first largest position of each
     window, gathered by its index in the input plane."""
     target = f"max_pool{spatial}d" + ("_with_indices" if with_indices else "")
@@ -331,15 +332,21 @@ def avg_pool1d(input: Traced, kernel_size: Any, stride: Any = None, padding: Any
     return _avg_pool(input, windows, count_include_pad)
 
 
-def avg_pool2d(input: Traced, kernel_size: Any, stride: Any = None, padding: Any = 0,
-               ceil_mode: bool = False, count_include_pad: bool = True,
-               divisor_override: int | None = None) -> Traced:
-    """F.avg_pool2d: each window's sum over torch's count of it, or `divisor_override`."""
-    windows = _windows("avg_pool2d", input, 2, kernel_size, stride, padding,
-                       ceil_mode=ceil_mode)
-    if divisor_override is not None and divisor_override <= 0:
-        raise refuse("avg_pool2d", "divisor_override", divisor_override, "torch takes > 0")
-    return _avg_pool(input, windows, count_include_pad, divisor_override)
+def _avg_pool_divided(spatial: int) -> Emit:
+    """F.avg_pool2d / F.avg_pool3d: each window's sum over torch's count of it, or
+    `divisor_override`."""
+    target = f"avg_pool{spatial}d"
+
+    def emit(input: Traced, kernel_size: Any, stride: Any = None, padding: Any = 0,
+             ceil_mode: bool = False, count_include_pad: bool = True,
+             divisor_override: int | None = None) -> Traced:
+        windows = _windows(target, input, spatial, kernel_size, stride, padding,
+                           ceil_mode=ceil_mode)
+        if divisor_override is not None and divisor_override <= 0:
+            raise refuse(target, "divisor_override", divisor_override, "torch takes > 0")
+        return _avg_pool(input, windows, count_include_pad, divisor_override)
+
+    return emit
 
 
 def _avg_pool(x: Traced, windows: list[Window], count_include_pad: bool,
@@ -365,7 +372,7 @@ def _avg_pool(x: Traced, windows: list[Window], count_include_pad: bool,
 # ---------------------------------------------------------------- adaptive average pooling
 
 def _adaptive_avg_pool(spatial: int) -> Emit:
-    """F.adaptive_avg_pool1d / 2d: output i of an axis of L inputs and O outputs is the
+    """F.adaptive_avg_pool1d/2d/3d: output i of an axis of L inputs and O outputs is the
     mean of input[⌊iL/O⌋ : ⌈(i+1)L/O⌉]; a None output size keeps the input's."""
     target = f"adaptive_avg_pool{spatial}d"
 
@@ -433,35 +440,45 @@ FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     F.embedding: (embedding, {"max_norm": None, "scale_grad_by_freq": False,
                               "sparse": False}),
     F.batch_norm: (batch_norm, {}), F.group_norm: (group_norm, {}),
-    F.max_pool1d: (_max_pool(1), {}), F.max_pool2d: (_max_pool(2), {}),
-    F.max_pool1d_with_indices: (_max_pool(1, with_indices=True), {}),
-    F.max_pool2d_with_indices: (_max_pool(2, with_indices=True), {}),
-    F.avg_pool1d: (avg_pool1d, {}), F.avg_pool2d: (avg_pool2d, {}),
-    F.adaptive_avg_pool1d: (_adaptive_avg_pool(1), {}),
-    F.adaptive_avg_pool2d: (_adaptive_avg_pool(2), {}),
+    **{getattr(F, f"max_pool{n}d"): (_max_pool(n), {}) for n in (1, 2, 3)},
+    **{getattr(F, f"max_pool{n}d_with_indices"): (_max_pool(n, with_indices=True), {})
+       for n in (1, 2, 3)},
+    F.avg_pool1d: (avg_pool1d, {}), F.avg_pool2d: (_avg_pool_divided(2), {}),
+    F.avg_pool3d: (_avg_pool_divided(3), {}),
+    **{getattr(F, f"adaptive_avg_pool{n}d"): (_adaptive_avg_pool(n), {}) for n in (1, 2, 3)},
 }
 METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {"add_": (add_, {})}
 
 
 def _max_pool_module(m: Any, w: dict[str, Traced], x: Traced) -> Any:
-    target = F.max_pool1d if isinstance(m, nn.MaxPool1d) else F.max_pool2d
+    target = {nn.MaxPool1d: F.max_pool1d, nn.MaxPool2d: F.max_pool2d,
+              nn.MaxPool3d: F.max_pool3d}[type(m)]
     return _functional(target)(x, m.kernel_size, m.stride, m.padding, m.dilation,
                                ceil_mode=m.ceil_mode, return_indices=m.return_indices)
+
+
+def _avg_pool_module(target: Any) -> Callable[..., Any]:
+    """nn.AvgPool2d / nn.AvgPool3d: their functional row with the module's attributes."""
+    def row(m: Any, w: dict[str, Traced], x: Traced) -> Any:
+        return _functional(target)(x, m.kernel_size, m.stride, m.padding, m.ceil_mode,
+                                   m.count_include_pad, m.divisor_override)
+
+    return row
 
 
 MODULES: dict[type, Callable[..., Any]] = {
     nn.Embedding: lambda m, w, x: _functional(F.embedding)(
         x, w["weight"], m.padding_idx, m.max_norm, m.norm_type, m.scale_grad_by_freq,
         m.sparse),
-    nn.BatchNorm1d: batch_norm_module, nn.BatchNorm2d: batch_norm_module,
+    **{module: batch_norm_module for module in BATCH_NORM_RANKS},
     nn.GroupNorm: lambda m, w, x: _functional(F.group_norm)(
         x, m.num_groups, w.get("weight"), w.get("bias"), m.eps),
     nn.MaxPool1d: _max_pool_module, nn.MaxPool2d: _max_pool_module,
+    nn.MaxPool3d: _max_pool_module,
     nn.AvgPool1d: lambda m, w, x: _functional(F.avg_pool1d)(
         x, m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad),
-    nn.AvgPool2d: lambda m, w, x: _functional(F.avg_pool2d)(
-        x, m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad,
-        m.divisor_override),
+    nn.AvgPool2d: _avg_pool_module(F.avg_pool2d), nn.AvgPool3d: _avg_pool_module(F.avg_pool3d),
     nn.AdaptiveAvgPool1d: lambda m, w, x: _functional(F.adaptive_avg_pool1d)(x, m.output_size),
     nn.AdaptiveAvgPool2d: lambda m, w, x: _functional(F.adaptive_avg_pool2d)(x, m.output_size),
+    nn.AdaptiveAvgPool3d: lambda m, w, x: _functional(F.adaptive_avg_pool3d)(x, m.output_size),
 }

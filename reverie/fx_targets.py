@@ -39,9 +39,11 @@ from torch import nn
 from reverie import fx_functional as fn
 from reverie import (
     fx_rows_activations,
+    fx_rows_aten,
     fx_rows_attention,
     fx_rows_conv,
     fx_rows_losses,
+    fx_rows_margin_losses,
     fx_rows_norm_pool,
     fx_rows_shapes,
 )
@@ -100,6 +102,25 @@ def _addmm(input: Any, mat1: Traced, mat2: Traced, *, beta: Any = 1, alpha: Any 
 def _baddbmm(input: Any, batch1: Traced, batch2: Traced, *, beta: Any = 1,
              alpha: Any = 1) -> Traced:
     return _scaled_sum(input, batch1 @ batch2, beta, alpha)
+
+
+def _addbmm(input: Any, batch1: Traced, batch2: Traced, *, beta: Any = 1,
+            alpha: Any = 1) -> Traced:
+    """torch.addbmm: beta · input + alpha · Σ_b batch1[b] @ batch2[b]."""
+    return _scaled_sum(input, (batch1 @ batch2).sum(axis=0), beta, alpha)
+
+
+def _addr(input: Any, vec1: Traced, vec2: Traced, *, beta: Any = 1, alpha: Any = 1) -> Traced:
+    """torch.addr: beta · input + alpha · the outer product vec1 vec2ᵀ."""
+    outer = vec1.reshape((vec1.shape[0], 1)) * vec2.reshape((1, vec2.shape[0]))
+    return _scaled_sum(input, outer, beta, alpha)
+
+
+def _addmm_activation(input: Any, mat1: Traced, mat2: Traced, *, beta: Any = 1,
+                      alpha: Any = 1, use_gelu: bool = False) -> Traced:
+    """torch._addmm_activation: addmm then relu, or the exact gelu (CPU's kernel)."""
+    y = _addmm(input, mat1, mat2, beta=beta, alpha=alpha)
+    return fn.gelu(y) if use_gelu else y.relu()
 
 
 def _view(input: Traced, *shape: Any) -> Traced:
@@ -176,6 +197,30 @@ INPLACE = {"inplace": False}  # an in-place write would change values other node
 _OPERATORS = [operator.add, operator.sub, operator.mul, operator.truediv, operator.pow,
               operator.neg, operator.matmul, operator.getitem, operator.gt, operator.ge,
               operator.lt, operator.le, operator.eq, operator.ne]
+_COMPARISONS = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le,
+                "eq": operator.eq, "ne": operator.ne, "greater": operator.gt,
+                "greater_equal": operator.ge, "less": operator.lt, "less_equal": operator.le,
+                "not_equal": operator.ne}
+
+
+def _reflected(op: Callable[[Any, Any], Any]) -> Emit:
+    """`Tensor.__rsub__` and its kind: `op` with the operands swapped (other op self)."""
+    def emit(input: Any, other: Any) -> Any:
+        return op(other, input)
+
+    return emit
+
+
+# Tensor's operator methods, as Dynamo records `x.__add__(y)`: the operator's own row
+_DUNDERS = {"__add__": operator.add, "__sub__": operator.sub, "__mul__": operator.mul,
+            "__truediv__": operator.truediv, "__div__": operator.truediv,
+            "__matmul__": operator.matmul, "__pow__": operator.pow, "__neg__": operator.neg,
+            **{f"__{name}__": _COMPARISONS[name] for name in ("gt", "ge", "lt", "le", "eq",
+                                                               "ne")},
+            "__radd__": _reflected(operator.add), "__rsub__": _reflected(operator.sub),
+            "__rmul__": _reflected(operator.mul), "__rtruediv__": _reflected(operator.truediv),
+            "__rdiv__": _reflected(operator.truediv), "__rpow__": _reflected(operator.pow),
+            "__rmatmul__": _reflected(operator.matmul)}
 
 # Functions (call_function targets): target -> (recording, arguments accepted at one value).
 _FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
@@ -184,7 +229,9 @@ _FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     torch.div: (_div, {}), torch.pow: (operator.pow, {}), torch.neg: (operator.neg, {}),
     torch.matmul: (operator.matmul, {}), torch.mm: (operator.matmul, {}),
     torch.mv: (operator.matmul, {}), torch.bmm: (operator.matmul, {}),
-    torch.addmm: (_addmm, {}), torch.baddbmm: (_baddbmm, {}),
+    torch.addmm: (_addmm, {}), torch.baddbmm: (_baddbmm, {}), torch.addbmm: (_addbmm, {}),
+    torch.addmv: (_addmm, {}), torch.addr: (_addr, {}),
+    torch._addmm_activation: (_addmm_activation, {}),
     torch.square: (lambda input: input * input, {}),
     torch.maximum: (lambda input, other: input._binary("max", other), {}),
     torch.minimum: (lambda input, other: input._binary("min", other), {}),
@@ -207,6 +254,7 @@ _FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     F.pad: (fn.pad, {}), torch._C._nn.pad: (fn.pad, {}),  # the latter in Dynamo's graphs
     torch.sigmoid: (_unary("sigmoid"), {}), torch.tanh: (_unary("tanh"), {}),
     torch.relu: (_unary("relu"), {}),
+    **{getattr(torch, name): (op, {}) for name, op in _COMPARISONS.items()},
 }
 
 # Tensor methods (call_method targets, by name): the tensor is the first argument.
@@ -214,7 +262,8 @@ _METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
     "add": (_add(1), {}), "sub": (_add(-1), {}), "mul": (operator.mul, {}), "div": (_div, {}),
     "pow": (operator.pow, {}), "neg": (operator.neg, {}), "matmul": (operator.matmul, {}),
     "mm": (operator.matmul, {}), "bmm": (operator.matmul, {}), "addmm": (_addmm, {}),
-    "baddbmm": (_baddbmm, {}),
+    "baddbmm": (_baddbmm, {}), "addbmm": (_addbmm, {}), "addmv": (_addmm, {}),
+    "addr": (_addr, {}),
     "sum": (_reduce("sum"), {}), "mean": (_reduce("mean"), {}), "prod": (_reduce("prod"), {}),
     "amax": (_reduce("max"), {}), "amin": (_reduce("min"), {}),
     "logsumexp": (_reduce("logsumexp"), {}),
@@ -223,14 +272,17 @@ _METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
     "transpose": (_transpose, {}), "permute": (_permute, {}), "t": (lambda input: input.T, {}),
     "size": (_size, {}), "dim": (lambda input: input.ndim, {}), "contiguous": (_contiguous, {}),
     "clamp": (_clamp, {}), "square": (lambda input: input * input, {}),
+    **{name: (op, {}) for name, op in _COMPARISONS.items()},
+    **{name: (op, {}) for name, op in _DUNDERS.items()},
 }
 
 # the families kept in modules of their own (`fx_rows_*.py`), in tables of the same form
 FAMILIES = (fx_rows_activations, fx_rows_attention, fx_rows_conv, fx_rows_losses,
-            fx_rows_norm_pool, fx_rows_shapes)
+            fx_rows_margin_losses, fx_rows_norm_pool, fx_rows_shapes)
 for _family in FAMILIES:
     _FUNCTIONS.update(_family.FUNCTIONS)
     _METHODS.update(_family.METHODS)
+_FUNCTIONS.update(fx_rows_aten.rows(_FUNCTIONS))  # ATen's spellings of the functional rows
 
 for _name in UNARY_BUILTINS:  # every elementwise built-in torch also has, both spellings
     if callable(getattr(torch, _name, None)):

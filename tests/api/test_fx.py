@@ -19,6 +19,7 @@ F = torch.nn.functional
 import reverie as rv  # noqa: E402
 from reverie.fx_targets import FUNCTIONS, METHODS, MODULES, supported_targets  # noqa: E402
 from reverie.tracing import UNARY_BUILTINS  # noqa: E402
+from tests.api.test_fx_margin_losses import MODULES as MARGIN_LOSS_MODULES  # noqa: E402
 
 torch.manual_seed(0)
 
@@ -177,7 +178,11 @@ def test_every_module_row_is_tested() -> None:
     tested = {type(m) for model, _ in MODULE_CASES for m in model} | {
         nn.MSELoss, nn.CrossEntropyLoss, nn.Embedding,  # (test_fx_norm_pool.py: int input)
         nn.Hardsigmoid,  # (test_fx_activations_shapes.py: torch has no double backward)
-        nn.ConvTranspose1d, nn.ConvTranspose2d}  # (test_fx_conv.py: call_module nodes)
+        nn.ConvTranspose1d, nn.ConvTranspose2d,  # (test_fx_conv.py: call_module nodes)
+        nn.Conv3d, nn.ConvTranspose3d,  # (test_fx_conv.py)
+        nn.BatchNorm3d, nn.MaxPool3d, nn.AvgPool3d, nn.AdaptiveAvgPool3d,  # (test_fx_norm_pool)
+        nn.PReLU,  # (test_fx_activations_shapes.py: it has a weight)
+        *(type(m) for m, _ in MARGIN_LOSS_MODULES)}  # (test_fx_margin_losses.py)
     assert set(MODULES) <= tested
     listed = supported_targets()
     assert len(listed["functions"]) >= 40 and "nn.LayerNorm" in listed["modules"]

@@ -65,6 +65,8 @@ def normal(*shape, dtype=torch.float64):
 
 # ---------------------------------------------------------------- activations
 
+SLOPES = torch.linspace(-0.5, 0.5, 7, dtype=torch.float64)  # prelu's, one per channel
+
 ACTIVATIONS = {
     "leaky_relu": lambda x: F.leaky_relu(x) + F.leaky_relu(x, negative_slope=0.3),
     "elu": lambda x: F.elu(x) + F.elu(x, alpha=0.5),
@@ -81,6 +83,9 @@ ACTIVATIONS = {
     "sigmoid, tanh": lambda x: F.sigmoid(x) + F.tanh(x) + torch.sigmoid(x) + x.tanh(),
     "logsigmoid": F.logsigmoid,
     "softsign": F.softsign,
+    "prelu, one slope": lambda x: F.prelu(x, SLOPES[:1].to(x.dtype)),
+    "prelu per channel": lambda x: torch.prelu(x, SLOPES[:x.shape[1] if x.ndim > 1 else 1]
+                                               .to(x.dtype)),
 }
 
 MODULES = {
@@ -89,7 +94,7 @@ MODULES = {
     "Hardtanh(min_value)": nn.Hardtanh(min_value=-0.5), "ReLU6": nn.ReLU6(),
     "Hardsigmoid": nn.Hardsigmoid(), "Hardswish": nn.Hardswish(), "Softplus": nn.Softplus(2.0),
     "GELU(tanh)": nn.GELU("tanh"), "Sigmoid": nn.Sigmoid(), "Tanh": nn.Tanh(),
-    "LogSigmoid": nn.LogSigmoid(), "Softsign": nn.Softsign(),
+    "LogSigmoid": nn.LogSigmoid(), "Softsign": nn.Softsign(), "PReLU": nn.PReLU(7, 0.2),
     "Dropout(eval)": nn.Dropout(0.4).eval(), "AlphaDropout(eval)": nn.AlphaDropout(0.4).eval(),
 }
 
@@ -107,7 +112,7 @@ def test_activation_functions(name: str, dtype: torch.dtype) -> None:
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_activation_modules(name: str, dtype: torch.dtype) -> None:
-    assert_same_derivatives(MODULES[name], [normal(5, 7, dtype=dtype)],
+    assert_same_derivatives(MODULES[name].to(dtype), [normal(5, 7, dtype=dtype)],
                             name not in NO_DOUBLE_BACKWARD_IN_TORCH)
 
 

@@ -188,6 +188,81 @@ MODULE_EXAMPLES.update({
     nn.ConvTranspose2d: ((4, 4, 3), [normal(2, 4, 5, 4)]),
 })
 
+# The 3-D rows, the margin losses (reverie/fx_rows_margin_losses.py), the ATen spellings
+# (reverie/fx_rows_aten.py: the reduction as torch's enum) and prelu, addbmm & co.
+SIGNS = torch.tensor([[1.0, -1.0, -1.0, 1.0], [-1.0, 1.0, 1.0, 1.0], [1.0, 1.0, -1.0, -1.0]],
+                     dtype=torch.float64)
+MULTILABELS = torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [-1, 2, 0, 0]])
+COUNTS = torch.tensor([[0.0, 1.0, 3.0, 2.0], [5.0, 0.0, 1.0, 1.0], [2.0, 2.0, 0.0, 4.0]],
+                      dtype=torch.float64)
+ROWS = torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64)
+VOLUME = normal(2, 3, 6, 8, 7)
+VALUES.update({
+    "use_gelu": [True], "pad": [1], "a": [0.5], "b": [0.5], "margin": [0.5], "swap": [True],
+    "full": [True], "log_input": [False], "num_parameters": [3], "init": [0.5],
+    "p": [*VALUES["p"], 2],  # (multi_margin_loss takes p = 1 or 2 alone)
+})
+_nn = torch._C._nn
+EXAMPLES.update({
+    torch._addmm_activation: ((normal(3, 2), X, normal(4, 2)), {}),
+    **{t: ((normal(4, 2), normal(3, 4, 5), normal(3, 5, 2)), {}) for t in (torch.addbmm,
+                                                                          "addbmm")},
+    **{t: ((X, Y), {}) for t in (torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge,
+                                 torch.greater, torch.greater_equal, torch.less,
+                                 torch.less_equal, torch.not_equal)},
+    torch.addmv: ((normal(3), X, normal(4)), {}), "addmv": ((normal(3), X, normal(4)), {}),
+    torch.addr: ((X, normal(3), normal(4)), {}), "addr": ((X, normal(3), normal(4)), {}),
+    F.prelu: ((normal(2, 3, 4), positive(3)), {}),
+    F.conv3d: ((normal(2, 4, 5, 4, 3), normal(4, 2, 3, 2, 2)), {"bias": normal(4), "groups": 2}),
+    F.conv_transpose3d: ((normal(2, 4, 3, 4, 3), normal(4, 3, 3, 2, 2)),
+                         {"bias": normal(6), "stride": 2, "groups": 2}),
+    torch.conv_tbc: ((normal(6, 2, 3), normal(3, 3, 4), normal(4)), {}),
+    **{t: ((VOLUME, 3), {}) for t in (F.max_pool3d_with_indices, F.avg_pool3d)},
+    **{getattr(_nn, f"{kind}_pad{n}d"): ((normal(2, 3, 5, 4, 6)[(0,) * (3 - n)], (1, 2) * n),
+                                        {})
+       for kind in ("reflection", "replication") for n in (1, 2, 3)},
+    torch.constant_pad_nd: ((normal(2, 3, 5), (1, 2)), {}),
+    **{t: ((X, Y), {"reduction": 2}) for t in (_nn.mse_loss, _nn.l1_loss, _nn.smooth_l1_loss,
+                                              _nn.huber_loss)},
+    _nn.nll_loss: ((X, LABELS), {"reduction": 1}),
+    _nn.nll_loss2d: ((normal(2, 4, 3, 2), torch.tensor([[[0, 3], [1, 1], [2, 0]]] * 2)),
+                     {"reduction": 1}),
+    _nn.binary_cross_entropy: ((X.sigmoid(), Y.sigmoid()), {"reduction": 1}),
+    torch.binary_cross_entropy_with_logits: ((X, Y.sigmoid()), {"reduction": 1}),
+    torch.kl_div: ((X, positive(3, 4)), {"reduction": 1}),
+    _nn.soft_margin_loss: ((X, SIGNS), {"reduction": 1}),
+    _nn.multi_margin_loss: ((X, LABELS), {"reduction": 1, "p": 2}),
+    _nn.multilabel_margin_loss: ((X, MULTILABELS), {"reduction": 1}),
+    torch.margin_ranking_loss: ((X, Y, SIGNS), {"reduction": 1}),
+    torch.hinge_embedding_loss: ((X, SIGNS), {"reduction": 1}),
+    torch.cosine_embedding_loss: ((X, Y, ROWS), {"reduction": 1}),
+    torch.poisson_nll_loss: ((X, COUNTS, True, False, 1e-8, 1), {}),
+    torch.triplet_margin_loss: ((X, Y, normal(3, 4)), {"reduction": 1}),
+    F.margin_ranking_loss: ((X, Y, SIGNS), {}),
+    **{t: ((X, SIGNS), {}) for t in (F.hinge_embedding_loss, F.soft_margin_loss)},
+    F.cosine_embedding_loss: ((X, Y, ROWS), {}),
+    F.poisson_nll_loss: ((positive(3, 4), COUNTS), {}),
+    F.pairwise_distance: ((X, Y), {}),
+    F.triplet_margin_loss: ((X, Y, normal(3, 4)), {}),
+    F.multi_margin_loss: ((X, LABELS), {"p": 2}),
+    F.multilabel_margin_loss: ((X, MULTILABELS), {}),
+})
+MODULE_EXAMPLES.update({
+    nn.Conv3d: ((4, 4, 3), [normal(2, 4, 6, 6, 6)]),
+    nn.ConvTranspose3d: ((4, 4, 3), [normal(2, 4, 3, 4, 3)]),
+    nn.BatchNorm3d: ((3,), [VOLUME]),
+    **{cls: ((3,), [VOLUME]) for cls in (nn.MaxPool3d, nn.AvgPool3d, nn.AdaptiveAvgPool3d)},
+    nn.PReLU: ((), [normal(2, 3, 4)]),
+    nn.MarginRankingLoss: ((), [X, Y, SIGNS]),
+    **{cls: ((), [X, SIGNS]) for cls in (nn.HingeEmbeddingLoss, nn.SoftMarginLoss)},
+    nn.CosineEmbeddingLoss: ((), [X, Y, ROWS]),
+    nn.PoissonNLLLoss: ((), [positive(3, 4), COUNTS]),
+    nn.PairwiseDistance: ((), [X, Y]),
+    nn.TripletMarginLoss: ((), [X, Y, normal(3, 4)]),
+    nn.MultiMarginLoss: ((), [X, LABELS]),
+    nn.MultiLabelMarginLoss: ((), [X, MULTILABELS]),
+})
+
 # ---------------------------------------------------------------- torch's parameters
 
 def optional_parameters(function: Any) -> list[str]:

@@ -16,43 +16,14 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
 
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
-from tests.api.fx_helpers import DTYPES, fresh_dynamo, tolerance  # noqa: E402, F401
-
-
-def derivatives(fn, inputs, parameters=(), second=True, frozen=()):
-    """Value, first derivatives of Σ out² and (with `second`) the derivatives of Σ of
-    those, with respect to the float inputs (save those numbered in `frozen`) and
-    `parameters`."""
-    inputs = [t.detach().clone().requires_grad_(t.is_floating_point() and i not in frozen)
-              for i, t in enumerate(inputs)]
-    wrt = [t for t in inputs if t.requires_grad] + list(parameters)
-    out = fn(*inputs)
-    outs = out if isinstance(out, tuple) else (out,)
-    first = torch.autograd.grad(sum((o * o).sum() for o in outs), wrt, create_graph=second)
-    if not second:
-        return [*outs, *first]
-    again = torch.autograd.grad(sum(g.sum() for g in first), wrt, allow_unused=True,
-                                materialize_grads=True)
-    return [*outs, *first, *again]
-
-
-def assert_same(fn, inputs, dtype, parameters=(), second=True, frozen=()) -> None:
-    """`fn` compiled whole by Reverie equals eager `fn` to every order asked."""
-    compiled = torch.compile(fn, backend="reverie", fullgraph=True)
-    got = derivatives(compiled, inputs, parameters, second, frozen)
-    with sdpa_kernel(SDPBackend.MATH):  # the CPU's flash attention has no double backward
-        want = derivatives(fn, inputs, parameters, second, frozen)
-    for a, b in zip(got, want, strict=True):
-        torch.testing.assert_close(a.detach(), b.detach(), **tolerance(dtype))
-
-
-def refused(fn, inputs, name: str) -> None:
-    """Compiling `fn` raises an error naming the argument `name`."""
-    with pytest.raises(Exception, match=name):
-        torch.compile(fn, backend="reverie", fullgraph=True)(*inputs)
-
+from tests.api.fx_helpers import (  # noqa: E402, F401
+    DTYPES,
+    assert_same,
+    fresh_dynamo,
+    refused,
+    tolerance,
+)
 
 # ---------------------------------------------------------------- losses
 

@@ -68,6 +68,11 @@ CASES: dict[str, tuple[Callable, list[tuple[int, ...]], list[tuple[int, ...]]]] 
                         [(4,), (2, 4, 5), (2, 3, 4)], [(4,), (3, 4, 2), (3, 5, 4)]),
     "bmm, addmm, baddbmm": (scaled_sums, [(2, 3, 5), (2, 3, 4), (2, 4, 5), (4, 4), (4, 4)],
                             [(3, 2, 6), (3, 2, 4), (3, 4, 6), (4, 4), (4, 4)]),
+    "addbmm, addmv, addr": (
+        lambda m, a, b, v, u: (torch.addbmm(m, a, b, beta=0.5, alpha=2.0) + m.addbmm(a, b)
+                               + torch.addmv(v, m, u, alpha=-1.5)[:, None]
+                               + torch.addr(m, v, u, beta=2.0) + m.addr(v, u)),
+        [(3, 4), (2, 3, 5), (2, 5, 4), (3,), (4,)], [(3, 4), (5, 3, 2), (5, 2, 4), (3,), (4,)]),
 }
 
 
@@ -134,6 +139,15 @@ def test_linear_modules_on_sequences_through_rv_fx(dtype: torch.dtype) -> None:
     x = torch.randn(2, 5, 4, dtype=dtype)
     compiled = reverie.fx.compile(torch.fx.symbolic_trace(model), [x])
     assert_model_like_eager(compiled, model, x)
+
+
+@pytest.mark.parametrize("use_gelu", [False, True])
+def test_addmm_activation_is_addmm_then_relu_or_exact_gelu(use_gelu: bool) -> None:
+    """torch._addmm_activation (eager has no gradient for it): its values."""
+    m, a, b = (torch.randn(*s, dtype=torch.float64) for s in ((3, 4), (3, 5), (5, 4)))
+    fn = lambda *t: torch._addmm_activation(*t, alpha=0.5, use_gelu=use_gelu)  # noqa: E731
+    got = torch.compile(fn, backend="reverie", fullgraph=True)(m, a, b)
+    torch.testing.assert_close(got, fn(m, a, b), rtol=1e-12, atol=1e-12)
 
 
 def test_baddbmm_at_beta_zero_ignores_the_input() -> None:

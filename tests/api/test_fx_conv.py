@@ -90,6 +90,16 @@ CONVS = {
     "conv1d_unbatched": (lambda x, w: F.conv1d(x, w, padding=1), [(3, 7), (2, 3, 3)]),
     "conv_transpose2d_unbatched": (lambda x, w, b: F.conv_transpose2d(x, w, b, 2, 1, 1),
                                    [(2, 3, 4), (2, 3, 3, 3), (3,)]),
+    "conv3d_stride_padding_dilation": (
+        lambda x, w, b: F.conv3d(x, w, b, (1, 2, 1), 1, (1, 1, 2)),
+        [(2, 3, 4, 5, 6), (4, 3, 3, 2, 2), (4,)]),
+    "conv3d_groups": (lambda x, w: F.conv3d(x, w, groups=2), [(1, 4, 3, 4, 3), (2, 2, 2, 2, 2)]),
+    "conv_transpose3d": (lambda x, w, b: F.conv_transpose3d(x, w, b, 2, 1, 1),
+                         [(2, 3, 2, 3, 2), (3, 2, 3, 3, 2), (2,)]),
+    "conv_transpose3d_groups_dilation": (
+        lambda x, w: F.conv_transpose3d(x, w, stride=(1, 2, 1), groups=2, dilation=(2, 1, 1)),
+        [(1, 4, 3, 2, 3), (4, 1, 2, 2, 2)]),
+    "conv_tbc": (lambda x, w, b: torch.conv_tbc(x, w, b, 1), [(6, 2, 3), (3, 3, 4), (4,)]),
 }
 
 
@@ -98,6 +108,19 @@ CONVS = {
 def test_convolution_matches_eager(name: str, dtype) -> None:
     fn, shapes = CONVS[name]
     assert_compiles_alike(fn, [torch.randn(*s, dtype=dtype) for s in shapes], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("module", [nn.Conv3d(3, 4, 2, padding=1, padding_mode="circular"),
+                                    nn.Conv3d(2, 4, (2, 1, 2), stride=2, groups=2),
+                                    nn.ConvTranspose3d(3, 2, 2, stride=2, output_padding=1)],
+                         ids=["Conv3d circular", "Conv3d groups", "ConvTranspose3d"])
+def test_three_dimensional_modules_compile_as_calls(module: nn.Module, dtype) -> None:
+    """nn.Conv3d and nn.ConvTranspose3d as `call_module` nodes (`rv.fx.compile`)."""
+    model = nn.Sequential(module).to(dtype)
+    x = torch.randn(2, module.in_channels, 3, 4, 3, dtype=dtype)
+    run = compiled_as_modules(model)
+    torch.testing.assert_close(run(x), model(x), **tolerance(dtype))
 
 
 def test_torch_spelling_is_the_functional_row() -> None:

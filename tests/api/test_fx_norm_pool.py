@@ -117,6 +117,16 @@ FUNCTIONS = {
                                            [normal(d, 2, 5, 6)]),
     "adaptive_avg_pool2d_global": lambda d: (lambda x: F.adaptive_avg_pool2d(x, 1),
                                              [normal(d, 2, 3, 4, 5)]),
+    "max_pool3d_indices": lambda d: (
+        lambda x: F.max_pool3d(x, 2, (1, 2, 1), 1, (1, 1, 2), return_indices=True),
+        [normal(d, 2, 2, 4, 5, 5)]),
+    "avg_pool3d_ceil_exclude_padding": lambda d: (
+        lambda x: F.avg_pool3d(x, 3, 2, 1, True, count_include_pad=False),
+        [normal(d, 2, 2, 5, 6, 4)]),
+    "avg_pool3d_divisor": lambda d: (lambda x: F.avg_pool3d(x, 2, 1, divisor_override=5),
+                                     [normal(d, 3, 3, 4, 3)]),
+    "adaptive_avg_pool3d": lambda d: (lambda x: F.adaptive_avg_pool3d(x, (2, None, 3)),
+                                      [normal(d, 2, 3, 5, 4, 7)]),
 }
 FROZEN = {"batch_norm_eval": (1, 2)}  # torch refuses gradients for running statistics
 
@@ -218,12 +228,30 @@ class Tagger(nn.Module):
         return self.head(self.pool(x).flatten(1))
 
 
+class Volumes(nn.Module):
+    """The 3-D rows: Conv3d -> BatchNorm3d -> MaxPool3d -> AvgPool3d -> AdaptiveAvgPool3d."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv3d(2, 3, 2, padding=1)
+        self.bn = nn.BatchNorm3d(3)
+        self.pool = nn.MaxPool3d(2, stride=1)
+        self.avg = nn.AvgPool3d(2, ceil_mode=True, count_include_pad=False)
+        self.adaptive = nn.AdaptiveAvgPool3d((1, 2, 1))
+        self.head = nn.Linear(6, 2)
+
+    def forward(self, x):
+        x = self.avg(self.pool(F.relu(self.bn(self.conv(x)))))
+        return self.head(self.adaptive(x).flatten(1))
+
+
 def batches(model: nn.Module, dtype: torch.dtype) -> list[torch.Tensor]:
     """Three training batches and one for eval, the same for every run."""
     make = torch.Generator().manual_seed(1)
     if isinstance(model, Tagger):
         return [torch.randint(0, 7, (5, 6), generator=make) for _ in range(4)]
-    return [torch.randn(4, 2, 9, 8, dtype=dtype, generator=make) for _ in range(4)]
+    shape = (4, 2, 4, 5, 3) if isinstance(model, Volumes) else (4, 2, 9, 8)
+    return [torch.randn(*shape, dtype=dtype, generator=make) for _ in range(4)]
 
 
 def train(model: nn.Module, run, dtype: torch.dtype) -> list[list[torch.Tensor]]:
@@ -251,7 +279,7 @@ def compiled_by_dynamo(model: nn.Module):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("compiler", [compiled_by_dynamo, compiled_as_modules])
-@pytest.mark.parametrize("make", [Net, Tagger])
+@pytest.mark.parametrize("make", [Net, Tagger, Volumes])
 def test_training_matches_eager(make, compiler, dtype: torch.dtype) -> None:
     eager = make().to(dtype)
     model = copy.deepcopy(eager)
