@@ -182,6 +182,7 @@ def test_every_module_row_is_tested() -> None:
         nn.Conv3d, nn.ConvTranspose3d,  # (test_fx_conv.py)
         nn.BatchNorm3d, nn.MaxPool3d, nn.AvgPool3d, nn.AdaptiveAvgPool3d,  # (test_fx_norm_pool)
         nn.PReLU,  # (test_fx_activations_shapes.py: it has a weight)
+        nn.RMSNorm, nn.CosineSimilarity,  # (test_fx_math.py)
         *(type(m) for m, _ in MARGIN_LOSS_MODULES)}  # (test_fx_margin_losses.py)
     assert set(MODULES) <= tested
     listed = supported_targets()

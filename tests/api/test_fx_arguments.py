@@ -12,6 +12,7 @@ a value to try, fails here until one is added.
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
 
 import pytest
@@ -262,6 +263,28 @@ MODULE_EXAMPLES.update({
     nn.MultiMarginLoss: ((), [X, LABELS]),
     nn.MultiLabelMarginLoss: ((), [X, MULTILABELS]),
 })
+
+# Elementwise spellings, scans, norms and other spellings (reverie/fx_rows_math.py).
+VALUES.update({"ord": [1, 3, math.inf, 0.5], "cudnn_enabled": [False],
+               "allow_tf32": [False]})
+EXAMPLES.update({
+    **{t: ((X, Y), {}) for t in (torch.atan2, torch.arctan2, "atan2", "arctan2", torch.dist,
+                                 "dist", F.cosine_similarity, torch.linalg.vecdot)},
+    **{t: ((X, 1), {}) for t in (torch.cumsum, torch.cumprod, "cumsum", "cumprod")},
+    **{t: ((X,), {"dtype": torch.float64}) for t in (torch.linalg.vector_norm, torch.norm,
+                                                     "norm")},
+    **{t: ((X, (4,)), {}) for t in (F.rms_norm, torch.rms_norm)},
+    torch.layer_norm: ((X, (4,)), {"bias": normal(4)}),
+    torch.group_norm: ((normal(2, 4, 3), 2), {"bias": normal(4)}),
+    torch.convolution: ((normal(2, 4, 7), normal(4, 2, 3), None, [1], [0], [1], False, [0], 2),
+                        {}),
+    torch._convolution: ((normal(2, 4, 7), normal(4, 2, 3), None, [1], [0], [1], False, [0], 2,
+                          False, False, True), {"allow_tf32": True}),
+    **{t: ((X, Y, Y), {}) for t in (torch.addcmul, torch.addcdiv, "addcmul", "addcdiv")},
+    **{t: ((X, 0.1), {}) for t in (torch.clamp_min, torch.clamp_max, "clamp_min", "clamp_max")},
+    torch.linalg.multi_dot: (([X, normal(4, 2)],), {}),
+})
+MODULE_EXAMPLES.update({nn.RMSNorm: ((4,), [X]), nn.CosineSimilarity: ((), [X, Y])})
 
 # ---------------------------------------------------------------- torch's parameters
 

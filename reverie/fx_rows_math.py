@@ -1,0 +1,268 @@
+"""Rows of the `rv.fx` target table (`fx_targets.py`): elementwise spellings, scans, norms
+and the other spellings of products and normalisations.
+
+Each table has the form of `fx_targets`' own (see `fx_rows_losses.py`). Every value is
+torch's formula, to rounding, and so is every gradient:
+
+    acos asin atan acosh asinh atanh   torch's names of arccos, ... (the language's)
+    reciprocal, atan2/arctan2          1 / x;  the angle of (x, y), 0 at (0, 0)
+    addcmul, addcdiv                   input + value · t₁ t₂ (or t₁ / t₂)
+    cumsum, cumprod                    running sum / product along `dim` (`dtype` first)
+    clamp_min, clamp_max               max(x, lo), min(x, hi)
+    detach                             x, with no gradient through it
+    vector_norm, norm, dist            ‖x‖_p over `dim` (all axes by default): p = 2 ("fro"),
+                                       1, ±inf or any p ≥ 1; its gradient 0 where the norm
+                                       is 0 (torch's), so no NaN at a zero vector
+    normalize                          x / max(‖x‖_p, eps) along `dim`
+    cosine_similarity                  Σ (x₁ / max(‖x₁‖, eps)) (x₂ / max(‖x₂‖, eps)) along
+                                       `dim`: ATen's order, the clamp outside the gradient
+                                       (ATen clamps the norms in place without grad)
+    rms_norm                           x / √(mean(x²) + eps) · w over the last axes
+                                       (eps: the dtype's machine epsilon by default)
+    layer_norm, group_norm             torch's spellings of the F rows (`cudnn_enable`
+                                       changes nothing on the CPU)
+    convolution, _convolution          F.conv*d or F.conv_transpose*d by `transposed`
+    chain_matmul, linalg.multi_dot     the product left to right;  vecdot Σ x y along dim
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
+from torch import nn
+
+from reverie import fx_functional as fn
+from reverie.fx_functional import float_dtype, refuse
+from reverie.fx_rows_conv import conv, conv_transpose
+from reverie.fx_rows_norm_pool import group_norm
+from reverie.fx_rows_rule import rule_in
+from reverie.tracing import RECORDER_FILES, Traced, where
+
+RECORDER_FILES.add(__file__)
+
+Emit = Callable[..., Any]
+ALIASES = {"acos": "arccos", "asin": "arcsin", "atan": "arctan", "acosh": "arccosh",
+           "asinh": "arcsinh", "atanh": "arctanh"}  # torch's name -> the language's
+
+
+def _builtin(name: str) -> Emit:
+    def emit(input: Traced) -> Traced:
+        return input._call(name)
+
+    return emit
+
+
+def reciprocal(input: Traced) -> Traced:
+    return 1.0 / input
+
+
+def atan2(input: Traced, other: Traced) -> Traced:
+    """torch.atan2(y, x): the angle of the point (x, y)."""
+    return np.arctan2(input, other)
+
+
+def addcmul(input: Any, tensor1: Traced, tensor2: Traced, *, value: Any = 1) -> Traced:
+    return input + value * (tensor1 * tensor2)
+
+
+def addcdiv(input: Any, tensor1: Traced, tensor2: Traced, *, value: Any = 1) -> Traced:
+    return input + value * (tensor1 / tensor2)
+
+
+def _scan(kind: str) -> Emit:
+    """torch.cumsum / torch.cumprod along `dim`, the input converted to `dtype` first."""
+    def emit(input: Traced, dim: int, *, dtype: Any = None) -> Traced:
+        x = input if dtype is None else fn.cast(input, float_dtype(kind, dtype))
+        if x.ndim == 0:
+            return x
+        return x.recording.let(f"{kind}({x.name}, axis={dim % x.ndim})", x.axes, x.element)
+
+    return emit
+
+
+def clamp_min(input: Traced, min: Any) -> Traced:  # noqa: A002 (torch's name)
+    return input._binary("max", min)
+
+
+def clamp_max(input: Traced, max: Any) -> Traced:  # noqa: A002 (torch's name)
+    return input._binary("min", max)
+
+
+def detach(input: Traced) -> Traced:
+    return input._call("stop_gradient")
+
+
+# ---------------------------------------------------------------- norms
+
+def _axes(x: Traced, dim: Any) -> tuple[int, ...]:
+    if dim is None:
+        return tuple(range(x.ndim))
+    dims = tuple(dim) if isinstance(dim, tuple | list) else (dim,)
+    return tuple(d % x.ndim for d in dims) if dims else tuple(range(x.ndim))
+
+
+def _safe_root(total: Traced, power: float) -> Traced:
+    """total^(1/power) with torch's gradient at total = 0: none (the norm's backward is
+    masked there), where the plain root's would be 0 · ∞."""
+    positive = total > 0
+    safe = where(positive, total, 1.0)
+    return where(positive, safe.sqrt() if power == 2 else safe ** (1.0 / power), 0.0)
+
+
+def vector_norm(x: Any, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,  # noqa: A002
+                dtype: Any = None) -> Traced:
+    """torch.linalg.vector_norm: ‖x‖_ord over `dim` (every axis where None)."""
+    if dtype is not None:
+        x = fn.cast(x, float_dtype("vector_norm", dtype))
+    return _norm(x, ord, _axes(x, dim), keepdim, ("vector_norm", "ord"))
+
+
+def _norm(x: Traced, p: Any, axes: tuple[int, ...], keepdim: bool,
+          asked: tuple[str, str]) -> Traced:
+    """‖x‖_p over `axes`; a p Reverie lacks is refused as the argument `asked` names."""
+    size = x.abs()
+    if p in (math.inf, -math.inf):
+        return size._reduce("max" if p > 0 else "min", axes, keepdim)
+    if isinstance(p, bool) or not isinstance(p, int | float) or p < 1:
+        raise refuse(*asked, p, "Reverie takes 1, 2, a p > 1 or ±inf")
+    if p == 1:
+        return size._reduce("sum", axes, keepdim)
+    powered = x * x if p == 2 else size ** float(p)
+    return _safe_root(powered._reduce("sum", axes, keepdim), float(p))
+
+
+def norm(input: Traced, p: Any = "fro", dim: Any = None, keepdim: bool = False,
+         dtype: Any = None) -> Traced:
+    """torch.norm / Tensor.norm of vectors: "fro" is p = 2 (over `dim`, or every axis)."""
+    x = input if dtype is None else fn.cast(input, float_dtype("norm", dtype))
+    return _norm(x, 2 if p == "fro" else p, _axes(x, dim), keepdim, ("norm", "p"))
+
+
+def dist(input: Traced, other: Traced, p: Any = 2) -> Traced:
+    """torch.dist: ‖input − other‖_p over every element."""
+    difference = input - other
+    return _norm(difference, p, _axes(difference, None), False, ("dist", "p"))
+
+
+def normalize(input: Traced, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
+              out: Any = None) -> Traced:
+    """F.normalize: x / max(‖x‖_p, eps) along `dim`."""
+    if out is not None:
+        raise refuse("normalize", "out", out, "a write in place")
+    size = _norm(input, p, _axes(input, dim), True, ("normalize", "p"))
+    return input / size._binary("max", eps)
+
+
+def cosine_similarity(x1: Traced, x2: Traced, dim: int = 1, eps: float = 1e-8) -> Traced:
+    """F.cosine_similarity, as ATen computes it: each input over its norm, the norm
+    clamped at eps outside the gradient (`clamp_min_` under NoGradGuard), then summed."""
+    def over_norm(x: Traced) -> Traced:
+        size = vector_norm(x, 2, dim, keepdim=True)
+        clamped = size + (size._binary("max", eps) - size)._call("stop_gradient")
+        return x / clamped
+
+    return (over_norm(x1) * over_norm(x2)).sum(axis=dim % max(x1.ndim, x2.ndim))
+
+
+def rms_norm(input: Traced, normalized_shape: Any, weight: Traced | None = None,
+             eps: float | None = None) -> Traced:
+    """F.rms_norm: x / √(mean(x²) + eps) over the last len(normalized_shape) axes, · w."""
+    shape = tuple(normalized_shape) if isinstance(normalized_shape, tuple | list) else \
+        (normalized_shape,)
+    if tuple(input.shape[input.ndim - len(shape):]) != tuple(shape):
+        raise refuse("rms_norm", "normalized_shape", normalized_shape,
+                     f"torch takes the input's last axes {list(input.shape)}")
+    if eps is None:
+        eps = float(np.finfo(np.float64 if input.element == "f64" else np.float32).eps)
+    axes = tuple(range(input.ndim - len(shape), input.ndim))
+    y = input * ((input * input)._reduce("mean", axes, True) + eps).rsqrt()
+    return y if weight is None else y * weight
+
+
+def layer_norm(input: Traced, normalized_shape: Any, weight: Traced | None = None,
+               bias: Traced | None = None, eps: float = 1e-5, cudnn_enable: bool = True
+               ) -> Traced:
+    """torch.layer_norm: F.layer_norm (`cudnn_enable` is a CUDA switch)."""
+    return fn.layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def torch_group_norm(input: Traced, num_groups: int, weight: Traced | None = None,
+                     bias: Traced | None = None, eps: float = 1e-5,
+                     cudnn_enabled: bool = True) -> Traced:
+    """torch.group_norm: F.group_norm (`cudnn_enabled` is a CUDA switch)."""
+    return group_norm(input, num_groups, weight, bias, eps)
+
+
+# ---------------------------------------------------------------- other spellings
+
+def convolution(input: Traced, weight: Traced, bias: Traced | None, stride: Any,
+                padding: Any, dilation: Any, transposed: bool, output_padding: Any,
+                groups: int, *switches: Any) -> Traced:
+    """torch.convolution / torch._convolution (whose trailing arguments — benchmark,
+    deterministic, cudnn_enabled, allow_tf32 — choose CUDA kernels): F.conv*d or, with
+    `transposed`, F.conv_transpose*d."""
+    if transposed:
+        return conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                              dilation)
+    if any(p for p in np.atleast_1d(output_padding)):
+        raise refuse("convolution", "output_padding", output_padding,
+                     "torch takes it with transposed=True")
+    return conv(input, weight, bias, stride, padding, dilation, groups)
+
+
+def chain_matmul(*matrices: Traced) -> Traced:
+    return functools.reduce(operator.matmul, matrices)
+
+
+def multi_dot(tensors: Any, *, out: Any = None) -> Traced:
+    """torch.linalg.multi_dot (1-D ends as row and column vectors, dropped again)."""
+    if out is not None:
+        raise refuse("multi_dot", "out", out, "a write in place")
+    return functools.reduce(operator.matmul, list(tensors))
+
+
+def vecdot(x: Traced, y: Traced, *, dim: int = -1) -> Traced:
+    """torch.linalg.vecdot of real vectors: Σ x y along `dim`."""
+    product = x * y
+    return product.sum(axis=dim % product.ndim)
+
+
+FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
+    **{getattr(torch, name): (_builtin(builtin), {}) for name, builtin in ALIASES.items()},
+    torch.reciprocal: (reciprocal, {}), torch.atan2: (atan2, {}), torch.arctan2: (atan2, {}),
+    torch.addcmul: (addcmul, {}), torch.addcdiv: (addcdiv, {}),
+    torch.cumsum: (_scan("cumsum"), {}), torch.cumprod: (_scan("cumprod"), {}),
+    torch.clamp_min: (clamp_min, {}), torch.clamp_max: (clamp_max, {}),
+    torch.detach: (detach, {}),
+    torch.linalg.vector_norm: (vector_norm, {}), torch.norm: (norm, {}),
+    torch.dist: (dist, {}), F.normalize: (normalize, {}),
+    F.cosine_similarity: (cosine_similarity, {}), F.rms_norm: (rms_norm, {}),
+    torch.rms_norm: (rms_norm, {}), torch.layer_norm: (layer_norm, {}),
+    torch.group_norm: (torch_group_norm, {}),
+    torch.convolution: (convolution, {}), torch._convolution: (convolution, {}),
+    torch.chain_matmul: (chain_matmul, {}), torch.linalg.multi_dot: (multi_dot, {}),
+    torch.linalg.vecdot: (vecdot, {}),
+}
+METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
+    **{name: (_builtin(builtin), {}) for name, builtin in ALIASES.items()},
+    "reciprocal": (reciprocal, {}), "atan2": (atan2, {}), "arctan2": (atan2, {}),
+    "addcmul": (addcmul, {}), "addcdiv": (addcdiv, {}),
+    "cumsum": (_scan("cumsum"), {}), "cumprod": (_scan("cumprod"), {}),
+    "clamp_min": (clamp_min, {}), "clamp_max": (clamp_max, {}), "detach": (detach, {}),
+    "norm": (norm, {}), "dist": (dist, {}),
+}
+MODULES: dict[type, Callable[..., Any]] = {
+    nn.RMSNorm: lambda m, w, x: rule_in(FUNCTIONS, F.rms_norm)(x, m.normalized_shape,
+                                                               w.get("weight"), m.eps),
+    nn.CosineSimilarity: lambda m, w, x1, x2: rule_in(FUNCTIONS, F.cosine_similarity)(
+        x1, x2, m.dim, m.eps),
+}
+
+__all__ = ["FUNCTIONS", "METHODS", "MODULES"]
