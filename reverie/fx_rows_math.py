@@ -23,6 +23,8 @@ torch's formula, to rounding, and so is every gradient:
                                        changes nothing on the CPU)
     convolution, _convolution          F.conv*d or F.conv_transpose*d by `transposed`
     chain_matmul, linalg.multi_dot     the product left to right;  vecdot Σ x y along dim
+    einsum, tensordot, outer, inner    one index-notation statement each (`reverie/
+    trace, diagonal, diag              tracing_contract.py`, NumPy's forms of them)
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 from torch import nn
 
 from reverie import fx_functional as fn
+from reverie import tracing_contract as contract
 from reverie.fx_functional import float_dtype, refuse
 from reverie.fx_rows_conv import conv, conv_transpose
 from reverie.fx_rows_norm_pool import group_norm
@@ -234,6 +237,41 @@ def vecdot(x: Traced, y: Traced, *, dim: int = -1) -> Traced:
     return product.sum(axis=dim % product.ndim)
 
 
+def einsum(equation: str, *operands: Any) -> Traced:
+    """torch.einsum: the operands one by one or as one list; spaces in the equation
+    ignored."""
+    if len(operands) == 1 and isinstance(operands[0], tuple | list):
+        operands = tuple(operands[0])
+    return contract.einsum(equation.replace(" ", ""), *operands)
+
+
+def tensordot(a: Traced, b: Traced, dims: Any = 2, out: Any = None) -> Traced:
+    """torch.tensordot: the last `dims` axes of a with the first of b, or the axes paired."""
+    if out is not None:
+        raise refuse("tensordot", "out", out, "a write in place")
+    return contract.tensordot(a, b, dims)
+
+
+def diagonal(input: Traced, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Traced:
+    """torch.diagonal: input[..., i, i + offset] of axes dim1, dim2, moved last."""
+    return contract.diagonal(input, offset, dim1, dim2)
+
+
+def trace(input: Traced) -> Traced:
+    """torch.trace of a matrix: Σ input[i, i]."""
+    if input.ndim != 2:
+        raise refuse("trace", "input", input, "torch takes a matrix")
+    return contract.trace(input)
+
+
+def diag(input: Traced, diagonal: int = 0) -> Traced:
+    """torch.diag: a vector on the `diagonal`-th diagonal of a square matrix, or a
+    matrix's diagonal."""
+    if input.ndim not in (1, 2):
+        raise refuse("diag", "input", input, "torch takes a vector or a matrix")
+    return contract.diag(input, diagonal)
+
+
 FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     **{getattr(torch, name): (_builtin(builtin), {}) for name, builtin in ALIASES.items()},
     torch.reciprocal: (reciprocal, {}), torch.atan2: (atan2, {}), torch.arctan2: (atan2, {}),
@@ -249,6 +287,11 @@ FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     torch.convolution: (convolution, {}), torch._convolution: (convolution, {}),
     torch.chain_matmul: (chain_matmul, {}), torch.linalg.multi_dot: (multi_dot, {}),
     torch.linalg.vecdot: (vecdot, {}),
+    torch.einsum: (einsum, {}), torch.tensordot: (tensordot, {}),
+    torch.outer: (lambda input, vec2: contract.outer(input, vec2), {}),
+    torch.ger: (lambda input, vec2: contract.outer(input, vec2), {}),
+    torch.inner: (lambda input, other: contract.inner(input, other), {}),
+    torch.diagonal: (diagonal, {}), torch.trace: (trace, {}), torch.diag: (diag, {}),
 }
 METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
     **{name: (_builtin(builtin), {}) for name, builtin in ALIASES.items()},
@@ -257,6 +300,9 @@ METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
     "cumsum": (_scan("cumsum"), {}), "cumprod": (_scan("cumprod"), {}),
     "clamp_min": (clamp_min, {}), "clamp_max": (clamp_max, {}), "detach": (detach, {}),
     "norm": (norm, {}), "dist": (dist, {}),
+    "outer": (lambda input, vec2: contract.outer(input, vec2), {}),
+    "inner": (lambda input, other: contract.inner(input, other), {}),
+    "diagonal": (diagonal, {}), "trace": (trace, {}), "diag": (diag, {}),
 }
 MODULES: dict[type, Callable[..., Any]] = {
     nn.RMSNorm: lambda m, w, x: rule_in(FUNCTIONS, F.rms_norm)(x, m.normalized_shape,

@@ -283,7 +283,13 @@ EXAMPLES.update({
     **{t: ((X, Y, Y), {}) for t in (torch.addcmul, torch.addcdiv, "addcmul", "addcdiv")},
     **{t: ((X, 0.1), {}) for t in (torch.clamp_min, torch.clamp_max, "clamp_min", "clamp_max")},
     torch.linalg.multi_dot: (([X, normal(4, 2)],), {}),
+    torch.tensordot: ((X, normal(4, 2)), {"dims": 1}),
+    **{t: ((normal(3), normal(4)), {}) for t in (torch.outer, torch.ger, "outer")},
+    **{t: ((X, Y), {}) for t in (torch.inner, "inner")},
+    **{t: ((normal(3, 4, 5),), {"dim1": 0, "dim2": 1}) for t in (torch.diagonal, "diagonal")},
 })
+VALUES.update({"dims": [([1], [0])], "offset": [1, -1], "dim1": [2], "dim2": [2],
+               "diagonal": [1, -1]})
 MODULE_EXAMPLES.update({nn.RMSNorm: ((4,), [X]), nn.CosineSimilarity: ((), [X, Y])})
 
 # ---------------------------------------------------------------- torch's parameters

@@ -87,6 +87,23 @@ CASES = {
         lambda a, b, c: torch.linalg.multi_dot([a, b, c]) + torch.chain_matmul(a, b, c)
         + torch.linalg.vecdot(a, a * c[:3])[:, None],
         [normal(d, 3, 4), normal(d, 4, 5), normal(d, 5, 4)]),
+    "einsum": lambda d: (
+        lambda a, b: torch.einsum("bij,bjk->bik", a, b).sum(-1)
+        + torch.einsum("b i j, b k j -> b i", [a, b.transpose(1, 2)])
+        + torch.einsum("...ij,...ij", a, a)[:, None], [normal(d, 2, 3, 4), normal(d, 2, 4, 5)]),
+    "einsum diagonal and sum": lambda d: (
+        lambda a: torch.einsum("ii->i", a) + torch.einsum("ij->", a), [normal(d, 3, 3)]),
+    "tensordot": lambda d: (
+        lambda a, b: torch.tensordot(a, b, dims=([1, 0], [0, 1])).sum()
+        + torch.tensordot(a.permute(2, 0, 1), b.transpose(0, 1), 2).sum(),
+        [normal(d, 3, 4, 2), normal(d, 4, 3, 5)]),
+    "outer inner": lambda d: (
+        lambda a, b: torch.outer(a, b).sum(0) + a.outer(b).sum(0) + torch.ger(a, b).sum(0)
+        + torch.inner(b, b) + b.inner(b), [normal(d, 3), normal(d, 4)]),
+    "diagonal trace diag": lambda d: (
+        lambda a, m, v: torch.diagonal(a, 1).sum() + a.diagonal(-1, 1, 2).sum() + torch.trace(m)
+        + m.trace() + torch.diag(v, 1).sum() + torch.diag(m, -1).sum() + m.diag().sum(),
+        [normal(d, 3, 4, 5), normal(d, 4, 5), normal(d, 3)]),
 }
 
 # the second derivative where torch's is NaN (a norm at a zero vector: Reverie's is 0)
