@@ -16,6 +16,10 @@ Reverie's: hardsigmoid's 1/6, celu's 1/α):
     hardswish    x (x + 3) / 6 on (−3, 3), 0 below, x above  (at −3: 0; at 3: 1)
     mish         x tanh(softplus(x));  logsigmoid −softplus(−x);  softsign x / (|x| + 1)
     prelu        x where x > 0, else a · x, a learned per channel (axis 1) or one for all
+    rrelu (eval) leaky_relu at the mean slope (lower + upper) / 2; in training refused
+    softshrink   x ∓ λ outside [−λ, λ], else 0;  hardshrink x outside [−λ, λ], else 0
+    threshold    x where x > t, else the value;  tanhshrink x − tanh(x)
+    glu          a σ(b), a and b the halves of `dim`;  softmin softmax(−x)
 
 Dropout in training mode multiplies by torch's own noise, made at every call by the calls
 eager's kernel makes (`_dropout_impl` in aten: `empty_like(x).bernoulli_(1 - p).div_(1 -
@@ -34,7 +38,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 from torch import nn
 
-from reverie.fx_functional import refuse
+from reverie.fx_functional import functional_along, refuse
 from reverie.fx_rows_rule import rule_in
 from reverie.fx_rows_shapes import made
 from reverie.tracing import RECORDER_FILES, Traced, where
@@ -127,6 +131,47 @@ def logsigmoid(input: Traced) -> Traced:
 
 def softsign(input: Traced) -> Traced:
     return input / (abs(input) + 1)
+
+
+def rrelu(input: Traced, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+          training: bool = False, inplace: bool = False) -> Traced:
+    """F.rrelu in eval: leaky_relu at the mean slope (training draws a slope per element,
+    which is refused)."""
+    if training:
+        raise refuse("rrelu", "training", training, "Reverie runs rrelu in eval only")
+    return leaky_relu(input, (lower + upper) / 2)
+
+
+def softshrink(input: Traced, lambd: float = 0.5) -> Traced:
+    return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
+
+
+def hardshrink(input: Traced, lambd: float = 0.5) -> Traced:
+    return where((input > lambd) | (input < -lambd), input, 0.0)
+
+
+def threshold(input: Traced, threshold: float, value: float, inplace: bool = False) -> Traced:
+    return where(input > threshold, input, value)
+
+
+def tanhshrink(input: Traced) -> Traced:
+    return input - input.tanh()
+
+
+def glu(input: Traced, dim: int = -1) -> Traced:
+    """F.glu: the first half of `dim` times the sigmoid of the second."""
+    axis = dim % input.ndim
+    if input.shape[axis] % 2:
+        raise refuse("glu", "input", input, f"torch halves axis {axis}, of odd size")
+    half = input.shape[axis] // 2
+    lead = (slice(None),) * axis
+    return input[(*lead, slice(0, half))] * input[(*lead, slice(half, 2 * half))].sigmoid()
+
+
+def softmin(input: Traced, dim: int | None = None, _stacklevel: int = 3,
+            dtype: Any = None) -> Traced:
+    """F.softmin: softmax of −x along `dim` (torch's implicit dim where None)."""
+    return functional_along("softmax")(-input, dim, _stacklevel, dtype)
 
 
 def prelu(input: Traced, weight: Traced) -> Traced:
@@ -246,6 +291,9 @@ FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     F.mish: (mish, INPLACE), F.hardtanh: (hardtanh, INPLACE), F.relu6: (relu6, INPLACE),
     F.hardsigmoid: (hardsigmoid, INPLACE), F.hardswish: (hardswish, INPLACE),
     F.logsigmoid: (logsigmoid, {}), F.softsign: (softsign, {}), F.prelu: (prelu, {}),
+    F.rrelu: (rrelu, INPLACE), F.softshrink: (softshrink, {}), F.hardshrink: (hardshrink, {}),
+    F.threshold: (threshold, INPLACE), torch.threshold: (threshold, {}),
+    F.tanhshrink: (tanhshrink, {}), F.glu: (glu, {}), F.softmin: (softmin, {}),
     F.sigmoid: (lambda input: input.sigmoid(), {}), F.tanh: (lambda input: input.tanh(), {}),
     F.dropout: (dropout, INPLACE), torch.dropout: (torch_dropout, {}),
     F.dropout1d: (dropout1d, INPLACE), F.dropout2d: (dropout2d, INPLACE),
@@ -277,6 +325,13 @@ MODULES: dict[type, Callable[..., Any]] = {
     nn.Hardswish: _functional(F.hardswish, "inplace"),
     nn.LogSigmoid: _functional(F.logsigmoid), nn.Softsign: _functional(F.softsign),
     nn.PReLU: lambda m, w, x: rule_in(FUNCTIONS, F.prelu)(x, w["weight"]),
+    nn.RReLU: lambda m, w, x: rule_in(FUNCTIONS, F.rrelu)(x, m.lower, m.upper, m.training,
+                                                          m.inplace),
+    nn.Softshrink: _functional(F.softshrink, "lambd"),
+    nn.Hardshrink: _functional(F.hardshrink, "lambd"),
+    nn.Threshold: _functional(F.threshold, "threshold", "value", "inplace"),
+    nn.Tanhshrink: _functional(F.tanhshrink), nn.GLU: _functional(F.glu, "dim"),
+    nn.Softmin: _functional(F.softmin, "dim"),
     nn.Dropout1d: _functional(F.dropout1d, "p", "training", "inplace"),
     nn.Dropout2d: _functional(F.dropout2d, "p", "training", "inplace"),
     nn.Dropout3d: _functional(F.dropout3d, "p", "training", "inplace"),

@@ -14,6 +14,8 @@ Every value is torch's, to rounding, and so is every gradient:
                      the running ones become (1 − m)·running + m·batch (σ² unbiased) —
                      written into the buffers once per call (`Recording.write`), as eager
     group_norm       layer norm over each group of channels, then w, b per channel
+    instance_norm    group_norm with one channel per group (statistics of each sample's
+                     channel); running statistics are refused
     max_pool1d/2d/3d the window's largest element (the first of equals) and its index in
                      the flattened input plane; the gradient goes to that element
     avg_pool1d/2d/3d the window's sum over torch's count (the padded window within
@@ -428,6 +430,31 @@ def add_(input: Traced, other: Any, *, alpha: Any = 1) -> Traced:
     return value
 
 
+def instance_norm(input: Traced, running_mean: Any = None, running_var: Any = None,
+                  weight: Traced | None = None, bias: Traced | None = None,
+                  use_input_stats: bool = True, momentum: float = 0.1,
+                  eps: float = 1e-5) -> Traced:
+    """F.instance_norm with the input's own statistics: group_norm, a group per channel."""
+    if not use_input_stats:
+        raise refuse("instance_norm", "use_input_stats", use_input_stats)
+    if running_mean is not None or running_var is not None:
+        raise refuse("instance_norm", "running_mean", running_mean, "Reverie normalises by "
+                     "the input's statistics and keeps no running_mean or running_var")
+    return group_norm(input, input.shape[1], weight, bias, eps)
+
+
+def instance_norm_module(module: Any, weights: dict[str, Traced], input: Traced) -> Traced:
+    """nn.InstanceNorm1d/2d/3d: unbatched inputs get a batch axis for the call."""
+    if module.track_running_stats:
+        raise refuse(f"nn.{type(module).__name__}", "track_running_stats", True,
+                     "Reverie normalises by the input's statistics")
+    batched = input.ndim == module._get_no_batch_dim() + 1
+    x = input if batched else input.reshape((1, *input.shape))
+    y = _functional(F.instance_norm)(x, None, None, weights.get("weight"),
+                                     weights.get("bias"), True, module.momentum, module.eps)
+    return y if batched else y[0]
+
+
 # ---------------------------------------------------------------- the tables
 
 def _functional(target: Any) -> Rule:
@@ -440,6 +467,7 @@ FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     F.embedding: (embedding, {"max_norm": None, "scale_grad_by_freq": False,
                               "sparse": False}),
     F.batch_norm: (batch_norm, {}), F.group_norm: (group_norm, {}),
+    F.instance_norm: (instance_norm, {}),
     **{getattr(F, f"max_pool{n}d"): (_max_pool(n), {}) for n in (1, 2, 3)},
     **{getattr(F, f"max_pool{n}d_with_indices"): (_max_pool(n, with_indices=True), {})
        for n in (1, 2, 3)},
@@ -473,6 +501,8 @@ MODULES: dict[type, Callable[..., Any]] = {
     **{module: batch_norm_module for module in BATCH_NORM_RANKS},
     nn.GroupNorm: lambda m, w, x: _functional(F.group_norm)(
         x, m.num_groups, w.get("weight"), w.get("bias"), m.eps),
+    **{module: instance_norm_module for module in (nn.InstanceNorm1d, nn.InstanceNorm2d,
+                                                   nn.InstanceNorm3d)},
     nn.MaxPool1d: _max_pool_module, nn.MaxPool2d: _max_pool_module,
     nn.MaxPool3d: _max_pool_module,
     nn.AvgPool1d: lambda m, w, x: _functional(F.avg_pool1d)(

@@ -47,6 +47,7 @@ from reverie import (
     fx_rows_math,
     fx_rows_norm_pool,
     fx_rows_shapes,
+    fx_rows_tensor_ops,
 )
 from reverie.fx_functional import UnsupportedArgument, float_dtype, refuse
 from reverie.fx_rows_rule import Emit, Rule, target_name
@@ -180,7 +181,9 @@ def _relu(input: Traced, inplace: bool = False) -> Traced:
 
 
 def _getattr(input: Traced, name: str) -> Any:
-    """`x.T`, `x.shape`, `x.ndim` as Dynamo records them (`getattr(x, "T")`)."""
+    """`x.T`, `x.mT`, `x.shape`, `x.ndim` as Dynamo records them (`getattr(x, "T")`)."""
+    if name in ("mT", "mH"):  # the last two axes swapped (real values: mH is mT)
+        return input.transpose((*range(input.ndim - 2), input.ndim - 1, input.ndim - 2))
     if name not in ("T", "shape", "ndim"):
         raise UnsupportedArgument(f"getattr: attribute {name!r} of a tensor")
     return getattr(input, name)
@@ -279,7 +282,8 @@ _METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
 
 # the families kept in modules of their own (`fx_rows_*.py`), in tables of the same form
 FAMILIES = (fx_rows_activations, fx_rows_attention, fx_rows_conv, fx_rows_losses,
-            fx_rows_margin_losses, fx_rows_math, fx_rows_norm_pool, fx_rows_shapes)
+            fx_rows_margin_losses, fx_rows_math, fx_rows_norm_pool, fx_rows_shapes,
+            fx_rows_tensor_ops)
 for _family in FAMILIES:
     _FUNCTIONS.update(_family.FUNCTIONS)
     _METHODS.update(_family.METHODS)

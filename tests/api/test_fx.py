@@ -20,6 +20,7 @@ import reverie as rv  # noqa: E402
 from reverie.fx_targets import FUNCTIONS, METHODS, MODULES, supported_targets  # noqa: E402
 from reverie.tracing import UNARY_BUILTINS  # noqa: E402
 from tests.api.test_fx_margin_losses import MODULES as MARGIN_LOSS_MODULES  # noqa: E402
+from tests.api.test_fx_tensor_ops import MODULES as TENSOR_OP_MODULES  # noqa: E402
 
 torch.manual_seed(0)
 
@@ -183,7 +184,8 @@ def test_every_module_row_is_tested() -> None:
         nn.BatchNorm3d, nn.MaxPool3d, nn.AvgPool3d, nn.AdaptiveAvgPool3d,  # (test_fx_norm_pool)
         nn.PReLU,  # (test_fx_activations_shapes.py: it has a weight)
         nn.RMSNorm, nn.CosineSimilarity,  # (test_fx_math.py)
-        *(type(m) for m, _ in MARGIN_LOSS_MODULES)}  # (test_fx_margin_losses.py)
+        *(type(m) for m, _ in MARGIN_LOSS_MODULES),  # (test_fx_margin_losses.py)
+        *(type(m) for model, _ in TENSOR_OP_MODULES.values() for m in model)}  # (_tensor_ops)
     assert set(MODULES) <= tested
     listed = supported_targets()
     assert len(listed["functions"]) >= 40 and "nn.LayerNorm" in listed["modules"]

@@ -67,6 +67,8 @@ VALUES: dict[str, list[Any]] = {
     "batch_sizes": [torch.tensor([2, 2, 1])],
 }
 WRITES = ("out", "inplace")  # refused as in-place writes by rv.fx, which is a refusal
+# parameters torch takes only with others (instance_norm's running statistics)
+TOGETHER: dict[str, dict[str, Any]] = {}
 
 # Example arguments of the targets that take more than one tensor (others take X).
 EXAMPLES: dict[Any, tuple[tuple[Any, ...], dict[str, Any]]] = {
@@ -292,6 +294,66 @@ VALUES.update({"dims": [([1], [0])], "offset": [1, -1], "dim1": [2], "dim2": [2]
                "diagonal": [1, -1]})
 MODULE_EXAMPLES.update({nn.RMSNorm: ((4,), [X]), nn.CosineSimilarity: ((), [X, Y])})
 
+# Selections, orderings, statistics, masks (reverie/fx_rows_tensor_ops.py) and the
+# shrinking activations and instance norm.
+EMPTY = torch.empty(0, dtype=torch.float64)
+VALUES.update({
+    "lower": [0.2], "upper": [0.4], "lambd": [0.3], "correction": [0, 2], "unbiased": [False],
+    "descending": [True], "stable": [True], "largest": [False], "sorted": [False],
+    "sparse_grad": [True], "n": [2], "prepend": [normal(3, 1)],
+    "append": [normal(3, 2)], "nan": [0.5], "posinf": [5.0], "neginf": [-5.0],
+    "running_mean": [torch.zeros(4, dtype=torch.float64)],
+    "running_var": [torch.ones(4, dtype=torch.float64)], "use_input_stats": [False],
+    "num_classes": [5], "indexing": ["ij", "xy"],
+    **{name: [EMPTY] for name in ("max_values", "min_indices", "out0", "out1", "values",
+                                  "indices", "sign", "logabsdet")},
+    "reverse": [True],
+})
+EXAMPLES.update({
+    **{t: ((X, 0.1, 2.0), {}) for t in (F.threshold, torch.threshold)},
+    **{t: ((X, 1, torch.tensor([[0, 2], [1, 3], [3, 0]])), {}) for t in (torch.gather,
+                                                                         "gather")},
+    **{t: ((X, 1, torch.tensor([3, 0])), {}) for t in (torch.index_select, "index_select")},
+    **{t: ((X, 2), {}) for t in (torch.topk, "topk")},
+    **{t: ((X, 1), {"dims": 1}) for t in (torch.roll, "roll")},
+    **{t: ((X, [0]), {}) for t in (torch.flip,)},
+    **{t: ((X, Y), {}) for t in (torch.hypot, "hypot", torch.logaddexp, "logaddexp",
+                                 torch.logical_and, "logical_and", torch.logical_or,
+                                 "logical_or", torch.logical_xor, "logical_xor")},
+    "flip": ((X, 0), {}),
+    F.instance_norm: ((normal(2, 4, 3),), {"weight": positive(4), "bias": normal(4)}),
+})
+TOGETHER.update({
+    "running_mean": {"running_var": torch.ones(4, dtype=torch.float64)},
+    "running_var": {"running_mean": torch.zeros(4, dtype=torch.float64)},
+    "use_input_stats": {"running_mean": torch.zeros(4, dtype=torch.float64),
+                        "running_var": torch.ones(4, dtype=torch.float64)},
+})
+EXAMPLES.update({
+    **{t: ((X, 1), {}) for t in (torch.remainder, torch.fmod, torch.floor_divide,
+                                 torch.xlogy)},
+    F.one_hot: ((torch.tensor([0, 2, 1]),), {"num_classes": 3}),
+    torch.meshgrid: ((normal(3), normal(4)), {}),
+    **{t: (([X, Y],), {}) for t in (torch.vstack, torch.hstack, torch.dstack,
+                                    torch.column_stack)},
+    **{t: ((normal(2, 8, 3, 2), 2), {}) for t in (torch.pixel_shuffle,)},
+    torch.pixel_unshuffle: ((normal(2, 2, 4, 6), 2), {}),
+    **{t: ((normal(3, 3),), {}) for t in (torch.det, torch.linalg.det, torch.slogdet,
+                                          torch.linalg.slogdet, torch.logdet)},
+    torch.lerp: ((X, Y, 0.3), {}),
+    **{t: ((X, 2), {"dim": 0}) for t in (torch.repeat_interleave, "repeat_interleave")},
+    torch.linspace: ((0.0, 1.0, 5), {}), torch.eye: ((3,), {}),
+    torch.tensor: (([1.0, 2.0],), {}),
+})
+VALUES["output_size"] = [6]
+VALUES["out"] = [*VALUES["out"], torch.empty(0, dtype=torch.int64),
+                 torch.empty(0, dtype=torch.bool)]  # what an argmax or an `any` writes
+MODULE_EXAMPLES.update({
+    nn.Threshold: ((0.1, 2.0), [X]),
+    **{cls: ((4,), [normal(2, 4, 3, 5, 2)[(0,) * (3 - n)]])
+       for n, cls in ((1, nn.InstanceNorm1d), (2, nn.InstanceNorm2d), (3, nn.InstanceNorm3d))},
+})
+
 # ---------------------------------------------------------------- torch's parameters
 
 def optional_parameters(function: Any) -> list[str]:
@@ -376,7 +438,8 @@ def check_parameters(names: list[str], given: dict[str, Any], make) -> list[str]
             problems.append(f"{name}: no value to try (add one to VALUES)")
             continue
         values = [given[name], *VALUES.get(name, [])] if name in given else VALUES[name]
-        verdicts = [judged(make, {**given, name: value}, name) for value in values]
+        partners = TOGETHER.get(name, {})
+        verdicts = [judged(make, {**given, **partners, name: value}, name) for value in values]
         problems += [f"{name}={v!r}: {r}" for v, r in zip(values, verdicts, strict=True)
                      if r not in (None, "ok")]
         if all(r is None for r in verdicts) and not _only_unexpected(name, given, make):

@@ -252,7 +252,8 @@ def test_autocast_block_inside_forward_compiles(fallback: bool, low: str) -> Non
 
 
 class EagerOpInBlock(nn.Module):
-    """An unmapped lower-precision op (`torch.addbmm`) inside a block, between mapped ones."""
+    """An unmapped op of autocast's fp32 list (`torch.cdist`: bf16 operands, an f32
+    result under autocast, bf16 outside it) inside a block, between mapped ones."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -260,7 +261,7 @@ class EagerOpInBlock(nn.Module):
 
     def forward(self, x, batch):
         with torch.autocast("cpu", torch.bfloat16):
-            h = torch.addbmm(self.inner(x), batch, batch.transpose(1, 2))
+            h = torch.cdist(self.inner(x), batch)
             return torch.tanh(h) * 3
 
 
@@ -268,24 +269,24 @@ def test_node_left_to_eager_inside_a_block_runs_under_the_block() -> None:
     torch.manual_seed(0)
     model, backend = EagerOpInBlock(), Captured(fallback=True)
     compiled = torch.compile(model, backend=backend)
-    x, batch = torch.randn(4, 4), torch.randn(2, 4, 4)
+    x, batch = torch.randn(4, 4), torch.randn(3, 4)
     got, want = compiled(x, batch), model(x, batch)
-    assert got.dtype == want.dtype == torch.bfloat16
+    assert got.dtype == want.dtype == torch.float32
     torch.testing.assert_close(got, want, rtol=0, atol=8 * EPS[torch.bfloat16] * 3)
-    assert backend.eager_steps() == ["h"]  # the addbmm
+    assert backend.eager_steps() == ["h"]  # the cdist
     assert not torch.is_autocast_enabled("cpu")
 
 
 class BlockThenUnmapped(AutocastBlock):
-    """An autocast block, then a node with no mapping (`torch.roll`)."""
+    """An autocast block, then a node with no mapping (`torch.kthvalue`)."""
 
     def forward(self, x):
-        return torch.roll(super().forward(x), 1, 0)
+        return torch.kthvalue(super().forward(x), 1, 0).values
 
 
 def test_unmapped_node_beside_a_block_is_still_refused_without_fallback() -> None:
     compiled = torch.compile(BlockThenUnmapped(), backend="reverie")
-    with pytest.raises(Exception, match=r"node 'roll' \(call_function torch.roll\)"):
+    with pytest.raises(Exception, match=r"node 'kthvalue' \(call_function torch.kthvalue\)"):
         compiled(torch.randn(5, 6))
     assert not torch.is_autocast_enabled("cpu")
 

@@ -141,7 +141,7 @@ class SizeToEager(nn.Module):
 
     def forward(self, x):
         h = torch.tanh(self.linear(x))
-        return torch.roll(h, x.size(0) // 2 + 1, 0) * 0.5 + h  # roll: no mapping
+        return torch.kthvalue(h, x.size(0) // 2 + 1, 0).values * 0.5 + h  # no mapping
 
 
 def test_size_read_by_an_eager_node_is_the_calls(compilations: list[str]) -> None:
