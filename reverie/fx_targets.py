@@ -46,6 +46,7 @@ from reverie import (
     fx_rows_margin_losses,
     fx_rows_math,
     fx_rows_norm_pool,
+    fx_rows_resample,
     fx_rows_shapes,
     fx_rows_tensor_ops,
 )
@@ -282,8 +283,8 @@ _METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
 
 # the families kept in modules of their own (`fx_rows_*.py`), in tables of the same form
 FAMILIES = (fx_rows_activations, fx_rows_attention, fx_rows_conv, fx_rows_losses,
-            fx_rows_margin_losses, fx_rows_math, fx_rows_norm_pool, fx_rows_shapes,
-            fx_rows_tensor_ops)
+            fx_rows_margin_losses, fx_rows_math, fx_rows_norm_pool, fx_rows_resample,
+            fx_rows_shapes, fx_rows_tensor_ops)
 for _family in FAMILIES:
     _FUNCTIONS.update(_family.FUNCTIONS)
     _METHODS.update(_family.METHODS)

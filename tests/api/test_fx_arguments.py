@@ -129,7 +129,7 @@ EXAMPLES: dict[Any, tuple[tuple[Any, ...], dict[str, Any]]] = {
 }
 
 # Module rows: constructor arguments and inputs.
-MODULE_EXAMPLES: dict[type, tuple[tuple[Any, ...], list[Any]]] = {
+MODULE_EXAMPLES: dict[type, tuple[tuple[Any, ...] | dict[str, Any], list[Any]]] = {
     nn.Linear: ((4, 2), [X]), nn.LayerNorm: ((4,), [X]),
     nn.Conv1d: ((4, 4, 3), [normal(2, 4, 7)]), nn.Conv2d: ((4, 4, 3), [normal(2, 4, 6, 5)]),
     nn.MSELoss: ((), [X, Y]), nn.CrossEntropyLoss: ((), [X, LABELS]),
@@ -348,6 +348,17 @@ EXAMPLES.update({
 VALUES["output_size"] = [6]
 VALUES["out"] = [*VALUES["out"], torch.empty(0, dtype=torch.int64),
                  torch.empty(0, dtype=torch.bool)]  # what an argmax or an `any` writes
+VALUES.update({"scale_factor": [2, 1.5], "align_corners": [True],
+               "recompute_scale_factor": [True], "antialias": [True],
+               "mode": [*VALUES["mode"], "bilinear", "nearest"]})
+TOGETHER.update({"size": {"scale_factor": None}, "scale_factor": {"size": None},
+                 "recompute_scale_factor": {"size": None, "scale_factor": 1.5}})
+EXAMPLES.update({F.interpolate: ((normal(1, 2, 4, 5),), {"size": (5, 7), "mode": "bilinear"})})
+MODULE_EXAMPLES.update({  # (keywords: the constructor's own)
+    nn.Upsample: ({"scale_factor": 2, "mode": "bilinear"}, [normal(1, 2, 4, 5)]),
+    **{cls: ({"scale_factor": 2}, [normal(2, 3, 4, 5)]) for cls in (nn.UpsamplingNearest2d,
+                                                                   nn.UpsamplingBilinear2d)},
+})
 MODULE_EXAMPLES.update({
     nn.Threshold: ((0.1, 2.0), [X]),
     **{cls: ((4,), [normal(2, 4, 3, 5, 2)[(0,) * (3 - n)]])
@@ -499,9 +510,12 @@ def test_every_module_argument_is_honoured_or_refused(cls: type) -> None:
     names = [n for n, p in inspect.signature(cls.__init__).parameters.items()
              if p.default is not p.empty]
 
+    positional, keywords = (constructor, {}) if isinstance(constructor, tuple) else \
+        ((), constructor)
+
     def make(kwargs):
         root = nn.Module()
-        root.m = cls(*constructor, **kwargs).double().eval()
+        root.m = cls(*positional, **{**keywords, **kwargs}).double().eval()
         return one_node_graph("call_module", "m", tuple(inputs), {}, root)
 
     problems = check_parameters(names, {}, make)
