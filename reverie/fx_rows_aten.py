@@ -14,7 +14,8 @@ A reduction left out is 0, "none": what these Python bindings do (measured on to
 2.13: `torch._C._nn.mse_loss(x, t)` is unreduced, though ATen's schema says Mean).
 
 The padding functions are F.pad in one mode each (`reflection_pad2d(x, p)` is
-`F.pad(x, p, "reflect")`).
+`F.pad(x, p, "reflect")`), and so are the padding modules (`nn.ReflectionPad2d`,
+`nn.ZeroPad2d`, ...), which `call_module` graphs hold.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
+from torch import nn
 
 from reverie import fx_functional as fn
 from reverie.fx_functional import refuse
@@ -111,6 +113,22 @@ def _constant_pad_nd(input: Traced, pad: Any, value: float = 0.0) -> Traced:
     return fn.pad(input, pad, "constant", value)
 
 
+PADDING_MODULES = {"Reflection": "reflect", "Replication": "replicate", "Circular": "circular",
+                   "Zero": "constant", "Constant": "constant"}  # nn.<kind>Pad<n>d -> mode
+
+
+def padding_module(mode: str) -> Callable[..., Traced]:
+    """nn.ReflectionPad2d and its kind: F.pad with the module's padding (and value)."""
+    def row(module: Any, weights: dict[str, Traced], input: Traced) -> Traced:
+        return fn.pad(input, module.padding, mode, getattr(module, "value", None))
+
+    return row
+
+
+MODULES = {getattr(nn, f"{kind}Pad{n}d"): padding_module(mode)
+           for kind, mode in PADDING_MODULES.items() for n in (1, 2, 3)}
+
+
 def rows(table: Mapping[Any, tuple[Emit, Mapping[str, Any]]]
          ) -> dict[Any, tuple[Emit, Mapping[str, Any]]]:
     """The ATen rows, calling the functional rows of `table` (the merged function table)."""
@@ -124,4 +142,4 @@ def rows(table: Mapping[Any, tuple[Emit, Mapping[str, Any]]]
     return made
 
 
-__all__ = ["LOSSES", "REDUCTIONS", "rows"]
+__all__ = ["LOSSES", "MODULES", "REDUCTIONS", "rows"]

@@ -327,6 +327,7 @@ MODULES: dict[type, Callable[..., Any]] = {
 }
 for _family in FAMILIES:
     MODULES.update(_family.MODULES)
+MODULES.update(fx_rows_aten.MODULES)
 
 
 def supported_targets() -> dict[str, list[str]]:

@@ -130,6 +130,15 @@ MODULES = {
     "InstanceNorm unbatched": (nn.Sequential(nn.InstanceNorm1d(3)), (3, 5)),
     "InstanceNorm2d": (nn.Sequential(nn.InstanceNorm2d(3, affine=True)), (2, 3, 4, 5)),
     "InstanceNorm3d": (nn.Sequential(nn.InstanceNorm3d(2)), (1, 2, 3, 4, 2)),
+    "padding 1-d": (nn.Sequential(nn.ReflectionPad1d(2), nn.ReplicationPad1d((1, 0)),
+                                  nn.ZeroPad1d(1), nn.ConstantPad1d((0, 2), 2.5),
+                                  nn.CircularPad1d(1)), (2, 3, 5)),
+    "padding 2-d": (nn.Sequential(nn.ReflectionPad2d((1, 2, 0, 1)), nn.ReplicationPad2d(1),
+                                  nn.ZeroPad2d(2), nn.ConstantPad2d(1, -1.0),
+                                  nn.CircularPad2d((0, 1, 1, 0))), (2, 3, 4, 5)),
+    "padding 3-d": (nn.Sequential(nn.ReflectionPad3d(1), nn.ReplicationPad3d((1, 0, 0, 1, 1, 0)),
+                                  nn.ZeroPad3d(1), nn.ConstantPad3d(1, 0.5), nn.CircularPad3d(1)),
+                    (1, 2, 3, 3, 3)),
 }
 
 
