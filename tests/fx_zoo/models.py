@@ -1,4 +1,4 @@
-"""Fifteen canonical PyTorch models and training patterns, as their authors write them.
+"""Seventeen canonical PyTorch models and training patterns, as their authors write them.
 
 Each model is the original code (pytorch/examples, the PyTorch tutorials, torchvision,
 karpathy/nanoGPT, the AMP docs, ...) at small sizes, so that each compiles in seconds;
@@ -1087,6 +1087,160 @@ AMP_GP = Case(
     tolerances={torch.float32: {"rtol": 2e-2, "atol": 2e-2}})  # bfloat16 results in f32
 
 
+# ---------------------------------------------------------------- 16. fast neural style
+
+class ConvLayer(nn.Module):
+    """pytorch/examples fast_neural_style/neural_style/transformer_net.py's ConvLayer."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride):
+        super().__init__()
+        reflection_padding = kernel_size // 2
+        self.reflection_pad = torch.nn.ReflectionPad2d(reflection_padding)
+        self.conv2d = torch.nn.Conv2d(in_channels, out_channels, kernel_size, stride)
+
+    def forward(self, x):
+        out = self.reflection_pad(x)
+        out = self.conv2d(out)
+        return out
+
+
+class ResidualBlock(nn.Module):
+    """transformer_net.py's ResidualBlock (introduced in the ResNet paper)."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.conv1 = ConvLayer(channels, channels, kernel_size=3, stride=1)
+        self.in1 = torch.nn.InstanceNorm2d(channels, affine=True)
+        self.conv2 = ConvLayer(channels, channels, kernel_size=3, stride=1)
+        self.in2 = torch.nn.InstanceNorm2d(channels, affine=True)
+        self.relu = torch.nn.ReLU()
+
+    def forward(self, x):
+        residual = x
+        out = self.relu(self.in1(self.conv1(x)))
+        out = self.in2(self.conv2(out))
+        out = out + residual
+        return out
+
+
+class UpsampleConvLayer(nn.Module):
+    """transformer_net.py's UpsampleConvLayer: nearest upsampling, then a convolution."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride, upsample=None):
+        super().__init__()
+        self.upsample = upsample
+        reflection_padding = kernel_size // 2
+        self.reflection_pad = torch.nn.ReflectionPad2d(reflection_padding)
+        self.conv2d = torch.nn.Conv2d(in_channels, out_channels, kernel_size, stride)
+
+    def forward(self, x):
+        x_in = x
+        if self.upsample:
+            x_in = torch.nn.functional.interpolate(x_in, mode='nearest',
+                                                   scale_factor=self.upsample)
+        out = self.reflection_pad(x_in)
+        out = self.conv2d(out)
+        return out
+
+
+class TransformerNet(nn.Module):
+    """transformer_net.py's TransformerNet; channels 32, 64, 128 -> 4, 8, 8, one residual
+    block of five, for 8x8 images."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = ConvLayer(3, 4, kernel_size=9, stride=1)
+        self.in1 = torch.nn.InstanceNorm2d(4, affine=True)
+        self.conv2 = ConvLayer(4, 8, kernel_size=3, stride=2)
+        self.in2 = torch.nn.InstanceNorm2d(8, affine=True)
+        self.res1 = ResidualBlock(8)
+        self.deconv1 = UpsampleConvLayer(8, 4, kernel_size=3, stride=1, upsample=2)
+        self.in4 = torch.nn.InstanceNorm2d(4, affine=True)
+        self.deconv3 = ConvLayer(4, 3, kernel_size=9, stride=1)
+        self.relu = torch.nn.ReLU()
+
+    def forward(self, X):  # noqa: N803 (the authors' name)
+        y = self.relu(self.in1(self.conv1(X)))
+        y = self.relu(self.in2(self.conv2(y)))
+        y = self.res1(y)
+        y = self.relu(self.in4(self.deconv1(y)))
+        y = self.deconv3(y)
+        return y
+
+
+def style_train(loop: Loop, batch: Batch) -> Results:
+    """neural_style.py's training step with its content loss alone (the original compares
+    VGG-16 features of y and x, weighted by 1e5, and adds a style loss of Gram matrices;
+    here the MSE of the images themselves)."""
+    (optimizer,) = loop.optimizers
+    x = batch["data"]
+    optimizer.zero_grad()
+    y = loop.net(x)
+    content_loss = nn.MSELoss()(y, x)
+    content_loss.backward()
+    optimizer.step()
+    return {"output": y, "loss": content_loss}
+
+
+FAST_NEURAL_STYLE = Case(
+    "fast_neural_style", TransformerNet,
+    lambda step, dtype: {"data": uniform(step, 2, 3, 8, 8, dtype=dtype)},
+    style_train, classify,
+    # SGD where the original has Adam: each convolution's bias before an InstanceNorm has a
+    # gradient of zero up to rounding (the norm removes it), which Adam scales to a step of
+    # lr, so two correct implementations' biases part by their rounding noise
+    lambda model: [optim.SGD(model.parameters(), lr=1e-2)])
+
+
+# ---------------------------------------------------------------- 17. super resolution
+
+class SuperResolutionNet(nn.Module):
+    """pytorch/examples super_resolution/model.py's Net; channels 64, 64, 32 -> 8, 8, 4."""
+
+    def __init__(self, upscale_factor):
+        super().__init__()
+        self.relu = nn.ReLU()
+        self.conv1 = nn.Conv2d(1, 8, (5, 5), (1, 1), (2, 2))
+        self.conv2 = nn.Conv2d(8, 8, (3, 3), (1, 1), (1, 1))
+        self.conv3 = nn.Conv2d(8, 4, (3, 3), (1, 1), (1, 1))
+        self.conv4 = nn.Conv2d(4, upscale_factor ** 2, (3, 3), (1, 1), (1, 1))
+        self.pixel_shuffle = nn.PixelShuffle(upscale_factor)
+        self._initialize_weights()
+
+    def forward(self, x):
+        x = self.relu(self.conv1(x))
+        x = self.relu(self.conv2(x))
+        x = self.relu(self.conv3(x))
+        x = self.pixel_shuffle(self.conv4(x))
+        return x
+
+    def _initialize_weights(self):
+        nn.init.orthogonal_(self.conv1.weight, nn.init.calculate_gain('relu'))
+        nn.init.orthogonal_(self.conv2.weight, nn.init.calculate_gain('relu'))
+        nn.init.orthogonal_(self.conv3.weight, nn.init.calculate_gain('relu'))
+        nn.init.orthogonal_(self.conv4.weight)
+
+
+def super_resolution_train(loop: Loop, batch: Batch) -> Results:
+    """super_resolution/main.py's train() body."""
+    (optimizer,) = loop.optimizers
+    criterion = nn.MSELoss()
+    input, target = batch["data"], batch["target"]
+    optimizer.zero_grad()
+    output = loop.net(input)
+    loss = criterion(output, target)
+    loss.backward()
+    optimizer.step()
+    return {"output": output, "loss": loss}
+
+
+SUPER_RESOLUTION = Case(
+    "super_resolution", lambda: SuperResolutionNet(upscale_factor=2),
+    lambda step, dtype: {"data": uniform(step, 2, 1, 6, 6, dtype=dtype),
+                         "target": uniform(step + 1, 2, 1, 12, 12, dtype=dtype)},
+    super_resolution_train, classify, lambda model: [optim.Adam(model.parameters(), lr=0.01)])
+
+
 ZOO = {case.name: case for case in (
     MNIST, LENET, RESNET, VAE_CASE, DCGAN_CASE, WGAN_GP, WORD_LM, GRU_CASE, TRANSFORMER,
-    NANOGPT, PINN, MLP_CASE, MAML, HVP, AMP_GP)}
+    NANOGPT, PINN, MLP_CASE, MAML, HVP, AMP_GP, FAST_NEURAL_STYLE, SUPER_RESOLUTION)}

@@ -1,4 +1,4 @@
-"""The zoo: fifteen canonical models trained through `torch.compile(backend="reverie")`
+"""The zoo: seventeen canonical models trained through `torch.compile(backend="reverie")`
 beside eager PyTorch (issue 33; docs/api.md §8–9).
 
 Each (model, dtype, route) case trains the model for `harness.STEPS` steps, optimiser
