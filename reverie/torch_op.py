@@ -41,6 +41,7 @@ import torch
 
 from reverie.compiler.ir.core import Function
 from reverie.compiler.ir.dtypes import NUMPY_DTYPES
+from reverie.compiler.transforms.reverse import activity
 from reverie.kernel import Kernel
 from reverie.runtime.native.call import ArgumentTypeError, ShapeMismatchError, _solve
 from reverie.runtime.tensors.tape import DIFFERENTIABLE
@@ -123,6 +124,12 @@ class KernelOp:
         self.value_params = frozenset(index for _, index in fn.value_dims)
         self.differentiable = tuple(d in DIFFERENTIABLE and i not in self.value_params
                                     for i, d in enumerate(kernel.declared_dtypes))
+        # results no differentiable input reaches but through `stop_gradient` (`x.detach()`
+        # in a compiled graph) or integer ops: autograd is told they need no gradient, as
+        # eager's detached values need none
+        active = activity(fn.body, self.differentiable)
+        self.constant_outputs = frozenset(index for index, result in enumerate(fn.body.results)
+                                          if result not in active)
         base = re.sub(r"[^0-9A-Za-z_]", "_", kernel.name)
         self.name = f"{base}_{_PROCESS_TOKEN}_{next(_NUMBERS)}"
         self.qualname = f"reverie::{self.name}"

@@ -141,3 +141,16 @@ def test_norms_torch_has_and_reverie_lacks_are_refused_by_name() -> None:
     refused(lambda x: torch.norm(x, p="nuc"), [x], "p")
     refused(lambda x, w: torch.convolution(x, w, None, [1], [0], [1], False, [1], 1),
             [normal(torch.float64, 1, 2, 5), normal(torch.float64, 3, 2, 2)], "output_padding")
+
+
+def test_detached_results_need_no_gradient_as_eager_s() -> None:
+    """A result computed from `x.detach()` alone requires no grad, as eager's; written
+    into a buffer it leaves the buffer out of the next call's graph
+    (`tests/fx_zoo/test_fallback_side_effects.py`)."""
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    compiled = torch.compile(lambda x: (x.detach().exp() * 2, x.detach() * x),
+                             backend="reverie", fullgraph=True)
+    constant, varying = compiled(x)
+    assert not constant.requires_grad and varying.requires_grad
+    varying.sum().backward()
+    torch.testing.assert_close(x.grad, x.detach())
