@@ -17,7 +17,7 @@ honour. Every value is torch's, to rounding, and so is every gradient:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from reverie.tracing import RECORDER_FILES, Axis, Traced, concatenate, where
@@ -34,6 +34,14 @@ def refuse(target: str, name: str, value: Any, why: str = "") -> UnsupportedArgu
     """The refusal of `target`'s argument `name` at `value`."""
     return UnsupportedArgument(f"{target}: argument {name}={value!r} is not supported"
                                + (f" ({why})" if why else ""))
+
+
+def unary(builtin: str) -> Callable[[Traced], Traced]:
+    """The row of an elementwise built-in of the language (`torch.tanh` -> `tanh(x)`)."""
+    def emit(input: Traced) -> Traced:
+        return input._call(builtin)
+
+    return emit
 
 
 def cast(x: Traced, dtype: str) -> Traced:

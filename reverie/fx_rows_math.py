@@ -55,13 +55,6 @@ ALIASES = {"acos": "arccos", "asin": "arcsin", "atan": "arctan", "acosh": "arcco
            "asinh": "arcsinh", "atanh": "arctanh"}  # torch's name -> the language's
 
 
-def _builtin(name: str) -> Emit:
-    def emit(input: Traced) -> Traced:
-        return input._call(name)
-
-    return emit
-
-
 def reciprocal(input: Traced) -> Traced:
     return 1.0 / input
 
@@ -273,7 +266,7 @@ def diag(input: Traced, diagonal: int = 0) -> Traced:
 
 
 FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
-    **{getattr(torch, name): (_builtin(builtin), {}) for name, builtin in ALIASES.items()},
+    **{getattr(torch, name): (fn.unary(builtin), {}) for name, builtin in ALIASES.items()},
     torch.reciprocal: (reciprocal, {}), torch.atan2: (atan2, {}), torch.arctan2: (atan2, {}),
     torch.addcmul: (addcmul, {}), torch.addcdiv: (addcdiv, {}),
     torch.cumsum: (_scan("cumsum"), {}), torch.cumprod: (_scan("cumprod"), {}),
@@ -294,7 +287,7 @@ FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     torch.diagonal: (diagonal, {}), torch.trace: (trace, {}), torch.diag: (diag, {}),
 }
 METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
-    **{name: (_builtin(builtin), {}) for name, builtin in ALIASES.items()},
+    **{name: (fn.unary(builtin), {}) for name, builtin in ALIASES.items()},
     "reciprocal": (reciprocal, {}), "atan2": (atan2, {}), "arctan2": (atan2, {}),
     "addcmul": (addcmul, {}), "addcdiv": (addcdiv, {}),
     "cumsum": (_scan("cumsum"), {}), "cumprod": (_scan("cumprod"), {}),

@@ -259,8 +259,8 @@ def made(make: Callable[[torch.Tensor | None], torch.Tensor],
     return host_input(make, like)
 
 
-def _plain(target: str, layout: Any, device: Any, pin_memory: Any, requires_grad: bool,
-           **numbers: Any) -> None:
+def check_factory(target: str, layout: Any, device: Any, pin_memory: Any, requires_grad: bool,
+                  **numbers: Any) -> None:
     """Refuse what a made tensor cannot be: sparse, off the CPU, pinned, or a leaf that
     requires grad (torch's defaults, None and False, are accepted); and `numbers` (sizes,
     bounds, a fill value) that are tensors of the graph rather than Python numbers."""
@@ -283,7 +283,7 @@ def sized(name: str) -> Emit:
     """torch.zeros / ones (`*size`)."""
     def emit(*size: Any, dtype: Any = None, layout: Any = None, device: Any = None,
              pin_memory: bool | None = False, requires_grad: bool = False) -> Traced:
-        _plain(name, layout, device, pin_memory, requires_grad, size=_sizes(size))
+        check_factory(name, layout, device, pin_memory, requires_grad, size=_sizes(size))
         return made(lambda _: getattr(torch, name)(_sizes(size), dtype=dtype))
 
     return emit
@@ -294,7 +294,7 @@ def random_sized(name: str) -> Emit:
     def emit(*size: Any, generator: Any = None, dtype: Any = None, layout: Any = None,
              device: Any = None, pin_memory: bool | None = False,
              requires_grad: bool = False) -> Traced:
-        _plain(name, layout, device, pin_memory, requires_grad, size=_sizes(size))
+        check_factory(name, layout, device, pin_memory, requires_grad, size=_sizes(size))
         return made(lambda _: getattr(torch, name)(_sizes(size), generator=generator,
                                                    dtype=dtype))
 
@@ -304,7 +304,7 @@ def random_sized(name: str) -> Emit:
 def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, layout: Any = None,
          device: Any = None, pin_memory: bool | None = False,
          requires_grad: bool = False) -> Traced:
-    _plain("full", layout, device, pin_memory, requires_grad, size=tuple(size),
+    check_factory("full", layout, device, pin_memory, requires_grad, size=tuple(size),
            fill_value=fill_value)
     return made(lambda _: torch.full(tuple(size), fill_value, dtype=dtype))
 
@@ -314,7 +314,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
            requires_grad: bool = False) -> Traced:
     """torch.arange(end), (start, end) or (start, end, step), as torch computes it."""
     bounds = (start,) if end is None else (start, end, step)
-    _plain("arange", layout, device, pin_memory, requires_grad, start=start, end=end,
+    check_factory("arange", layout, device, pin_memory, requires_grad, start=start, end=end,
            step=step)
     return made(lambda _: torch.arange(*bounds, dtype=dtype))
 
@@ -324,7 +324,7 @@ def like(name: str) -> Emit:
     def emit(input: Traced, *, dtype: Any = None, layout: Any = None, device: Any = None,
              pin_memory: bool | None = False, requires_grad: bool = False,
              memory_format: Any = torch.preserve_format) -> Traced:
-        _plain(name, layout, device, pin_memory, requires_grad)
+        check_factory(name, layout, device, pin_memory, requires_grad)
         return made(lambda t: getattr(torch, name)(t, dtype=dtype,
                                                    memory_format=memory_format), input)
 
@@ -338,7 +338,7 @@ def random_like(name: str) -> Emit:
              device: Any = None, pin_memory: bool | None = False,
              requires_grad: bool = False, memory_format: Any = torch.preserve_format
              ) -> Traced:
-        _plain(name, layout, device, pin_memory, requires_grad)
+        check_factory(name, layout, device, pin_memory, requires_grad)
         chosen = {} if generator is None else {"generator": generator}
         return made(lambda t: getattr(torch, name)(t, dtype=dtype, memory_format=memory_format,
                                                    **chosen), input)
@@ -350,7 +350,7 @@ def full_like(input: Traced, fill_value: Any, *, dtype: Any = None, layout: Any 
               device: Any = None, pin_memory: bool | None = False,
               requires_grad: bool = False, memory_format: Any = torch.preserve_format
               ) -> Traced:
-    _plain("full_like", layout, device, pin_memory, requires_grad, fill_value=fill_value)
+    check_factory("full_like", layout, device, pin_memory, requires_grad, fill_value=fill_value)
     return made(lambda t: torch.full_like(t, fill_value, dtype=dtype,
                                           memory_format=memory_format), input)
 
@@ -360,7 +360,7 @@ def new(name: str) -> Emit:
     def emit(input: Traced, *size: Any, dtype: Any = None, layout: Any = None,
              device: Any = None, pin_memory: bool | None = False,
              requires_grad: bool = False) -> Traced:
-        _plain(name, layout, device, pin_memory, requires_grad, size=_sizes(size))
+        check_factory(name, layout, device, pin_memory, requires_grad, size=_sizes(size))
         return made(lambda t: getattr(t, name)(_sizes(size), dtype=dtype), input)
 
     return emit
@@ -369,7 +369,7 @@ def new(name: str) -> Emit:
 def new_full(input: Traced, size: Sequence[int], fill_value: Any, *, dtype: Any = None,
              layout: Any = None, device: Any = None, pin_memory: bool | None = False,
              requires_grad: bool = False) -> Traced:
-    _plain("new_full", layout, device, pin_memory, requires_grad, size=tuple(size),
+    check_factory("new_full", layout, device, pin_memory, requires_grad, size=tuple(size),
            fill_value=fill_value)
     return made(lambda t: t.new_full(tuple(size), fill_value, dtype=dtype), input)
 

@@ -43,8 +43,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from reverie.fx_functional import float_dtype, refuse
-from reverie.fx_rows_shapes import made
+from reverie.fx_functional import refuse
+from reverie.fx_rows_shapes import check_factory, made
 from reverie.tracing import RECORDER_FILES, Axis, Traced, where
 
 RECORDER_FILES.add(__file__)
@@ -399,36 +399,24 @@ def logdet(input: Traced) -> Traced:
 
 # ---------------------------------------------------------------- factories
 
-def _plain_factory(target: str, dtype: Any, layout: Any, device: Any, requires_grad: bool
-                   ) -> None:
-    if layout not in (None, torch.strided) or requires_grad or (
-            device is not None and torch.device(device).type != "cpu"):
-        raise refuse(target, "device", device, "Reverie makes strided CPU tensors that "
-                     "require no grad")
-    if dtype is not None and not (dtype.is_floating_point or dtype in (torch.int64,
-                                                                        torch.bool)):
-        float_dtype(target, dtype)
-
-
 def eye(n: int, m: int | None = None, *, dtype: Any = None, layout: Any = None,
         device: Any = None, pin_memory: bool | None = False,
         requires_grad: bool = False) -> Traced:
-    _plain_factory("eye", dtype, layout, device, requires_grad)
+    check_factory("eye", layout, device, pin_memory, requires_grad, n=n, m=m)
     return made(lambda _: torch.eye(n, n if m is None else m, dtype=dtype))
 
 
 def linspace(start: float, end: float, steps: int, *, dtype: Any = None, layout: Any = None,
              device: Any = None, requires_grad: bool = False) -> Traced:
-    _plain_factory("linspace", dtype, layout, device, requires_grad)
+    check_factory("linspace", layout, device, False, requires_grad, start=start, end=end,
+                  steps=steps)
     return made(lambda _: torch.linspace(start, end, steps, dtype=dtype))
 
 
 def tensor(data: Any, *, dtype: Any = None, device: Any = None,
            requires_grad: bool = False, pin_memory: bool = False) -> Traced:
     """torch.tensor of Python numbers (nested lists of them)."""
-    if any(isinstance(v, Traced) for v in _flat(data)):
-        raise refuse("tensor", "data", data, "Reverie takes numbers known when compiling")
-    _plain_factory("tensor", dtype, None, device, requires_grad)
+    check_factory("tensor", None, device, pin_memory, requires_grad, data=tuple(_flat(data)))
     return made(lambda _: torch.tensor(data, dtype=dtype))
 
 

@@ -170,13 +170,6 @@ def _size(input: Traced, dim: int | None = None) -> Any:
     return input.shape if dim is None else input.shape[dim]
 
 
-def _unary(builtin: str) -> Emit:
-    def emit(input: Traced) -> Traced:
-        return input._call(builtin)
-
-    return emit
-
-
 def _relu(input: Traced, inplace: bool = False) -> Traced:
     return input.relu()
 
@@ -257,8 +250,8 @@ _FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     F.dropout: (fn.dropout, {}), F.mse_loss: (fn.mse_loss, {}),
     F.cross_entropy: (fn.cross_entropy, {}),
     F.pad: (fn.pad, {}), torch._C._nn.pad: (fn.pad, {}),  # the latter in Dynamo's graphs
-    torch.sigmoid: (_unary("sigmoid"), {}), torch.tanh: (_unary("tanh"), {}),
-    torch.relu: (_unary("relu"), {}),
+    torch.sigmoid: (fn.unary("sigmoid"), {}), torch.tanh: (fn.unary("tanh"), {}),
+    torch.relu: (fn.unary("relu"), {}),
     **{getattr(torch, name): (op, {}) for name, op in _COMPARISONS.items()},
 }
 
@@ -292,9 +285,9 @@ _FUNCTIONS.update(fx_rows_aten.rows(_FUNCTIONS))  # ATen's spellings of the func
 
 for _name in UNARY_BUILTINS:  # every elementwise built-in torch also has, both spellings
     if callable(getattr(torch, _name, None)):
-        _FUNCTIONS.setdefault(getattr(torch, _name), (_unary(_name), {}))
+        _FUNCTIONS.setdefault(getattr(torch, _name), (fn.unary(_name), {}))
     if callable(getattr(torch.Tensor, _name, None)):
-        _METHODS.setdefault(_name, (_unary(_name), {}))
+        _METHODS.setdefault(_name, (fn.unary(_name), {}))
 
 
 FUNCTIONS: dict[Any, Rule] = {t: Rule(target_name(t), emit, only)

@@ -11,6 +11,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 DTYPES = [torch.float32, torch.float64]
 
 
+def normal(dtype: torch.dtype, *shape: int) -> torch.Tensor:
+    """Standard normal draws of `shape` in `dtype` (of the seed `fresh_dynamo` sets)."""
+    return torch.randn(*shape, dtype=dtype)
+
+
 @pytest.fixture(autouse=True)
 def fresh_dynamo() -> None:
     """Each test compiles afresh (Dynamo stops recompiling one function after 8 graphs)."""

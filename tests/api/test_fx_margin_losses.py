@@ -20,13 +20,10 @@ from tests.api.fx_helpers import (  # noqa: E402, F401
     DTYPES,
     assert_same,
     fresh_dynamo,
+    normal,
     refused,
     tolerance,
 )
-
-
-def scores(dtype, *shape):
-    return torch.randn(*shape, dtype=dtype)
 
 
 def signs(*shape):
@@ -40,50 +37,50 @@ def counts(dtype, *shape):
 LOSSES = {
     "margin_ranking_loss": lambda d: (
         lambda a, b, y: F.margin_ranking_loss(a, b, y, margin=0.3),
-        [scores(d, 7), scores(d, 7), signs(7).to(d)]),
+        [normal(d, 7), normal(d, 7), signs(7).to(d)]),
     "margin_ranking_loss none": lambda d: (
         lambda a, b, y: F.margin_ranking_loss(a, b, y, reduction="none"),
-        [scores(d, 4, 3), scores(d, 4, 3), signs(4, 3).to(d)]),
+        [normal(d, 4, 3), normal(d, 4, 3), signs(4, 3).to(d)]),
     "hinge_embedding_loss": lambda d: (
         lambda x, y: F.hinge_embedding_loss(x, y, margin=0.8),
-        [scores(d, 4, 5), signs(4, 5).to(d)]),
+        [normal(d, 4, 5), signs(4, 5).to(d)]),
     "hinge_embedding_loss labels not ±1": lambda d: (
         lambda x, y: F.hinge_embedding_loss(x, y, reduction="sum"),
-        [scores(d, 6), torch.tensor([1, -1, 0, 2, 1, -1])]),
+        [normal(d, 6), torch.tensor([1, -1, 0, 2, 1, -1])]),
     "soft_margin_loss": lambda d: (lambda x, y: F.soft_margin_loss(x, y),
-                                   [scores(d, 4, 3), signs(4, 3).to(d)]),
+                                   [normal(d, 4, 3), signs(4, 3).to(d)]),
     "cosine_embedding_loss": lambda d: (
         lambda a, b, y: F.cosine_embedding_loss(a, b, y, margin=0.2),
-        [scores(d, 6, 4), scores(d, 6, 4), signs(6)]),
+        [normal(d, 6, 4), normal(d, 6, 4), signs(6)]),
     "cosine_embedding_loss one row": lambda d: (
         lambda a, b, y: F.cosine_embedding_loss(a, b, y, reduction="none"),
-        [scores(d, 5), scores(d, 5), torch.tensor(-1)]),
+        [normal(d, 5), normal(d, 5), torch.tensor(-1)]),
     "poisson_nll_loss": lambda d: (lambda x, t: F.poisson_nll_loss(x, t),
-                                   [scores(d, 4, 3), counts(d, 4, 3)]),
+                                   [normal(d, 4, 3), counts(d, 4, 3)]),
     "poisson_nll_loss rates full": lambda d: (
         lambda x, t: F.poisson_nll_loss(x.exp(), t, log_input=False, full=True,
                                         reduction="sum"),
-        [scores(d, 4, 3), counts(d, 4, 3)]),
+        [normal(d, 4, 3), counts(d, 4, 3)]),
     "pairwise_distance p=3 keepdim": lambda d: (
         lambda a, b: F.pairwise_distance(a, b, p=3.0, keepdim=True),
-        [scores(d, 4, 5), scores(d, 4, 5)]),
+        [normal(d, 4, 5), normal(d, 4, 5)]),
     "triplet_margin_loss": lambda d: (
         lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=0.5),
-        [scores(d, 5, 4), scores(d, 5, 4), scores(d, 5, 4)]),
+        [normal(d, 5, 4), normal(d, 5, 4), normal(d, 5, 4)]),
     "triplet_margin_loss p=1 swap": lambda d: (
         lambda a, p, n: F.triplet_margin_loss(a, p, n, p=1, swap=True, reduction="none"),
-        [scores(d, 5, 4), scores(d, 5, 4), scores(d, 5, 4)]),
+        [normal(d, 5, 4), normal(d, 5, 4), normal(d, 5, 4)]),
     "multi_margin_loss": lambda d: (lambda x, y: F.multi_margin_loss(x, y),
-                                    [scores(d, 5, 4), torch.tensor([0, 3, 1, 1, 2])]),
+                                    [normal(d, 5, 4), torch.tensor([0, 3, 1, 1, 2])]),
     "multi_margin_loss p=2 weight": lambda d: (
         lambda x, y, w: F.multi_margin_loss(x, y, p=2, margin=0.7, weight=w, reduction="none"),
-        [scores(d, 5, 4), torch.tensor([0, 3, 1, 1, 2]), torch.rand(4, dtype=d)]),
+        [normal(d, 5, 4), torch.tensor([0, 3, 1, 1, 2]), torch.rand(4, dtype=d)]),
     "multilabel_margin_loss": lambda d: (
         lambda x, y: F.multilabel_margin_loss(x, y),
-        [scores(d, 3, 4), torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [-1, 2, 0, 0]])]),
+        [normal(d, 3, 4), torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [-1, 2, 0, 0]])]),
     "multilabel_margin_loss repeated label": lambda d: (
         lambda x, y: F.multilabel_margin_loss(x, y, reduction="none"),
-        [scores(d, 2, 4), torch.tensor([[2, 2, -1, 0], [1, 3, 3, -1]])]),
+        [normal(d, 2, 4), torch.tensor([[2, 2, -1, 0], [1, 3, 3, -1]])]),
 }
 
 # inputs torch does not differentiate (class weights), or not at ±1 labels
@@ -104,7 +101,7 @@ def test_loss(case: str, dtype: torch.dtype) -> None:
 
 
 def test_loss_arguments_refused_by_name() -> None:
-    x = scores(torch.float64, 4, 3)
+    x = normal(torch.float64, 4, 3)
     refused(lambda x: F.multi_margin_loss(x, torch.tensor([0, 1, 2, 0]), p=3), [x], "p")
     refused(lambda x: F.multi_margin_loss(x[0], torch.tensor(1)), [x], "input")
     refused(lambda x: F.pairwise_distance(x, x, p=0.0), [x], "p")
@@ -113,19 +110,19 @@ def test_loss_arguments_refused_by_name() -> None:
 # ---------------------------------------------------------------- the modules
 
 MODULES = [
-    (nn.MarginRankingLoss(margin=0.1), lambda d: [scores(d, 6), scores(d, 6), signs(6).to(d)]),
+    (nn.MarginRankingLoss(margin=0.1), lambda d: [normal(d, 6), normal(d, 6), signs(6).to(d)]),
     (nn.HingeEmbeddingLoss(margin=0.5, reduction="sum"),
-     lambda d: [scores(d, 6), signs(6).to(d)]),
-    (nn.SoftMarginLoss(), lambda d: [scores(d, 6), signs(6).to(d)]),
-    (nn.CosineEmbeddingLoss(margin=0.1), lambda d: [scores(d, 3, 4), scores(d, 3, 4),
+     lambda d: [normal(d, 6), signs(6).to(d)]),
+    (nn.SoftMarginLoss(), lambda d: [normal(d, 6), signs(6).to(d)]),
+    (nn.CosineEmbeddingLoss(margin=0.1), lambda d: [normal(d, 3, 4), normal(d, 3, 4),
                                                     signs(3)]),
-    (nn.PoissonNLLLoss(full=True), lambda d: [scores(d, 6), counts(d, 6)]),
-    (nn.PairwiseDistance(p=1.5), lambda d: [scores(d, 3, 4), scores(d, 3, 4)]),
+    (nn.PoissonNLLLoss(full=True), lambda d: [normal(d, 6), counts(d, 6)]),
+    (nn.PairwiseDistance(p=1.5), lambda d: [normal(d, 3, 4), normal(d, 3, 4)]),
     (nn.TripletMarginLoss(margin=0.4, swap=True),
-     lambda d: [scores(d, 3, 4), scores(d, 3, 4), scores(d, 3, 4)]),
-    (nn.MultiMarginLoss(p=2, weight=torch.rand(4)), lambda d: [scores(d, 3, 4),
+     lambda d: [normal(d, 3, 4), normal(d, 3, 4), normal(d, 3, 4)]),
+    (nn.MultiMarginLoss(p=2, weight=torch.rand(4)), lambda d: [normal(d, 3, 4),
                                                                torch.tensor([1, 0, 3])]),
-    (nn.MultiLabelMarginLoss(), lambda d: [scores(d, 2, 4), torch.tensor([[1, -1, 0, 0],
+    (nn.MultiLabelMarginLoss(), lambda d: [normal(d, 2, 4), torch.tensor([[1, -1, 0, 0],
                                                                           [3, 2, 1, 0]])]),
 ]
 
@@ -168,7 +165,7 @@ REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}  # torch's enum of a reduction
 def spelled(dtype):
     """(functional form, ATen spelling, inputs, how to compare) of each loss Dynamo may
     record at ATen level (`torch._C._nn.mse_loss(x, t, 1)`: the reduction as torch's enum)."""
-    x, t, p = scores(dtype, 4, 3), scores(dtype, 4, 3), torch.rand(4, 3, dtype=dtype)
+    x, t, p = normal(dtype, 4, 3), normal(dtype, 4, 3), torch.rand(4, 3, dtype=dtype)
     labels, ones = torch.tensor([0, 2, 1, 1]), signs(4, 3).to(dtype)
     nn_ = torch._C._nn
     return [
@@ -185,7 +182,7 @@ def spelled(dtype):
          [x, labels], {}),
         (lambda x, y, r: F.nll_loss(x.log_softmax(1), y, reduction=r),
          lambda x, y, r: nn_.nll_loss2d(x.log_softmax(1), y, None, REDUCTIONS[r]),
-         [scores(dtype, 2, 3, 2, 2), torch.randint(0, 3, (2, 2, 2))], {}),
+         [normal(dtype, 2, 3, 2, 2), torch.randint(0, 3, (2, 2, 2))], {}),
         (lambda x, t, r: F.binary_cross_entropy(x.sigmoid(), t, reduction=r),
          lambda x, t, r: nn_.binary_cross_entropy(x.sigmoid(), t, None, REDUCTIONS[r]),
          [x, p], {}),
@@ -246,14 +243,14 @@ LEFT_OUT = {  # ATen spellings called without their reduction
 @pytest.mark.parametrize("name", LEFT_OUT)
 def test_aten_spelling_with_the_reduction_left_out_is_unreduced_as_eager(name: str) -> None:
     """torch's Python bindings of these read a left-out reduction as 0 ("none")."""
-    x, t = scores(torch.float64, 4, 3), scores(torch.float64, 4, 3)
+    x, t = normal(torch.float64, 4, 3), normal(torch.float64, 4, 3)
     got = torch.compile(LEFT_OUT[name], backend="reverie", fullgraph=True)(x, t)
     torch.testing.assert_close(got, LEFT_OUT[name](x, t), **tolerance(torch.float64))
     assert got.ndim >= 1
 
 
 def test_reduction_enum_outside_torch_is_refused_by_name() -> None:
-    x = scores(torch.float64, 4, 3)
+    x = normal(torch.float64, 4, 3)
     refused(lambda x: torch._C._nn.mse_loss(x, x, 3), [x], "reduction")
 
 
@@ -291,5 +288,5 @@ def test_operator_method_spellings(name: str, dtype) -> None:
 
 
 def test_neg_method_spelling() -> None:
-    x = scores(torch.float64, 3)
+    x = normal(torch.float64, 3)
     assert_same(lambda a: a.__neg__() * a, [x], torch.float64)

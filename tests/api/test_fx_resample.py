@@ -21,14 +21,10 @@ from tests.api.fx_helpers import (  # noqa: E402, F401
     DTYPES,
     assert_same,
     fresh_dynamo,
+    normal,
     refused,
     tolerance,
 )
-
-
-def normal(dtype, *shape):
-    return torch.randn(*shape, dtype=dtype)
-
 
 CASES = {
     "nearest x2": lambda d: (lambda x: F.interpolate(x, scale_factor=2), [normal(d, 2, 3, 5)]),

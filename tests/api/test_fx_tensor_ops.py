@@ -20,14 +20,10 @@ from tests.api.fx_helpers import (  # noqa: E402, F401
     DTYPES,
     assert_same,
     fresh_dynamo,
+    normal,
     refused,
     tolerance,
 )
-
-
-def normal(dtype, *shape):
-    return torch.randn(*shape, dtype=dtype)
-
 
 INDEX = torch.tensor([[0, 2], [1, 3], [3, 0]])
 SELECT = torch.tensor([3, 0, 2])
