@@ -268,10 +268,12 @@ MODULE_EXAMPLES.update({
 
 # Elementwise spellings, scans, norms and other spellings (reverie/fx_rows_math.py).
 VALUES.update({"ord": [1, 3, math.inf, 0.5], "cudnn_enabled": [False],
-               "allow_tf32": [False]})
+               "allow_tf32": [False],
+               "compute_mode": ["use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist"]})
 EXAMPLES.update({
     **{t: ((X, Y), {}) for t in (torch.atan2, torch.arctan2, "atan2", "arctan2", torch.dist,
-                                 "dist", F.cosine_similarity, torch.linalg.vecdot)},
+                                 "dist", F.cosine_similarity, torch.linalg.vecdot,
+                                 torch.cdist)},
     **{t: ((X, 1), {}) for t in (torch.cumsum, torch.cumprod, "cumsum", "cumprod")},
     **{t: ((X,), {"dtype": torch.float64}) for t in (torch.linalg.vector_norm, torch.norm,
                                                      "norm")},
