@@ -44,6 +44,21 @@ def unary(builtin: str) -> Callable[[Traced], Traced]:
     return emit
 
 
+def reduced_axes(x: Traced, dim: Any) -> tuple[int, ...]:
+    """torch's `dim` of a reduction (None, an int, a sequence; an empty one is every axis)
+    as non-negative axes of `x`."""
+    dims = () if dim is None else tuple(dim) if isinstance(dim, tuple | list) else (dim,)
+    return tuple(d % x.ndim for d in dims) if dims else tuple(range(x.ndim))
+
+
+def safe_root(total: Traced, power: float = 2.0) -> Traced:
+    """total^(1/power) with torch's gradient at total = 0: none (a norm's or std's backward
+    is masked there), where the plain root's would be 0 · ∞."""
+    positive = total > 0
+    safe = where(positive, total, 1.0)
+    return where(positive, safe.sqrt() if power == 2 else safe ** (1.0 / power), 0.0)
+
+
 def cast(x: Traced, dtype: str) -> Traced:
     """`x` converted to the Reverie dtype `dtype` ("f64", "bool", ...)."""
     return x if x.element == dtype else x.recording.let(f"{dtype}({x.name})", x.axes, dtype)

@@ -46,7 +46,7 @@ from reverie.fx_functional import float_dtype, refuse
 from reverie.fx_rows_conv import conv, conv_transpose
 from reverie.fx_rows_norm_pool import group_norm
 from reverie.fx_rows_rule import rule_in
-from reverie.tracing import RECORDER_FILES, Traced, where
+from reverie.tracing import RECORDER_FILES, Traced
 
 RECORDER_FILES.add(__file__)
 
@@ -97,27 +97,12 @@ def detach(input: Traced) -> Traced:
 
 # ---------------------------------------------------------------- norms
 
-def _axes(x: Traced, dim: Any) -> tuple[int, ...]:
-    if dim is None:
-        return tuple(range(x.ndim))
-    dims = tuple(dim) if isinstance(dim, tuple | list) else (dim,)
-    return tuple(d % x.ndim for d in dims) if dims else tuple(range(x.ndim))
-
-
-def _safe_root(total: Traced, power: float) -> Traced:
-    """total^(1/power) with torch's gradient at total = 0: none (the norm's backward is
-    masked there), where the plain root's would be 0 · ∞."""
-    positive = total > 0
-    safe = where(positive, total, 1.0)
-    return where(positive, safe.sqrt() if power == 2 else safe ** (1.0 / power), 0.0)
-
-
 def vector_norm(x: Any, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,  # noqa: A002
                 dtype: Any = None) -> Traced:
     """torch.linalg.vector_norm: ‖x‖_ord over `dim` (every axis where None)."""
     if dtype is not None:
         x = fn.cast(x, float_dtype("vector_norm", dtype))
-    return _norm(x, ord, _axes(x, dim), keepdim, ("vector_norm", "ord"))
+    return _norm(x, ord, fn.reduced_axes(x, dim), keepdim, ("vector_norm", "ord"))
 
 
 def _norm(x: Traced, p: Any, axes: tuple[int, ...], keepdim: bool,
@@ -131,20 +116,20 @@ def _norm(x: Traced, p: Any, axes: tuple[int, ...], keepdim: bool,
     if p == 1:
         return size._reduce("sum", axes, keepdim)
     powered = x * x if p == 2 else size ** float(p)
-    return _safe_root(powered._reduce("sum", axes, keepdim), float(p))
+    return fn.safe_root(powered._reduce("sum", axes, keepdim), float(p))
 
 
 def norm(input: Traced, p: Any = "fro", dim: Any = None, keepdim: bool = False,
          dtype: Any = None) -> Traced:
     """torch.norm / Tensor.norm of vectors: "fro" is p = 2 (over `dim`, or every axis)."""
     x = input if dtype is None else fn.cast(input, float_dtype("norm", dtype))
-    return _norm(x, 2 if p == "fro" else p, _axes(x, dim), keepdim, ("norm", "p"))
+    return _norm(x, 2 if p == "fro" else p, fn.reduced_axes(x, dim), keepdim, ("norm", "p"))
 
 
 def dist(input: Traced, other: Traced, p: Any = 2) -> Traced:
     """torch.dist: ‖input − other‖_p over every element."""
     difference = input - other
-    return _norm(difference, p, _axes(difference, None), False, ("dist", "p"))
+    return _norm(difference, p, fn.reduced_axes(difference, None), False, ("dist", "p"))
 
 
 def cdist(x1: Traced, x2: Traced, p: float = 2.0, compute_mode: str | None = None) -> Traced:
@@ -163,7 +148,7 @@ def normalize(input: Traced, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
     """F.normalize: x / max(‖x‖_p, eps) along `dim`."""
     if out is not None:
         raise refuse("normalize", "out", out, "a write in place")
-    size = _norm(input, p, _axes(input, dim), True, ("normalize", "p"))
+    size = _norm(input, p, fn.reduced_axes(input, dim), True, ("normalize", "p"))
     return input / size._binary("max", eps)
 
 

@@ -305,7 +305,7 @@ def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, layout: Any
          device: Any = None, pin_memory: bool | None = False,
          requires_grad: bool = False) -> Traced:
     check_factory("full", layout, device, pin_memory, requires_grad, size=tuple(size),
-           fill_value=fill_value)
+                  fill_value=fill_value)
     return made(lambda _: torch.full(tuple(size), fill_value, dtype=dtype))
 
 
@@ -315,7 +315,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
     """torch.arange(end), (start, end) or (start, end, step), as torch computes it."""
     bounds = (start,) if end is None else (start, end, step)
     check_factory("arange", layout, device, pin_memory, requires_grad, start=start, end=end,
-           step=step)
+                  step=step)
     return made(lambda _: torch.arange(*bounds, dtype=dtype))
 
 
@@ -370,7 +370,7 @@ def new_full(input: Traced, size: Sequence[int], fill_value: Any, *, dtype: Any 
              layout: Any = None, device: Any = None, pin_memory: bool | None = False,
              requires_grad: bool = False) -> Traced:
     check_factory("new_full", layout, device, pin_memory, requires_grad, size=tuple(size),
-           fill_value=fill_value)
+                  fill_value=fill_value)
     return made(lambda t: t.new_full(tuple(size), fill_value, dtype=dtype), input)
 
 

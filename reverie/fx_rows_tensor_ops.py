@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from reverie.fx_functional import refuse
+from reverie.fx_functional import reduced_axes, refuse, safe_root
 from reverie.fx_rows_shapes import check_factory, made
 from reverie.tracing import RECORDER_FILES, Axis, Traced, where
 
@@ -56,13 +56,6 @@ def _axis(x: Traced, dim: int) -> int:
     return dim % max(x.ndim, 1)
 
 
-def _gathered(x: Traced, index: Traced, dim: int, keepdim: bool) -> Traced:
-    """x's elements at `index` (x's shape without `dim`) along `dim`."""
-    axis = _axis(x, dim)
-    picked = np.take_along_axis(x, np.expand_dims(index, axis), axis)
-    return picked if keepdim else np.squeeze(picked, axis)
-
-
 def _extreme(kind: str) -> Emit:
     """torch.max / torch.min: of all elements, (values, indices) along `dim`, or of two."""
     def emit(input: Traced, dim: Any = None, keepdim: bool = False) -> Any:
@@ -70,9 +63,11 @@ def _extreme(kind: str) -> Emit:
             return input._binary(kind, dim)
         if dim is None:
             return input._reduce(kind, None, False)
-        index = input._reduce(f"arg{kind}", _axis(input, dim), False)
-        return (_gathered(input, index, dim, keepdim),
-                np.expand_dims(index, _axis(input, dim)) if keepdim else index)
+        axis = _axis(input, dim)
+        index = input._reduce(f"arg{kind}", axis, False)
+        kept = np.expand_dims(index, axis)
+        values = np.take_along_axis(input, kept, axis)  # the gradient to the chosen element
+        return (values, kept) if keepdim else (np.squeeze(values, axis), index)
 
     return emit
 
@@ -103,17 +98,10 @@ def _correction(target: str, dim: Any, unbiased: Any, correction: Any) -> tuple[
     return dim, float(correction)
 
 
-def _axes(x: Traced, dim: Any) -> tuple[int, ...]:
-    if dim is None:
-        return tuple(range(x.ndim))
-    dims = tuple(dim) if isinstance(dim, tuple | list) else (dim,)
-    return tuple(d % x.ndim for d in dims) if dims else tuple(range(x.ndim))
-
-
 def _moments(input: Traced, dim: Any, correction: float, keepdim: bool
              ) -> tuple[Traced, Traced]:
     """(variance, mean) over `dim`: Σ (x − mean)² / (N − correction)."""
-    axes = _axes(input, dim)
+    axes = reduced_axes(input, dim)
     count = int(np.prod([input.shape[a] for a in axes]))
     mean = input._reduce("mean", axes, True)
     deviation = input - mean
@@ -122,19 +110,13 @@ def _moments(input: Traced, dim: Any, correction: float, keepdim: bool
     return variance, mean if keepdim else input._reduce("mean", axes, False)
 
 
-def _root(variance: Traced) -> Traced:
-    """√variance, its gradient 0 where it is 0 (torch's std backward, masked there)."""
-    positive = variance > 0
-    return where(positive, where(positive, variance, 1.0).sqrt(), 0.0)
-
-
 def _statistic(kind: str) -> Emit:
     """torch.var / std / var_mean / std_mean."""
     def emit(input: Traced, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
              correction: Any = None) -> Any:
         dim, c = _correction(kind, dim, unbiased, correction)
         variance, mean = _moments(input, dim, c, keepdim)
-        spread = _root(variance) if kind.startswith("std") else variance
+        spread = safe_root(variance) if kind.startswith("std") else variance
         return (spread, mean) if kind.endswith("_mean") else spread
 
     return emit
@@ -315,7 +297,7 @@ def _test(kind: str) -> Emit:
 def _truth(kind: str) -> Emit:
     """torch.any / torch.all over `dim` (every axis without)."""
     def emit(input: Traced, dim: Any = None, keepdim: bool = False) -> Traced:
-        axes = None if dim is None else _axes(input, dim)
+        axes = None if dim is None else reduced_axes(input, dim)
         return getattr(np, kind)(_as_bool(input), axis=axes, keepdims=keepdim)
 
     return emit

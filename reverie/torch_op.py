@@ -125,8 +125,8 @@ class KernelOp:
         self.differentiable = tuple(d in DIFFERENTIABLE and i not in self.value_params
                                     for i, d in enumerate(kernel.declared_dtypes))
         # results no differentiable input reaches but through `stop_gradient` (`x.detach()`
-        # in a compiled graph) or integer ops: autograd is told they need no gradient, as
-        # eager's detached values need none
+        # in a compiled graph) or integer ops, and every integer result: autograd is told
+        # they need no gradient, as eager's detached values and integers need none
         active = activity(fn.body, self.differentiable)
         self.constant_outputs = frozenset(index for index, result in enumerate(fn.body.results)
                                           if result not in active)

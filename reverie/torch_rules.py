@@ -155,8 +155,7 @@ def save_context(op: KernelOp, ctx: Any, inputs: Sequence[Any], output: Any) -> 
     ctx.ints = [None if isinstance(a, torch.Tensor) else a for a in inputs]
     ctx.output_types = [(o.shape, o.dtype) for o in outputs]
     ctx.save_for_backward(*(a for a in inputs if isinstance(a, torch.Tensor)))
-    ctx.mark_non_differentiable(*(o for i, o in enumerate(outputs)
-                                  if not o.dtype.is_floating_point or i in op.constant_outputs))
+    ctx.mark_non_differentiable(*(o for i, o in enumerate(outputs) if i in op.constant_outputs))
 
 
 def saved_inputs(ctx: Any) -> list[Any]:
