@@ -80,7 +80,7 @@ from reverie.fx_fake import (
     storage_id,
     tensors_in,
 )
-from reverie.fx_rows_shapes import ELEMENTS
+from reverie.fx_rows_shapes import ELEMENTS, FILLS
 from reverie.fx_targets import FUNCTIONS, METHODS, MODULES
 from reverie.runtime.native.lru import LruCache
 from reverie.torch_op import TORCH_DTYPES
@@ -197,8 +197,8 @@ class EagerNode:
 class _Open:
     """The segment being recorded: its stand-ins and where each parameter comes from."""
 
-    recording: Recording = field(default_factory=lambda: Recording(literal_dims=True,
-                                                                  promotion="torch"))
+    recording: Recording = field(default_factory=lambda: Recording(
+        literal_dims=True, promotion="torch", default_float=ELEMENTS[torch.get_default_dtype()]))
     values: dict[Source, Traced] = field(default_factory=dict)
     inputs: list[Source] = field(default_factory=list)
     nodes: set[torch.fx.Node] = field(default_factory=set)
@@ -429,14 +429,16 @@ class _Builder:
         kwargs = torch.fx.node.map_arg(node.kwargs, self.value)
         if self.rounding is not None:
             args, kwargs = tree_map_only(Traced, self.widened, (args, kwargs))
+        else:
+            args, kwargs = self.scalars_demoted(node, (args, kwargs))
         if self.rebinds(node):  # in place on a value this segment computed: out of place
             if node.op == "call_module":  # nn.ReLU(inplace=True) and its kind
                 return self.module_call(node, args, kwargs, out_of_place=True)
             args, kwargs = _inplace_as_keyword(node.target, args, kwargs)
             if kwargs.get("inplace") is True:
                 return FUNCTIONS[node.target](*args, **{**kwargs, "inplace": False})
-            if node.op == "call_method":
-                return METHODS[node.target[:-1]](*args, **kwargs)
+            if node.op == "call_method":  # x.mul_(2) as x.mul(2); a fill as itself
+                return METHODS.get(node.target[:-1], METHODS.get(node.target))(*args, **kwargs)
             return FUNCTIONS[IN_PLACE_OPERATORS[node.target]](*args, **kwargs)
         if node.op == "call_module":
             return self.module_call(node, args, kwargs)
@@ -445,6 +447,25 @@ class _Builder:
         if rule is None:
             raise UnsupportedNodeError(describe(node, "no mapping in reverie/fx_targets.py"))
         return rule(*args, **kwargs)
+
+    def scalars_demoted(self, node: torch.fx.Node, operands: Any) -> Any:
+        """`operands` with each 0-d tensor of a wider dtype than `node`'s result, of the
+        same kind (float or integer), cast to the result's dtype where a tensor with axes
+        has it: torch's promotion ranks tensors with axes above 0-d ones (f32[4] + f64[]
+        is f32[4], the 0-d operand rounded to f32), the language's ranks dtypes alone."""
+        result = self.facts.values.get(node)
+        if not isinstance(result, torch.Tensor) or result.dtype not in ELEMENTS:
+            return operands
+        dtype = ELEMENTS[result.dtype]
+        traced = [v for v in tree_flatten(operands)[0] if isinstance(v, Traced)]
+        if not any(v.ndim and v.element == dtype for v in traced):
+            return operands
+
+        def demoted(value: Traced) -> Traced:
+            same_kind = _kind(value.element) == _kind(dtype) != "bool"
+            return fn.cast(value, dtype) if not value.ndim and same_kind else value
+
+        return tree_map_only(Traced, demoted, operands)
 
     def module_call(self, node: torch.fx.Node, args: Any, kwargs: Any,
                     out_of_place: bool = False) -> Any:
@@ -748,6 +769,11 @@ def _hint(size: int | torch.SymInt) -> int | None:
     return size if isinstance(size, int) else size.node.hint
 
 
+def _kind(element: str) -> str:
+    """A Reverie dtype's kind for torch's promotion: "float", "int" or "bool"."""
+    return "bool" if element == "bool" else "int" if element.startswith("i") else "float"
+
+
 def _in_place_call(node: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
     """Whether `node` is a call that writes its result into its first argument: an
     `inplace=True` function or module, a `Tensor.<op>_` method with an out-of-place row,
@@ -759,7 +785,8 @@ def _in_place_call(node: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
         node.target in FUNCTIONS
         and _inplace_as_keyword(node.target, node.args, node.kwargs)[1].get("inplace") is True
         or node.op == "call_method" and isinstance(node.target, str)
-        and node.target.endswith("_") and node.target[:-1] in METHODS
+        and node.target.endswith("_")
+        and (node.target[:-1] in METHODS or node.target in FILLS)
         or node.op == "call_function" and node.target in IN_PLACE_OPERATORS)
 
 def _inplace_as_keyword(target: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:

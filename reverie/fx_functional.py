@@ -60,8 +60,13 @@ def safe_root(total: Traced, power: float = 2.0) -> Traced:
 
 
 def cast(x: Traced, dtype: str) -> Traced:
-    """`x` converted to the Reverie dtype `dtype` ("f64", "bool", ...)."""
-    return x if x.element == dtype else x.recording.let(f"{dtype}({x.name})", x.axes, dtype)
+    """`x` converted to the Reverie dtype `dtype` ("f64", "bool", ...); to bool as torch
+    converts, x ≠ 0 (NaN is True; the language has no bool cast)."""
+    if x.element == dtype:
+        return x
+    if dtype == "bool":
+        return x.recording.let(f"{x.name} != 0", x.axes, dtype)
+    return x.recording.let(f"{dtype}({x.name})", x.axes, dtype)
 
 
 # ---------------------------------------------------------------- activations
@@ -155,6 +160,14 @@ def float_dtype(target: str, dtype: Any) -> str:
         raise refuse(target, "dtype", dtype, "Reverie converts to float32, float64, "
                      "bfloat16 or float16")
     return names[str(dtype)]
+
+
+def accumulated(target: str, input: Traced, dtype: Any) -> Traced:
+    """The input of a sum or product (torch.sum, prod, cumsum, ...): converted to `dtype`
+    where given, else integers and booleans widened to int64, as torch accumulates them."""
+    if dtype is not None:
+        return cast(input, float_dtype(target, dtype))
+    return input if input.element in ("f64", "f32", "bf16", "f16") else cast(input, "i64")
 
 
 # ---------------------------------------------------------------- losses

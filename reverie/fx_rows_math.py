@@ -24,7 +24,7 @@ torch's formula, to rounding, and so is every gradient:
     convolution, _convolution          F.conv*d or F.conv_transpose*d by `transposed`
     chain_matmul, linalg.multi_dot     the product left to right;  vecdot Σ x y along dim
     einsum, tensordot, outer, inner    one index-notation statement each (`reverie/
-    trace, diagonal, diag              tracing_contract.py`, NumPy's forms of them)
+    trace, diagonal, diag, diag_embed  tracing_contract.py`, NumPy's forms of them)
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from reverie.fx_functional import float_dtype, refuse
 from reverie.fx_rows_conv import conv, conv_transpose
 from reverie.fx_rows_norm_pool import group_norm
 from reverie.fx_rows_rule import rule_in
+from reverie.fx_rows_shapes import axis
 from reverie.tracing import RECORDER_FILES, Traced
 
 RECORDER_FILES.add(__file__)
@@ -75,7 +76,7 @@ def addcdiv(input: Any, tensor1: Traced, tensor2: Traced, *, value: Any = 1) -> 
 def _scan(kind: str) -> Emit:
     """torch.cumsum / torch.cumprod along `dim`, the input converted to `dtype` first."""
     def emit(input: Traced, dim: int, *, dtype: Any = None) -> Traced:
-        x = input if dtype is None else fn.cast(input, float_dtype(kind, dtype))
+        x = fn.accumulated(kind, input, dtype)
         if x.ndim == 0:
             return x
         return x.recording.let(f"{kind}({x.name}, axis={dim % x.ndim})", x.axes, x.element)
@@ -261,6 +262,17 @@ def diag(input: Traced, diagonal: int = 0) -> Traced:
     return contract.diag(input, diagonal)
 
 
+def diag_embed(input: Traced, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Traced:
+    """torch.diag_embed: each vector of the last axis on the `offset`-th diagonal of a
+    square matrix, whose axes are the result's `dim1` and `dim2`."""
+    rank = input.ndim + 1
+    rows, cols = (axis("diag_embed", d, rank, name) for d, name in ((dim1, "dim1"),
+                                                                    (dim2, "dim2")))
+    if rows == cols:
+        raise refuse("diag_embed", "dim2", dim2, f"an axis other than dim1 ({dim1})")
+    return np.moveaxis(contract.diagonal_matrices(input, offset), (-2, -1), (rows, cols))
+
+
 FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     **{getattr(torch, name): (fn.unary(builtin), {}) for name, builtin in ALIASES.items()},
     torch.reciprocal: (reciprocal, {}), torch.atan2: (atan2, {}), torch.arctan2: (atan2, {}),
@@ -281,6 +293,7 @@ FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     torch.ger: (lambda input, vec2: contract.outer(input, vec2), {}),
     torch.inner: (lambda input, other: contract.inner(input, other), {}),
     torch.diagonal: (diagonal, {}), torch.trace: (trace, {}), torch.diag: (diag, {}),
+    torch.diag_embed: (diag_embed, {}),
 }
 METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
     **{name: (fn.unary(builtin), {}) for name, builtin in ALIASES.items()},
@@ -292,6 +305,7 @@ METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
     "outer": (lambda input, vec2: contract.outer(input, vec2), {}),
     "inner": (lambda input, other: contract.inner(input, other), {}),
     "diagonal": (diagonal, {}), "trace": (trace, {}), "diag": (diag, {}),
+    "diag_embed": (diag_embed, {}),
 }
 MODULES: dict[type, Callable[..., Any]] = {
     nn.RMSNorm: lambda m, w, x: rule_in(FUNCTIONS, F.rms_norm)(x, m.normalized_shape,

@@ -9,14 +9,18 @@ merges them into the one table.
     split/chunk/unbind     a tuple of slices, which the graph's `getitem` nodes read
     stack                  each tensor given a new axis, concatenated
     expand/broadcast_to    index notation reading index 0 of each size-1 axis
+    broadcast_tensors      each expanded to the shape they broadcast to (broadcast_shapes)
     repeat/tile            new size-1 axes beside the repeated ones, expanded, reshaped
     narrow/select          slices and integer subscripts
-    float/double/half/bfloat16, to(dtype), type_as
+    float/double/half/bfloat16/long/int/bool, to(dtype), type(dtype), type_as
                            conversions (a cast; `to` on the CPU only)
-    factories              `arange`, `zeros`, `ones`, `full`, `randn`, `rand`, their `*_like`
-                           and `Tensor.new_*` forms: made by torch at every call (`made`),
-                           so values and random draws are eager's exactly (`empty` is not
-                           mapped: its values are whatever memory held)
+    factories              `arange`, `zeros`, `ones`, `full`, `empty`, `randn`, `rand`, their
+                           `*_like` and `Tensor.new_*` forms: made by torch at every call
+                           (`made`), so values and random draws are eager's exactly
+    fills                  `normal_`, `uniform_`, `exponential_`, ..., `fill_`, `zero_` of a
+                           value the graph computed (`torch.empty(n).normal_()`, as
+                           torch.distributions' `rsample` draws): a new tensor laid out as
+                           it, made by the same call at every call
 
 A factory's tensor is a kernel input made by torch when its segment runs, in graph order,
 by the very call eager makes (`torch.randn_like(x)` on a tensor laid out as eager's `x`), so
@@ -43,6 +47,11 @@ Emit = Callable[..., Any]
 
 # The Reverie element type of each torch dtype a kernel holds (torch_op.TORCH_DTYPES inverted)
 ELEMENTS = {dtype: name for name, dtype in TORCH_DTYPES.items()}
+# in-place methods whose result does not depend on the values written over (`fill`), and
+# the names of their positional parameters
+FILLS = {"normal_": ("mean", "std"), "uniform_": ("from", "to"), "exponential_": ("lambd",),
+         "log_normal_": ("mean", "std"), "cauchy_": ("median", "sigma"), "geometric_": ("p",),
+         "bernoulli_": ("p",), "random_": ("from", "to"), "fill_": ("value",), "zero_": ()}
 
 
 # ---------------------------------------------------------------- dimensions
@@ -183,6 +192,27 @@ def broadcast_to(input: Traced, size: Sequence[int]) -> Traced:
                    index=f"[{', '.join(ranges)}]")
 
 
+def broadcast_shapes(*shapes: Sequence[Any]) -> tuple[Any, ...]:
+    """torch.broadcast_shapes: the sizes aligned from the right, each axis the one size
+    other than 1 (if any)."""
+    rank = max(len(shape) for shape in shapes)
+    result = []
+    for sizes in zip(*([1] * (rank - len(shape)) + list(shape) for shape in shapes),
+                     strict=True):
+        grown = {n for n in sizes if n != 1}
+        if len(grown) > 1:
+            raise refuse("broadcast_shapes", "shapes", [tuple(s) for s in shapes],
+                         "shapes that broadcast")
+        result.append(grown.pop() if grown else 1)
+    return tuple(result)
+
+
+def broadcast_tensors(*tensors: Traced) -> tuple[Traced, ...]:
+    """torch.broadcast_tensors: each tensor expanded to the shape they broadcast to."""
+    shape = broadcast_shapes(*(t.shape for t in tensors))
+    return tuple(broadcast_to(t, shape) for t in tensors)
+
+
 def expand(input: Traced, *size: Any, implicit: bool = False) -> Traced:
     """Tensor.expand (`implicit` only marks the call for TorchScript's tracer)."""
     return broadcast_to(input, _sizes(size))
@@ -202,7 +232,8 @@ def element(target: str, dtype: Any) -> str:
 
 
 def converted(dtype: torch.dtype) -> Emit:
-    """Tensor.float / double / half / bfloat16: `input` cast to `dtype`."""
+    """Tensor.float / double / half / bfloat16 / long / int / bool: `input` cast to
+    `dtype`."""
     def emit(input: Traced, memory_format: Any = torch.preserve_format) -> Traced:
         return cast(input, ELEMENTS[dtype])
 
@@ -222,6 +253,14 @@ def to(input: Traced, *args: Any, dtype: Any = None, device: Any = None,
         elif not isinstance(arg, str | torch.device) or torch.device(arg).type != "cpu":
             raise refuse("Tensor.to", "argument", arg, "a dtype, a tensor or the CPU")
     return input if dtype is None else cast(input, element("Tensor.to", dtype))
+
+
+def type_(input: Traced, dtype: Any = None, non_blocking: bool = False) -> Traced:
+    """Tensor.type(dtype): a cast (the type's name, `type()` without one, is a string that
+    Dynamo folds before a graph holds it; a tensor-type name is refused)."""
+    if not isinstance(dtype, torch.dtype):
+        raise refuse("Tensor.type", "dtype", dtype, "a torch dtype")
+    return cast(input, element("Tensor.type", dtype))
 
 
 def type_as(input: Traced, other: Traced) -> Traced:
@@ -285,6 +324,29 @@ def sized(name: str) -> Emit:
              pin_memory: bool | None = False, requires_grad: bool = False) -> Traced:
         check_factory(name, layout, device, pin_memory, requires_grad, size=_sizes(size))
         return made(lambda _: getattr(torch, name)(_sizes(size), dtype=dtype))
+
+    return emit
+
+
+def empty(*size: Any, out: Any = None, dtype: Any = None, layout: Any = None,
+          device: Any = None, requires_grad: bool = False, pin_memory: bool = False,
+          memory_format: Any = torch.contiguous_format) -> Traced:
+    """torch.empty: made by torch.empty at every call, so its values are eager's kind of
+    value (whatever the memory held), read from a buffer torch owns."""
+    check_factory("empty", layout, device, pin_memory, requires_grad, size=_sizes(size))
+    if out is not None:
+        raise refuse("empty", "out", out, "rv.fx makes no writes into a graph's tensors")
+    return made(lambda _: torch.empty(_sizes(size), dtype=dtype, memory_format=memory_format))
+
+
+def fill(name: str) -> Emit:
+    """Tensor.<name> (normal_, uniform_, fill_, zero_, ...) of a value the segment
+    computed (rv.fx records an in-place call on one out of place, `fx.Builder.rebinds`):
+    its values ignored, a new tensor laid out as it made by the same call at every call."""
+    def emit(input: Traced, *args: Any, **kwargs: Any) -> Traced:
+        check_factory(f"Tensor.{name}", None, None, False, False,
+                      **dict(zip(FILLS[name], args, strict=False)), **kwargs)
+        return made(lambda t: getattr(torch.empty_like(t), name)(*args, **kwargs), input)
 
     return emit
 
@@ -382,8 +444,11 @@ FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     torch.split_with_sizes: (split_with_sizes, {}), torch.chunk: (chunk, {}),
     torch.unbind: (unbind, {}), torch.narrow: (narrow, {}), torch.select: (select, {}),
     torch.stack: (stack, {}), torch.broadcast_to: (broadcast_to, {}), torch.tile: (tile, {}),
+    torch.broadcast_tensors: (broadcast_tensors, {}),
+    torch.broadcast_shapes: (broadcast_shapes, {}),
     torch.arange: (arange, {}), torch.full: (full, {}), torch.full_like: (full_like, {}),
     **{getattr(torch, name): (sized(name), {}) for name in ("zeros", "ones")},
+    torch.empty: (empty, {}), torch.empty_like: (like("empty_like"), {}),
     **{getattr(torch, name): (random_sized(name), {}) for name in ("randn", "rand")},
     **{getattr(torch, f"{name}_like"): (like(f"{name}_like"), {})
        for name in ("zeros", "ones")},
@@ -400,8 +465,11 @@ METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
     "tile": (tile, {}), "new_full": (new_full, {}), "to": (to, {}), "type_as": (type_as, {}),
     **{name: (converted(dtype), {}) for name, dtype in [
         ("float", torch.float32), ("double", torch.float64), ("half", torch.float16),
-        ("bfloat16", torch.bfloat16)]},
+        ("bfloat16", torch.bfloat16), ("long", torch.int64), ("int", torch.int32),
+        ("bool", torch.bool)]},
+    "type": (type_, {}),
     **{f"new_{name}": (new(f"new_{name}"), {}) for name in ("zeros", "ones")},
+    **{name: (fill(name), {}) for name in FILLS},
 }
 
 MODULES: dict[type, Callable[..., Any]] = {

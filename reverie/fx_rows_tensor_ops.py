@@ -27,10 +27,12 @@ value is torch's, and so is every gradient:
     nan_to_num          NaN, ±inf replaced (by default 0 and the dtype's extremes)
     pixel_shuffle       [*, C r², H, W] -> [*, C, H r, W r] by a reshape and a transpose
                         (pixel_unshuffle the inverse)
+    linalg.solve_triangular   the built-in triangular_solve (no check, as torch's)
     det slogdet logdet  the language's built-ins (inverse, solve and cholesky stay
                         unmapped: torch raises on a singular or indefinite matrix, where
                         a kernel would give inf or NaN)
     eye, linspace, tensor (of numbers)   factories, made by torch at every call
+    as_tensor           a tensor cast as `Tensor.to` casts it, numbers as torch.tensor
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import torch
 from torch import nn
 
 from reverie.fx_functional import reduced_axes, refuse, safe_root
-from reverie.fx_rows_shapes import check_factory, made
+from reverie.fx_rows_shapes import broadcast_shapes, broadcast_to, check_factory, made, to
 from reverie.tracing import RECORDER_FILES, Axis, Traced, where
 
 RECORDER_FILES.add(__file__)
@@ -379,6 +381,22 @@ def logdet(input: Traced) -> Traced:
     return where(sign < 0, np.nan, magnitude + np.log(sign))
 
 
+def solve_triangular(A: Traced, B: Traced, *, upper: bool, left: bool = True,  # noqa: N803
+                     unitriangular: bool = False) -> Traced:
+    """torch.linalg.solve_triangular: X with T X = B (X T = B unless `left`), T the upper
+    or lower triangle of A (ones on its diagonal when `unitriangular`); a singular T gives
+    inf/NaN, as torch's, which does not check. B broadcast to the batch axes of both."""
+    if A.ndim < 2 or B.ndim < 2:
+        raise refuse("linalg.solve_triangular", "B" if A.ndim >= 2 else "A",
+                     B if A.ndim >= 2 else A, "torch takes matrices (at least two axes)")
+    batch = broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    B = broadcast_to(B, (*batch, *B.shape[-2:]))
+    keywords = (f"lower={str(not upper).lower()}, unit_diagonal={str(unitriangular).lower()}"
+                f", left={str(left).lower()}")
+    return B.recording.let(f"triangular_solve({A.name}, {B.name}, {keywords})", B.axes,
+                           B.element)
+
+
 # ---------------------------------------------------------------- factories
 
 def eye(n: int, m: int | None = None, *, dtype: Any = None, layout: Any = None,
@@ -400,6 +418,14 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None,
     """torch.tensor of Python numbers (nested lists of them)."""
     check_factory("tensor", None, device, pin_memory, requires_grad, data=tuple(_flat(data)))
     return made(lambda _: torch.tensor(data, dtype=dtype))
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Traced:
+    """torch.as_tensor: a tensor as it is or cast to `dtype` (as `Tensor.to`), numbers as
+    torch.tensor makes them."""
+    if isinstance(data, Traced):
+        return to(data, dtype=dtype, device=device)
+    return tensor(data, dtype=dtype, device=device)
 
 
 def _flat(data: Any) -> list[Any]:
@@ -433,6 +459,7 @@ FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
     torch.any: (_truth("any"), {}), torch.all: (_truth("all"), {}),
     torch.nn.functional.one_hot: (one_hot, {}),
     torch.eye: (eye, {}), torch.linspace: (linspace, {}), torch.tensor: (tensor, {}),
+    torch.as_tensor: (as_tensor, {}),
     torch.nan_to_num: (nan_to_num, {}), torch.pixel_shuffle: (pixel_shuffle, {}),
     torch.pixel_unshuffle: (pixel_unshuffle, {}),
     **{getattr(torch, kind): (_stacked(kind), {})
@@ -442,6 +469,7 @@ FUNCTIONS: dict[Any, tuple[Emit, Mapping[str, Any]]] = {
         (torch.det, "det"), (torch.linalg.det, "det"), (torch.slogdet, "slogdet"),
         (torch.linalg.slogdet, "slogdet"))},
     torch.logdet: (logdet, {}),
+    torch.linalg.solve_triangular: (solve_triangular, {}),
 }
 METHODS: dict[str, tuple[Emit, Mapping[str, Any]]] = {
     "max": (_extreme("max"), {}), "min": (_extreme("min"), {}),

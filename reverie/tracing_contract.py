@@ -216,16 +216,25 @@ def diag(v: Any, k: int = 0) -> Traced:
     if v.ndim != 1:
         raise TraceError(f"np.diag of shape {v.shape} ({user_line()}): it takes a vector "
                          f"or a matrix")
-    size = v.axes[0].size + abs(k)
-    extent = offset(v.axes[0].dim, abs(k))
+    return diagonal_matrices(v, k)
+
+
+def diagonal_matrices(v: Traced, k: int = 0) -> Traced:
+    """Each vector of the last axis of `v` [..., n] on the `k`-th diagonal of a square
+    matrix of zeros, [..., n + |k|, n + |k|] (torch.diag_embed's default axes)."""
+    *batch, last = v.axes
+    size = last.size + abs(k)
+    extent = offset(last.dim, abs(k))
     zero = "0.0" if v.element in ("f32", "f64") else "0"
 
-    def element(i: str, j: str) -> str:
+    def element(*names: str) -> str:
+        *outer, i, j = names
         on, read = (f"{j} == {offset(i, k)}", i) if k >= 0 else (f"{i} == {offset(j, -k)}", j)
-        return f"where({on}, {v.name}[{read}], {zero})"
+        return f"where({on}, {v.name}[{', '.join([*outer, read])}], {zero})"
 
-    return v.recording.index_let([("i", extent), ("j", extent)], element,
-                                 (Axis(size, extent),) * 2, v.element)
+    indices = [(f"d{n}", None) for n in range(len(batch))] + [("i", extent), ("j", extent)]
+    return v.recording.index_let(indices, element, (*batch, Axis(size, extent),
+                                                    Axis(size, extent)), v.element)
 
 
 # ---------------------------------------------------------------- norms, linear algebra

@@ -67,9 +67,13 @@ IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 class Recording:
     """The statements recorded so far, the names they bind and the dimensions fixed."""
 
-    def __init__(self, literal_dims: bool = False, promotion: str = "numpy") -> None:
+    def __init__(self, literal_dims: bool = False, promotion: str = "numpy",
+                 default_float: str = "f64") -> None:
         self.literal_dims = literal_dims  # every dimension its example size (rv.fx)
         self.promotion = promotion  # how mixed operand types promote: "numpy" or "torch"
+        # what an integer or bool value meeting a Python float becomes: NumPy's float64,
+        # torch's default dtype
+        self.default_float = default_float
         self.params: list[str] = []
         self.lines: list[str] = []
         self.dims: dict[int, str] = {}  # example size -> the dimension named for it
@@ -381,6 +385,24 @@ class Traced:
 
     # ------------------------------------------------------------ operators
     def _binary(self, op: str, other: Any, reverse: bool = False) -> Traced:
+        if op not in ("and", "or"):
+            return self._meeting(other)._binary_of(op, other, reverse)
+        return self._binary_of(op, other, reverse)
+
+    def _meeting(self, number: Any) -> Traced:
+        """This value as NumPy and torch promote it against a Python number: an integer or
+        bool one meeting a float becomes the library's default float (`np.sum(x < y) +
+        0.0` is float64), a bool one meeting an integer becomes int64 (`mask * 2`); the
+        language would refuse both rather than guess."""
+        if isinstance(number, bool | np.bool_) or not isinstance(
+                number, int | float | np.integer | np.floating):
+            return self
+        counting = self.element == "bool" or self.element.startswith("i")  # not a float
+        if isinstance(number, float | np.floating) and counting:
+            return self.astype(self.recording.default_float)
+        return self.astype("i64") if self.element == "bool" else self
+
+    def _binary_of(self, op: str, other: Any, reverse: bool) -> Traced:
         other = operand(self.recording, other, self.element)
         left, right = (other, self) if reverse else (self, other)
         if left.element != right.element and op not in ("and", "or"):
@@ -736,7 +758,8 @@ def strong(x: Traced) -> Traced:
 
 def constant_array(recording: Recording, array: np.ndarray) -> Traced:
     """A small NumPy constant written out in index notation, its elements chosen by
-    position: `let c[i in 0..3] = f64(where(i == 0, 1.0, where(i == 1, 2.0, 4.0)));`."""
+    position through a balanced tree of `where`s (so its nesting grows as log₂ of its
+    size): `let c[i in 0..3] = f64(where(i < 1, 1.0, where(i < 2, 2.0, 4.0)));`."""
     if array.size > CONSTANT_LIMIT or array.size == 0:
         raise TraceError(f"a constant array of shape {array.shape} cannot be written in "
                          f"Reverie source ({user_line()}): pass it as an argument of the "
@@ -745,10 +768,15 @@ def constant_array(recording: Recording, array: np.ndarray) -> Traced:
     values = [float_source(float(v)) if element in FLOAT_NAMES else str(v).lower()
               for v in array.ravel().tolist()]
 
+    def chosen(i: str, low: int, high: int) -> str:
+        """The element at position `i`, known to lie in low..high (exclusive)."""
+        if high - low == 1:
+            return values[low]
+        middle = (low + high) // 2
+        return f"where({i} < {middle}, {chosen(i, low, middle)}, {chosen(i, middle, high)})"
+
     def element_at(i: str) -> str:
-        text = values[-1]
-        for at in range(len(values) - 2, -1, -1):
-            text = f"where({i} == {at}, {values[at]}, {text})"
+        text = chosen(i, 0, len(values))
         return f"{element}({text})" if element != "bool" else text
 
     flat = recording.index_let([("c", str(array.size))], element_at,

@@ -101,6 +101,29 @@ CASES = {
     "glu softmin": lambda d: (
         lambda x: F.glu(x).sum(1) + F.glu(x[:2], 0).sum() + F.softmin(x, 1).sum(1)
         + F.softmin(x, dim=0, dtype=x.dtype).sum(0)[:3], [normal(d, 3, 4)]),
+    "broadcast_tensors as_tensor": lambda d: (
+        lambda x, y: sum(torch.broadcast_tensors(x[:, :1], y[0], torch.as_tensor(2.0)))
+        + torch.as_tensor(x, dtype=torch.float64).to(x.dtype)
+        + x.new_zeros(torch.broadcast_shapes(x.shape, (1, 4))), [normal(d, 3, 4), normal(d, 3, 4)]),
+    "diag_embed": lambda d: (
+        lambda x: torch.diag_embed(x).sum(-1) + torch.diag_embed(x, 1)[:, 1:, 1:].sum(-2)
+        + x.diag_embed(-2, 0, 2).sum(0)[:, 2:] + torch.diag_embed(x, dim1=-1, dim2=0).sum(-1).T,
+        [normal(d, 3, 4)]),
+    "linalg.solve_triangular": lambda d: (
+        lambda a, b: torch.linalg.solve_triangular(a, b, upper=False)
+        + torch.linalg.solve_triangular(a, b, upper=True, left=False)
+        + torch.linalg.solve_triangular(a[0], b, upper=False, unitriangular=True),
+        [normal(d, 2, 3, 3) + 4 * torch.eye(3, dtype=d), normal(d, 2, 3, 3)]),
+    "casts and integer sums": lambda d: (
+        lambda x: x * x.long() + x.int().sum() * (x > 0).sum(1, keepdim=True)
+        + x.type(torch.int64).cumsum(1) + x * x.bool() + x.to(torch.bool).long().prod(0)
+        + torch.sum(x > 0, 0), [normal(d, 3, 4) * 3]),
+    "masks and counts meeting Python numbers": lambda d: (
+        lambda x: x * ((x > 0) * 1.5) + (x > 0).sum() * 0.5 + x.argmax() * 0.25
+        + ((x < 0) * 2 - 1) * x, [normal(d, 3, 4)]),
+    "0-d operands of a wider dtype": lambda d: (
+        lambda x, s: x * s + (s - x) / s + torch.where(x > 0, x, s) + torch.clamp(x, min=s),
+        [normal(d, 3, 4), normal(torch.float64, 1)[0]]),
     "instance_norm": lambda d: (
         lambda x, w, b: F.instance_norm(x) + F.instance_norm(x, weight=w, bias=b, eps=1e-3),
         [normal(d, 2, 3, 5), normal(d, 3), normal(d, 3)]),

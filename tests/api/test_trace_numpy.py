@@ -65,6 +65,7 @@ def assignment_through_a_view(x):
 
 A564, B464, C32 = RNG.standard_normal((5, 6, 4)), RNG.standard_normal((4, 6, 4)), \
     RNG.standard_normal((3, 2))  # constants of autograd's tests, written into the source
+C216 = RNG.standard_normal(216)  # more elements than the parser's nesting limit (200)
 
 
 def scalar_attributes(x):
@@ -181,6 +182,13 @@ PROGRAMS = {
     "norm_axis": (lambda x: np.linalg.norm(x, axis=1) + np.linalg.norm(x, ord=1, axis=1,
                                                                        keepdims=True)[:, 0],
                   [(4, 3)], [(2, 5)]),
+    # autograd's test_binary_ops.py: counts and masks meet Python numbers
+    "comparison_count_plus_float": (lambda x, y: np.sum(x < y) + 0.0 + x * y,
+                                    [(3, 4), (3, 4)], [(2, 5), (2, 5)]),
+    "masks_times_numbers": (lambda x: (x > 0) * 1.5 * x + (x < 0) * 2 + np.argmax(x) * 0.5
+                            + (np.sum(x > 0) < 0.5), [(6,)], [(4,)]),
+    # a captured constant of 216 elements (autograd's test_simple_concatenate)
+    "captured_constant_216": (lambda x: np.concatenate((x, C216)) * 2.0, [(4,)], [(7,)]),
     # autograd's test_numpy.py, continued
     "concatenate_constant": (lambda x: np.concatenate((A564, x)), [(4, 6, 4)], None),
     "concatenate_constant_axis1": (lambda x: np.concatenate((B464, x, B464), 1), [(4, 6, 4)],
@@ -285,6 +293,17 @@ def test_numpy_program_values_at_two_sizes_and_gradients(name: str) -> None:
     for index, grad in enumerate(grads):
         np.testing.assert_allclose(grad, finite_difference(loss, args, index), rtol=1e-5,
                                    atol=1e-6)
+
+
+def test_integers_and_booleans_meeting_python_numbers_take_numpy_dtypes() -> None:
+    """NumPy's promotion: an integer or bool array with a Python float is float64, a bool
+    array with a Python int is int64 (the language refuses both without a cast)."""
+    x = RNG.standard_normal(5)
+    for fn in (lambda x: np.sum(x < 0) + 0.0, lambda x: (x > 0) * 2, lambda x: (x > 0) * 1.5,
+               lambda x: np.argmax(x) < 2.5, lambda x: (x > 0) - 1, lambda x: 2.0 ** (x > 0)):
+        got, want = np.asarray(rv.trace(fn, x).kernel(x)), np.asarray(fn(x))
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
 
 
 def test_the_recorded_source_of_an_einsum_is_index_notation() -> None:
