@@ -358,6 +358,47 @@ def diff(x: Any, n: int = 1, axis: int = -1, prepend: Any = None,
     return x
 
 
+def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: Any = None,
+               neginf: Any = None) -> Traced:
+    """`np.nan_to_num`: NaN, inf and -inf replaced (by default 0 and the dtype's largest
+    and smallest finite values); the gradient flows where x is finite."""
+    x = as_traced(x)
+    if x.element not in ("f32", "f64"):
+        return x.copy()
+    finite = np.finfo(np.float64 if x.element == "f64" else np.float32)
+    high = float(finite.max) if posinf is None else posinf
+    low = float(finite.min) if neginf is None else neginf
+    return where(x != x, nan, where(x == math.inf, high, where(x == -math.inf, low, x)))
+
+
+def select(condlist: Any, choicelist: Any, default: Any = 0) -> Traced:
+    """`np.select`: the choice of the first condition that holds, else `default`."""
+    if len(condlist) != len(choicelist):
+        raise TraceError(f"np.select of {len(condlist)} conditions and {len(choicelist)} "
+                         f"choices ({user_line()}): give one choice per condition")
+    result = default
+    for condition, choice in zip(reversed(condlist), reversed(choicelist), strict=True):
+        result = where(condition, choice, result)
+    return as_traced(result)
+
+
+def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True,
+             retstep: bool = False, dtype: Any = None, axis: int = 0, **options: Any
+             ) -> Traced:
+    """`np.linspace` between traced numbers: start + (stop - start) i / (num - 1) (the
+    divisor num without `endpoint`), the last element `stop` itself as NumPy sets it."""
+    ignored("np.linspace", {"retstep": retstep or None, "dtype": dtype, **options},
+            ("device",))
+    if np.ndim(start) or np.ndim(stop) or axis != 0:
+        raise TraceError(f"np.linspace between traced arrays ({user_line()}): traced "
+                         f"endpoints are numbers (0-d), axis=0")
+    divisor = max(int(num) - 1 if endpoint else int(num), 1)
+    values = start + (stop - start) * (np.arange(int(num), dtype=np.float64) / divisor)
+    if endpoint and int(num) > 1:
+        values = where(np.arange(int(num)) == int(num) - 1, stop, values)
+    return values
+
+
 def clip(x: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *,
          min: Any = None, max: Any = None, **options: Any) -> Traced:  # noqa: A002
     """`np.clip`: `min(max(x, low), high)` (either bound may be None)."""
@@ -486,6 +527,7 @@ ARRAY_FUNCTIONS.update({
     "cumsum": _scan("cumsum"), "cumprod": _scan("cumprod"), "sort": _ordering("sort"),
     "argsort": _ordering("argsort"), "diff": diff, "clip": clip,
     "where": where, "concatenate": concatenate, "concat": concatenate,
+    "nan_to_num": nan_to_num, "select": select, "linspace": linspace,
     "stack": lambda values, axis=0, out=None, **options: (
         ignored("np.stack", {"out": out, **options}, ("casting",)), stack(values, axis))[1],
     "copy": lambda x, order="K", subok=False: as_traced(x).copy(),

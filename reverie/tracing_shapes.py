@@ -124,6 +124,26 @@ def array_split(x: Any, sections: Any, axis: int = 0) -> list[Traced]:
     return split(x, edges[1:-1].tolist(), axis)
 
 
+def axis_split(name: str, axis: int, rank: int) -> Callable[..., list[Traced]]:
+    """`np.hsplit` (axis 1, or 0 of a vector), `np.vsplit` (axis 0), `np.dsplit` (axis 2):
+    `np.split` along that axis of an array of at least `rank` axes."""
+    def split_along(x: Any, indices_or_sections: Any) -> list[Traced]:
+        x = as_traced(x)
+        if x.ndim < rank:
+            raise TraceError(f"np.{name} of a {x.ndim}-d array ({user_line()}): it takes at "
+                             f"least {rank} axes")
+        return split(x, indices_or_sections, axis if x.ndim > 1 else 0)
+
+    return split_along
+
+
+def rollaxis(x: Any, axis: int, start: int = 0) -> Traced:
+    """`np.rollaxis`: `axis` moved to stand before the axis now at `start`."""
+    x = as_traced(x)
+    axis, start = axis % x.ndim, start % (x.ndim + 1)
+    return moveaxis(x, axis, start - 1 if start > axis else start)
+
+
 def append(x: Any, values: Any, axis: Any = None) -> Traced:
     return concatenate([x, values], axis=axis)
 
@@ -275,6 +295,8 @@ ARRAY_FUNCTIONS.update({
     "atleast_3d": atleast(3),
     "hstack": hstack, "vstack": vstack, "row_stack": vstack, "dstack": dstack,
     "column_stack": column_stack, "split": split, "array_split": array_split,
+    "hsplit": axis_split("hsplit", 1, 1), "vsplit": axis_split("vsplit", 0, 2),
+    "dsplit": axis_split("dsplit", 2, 3), "rollaxis": rollaxis,
     "append": append, "repeat": repeat, "tile": tile, "pad": pad, "roll": roll,
     "flip": flip_axes, "fliplr": lambda x: flip_axes(x, 1), "flipud": lambda x: flip_axes(x, 0),
     "rot90": rot90, "tril": tri("tril"), "triu": tri("triu"),

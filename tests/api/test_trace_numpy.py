@@ -187,6 +187,20 @@ PROGRAMS = {
                                     [(3, 4), (3, 4)], [(2, 5), (2, 5)]),
     "masks_times_numbers": (lambda x: (x > 0) * 1.5 * x + (x < 0) * 2 + np.argmax(x) * 0.5
                             + (np.sum(x > 0) < 0.5), [(6,)], [(4,)]),
+    # autograd's test_systematic.py: splits along named axes, rollaxis, select
+    "hsplit_vsplit_dsplit": (lambda x: np.hsplit(x, 2)[1] * np.vsplit(x, [1])[1].sum()
+                             + np.dsplit(x, 3)[2].sum(), [(2, 4, 3)], [(3, 6, 3)]),
+    "hsplit_vector": (lambda x: np.hsplit(x, 2)[0] * 2, [(6,)], [(4,)]),
+    "rollaxis": (lambda x: np.rollaxis(x, 2) + np.rollaxis(x, 0, 3).transpose(2, 0, 1),
+                 [(3, 3, 3)], None),
+    "select": (lambda x: np.select([x > 0.5, x < -0.5], [x ** 2, -x], 0.1), [(3, 5)],
+               [(2, 4)]),
+    "nan_to_num": (lambda x: np.nan_to_num(np.log(x - 0.2)) * x, [(3, 5)], [(2, 4)],
+                   (0.5, 2.0)),
+    "linspace_between_traced_numbers": (
+        lambda x: np.linspace(x[0], x[1], 5) * x[2] + np.linspace(x[1], 2.0, 4,
+                                                                  endpoint=False).sum(),
+        [(3,)], None),
     # a captured constant of 216 elements (autograd's test_simple_concatenate)
     "captured_constant_216": (lambda x: np.concatenate((x, C216)) * 2.0, [(4,)], [(7,)]),
     # autograd's test_numpy.py, continued
