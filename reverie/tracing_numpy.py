@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -643,6 +644,43 @@ RANDOM_DRAWS = {f"numpy.random.{name}": _random_draw(name) for name in (
     "dirichlet", "laplace", "lognormal", "logistic", "multinomial")}
 
 
+class _NumpyOfCompiledCode(types.ModuleType):
+    """numpy as numpy.random's compiled modules see it while a function is traced (their
+    global `np`, through which a draw makes its result, `np.empty(size)`): the functions
+    `numpy_entry_points` binds are the originals there, since a recorded value handed to
+    compiled code crashes the process, and on the tracing thread a draw is refused as
+    `np.random.randn` is (a Generator's or RandomState's draw would be made once)."""
+
+    def __init__(self, originals: dict[str, Any], thread: int) -> None:
+        super().__init__("numpy")
+        self._originals, self._thread = originals, thread
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "empty" and threading.get_ident() == self._thread:
+            raise TraceError(f"a draw of a NumPy Generator or RandomState in a traced "
+                             f"function would be made once, while it is traced, and the "
+                             f"kernel would reuse it at every call ({user_line()}): pass "
+                             f"the random numbers as an argument")
+        return self._originals.get(name) or getattr(np, name)
+
+
+@contextmanager
+def _compiled_code_unbound(originals: dict[str, Any]) -> Iterator[None]:
+    """While a function is traced, numpy.random's modules see `_NumpyOfCompiledCode`."""
+    import numpy.random  # noqa: F401 (NumPy imports it on first use: its modules now)
+
+    shown = _NumpyOfCompiledCode(originals, threading.get_ident())
+    modules = [m for name, m in list(sys.modules.items())
+               if name.startswith("numpy.random.") and getattr(m, "np", None) is np]
+    for module in modules:
+        module.np = shown
+    try:
+        yield
+    finally:
+        for module in modules:
+            module.np = np
+
+
 # Entry points that record when a size is among their arguments (`np.zeros((n, 3))`
 # with `n = len(x)`), filled by `reverie.tracing_factories`.
 SIZE_ENTRY_POINTS: dict[str, Callable[..., Any]] = {}
@@ -685,7 +723,9 @@ def numpy_entry_points(fn: Callable[..., Any]) -> Iterator[None]:
                      if id(value) in replaced and callable(value)}
     namespace.update({name: replaced[id(value)] for name, value in globals_saved.items()})
     try:
-        yield
+        with _compiled_code_unbound({attribute: original for module, attribute, original
+                                     in saved if module is np}):
+            yield
     finally:
         for module, attribute, original in reversed(saved):
             setattr(module, attribute, original)

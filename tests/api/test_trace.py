@@ -169,6 +169,24 @@ def test_untraceable_constructs_name_the_python_line(fn, message) -> None:
         rv.trace(fn, np.ones(3))
 
 
+GENERATOR = np.random.default_rng(5)
+
+
+@pytest.mark.parametrize("draw", [
+    lambda x: x * GENERATOR.standard_normal(x.shape),  # a global Generator, traced sizes
+    lambda x: x * GENERATOR.normal(size=3),
+    lambda x: x * np.random.RandomState(0).randn(x.shape[0]),  # autograd's test_linalg
+    lambda x: x * np.random.default_rng(1).uniform(-1, 1, len(x)),
+])
+def test_a_generator_draw_is_refused_not_baked_in_or_crashing(draw) -> None:
+    """numpy.random's compiled code makes a draw's array with `np.empty(size)`: a recorded
+    value handed to it crashed the process; now the draw is refused as np.random.randn's
+    (it would be made once, while tracing)."""
+    with pytest.raises(rv.TraceError, match="Generator or RandomState.*would be made once"):
+        rv.trace(draw, np.ones(3))
+    assert np.random.default_rng(2).standard_normal(3).shape == (3,)  # restored after
+
+
 def test_bad_example_arguments() -> None:
     with pytest.raises(rv.TraceError, match="complex128"):
         rv.trace(lambda x: x.sum(), np.ones(3, dtype=complex))
