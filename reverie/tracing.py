@@ -76,6 +76,7 @@ from reverie import (  # noqa: F401 (they register their recorders)
     tracing_contract,
     tracing_factories,
     tracing_shapes,
+    tracing_stats,
 )
 from reverie.compiler.lower.module_lowering import RESERVED
 from reverie.dsl.check import KEYWORDS

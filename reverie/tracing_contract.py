@@ -25,7 +25,9 @@ from reverie.tracing_record import (
     Axis,
     Traced,
     TraceError,
+    _first_traced,
     _promoted,
+    operand,
     stack,
     user_line,
 )
@@ -341,8 +343,11 @@ def linalg(name: str, keywords: Callable[..., str] = lambda **_: "") -> Callable
         if found is None:
             raise TraceError(f"{name} is not a built-in of the language yet (looked for "
                              f"{' or '.join(candidates)}; {user_line()})")
-        values = [as_traced(a) for a in args if isinstance(a, Traced | list | tuple)]
-        values = _common_type(values)
+        arrays = [a for a in args if isinstance(a, Traced | list | tuple | np.ndarray)]
+        first = as_traced(next(a for a in arrays if _first_traced(a) is not None))
+        values = _common_type([operand(first.recording, a, first.element) for a in arrays])
+        if any(isinstance(a, np.ndarray) for a in arrays):  # a constant's sizes are literal:
+            first.recording.fix(" ".join(x.dim for v in values for x in v.axes))  # fixed
         call = f"{found}({', '.join(v.name for v in values)}{keywords(**kwargs)})"
         result = shapes(*(v.axes for v in values))
         if name in ("svd", "qr"):

@@ -607,6 +607,11 @@ ENTRY_POINTS: dict[str, Callable[..., Any]] = {
 }
 
 
+# What makes an entry point record where it is not a traced argument (a frozen SciPy
+# distribution holding traced parameters: `reverie.tracing_stats`).
+ENTRY_TRIGGERS: dict[str, Callable[[Any], bool]] = {}
+
+
 def _logsumexp(a: Any, axis: Any, b: Any, keepdims: bool, return_sign: bool) -> Traced:
     """`scipy.special.logsumexp`: with weights `b`, `log Σ b e^a = logsumexp(a + log b)`
     (b > 0)."""
@@ -689,16 +694,30 @@ SIZE_ENTRY_POINTS: dict[str, Callable[..., Any]] = {}
 def _bindings() -> Iterator[tuple[Any, str, Callable[..., Any], Callable[[Any], bool]]]:
     """(module, attribute, recorder, trigger) of every entry point whose module is
     imported."""
-    points = [(name, recorder, _holds_traced) for name, recorder in ENTRY_POINTS.items()]
+    points = [(name, recorder, ENTRY_TRIGGERS.get(name, _holds_traced))
+              for name, recorder in ENTRY_POINTS.items()]
     points += [(name, recorder, _holds_size) for name, recorder in SIZE_ENTRY_POINTS.items()]
     points += [(name, recorder, _always) for name, recorder in RANDOM_DRAWS.items()]
     points += [(f"numpy.{name}", recorder, _holds_traced)
                for name, recorder in ARRAY_FUNCTIONS.items()]
     for name, recorder, trigger in points:
-        module_name, _, attribute = name.rpartition(".")
-        module = sys.modules.get(module_name)
-        if module is not None and callable(getattr(module, attribute, None)):
-            yield module, attribute, recorder, trigger
+        owner_name, _, attribute = name.rpartition(".")
+        owner = _imported(owner_name)
+        if owner is not None and callable(getattr(owner, attribute, None)):
+            yield owner, attribute, recorder, trigger
+
+
+def _imported(name: str) -> Any:
+    """The module `name`, or an object inside an imported module (`scipy.stats.norm`, a
+    distribution whose methods are entry points); None where none is imported."""
+    module_name, path = name, []
+    while module_name and module_name not in sys.modules:
+        module_name, _, last = module_name.rpartition(".")
+        path.insert(0, last)
+    owner = sys.modules.get(module_name)
+    for part in path:
+        owner = getattr(owner, part, None)
+    return owner
 
 
 @contextmanager
@@ -709,15 +728,19 @@ def numpy_entry_points(fn: Callable[..., Any]) -> Iterator[None]:
     namespace = getattr(fn, "__globals__", None)
     namespace = namespace if isinstance(namespace, dict) else {}
     saved: list[tuple[Any, str, Any]] = []
+    instance_attributes: list[tuple[Any, str]] = []
     replaced: dict[int, Callable[..., Any]] = {}
     for module, attribute, recorder, trigger in _bindings():
         original = getattr(module, attribute)
         if isinstance(original, np.ufunc) or (module, attribute) in {
-                (m, a) for m, a, _ in saved}:  # a ufunc dispatches; the first binding wins
+                (m, a) for m, a, _ in saved} | set(instance_attributes):  # the first wins
             continue
         version = replaced.setdefault(id(original),
                                       _recording_version(original, recorder, trigger))
-        saved.append((module, attribute, original))
+        if isinstance(module, types.ModuleType) or attribute in vars(module):
+            saved.append((module, attribute, original))
+        else:  # an instance's method: shadowed by an instance attribute, then removed
+            instance_attributes.append((module, attribute))
         setattr(module, attribute, version)
     globals_saved = {name: value for name, value in namespace.items()
                      if id(value) in replaced and callable(value)}
@@ -729,4 +752,6 @@ def numpy_entry_points(fn: Callable[..., Any]) -> Iterator[None]:
     finally:
         for module, attribute, original in reversed(saved):
             setattr(module, attribute, original)
+        for instance, attribute in instance_attributes:
+            delattr(instance, attribute)  # the class's method again
         namespace.update(globals_saved)

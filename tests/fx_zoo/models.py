@@ -1,4 +1,4 @@
-"""Seventeen canonical PyTorch models and training patterns, as their authors write them.
+"""Twenty canonical PyTorch models and training patterns, as their authors write them.
 
 Each model is the original code (pytorch/examples, the PyTorch tutorials, torchvision,
 karpathy/nanoGPT, the AMP docs, ...) at small sizes, so that each compiles in seconds;
@@ -10,12 +10,13 @@ left out). `ZOO` lists them as `harness.Case`s.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F  # noqa: N812 (the authors' spelling)
 from torch import autograd, nn, optim
+from torch.distributions import Categorical
 
 from .harness import Batch, Case, Loop, Results
 
@@ -1241,6 +1242,391 @@ SUPER_RESOLUTION = Case(
     super_resolution_train, classify, lambda model: [optim.Adam(model.parameters(), lr=0.01)])
 
 
+# ---------------------------------------------------------------- 18. GAT
+
+class GraphAttentionLayer(nn.Module):
+    """pytorch/examples gat/main.py's GraphAttentionLayer (the Graph Attention Networks
+    paper's layer: e_ij = LeakyReLU(a^T [W h_i || W h_j]), softmax over neighbours j)."""
+
+    def __init__(self, in_features: int, out_features: int, n_heads: int, concat: bool = False,
+                 dropout: float = 0.4, leaky_relu_slope: float = 0.2):
+        super().__init__()
+
+        self.n_heads = n_heads  # Number of attention heads
+        self.concat = concat  # wether to concatenate the final attention heads
+        self.dropout = dropout  # Dropout rate
+
+        if concat:  # concatenating the attention heads
+            self.out_features = out_features  # Number of output features per node
+            assert out_features % n_heads == 0  # out_features is a multiple of n_heads
+            self.n_hidden = out_features // n_heads
+        else:  # averaging output over the attention heads (Used in the main paper)
+            self.n_hidden = out_features
+
+        #  A shared linear transformation, parametrized by a weight matrix W is applied to
+        #  every node; initialize the weight matrix W
+        self.W = nn.Parameter(torch.empty(size=(in_features, self.n_hidden * n_heads)))
+
+        # Initialize the attention weights a
+        self.a = nn.Parameter(torch.empty(size=(n_heads, 2 * self.n_hidden, 1)))
+
+        self.leakyrelu = nn.LeakyReLU(leaky_relu_slope)  # LeakyReLU activation function
+        self.softmax = nn.Softmax(dim=1)  # softmax activation function to the coefficients
+
+        self.reset_parameters()  # Reset the parameters
+
+    def reset_parameters(self):
+        """Reinitialize learnable parameters."""
+        nn.init.xavier_normal_(self.W)
+        nn.init.xavier_normal_(self.a)
+
+    def _get_attention_scores(self, h_transformed: torch.Tensor):
+        """The attention scores e_ij = LeakyReLU(a^T [Wh_i || Wh_j]) of all pairs of nodes,
+        shape (n_heads, n_nodes, n_nodes)."""
+
+        source_scores = torch.matmul(h_transformed, self.a[:, :self.n_hidden, :])
+        target_scores = torch.matmul(h_transformed, self.a[:, self.n_hidden:, :])
+
+        # broadcast add
+        # (n_heads, n_nodes, 1) + (n_heads, 1, n_nodes) = (n_heads, n_nodes, n_nodes)
+        e = source_scores + target_scores.mT
+        return self.leakyrelu(e)
+
+    def forward(self, h: torch.Tensor, adj_mat: torch.Tensor):
+        """A graph attention layer on node features `h` and the graph's `adj_mat`."""
+        n_nodes = h.shape[0]
+
+        # Apply linear transformation to node feature -> W h
+        # output shape (n_nodes, n_hidden * n_heads)
+        h_transformed = torch.mm(h, self.W)
+        h_transformed = F.dropout(h_transformed, self.dropout, training=self.training)
+
+        # splitting the heads by reshaping the tensor and putting heads dim first
+        # output shape (n_heads, n_nodes, n_hidden)
+        h_transformed = h_transformed.view(n_nodes, self.n_heads, self.n_hidden).permute(1, 0, 2)
+
+        # getting the attention scores
+        # output shape (n_heads, n_nodes, n_nodes)
+        e = self._get_attention_scores(h_transformed)
+
+        # Set the attention score for non-existent edges to -9e15 (MASKING NON-EXISTENT EDGES)
+        connectivity_mask = -9e16 * torch.ones_like(e)
+        e = torch.where(adj_mat > 0, e, connectivity_mask)  # masked attention scores
+
+        # attention coefficients are computed as a softmax over the rows
+        # for each column j in the attention score matrix e
+        attention = F.softmax(e, dim=-1)
+        attention = F.dropout(attention, self.dropout, training=self.training)
+
+        # final node embeddings are computed as a weighted average of the features of its
+        # neighbors
+        h_prime = torch.matmul(attention, h_transformed)
+
+        # concatenating/averaging the attention heads
+        # output shape (n_nodes, out_features)
+        if self.concat:
+            h_prime = h_prime.permute(1, 0, 2).contiguous().view(n_nodes, self.out_features)
+        else:
+            h_prime = h_prime.mean(dim=0)
+
+        return h_prime
+
+
+class GAT(nn.Module):
+    """gat/main.py's GAT: two GraphAttentionLayers, an ELU between them, log-softmax."""
+
+    def __init__(self, in_features, n_hidden, n_heads, num_classes, concat=False, dropout=0.4,
+                 leaky_relu_slope=0.2):
+        super().__init__()
+
+        # Define the Graph Attention layers
+        self.gat1 = GraphAttentionLayer(
+            in_features=in_features, out_features=n_hidden, n_heads=n_heads,
+            concat=concat, dropout=dropout, leaky_relu_slope=leaky_relu_slope
+        )
+
+        self.gat2 = GraphAttentionLayer(
+            in_features=n_hidden, out_features=num_classes, n_heads=1,
+            concat=False, dropout=dropout, leaky_relu_slope=leaky_relu_slope
+        )
+
+    def forward(self, input_tensor: torch.Tensor, adj_mat: torch.Tensor):
+        # Apply the first Graph Attention layer
+        x = self.gat1(input_tensor, adj_mat)
+        x = F.elu(x)  # Apply ELU activation function to the output of the first layer
+
+        # Apply the second Graph Attention layer
+        x = self.gat2(x, adj_mat)
+
+        return F.log_softmax(x, dim=1)  # Apply log softmax activation function
+
+
+GAT_NODES, GAT_FEATURES, GAT_CLASSES = 7, 6, 3  # Cora: 2708 nodes, 1433 features, 7 classes
+
+
+def gat_batch(step: int, dtype: torch.dtype) -> Batch:
+    """A fixed graph as load_cora gives (the original trains on Cora, full batch, every
+    epoch): 0/1 features scaled to sum to one per node, a random symmetric dense 0/1
+    adjacency plus self loops, labels, and the training and test node indices."""
+    features = (uniform(0, GAT_NODES, GAT_FEATURES, dtype=dtype) < 0.5).to(dtype)
+    features[:, 0] = 1  # no empty row (load_cora maps 1/0 to 0)
+    features = torch.diag(1 / torch.sum(features, dim=1)) @ features
+    edges = (uniform(1, GAT_NODES, GAT_NODES, dtype=dtype) < 0.35).to(dtype).fill_diagonal_(0)
+    adj_mat = torch.eye(GAT_NODES, dtype=dtype) + ((edges + edges.T) > 0).to(dtype)
+    idx = torch.randperm(GAT_NODES, generator=torch.Generator().manual_seed(13))
+    return {"features": features, "adj_mat": adj_mat, "labels": integers(0, GAT_CLASSES, GAT_NODES),
+            "idx_train": idx[3:], "idx_test": idx[:3]}
+
+
+def gat_train(loop: Loop, batch: Batch) -> Results:
+    """gat/main.py's train_iter (its evaluations on the masks are `gat_test`)."""
+    (optimizer,) = loop.optimizers
+    criterion, input = nn.NLLLoss(), (batch["features"], batch["adj_mat"])
+    target, mask_train = batch["labels"], batch["idx_train"]
+    optimizer.zero_grad()
+
+    # Forward pass
+    output = loop.net(*input)
+    loss = criterion(output[mask_train], target[mask_train])  # the loss on the training mask
+
+    loss.backward()
+    optimizer.step()
+    return {"output": output, "loss": loss}
+
+
+def gat_test(loop: Loop, batch: Batch) -> Results:
+    """gat/main.py's test() on the test mask (loss and accuracy as tensors, not .item())."""
+    mask, criterion = batch["idx_test"], nn.NLLLoss()
+    output = loop.net(batch["features"], batch["adj_mat"])
+    output, target = output[mask], batch["labels"][mask]
+
+    loss = criterion(output, target)
+    acc = (output.argmax(dim=1) == target).float().sum() / len(target)
+    return {"output": output, "loss": loss, "acc": acc}
+
+
+GAT_CASE = Case(
+    "gat",
+    # main.py's defaults (dropout 0.6, lr 0.005, weight decay 5e-4), hidden 64 -> 8, 8 heads -> 2
+    lambda: GAT(in_features=GAT_FEATURES, n_hidden=8, n_heads=2, num_classes=GAT_CLASSES,
+                concat=False, dropout=0.6, leaky_relu_slope=0.2),
+    gat_batch, gat_train, gat_test,
+    lambda model: [optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)])
+
+
+# ---------------------------------------------------------------- 19. actor-critic
+
+class Policy(nn.Module):
+    """pytorch/examples reinforcement_learning/actor_critic.py's Policy (actor and critic in
+    one model); affine1 4x128 -> 4x16."""
+
+    def __init__(self):
+        super().__init__()
+        self.affine1 = nn.Linear(4, 16)
+
+        # actor's layer
+        self.action_head = nn.Linear(16, 2)
+
+        # critic's layer
+        self.value_head = nn.Linear(16, 1)
+
+        # action & reward buffer
+        self.saved_actions = []
+        self.rewards = []
+
+    def forward(self, x):
+        """forward of both actor and critic"""
+        x = F.relu(self.affine1(x))
+
+        # actor: choses action to take from state s_t
+        # by returning probability of each action
+        action_prob = F.softmax(self.action_head(x), dim=-1)
+
+        # critic: evaluates being in the state s_t
+        state_values = self.value_head(x)
+
+        # return values for both actor and critic as a tuple of 2 values:
+        # 1. a list with the probability of each action over the action space
+        # 2. the value from state s_t
+        return action_prob, state_values
+
+
+SavedAction = namedtuple('SavedAction', ['log_prob', 'value'])
+EPISODE = 6  # CartPole steps of an episode
+
+
+def actor_critic_batch(step: int, dtype: torch.dtype) -> Batch:
+    """An episode: its states, the actions taken (sampled beforehand, as CartPole's
+    select_action would have) and CartPole's reward of 1 a step."""
+    return {"states": normal(step, EPISODE, 4, dtype=dtype), "actions": integers(step, 2, EPISODE),
+            "rewards": torch.ones(EPISODE, dtype=dtype)}
+
+
+def actor_critic_train(loop: Loop, batch: Batch, gamma: float = 0.99) -> Results:
+    """select_action over the episode's states (one batched forward; its sample given), then
+    finish_episode's loss, backward and Adam step."""
+    model, (optimizer,) = loop.model, loop.optimizers
+    eps = torch.finfo(torch.float32).eps  # np.finfo(np.float32).eps.item()
+    probs, state_value = loop.net(batch["states"])
+
+    # create a categorical distribution over the list of probabilities of actions
+    m = Categorical(probs)
+    action = batch["actions"]
+
+    # save to action buffer
+    model.saved_actions.extend(SavedAction(log_prob, value) for log_prob, value in
+                               zip(m.log_prob(action), state_value, strict=True))
+    model.rewards.extend(batch["rewards"].tolist())
+
+    # finish_episode
+    R = 0  # noqa: N806
+    saved_actions = model.saved_actions
+    policy_losses = []  # list to save actor (policy) loss
+    value_losses = []  # list to save critic (value) loss
+    returns = []  # list to save the true values
+
+    # calculate the true value using rewards returned from the environment
+    for r in model.rewards[::-1]:
+        # calculate the discounted value
+        R = r + gamma * R  # noqa: N806
+        returns.insert(0, R)
+
+    returns = torch.tensor(returns, dtype=probs.dtype)
+    returns = (returns - returns.mean()) / (returns.std() + eps)
+
+    for (log_prob, value), R in zip(saved_actions, returns, strict=True):  # noqa: N806
+        advantage = R - value.detach()  # value.item() in the original
+
+        # calculate actor (policy) loss
+        policy_losses.append(-log_prob * advantage)
+
+        # calculate critic (value) loss using L1 smooth loss
+        value_losses.append(F.smooth_l1_loss(value, R.reshape(1)))  # torch.tensor([R])
+
+    # reset gradients
+    optimizer.zero_grad()
+
+    # sum up all the values of policy_losses and value_losses
+    loss = torch.stack(policy_losses).sum() + torch.stack(value_losses).sum()
+
+    # perform backprop
+    loss.backward()
+    optimizer.step()
+
+    # reset rewards and action buffer
+    del model.rewards[:]
+    del model.saved_actions[:]
+    return {"probs": probs, "state_value": state_value, "returns": returns, "loss": loss}
+
+
+def actor_critic_select(loop: Loop, batch: Batch) -> Results:
+    """select_action's forward and distribution (the sample given)."""
+    probs, state_value = loop.net(batch["states"])
+    m = Categorical(probs)
+    return {"probs": probs, "state_value": state_value,
+            "log_prob": m.log_prob(batch["actions"]), "entropy": m.entropy()}
+
+
+ACTOR_CRITIC = Case(
+    "actor_critic", Policy, actor_critic_batch, actor_critic_train, actor_critic_select,
+    lambda model: [optim.Adam(model.parameters(), lr=3e-2)])
+
+
+# ---------------------------------------------------------------- 20. time sequence prediction
+
+SEQ_HIDDEN = 8  # time_sequence_prediction/train.py: 51
+
+
+class Sequence(nn.Module):
+    """pytorch/examples time_sequence_prediction/train.py's Sequence (two LSTMCells and a
+    linear layer, its zero states in torch.double); hidden 51 -> `SEQ_HIDDEN`."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm1 = nn.LSTMCell(1, SEQ_HIDDEN)
+        self.lstm2 = nn.LSTMCell(SEQ_HIDDEN, SEQ_HIDDEN)
+        self.linear = nn.Linear(SEQ_HIDDEN, 1)
+
+    def forward(self, input, future=0):
+        outputs = []
+        h_t = torch.zeros(input.size(0), SEQ_HIDDEN, dtype=torch.double)
+        c_t = torch.zeros(input.size(0), SEQ_HIDDEN, dtype=torch.double)
+        h_t2 = torch.zeros(input.size(0), SEQ_HIDDEN, dtype=torch.double)
+        c_t2 = torch.zeros(input.size(0), SEQ_HIDDEN, dtype=torch.double)
+
+        for input_t in input.split(1, dim=1):
+            h_t, c_t = self.lstm1(input_t, (h_t, c_t))
+            h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+            output = self.linear(h_t2)
+            outputs += [output]
+        for _ in range(future):  # if we should predict the future
+            h_t, c_t = self.lstm1(output, (h_t, c_t))
+            h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+            output = self.linear(h_t2)
+            outputs += [output]
+        outputs = torch.cat(outputs, dim=1)
+        return outputs
+
+
+SEQ_T, SEQ_LENGTH, SEQ_WAVES, SEQ_FUTURE = 20, 8, 5, 3  # generate_sine_wave.py: T 20, L 1000,
+# N 100; train.py predicts 1000 steps into the future
+
+
+def sine_waves(step: int) -> torch.Tensor:
+    """generate_sine_wave.py's data: sin(x / T) at x = range(L) shifted by a random integer
+    in [-4T, 4T) per wave (float64, as the original's)."""
+    shift = integers(step, 8 * SEQ_T, SEQ_WAVES, 1) - 4 * SEQ_T
+    x = torch.arange(SEQ_LENGTH) + shift
+    return torch.sin(x / 1.0 / SEQ_T).to(torch.float64)
+
+
+def sequence_batch(step: int, dtype: torch.dtype) -> Batch:
+    """train.py's training set (waves 3 on, one step ahead) and test set (waves 0 to 2)."""
+    data = sine_waves(0).to(dtype)
+    return {"input": data[3:, :-1], "target": data[3:, 1:],
+            "test_input": data[:3, :-1], "test_target": data[:3, 1:]}
+
+
+def sequence_train(loop: Loop, batch: Batch) -> Results:
+    """One STEP of train.py: LBFGS's step with its closure (up to max_iter evaluations)."""
+    seq, (optimizer,) = loop.net, loop.optimizers
+    criterion, input, target = nn.MSELoss(), batch["input"], batch["target"]
+    losses = []
+
+    def closure():
+        optimizer.zero_grad()
+        out = seq(input)
+        loss = criterion(out, target)
+        losses.append(loss.detach())  # print('loss:', loss.item()) in the original
+        loss.backward()
+        return loss
+
+    loss = optimizer.step(closure)
+    return {"loss": loss, "closure losses": torch.stack(losses)}
+
+
+def sequence_predict(loop: Loop, batch: Batch) -> Results:
+    """train.py's prediction after each step, under no_grad: `future` steps on."""
+    criterion, future = nn.MSELoss(), SEQ_FUTURE
+    pred = loop.net(batch["test_input"], future=future)
+    loss = criterion(pred[:, :-future], batch["test_target"])
+    return {"pred": pred, "test loss": loss}
+
+
+TIME_SEQUENCE = Case(
+    "time_sequence", Sequence, sequence_batch, sequence_train, sequence_predict,
+    # use LBFGS as optimizer since we can load the whole data to train; max_iter 20 -> 5:
+    # LBFGS's curvature pairs amplify rounding ~10x every few evaluations, so over 3 x 20
+    # evaluations two f64 runs one ulp apart (eager against eager, one weight nudged by one
+    # ulp) part to 1e-8 in their gradients, past the f64 tolerance; over 3 x 5, 1e-14
+    lambda model: [optim.LBFGS(model.parameters(), lr=0.8, max_iter=5)])
+
+# Cases that run in some dtypes only (the others run in every dtype of harness.DTYPES):
+# Sequence hard-codes its zero states in torch.double, as the original does.
+CASE_DTYPES = {"time_sequence": ("f64",)}
+
+
 ZOO = {case.name: case for case in (
     MNIST, LENET, RESNET, VAE_CASE, DCGAN_CASE, WGAN_GP, WORD_LM, GRU_CASE, TRANSFORMER,
-    NANOGPT, PINN, MLP_CASE, MAML, HVP, AMP_GP, FAST_NEURAL_STYLE, SUPER_RESOLUTION)}
+    NANOGPT, PINN, MLP_CASE, MAML, HVP, AMP_GP, FAST_NEURAL_STYLE, SUPER_RESOLUTION, GAT_CASE,
+    ACTOR_CRITIC, TIME_SEQUENCE)}

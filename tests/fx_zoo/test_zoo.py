@@ -1,10 +1,11 @@
-"""The zoo: seventeen canonical models trained through `torch.compile(backend="reverie")`
+"""The zoo: twenty canonical models trained through `torch.compile(backend="reverie")`
 beside eager PyTorch (issue 33; docs/api.md §8–9).
 
 Each (model, dtype, route) case trains the model for `harness.STEPS` steps, optimiser
 included, compiled and eagerly from one initial state, and compares at every step the
 outputs, losses, second-order results, every parameter gradient, every buffer and the
-parameters after the step, then the same in eval mode (`tests/fx_zoo/harness.py`). The
+parameters after the step, then the same in eval mode (`tests/fx_zoo/harness.py`), in
+each dtype of `harness.DTYPES` (or those `models.CASE_DTYPES` names for the case). The
 routes: `fullgraph` (`torch.compile(model, backend="reverie", fullgraph=True)`, one Reverie
 graph or an error) and `fallback` (`options={"fallback": True}`: unmapped nodes run in eager
 PyTorch between compiled segments).
@@ -25,7 +26,7 @@ import pytest
 import torch
 
 from .harness import DTYPES, ROUTES, train_side_by_side
-from .models import ZOO
+from .models import CASE_DTYPES, ZOO
 
 ANY = "*"
 Case = tuple[str, str, str]  # (model, dtype, route); ANY in a row matches every value
@@ -60,7 +61,8 @@ def cause_of(case: Case) -> str | None:
 
 def zoo_cases() -> list:
     cases = []
-    for case in ((name, dtype, route) for name in ZOO for dtype in DTYPES for route in ROUTES):
+    for case in ((name, dtype, route) for name in ZOO
+                 for dtype in CASE_DTYPES.get(name, DTYPES) for route in ROUTES):
         cause = cause_of(case)
         marks = [pytest.mark.xfail(strict=True, reason=cause, raises=KnownFailure)] \
             if cause else []
