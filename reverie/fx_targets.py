@@ -50,7 +50,7 @@ from reverie import (
     fx_rows_shapes,
     fx_rows_tensor_ops,
 )
-from reverie.fx_functional import UnsupportedArgument, refuse
+from reverie.fx_functional import UnsupportedArgument, float_dtype, refuse
 from reverie.fx_rows_rule import Emit, Rule, target_name
 from reverie.tracing import UNARY_BUILTINS, Traced, concatenate, where
 
@@ -65,10 +65,13 @@ def _dims(dim: Any) -> Any:
 
 
 def _reduce(kind: str) -> Emit:
-    """A reduction over `dim`, of the input first converted to `dtype` where given."""
+    """A reduction over `dim`, of the input first converted to `dtype` where given (sums
+    and products of integers and booleans in int64, as torch's)."""
     def emit(input: Traced, dim: Any = None, keepdim: bool = False, *,
              dtype: Any = None) -> Traced:
-        return fn.accumulated(kind, input, dtype)._reduce(kind, _dims(dim), keepdim)
+        x = fn.accumulated(kind, input, dtype) if kind in ("sum", "prod") else \
+            input if dtype is None else fn.cast(input, float_dtype(kind, dtype))
+        return x._reduce(kind, _dims(dim), keepdim)
 
     return emit
 

@@ -117,7 +117,8 @@ CASES = {
     "casts and integer sums": lambda d: (
         lambda x: x * x.long() + x.int().sum() * (x > 0).sum(1, keepdim=True)
         + x.type(torch.int64).cumsum(1) + x * x.bool() + x.to(torch.bool).long().prod(0)
-        + torch.sum(x > 0, 0), [normal(d, 3, 4) * 3]),
+        + torch.sum(x > 0, 0) + x.int().amax(1, keepdim=True) * (x > 1).amin(0),
+        [normal(d, 3, 4) * 3]),
     "masks and counts meeting Python numbers": lambda d: (
         lambda x: x * ((x > 0) * 1.5) + (x > 0).sum() * 0.5 + x.argmax() * 0.25
         + ((x < 0) * 2 - 1) * x, [normal(d, 3, 4)]),
