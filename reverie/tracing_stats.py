@@ -11,13 +11,13 @@ scale, a location-scale density is f(z) / scale:
 
     norm            log f = −z²/2 − ½ log 2π;  cdf ½ erfc(−z/√2), sf ½ erfc(z/√2)
     t (df)          log f = lgamma((df+1)/2) − lgamma(df/2) − ½ log(df π)
-                            − (df+1)/2 log1p(z²/df)
+                            − (df+1)/2 log1p(z²/df);  cdf from betainc(df/2, ½, df/(df+z²))
     gamma (a)       log f = (a−1) log z − z − lgamma(a) (z > 0);  cdf gammainc(a, z)
     chi2 (df)       gamma(df/2) of z/2, divided by 2
     beta (a, b)     log f = (a−1) log z + (b−1) log1p(−z) − betaln(a, b) (0 < z < 1);
                     cdf betainc(a, b, z)
     expon           log f = −z (z ≥ 0);  laplace: log f = −|z| − log 2
-    poisson (mu)    log pmf = k log mu − mu − lgamma(k + 1)
+    poisson (mu)    log pmf = k log mu − mu − lgamma(k + 1);  cdf gammaincc(⌊k⌋ + 1, mu)
     multivariate_normal   −½ |L⁻¹(x − mean)|² − Σ log diag L − (n/2) log 2π, L L⊤ = cov
     dirichlet (alpha)     Σ (alpha−1) log x + lgamma(Σ alpha) − Σ lgamma(alpha), x's
                           components along its first axis (SciPy's)
@@ -136,10 +136,23 @@ CUMULATIVE: dict[str, Callable[..., Any]] = {
     "gamma": lambda z, a: special.gammainc(a, np.maximum(z, 0.0)),
     "chi2": lambda z, df: special.gammainc(df / 2, np.maximum(z, 0.0) / 2),
     "beta": lambda z, a, b: special.betainc(a, b, np.clip(z, 0.0, 1.0)),
+    "t": lambda z, df: _t_cdf(z, df),
 }
 SURVIVAL: dict[str, Callable[..., Any]] = {
     "norm": lambda z: 0.5 * special.erfc(z / math.sqrt(2)),
 }
+
+
+def _t_cdf(z: Any, df: Any) -> Any:
+    """½ I(df/(df+z²); df/2, ½) below 0, one less that above (the regularised beta)."""
+    tail = 0.5 * special.betainc(df / 2, 0.5, df / (df + z * z))
+    return np.where(z < 0, tail, 1 - tail)
+
+
+def poisson_cdf(k: Any, mu: Any, loc: Any = 0) -> Any:
+    """P(K ≤ k) = Q(⌊k⌋ + 1, mu), the regularised upper incomplete gamma (0 below 0)."""
+    count = np.floor(k - loc)
+    return np.where(count < 0, 0.0, special.gammaincc(np.maximum(count, 0.0) + 1, mu))
 
 
 def poisson_logpmf(k: Any, mu: Any, loc: Any = 0) -> Any:
@@ -207,6 +220,7 @@ ENTRY_POINTS.update({
        for name, sf in SURVIVAL.items()},
     "scipy.stats.poisson.logpmf": poisson_logpmf,
     "scipy.stats.poisson.pmf": _exp(poisson_logpmf),
+    "scipy.stats.poisson.cdf": poisson_cdf,
     "scipy.stats.multivariate_normal.logpdf": multivariate_normal_logpdf,
     "scipy.stats.multivariate_normal.pdf": _exp(multivariate_normal_logpdf),
     "scipy.stats.dirichlet.logpdf": dirichlet_logpdf,

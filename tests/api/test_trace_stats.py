@@ -28,13 +28,15 @@ CASES = {
         stats.norm.cdf(x, a, b) + stats.norm.logcdf(x, b) + stats.norm.sf(x, a)
         + stats.norm.logsf(x, a, b)),
     "frozen norm": lambda x, a, b: stats.norm(a, b).logpdf(x) + norm(a).cdf(x),
-    "t": lambda x, a, b: stats.t.logpdf(x, a + 2.0, b, a) + stats.t.pdf(x, 3.0),
+    "t": lambda x, a, b: stats.t.logpdf(x, a + 2.0, b, a) + stats.t.pdf(x, 3.0)
+    + stats.t.cdf(x - 0.5, 3.0, b) + stats.t.logcdf(x * a, 2.5),
     "gamma": lambda x, a, b: stats.gamma.logpdf(x, a, scale=b) + stats.gamma.cdf(x, 2.5, b),
     "chi2": lambda x, a, b: stats.chi2.logpdf(x, a + 1) + stats.chi2.pdf(x * b, 3.0),
     "beta": lambda x, a, b: stats.beta.logpdf(x, a, b + 1) + stats.beta.cdf(x * b, 2.0, 3.0),
     "expon laplace": lambda x, a, b: stats.expon.logpdf(x, b - 1, a) + stats.laplace.pdf(x, b, a),
     "poisson": lambda x, a, b: stats.poisson.logpmf(np.array([0.0, 1.0, 2.0, 5.0]), a * x[:4])
-    + stats.poisson(b).pmf(np.array([1.0, 3.0])).sum(),
+    + stats.poisson(b).pmf(np.array([1.0, 3.0])).sum()
+    + stats.poisson.cdf(np.array([-1.0, 0.0, 2.5, 4.0]), a * x[1:5]),
     "multivariate_normal": lambda x, a, b: stats.multivariate_normal.logpdf(
         np.stack([x[:3], x[1:4]]), x[2:5] * a, COV * b),
     "multivariate_normal constant cov": lambda x, a, b: stats.multivariate_normal.pdf(
