@@ -344,10 +344,13 @@ def linalg(name: str, keywords: Callable[..., str] = lambda **_: "") -> Callable
             raise TraceError(f"{name} is not a built-in of the language yet (looked for "
                              f"{' or '.join(candidates)}; {user_line()})")
         arrays = [a for a in args if isinstance(a, Traced | list | tuple | np.ndarray)]
-        first = as_traced(next(a for a in arrays if _first_traced(a) is not None))
+        first = next((t for t in map(_first_traced, arrays) if t is not None), None)
+        if first is None:
+            raise TraceError(f"np.linalg.{name} of no traced value ({user_line()})")
         values = _common_type([operand(first.recording, a, first.element) for a in arrays])
-        if any(isinstance(a, np.ndarray) for a in arrays):  # a constant's sizes are literal:
-            first.recording.fix(" ".join(x.dim for v in values for x in v.axes))  # fixed
+        if any(isinstance(a, np.ndarray) for a in arrays):
+            # a constant's sizes are literal: the dimensions they meet keep their sizes
+            first.recording.fix(" ".join(x.dim for v in values for x in v.axes))
         call = f"{found}({', '.join(v.name for v in values)}{keywords(**kwargs)})"
         result = shapes(*(v.axes for v in values))
         if name in ("svd", "qr"):
