@@ -70,6 +70,7 @@ from torch.utils._sympy.functions import FloorDiv
 
 from reverie import fx_fake, fx_targets, interop_torch
 from reverie import fx_functional as fn
+from reverie.compiler.ir.dtypes import FLOAT_DTYPES, INT_DTYPES
 from reverie.dsl.diagnostics import CompileError
 from reverie.fx_fake import (
     REDUCED_PRECISION,
@@ -771,7 +772,7 @@ def _hint(size: int | torch.SymInt) -> int | None:
 
 def _kind(element: str) -> str:
     """A Reverie dtype's kind for torch's promotion: "float", "int" or "bool"."""
-    return "bool" if element == "bool" else "int" if element.startswith("i") else "float"
+    return "float" if element in FLOAT_DTYPES else "int" if element in INT_DTYPES else "bool"
 
 
 def _in_place_call(node: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:

@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from reverie.compiler.ir.dtypes import FLOAT_DTYPES
 from reverie.tracing import RECORDER_FILES, Axis, Traced, concatenate, where
 
 RECORDER_FILES.add(__file__)
@@ -167,7 +168,7 @@ def accumulated(target: str, input: Traced, dtype: Any) -> Traced:
     where given, else integers and booleans widened to int64, as torch accumulates them."""
     if dtype is not None:
         return cast(input, float_dtype(target, dtype))
-    return input if input.element in ("f64", "f32", "bf16", "f16") else cast(input, "i64")
+    return input if input.element in FLOAT_DTYPES else cast(input, "i64")
 
 
 # ---------------------------------------------------------------- losses

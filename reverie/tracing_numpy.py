@@ -35,7 +35,7 @@ import numpy as np
 
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.compiler.lower.builtins import BINARY_BUILTINS, BUILTINS
-from reverie.tracing_base import ignored
+from reverie.tracing_base import FLOAT_NAMES, ignored
 from reverie.tracing_record import (
     ARRAY_FUNCTIONS,
     RECORDER_FILES,
@@ -364,9 +364,9 @@ def nan_to_num(x: Any, copy: bool = True, nan: float = 0.0, posinf: Any = None,
     """`np.nan_to_num`: NaN, inf and -inf replaced (by default 0 and the dtype's largest
     and smallest finite values); the gradient flows where x is finite."""
     x = as_traced(x)
-    if x.element not in ("f32", "f64"):
+    if x.element not in FLOAT_NAMES:
         return x.copy()
-    finite = np.finfo(np.float64 if x.element == "f64" else np.float32)
+    finite = np.finfo(x.dtype)
     high = float(finite.max) if posinf is None else posinf
     low = float(finite.min) if neginf is None else neginf
     return where(x != x, nan, where(x == math.inf, high, where(x == -math.inf, low, x)))

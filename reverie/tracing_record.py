@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from reverie.compiler.ir.dtypes import FLOAT_DTYPES
 from reverie.compiler.ir.elementwise import ELEMENTWISE
 from reverie.dsl.check import KEYWORDS
 from reverie.tracing_base import (
@@ -397,8 +398,7 @@ class Traced:
         if isinstance(number, bool | np.bool_) or not isinstance(
                 number, int | float | np.integer | np.floating):
             return self
-        counting = self.element == "bool" or self.element.startswith("i")  # not a float
-        if isinstance(number, float | np.floating) and counting:
+        if isinstance(number, float | np.floating) and self.element not in FLOAT_DTYPES:
             return self.astype(self.recording.default_float)
         return self.astype("i64") if self.element == "bool" else self
 

@@ -103,20 +103,16 @@ def _split(name: str, shapes: int, args: tuple, kwargs: dict[str, Any]
     return values, loc, scale
 
 
-def _log_density(name: str, shapes: int, density: Density) -> Callable[..., Any]:
-    def logpdf(x: Any, *args: Any, **kwargs: Any) -> Any:
+def _standardised(name: str, shapes: int, form: Callable[..., Any], density: bool
+                  ) -> Callable[..., Any]:
+    """`dist.method(x, *shapes, loc, scale)` as form(z, *shapes) at z = (x − loc) / scale,
+    less log scale for a log-density."""
+    def method(x: Any, *args: Any, **kwargs: Any) -> Any:
         parameters, loc, scale = _split(name, shapes, args, dict(kwargs))
-        return density((x - loc) / scale, *parameters) - np.log(scale)
+        value = form((x - loc) / scale, *parameters)
+        return value - np.log(scale) if density else value
 
-    return logpdf
-
-
-def _cumulative(name: str, shapes: int, cdf: Callable[..., Any]) -> Callable[..., Any]:
-    def distribution(x: Any, *args: Any, **kwargs: Any) -> Any:
-        parameters, loc, scale = _split(name, shapes, args, dict(kwargs))
-        return cdf((x - loc) / scale, *parameters)
-
-    return distribution
+    return method
 
 
 def _exp(log_form: Callable[..., Any]) -> Callable[..., Any]:
@@ -134,7 +130,7 @@ CONTINUOUS: dict[str, tuple[int, Density]] = {
 CUMULATIVE: dict[str, Callable[..., Any]] = {
     "norm": lambda z: 0.5 * special.erfc(-z / math.sqrt(2)),
     "gamma": lambda z, a: special.gammainc(a, np.maximum(z, 0.0)),
-    "chi2": lambda z, df: special.gammainc(df / 2, np.maximum(z, 0.0) / 2),
+    "chi2": lambda z, df: CUMULATIVE["gamma"](z / 2, df / 2),
     "beta": lambda z, a, b: special.betainc(a, b, np.clip(z, 0.0, 1.0)),
     "t": lambda z, df: _t_cdf(z, df),
 }
@@ -205,19 +201,25 @@ def _holds_parameters(value: Any) -> bool:
 FROZEN = {"rv_continuous_frozen": ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"),
           "rv_discrete_frozen": ("logpmf", "pmf")}
 
+def _location_scale_methods() -> dict[str, Callable[..., Any]]:
+    """The recorders of the location-scale distributions' methods, by entry point: each
+    log-density and its density, each distribution function (and survival function) and
+    its log."""
+    recorders = {}
+    for name, (shapes, log_density) in CONTINUOUS.items():
+        logpdf = _standardised(name, shapes, log_density, density=True)
+        recorders |= {f"scipy.stats.{name}.logpdf": logpdf,
+                      f"scipy.stats.{name}.pdf": _exp(logpdf)}
+        for method, forms in (("cdf", CUMULATIVE), ("sf", SURVIVAL)):
+            if name in forms:
+                value = _standardised(name, shapes, forms[name], density=False)
+                recorders |= {f"scipy.stats.{name}.{method}": value,
+                              f"scipy.stats.{name}.log{method}": _log(value)}
+    return recorders
+
+
 ENTRY_POINTS.update({
-    **{f"scipy.stats.{name}.logpdf": _log_density(name, shapes, density)
-       for name, (shapes, density) in CONTINUOUS.items()},
-    **{f"scipy.stats.{name}.pdf": _exp(_log_density(name, shapes, density))
-       for name, (shapes, density) in CONTINUOUS.items()},
-    **{f"scipy.stats.{name}.cdf": _cumulative(name, CONTINUOUS[name][0], cdf)
-       for name, cdf in CUMULATIVE.items()},
-    **{f"scipy.stats.{name}.logcdf": _log(_cumulative(name, CONTINUOUS[name][0], cdf))
-       for name, cdf in CUMULATIVE.items()},
-    **{f"scipy.stats.{name}.sf": _cumulative(name, CONTINUOUS[name][0], sf)
-       for name, sf in SURVIVAL.items()},
-    **{f"scipy.stats.{name}.logsf": _log(_cumulative(name, CONTINUOUS[name][0], sf))
-       for name, sf in SURVIVAL.items()},
+    **_location_scale_methods(),
     "scipy.stats.poisson.logpmf": poisson_logpmf,
     "scipy.stats.poisson.pmf": _exp(poisson_logpmf),
     "scipy.stats.poisson.cdf": poisson_cdf,
