@@ -17,7 +17,13 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 D = torch.distributions
 
-from tests.api.fx_helpers import DTYPES, assert_same, fresh_dynamo, normal  # noqa: E402, F401
+from tests.api.fx_helpers import (  # noqa: E402, F401
+    DTYPES,
+    assert_same,
+    derivatives,
+    fresh_dynamo,
+    normal,
+)
 
 ACTIONS = torch.tensor([0, 3, 1, 2, 2, 0])
 
@@ -94,11 +100,8 @@ def test_sampling_draws_what_eager_draws(case: str, dtype: torch.dtype) -> None:
     compiled = torch.compile(fn, backend="reverie", fullgraph=True)
     results = []
     for run in (compiled, fn):
-        torch.manual_seed(7)
-        leaf = p.clone().requires_grad_()
-        out = run(leaf)
-        (grad,) = torch.autograd.grad((out * out).sum(), leaf)
-        results.append((out, grad))
+        torch.manual_seed(7)  # the same draws on both sides
+        results.append(derivatives(run, [p], second=False))
     for got, want in zip(*results, strict=True):
         torch.testing.assert_close(got.detach(), want.detach(),
                                    **({} if dtype == torch.float32 else
